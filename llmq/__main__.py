@@ -1,0 +1,3 @@
+from llmq.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,37 @@
+"""``llmq``: the command line of the toolkit (see ``llmq <command> --help``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from llmq.commands import bounds
+
+COMMANDS = (bounds,)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="llmq",
+        description="Queueing theory of LLM inference scheduling (Bari, Hegde, de Veciana 2025): "
+                    "tile-based batch-time model, throughput bounds, simulator, paper checks.")
+    sub = parser.add_subparsers(dest="command", metavar="command", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one ``llmq`` command; bad input exits with status 2 and a one-line message."""
+    from theory.errors import LlmqError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except LlmqError as exc:
+        print(f"llmq {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

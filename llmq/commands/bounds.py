@@ -1,0 +1,58 @@
+"""``llmq bounds``: Theorem 1/2 quantities for a GPU, model, workload, r and epsilon."""
+
+from __future__ import annotations
+
+import json
+
+from llmq.options import add_common, build_cost_model_from, build_workload_from, resolve
+
+HELP = "T_bar^R, T^max, lambda*, t*_lcm, Theorem 2's n and the cycle bounds (Theorems 1-2)"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bounds", help=HELP, description=HELP)
+    add_common(p, defaults={"epsilon": 0.1})
+    p.add_argument("--epsilon", type=float, help="Theorem 2's margin eps in (0, 1) (default 0.1)")
+    p.set_defaults(run=run)
+
+
+def _row(values: dict, gpu_name: str) -> dict:
+    from theory.assumptions import check_assumptions
+    from theory.bounds import compute_bounds
+
+    cm = build_cost_model_from(values, gpu_name)
+    w = build_workload_from(values, cm)
+    row = compute_bounds(cm, w, values["gpus_r"], values["epsilon"]).as_dict()
+    row["gpu_name"] = cm.gpu.name
+    row["assumptions"] = {a.name: {"holds": a.holds, "detail": a.detail}
+                          for a in check_assumptions(cm, w)}
+    return row
+
+
+def run(args) -> int:
+    from theory.hardware import gpu_names
+
+    values = resolve(args)
+    names = gpu_names() if str(values["gpu"]).lower() == "all" else [values["gpu"]]
+    rows = [_row(values, name) for name in names]
+    if values["json"]:
+        print(json.dumps(rows if len(names) > 1 else rows[0], indent=2))
+        return 0
+    first = rows[0]
+    print(f"model {first['model']} ({first['mode']} mode), workload {first['workload']}, "
+          f"r = {first['r']}, epsilon = {first['epsilon']}")
+    header = (f"{'GPU':<16}{'t*':>12}{'t_lcm':>7}{'T_bar^R ms':>12}{'T^max s':>10}"
+              f"{'lambda* req/s':>15}{'n_min':>10}{'Eq.25 s':>10}  A1 A2 A3 A4")
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        flags = "  ".join("y" if a["holds"] else "n" for a in row["assumptions"].values())
+        print(f"{row['gpu']:<16}{row['t_star']:>12}{row['t_lcm']:>7}{row['T_bar_R_s'] * 1e3:>12.1f}"
+              f"{row['T_max_s']:>10.1f}{row['lambda_star']:>15.3f}{row['n_min']:>10}"
+              f"{row['cycle_bound_s']:>10.0f}   {flags}")
+    print("\nT_bar^R terms (ms): " + ", ".join(
+        f"{k} {v * 1e3:.1f}" for k, v in first["terms_s"].items()) + f"  [{first['gpu']}]")
+    print(f"Assumptions on {first['gpu']}:")
+    for name, a in first["assumptions"].items():
+        print(f"  {name}: {'holds' if a['holds'] else 'FAILS'} -- {a['detail']}")
+    return 0

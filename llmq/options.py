@@ -1,0 +1,101 @@
+"""Options shared by the ``llmq`` commands, and their merge with a TOML scenario file.
+
+Every option can come from the command line or from ``--config scenario.toml``, whose top-level
+keys are the option names with underscores (``gpu = "a100"``, ``gpus_r = 2``). The command line
+wins over the file, and the file over the built-in defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from theory.errors import ConfigFileError, FieldError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+COMMON_DEFAULTS = {
+    "gpu": "a100",
+    "gpu_file": None,
+    "model": "mistral-7b",
+    "mode": "paper",
+    "workload": "table1",
+    "pad": False,
+    "tiles": None,
+    "gpus_r": 1,
+    "seed": 0,
+    "out": "out",
+    "json": False,
+}
+
+
+def add_common(parser: argparse.ArgumentParser, *, defaults: dict | None = None) -> None:
+    """Add the options every command shares; their defaults live in ``defaults``."""
+    d = {**COMMON_DEFAULTS, **(defaults or {})}
+    parser.set_defaults(_defaults=d)
+    parser.add_argument("--config", help="TOML scenario file with any of these options")
+    parser.add_argument("--gpu", help=f"GPU preset, alias or key of --gpu-file (default {d['gpu']})")
+    parser.add_argument("--gpu-file", help="TOML file adding or overriding GPU profiles")
+    parser.add_argument("--tiles", help="restrict the GPU's tiles, e.g. '128x128' or '256x128x32'")
+    parser.add_argument("--model", help=f"model preset (default {d['model']})")
+    parser.add_argument("--mode", choices=["paper", "real"],
+                        help="paper: the paper's single-head 2-matrix-FFN layer; real: GQA + SwiGLU")
+    parser.add_argument("--workload",
+                        help="table1, sharegpt4, deterministic:LP,LD, uniform:a-b,c-d or a CSV path")
+    parser.add_argument("--pad", action="store_true", default=None,
+                        help="pad prompts up to multiples of t*_lcm (Assumption 3)")
+    parser.add_argument("--gpus-r", type=int, help="number of inference nodes r")
+    parser.add_argument("--seed", type=int, help="random seed")
+    parser.add_argument("--out", help="output directory")
+    parser.add_argument("--json", action="store_true", default=None, help="print JSON")
+
+
+def resolve(args: argparse.Namespace) -> dict:
+    """Merge defaults < config file < command line into one dict of option values."""
+    values = dict(args._defaults)
+    if getattr(args, "config", None):
+        path = Path(args.config)
+        try:
+            with open(path, "rb") as fh:
+                config = tomllib.load(fh)
+        except FileNotFoundError:
+            raise ConfigFileError(f"{path}: file not found") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigFileError(f"{path}: malformed TOML: {exc}") from None
+        unknown = set(config) - set(values)
+        if unknown:
+            raise FieldError(f"{path}", sorted(unknown), f"only the keys {', '.join(sorted(values))}")
+        values.update(config)
+    for key in values:
+        cli = getattr(args, key, None)
+        if cli is not None:
+            values[key] = cli
+    return values
+
+
+def build_cost_model_from(values: dict, gpu_name: str | None = None):
+    """The :class:`theory.cost.CostModel` the options describe (GPU, tiles, model, mode)."""
+    from theory.cost import build_cost_model
+    from theory.hardware import get_gpu
+    from theory.models import get_model
+
+    gpu = get_gpu(gpu_name or values["gpu"], values.get("gpu_file"))
+    if values.get("tiles"):
+        gpu = gpu.restrict(values["tiles"])
+    return build_cost_model(gpu, get_model(values["model"]), values["mode"])
+
+
+def build_workload_from(values: dict, cm=None):
+    """The workload the options describe, padded to t*_lcm when ``pad`` is set (Assumption 3)."""
+    from theory.workload import get_workload
+
+    w = get_workload(values["workload"])
+    if values.get("pad"):
+        if cm is None:
+            cm = build_cost_model_from(values)
+        w = w.padded(cm.t_lcm)
+    return w

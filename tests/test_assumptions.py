@@ -1,0 +1,50 @@
+"""Assumptions 1-4 on the presets."""
+
+import pytest
+
+from theory.assumptions import assumption1, assumption2, assumption3, assumption4, check_assumptions
+from theory.cost import build_cost_model
+from theory.hardware import get_gpu, gpu_names
+from theory.models import get_model, model_names
+from theory.workload import get_workload
+
+
+@pytest.mark.parametrize("gpu", gpu_names())
+@pytest.mark.parametrize("model", model_names())
+@pytest.mark.parametrize("mode", ["paper", "real"])
+def test_presets_satisfy_assumptions_1_and_2(gpu, model, mode):
+    cm = build_cost_model(get_gpu(gpu), get_model(model), mode)
+    assert assumption1(cm).holds
+    assert assumption2(cm, d_col_max=1024).holds
+
+
+def test_assumption3_needs_padding():
+    cm = build_cost_model(get_gpu("a100"), get_model("mistral-7b"))
+    w = get_workload("sharegpt4")
+    assert not assumption3(cm, w).holds
+    assert assumption3(cm, w.padded(cm.t_lcm)).holds
+
+
+def test_assumption4_by_hand():
+    cm = build_cost_model(get_gpu("h200"), get_model("qwen2-7b"))
+    w = get_workload("deterministic:1000,24")
+    report = assumption4(cm, w)
+    need = 128 * 1024 * 57344  # t*_col x (l_P + l_D) x KV bytes per token
+    free = 141e9 - 7.62e9 * 2
+    assert report.holds == (need <= free) and report.holds
+    big = build_cost_model(get_gpu("l4"), get_model("llama-2-70b"))
+    assert not assumption4(big, w).holds  # 138 GB of weights on a 24 GB L4
+
+
+def test_a_pinned_tile_that_is_not_optimal_fails_assumption1(tmp_path):
+    f = tmp_path / "g.toml"
+    f.write_text('[gpus.slow]\nbase = "h100"\nt_star = [64, 64, 64]\n')
+    cm = build_cost_model(get_gpu("slow", f), get_model("mistral-7b"))
+    report = assumption1(cm)
+    assert not report.holds and "below the best tile" in report.detail
+
+
+def test_report_lists_all_four():
+    cm = build_cost_model(get_gpu("a100"), get_model("mistral-7b"))
+    names = [a.name for a in check_assumptions(cm, get_workload("table1"))]
+    assert names == [f"Assumption {k}" for k in range(1, 5)]

@@ -1,0 +1,124 @@
+"""Theorem 1/2 quantities: exact pmf formulas vs Monte Carlo, vs sympy, and their properties."""
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from theory import symbolic as sym
+from theory.bounds import (
+    T_bar_R,
+    T_max,
+    compute_bounds,
+    cycle_time_bound,
+    lambda_star,
+    lemma3_drift_bound,
+    lemma4_bound,
+    n_threshold,
+)
+from theory.cost import T_D_SA, build_cost_model
+from theory.errors import FieldError
+from theory.hardware import get_gpu
+from theory.models import get_model
+from theory.workload import Workload, get_workload
+
+CM = build_cost_model(get_gpu("a100"), get_model("mistral-7b"), "paper")
+SCM = sym.SymbolicCostModel.from_cost_model(CM)
+
+
+def optimal_work_of_one_request(cm, l_P, l_D):
+    """Eq. 11 for one request, term by term with plain loops (no prefix sums, no pmf)."""
+    t = cm.t_star
+    k = 0
+    work = (l_P + l_D) / (cm.mu_Lin[k] * t.t_col) + (l_P + l_D) / cm.mu_nLin
+    work += cm.N * float(np.sum(T_D_SA(cm, np.arange(l_P + 1, l_P + l_D + 1))))
+    att = 0.0
+    for i in range(1, l_P + 1, t.t_lcm):  # chunk set I_j of Appendix B.1
+        c, e = t.t_lcm, i + t.t_lcm - 1
+        att += e / t.t_row * c / t.t_col * cm.d_pre / t.t_red + cm.d_pre / t.t_row * c / t.t_col * e / t.t_red
+    return work + cm.N / (cm.s * cm.mu[k]) * att
+
+
+def test_T_bar_R_agrees_with_a_monte_carlo_mean_within_its_99pct_ci():
+    w = get_workload("table1").padded(CM.t_lcm)
+    lp, ld = w.sample(3000, np.random.default_rng(2025))
+    work = np.array([optimal_work_of_one_request(CM, int(a), int(b)) for a, b in zip(lp, ld,
+                                                                                      strict=True)])
+    half = 2.576 * work.std(ddof=1) / np.sqrt(work.size)
+    assert abs(work.mean() - T_bar_R(CM, w)) <= half
+
+
+def test_T_bar_R_numeric_equals_exact_rational():
+    w = Workload.from_pairs("x", [256, 512, 768, 256], [1, 40, 7, 300], [0.1, 0.2, 0.3, 0.4])
+    exact = sym.T_bar_R_exact(SCM, w)
+    assert T_bar_R(CM, w) == pytest.approx(float(exact), rel=1e-12)
+
+
+@pytest.mark.parametrize("l_P, l_D", [(256, 1), (512, 30), (1024, 5)])
+def test_eq11_equals_eq12_exactly(l_P, l_D):
+    assert sp.simplify(SCM.T_star_R(l_P, l_D) - SCM.T_star_R_closed(l_P, l_D)) == 0
+
+
+@pytest.mark.parametrize("l_P_max, l_D_max", [(1, 1), (100, 20), (300, 64)])
+def test_T_max_numeric_equals_symbolic(l_P_max, l_D_max):
+    assert T_max(CM, l_P_max, l_D_max) == pytest.approx(float(SCM.T_max(l_P_max, l_D_max)),
+                                                        rel=1e-12)
+
+
+@settings(max_examples=200)
+@given(st.integers(1, 512), st.floats(1e-3, 1e4), st.floats(1e-3, 10), st.floats(1e-4, 0.999))
+def test_n_threshold_is_the_smallest_integer_above_the_bound(t_col, tmax, tbar, eps):
+    n = n_threshold(t_col, tmax, tbar, eps)
+    bound = sym.n_threshold_expr(t_col, sym.exact(tmax), sym.exact(eps), sym.exact(tbar))
+    assert n > bound and (n - 1 <= bound or n == 1)
+
+
+@settings(max_examples=200)
+@given(st.integers(1, 10**6), st.floats(1e-4, 10), st.integers(1, 512), st.floats(1e-3, 1e3),
+       st.floats(1e-3, 100), st.integers(1, 8))
+def test_cycle_lemma_bounds_match_their_expressions(n, tbar, t_col, tmax, lam, r):
+    assert cycle_time_bound(n, tbar, t_col, tmax) == pytest.approx(
+        float(sym.cycle_bound_expr(n, sym.exact(tbar), t_col, sym.exact(tmax))), rel=1e-12)
+    assert lemma4_bound(n, tmax, lam, r) == pytest.approx(
+        float(sym.lemma4_expr(n, sym.exact(tmax), sym.exact(lam), r)), rel=1e-12)
+    for printed in (False, True):
+        assert lemma3_drift_bound(n, lam, r, tbar, t_col, tmax, printed) == pytest.approx(
+            float(sym.lemma3_drift_expr(n, sym.exact(lam), r, sym.exact(tbar), t_col,
+                                        sym.exact(tmax), printed)), rel=1e-9, abs=1e-9)
+
+
+def test_printed_and_corrected_lemma3_agree_only_for_one_node():
+    args = (1000, 1.0, 1, 0.5, 128, 10.0)
+    assert lemma3_drift_bound(*args) == lemma3_drift_bound(*args, printed=True)
+    args = (1000, 1.0, 4, 0.5, 128, 10.0)
+    assert lemma3_drift_bound(*args) < lemma3_drift_bound(*args, printed=True)
+
+
+def test_n_threshold_grows_as_epsilon_shrinks():
+    b = [compute_bounds(CM, get_workload("table1"), 1, eps).n_min for eps in (0.5, 0.1, 0.01)]
+    assert b[0] < b[1] < b[2]
+
+
+def test_lambda_star_depends_on_the_gpu_and_scales_with_r():
+    w = get_workload("table1")
+    h100 = build_cost_model(get_gpu("h100"), get_model("mistral-7b"))
+    assert lambda_star(h100, w) > lambda_star(CM, w)
+    assert lambda_star(CM, w, r=4) == pytest.approx(4 * lambda_star(CM, w), rel=1e-12)
+
+
+def test_T_max_dominates_every_requests_optimal_work():
+    w = get_workload("deterministic:2048,512")
+    assert T_max(CM, 2048, 512) > T_bar_R(CM, w)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: compute_bounds(CM, get_workload("table1"), 0, 0.1),
+    lambda: compute_bounds(CM, get_workload("table1"), 1, 1.5),
+    lambda: n_threshold(128, 1.0, 1.0, 0.0),
+    lambda: lambda_star(CM, get_workload("table1"), r=-2),
+    lambda: lemma4_bound(10, 1.0, -1.0),
+])
+def test_bad_inputs(call):
+    with pytest.raises(FieldError):
+        call()

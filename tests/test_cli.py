@@ -1,0 +1,79 @@
+"""The llmq command line: bounds (JSON and table), config files, and errors."""
+
+import json
+
+import pytest
+
+from llmq.cli import main
+
+FIELDS = {"gpu", "model", "workload", "r", "epsilon", "t_star", "t_lcm", "T_bar_R_s", "T_max_s",
+          "lambda_star", "n_min", "cycle_bound_s", "lemma4_bound_s", "assumptions"}
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bounds_json_has_the_fields_and_depends_on_the_gpu(capsys):
+    code, out, _ = run(capsys, "bounds", "--json")
+    assert code == 0
+    a100 = json.loads(out)
+    assert FIELDS <= set(a100)
+    code, out, _ = run(capsys, "bounds", "--json", "--gpu", "h100")
+    assert code == 0
+    h100 = json.loads(out)
+    assert h100["lambda_star"] > a100["lambda_star"]
+    assert h100["T_bar_R_s"] < a100["T_bar_R_s"]
+
+
+def test_bounds_all_gpus_table(capsys):
+    code, out, _ = run(capsys, "bounds", "--gpu", "all")
+    assert code == 0
+    for key in ("a100", "h100", "h200", "l40s", "rtx6000ada", "l4"):
+        assert f"\n{key} " in out
+    code, out, _ = run(capsys, "bounds", "--gpu", "all", "--json")
+    assert code == 0 and len(json.loads(out)) >= 6
+
+
+def test_config_file_and_cli_precedence(capsys, tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text('gpu = "h100"\nworkload = "deterministic:512,64"\ngpus_r = 2\nepsilon = 0.2\n')
+    code, out, _ = run(capsys, "bounds", "--config", str(f), "--json")
+    assert code == 0
+    row = json.loads(out)
+    assert (row["gpu"], row["r"], row["epsilon"]) == ("h100", 2, 0.2)
+    code, out, _ = run(capsys, "bounds", "--config", str(f), "--gpu", "l4", "--json")
+    assert code == 0 and json.loads(out)["gpu"] == "l4"
+
+
+def test_pad_meets_assumption3(capsys):
+    code, out, _ = run(capsys, "bounds", "--pad", "--json", "--workload", "sharegpt4")
+    assert code == 0
+    row = json.loads(out)
+    assert row["assumption3_mass"] == 1.0 and row["assumptions"]["Assumption 3"]["holds"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bounds", "--gpu", "b200"], "unknown GPU 'b200'"),
+    (["bounds", "--model", "gpt"], "unknown model"),
+    (["bounds", "--workload", "nope"], "unknown workload"),
+    (["bounds", "--epsilon", "2"], "epsilon"),
+    (["bounds", "--gpus-r", "0"], "r: expected an integer >= 1"),
+    (["bounds", "--tiles", "96x96"], "tiles"),
+])
+def test_bad_input_exits_2_with_a_message(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert message in err and "Traceback" not in err
+
+
+def test_bad_config(capsys, tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text("gpu = [")
+    code, _, err = run(capsys, "bounds", "--config", str(f))
+    assert code == 2 and "malformed TOML" in err
+    f.write_text('colour = "blue"\n')
+    code, _, err = run(capsys, "bounds", "--config", str(f))
+    assert code == 2 and "colour" in err

@@ -1,0 +1,141 @@
+"""Workload laws: the Table 1 fit, the packaged trace, padding, sampling and bad input."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from theory.errors import ConfigFileError, FieldError, UnknownNameError
+from theory.workload import (
+    TABLE1,
+    Workload,
+    deterministic,
+    get_workload,
+    read_trace,
+    sharegpt4,
+    table1_marginal,
+    uniform,
+)
+
+
+@pytest.mark.parametrize("which", ["prompt", "decode"])
+def test_table1_marginals_have_table1s_median_and_p90(which):
+    # Each discretized marginal puts mass 0.5 at or below Table 1's median and 0.9 at or below
+    # its P90, up to one atom (1/200) of discretization.
+    values, probs, _ = table1_marginal(which, atoms=200)
+    cdf = lambda x: probs[values <= x].sum()  # noqa: E731
+    assert abs(cdf(TABLE1[which]["median"]) - 0.5) <= 1 / 200
+    assert abs(cdf(TABLE1[which]["p90"]) - 0.9) <= 1 / 200
+    assert np.isclose(probs.sum(), 1)
+
+
+def test_table1_joint_law_respects_the_total_cap():
+    capped = get_workload("table1")
+    assert (capped.L_P + capped.L_D).max() <= 8192
+    assert any("conditioned on L^P + L^D <= 8192" in n for n in capped.notes)
+
+
+def test_sharegpt4_matches_its_documented_statistics():
+    # ../shared/data/README.md: prompt median 1730, P90 5696, std 2088.8, max 8141;
+    # output median 415, P90 834, std 265.6, max 1024; 30,731 rows.
+    w = sharegpt4()
+    assert w.quantile("prompt", 0.5) == 1730 and w.quantile("prompt", 0.9) == 5696
+    assert w.quantile("decode", 0.5) == 415 and w.quantile("decode", 0.9) == 834
+    assert w.std("prompt") == pytest.approx(2088.8, abs=0.1)
+    assert w.std("decode") == pytest.approx(265.6, abs=0.1)
+    assert (w.l_P_max, w.l_D_max) == (8141, 1024)
+    assert np.isclose(w.p.sum(), 1) and round(1 / w.p.min()) == 30731
+
+
+@settings(max_examples=50)
+@given(st.lists(st.tuples(st.integers(1, 5000), st.integers(1, 600)), min_size=1, max_size=30),
+       st.sampled_from([64, 128, 256]))
+def test_padding_meets_assumption3_and_keeps_decode_law(pairs, t):
+    lp, ld = zip(*pairs, strict=True)
+    w = Workload.from_pairs("x", lp, ld)
+    padded = w.padded(t)
+    assert padded.assumption3(t) == 1.0
+    assert np.all(padded.L_P % t == 0)
+    assert padded.expect(padded.L_D) == pytest.approx(w.expect(w.L_D))
+    # padding moves each prompt up by less than t
+    assert 0 <= padded.expect(padded.L_P) - w.expect(w.L_P) < t
+
+
+def test_exact_expectation_of_a_small_pmf():
+    w = Workload.from_pairs("x", [1, 1, 3], [2, 2, 5], [1, 1, 2])
+    assert w.p.tolist() == [0.5, 0.5]
+    assert w.mean() == (2.0, 3.5)
+
+
+def test_sampling_follows_the_pmf():
+    w = Workload.from_pairs("x", [10, 20, 30], [1, 2, 3], [0.2, 0.5, 0.3])
+    lp, ld = w.sample(20000, np.random.default_rng(0))
+    counts = np.array([(lp == v).sum() for v in (10, 20, 30)])
+    assert stats.chisquare(counts, 20000 * w.p).pvalue > 1e-3
+    assert np.array_equal(ld, lp // 10)  # pairs stay together
+
+
+def test_same_seed_same_sample():
+    w = get_workload("table1")
+    a = w.sample(100, np.random.default_rng(5))
+    b = w.sample(100, np.random.default_rng(5))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_specs():
+    assert get_workload("deterministic:2048,256").mean() == (2048, 256)
+    u = get_workload("uniform:10-20,1-3")
+    assert u.mean() == (15, 2) and u.p.size == 33
+    assert deterministic(5, 6).l_P_max == 5
+    assert uniform(1, 2, 1, 1).p.tolist() == [0.5, 0.5]
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda: Workload.from_pairs("x", [-5], [3]), "L_P"),
+    (lambda: Workload.from_pairs("x", [5], [0]), "L_D"),
+    (lambda: Workload.from_pairs("x", [], []), "pmf"),
+    (lambda: Workload.from_pairs("x", [1, 2], [1, 2], [0, 0]), "probabilities"),
+    (lambda: Workload.from_pairs("x", [1.5], [2]), "L_P"),
+    (lambda: uniform(5, 1, 1, 2), "uniform"),
+    (lambda: get_workload("deterministic:a,b"), "workload"),
+])
+def test_bad_laws(call, field):
+    with pytest.raises(FieldError, match=field):
+        call()
+
+
+def test_unknown_workload():
+    with pytest.raises(UnknownNameError, match="unknown workload"):
+        get_workload("chatbot-arena")
+
+
+def test_csv_trace(tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_text("prompt_len,output_len,arrival_time,class\n100,10,0.5,paying\n200,20,1.0,free\n")
+    tr = read_trace(f)
+    assert tr.L_P.tolist() == [100, 200] and tr.arrival_time.tolist() == [0.5, 1.0]
+    assert tr.request_class.tolist() == ["paying", "free"]
+    assert get_workload(str(f)).mean() == (150, 15)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("prompt_len\n100\n", "missing column 'output_len'"),
+    ("prompt_len,output_len\n100,x\n", "row 2"),
+    ("prompt_len,output_len\n100,1.5\n", "not an integer"),
+    ("prompt_len,output_len\n", "no data rows"),
+    ("prompt_len,output_len,arrival_time\n1,1,2.0\n1,1,1.0\n", "strictly increasing"),
+    ("prompt_len,output_len,arrival_time\n1,1,1.0\n1,1,1.0\n", "strictly increasing"),
+])
+def test_malformed_csv(tmp_path, body, message):
+    f = tmp_path / "t.csv"
+    f.write_text(body)
+    with pytest.raises(ConfigFileError, match=message):
+        read_trace(f)
+
+
+def test_negative_length_in_csv(tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_text("prompt_len,output_len\n-4,3\n")
+    with pytest.raises(FieldError, match="prompt_len"):
+        read_trace(f)

@@ -1,0 +1,209 @@
+"""Throughput bounds: T_bar^R, T^max, lambda* = r / T_bar^R, Theorem 2's n, Eq. 25, Lemmas 3-4.
+
+Theorem 1 (upper bound). With ``t*`` the optimal tile of Assumption 1 and ``t*_lcm`` its LCM::
+
+    T_bar^R = E[L^P + L^D] / (mu_Lin(t*) t*_col) + E[L^P + L^D] / mu_nLin
+              + N E[sum_{i=1}^{L^D} T^{D,SA}(L^P + i)]
+              + N d / (s mu(t*) t*_row t*_col t*_red) E[L^P (L^P + t*_lcm)]
+
+and no planner and scheduler are stable when ``lambda T_bar^R > r``: ``lambda* = r / T_bar^R``.
+
+Theorem 2 (RAD). With ``T^max`` the worst-case time of one request (Eq. 13), RAD with
+``n > (t*_col - 1) T^max / (eps T_bar^R)`` is stable for ``lambda T_bar^R <= r (1 - eps)``.
+Its proof bounds the cycle time (Eq. 25), ``E[T_cycle] <= n T_bar^R + (t*_col - 1) T^max``, and
+the drift of the cycle DTMC (Lemma 3), and Lemma 4 bounds every cycle's mean length by
+``r / lambda + n T^max``.
+
+Each function here has a symbolic twin in :mod:`theory.symbolic`; tests check they agree.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Theorems 1-2, Eq. 12-13, Eq. 25, Lemmas 3-4.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from theory.cost import CostModel, decode_prefix
+from theory.errors import FieldError, require_positive, require_positive_int
+from theory.hardware import Tile
+from theory.workload import Workload
+
+
+def T_bar_R_terms(cm: CostModel, w: Workload) -> dict[str, float]:
+    """The four terms of T_bar^R (Theorem 1), in seconds, keyed by what they pay for.
+
+    References
+    ----------
+    Theorem 1; Eq. 12 (T*_R(j), whose mean it is).
+    """
+    t = cm.t_star
+    total = w.L_P + w.L_D
+    S = decode_prefix(cm, int(total.max()))
+    k = 0  # t* is index 0 of the cost model's tile arrays
+    coef = cm.N * cm.d_pre / (cm.s * cm.mu[k] * t.t_row * t.t_col * t.t_red)
+    return {
+        "linear": float(w.expect(total) / (cm.mu_Lin[k] * t.t_col)),
+        "nonlinear": float(w.expect(total) / cm.mu_nLin),
+        "decode_attention": float(cm.N * w.expect(S[total] - S[w.L_P])),
+        "prefill_attention": float(coef * w.expect(w.L_P * (w.L_P + t.t_lcm).astype(float))),
+    }
+
+
+def T_bar_R(cm: CostModel, w: Workload) -> float:
+    """Mean optimal work per request T_bar^R (Theorem 1), seconds.
+
+    References
+    ----------
+    Theorem 1.
+    """
+    return float(sum(T_bar_R_terms(cm, w).values()))
+
+
+def T_max(cm: CostModel, l_P_max: int, l_D_max: int) -> float:
+    """Worst-case time to complete one request alone, T^max (Theorem 2, Eq. 13), seconds.
+
+    ``max over tiles of (l/mu_Lin(t) + l/mu_nLin + N sum_{i=1}^{l} T^{D,SA}(i))`` with
+    ``l = l^{P,max} + l^{D,max}``: every token processed alone, as a GeMV.
+
+    References
+    ----------
+    Theorem 2; Eq. 13.
+    """
+    require_positive_int("l_P_max", l_P_max)
+    require_positive_int("l_D_max", l_D_max)
+    ell = l_P_max + l_D_max
+    S = decode_prefix(cm, ell)
+    return float(ell * np.max(1.0 / cm.mu_Lin) + ell / cm.mu_nLin + cm.N * S[ell])
+
+
+def lambda_star(cm: CostModel, w: Workload, r: int = 1) -> float:
+    """Theorem 1's throughput limit lambda* = r / T_bar^R, requests per second.
+
+    References
+    ----------
+    Theorem 1.
+    """
+    return require_positive_int("r", r) / T_bar_R(cm, w)
+
+
+def n_threshold(t_col: int, T_max_value: float, T_bar_R_value: float, epsilon: float) -> int:
+    """Smallest integer n with ``n > (t*_col - 1) T^max / (eps T_bar^R)`` (Theorem 2).
+
+    References
+    ----------
+    Theorem 2.
+    """
+    require_positive_int("t_col", t_col)
+    require_positive("T_max", T_max_value)
+    require_positive("T_bar_R", T_bar_R_value)
+    if not (0 < epsilon < 1):
+        raise FieldError("epsilon", epsilon, "a number in (0, 1)")
+    # exact rational arithmetic: a float quotient can round onto the integer it should exceed
+    bound = Fraction(t_col - 1) * Fraction(T_max_value) / (Fraction(epsilon) * Fraction(T_bar_R_value))
+    return max(1, math.floor(bound) + 1)
+
+
+def cycle_time_bound(n: int, T_bar_R_value: float, t_col: int, T_max_value: float) -> float:
+    """Eq. 25: E[T_cycle] <= n T_bar^R + (t*_col - 1) T^max when a cycle starts with >= n requests.
+
+    References
+    ----------
+    Eq. 25 (Appendix C.2).
+    """
+    require_positive_int("n", n)
+    return n * T_bar_R_value + (t_col - 1) * T_max_value
+
+
+def lemma4_bound(n: int, T_max_value: float, lam: float, r: int = 1) -> float:
+    """Lemma 4: every cycle's mean length is at most r / lambda + n T^max.
+
+    References
+    ----------
+    Lemma 4 (Appendix C.4).
+    """
+    require_positive_int("n", n)
+    require_positive("lambda", lam)
+    return require_positive_int("r", r) / lam + n * T_max_value
+
+
+def lemma3_drift_bound(n: int, lam: float, r: int, T_bar_R_value: float, t_col: int,
+                       T_max_value: float, printed: bool = False) -> float:
+    """Lemma 3's bound on the drift E[X[c+1] - X[c] | X[c] = x], x >= n, of the cycle DTMC.
+
+    The corrected form follows from Eq. 25 and Poisson(lambda/r) arrivals at a node::
+
+        n (lambda T_bar^R / r - 1) + (lambda / r) (t*_col - 1) T^max
+
+    ``printed=True`` gives the expression as printed, whose second term has ``lambda`` where
+    ``lambda / r`` belongs (the two agree for r = 1).
+
+    References
+    ----------
+    Lemma 3 (Appendix C.3).
+    """
+    require_positive_int("n", n)
+    require_positive("lambda", lam)
+    require_positive_int("r", r)
+    rate = lam if printed else lam / r
+    return n * (lam / r * T_bar_R_value - 1) + rate * (t_col - 1) * T_max_value
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Everything ``llmq bounds`` reports for one GPU, model, workload, r and epsilon."""
+
+    gpu: str
+    model: str
+    workload: str
+    mode: str
+    r: int
+    epsilon: float
+    t_star: str
+    t_row: int
+    t_col: int
+    t_red: int
+    t_lcm: int
+    T_bar_R_s: float
+    T_max_s: float
+    lambda_star: float
+    n_min: int
+    cycle_bound_s: float
+    lemma4_bound_s: float
+    l_P_max: int
+    l_D_max: int
+    assumption3_mass: float
+    terms_s: dict
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def compute_bounds(cm: CostModel, w: Workload, r: int = 1, epsilon: float = 0.1) -> Bounds:
+    """Theorem 1/2 quantities for ``cm`` and ``w`` with r nodes and margin epsilon.
+
+    The Eq. 25 and Lemma 4 bounds are evaluated at Theorem 2's smallest n and at the load
+    ``lambda = lambda* (1 - epsilon)``.
+    """
+    require_positive_int("r", r)
+    if not (0 < epsilon < 1):
+        raise FieldError("epsilon", epsilon, "a number in (0, 1)")
+    t: Tile = cm.t_star
+    terms = T_bar_R_terms(cm, w)
+    tbar = float(sum(terms.values()))
+    tmax = T_max(cm, w.l_P_max, w.l_D_max)
+    n_min = n_threshold(t.t_col, tmax, tbar, epsilon)
+    lam = r / tbar
+    return Bounds(
+        gpu=cm.gpu.key, model=cm.model.key, workload=w.name, mode=cm.mode, r=r, epsilon=epsilon,
+        t_star=str(t), t_row=t.t_row, t_col=t.t_col, t_red=t.t_red, t_lcm=t.t_lcm,
+        T_bar_R_s=tbar, T_max_s=tmax, lambda_star=lam, n_min=n_min,
+        cycle_bound_s=cycle_time_bound(n_min, tbar, t.t_col, tmax),
+        lemma4_bound_s=lemma4_bound(n_min, tmax, lam * (1 - epsilon), r),
+        l_P_max=w.l_P_max, l_D_max=w.l_D_max, assumption3_mass=w.assumption3(t.t_lcm),
+        terms_s=terms)

@@ -1,0 +1,385 @@
+"""The tile-based batch execution time model, Eq. 2-7, vectorized over numpy arrays.
+
+Notation (Section 3): a batch ``B`` holds prefill iterations ``PI(R_j, i_j, c_j)`` (prompt tokens
+``i_j .. i_j + c_j - 1``) and decode iterations ``DI(R_j, i_j)`` (token position ``i_j``); its token
+count is ``tau = sum_j c_j + #decodes``. Its execution time is Eq. 7::
+
+    T_B = ceil(tau / t_col) / mu_Lin(t) + tau / mu_nLin + N sum_{decodes} T^{D,SA}(i_j)
+          + N / (s mu(t)) sum_{prefills} ( ceil((i_j+c_j-1)/t_row) ceil(c_j/t_col) d/t_red
+                                         + d/t_row ceil(c_j/t_col) ceil((i_j+c_j-1)/t_red) )
+
+Tiles. Every GeMM takes the tile of the GPU's set that makes it fastest (ties go to t*), which is
+what a GeMM library's heuristic approximates; the paper's Eq. 7 writes one common tile, which is the
+special case where that tile is best for every GeMM (it is, for RAD's batches: Section 4.2). The
+linear GeMMs share the token dimension, so they share their best tile (Section 3.2.1).
+
+Eq. 5 as printed drops the ``1/s`` that Eq. 3 carries; here ``T^{D,SA}`` is the sum of the two
+Eq. 3 GeMVs, ``1/(s mu(t_row, t_col))`` included, so that mu stays a per-SM rate (the
+``paper_checks`` report lists this as an erratum).
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Eq. 2-7 and Section 3.2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from theory.errors import FieldError, TileDivisibilityError
+from theory.hardware import GPU, Tile
+from theory.models import Model, _check_mode
+
+
+def ceil_div(a, b):
+    """Exact integer ceiling of a / b for non-negative integer arrays."""
+    return -(-np.asarray(a, dtype=np.int64) // np.asarray(b, dtype=np.int64))
+
+
+def T_GeMM(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
+    """GeMM time, Eq. 2: ceil(d_row/t_row) ceil(d_col/t_col) ceil(d_red/t_red) / (s mu).
+
+    All arguments broadcast as numpy arrays.
+
+    References
+    ----------
+    Eq. 2.
+    """
+    tiles = ceil_div(d_row, t_row) * ceil_div(d_col, t_col) * ceil_div(d_red, t_red)
+    return tiles / (np.asarray(s, dtype=float) * np.asarray(mu, dtype=float))
+
+
+def T_GeMV(d_row, d_col, t_row, t_col, mu, s):
+    """GeMV time, Eq. 3: ceil(d_row/t_row) ceil(d_col/t_col) / (s mu).
+
+    References
+    ----------
+    Eq. 3.
+    """
+    tiles = ceil_div(d_row, t_row) * ceil_div(d_col, t_col)
+    return tiles / (np.asarray(s, dtype=float) * np.asarray(mu, dtype=float))
+
+
+@dataclass(frozen=True, eq=False)
+class CostModel:
+    """The batch-time model of one GPU running one model (Section 3.2).
+
+    Build it with :func:`build_cost_model`. Tile arrays are ordered with t* first, so a tie in a
+    minimum over tiles resolves to t*.
+
+    Attributes
+    ----------
+    gpu, model, mode
+        What it models; ``mode`` is ``"paper"`` or ``"real"`` (see :mod:`theory.models`).
+    s, N : int
+        SM count and layer count.
+    d_pre, d_dec : int
+        Attention width of prefill (Eq. 6) and decode (Eq. 5) iterations.
+    t_row, t_col, t_red, mu : ndarray
+        GeMM tiles and their rates (Eq. 2).
+    lin_pairs : ndarray
+        Tile pairs of all linear GeMMs per column block of tokens, per tile (Section 3.2.1).
+    g_row, g_col, mu_gemv : ndarray
+        GeMV tiles and rates (Eq. 3).
+    mu_nLin : float
+        Tokens per second of the non-linear operations (Section 3.2.3).
+    overhead_s : float
+        Fixed time per batch (0 reproduces Eq. 7).
+    """
+
+    gpu: GPU
+    model: Model
+    mode: str
+    s: int
+    N: int
+    d_pre: int
+    d_dec: int
+    tiles: tuple[Tile, ...]
+    t_row: np.ndarray
+    t_col: np.ndarray
+    t_red: np.ndarray
+    mu: np.ndarray
+    lin_pairs: np.ndarray
+    g_row: np.ndarray
+    g_col: np.ndarray
+    mu_gemv: np.ndarray
+    mu_nLin: float
+    overhead_s: float
+
+    @property
+    def t_star(self) -> Tile:
+        """Assumption 1's optimal tile (index 0 of the tile arrays)."""
+        return self.tiles[0]
+
+    @property
+    def t_lcm(self) -> int:
+        """RAD's chunk t*_lcm = LCM(t*_row, t*_col, t*_red) (Algorithm 1, line 13)."""
+        return self.tiles[0].t_lcm
+
+    @property
+    def mu_Lin(self) -> np.ndarray:
+        """mu_Lin(t) per tile: ``1 / mu_Lin(t)`` is the linear time of one column block (Eq. 4)."""
+        return self.s * self.mu / self.lin_pairs
+
+    def describe(self) -> str:
+        return f"{self.gpu.name} / {self.model.name} ({self.mode} mode)"
+
+
+def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
+    """The cost model of ``model`` on ``gpu``, after checking tile divisibility (Section 3.2.1).
+
+    Raises
+    ------
+    TileDivisibilityError
+        If a tile does not divide a model dimension it is used on.
+    """
+    _check_mode(mode)
+    t_star = gpu.optimal_tile()
+    order = [gpu.tiles.index(t_star)] + [k for k, t in enumerate(gpu.tiles) if t != t_star]
+    tiles = tuple(gpu.tiles[k] for k in order)
+    for label, (value, role) in model.divisibility_dims(mode).items():
+        if role == "gemv":
+            for g in gpu.gemv_tiles:
+                if value % g.t_row or value % g.t_col:
+                    raise TileDivisibilityError(
+                        f"GeMV tile {g} of {gpu.key} does not divide {model.key} {label} = {value} "
+                        f"(Eq. 5 assumes d divisible by t_row and t_col)")
+            continue
+        for t in tiles:
+            dim = t.t_row if role == "row" else t.t_red
+            if value % dim:
+                raise TileDivisibilityError(
+                    f"tile {t} of {gpu.key} does not divide {model.key} {label} = {value} "
+                    f"(t_{role} = {dim}; Section 3.2.1 assumes model dimensions divisible by tiles)")
+    t_row = np.array([t.t_row for t in tiles], dtype=np.int64)
+    t_col = np.array([t.t_col for t in tiles], dtype=np.int64)
+    t_red = np.array([t.t_red for t in tiles], dtype=np.int64)
+    mu = np.array([gpu.mu[k] for k in order], dtype=float)
+    lin_pairs = np.zeros(len(tiles), dtype=float)
+    for g in model.linear_gemms(mode):
+        lin_pairs += g.count * ceil_div(g.d_row, t_row) * ceil_div(g.d_red, t_red)
+    d_pre, d_dec = model.attention_widths(mode)
+    if gpu.mu_nLin is not None:
+        mu_nLin = gpu.mu_nLin
+    else:
+        mu_nLin = gpu.eta_mem * gpu.bandwidth / (2.0 * model.nonlinear_elements_per_token(mode))
+    return CostModel(
+        gpu=gpu, model=model, mode=mode, s=gpu.s, N=model.N, d_pre=d_pre, d_dec=d_dec,
+        tiles=tiles, t_row=t_row, t_col=t_col, t_red=t_red, mu=mu, lin_pairs=lin_pairs,
+        g_row=np.array([g.t_row for g in gpu.gemv_tiles], dtype=np.int64),
+        g_col=np.array([g.t_col for g in gpu.gemv_tiles], dtype=np.int64),
+        mu_gemv=np.array(gpu.mu_gemv, dtype=float), mu_nLin=float(mu_nLin),
+        overhead_s=gpu.overhead_s)
+
+
+def _as_counts(name: str, x, minimum: int = 0) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        elif arr.size:
+            raise FieldError(name, x, "integer token counts")
+        else:
+            arr = arr.astype(np.int64)
+    if arr.size and arr.min() < minimum:
+        raise FieldError(name, int(arr.min()), f"integers >= {minimum}")
+    return arr.astype(np.int64)
+
+
+def _min_over(values_per_tile) -> tuple[np.ndarray, np.ndarray]:
+    """Elementwise minimum over an iterable of per-tile arrays; ties keep the earliest tile."""
+    best = arg = None
+    for k, v in enumerate(values_per_tile):
+        if best is None:
+            best = np.array(v, dtype=float, copy=True)
+            arg = np.zeros(best.shape, dtype=np.int64)
+            continue
+        better = v < best
+        best = np.where(better, v, best)
+        arg = np.where(better, k, arg)
+    return best, arg
+
+
+def T_Lin(cm: CostModel, tau, tile: int | None = None, return_tile: bool = False):
+    """Linear-layer time of a batch of ``tau`` tokens, Eq. 4: ceil(tau / t_col) / mu_Lin(t).
+
+    Parameters
+    ----------
+    cm : CostModel
+    tau : array_like of int
+        Token counts (>= 0; tau = 0 costs 0).
+    tile : int, optional
+        Index of the tile to use; by default the fastest tile for each ``tau``.
+    return_tile : bool
+        Also return the index of the tile used.
+
+    References
+    ----------
+    Eq. 4 (with mu_Lin from the per-layer GeMMs of Section 3.2.1).
+    """
+    tau = _as_counts("tau", tau)
+    inv = 1.0 / cm.mu_Lin
+    if tile is not None:
+        out, arg = inv[tile] * ceil_div(tau, cm.t_col[tile]), np.full(tau.shape, tile)
+    else:
+        out, arg = _min_over(inv[k] * ceil_div(tau, cm.t_col[k]) for k in range(len(cm.tiles)))
+    return (out, arg) if return_tile else out
+
+
+def T_D_SA(cm: CostModel, i):
+    """Decode self-attention time of one layer at token position ``i``, Eq. 5.
+
+    ``(d/t_col) ceil(i/t_row) + ceil(i/t_col) (d/t_row)`` GeMV tiles, each GeMV on its fastest
+    tile, divided by ``s mu(t_row, t_col)`` as Eq. 3 prescribes.
+
+    References
+    ----------
+    Eq. 5 (derived from Eq. 3; the printed Eq. 5 omits 1/s).
+    """
+    i = _as_counts("i", i, minimum=1)
+    d = cm.d_dec
+    first, _ = _min_over(T_GeMV(i, d, cm.g_row[k], cm.g_col[k], cm.mu_gemv[k], cm.s)
+                         for k in range(len(cm.mu_gemv)))
+    second, _ = _min_over(T_GeMV(d, i, cm.g_row[k], cm.g_col[k], cm.mu_gemv[k], cm.s)
+                          for k in range(len(cm.mu_gemv)))
+    return first + second
+
+
+def T_P_SA(cm: CostModel, i, c, tile: int | None = None):
+    """Prefill self-attention time over all N layers of chunk ``PI(R, i, c)``, Eq. 6.
+
+    The two GeMMs are ``K^T Q`` (output ``(i+c-1) x c``, reduction ``d``) and ``V P`` (output
+    ``d x c``, reduction ``i+c-1``); each takes its fastest tile unless ``tile`` is given.
+
+    References
+    ----------
+    Eq. 6.
+    """
+    i = _as_counts("i", i, minimum=1)
+    c = _as_counts("c", c, minimum=1)
+    e = i + c - 1
+    d = cm.d_pre
+    ks = range(len(cm.tiles)) if tile is None else [tile]
+
+    def gemm(k, rows, red):
+        return T_GeMM(rows, c, red, cm.t_row[k], cm.t_col[k], cm.t_red[k], cm.mu[k], cm.s)
+
+    qk, _ = _min_over(gemm(k, e, d) for k in ks)
+    pv, _ = _min_over(gemm(k, d, e) for k in ks)
+    return cm.N * (qk + pv)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A batch: prefill chunks ``(i_j, c_j)`` and decode positions ``i_j`` (Section 3.1)."""
+
+    prefill_i: np.ndarray
+    prefill_c: np.ndarray
+    decode_i: np.ndarray
+
+    @classmethod
+    def of(cls, prefill=(), decode=()) -> Batch:
+        """Build from ``prefill=[(i, c), ...]`` and ``decode=[i, ...]``, validating the fields."""
+        pre = np.asarray(list(prefill))
+        if pre.size and (pre.ndim != 2 or pre.shape[1] != 2):
+            raise FieldError("prefill", prefill, "pairs (i, c)")
+        pre = pre.reshape(-1, 2)
+        pi = _as_counts("prefill i", pre[:, 0], minimum=1)
+        pc = _as_counts("prefill c", pre[:, 1], minimum=1)
+        di = _as_counts("decode i", list(decode), minimum=1)
+        return cls(pi, pc, di)
+
+    @property
+    def tau(self) -> int:
+        """Token count tau_m = b^D + sum_j c_j (Section 3.2.1)."""
+        return int(self.prefill_c.sum()) + int(self.decode_i.size)
+
+
+def T_batch(cm: CostModel, batch: Batch) -> float:
+    """Batch execution time T_B, Eq. 7 (plus the profile's fixed overhead, 0 by default).
+
+    References
+    ----------
+    Eq. 7.
+    """
+    tau = batch.tau
+    if tau == 0:
+        return 0.0
+    t = float(T_Lin(cm, tau)) + tau / cm.mu_nLin + cm.overhead_s
+    if batch.decode_i.size:
+        t += cm.N * float(T_D_SA(cm, batch.decode_i).sum())
+    if batch.prefill_i.size:
+        t += float(T_P_SA(cm, batch.prefill_i, batch.prefill_c).sum())
+    return t
+
+
+def tiling_efficiency(cm: CostModel, batch: Batch) -> float:
+    """Ideal / actual time of the batch's GeMMs (linear and prefill attention), in (0, 1].
+
+    The ideal time runs the useful FLOPs at t*'s rate with no padding; 1 means every GeMM of the
+    batch was optimally tiled (Section 4.2), and ``1 - efficiency`` is the wasted tile fraction.
+    """
+    tau = batch.tau
+    if tau == 0:
+        return 1.0
+    peak = 2.0 * cm.s * cm.mu[0] * cm.t_row[0] * cm.t_col[0] * cm.t_red[0]
+    lin_flops = cm.model.linear_flops_per_token(cm.mode) * tau
+    actual = float(T_Lin(cm, tau))
+    useful = lin_flops
+    if batch.prefill_i.size:
+        e = batch.prefill_i + batch.prefill_c - 1
+        useful += float((4.0 * cm.N * cm.d_pre * e * batch.prefill_c).sum())
+        actual += float(T_P_SA(cm, batch.prefill_i, batch.prefill_c).sum())
+    return min(1.0, useful / peak / actual)
+
+
+# --- Tables for the simulator -------------------------------------------------------------
+
+
+def linear_table(cm: CostModel, tau_max: int) -> np.ndarray:
+    """``T_Lin(tau)`` for tau = 0..tau_max (Eq. 4), so a batch costs one lookup."""
+    tau = np.arange(tau_max + 1)
+    out = T_Lin(cm, np.maximum(tau, 1))
+    out[0] = 0.0
+    return out
+
+
+def decode_prefix(cm: CostModel, max_pos: int) -> np.ndarray:
+    """Prefix sums ``S(k) = sum_{i<=k} T^{D,SA}(i)`` for k = 0..max_pos (Eq. 5), S(0) = 0.
+
+    A run of decode batches over positions ``a+1 .. b`` of one request costs ``N (S(b) - S(a))``
+    of attention: O(1) per query after O(max_pos) set-up.
+    """
+    out = np.zeros(max_pos + 1)
+    if max_pos:
+        np.cumsum(T_D_SA(cm, np.arange(1, max_pos + 1)), out=out[1:])
+    return out
+
+
+def chunked_prefill_time(cm: CostModel, L_P, chunk: int) -> np.ndarray:
+    """Time to prefill prompts of length ``L_P`` alone, in chunks of ``chunk`` tokens (Alg. 1).
+
+    Each chunk ``PI(R, i, min(chunk, L_P - i + 1))`` runs as a batch by itself, so this is a sum of
+    Eq. 7 over the chunks: RAD's prefill time, a function of L^P alone (Algorithm 1, lines 12-16).
+    """
+    L_P = _as_counts("L_P", L_P, minimum=1)
+    if isinstance(chunk, bool) or int(chunk) != chunk or chunk < 1:
+        raise FieldError("chunk", chunk, "an integer >= 1")
+    full = L_P // chunk
+    rest = L_P - full * chunk
+    k_max = int(full.max(initial=0))
+    starts = 1 + chunk * np.arange(k_max)
+    per_chunk = (float(T_Lin(cm, chunk)) + chunk / cm.mu_nLin + cm.overhead_s
+                 + T_P_SA(cm, starts, np.full(k_max, chunk)))
+    cum = np.concatenate([[0.0], np.cumsum(per_chunk)])
+    out = cum[full]
+    has_rest = rest > 0
+    if has_rest.any():
+        i_last = 1 + full[has_rest] * chunk
+        c_last = rest[has_rest]
+        out = out.copy()
+        out[has_rest] += (T_Lin(cm, c_last) + c_last / cm.mu_nLin + cm.overhead_s
+                          + T_P_SA(cm, i_last, c_last))
+    return out

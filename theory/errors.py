@@ -1,0 +1,57 @@
+"""The error family of llmq: every bad input raises a ``LlmqError`` naming the field.
+
+All errors subclass :class:`ValueError`, so callers that expect the standard exception for bad
+values keep working, and the CLI can print the message without a traceback.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+class LlmqError(ValueError):
+    """Base class of every error llmq raises for bad input."""
+
+
+class UnknownNameError(LlmqError):
+    """A preset name (GPU, model, workload, scheduler) that does not exist."""
+
+    def __init__(self, kind: str, name: str, known: list[str] | tuple[str, ...]):
+        self.kind, self.name, self.known = kind, name, tuple(known)
+        super().__init__(f"unknown {kind} {name!r}; expected one of: {', '.join(sorted(known))}")
+
+
+class FieldError(LlmqError):
+    """A field with a value outside what is allowed."""
+
+    def __init__(self, field: str, value: object, expected: str):
+        self.field, self.value, self.expected = field, value, expected
+        super().__init__(f"{field}: expected {expected}, got {value!r}")
+
+
+class TileDivisibilityError(LlmqError):
+    """A tile that does not divide a model dimension it is used on (Section 3.2.1 assumes it)."""
+
+
+class ConfigFileError(LlmqError):
+    """A malformed TOML or CSV file."""
+
+
+def require_positive(field: str, value: float) -> float:
+    """Return ``value`` if it is a finite number > 0, else raise :class:`FieldError`."""
+    try:
+        ok = math.isfinite(float(value)) and float(value) > 0
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise FieldError(field, value, "a finite number > 0")
+    return value
+
+
+def require_positive_int(field: str, value: object) -> int:
+    """Return ``value`` as an int if it is an integer >= 1, else raise :class:`FieldError`."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise FieldError(field, value, "an integer >= 1")
+    return int(value)

@@ -1,0 +1,236 @@
+"""Transformer presets and the GeMM shapes a batch runs (paper Sections 2.1 and 3.2).
+
+The paper models one attention head of width ``d`` per layer, QKV projections ``W_Q, W_K, W_V``
+of shape ``d x d_x`` and a two-matrix FFN ``W_F1 (d_ff x d)``, ``W_F2 (d_x x d_ff)``, plus a final
+projection ``d_out x d_x`` (Section 3.2.1). That is ``mode="paper"``, the default.
+
+``mode="real"`` follows the models as served: grouped-query attention with a fused QKV projection
+of width ``d + 2 d_kv``, an output projection ``d_x x d``, a SwiGLU FFN with fused gate/up
+``(2 d_ff) x d_x`` and down ``d_x x d_ff``. Prefill attention keeps the paper's Eq. 6 with the
+query width ``d`` (heads batched into one GeMM); decode attention (Eq. 5) streams only the KV cache,
+of width ``d_kv = n_kv_heads * head_dim``.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Sections 2.1, 3.2.1-3.2.3.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from theory.errors import ConfigFileError, FieldError, UnknownNameError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MODES = ("paper", "real")
+_INT_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab")
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """A weight GeMM ``W Z`` with ``W`` of shape ``d_row x d_red``, run ``count`` times per batch."""
+
+    name: str
+    count: int
+    d_row: int
+    d_red: int
+
+
+@dataclass(frozen=True)
+class Model:
+    """A decoder-only transformer (Section 2.1).
+
+    Attributes
+    ----------
+    N : int
+        Number of layers.
+    d_x : int
+        Model (residual) width.
+    n_heads, n_kv_heads, head_dim : int
+        Query heads, key/value heads (GQA) and per-head width.
+    d_ff : int
+        FFN hidden width.
+    d_out : int
+        Vocabulary size (final projection rows).
+    params : float
+        Parameter count.
+    """
+
+    key: str
+    name: str
+    N: int
+    d_x: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    d_ff: int
+    d_out: int
+    ffn: str
+    params: float
+    source: str = ""
+
+    @property
+    def d(self) -> int:
+        """The paper's attention width d (all query heads together): n_heads * head_dim."""
+        return self.n_heads * self.head_dim
+
+    @property
+    def d_kv(self) -> int:
+        """Width of the K (or V) cache per layer: n_kv_heads * head_dim."""
+        return self.n_kv_heads * self.head_dim
+
+    def kv_bytes_per_token(self, bytes_per_element: int = 2) -> int:
+        """KV-cache bytes one token occupies: 2 (K and V) x N x d_kv x bytes."""
+        return 2 * self.N * self.d_kv * bytes_per_element
+
+    def weight_bytes(self, bytes_per_element: int = 2) -> float:
+        """Bytes of the weights in GPU memory."""
+        return self.params * bytes_per_element
+
+    def linear_gemms(self, mode: str = "paper") -> tuple[GemmShape, ...]:
+        """The weight GeMMs of one batch (Section 3.2.1), each over the batch's tokens.
+
+        In ``paper`` mode these are the terms of the sum behind Eq. 4:
+        ``3N (d x d_x) + N (d_ff x d) + N (d_x x d_ff) + 1 (d_out x d_x)``.
+        """
+        _check_mode(mode)
+        if mode == "paper":
+            return (
+                GemmShape("W_Q, W_K, W_V", 3 * self.N, self.d, self.d_x),
+                GemmShape("W_F1", self.N, self.d_ff, self.d),
+                GemmShape("W_F2", self.N, self.d_x, self.d_ff),
+                GemmShape("W_out", 1, self.d_out, self.d_x),
+            )
+        up = 2 * self.d_ff if self.ffn == "swiglu" else self.d_ff
+        return (
+            GemmShape("W_QKV (fused, GQA)", self.N, self.d + 2 * self.d_kv, self.d_x),
+            GemmShape("W_O", self.N, self.d_x, self.d),
+            GemmShape("W_gate_up (fused)" if self.ffn == "swiglu" else "W_up", self.N, up, self.d_x),
+            GemmShape("W_down", self.N, self.d_x, self.d_ff),
+            GemmShape("W_out", 1, self.d_out, self.d_x),
+        )
+
+    def attention_widths(self, mode: str = "paper") -> tuple[int, int]:
+        """(d used by prefill attention, Eq. 6; d used by decode attention, Eq. 5)."""
+        _check_mode(mode)
+        return (self.d, self.d) if mode == "paper" else (self.d, self.d_kv)
+
+    def linear_flops_per_token(self, mode: str = "paper") -> int:
+        """2 x (weights touched per token): the useful FLOPs of the linear layers per token."""
+        return sum(2 * g.count * g.d_row * g.d_red for g in self.linear_gemms(mode))
+
+    def nonlinear_elements_per_token(self, mode: str = "paper") -> int:
+        """Activation elements the element-wise operations read and write per token (Sec. 3.2.3).
+
+        Per layer: two norms (read and write d_x each), two residual adds (read 2 d_x, write d_x
+        each) and the FFN activation (ReLU: read and write d_ff; SwiGLU: read 2 d_ff, write d_ff);
+        then a final norm (2 d_x) and the output softmax (2 d_out). Attention's mask and softmax
+        are neglected as in the paper.
+        """
+        _check_mode(mode)
+        act = 3 * self.d_ff if (mode == "real" and self.ffn == "swiglu") else 2 * self.d_ff
+        return self.N * (10 * self.d_x + act) + 2 * self.d_x + 2 * self.d_out
+
+    def divisibility_dims(self, mode: str = "paper") -> dict[str, tuple[int, str]]:
+        """Model dimensions a tile must divide, as ``{label: (value, role)}`` (Section 3.2.1).
+
+        ``role`` is ``"row"`` (divided by t_row), ``"red"`` (by t_red) or ``"gemv"`` (by the GeMV
+        tile's t_row and t_col, Eq. 5).
+        """
+        dims: dict[str, tuple[int, str]] = {}
+        for g in self.linear_gemms(mode):
+            dims[f"{g.name}: d_row"] = (g.d_row, "row")
+            dims[f"{g.name}: d_red"] = (g.d_red, "red")
+        d_pre, d_dec = self.attention_widths(mode)
+        dims["prefill attention d (K^T Q reduction)"] = (d_pre, "red")
+        dims["prefill attention d (V P rows)"] = (d_pre, "row")
+        dims["decode attention d"] = (d_dec, "gemv")
+        return dims
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise FieldError("mode", mode, f"one of {', '.join(MODES)}")
+
+
+def _build_model(key: str, table: dict) -> Model:
+    where = f"models.{key}"
+    values = {}
+    for f in _INT_FIELDS:
+        v = table.get(f)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise FieldError(f"{where}.{f}", v, "an integer >= 1")
+        values[f] = v
+    if values["n_heads"] % values["n_kv_heads"]:
+        raise FieldError(f"{where}.n_kv_heads", values["n_kv_heads"],
+                         f"a divisor of n_heads = {values['n_heads']}")
+    ffn = table.get("ffn", "swiglu")
+    if ffn not in ("swiglu", "mlp"):
+        raise FieldError(f"{where}.ffn", ffn, "'swiglu' or 'mlp'")
+    params = table.get("params")
+    if isinstance(params, bool) or not isinstance(params, (int, float)) or not math.isfinite(params) \
+            or params <= 0:
+        raise FieldError(f"{where}.params", params, "a parameter count > 0")
+    return Model(key=key, name=str(table.get("name", key)), N=values["n_layers"],
+                 d_x=values["d_model"], n_heads=values["n_heads"],
+                 n_kv_heads=values["n_kv_heads"], head_dim=values["head_dim"],
+                 d_ff=values["d_ff"], d_out=values["vocab"], ffn=ffn, params=float(params),
+                 source=str(table.get("source", "")))
+
+
+@cache
+def _preset_tables() -> dict:
+    text = resources.files("theory").joinpath("data/models.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)["models"]
+
+
+def load_models(path: str | Path | None = None) -> dict[str, Model]:
+    """All model presets, plus or overridden by the ``[models.<key>]`` tables of a user TOML."""
+    tables = {k: dict(v) for k, v in _preset_tables().items()}
+    if path is not None:
+        try:
+            with open(path, "rb") as fh:
+                user = tomllib.load(fh)
+        except FileNotFoundError:
+            raise ConfigFileError(f"{path}: file not found") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigFileError(f"{path}: malformed TOML: {exc}") from None
+        for key, table in user.get("models", {}).items():
+            base = table.get("base", key if key in tables else None)
+            if base is not None and base not in tables:
+                raise UnknownNameError(f"base model (in models.{key}.base)", str(base), list(tables))
+            merged = dict(tables[base]) if base else {}
+            merged.update({k: v for k, v in table.items() if k != "base"})
+            tables[key] = merged
+    return {key: _build_model(key, t) for key, t in tables.items()}
+
+
+def model_names() -> list[str]:
+    """Keys of the model presets."""
+    return list(_preset_tables())
+
+
+def get_model(name: str, path: str | Path | None = None) -> Model:
+    """A model by key or display name (case-insensitive)."""
+    if not isinstance(name, str) or not name.strip():
+        raise FieldError("model", name, "a model name such as 'mistral-7b'")
+    models = load_models(path) if path is not None else _preset_models()
+    wanted = name.strip().lower()
+    for key, m in models.items():
+        if wanted in (key.lower(), m.name.lower()):
+            return m
+    raise UnknownNameError("model", name, list(models))
+
+
+@cache
+def _preset_models() -> dict[str, Model]:
+    return load_models(None)

@@ -1,0 +1,247 @@
+"""Symbolic twins of :mod:`theory.cost` and :mod:`theory.bounds` (sympy, exact arithmetic).
+
+Each formula is written once more as a sympy expression with ``ceiling``, in the paper's
+notation, so that a check can substitute integers and exact rationals and compare with the
+vectorized numeric code, or manipulate the formula itself (e.g. show Eq. 4 is the sum of the
+per-layer GeMMs, or Eq. 11 equals Eq. 12).
+
+:class:`SymbolicCostModel` is the exact twin of :class:`theory.cost.CostModel`: it holds the same
+tiles with their rates as exact rationals (the binary value of each float) and evaluates Eq. 4-7
+with sympy, choosing tiles by ``Min`` over the set as the numeric code does.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Eq. 2-7, Eq. 11-13, Eq. 25, Theorems 1-2, Lemmas 3-4.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import sympy as sp
+
+from theory.cost import CostModel
+from theory.workload import Workload
+
+ceiling = sp.ceiling
+
+
+def exact(x) -> sp.Rational:
+    """The exact rational value of a Python number (a float's binary value, not a decimal)."""
+    return sp.Rational(Fraction(x)) if not isinstance(x, sp.Basic) else x
+
+
+# --- Eq. 2-7 as expressions --------------------------------------------------------------
+
+
+def gemm_time(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
+    """Eq. 2: ceiling(d_row/t_row) ceiling(d_col/t_col) ceiling(d_red/t_red) / (s mu)."""
+    return ceiling(d_row / t_row) * ceiling(d_col / t_col) * ceiling(d_red / t_red) / (s * mu)
+
+
+def gemv_time(d_row, d_col, t_row, t_col, mu, s):
+    """Eq. 3: ceiling(d_row/t_row) ceiling(d_col/t_col) / (s mu)."""
+    return ceiling(d_row / t_row) * ceiling(d_col / t_col) / (s * mu)
+
+
+def linear_time_sum(tau, gemms, t_row, t_col, t_red, mu, s):
+    """Section 3.2.1: the linear time of a batch as the sum of its per-layer GeMMs (Eq. 2).
+
+    ``gemms`` is a sequence of ``(count, d_row, d_red)``.
+    """
+    return sp.Add(*[count * gemm_time(d_row, tau, d_red, t_row, t_col, t_red, mu, s)
+                    for count, d_row, d_red in gemms])
+
+
+def mu_Lin(gemms, t_row, t_red, mu, s):
+    """mu_Lin(t) of Eq. 4: ``s mu / sum_k count_k ceiling(d_row_k/t_row) ceiling(d_red_k/t_red)``."""
+    pairs = sp.Add(*[count * ceiling(d_row / t_row) * ceiling(d_red / t_red)
+                     for count, d_row, d_red in gemms])
+    return s * mu / pairs
+
+
+def linear_time(tau, mu_lin, t_col):
+    """Eq. 4: ceiling(tau / t_col) / mu_Lin."""
+    return ceiling(tau / t_col) / mu_lin
+
+
+def decode_attention_time(i, d, t_row, t_col, mu, s, printed: bool = False):
+    """Eq. 5: (d/t_col ceiling(i/t_row) + ceiling(i/t_col) d/t_row) / (s mu(t_row, t_col)).
+
+    ``printed=True`` gives the formula exactly as printed in the paper, without the ``1/s`` that
+    Eq. 3 carries.
+    """
+    tiles = (d / t_col) * ceiling(i / t_row) + ceiling(i / t_col) * (d / t_row)
+    return tiles / mu if printed else tiles / (s * mu)
+
+
+def prefill_attention_time(i, c, d, N, t_row, t_col, t_red, mu, s):
+    """Eq. 6 over all N layers: N/(s mu) (ceiling((i+c-1)/t_row) ceiling(c/t_col) d/t_red
+    + d/t_row ceiling(c/t_col) ceiling((i+c-1)/t_red))."""
+    e = i + c - 1
+    return N / (s * mu) * (ceiling(e / t_row) * ceiling(c / t_col) * d / t_red
+                           + d / t_row * ceiling(c / t_col) * ceiling(e / t_red))
+
+
+def batch_time(prefill, decode, *, N, d, mu_lin, mu_nLin, t_row, t_col, t_red, mu, s, t_dsa):
+    """Eq. 7 with one common GeMM tile, exactly as printed.
+
+    ``prefill`` is a sequence of ``(i_j, c_j)``, ``decode`` of positions ``i_j``, and ``t_dsa`` a
+    function ``i -> T^{D,SA}(i)``.
+    """
+    tau = sp.Add(*[c for _, c in prefill]) + len(decode)
+    out = linear_time(tau, mu_lin, t_col) + tau / mu_nLin
+    out += N * sp.Add(*[t_dsa(i) for i in decode])
+    out += sp.Add(*[prefill_attention_time(i, c, d, N, t_row, t_col, t_red, mu, s)
+                    for i, c in prefill])
+    return out
+
+
+# --- the exact twin of CostModel -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SymbolicCostModel:
+    """Exact twin of :class:`theory.cost.CostModel` (same tiles, rates as exact rationals)."""
+
+    s: sp.Integer
+    N: sp.Integer
+    d_pre: sp.Integer
+    d_dec: sp.Integer
+    tiles: tuple  # (t_row, t_col, t_red, mu) with t* first
+    gemv_tiles: tuple  # (t_row, t_col, mu)
+    gemms: tuple  # (count, d_row, d_red)
+    mu_nLin: sp.Rational
+    overhead: sp.Rational
+
+    @classmethod
+    def from_cost_model(cls, cm: CostModel) -> SymbolicCostModel:
+        return cls(
+            s=sp.Integer(cm.s), N=sp.Integer(cm.N), d_pre=sp.Integer(cm.d_pre),
+            d_dec=sp.Integer(cm.d_dec),
+            tiles=tuple((sp.Integer(int(r)), sp.Integer(int(c)), sp.Integer(int(k)), exact(float(m)))
+                        for r, c, k, m in zip(cm.t_row, cm.t_col, cm.t_red, cm.mu, strict=True)),
+            gemv_tiles=tuple((sp.Integer(int(r)), sp.Integer(int(c)), exact(float(m)))
+                             for r, c, m in zip(cm.g_row, cm.g_col, cm.mu_gemv, strict=True)),
+            gemms=tuple((g.count, g.d_row, g.d_red) for g in cm.model.linear_gemms(cm.mode)),
+            mu_nLin=exact(cm.mu_nLin), overhead=exact(cm.overhead_s))
+
+    def mu_Lin(self, k: int = 0):
+        t_row, _, t_red, mu = self.tiles[k]
+        return mu_Lin(self.gemms, t_row, t_red, mu, self.s)
+
+    def T_Lin(self, tau, tile: int | None = None):
+        """Eq. 4, minimised over tiles (or at tile index ``tile``)."""
+        ks = range(len(self.tiles)) if tile is None else [tile]
+        return sp.Min(*[linear_time(tau, self.mu_Lin(k), self.tiles[k][1]) for k in ks])
+
+    def T_Lin_as_sum(self, tau, tile: int = 0):
+        """Section 3.2.1's sum of per-layer GeMMs at one tile (what Eq. 4 abbreviates)."""
+        t_row, t_col, t_red, mu = self.tiles[tile]
+        return linear_time_sum(tau, self.gemms, t_row, t_col, t_red, mu, self.s)
+
+    def T_D_SA(self, i):
+        """Eq. 5 (with Eq. 3's 1/s), each GeMV on its fastest tile."""
+        d, s = self.d_dec, self.s
+        first = sp.Min(*[gemv_time(i, d, r, c, m, s) for r, c, m in self.gemv_tiles])
+        second = sp.Min(*[gemv_time(d, i, r, c, m, s) for r, c, m in self.gemv_tiles])
+        return first + second
+
+    def T_P_SA(self, i, c, tile: int | None = None):
+        """Eq. 6, each of its two GeMMs on its fastest tile (or at tile index ``tile``)."""
+        e = i + c - 1
+        d, s = self.d_pre, self.s
+        ks = range(len(self.tiles)) if tile is None else [tile]
+        qk = sp.Min(*[gemm_time(e, c, d, *self.tiles[k][:3], self.tiles[k][3], s) for k in ks])
+        pv = sp.Min(*[gemm_time(d, c, e, *self.tiles[k][:3], self.tiles[k][3], s) for k in ks])
+        return self.N * (qk + pv)
+
+    def T_batch(self, prefill=(), decode=()):
+        """Eq. 7 of a batch (plus the fixed overhead), tiles chosen per GeMM."""
+        tau = sum(c for _, c in prefill) + len(decode)
+        if tau == 0:
+            return sp.Integer(0)
+        out = self.T_Lin(sp.Integer(tau)) + sp.Integer(tau) / self.mu_nLin + self.overhead
+        out += self.N * sp.Add(*[self.T_D_SA(sp.Integer(i)) for i in decode])
+        out += sp.Add(*[self.T_P_SA(sp.Integer(i), sp.Integer(c)) for i, c in prefill])
+        return out
+
+    def T_star_R(self, l_P: int, l_D: int, chunk: int | None = None):
+        """Eq. 11: one request's optimal effective completion time, summing Eq. 6's no-ceiling
+        terms over the chunk set I_j = {(1 + k t*_lcm, t*_lcm)}.
+
+        Requires ``chunk`` (default t*_lcm) to divide ``l_P``.
+        """
+        t_row, t_col, t_red, mu = self.tiles[0]
+        lcm = sp.ilcm(t_row, t_col, t_red) if chunk is None else sp.Integer(chunk)
+        if l_P % lcm:
+            raise ValueError(f"Eq. 11 needs l_P ({l_P}) divisible by the chunk ({lcm})")
+        total = sp.Integer(l_P + l_D)
+        out = total / (self.mu_Lin(0) * t_col) + total / self.mu_nLin
+        out += self.N * sp.Add(*[self.T_D_SA(sp.Integer(i)) for i in range(l_P + 1, l_P + l_D + 1)])
+        att = sp.Add(*[(i + lcm - 1) / t_row * lcm / t_col * self.d_pre / t_red
+                       + self.d_pre / t_row * lcm / t_col * (i + lcm - 1) / t_red
+                       for i in range(1, l_P, int(lcm))])
+        return out + self.N / (self.s * mu) * att
+
+    def T_star_R_closed(self, l_P: int, l_D: int):
+        """Eq. 12: the closed form of Eq. 11, with ``N d L^P (L^P + t*_lcm) / (s mu t t t)``."""
+        t_row, t_col, t_red, mu = self.tiles[0]
+        lcm = sp.ilcm(t_row, t_col, t_red)
+        total = sp.Integer(l_P + l_D)
+        out = total / (self.mu_Lin(0) * t_col) + total / self.mu_nLin
+        out += self.N * sp.Add(*[self.T_D_SA(sp.Integer(i)) for i in range(l_P + 1, l_P + l_D + 1)])
+        return out + (self.N * self.d_pre / (self.s * mu * t_row * t_col * t_red)
+                      * l_P * (l_P + lcm))
+
+    def T_max(self, l_P_max: int, l_D_max: int):
+        """Eq. 13 / Theorem 2: max over tiles of l/mu_Lin(t) + l/mu_nLin + N sum_{i<=l} T^{D,SA}(i)."""
+        ell = sp.Integer(l_P_max + l_D_max)
+        worst = sp.Max(*[ell / self.mu_Lin(k) for k in range(len(self.tiles))])
+        return worst + ell / self.mu_nLin + self.N * sp.Add(
+            *[self.T_D_SA(sp.Integer(i)) for i in range(1, l_P_max + l_D_max + 1)])
+
+
+# --- Theorem 1/2 quantities -----------------------------------------------------------------
+
+E_total, E_PP, E_DSA = sp.symbols("E_total E_PP E_DSA", positive=True)
+T_bar, T_mx, eps, lam, r, n = sp.symbols("T_bar T_max epsilon lambda r n", positive=True)
+
+
+def T_bar_R_expr(mu_lin_star, t_col, mu_nLin, N, d, s, mu_star, t_row, t_red,
+                 E_total=E_total, E_PP=E_PP, E_DSA=E_DSA):
+    """Theorem 1's T_bar^R with E_total = E[L^P + L^D], E_PP = E[L^P (L^P + t*_lcm)] and
+    E_DSA = E[sum_{i=1}^{L^D} T^{D,SA}(L^P + i)]."""
+    return (E_total / (mu_lin_star * t_col) + E_total / mu_nLin + N * E_DSA
+            + N * d / (s * mu_star * t_row * t_col * t_red) * E_PP)
+
+
+def T_bar_R_exact(scm: SymbolicCostModel, w: Workload) -> sp.Rational:
+    """T_bar^R as an exact rational: the pmf-weighted mean of Eq. 11 over the support of ``w``.
+
+    Needs every prompt length of ``w`` to be a multiple of t*_lcm (Assumption 3), as Eq. 11 does.
+    """
+    return sp.Add(*[exact(float(p)) * scm.T_star_R(int(lp), int(ld))
+                    for lp, ld, p in zip(w.L_P, w.L_D, w.p, strict=True)])
+
+
+def n_threshold_expr(t_col, T_max=T_mx, epsilon=eps, T_bar_R=T_bar):
+    """Theorem 2's threshold: n must exceed (t*_col - 1) T^max / (eps T_bar^R)."""
+    return (t_col - 1) * T_max / (epsilon * T_bar_R)
+
+
+def cycle_bound_expr(n_, T_bar_R, t_col, T_max):
+    """Eq. 25: n T_bar^R + (t*_col - 1) T^max."""
+    return n_ * T_bar_R + (t_col - 1) * T_max
+
+
+def lemma4_expr(n_, T_max, lam_, r_):
+    """Lemma 4: r / lambda + n T^max."""
+    return r_ / lam_ + n_ * T_max
+
+
+def lemma3_drift_expr(n_, lam_, r_, T_bar_R, t_col, T_max, printed: bool = False):
+    """Lemma 3's drift bound; ``printed=True`` keeps the paper's ``lambda`` in the second term."""
+    rate = lam_ if printed else lam_ / r_
+    return n_ * (lam_ / r_ * T_bar_R - 1) + rate * (t_col - 1) * T_max

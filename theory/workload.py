@@ -1,0 +1,386 @@
+"""Joint laws of prompt and output lengths (L^P, L^D) (Theorems 1-2, Assumption 3, Section 7).
+
+Every workload is an exact finite pmf over pairs ``(l^P, l^D)`` with ``l^P >= 1`` and ``l^D >= 1``
+(a request has ``L^D`` decode iterations, at positions ``L^P + 1 .. L^P + L^D``), so expectations
+such as those in T_bar^R are exact sums. Its support is bounded, as Assumption 3 needs:
+``l^{P,max}`` and ``l^{D,max}`` are the largest values with positive mass; a law that is
+unbounded by nature (the lognormal fit of Table 1) is truncated, and says so in ``notes``.
+
+Assumption 3 also asks that prompt lengths be multiples of t*_lcm: :meth:`Workload.assumption3`
+reports how much mass satisfies it, and :meth:`Workload.padded` rounds prompts up to multiples of
+t*_lcm so the premise holds exactly.
+
+Presets: ``deterministic``, ``uniform``, ``table1`` (discretized lognormal fitted to Table 1),
+``sharegpt4`` (the paper's real trace, packaged), and any CSV trace.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Theorems 1-2, Assumption 3, Table 1, Section 7.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+from scipy import optimize, stats
+
+from theory.errors import ConfigFileError, FieldError, LlmqError, UnknownNameError
+
+TABLE1 = {
+    # Table 1 of the paper: openchat_sharegpt4 prompt and decode lengths (tokens).
+    "prompt": {"median": 1730, "p90": 5696, "std": 2088},
+    "decode": {"median": 415, "p90": 834, "std": 101},
+}
+TOTAL_CAP = 8192  # Section 7: "We cap each request's length to 8192 tokens in total."
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """An exact finite joint pmf of (L^P, L^D).
+
+    Attributes
+    ----------
+    name : str
+    L_P, L_D : ndarray of int64
+        Support points (pairs), each >= 1, with no duplicates.
+    p : ndarray of float
+        Their probabilities (sum 1).
+    notes : tuple of str
+        How the law was built (fits, truncation, padding).
+    """
+
+    name: str
+    L_P: np.ndarray
+    L_D: np.ndarray
+    p: np.ndarray
+    notes: tuple[str, ...] = field(default=())
+
+    # --- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def from_pairs(cls, name: str, L_P, L_D, weights=None, notes=()) -> Workload:
+        """Build from (possibly repeated) pairs with optional weights, validating each field."""
+        lp = _lengths("L_P (prompt length)", L_P)
+        ld = _lengths("L_D (output length)", L_D)
+        if lp.shape != ld.shape:
+            raise FieldError("L_D", f"{ld.size} values", f"as many values as L_P ({lp.size})")
+        if lp.size == 0:
+            raise FieldError(f"{name}: pmf", "empty", "at least one (L_P, L_D) pair")
+        w = np.ones(lp.size) if weights is None else np.asarray(weights, dtype=float)
+        if w.shape != lp.shape or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+            raise FieldError(f"{name}: probabilities", "invalid",
+                             "finite non-negative weights, one per pair, with a positive sum")
+        keys = lp.astype(np.int64) * (int(ld.max()) + 1) + ld
+        uniq, inv = np.unique(keys, return_inverse=True)
+        prob = np.bincount(inv, weights=w)
+        keep = prob > 0
+        base = int(ld.max()) + 1
+        return cls(name, (uniq // base)[keep], (uniq % base)[keep], prob[keep] / prob[keep].sum(),
+                   tuple(notes))
+
+    # --- summaries ------------------------------------------------------------------------
+
+    @property
+    def l_P_max(self) -> int:
+        """l^{P,max} of Assumption 3."""
+        return int(self.L_P.max())
+
+    @property
+    def l_D_max(self) -> int:
+        """l^{D,max} of Assumption 3."""
+        return int(self.L_D.max())
+
+    def expect(self, values) -> float:
+        """E[f(L^P, L^D)] for ``values = f(L_P, L_D)`` evaluated on the support (exact sum)."""
+        return float(np.dot(self.p, np.asarray(values, dtype=float)))
+
+    def mean(self) -> tuple[float, float]:
+        """(E[L^P], E[L^D])."""
+        return self.expect(self.L_P), self.expect(self.L_D)
+
+    def quantile(self, which: str, q: float) -> float:
+        """The q-quantile of the marginal of ``which`` (``"prompt"`` or ``"decode"``)."""
+        x = self.L_P if which == "prompt" else self.L_D
+        order = np.argsort(x, kind="stable")
+        cdf = np.cumsum(self.p[order])
+        return float(x[order][min(np.searchsorted(cdf, q - 1e-12), x.size - 1)])
+
+    def std(self, which: str) -> float:
+        """Standard deviation of the marginal of ``which``."""
+        x = (self.L_P if which == "prompt" else self.L_D).astype(float)
+        m = self.expect(x)
+        return math.sqrt(max(self.expect((x - m) ** 2), 0.0))
+
+    def assumption3(self, t_lcm: int) -> float:
+        """Probability that L^P is a multiple of ``t_lcm`` (Assumption 3 asks for 1)."""
+        return 1.0 - float(self.p[self.L_P % t_lcm != 0].sum())
+
+    # --- transformations ------------------------------------------------------------------
+
+    def padded(self, t_lcm: int) -> Workload:
+        """Prompts rounded up to multiples of ``t_lcm``, so Assumption 3 holds exactly."""
+        if isinstance(t_lcm, bool) or int(t_lcm) != t_lcm or t_lcm < 1:
+            raise FieldError("t_lcm", t_lcm, "an integer >= 1")
+        lp = -(-self.L_P // t_lcm) * t_lcm
+        return Workload.from_pairs(f"{self.name}+pad{t_lcm}", lp, self.L_D, self.p,
+                                   (*self.notes, f"prompts padded up to multiples of {t_lcm}"))
+
+    def truncated(self, total_cap: int) -> Workload:
+        """The law conditioned on L^P + L^D <= ``total_cap`` (renormalized)."""
+        keep = self.L_P + self.L_D <= total_cap
+        if not keep.any():
+            raise FieldError("total_cap", total_cap, f"a cap >= the smallest total length "
+                                                     f"{int((self.L_P + self.L_D).min())}")
+        lost = float(self.p[~keep].sum())
+        return Workload.from_pairs(self.name, self.L_P[keep], self.L_D[keep], self.p[keep],
+                                   (*self.notes, f"conditioned on L^P + L^D <= {total_cap} "
+                                                 f"(removed mass {lost:.4g})"))
+
+    def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` i.i.d. pairs drawn with ``rng`` (a numpy Generator)."""
+        if not isinstance(rng, np.random.Generator):
+            raise FieldError("rng", rng, "a numpy.random.Generator")
+        if isinstance(n, bool) or int(n) != n or n < 0:
+            raise FieldError("n", n, "an integer >= 0")
+        idx = np.searchsorted(np.cumsum(self.p), rng.random(int(n)) * (1 - 1e-15), side="right")
+        idx = np.minimum(idx, self.p.size - 1)
+        return self.L_P[idx], self.L_D[idx]
+
+    def describe(self) -> str:
+        m_p, m_d = self.mean()
+        return (f"{self.name}: {self.p.size} support pairs, E[L^P]={m_p:.1f}, E[L^D]={m_d:.1f}, "
+                f"l^P,max={self.l_P_max}, l^D,max={self.l_D_max}")
+
+
+def _lengths(name: str, x) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise FieldError(name, x, "integer token counts")
+    elif arr.dtype.kind not in "iu" and arr.size:
+        raise FieldError(name, x, "integer token counts")
+    arr = arr.astype(np.int64).ravel()
+    if arr.size and arr.min() < 1:
+        raise FieldError(name, int(arr.min()), "lengths >= 1")
+    return arr
+
+
+# --- presets ------------------------------------------------------------------------------
+
+
+def deterministic(l_P: int, l_D: int) -> Workload:
+    """All requests have prompt length ``l_P`` and output length ``l_D``."""
+    return Workload.from_pairs(f"deterministic({l_P},{l_D})", [l_P], [l_D])
+
+
+def uniform(p_lo: int, p_hi: int, d_lo: int, d_hi: int) -> Workload:
+    """Independent uniform integers L^P on [p_lo, p_hi] and L^D on [d_lo, d_hi]."""
+    for f, lo, hi in (("prompt", p_lo, p_hi), ("decode", d_lo, d_hi)):
+        if lo < 1 or hi < lo:
+            raise FieldError(f"uniform {f} range", (lo, hi), "1 <= lo <= hi")
+    if (p_hi - p_lo + 1) * (d_hi - d_lo + 1) > 5_000_000:
+        raise FieldError("uniform ranges", (p_lo, p_hi, d_lo, d_hi),
+                         "at most 5,000,000 support pairs")
+    lp, ld = np.meshgrid(np.arange(p_lo, p_hi + 1), np.arange(d_lo, d_hi + 1), indexing="ij")
+    return Workload.from_pairs(f"uniform({p_lo}-{p_hi},{d_lo}-{d_hi})", lp.ravel(), ld.ravel())
+
+
+def _truncated_lognormal_quantile(mu: float, sigma: float, q: float, cap: float) -> float:
+    dist = stats.lognorm(s=sigma, scale=math.exp(mu))
+    return float(dist.ppf(q * dist.cdf(cap)))
+
+
+def _fit_lognormal_to_quantiles(median: float, p90: float, cap: float) -> tuple[float, float]:
+    """(mu, sigma) of a lognormal truncated to (0, cap] whose median and P90 are the given ones."""
+    sigma0 = math.log(p90 / median) / stats.norm.ppf(0.9)
+
+    def residual(x):
+        mu, log_sigma = x
+        s = math.exp(log_sigma)
+        return [math.log(_truncated_lognormal_quantile(mu, s, 0.5, cap) / median),
+                math.log(_truncated_lognormal_quantile(mu, s, 0.9, cap) / p90)]
+
+    sol = optimize.root(residual, [math.log(median), math.log(sigma0)], tol=1e-12)
+    if max(abs(r) for r in residual(sol.x)) > 1e-9:
+        raise LlmqError(f"could not fit a truncated lognormal to median={median}, P90={p90}")
+    return float(sol.x[0]), math.exp(sol.x[1])
+
+
+def _discretized_marginal(mu: float, sigma: float, cap: int, atoms: int) -> tuple[np.ndarray, np.ndarray]:
+    """Integer atoms of a lognormal truncated to [1, cap]: equal-mass bins, each at its median."""
+    dist = stats.lognorm(s=sigma, scale=math.exp(mu))
+    lo, hi = dist.cdf(0.5), dist.cdf(cap + 0.5)
+    mids = lo + (hi - lo) * (np.arange(atoms) + 0.5) / atoms
+    values = np.clip(np.rint(dist.ppf(mids)), 1, cap).astype(np.int64)
+    uniq, counts = np.unique(values, return_counts=True)
+    return uniq, counts / atoms
+
+
+def table1_marginal(which: str, atoms: int = 200, cap: int = TOTAL_CAP
+                    ) -> tuple[np.ndarray, np.ndarray, str]:
+    """(values, probabilities, note) of Table 1's ``"prompt"`` or ``"decode"`` marginal.
+
+    A lognormal truncated to [1, ``cap``] whose median and P90 equal Table 1's exactly, discretized
+    into ``atoms`` equal-probability bins, each at its median rounded to an integer.
+    """
+    row = TABLE1[which]
+    mu, sigma = _fit_lognormal_to_quantiles(row["median"], row["p90"], cap)
+    values, probs = _discretized_marginal(mu, sigma, cap, atoms)
+    note = (f"{which}: lognormal(mu={mu:.4f}, sigma={sigma:.4f}) truncated to [1, {cap}] with "
+            f"Table 1's median {row['median']} and P90 {row['p90']}, {atoms} equal-mass atoms")
+    return values, probs, note
+
+
+def table1(atoms: int = 200, total_cap: int = TOTAL_CAP) -> Workload:
+    """Independent lognormal L^P and L^D fitted to Table 1, discretized, with L^P + L^D <= 8192.
+
+    Each marginal comes from :func:`table1_marginal`; the joint law is then conditioned on
+    ``L^P + L^D <= total_cap`` (Section 7's cap), which moves the quantiles slightly. Table 1's
+    standard deviations are not fitted: the decode column's (101) is incompatible with its own
+    median and P90 (see ``paper_checks``); the fitted law reports the deviations it has.
+    """
+    vp, pp, note_p = table1_marginal("prompt", atoms, total_cap)
+    vd, pd, note_d = table1_marginal("decode", atoms, total_cap)
+    lp, ld = np.meshgrid(vp, vd, indexing="ij")
+    law = Workload.from_pairs("table1", lp.ravel(), ld.ravel(), np.outer(pp, pd).ravel(),
+                              (note_p, note_d))
+    return law.truncated(total_cap)
+
+
+def _read_trace_csv(path, text: str | None = None) -> dict[str, np.ndarray]:
+    """Columns of a length trace: prompt_len, output_len (required); arrival_time, class."""
+    try:
+        if text is None:
+            with open(path, newline="", encoding="utf-8") as fh:
+                rows = list(csv.DictReader(fh))
+        else:
+            rows = list(csv.DictReader(text.splitlines()))
+    except FileNotFoundError:
+        raise ConfigFileError(f"{path}: file not found") from None
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise ConfigFileError(f"{path}: malformed CSV: {exc}") from None
+    if not rows:
+        raise ConfigFileError(f"{path}: no data rows")
+    header = set(rows[0])
+    aliases = {"prompt_len": ("prompt_len", "num_prefill_tokens"),
+               "output_len": ("output_len", "num_decode_tokens")}
+    cols: dict[str, np.ndarray] = {}
+    for canonical, names in aliases.items():
+        name = next((n for n in names if n in header), None)
+        if name is None:
+            raise ConfigFileError(f"{path}: missing column {canonical!r} "
+                                  f"(found columns: {', '.join(sorted(h for h in header if h))})")
+        cols[canonical] = _column(path, rows, name, int)
+    if "arrival_time" in header:
+        t = _column(path, rows, "arrival_time", float)
+        if np.any(~np.isfinite(t)) or np.any(t < 0):
+            raise ConfigFileError(f"{path}: column 'arrival_time' must be finite and >= 0")
+        if np.any(np.diff(t) <= 0):
+            k = int(np.argmax(np.diff(t) <= 0))
+            raise ConfigFileError(f"{path}: column 'arrival_time' must be strictly increasing; "
+                                  f"row {k + 3} ({t[k + 1]}) does not exceed row {k + 2} ({t[k]})")
+        cols["arrival_time"] = t
+    if "class" in header:
+        cols["class"] = np.array([r["class"] for r in rows])
+    return cols
+
+
+def _column(path, rows, name, kind) -> np.ndarray:
+    out = []
+    for k, row in enumerate(rows):
+        raw = row.get(name)
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise ConfigFileError(f"{path}: column {name!r}, row {k + 2}: {raw!r} is not a number"
+                                  ) from None
+        if kind is int and not value.is_integer():
+            raise ConfigFileError(f"{path}: column {name!r}, row {k + 2}: {raw!r} is not an integer")
+        out.append(value)
+    return np.asarray(out, dtype=np.int64 if kind is int else float)
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """A request trace: lengths, and optionally arrival times and class labels."""
+
+    L_P: np.ndarray
+    L_D: np.ndarray
+    arrival_time: np.ndarray | None = None
+    request_class: np.ndarray | None = None
+
+    def workload(self, name: str) -> Workload:
+        """The empirical joint law of the trace's lengths."""
+        return Workload.from_pairs(name, self.L_P, self.L_D,
+                                   notes=(f"empirical law of {self.L_P.size} requests",))
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Read a CSV trace (columns prompt_len, output_len; optional arrival_time, class)."""
+    cols = _read_trace_csv(path)
+    lp = _lengths(f"{path}: prompt_len", cols["prompt_len"])
+    ld = _lengths(f"{path}: output_len", cols["output_len"])
+    return Trace(lp, ld, cols.get("arrival_time"), cols.get("class"))
+
+
+@cache
+def sharegpt4_trace() -> Trace:
+    """The packaged openchat_sharegpt4 length trace (30,731 requests; Section 7)."""
+    res = resources.files("theory").joinpath("data/workloads/sharegpt4_lengths.csv")
+    cols = _read_trace_csv("sharegpt4_lengths.csv", res.read_text(encoding="utf-8"))
+    return Trace(_lengths("prompt_len", cols["prompt_len"]),
+                 _lengths("output_len", cols["output_len"]))
+
+
+def sharegpt4() -> Workload:
+    """The empirical law of the packaged ``openchat_sharegpt4`` trace (the paper's dataset)."""
+    return replace(sharegpt4_trace().workload("sharegpt4"),
+                   notes=("empirical law of the 30,731 openchat_sharegpt4 requests "
+                          "(SLAI repository, Apache-2.0); totals <= 8149 tokens",))
+
+
+_PRESETS = {"table1": table1, "sharegpt4": sharegpt4}
+
+
+def workload_names() -> list[str]:
+    """Names accepted by :func:`get_workload` (besides ``deterministic:``, ``uniform:``, CSV paths)."""
+    return [*_PRESETS, "deterministic:LP,LD", "uniform:P_LO-P_HI,D_LO-D_HI", "<path>.csv"]
+
+
+@cache
+def _preset(name: str) -> Workload:
+    return _PRESETS[name]()
+
+
+def get_workload(spec: str) -> Workload:
+    """A workload by name: ``table1``, ``sharegpt4``, ``deterministic:2048,256``,
+    ``uniform:256-4096,1-512``, or the path of a CSV trace."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise FieldError("workload", spec, "a workload name such as 'table1'")
+    spec = spec.strip()
+    if spec in _PRESETS:
+        return _preset(spec)
+    kind, _, args = spec.partition(":")
+    try:
+        if kind == "deterministic":
+            lp, ld = (int(x) for x in args.split(","))
+            return deterministic(lp, ld)
+        if kind == "uniform":
+            p, d = args.split(",")
+            p_lo, p_hi = (int(x) for x in p.split("-"))
+            d_lo, d_hi = (int(x) for x in d.split("-"))
+            return uniform(p_lo, p_hi, d_lo, d_hi)
+    except ValueError as exc:
+        if isinstance(exc, LlmqError):
+            raise
+        raise FieldError("workload", spec,
+                         "'deterministic:LP,LD' or 'uniform:P_LO-P_HI,D_LO-D_HI'") from None
+    if spec.lower().endswith(".csv"):
+        return read_trace(spec).workload(Path(spec).stem)
+    raise UnknownNameError("workload", spec, workload_names())
