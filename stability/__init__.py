@@ -1,0 +1,45 @@
+"""Anything that runs requests through time: the batch-execution simulator, its schedulers, the
+RAD cycle DTMC and capacity-region sweeps.
+
+Modules
+-------
+kernels     compiled twins of theory.cost (Eq. 4-7) used inside the engine's hot loop.
+engine      the event-skipping batch-execution core of one GPU, shared by all schedulers.
+schedulers  one module per policy, each a readable loop over the engine's primitives.
+cluster     r GPUs and the resource planner (uniform random, round robin, join-shortest-queue).
+metrics     TTFT, TBT, latency, queue-length paths, the stability verdict.
+simulate    the driver: scenario in, results out.
+"""
+
+import hashlib
+import os
+from pathlib import Path
+
+
+def _configure_numba_cache() -> None:
+    """Key numba's on-disk cache on the source of the whole package.
+
+    numba invalidates a cached function only when its own file changes, not when a compiled
+    function it calls (in another module) does; a cache directory named by a hash of every source
+    file here (and the numba version) makes any change recompile everything. A user's
+    ``NUMBA_CACHE_DIR`` wins.
+    """
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    import numba
+
+    digest = hashlib.sha256(numba.__version__.encode())
+    root = Path(__file__).resolve().parent
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    target = base / "llmq" / "numba" / digest.hexdigest()[:16]
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError:  # no writable cache home: keep numba's default location
+        return
+    numba.config.CACHE_DIR = str(target)
+
+
+_configure_numba_cache()

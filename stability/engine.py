@@ -1,0 +1,525 @@
+"""The event-skipping batch-execution core of one GPU, shared by every scheduler.
+
+One GPU runs batches back to back (Section 3.1). A batch holds prefill iterations
+``PI(R, i, c)`` and decode iterations ``DI(R, i)``; it lasts exactly Eq. 7 of its contents (the
+compiled twins in :mod:`stability.kernels`). Requests arrive at given times (a Poisson process or a
+trace), wait in FCFS order, are scheduled, and finish with the batch holding their last decode.
+
+Cost grows with events, not tokens:
+
+* a whole prefill that runs back to back (Algorithm 1, lines 12-16) is one event whose time is a
+  table lookup by L^P;
+* a run of decode batches over an unchanged decode set is one event lasting until the next
+  completion: ``k`` batches over requests at next positions ``p_q`` take
+  ``k T_fixed(|D|) + N sum_q (S(p_q + k - 1) - S(p_q - 1))`` with ``S`` the prefix sums of
+  T^{D,SA}. When the policy would react to an arrival, the run is cut at the first batch boundary
+  at or after that arrival, found by binary search over the run's cumulative time.
+
+In *detail* mode the same runs are expanded batch by batch to record every TBT gap (in per-class
+log histograms) and, optionally, a batch log with every batch's contents; decisions and finish
+times are the same as in fast mode.
+
+A scheduler is a compiled loop over the primitives below, written to read like its algorithm (see
+:mod:`stability.schedulers`). Loops are resumable at decision points: they stop when the clock
+reaches ``t_stop`` or when the batch log needs more room, and continue where they stopped.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Section 3.1 (the scheduler framework), Eq. 7, Algorithm 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+from numba.experimental import structref
+
+from stability.kernels import lin_waste, psa_waste, t_fixed, t_lin, t_psa
+from stability.structs import STATE, State
+
+# --- loop return codes -------------------------------------------------------------------------
+DONE = 0  # nothing left to do and no arrival left
+STOPPED = 1  # reached t_stop
+GROW = 2  # the batch log is full
+
+# --- TBT histogram: log-spaced bins from 1e-6 s to 1e4 s, 100 per decade -------------------------
+TBT_LO = -6.0
+TBT_PER_DECADE = 100
+TBT_BINS = 10 * TBT_PER_DECADE + 2  # plus an underflow and an overflow bin
+BIG = 1 << 62
+COUNTERS = ("n_batch", "n_event", "n_tokens", "n_dec_tok", "n_pre_tok", "n_not_opt", "n_done")
+
+
+@njit(cache=True)
+def _new_state(arr, lp, ld, cls, n_class, detail, log_on, rows):
+    m = arr.size
+    st = structref.new(STATE)
+    st.arr = arr
+    st.lp = lp
+    st.ld = ld
+    st.cls = cls
+    st.t_start = np.full(m, np.nan)
+    st.t_first = np.full(m, np.nan)
+    st.t_finish = np.full(m, np.nan)
+    st.last_emit = np.full(m, np.nan)
+    st.tbt_max = np.zeros(m)
+    st.wq = np.zeros(m + 1, dtype=np.int64)
+    st.d_id = np.zeros(m, dtype=np.int64)
+    st.d_pos = np.zeros(m, dtype=np.int64)
+    st.d_rem = np.zeros(m, dtype=np.int64)
+    st.tbt_hist = np.zeros((n_class, TBT_BINS))
+    st.tbt_stat = np.zeros((n_class, 3))
+    st.cyc_start = np.zeros(m + 2)
+    st.cyc_end = np.zeros(m + 2)
+    st.cyc_x = np.zeros(m + 2, dtype=np.int64)
+    st.cyc_started = np.zeros(m + 2, dtype=np.int64)
+    st.cyc_done = np.zeros(m + 2, dtype=np.int64)
+    _alloc_log(st, rows, 4 * rows)
+    st.clock = 0.0
+    st.busy = 0.0
+    st.wasted = 0.0
+    st.n_loaded = m
+    st.seen = 0
+    st.wq_head = 0
+    st.wq_len = 0
+    st.nd = 0
+    st.na = 0
+    st.rc = 0
+    st.mode = 0
+    st.n_done = 0
+    st.n_batch = 0
+    st.n_event = 0
+    st.n_tokens = 0
+    st.n_dec_tok = 0
+    st.n_pre_tok = 0
+    st.n_not_opt = 0
+    st.n_cyc = 0
+    st.cyc_open = 0
+    st.n_log = 0
+    st.n_item = 0
+    st.need_grow = 0
+    st.detail = detail
+    st.log_on = log_on
+    return st
+
+
+@njit(cache=True)
+def _alloc_log(st, rows, items):
+    st.b_start = np.zeros(rows)
+    st.b_dur = np.zeros(rows)
+    st.b_tau = np.zeros(rows, dtype=np.int64)
+    st.b_nd = np.zeros(rows, dtype=np.int64)
+    st.b_np = np.zeros(rows, dtype=np.int64)
+    st.b_opt = np.zeros(rows, dtype=np.int64)
+    st.it_batch = np.zeros(items, dtype=np.int64)
+    st.it_req = np.zeros(items, dtype=np.int64)
+    st.it_i = np.zeros(items, dtype=np.int64)
+    st.it_c = np.zeros(items, dtype=np.int64)
+
+
+@njit(cache=True)
+def grow_log(st):
+    """Double the batch log (keeping its rows); clears the need-grow flag."""
+    b_start, b_dur, b_tau, b_nd, b_np, b_opt = st.b_start, st.b_dur, st.b_tau, st.b_nd, st.b_np, st.b_opt
+    it_batch, it_req, it_i, it_c = st.it_batch, st.it_req, st.it_i, st.it_c
+    _alloc_log(st, max(1024, 2 * b_start.size), max(4096, 2 * it_req.size))
+    st.b_start[: b_start.size] = b_start
+    st.b_dur[: b_dur.size] = b_dur
+    st.b_tau[: b_tau.size] = b_tau
+    st.b_nd[: b_nd.size] = b_nd
+    st.b_np[: b_np.size] = b_np
+    st.b_opt[: b_opt.size] = b_opt
+    st.it_batch[: it_batch.size] = it_batch
+    st.it_req[: it_req.size] = it_req
+    st.it_i[: it_i.size] = it_i
+    st.it_c[: it_c.size] = it_c
+    st.need_grow = 0
+
+
+def new_state(arrival, L_P, L_D, cls=None, n_class: int = 1, detail: bool = False,
+              log: bool = False, log_rows: int = 1024) -> State:
+    """A fresh state for requests arriving at ``arrival`` (sorted) with lengths ``L_P, L_D``."""
+    m = len(arrival)
+    cls = np.zeros(m, dtype=np.int64) if cls is None else np.ascontiguousarray(cls, dtype=np.int64)
+    return _new_state(np.ascontiguousarray(arrival, dtype=np.float64),
+                      np.ascontiguousarray(L_P, dtype=np.int64),
+                      np.ascontiguousarray(L_D, dtype=np.int64), cls, int(n_class),
+                      int(detail), int(log and detail), int(log_rows if log and detail else 0))
+
+
+def run_loop(loop, st: State, ct, prm: np.ndarray, t_stop: float = math.inf) -> int:
+    """Call a scheduler's compiled ``loop`` until it is done or reaches ``t_stop``, growing the
+    batch log whenever it fills. Returns the final code."""
+    while True:
+        code = loop(st, ct, prm, t_stop)
+        if code != GROW:
+            return code
+        grow_log(st)
+
+
+@njit(cache=True)
+def export_requests(st):
+    """Per-request results: (t_start, t_first, t_finish, tbt_max)."""
+    return st.t_start, st.t_first, st.t_finish, st.tbt_max
+
+
+@njit(cache=True)
+def export_counters(st):
+    """(clock, busy, wasted) and the integer counters in the order of ``COUNTERS``."""
+    ints = np.array([st.n_batch, st.n_event, st.n_tokens, st.n_dec_tok, st.n_pre_tok,
+                     st.n_not_opt, st.n_done])
+    return np.array([st.clock, st.busy, st.wasted]), ints
+
+
+@njit(cache=True)
+def export_cycles(st):
+    c = st.n_cyc
+    return (st.cyc_start[:c].copy(), st.cyc_end[:c].copy(), st.cyc_x[:c].copy(),
+            st.cyc_started[:c].copy(), st.cyc_done[:c].copy())
+
+
+@njit(cache=True)
+def export_tbt(st):
+    return st.tbt_hist, st.tbt_stat
+
+
+@njit(cache=True)
+def export_log(st):
+    b, q = st.n_log, st.n_item
+    return ((st.b_start[:b].copy(), st.b_dur[:b].copy(), st.b_tau[:b].copy(), st.b_nd[:b].copy(),
+             st.b_np[:b].copy(), st.b_opt[:b].copy()),
+            (st.it_batch[:q].copy(), st.it_req[:q].copy(), st.it_i[:q].copy(), st.it_c[:q].copy()))
+
+
+# --- waiting queue -----------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def see_arrivals(st):
+    """Requests whose arrival time has passed join the tail of the waiting queue (line 4 of the
+    algorithms: "update P based on new arrivals")."""
+    cap = st.wq.size
+    now = st.clock
+    while st.seen < st.n_loaded and st.arr[st.seen] <= now:
+        st.wq[(st.wq_head + st.wq_len) % cap] = st.seen
+        st.wq_len += 1
+        st.seen += 1
+
+
+@njit(cache=True)
+def n_waiting(st):
+    return st.wq_len
+
+
+@njit(cache=True)
+def pop_waiting(st):
+    """Remove and return the request at the head of the waiting queue (FCFS)."""
+    j = st.wq[st.wq_head]
+    st.wq_head = (st.wq_head + 1) % st.wq.size
+    st.wq_len -= 1
+    return j
+
+
+@njit(cache=True)
+def push_waiting_front(st, j):
+    """Put request j back at the head of the waiting queue (preemption, or a postponed start)."""
+    st.wq_head = (st.wq_head - 1) % st.wq.size
+    st.wq[st.wq_head] = j
+    st.wq_len += 1
+
+
+@njit(cache=True)
+def idle(st, t_stop):
+    """Nothing to schedule: jump to the next arrival (or to t_stop). False if none is left."""
+    if st.seen >= st.n_loaded:
+        return False
+    st.clock = max(st.clock, min(st.arr[st.seen], t_stop))
+    return True
+
+
+@njit(cache=True)
+def running(st, t_stop):
+    """Whether a loop may take its next decision: before t_stop and with room in the log."""
+    return st.clock < t_stop and st.need_grow == 0
+
+
+@njit(cache=True)
+def stop_code(st):
+    return GROW if st.need_grow else STOPPED
+
+
+# --- cycles (Algorithms 1-2, Appendix C.1) -------------------------------------------------------
+
+
+@njit(cache=True)
+def begin_cycle(st):
+    """Open cycle c at the current time with X[c] = pending requests (arrived, not finished)."""
+    c = st.n_cyc
+    st.cyc_start[c] = st.clock
+    st.cyc_x[c] = st.seen - st.n_done
+    st.cyc_done[c] = st.n_done  # completions before the cycle; turned into a count at its end
+    st.cyc_open = 1
+
+
+@njit(cache=True)
+def end_cycle(st):
+    """Close the open cycle (D emptied: Algorithm 1, line 9) and reset requests_in_cycle."""
+    c = st.n_cyc
+    st.cyc_end[c] = st.clock
+    st.cyc_started[c] = st.rc
+    st.cyc_done[c] = st.n_done - st.cyc_done[c]
+    st.n_cyc += 1
+    st.cyc_open = 0
+    st.rc = 0
+
+
+# --- recording ---------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def record_gap(st, j, t_emit):
+    """A token of request j at t_emit: add the gap since its previous token to the TBT record."""
+    gap = t_emit - st.last_emit[j]
+    st.last_emit[j] = t_emit
+    if gap > st.tbt_max[j]:
+        st.tbt_max[j] = gap
+    k = st.cls[j]
+    if gap <= 0.0:
+        b = 0
+    else:
+        b = math.floor((math.log10(gap) - TBT_LO) * TBT_PER_DECADE) + 1
+        b = min(max(b, 0), TBT_BINS - 1)
+    st.tbt_hist[k, b] += 1.0
+    st.tbt_stat[k, 0] += 1.0
+    st.tbt_stat[k, 1] += gap
+    if gap > st.tbt_stat[k, 2]:
+        st.tbt_stat[k, 2] = gap
+
+
+@njit(cache=True)
+def log_has_room(st, rows, items):
+    """Whether the batch log can take ``rows`` batches and ``items`` iterations (sets NEED_GROW)."""
+    if st.log_on == 0:
+        return True
+    if st.n_log + rows <= st.b_start.size and st.n_item + items <= st.it_req.size:
+        return True
+    st.need_grow = 1
+    return False
+
+
+@njit(cache=True)
+def log_batch(st, start, dur, tau, nd, npre, opt):
+    r = st.n_log
+    st.b_start[r] = start
+    st.b_dur[r] = dur
+    st.b_tau[r] = tau
+    st.b_nd[r] = nd
+    st.b_np[r] = npre
+    st.b_opt[r] = opt
+    st.n_log += 1
+
+
+@njit(cache=True)
+def log_item(st, j, i, c):
+    q = st.n_item
+    st.it_batch[q] = st.n_log  # the batch being logged next
+    st.it_req[q] = j
+    st.it_i[q] = i
+    st.it_c[q] = c
+    st.n_item += 1
+
+
+@njit(cache=True)
+def count_batch(st, tau, n_dec, n_pre, dur, wasted):
+    st.n_batch += 1
+    st.n_tokens += tau
+    st.n_dec_tok += n_dec
+    st.n_pre_tok += n_pre
+    st.busy += dur
+    st.wasted += wasted
+    if wasted > 1e-12 * dur:
+        st.n_not_opt += 1
+
+
+# --- prefill -----------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def prefill_whole(st, ct, j):
+    """Run request j's whole prefill alone, in chunks of ``ct.chunk`` back to back (Algorithm 1,
+    lines 12-16): one event. Its last chunk emits the first output token."""
+    now = st.clock
+    L = st.lp[j]
+    chunk = ct.chunk
+    n_chunks = (L + chunk - 1) // chunk
+    if st.log_on and not log_has_room(st, n_chunks, n_chunks):
+        return False
+    st.t_start[j] = now
+    st.n_event += 1
+    if st.detail:
+        t = 0.0
+        for k in range(n_chunks):
+            i = 1 + k * chunk
+            c = min(chunk, L - i + 1)
+            att = t_psa(ct, i, c)
+            dur = t_fixed(ct, c) + att
+            wasted = lin_waste(ct, c) + psa_waste(ct, i, c, att)
+            if st.log_on:
+                log_item(st, j, i, c)
+                log_batch(st, now + t, dur, c, 0, 1, wasted <= 1e-12 * dur)
+            count_batch(st, c, 0, c, dur, wasted)
+            t += dur
+        st.clock = now + t
+    else:
+        dur = ct.pre_time[L]
+        st.clock = now + dur
+        st.n_batch += n_chunks
+        st.n_tokens += L
+        st.n_pre_tok += L
+        st.busy += dur
+    st.t_first[j] = st.clock
+    st.last_emit[j] = st.clock
+    return True
+
+
+@njit(cache=True)
+def push_decode(st, j):
+    """Request j enters the decode phase: its next iteration is DI(R, L^P + 1) (Definition 2)."""
+    q = st.nd
+    st.d_id[q] = j
+    st.d_pos[q] = st.lp[j] + 1
+    st.d_rem[q] = st.ld[j]
+    st.nd += 1
+
+
+@njit(cache=True)
+def prefill_batch(st, ct, ids, n):
+    """One batch of the full prompts PI(R, 1, L^P) of requests ids[:n] (Algorithm 3, line 16)."""
+    now = st.clock
+    if st.log_on and not log_has_room(st, 1, n):
+        return False
+    tau = 0
+    att = 0.0
+    wasted = 0.0
+    for q in range(n):
+        j = ids[q]
+        L = st.lp[j]
+        tau += L
+        a = t_psa(ct, 1, L)
+        att += a
+        wasted += psa_waste(ct, 1, L, a)
+        st.t_start[j] = now
+        if st.log_on:
+            log_item(st, j, 1, L)
+    dur = t_fixed(ct, tau) + att
+    wasted += lin_waste(ct, tau)
+    st.n_event += 1
+    if st.log_on:
+        log_batch(st, now, dur, tau, 0, n, wasted <= 1e-12 * dur)
+    count_batch(st, tau, 0, tau, dur, wasted)
+    st.clock = now + dur
+    for q in range(n):
+        st.t_first[ids[q]] = st.clock
+        st.last_emit[ids[q]] = st.clock
+    return True
+
+
+# --- decode runs -------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def decode_cum(st, ct, na, k):
+    """Time of k consecutive decode batches over the first ``na`` decode entries (Eq. 7 with
+    prefix sums of T^{D,SA})."""
+    att = 0.0
+    for q in range(na):
+        p = st.d_pos[q]
+        att += ct.S[p + k - 1] - ct.S[p - 1]
+    return k * t_fixed(ct, na) + ct.N * att
+
+
+@njit(cache=True)
+def first_batch_reaching(st, ct, na, k_hi, horizon):
+    """Smallest k in [1, k_hi] whose batches end at or after ``horizon`` (k_hi if none does)."""
+    lo, hi = 1, k_hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if decode_cum(st, ct, na, mid) >= horizon:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(cache=True)
+def decode_run(st, ct, na, interruptible, t_stop, k_cap):
+    """Batches of one DI for each of the first ``na`` decode entries, back to back, until the
+    first of them completes, at most ``k_cap`` batches, cut at the first batch boundary at or after
+    ``t_stop`` and, if ``interruptible``, after the next arrival. Completed requests leave the
+    decode set (order kept). Returns how many completed, or -1 if the log needs room."""
+    now = st.clock
+    k = k_cap
+    for q in range(na):
+        if st.d_rem[q] < k:
+            k = st.d_rem[q]
+    horizon = t_stop - now
+    if interruptible and st.seen < st.n_loaded:
+        horizon = min(horizon, st.arr[st.seen] - now)
+    if horizon < math.inf and decode_cum(st, ct, na, k) >= horizon:
+        k = first_batch_reaching(st, ct, na, k, horizon)
+    if st.log_on and not log_has_room(st, k, k * na):
+        return -1
+    st.n_event += 1
+    if st.detail:
+        fixed = t_fixed(ct, na)
+        wasted = lin_waste(ct, na)
+        n_layers = ct.N
+        t = now
+        for m in range(k):
+            att = 0.0
+            for q in range(na):
+                p = st.d_pos[q] + m
+                att += ct.S[p] - ct.S[p - 1]
+            dur = fixed + n_layers * att
+            t_end = t + dur
+            for q in range(na):
+                record_gap(st, st.d_id[q], t_end)
+                if st.log_on:
+                    log_item(st, st.d_id[q], st.d_pos[q] + m, 0)
+            if st.log_on:
+                log_batch(st, t, dur, na, na, 0, wasted <= 1e-12 * dur)
+            count_batch(st, na, na, 0, dur, wasted)
+            t = t_end
+        st.clock = t
+    else:
+        total = decode_cum(st, ct, na, k)
+        st.clock = now + total
+        st.n_batch += k
+        st.n_tokens += k * na
+        st.n_dec_tok += k * na
+        st.busy += total
+        w = lin_waste(ct, na)
+        st.wasted += k * w
+        if w > 1e-12 * t_lin(ct, na):
+            st.n_not_opt += k
+    # advance positions; remove completed requests, keeping the order of the rest
+    done = 0
+    w_pos = 0
+    nd = st.nd
+    for q in range(nd):
+        if q < na:
+            st.d_pos[q] += k
+            st.d_rem[q] -= k
+            if st.d_rem[q] == 0:
+                st.t_finish[st.d_id[q]] = st.clock
+                done += 1
+                continue
+        st.d_id[w_pos] = st.d_id[q]
+        st.d_pos[w_pos] = st.d_pos[q]
+        st.d_rem[w_pos] = st.d_rem[q]
+        w_pos += 1
+    st.nd = w_pos
+    st.n_done += done
+    return done

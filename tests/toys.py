@@ -1,0 +1,39 @@
+"""Small GPU profiles whose optimal tile has a tiny t_col, so that a few requests fill a batch
+and every branch of the schedulers runs in small test scenarios."""
+
+from __future__ import annotations
+
+import tempfile
+from functools import cache
+from pathlib import Path
+
+from theory.cost import CostModel, build_cost_model
+from theory.hardware import load_gpus
+from theory.models import get_model
+
+TOY_TOML = """
+[gpus.toy2]
+base = "a100"
+tiles = [[8, 2, 8], [4, 2, 4], [4, 4, 8]]
+t_star = [8, 2, 8]
+[gpus.toy4]
+base = "l4"
+tiles = [[16, 4, 16], [8, 4, 8], [8, 8, 8]]
+t_star = [16, 4, 16]
+[gpus.toy8]
+base = "h100"
+tiles = [[16, 8, 32], [16, 16, 32], [8, 8, 8]]
+t_star = [16, 8, 32]
+"""
+
+
+@cache
+def toy_gpus() -> dict:
+    path = Path(tempfile.mkdtemp()) / "toy_gpus.toml"
+    path.write_text(TOY_TOML)
+    return load_gpus(path)
+
+
+@cache
+def toy_cost_model(key: str = "toy4", mode: str = "paper") -> CostModel:
+    return build_cost_model(toy_gpus()[key], get_model("mistral-7b"), mode)
