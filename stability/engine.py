@@ -53,7 +53,7 @@ COUNTERS = ("n_batch", "n_event", "n_tokens", "n_dec_tok", "n_pre_tok", "n_not_o
 
 
 @njit(cache=True)
-def _new_state(arr, lp, ld, cls, n_class, detail, log_on, rows):
+def _new_state(arr, lp, ld, cls, n_loaded, n_class, detail, log_on, rows):
     m = arr.size
     st = structref.new(STATE)
     st.arr = arr
@@ -80,7 +80,8 @@ def _new_state(arr, lp, ld, cls, n_class, detail, log_on, rows):
     st.clock = 0.0
     st.busy = 0.0
     st.wasted = 0.0
-    st.n_loaded = m
+    st.n_loaded = n_loaded
+    st.last_done = 0
     st.seen = 0
     st.wq_head = 0
     st.wq_len = 0
@@ -139,14 +140,43 @@ def grow_log(st):
 
 
 def new_state(arrival, L_P, L_D, cls=None, n_class: int = 1, detail: bool = False,
-              log: bool = False, log_rows: int = 1024) -> State:
-    """A fresh state for requests arriving at ``arrival`` (sorted) with lengths ``L_P, L_D``."""
+              log: bool = False, log_rows: int = 1024, capacity: int | None = None) -> State:
+    """A fresh state for requests arriving at ``arrival`` (sorted) with lengths ``L_P, L_D``.
+
+    With ``capacity`` > len(arrival), room is left for requests routed to the GPU later with
+    :func:`append_request` (join-shortest-queue routing).
+    """
     m = len(arrival)
-    cls = np.zeros(m, dtype=np.int64) if cls is None else np.ascontiguousarray(cls, dtype=np.int64)
-    return _new_state(np.ascontiguousarray(arrival, dtype=np.float64),
-                      np.ascontiguousarray(L_P, dtype=np.int64),
-                      np.ascontiguousarray(L_D, dtype=np.int64), cls, int(n_class),
-                      int(detail), int(log and detail), int(log_rows if log and detail else 0))
+    cap = m if capacity is None else max(int(capacity), m)
+
+    def padded(values, dtype):
+        out = np.zeros(cap, dtype=dtype)
+        out[:m] = values
+        return out
+
+    cls = np.zeros(m, dtype=np.int64) if cls is None else cls
+    return _new_state(padded(arrival, np.float64), padded(L_P, np.int64), padded(L_D, np.int64),
+                      padded(cls, np.int64), m, int(n_class), int(detail), int(log and detail),
+                      int(log_rows if log and detail else 0))
+
+
+@njit(cache=True)
+def append_request(st, arrival, L_P, L_D, cls):
+    """Route one more request to this GPU (its arrival must not precede the loaded ones)."""
+    j = st.n_loaded
+    st.arr[j] = arrival
+    st.lp[j] = L_P
+    st.ld[j] = L_D
+    st.cls[j] = cls
+    st.n_loaded += 1
+
+
+@njit(cache=True)
+def pending_at(st, t):
+    """Requests loaded and not finished by time t (the GPU advanced to its first decision point
+    at or after t: only the latest event's completions can lie after t)."""
+    done = st.n_done - (st.last_done if st.clock > t else 0)
+    return st.n_loaded - done
 
 
 def run_loop(loop, st: State, ct, prm: np.ndarray, t_stop: float = math.inf) -> int:
@@ -358,6 +388,7 @@ def prefill_whole(st, ct, j):
         return False
     st.t_start[j] = now
     st.n_event += 1
+    st.last_done = 0
     if st.detail:
         t = 0.0
         for k in range(n_chunks):
@@ -416,6 +447,7 @@ def prefill_batch(st, ct, ids, n):
     dur = t_fixed(ct, tau) + att
     wasted += lin_waste(ct, tau)
     st.n_event += 1
+    st.last_done = 0
     if st.log_on:
         log_batch(st, now, dur, tau, 0, n, wasted <= 1e-12 * dur)
     count_batch(st, tau, 0, tau, dur, wasted)
@@ -522,4 +554,5 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
         w_pos += 1
     st.nd = w_pos
     st.n_done += done
+    st.last_done = done
     return done

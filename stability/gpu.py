@@ -60,21 +60,27 @@ def run_gpu(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls
     code = engine.run_loop(scheduler.loop, st, ct, params.array(), math.inf)
     if code != engine.DONE:  # pragma: no cover - t_stop is infinite
         raise RuntimeError(f"scheduler loop ended with code {code}")
-    t_start, t_first, t_finish, tbt_max = engine.export_requests(st)
+    cls = np.zeros(arrival.size, dtype=np.int64) if cls is None else np.asarray(cls)
+    return collect(st, arrival, np.asarray(L_P), np.asarray(L_D), cls, log and detail)
+
+
+def collect(st, arrival, L_P, L_D, cls, with_log: bool) -> GpuRun:
+    """Read a finished state back into a :class:`GpuRun` (its first ``len(arrival)`` requests)."""
+    m = arrival.size
+    t_start, t_first, t_finish, tbt_max = (a[:m].copy() for a in engine.export_requests(st))
     floats, ints = engine.export_counters(st)
     start, end, x, started, done = engine.export_cycles(st)
     hist, stat = engine.export_tbt(st)
     batches = items = None
-    if log and detail:
+    if with_log:
         (b_start, b_dur, b_tau, b_nd, b_np, b_opt), (i_b, i_r, i_i, i_c) = engine.export_log(st)
         batches = {"start": b_start, "duration": b_dur, "tokens": b_tau, "decodes": b_nd,
                    "prefills": b_np, "optimal": b_opt.astype(bool)}
         items = {"batch": i_b, "request": i_r, "i": i_i, "c": i_c}
-    return GpuRun(arrival=arrival, L_P=np.asarray(L_P), L_D=np.asarray(L_D),
-                  cls=np.zeros(arrival.size, dtype=np.int64) if cls is None else np.asarray(cls),
+    return GpuRun(arrival=arrival, L_P=L_P, L_D=L_D, cls=cls,
                   t_start=t_start, t_first=t_first, t_finish=t_finish, tbt_max=tbt_max,
                   counters=dict(zip(engine.COUNTERS, map(int, ints), strict=True)),
                   clock=float(floats[0]), busy=float(floats[1]), wasted=float(floats[2]),
-                  tbt_hist=hist, tbt_stat=stat,
+                  tbt_hist=hist.copy(), tbt_stat=stat.copy(),
                   cycles={"start": start, "end": end, "x": x, "started": started, "done": done},
                   batches=batches, items=items)

@@ -75,4 +75,5 @@ STATE = StateType([
     ("n_done", I64), ("n_batch", I64), ("n_event", I64), ("n_tokens", I64), ("n_dec_tok", I64),
     ("n_pre_tok", I64), ("n_not_opt", I64), ("n_cyc", I64), ("cyc_open", I64),
     ("n_log", I64), ("n_item", I64), ("need_grow", I64), ("detail", I64), ("log_on", I64),
+    ("last_done", I64),  # completions at the end of the latest event (join-shortest-queue)
 ])

@@ -1,0 +1,93 @@
+"""r identical GPUs behind a resource planner (Section 3, Fig. 4; Section 4.1).
+
+Planners:
+
+* ``random`` — each request goes to a node chosen uniformly at random (the paper's planner,
+  Section 4.1). Routing does not depend on the state, so each node is simulated on its own.
+* ``round_robin`` — request k goes to node k mod r; also state independent.
+* ``jsq`` — join the shortest queue: each request goes to the node with the fewest pending
+  requests at its arrival (ties to the lowest index). Nodes are advanced together, arrival by
+  arrival, with the engine's resumable loops.
+
+Results do not depend on how many worker processes run the nodes: routing uses its own random
+stream, and each node's run is deterministic given its requests.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Section 3 (resource planner), Section 4.1.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+from types import ModuleType
+
+import numpy as np
+
+from stability import engine
+from stability.gpu import GpuRun, collect, run_gpu, tables_for
+from theory.cost import CostModel
+from theory.errors import FieldError, UnknownNameError
+
+PLANNERS = ("random", "round_robin", "jsq")
+
+
+def route(planner: str, n: int, r: int, rng: np.random.Generator) -> np.ndarray:
+    """Node index of each of ``n`` requests for a state-independent planner."""
+    if planner == "random":
+        return rng.integers(0, r, size=n)
+    if planner == "round_robin":
+        return np.arange(n) % r
+    raise UnknownNameError("state-independent planner", planner, ["random", "round_robin"])
+
+
+def _run_one(args) -> GpuRun:
+    cm, scheduler, params, arrival, L_P, L_D, cls, n_class, detail, log = args
+    return run_gpu(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, detail, log)
+
+
+def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls, n_class: int,
+                r: int, planner: str, rng: np.random.Generator, detail: bool = False,
+                log: bool = False, workers: int = 1) -> tuple[np.ndarray, list[GpuRun]]:
+    """Route the requests and simulate every node. Returns (node of each request, node runs)."""
+    if planner not in PLANNERS:
+        raise UnknownNameError("planner", planner, PLANNERS)
+    if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
+        raise FieldError("r (gpus)", r, "an integer >= 1")
+    if planner == "jsq" and r > 1:
+        return _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log)
+    node = np.zeros(len(arrival), dtype=np.int64) if r == 1 else route(planner, len(arrival), r, rng)
+    jobs = [(cm, scheduler, params, arrival[node == g], L_P[node == g], L_D[node == g],
+             cls[node == g], n_class, detail, log) for g in range(r)]
+    if workers > 1 and r > 1:
+        with ProcessPoolExecutor(max_workers=min(workers, r)) as pool:
+            runs = list(pool.map(_run_one, jobs))
+    else:
+        runs = [_run_one(job) for job in jobs]
+    return node, runs
+
+
+def _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log):
+    """Join-shortest-queue: advance every node to each arrival, route it to the least loaded."""
+    ct = tables_for(cm, L_P, L_D, getattr(params, "chunk", None))
+    prm = params.array()
+    n = len(arrival)
+    empty = np.zeros(0)
+    states = [engine.new_state(empty, empty, empty, None, n_class, detail, log, capacity=n)
+              for _ in range(r)]
+    node = np.zeros(n, dtype=np.int64)
+    for k in range(n):
+        t = float(arrival[k])
+        pending = []
+        for st in states:
+            engine.run_loop(scheduler.loop, st, ct, prm, t)
+            pending.append(engine.pending_at(st, t))
+        g = int(np.argmin(pending))
+        node[k] = g
+        engine.append_request(states[g], t, int(L_P[k]), int(L_D[k]), int(cls[k]))
+    runs = []
+    for g, st in enumerate(states):
+        engine.run_loop(scheduler.loop, st, ct, prm)
+        mask = node == g
+        runs.append(collect(st, arrival[mask], L_P[mask], L_D[mask], cls[mask], detail and log))
+    return node, runs

@@ -1,0 +1,144 @@
+"""Metrics of a simulated run: TTFT, TBT, latency, throughput, queue paths, stability verdict.
+
+* TTFT = first token time - arrival; end-to-end latency = finish - arrival (Section 1).
+* TBT gaps are recorded by the engine in per-class log-spaced histograms (100 bins per decade),
+  so quantiles are exact up to one bin (a relative error below 2.3%) whatever the run length.
+* The number in system Q(t) and the work in system U(t) are step functions rebuilt from arrival
+  and finish times: U(t) sums the optimal work T*_R(j) (Eq. 12) of the requests present at t.
+* The stability verdict tests the drift of U(t) over the arrival window with batch means: split
+  the window after a warm-up into K batches, take each batch's slope of U, and form a t-interval
+  for the mean slope. Dividing by the offered work rate (lambda E[T*_R]) gives the fraction of
+  arriving work that accumulates, g. The run is *unstable* when the whole interval lies above
+  ``g_min``, *stable* when it lies below ``g_tol``, and *inconclusive* otherwise; the confidence
+  level is stated with the verdict.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Section 1 (TTFT, TBT), Theorem 1 (growth of Q(t)), Eq. 12.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats
+
+from stability.engine import TBT_BINS, TBT_LO, TBT_PER_DECADE
+from theory.cost import CostModel, decode_prefix
+
+
+def optimal_work(cm: CostModel, L_P, L_D) -> np.ndarray:
+    """T*_R(j) of Eq. 12 for each request: its work at the optimal tile with no padding."""
+    L_P = np.asarray(L_P, dtype=np.int64)
+    L_D = np.asarray(L_D, dtype=np.int64)
+    t = cm.t_star
+    total = L_P + L_D
+    S = decode_prefix(cm, int(total.max(initial=1)))
+    coef = cm.N * cm.d_pre / (cm.s * cm.mu[0] * t.t_row * t.t_col * t.t_red)
+    return (total / (cm.mu_Lin[0] * t.t_col) + total / cm.mu_nLin + cm.N * (S[total] - S[L_P])
+            + coef * L_P * (L_P + t.t_lcm).astype(float))
+
+
+def in_system(arrival, finish, times, weights=None) -> np.ndarray:
+    """Sum of ``weights`` (default 1) over requests with arrival <= t < finish, at each t."""
+    arrival = np.asarray(arrival, dtype=float)
+    finish = np.where(np.isnan(finish), np.inf, np.asarray(finish, dtype=float))
+    w = np.ones(arrival.size) if weights is None else np.asarray(weights, dtype=float)
+    a_order = np.argsort(arrival, kind="stable")
+    f_order = np.argsort(finish, kind="stable")
+    a_cum = np.concatenate([[0.0], np.cumsum(w[a_order])])
+    f_cum = np.concatenate([[0.0], np.cumsum(w[f_order])])
+    times = np.asarray(times, dtype=float)
+    return (a_cum[np.searchsorted(arrival[a_order], times, side="right")]
+            - f_cum[np.searchsorted(finish[f_order], times, side="right")])
+
+
+def histogram_quantile(hist: np.ndarray, q: float) -> float:
+    """The q-quantile of values recorded in the engine's log-spaced TBT histogram (bin midpoint
+    on the log scale; nan for an empty histogram)."""
+    total = hist.sum()
+    if total <= 0:
+        return float("nan")
+    k = int(np.searchsorted(np.cumsum(hist), q * total - 1e-9 * total))
+    if k == 0:
+        return 0.0
+    return float(10 ** (TBT_LO + (k - 0.5) / TBT_PER_DECADE))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A stability verdict with its evidence."""
+
+    verdict: str  # "stable", "unstable" or "inconclusive"
+    growth: float  # estimated fraction of offered work that accumulates
+    ci_low: float
+    ci_high: float
+    confidence: float
+    batches: int
+    window: tuple[float, float]
+
+    def describe(self) -> str:
+        return (f"{self.verdict} (accumulating fraction of offered work {self.growth:+.4f}, "
+                f"{self.confidence:.0%} CI [{self.ci_low:+.4f}, {self.ci_high:+.4f}], "
+                f"{self.batches} batch means over t in [{self.window[0]:.4g}, {self.window[1]:.4g}] s)")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def stability_verdict(arrival, finish, work, confidence: float = 0.99, batches: int = 20,
+                      warmup: float = 0.1, g_tol: float = 0.02, g_min: float = 0.0) -> Verdict:
+    """Batch-means test on the drift of the work in system U(t) (see the module docstring).
+
+    Parameters
+    ----------
+    arrival, finish, work : array_like
+        Per-request arrival and finish times (nan = not finished) and work T*_R(j).
+    confidence : float
+        Level of the t-interval.
+    batches : int
+        Number of batch means K.
+    warmup : float
+        Fraction of the arrival window discarded at its start.
+    g_tol, g_min : float
+        Stable if the interval lies below ``g_tol``; unstable if it lies above ``g_min``.
+    """
+    arrival = np.asarray(arrival, dtype=float)
+    work = np.asarray(work, dtype=float)
+    t0 = arrival.min() + warmup * (arrival.max() - arrival.min())
+    t1 = arrival.max()
+    if not t1 > t0 or arrival.size < 10 * batches:
+        return Verdict("inconclusive", float("nan"), float("nan"), float("nan"), confidence, 0, (t0, t1))
+    edges = np.linspace(t0, t1, batches + 1)
+    U = in_system(arrival, finish, edges, work)
+    slopes = np.diff(U) / np.diff(edges)
+    offered = work.sum() / (arrival.max() - arrival.min())
+    g = slopes / offered
+    mean = float(g.mean())
+    half = float(stats.t.ppf(0.5 + confidence / 2, batches - 1) * g.std(ddof=1) / np.sqrt(batches))
+    low, high = mean - half, mean + half
+    verdict = "unstable" if low > g_min else "stable" if high < g_tol else "inconclusive"
+    return Verdict(verdict, mean, low, high, confidence, batches, (float(t0), float(t1)))
+
+
+def summarize_latency(values: np.ndarray) -> dict:
+    """Mean and percentiles (50, 90, 99) of finite values, in seconds."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return {"mean": float("nan"), "p50": float("nan"), "p90": float("nan"), "p99": float("nan")}
+    p50, p90, p99 = np.percentile(v, [50, 90, 99])
+    return {"mean": float(v.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
+
+
+def summarize_tbt(hist: np.ndarray, stat: np.ndarray) -> dict:
+    """TBT summary of one class from its histogram and (count, sum, max)."""
+    count, total, largest = stat
+    return {"count": int(count), "mean": float(total / count) if count else float("nan"),
+            "p50": histogram_quantile(hist, 0.5), "p90": histogram_quantile(hist, 0.9),
+            "p99": histogram_quantile(hist, 0.99), "max": float(largest) if count else float("nan")}
+
+
+__all__ = ["TBT_BINS", "Verdict", "histogram_quantile", "in_system", "optimal_work",
+           "stability_verdict", "summarize_latency", "summarize_tbt"]

@@ -1,0 +1,199 @@
+"""Simulate a scenario: requests arrive, are routed to r GPUs, scheduled, and finish.
+
+A :class:`Scenario` is a frozen description (GPU, model, workload, scheduler and its options,
+r, planner, arrival rate or load, number of requests, seed); :func:`simulate` turns it into a
+:class:`SimResult` whose methods compute metrics and the stability verdict.
+
+Randomness: one ``numpy.random.SeedSequence(seed)`` spawns independent streams for the arrival
+times, the lengths and the routing, so a result depends on the scenario only.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Sections 3-4 (Poisson arrivals of rate lambda, i.i.d. lengths).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+import numpy as np
+
+from stability import metrics
+from stability.cluster import PLANNERS, run_cluster
+from stability.gpu import GpuRun
+from stability.schedulers import get_scheduler
+from theory.bounds import T_bar_R
+from theory.cost import CostModel, build_cost_model
+from theory.errors import FieldError, UnknownNameError, require_positive, require_positive_int
+from theory.hardware import get_gpu
+from theory.models import get_model
+from theory.workload import Workload, get_workload, read_trace
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything a simulation depends on."""
+
+    gpu: str = "a100"
+    model: str = "mistral-7b"
+    mode: str = "paper"
+    workload: str = "table1"
+    pad: bool = False
+    tiles: str | None = None
+    gpu_file: str | None = None
+    scheduler: str = "rad"
+    options: tuple = ()  # scheduler parameters as ((name, value), ...)
+    r: int = 1
+    planner: str = "random"
+    rate: float | None = None  # requests per second into the whole system
+    load: float | None = 0.9  # fraction of lambda* (used when rate is None)
+    n_requests: int = 20000
+    seed: int = 0
+    detail: bool = False  # record every TBT gap (histograms) and enable the batch log
+    log: bool = False  # keep every batch's contents (needs detail)
+    trace: str | None = None  # CSV with arrival_time (and lengths) instead of Poisson arrivals
+
+    def with_options(self, **options) -> Scenario:
+        merged = dict(self.options)
+        merged.update(options)
+        return replace(self, options=tuple(sorted(merged.items())))
+
+
+def cost_model_of(sc: Scenario) -> CostModel:
+    gpu = get_gpu(sc.gpu, sc.gpu_file)
+    if sc.tiles:
+        gpu = gpu.restrict(sc.tiles)
+    return build_cost_model(gpu, get_model(sc.model), sc.mode)
+
+
+def workload_of(sc: Scenario, cm: CostModel) -> Workload:
+    w = read_trace(sc.trace).workload("trace") if sc.trace else get_workload(sc.workload)
+    return w.padded(cm.t_lcm) if sc.pad else w
+
+
+def _validate(sc: Scenario) -> None:
+    require_positive_int("r (gpus)", sc.r)
+    require_positive_int("n_requests", sc.n_requests)
+    if sc.planner not in PLANNERS:
+        raise UnknownNameError("planner", sc.planner, PLANNERS)
+    if sc.trace is None:
+        if sc.rate is None and sc.load is None:
+            raise FieldError("rate/load", None, "an arrival rate (req/s) or a load (fraction of lambda*)")
+        if sc.rate is not None:
+            require_positive("rate", sc.rate)
+        else:
+            require_positive("load", sc.load)
+    if sc.log and not sc.detail:
+        raise FieldError("log", True, "detail=True as well (the batch log is a detail-mode record)")
+
+
+@dataclass(frozen=True, eq=False)
+class SimResult:
+    """A finished simulation: per-request arrays in arrival order and the per-node runs."""
+
+    scenario: Scenario
+    cost_model: CostModel
+    workload: Workload
+    lam: float
+    lambda_star: float
+    params: object
+    node: np.ndarray
+    runs: list[GpuRun]
+    requests: dict = field(repr=False)
+
+    @cached_property
+    def work(self) -> np.ndarray:
+        """T*_R(j) (Eq. 12) of every request."""
+        return metrics.optimal_work(self.cost_model, self.requests["L_P"], self.requests["L_D"])
+
+    def verdict(self, **kwargs) -> metrics.Verdict:
+        """Stability verdict from the drift of the work in system (see :mod:`stability.metrics`)."""
+        rq = self.requests
+        return metrics.stability_verdict(rq["arrival"], rq["t_finish"], self.work, **kwargs)
+
+    def counters(self) -> dict:
+        out: dict = {}
+        for run in self.runs:
+            for k, v in run.counters.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    def summary(self) -> dict:
+        """Latency percentiles, TBT (detail mode), throughput, tiling, verdict."""
+        rq = self.requests
+        done = np.isfinite(rq["t_finish"])
+        horizon = float(np.nanmax(rq["t_finish"]) - rq["arrival"].min()) if done.any() else float("nan")
+        c = self.counters()
+        busy = sum(run.busy for run in self.runs)
+        wasted = sum(run.wasted for run in self.runs)
+        out = {
+            "scheduler": self.scenario.scheduler, "gpu": self.cost_model.gpu.key,
+            "model": self.cost_model.model.key, "workload": self.workload.name, "r": self.scenario.r,
+            "rate": self.lam, "lambda_star": self.lambda_star, "load": self.lam / self.lambda_star,
+            "requests": int(rq["arrival"].size), "completed": int(done.sum()),
+            "throughput": float(done.sum() / horizon) if horizon > 0 else float("nan"),
+            "ttft": metrics.summarize_latency(rq["t_first"] - rq["arrival"]),
+            "latency": metrics.summarize_latency(rq["t_finish"] - rq["arrival"]),
+            "utilization": busy / (horizon * self.scenario.r) if horizon > 0 else float("nan"),
+            "batches": c["n_batch"], "events": c["n_event"],
+            "not_optimally_tiled": c["n_not_opt"] / max(c["n_batch"], 1),
+            "wasted_fraction": wasted / busy if busy > 0 else 0.0,
+            "decode_tokens": c["n_dec_tok"], "prefill_tokens": c["n_pre_tok"],
+            "verdict": self.verdict().as_dict(),
+        }
+        if self.scenario.detail:
+            hist = sum(run.tbt_hist for run in self.runs)
+            stat = np.zeros_like(self.runs[0].tbt_stat)
+            for run in self.runs:
+                stat[:, :2] += run.tbt_stat[:, :2]
+                stat[:, 2] = np.maximum(stat[:, 2], run.tbt_stat[:, 2])
+            out["tbt"] = [metrics.summarize_tbt(hist[k], stat[k]) for k in range(hist.shape[0])]
+        return out
+
+    def batch_log(self) -> dict | None:
+        """Every batch of every node (needs ``log``): columns of equal length, with a node column."""
+        if not self.scenario.log:
+            return None
+        cols: dict = {"node": []}
+        for g, run in enumerate(self.runs):
+            cols["node"].append(np.full(run.batches["start"].size, g))
+            for k, v in run.batches.items():
+                cols.setdefault(k, []).append(v)
+        return {k: np.concatenate(v) for k, v in cols.items()}
+
+
+def simulate(sc: Scenario, workers: int = 1) -> SimResult:
+    """Run the scenario (see :class:`Scenario`); ``workers`` processes simulate nodes in parallel."""
+    _validate(sc)
+    cm = cost_model_of(sc)
+    w = workload_of(sc, cm)
+    scheduler = get_scheduler(sc.scheduler)
+    params = scheduler.make_params(cm, **dict(sc.options))
+    lam_star = sc.r / T_bar_R(cm, w)
+    ss_arrival, ss_lengths, ss_route = np.random.SeedSequence(sc.seed).spawn(3)
+    n = sc.n_requests
+    if sc.trace:
+        tr = read_trace(sc.trace)
+        if tr.arrival_time is None:
+            raise FieldError(f"{sc.trace}: arrival_time", None, "a column of arrival times")
+        n = min(n, tr.L_P.size)
+        arrival = tr.arrival_time[:n] - tr.arrival_time[0]
+        L_P, L_D = tr.L_P[:n], tr.L_D[:n]
+        if sc.pad:
+            L_P = -(-L_P // cm.t_lcm) * cm.t_lcm
+        lam = (n - 1) / arrival[-1] if n > 1 and arrival[-1] > 0 else float("nan")
+    else:
+        lam = sc.rate if sc.rate is not None else sc.load * lam_star
+        arrival = np.cumsum(np.random.default_rng(ss_arrival).exponential(1.0 / lam, size=n))
+        L_P, L_D = w.sample(n, np.random.default_rng(ss_lengths))
+    cls = np.zeros(n, dtype=np.int64)
+    node, runs = run_cluster(cm, scheduler, params, arrival, L_P, L_D, cls, 1, sc.r, sc.planner,
+                             np.random.default_rng(ss_route), sc.detail, sc.log, workers)
+    requests = {"arrival": arrival, "L_P": L_P, "L_D": L_D, "cls": cls, "node": node}
+    for key in ("t_start", "t_first", "t_finish", "tbt_max"):
+        values = np.full(n, np.nan)
+        for g, run in enumerate(runs):
+            values[node == g] = getattr(run, key)
+        requests[key] = values
+    return SimResult(sc, cm, w, float(lam), float(lam_star), params, node, runs, requests)
