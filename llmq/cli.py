@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from llmq.commands import bounds
+from llmq.commands import bounds, simulate
 
-COMMANDS = (bounds,)
+COMMANDS = (bounds, simulate)
 
 
 def build_parser() -> argparse.ArgumentParser:

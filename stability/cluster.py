@@ -26,6 +26,7 @@ import numpy as np
 
 from stability import engine
 from stability.gpu import GpuRun, collect, run_gpu, tables_for
+from stability.schedulers import get_scheduler
 from theory.cost import CostModel
 from theory.errors import FieldError, UnknownNameError
 
@@ -41,15 +42,19 @@ def route(planner: str, n: int, r: int, rng: np.random.Generator) -> np.ndarray:
     raise UnknownNameError("state-independent planner", planner, ["random", "round_robin"])
 
 
-def _run_one(args) -> GpuRun:
-    cm, scheduler, params, arrival, L_P, L_D, cls, n_class, detail, log = args
-    return run_gpu(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, detail, log)
+def _run_one(args, progress=None) -> GpuRun:
+    cm, name, params, arrival, L_P, L_D, cls, n_class, detail, log = args
+    return run_gpu(cm, get_scheduler(name), params, arrival, L_P, L_D, cls, n_class, detail, log,
+                   progress=progress)
 
 
 def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls, n_class: int,
                 r: int, planner: str, rng: np.random.Generator, detail: bool = False,
-                log: bool = False, workers: int = 1) -> tuple[np.ndarray, list[GpuRun]]:
-    """Route the requests and simulate every node. Returns (node of each request, node runs)."""
+                log: bool = False, workers: int = 1, progress=None) -> tuple[np.ndarray, list[GpuRun]]:
+    """Route the requests and simulate every node. Returns (node of each request, node runs).
+
+    ``progress(k)`` (optional) is told of completed requests as nodes run in this process.
+    """
     if planner not in PLANNERS:
         raise UnknownNameError("planner", planner, PLANNERS)
     if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
@@ -57,13 +62,13 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
     if planner == "jsq" and r > 1:
         return _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log)
     node = np.zeros(len(arrival), dtype=np.int64) if r == 1 else route(planner, len(arrival), r, rng)
-    jobs = [(cm, scheduler, params, arrival[node == g], L_P[node == g], L_D[node == g],
+    jobs = [(cm, scheduler.NAME, params, arrival[node == g], L_P[node == g], L_D[node == g],
              cls[node == g], n_class, detail, log) for g in range(r)]
     if workers > 1 and r > 1:
         with ProcessPoolExecutor(max_workers=min(workers, r)) as pool:
             runs = list(pool.map(_run_one, jobs))
     else:
-        runs = [_run_one(job) for job in jobs]
+        runs = [_run_one(job, progress) for job in jobs]
     return node, runs
 
 

@@ -160,11 +160,25 @@ class SimResult:
             cols["node"].append(np.full(run.batches["start"].size, g))
             for k, v in run.batches.items():
                 cols.setdefault(k, []).append(v)
-        return {k: np.concatenate(v) for k, v in cols.items()}
+        out = {k: np.concatenate(v) for k, v in cols.items()}
+        prefill, decode = [], []
+        for g, run in enumerate(self.runs):
+            ids = np.flatnonzero(self.node == g)  # node-local request index -> global index
+            it = run.items
+            pre: list[list[str]] = [[] for _ in range(run.batches["start"].size)]
+            dec: list[list[str]] = [[] for _ in range(run.batches["start"].size)]
+            for b, j, i, c in zip(it["batch"], ids[it["request"]], it["i"], it["c"], strict=True):
+                (pre[b].append(f"{j}:{i}:{c}") if c else dec[b].append(f"{j}:{i}"))
+            prefill += [" ".join(x) for x in pre]
+            decode += [" ".join(x) for x in dec]
+        out["prefill_chunks"] = np.array(prefill, dtype=object)  # request:i:c (PI(R, i, c))
+        out["decode_positions"] = np.array(decode, dtype=object)  # request:i (DI(R, i))
+        return out
 
 
-def simulate(sc: Scenario, workers: int = 1) -> SimResult:
-    """Run the scenario (see :class:`Scenario`); ``workers`` processes simulate nodes in parallel."""
+def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
+    """Run the scenario (see :class:`Scenario`); ``workers`` processes simulate nodes in parallel,
+    and ``progress(k)`` (optional) is told of completed requests."""
     _validate(sc)
     cm = cost_model_of(sc)
     w = workload_of(sc, cm)
@@ -189,7 +203,7 @@ def simulate(sc: Scenario, workers: int = 1) -> SimResult:
         L_P, L_D = w.sample(n, np.random.default_rng(ss_lengths))
     cls = np.zeros(n, dtype=np.int64)
     node, runs = run_cluster(cm, scheduler, params, arrival, L_P, L_D, cls, 1, sc.r, sc.planner,
-                             np.random.default_rng(ss_route), sc.detail, sc.log, workers)
+                             np.random.default_rng(ss_route), sc.detail, sc.log, workers, progress)
     requests = {"arrival": arrival, "L_P": L_P, "L_D": L_D, "cls": cls, "node": node}
     for key in ("t_start", "t_first", "t_finish", "tbt_max"):
         values = np.full(n, np.nan)

@@ -1,0 +1,106 @@
+"""``llmq simulate``: one run of a scheduler at a load, with metrics and a stability verdict."""
+
+from __future__ import annotations
+
+import json
+
+from llmq.options import add_common, resolve
+from theory.errors import FieldError
+
+HELP = "simulate a scheduler on r GPUs at a rate or load; TTFT/TBT, throughput, stability verdict"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("simulate", help=HELP, description=HELP)
+    add_common(p, defaults={"scheduler": "rad", "rate": None, "load": 0.9, "requests": 20000,
+                            "planner": "random", "option": [], "fast": False, "log": None,
+                            "trace": None, "workers": 1})
+    p.add_argument("--scheduler", help="rad, alg2, request_level, ... (default rad)")
+    rate = p.add_mutually_exclusive_group()
+    rate.add_argument("--rate", type=float, help="arrival rate into the system, requests/s")
+    rate.add_argument("--load", type=float, help="arrival rate as a fraction of lambda* (default 0.9)")
+    p.add_argument("--requests", type=int, help="number of requests (default 20000)")
+    p.add_argument("--planner", choices=["random", "round_robin", "jsq"], help="resource planner")
+    p.add_argument("--option", action="append", metavar="NAME=VALUE",
+                   help="scheduler option, e.g. --option n=2000 (repeatable)")
+    p.add_argument("--fast", action="store_true", default=None,
+                   help="skip per-token TBT recording (event skipping only)")
+    p.add_argument("--log", metavar="batches.csv", help="write every batch with its contents")
+    p.add_argument("--trace", help="CSV trace with arrival_time, prompt_len, output_len")
+    p.add_argument("--workers", type=int, help="processes simulating nodes in parallel")
+    p.set_defaults(run=run)
+
+
+def parse_options(items) -> tuple:
+    """``["n=2000", "order=spf"]`` -> ``(("n", 2000), ("order", "spf"))`` (ints and floats parsed)."""
+    if isinstance(items, dict):
+        items = [f"{k}={v}" for k, v in items.items()]
+    out = {}
+    for item in items or []:
+        name, sep, value = str(item).partition("=")
+        if not sep or not name.strip():
+            raise FieldError("--option", item, "NAME=VALUE")
+        for cast in (int, float):
+            try:
+                value = cast(value)
+                break
+            except ValueError:
+                continue
+        out[name.strip()] = value
+    return tuple(sorted(out.items()))
+
+
+def scenario_from(values: dict):
+    from stability.simulate import Scenario
+
+    rate = values["rate"]
+    return Scenario(
+        gpu=values["gpu"], model=values["model"], mode=values["mode"], workload=values["workload"],
+        pad=bool(values["pad"]), tiles=values["tiles"], gpu_file=values["gpu_file"],
+        scheduler=values["scheduler"], options=parse_options(values["option"]), r=values["gpus_r"],
+        planner=values["planner"], rate=rate, load=None if rate is not None else values["load"],
+        n_requests=values["requests"], seed=values["seed"], detail=not values["fast"],
+        log=bool(values["log"]), trace=values["trace"])
+
+
+def run(args) -> int:
+    from tqdm import tqdm
+
+    from stability.io import atomic_write_csv
+    from stability.simulate import simulate
+
+    values = resolve(args)
+    sc = scenario_from(values)
+    with tqdm(total=sc.n_requests, unit="req", disable=values["json"] or sc.n_requests < 50000,
+              desc=f"{sc.scheduler} on {sc.r} x {sc.gpu}") as bar:
+        res = simulate(sc, workers=values["workers"], progress=bar.update)
+    summary = res.summary()
+    if values["log"]:
+        atomic_write_csv(values["log"], res.batch_log())
+    if values["json"]:
+        print(json.dumps(summary, indent=2))
+        return 0
+    _print(summary, res)
+    if values["log"]:
+        print(f"batch log: {values['log']} ({summary['batches']} batches)")
+    return 0
+
+
+def _print(s: dict, res) -> None:
+    ms = lambda d, k: f"{d[k] * 1e3:9.1f}"  # noqa: E731
+    print(f"{s['scheduler']} on {s['r']} x {s['gpu']}, {s['model']}, workload {s['workload']}, "
+          f"params {res.params}")
+    print(f"rate {s['rate']:.4g} req/s = {s['load']:.3f} x lambda* ({s['lambda_star']:.4g} req/s); "
+          f"{s['completed']}/{s['requests']} requests completed; throughput {s['throughput']:.4g} req/s")
+    print(f"{'':14}{'mean':>9}{'p50':>9}{'p90':>9}{'p99':>9}   (ms)")
+    for name in ("ttft", "latency"):
+        d = s[name]
+        print(f"{name.upper():<14}" + "".join(ms(d, k) for k in ("mean", "p50", "p90", "p99")))
+    for k, d in enumerate(s.get("tbt", [])):
+        label = "TBT" if len(s["tbt"]) == 1 else f"TBT class {k}"
+        print(f"{label:<14}" + "".join(ms(d, q) for q in ("mean", "p50", "p90", "p99"))
+              + f"   max {d['max'] * 1e3:.1f} ms over {d['count']} gaps")
+    print(f"GPU busy {s['utilization']:.1%}; {s['batches']} batches in {s['events']} engine events; "
+          f"{s['not_optimally_tiled']:.1%} not optimally tiled, {s['wasted_fraction']:.1%} of busy time "
+          "lost to tiling")
+    print("verdict: " + res.verdict().describe())

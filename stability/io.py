@@ -1,0 +1,38 @@
+"""Atomic file output: write to a temporary file in the target directory, then rename.
+
+An interrupted run never leaves a half-written results file behind, so a resumed sweep can trust
+every file it finds.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+from pathlib import Path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (creating its directory)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_csv(path: str | Path, columns: dict) -> Path:
+    """Write equal-length ``columns`` (name -> sequence) as a CSV file, atomically."""
+    names = list(columns)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(names)
+    writer.writerows(zip(*(columns[n] for n in names), strict=True))
+    return atomic_write_text(path, buf.getvalue())
