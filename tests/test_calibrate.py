@@ -98,6 +98,16 @@ def test_transformer_shapes_leave_tiles_of_one_t_col_interchangeable(tmp_path):
     np.testing.assert_allclose(again, timings.seconds, rtol=1e-9)
 
 
+def test_one_gemm_shape_cannot_separate_the_rate_from_c0():
+    seconds = np.array([1.00e-4, 1.01e-4, 0.99e-4, 1.00e-4])
+    one = np.full(4, 4096)
+    cal = fit_gemm(GemmTimings(one, np.full(4, 512), one, np.ones(4, int), seconds), A100, LLAMA)
+    c0 = cal.parameters[-1]
+    assert c0.name.startswith("c_0") and not c0.identified and c0.rel_se is None
+    assert not any(p.identified for p in cal.parameters)
+    assert cal.error.max_rel_error == pytest.approx(0.01, rel=0.01)  # only the mean is fitted
+
+
 def test_gemm_profile_round_trip_and_tile_subset(tmp_path):
     _, _, (d_row, d_col, d_red, count), per_tile = gemm_truth(5, n=200)
     timings = GemmTimings(d_row, d_col, d_red, count, count * per_tile.min(axis=1))
@@ -211,6 +221,15 @@ def test_unidentifiable_batch_terms_keep_their_base_values(true_cost_model):
     cal = fit_batch(BatchTimings(start, c, zeros, zeros, None, seconds), A100, MISTRAL, "real")
     assert [p.identified for p in cal.parameters] == [True, False, True, True]
     assert cal.parameters[1].value == 1.0 and np.max(np.abs(recovered(cal)[[0, 2, 3]])) < 1e-9
+
+
+def test_batch_fit_without_overhead_keeps_eq7(true_cost_model):
+    cal = fit_batch(batch_timings(true_cost_model, 7, n=100), A100, MISTRAL, "real", overhead=False)
+    assert cal.parameters[3].value == 0 and not cal.parameters[3].identified
+    assert any("not fitted" in n for n in cal.notes)
+    assert cal.profile["overhead_s"] == 0
+    # the 2 ms the model may not explain land in the other terms, and show as fit error
+    assert cal.error.rel_rmse > 1e-3
 
 
 # --- The shipped public data: vidur's A100 Llama-2-7B linear layers -------------------------

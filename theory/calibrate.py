@@ -320,24 +320,26 @@ def _bound_idle(p: _GemmProblem, x, won) -> np.ndarray:
     return x
 
 
-def _gemm_rel_se(p: _GemmProblem, x, c0, arg, won) -> dict[int, float]:
-    """Relative standard errors of the winners' ``x`` and (key -1) of ``c_0``, assignment fixed."""
+def _gemm_linearised(p: _GemmProblem, x, c0, arg, won) -> tuple[dict[int, float], set[int]]:
+    """With the fastest-tile assignment fixed: relative standard errors of the winners' ``x`` and
+    (key -1) of ``c_0``, and which of them the linear problem identifies (:func:`identifiable_columns`)."""
     rows = np.arange(p.t.size)
     design = np.zeros((p.t.size, won.size + p.overhead))
     design[rows, np.searchsorted(won, arg)] = p.count * p.pairs[rows, arg] * x[arg]
     if p.overhead:
-        design[:, -1] = p.count * c0
+        design[:, -1] = p.count * p.c_ref
     design /= p.t[:, None]
-    se = _standard_errors(design, design.sum(axis=1) - 1.0)
+    keys = [*map(int, won), -1][:design.shape[1]]
+    admitted = {keys[j] for j in identifiable_columns(design, range(design.shape[1]))}
+    units = np.r_[np.ones(won.size), [c0 / p.c_ref] * p.overhead]
+    se = _standard_errors(design, design @ units - 1.0)
     if se is None:
-        return {}
-    out = {int(k): float(s) for k, s in zip(won, se, strict=False)}
-    if p.overhead and c0 > 0:
-        out[-1] = float(se[-1])
-    return out
+        return {}, admitted
+    rel_se = {k: float(e / u) for k, e, u in zip(keys, se, units, strict=True) if u > 0 and k in admitted}
+    return rel_se, admitted
 
 
-def _tile_parameters(gpu: GPU, x, x_ref, arg, won, alternatives, rel_se) -> list[Parameter]:
+def _tile_parameters(gpu: GPU, x, x_ref, arg, won, alternatives, rel_se, admitted) -> list[Parameter]:
     params = []
     for k, tile in enumerate(gpu.tiles):
         subs = alternatives.get(k, [])
@@ -351,7 +353,7 @@ def _tile_parameters(gpu: GPU, x, x_ref, arg, won, alternatives, rel_se) -> list
         else:
             note = "never fastest: base rate kept (it is below its bound)"
         params.append(Parameter(f"mu[{tile}]", "tile pairs/s/SM", float(1.0 / (gpu.s * x[k])),
-                                float(gpu.mu[k]), bool(k in won and not subs), rel_se.get(k), note))
+                                float(gpu.mu[k]), bool(k in admitted and not subs), rel_se.get(k), note))
     return params
 
 
@@ -390,14 +392,14 @@ def fit_gemm(timings: GemmTimings, base: GPU, model: Model, mode: str = "paper",
     _, x, c0 = problem.search(starts, seed)
     arg = gemm_model(pairs, count, x, c0)[1]
     won = np.unique(arg)
-    rel_se = _gemm_rel_se(problem, x, c0, arg, won)
+    rel_se, admitted = _gemm_linearised(problem, x, c0, arg, won)
     alternatives = _alternatives(problem, x, c0, arg, won)
     x = _bound_idle(problem, x, won)
-    params = _tile_parameters(gpu, x, problem.x_ref, arg, won, alternatives, rel_se)
+    params = _tile_parameters(gpu, x, problem.x_ref, arg, won, alternatives, rel_se, admitted)
     mu = {str(tl): p.value for tl, p in zip(gpu.tiles, params, strict=True)}
     n_gemms = sum(g.count for g in model.linear_gemms(mode))
     if overhead:
-        params.append(Parameter("c_0 (per GeMM)", "s", c0, 0.0, True, rel_se.get(-1),
+        params.append(Parameter("c_0 (per GeMM)", "s", c0, 0.0, -1 in admitted, rel_se.get(-1),
                                 f"profile overhead_s = {n_gemms} linear GeMMs per batch x c_0 "
                                 f"({model.key}, {mode} mode)"))
     profile = {"base": base.key, "mu": mu, "overhead_s": n_gemms * c0}
@@ -487,7 +489,8 @@ def fit_batch(timings: BatchTimings, base: GPU, model: Model, mode: str = "paper
     theta = np.array([1.0, 1.0, 1.0 / cm.mu_nLin, cm.overhead_s])
     base_theta = theta.copy()
     ref = np.array([1.0, 1.0, 1.0 / cm.mu_nLin, float(np.median(t))])
-    free = identifiable_columns(design / t[:, None], (0, 1, 2, 3) if overhead else (0, 1, 2))
+    tried = (0, 1, 2, 3) if overhead else (0, 1, 2)
+    free = identifiable_columns(design / t[:, None], tried)
     fixed = [j for j in range(4) if j not in free]
     target = 1.0 - design[:, fixed] @ theta[fixed] / t
     weighted = design[:, free] * ref[free] / t[:, None]
@@ -499,10 +502,10 @@ def fit_batch(timings: BatchTimings, base: GPU, model: Model, mode: str = "paper
         se = _standard_errors(weighted, weighted @ sol.x - target)
         if se is not None:
             rel_se = {j: float(s / u) for j, s, u in zip(free, se, sol.x, strict=True) if u > 0}
-    return _batch_calibration(cm, timings, design, theta, base_theta, free, rel_se, key)
+    return _batch_calibration(cm, timings, design, theta, base_theta, tried, free, rel_se, key)
 
 
-def _batch_calibration(cm, timings, design, theta, base_theta, free, rel_se, key) -> Calibration:
+def _batch_calibration(cm, timings, design, theta, base_theta, tried, free, rel_se, key) -> Calibration:
     base, t_star = cm.gpu, cm.t_star
     mu = {str(tl): float(m / theta[0]) for tl, m in zip(base.tiles, base.mu, strict=True)}
     mu_gemv = {str(g): float(m / theta[1]) for g, m in zip(base.gemv_tiles, base.mu_gemv, strict=True)}
@@ -516,7 +519,8 @@ def _batch_calibration(cm, timings, design, theta, base_theta, free, rel_se, key
                   rel_se.get(2)),
         Parameter("overhead_s", "s", float(theta[3]), float(base_theta[3]), 3 in free, rel_se.get(3)),
     )
-    notes = [f"{_TERMS[j]} term ({params[j].name}) not identifiable from these data: base value kept"
+    notes = [f"{_TERMS[j]} term ({params[j].name}) "
+             f"{'not identifiable from these data' if j in tried else 'not fitted'}: base value kept"
              for j in range(4) if j not in free]
     if timings.decode_positions is None and np.any(timings.decode_count > 0):
         notes.append("decode attention from context sums: Eq. 5 replaced by its least-squares line")

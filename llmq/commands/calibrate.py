@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 from llmq.options import resolve
@@ -27,8 +26,7 @@ DEFAULTS = {
 def add_parser(sub) -> None:
     p = sub.add_parser("calibrate", help=HELP, description=HELP + ". GeMM timings have columns "
                        "d_row,d_col,d_red,seconds[,count]; batch timings prefill_tokens|tokens, "
-                       "decode_count, decode_positions|decode_context_sum, [prefill_start,] seconds.",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       "decode_count, decode_positions|decode_context_sum, [prefill_start,] seconds.")
     p.set_defaults(run=run, _defaults={k: v for k, v in DEFAULTS.items() if k != "config"})
     p.add_argument("--config", help="TOML file with any of these options")
     p.add_argument("--timings", help=f"timings CSV, or a packaged example (default {DEFAULTS['timings']}: "
