@@ -20,10 +20,15 @@ GeMM timings (Eq. 2)
     Identifiability. ``x_t`` is determined only by the points where ``t`` is the fastest tile. A
     tile that never is only has a bound ``mu(t) <= mu_bound(t)``; it keeps its base rate, lowered to
     ``mu_bound`` where the base rate would undercut the fitted tiles on the data (else the written
-    profile would not reproduce the fit). A winning tile is also not identified when another tile
-    could take over its points about as well (:func:`_alternatives`); on noise-free data these are
-    the tiles whose tile-pair counts are proportional there, e.g. every tile of the same ``t_col``
-    when all ``d_row`` are multiples of 256 and all ``d_red`` of 64, as in transformer layers.
+    profile would not reproduce the fit). A winning tile is not identified either when another
+    tile, refitted over both tiles' points, can replace it with a residual sum of squares larger by
+    less than the chi-square (1 degree of freedom, 95%) margin of the noise (:func:`_alternatives`).
+    On noise-free data that leaves exact alternatives only: tiles whose tile-pair counts are
+    proportional on those points, e.g. every tile of one ``t_col`` when all ``d_row`` are multiples
+    of 256 and all ``d_red`` of 64, as in transformer layers. With noise it also catches a tile
+    that wins a few points by less than the noise. Finally, with the assignment fixed, a rate or
+    ``c_0`` whose column is a combination of the others' (:func:`identifiable_columns`) is not
+    identified (e.g. ``c_0`` when all GeMMs have one shape).
 
 Batch timings (Eq. 7)
     ``T_B = ceil(tau/t_col)/mu_Lin(t) + tau/mu_nLin + N sum_dec T^{D,SA}(i_j) + sum_pre T^{P,SA}(i_j, c_j)``
