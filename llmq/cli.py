@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from llmq.commands import bounds, simulate
+from llmq.commands import bounds, calibrate, simulate
 
-COMMANDS = (bounds, simulate)
+COMMANDS = (bounds, simulate, calibrate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,7 +19,6 @@ from stability.kernels import build_tables
 from stability.structs import Costs
 from theory.cost import CostModel
 
-
 PROGRESS_SLICES = 200  # a progress-reporting run stops this many times in simulated time
 
 

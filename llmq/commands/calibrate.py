@@ -1,0 +1,112 @@
+"""``llmq calibrate``: fit a GPU profile's rates to measured GeMM or batch timings (Eq. 2-7)."""
+
+from __future__ import annotations
+
+import json
+
+from llmq.options import resolve
+
+HELP = "fit a GPU profile's tile rates, GeMV rates, mu_nLin and overhead to measured timings (CSV)"
+DEFAULTS = {
+    "config": None,
+    "timings": "vidur-a100-llama2-7b",
+    "gpu": "a100",
+    "model": "llama-2-7b",
+    "mode": "real",
+    "tiles": None,
+    "no_overhead": False,
+    "key": None,
+    "out": None,
+    "steps": None,
+    "seed": 0,
+    "json": False,
+}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("calibrate", help=HELP, description=HELP + ". GeMM timings have columns "
+                       "d_row,d_col,d_red,seconds[,count]; batch timings prefill_tokens|tokens, "
+                       "decode_count, decode_positions|decode_context_sum, [prefill_start,] seconds.")
+    p.set_defaults(run=run, _defaults={k: v for k, v in DEFAULTS.items() if k != "config"})
+    p.add_argument("--config", help="TOML file with any of these options")
+    p.add_argument("--timings", help=f"timings CSV, or a packaged example (default {DEFAULTS['timings']}: "
+                                     "vidur's A100 Llama-2-7B linear-layer GeMMs)")
+    p.add_argument("--gpu", help=f"base GPU preset (default {DEFAULTS['gpu']})")
+    p.add_argument("--model", help=f"model preset (default {DEFAULTS['model']})")
+    p.add_argument("--mode", choices=["paper", "real"], help=f"layer model (default {DEFAULTS['mode']})")
+    p.add_argument("--tiles", help="GeMM timings: fit only these tiles, e.g. '256x128x32,128x64'")
+    p.add_argument("--no-overhead", action="store_true", default=None,
+                   help="fit no fixed time per GeMM / per batch (the paper's Eq. 2 and Eq. 7)")
+    p.add_argument("--key", help="key of the fitted profile (default <gpu>-calibrated)")
+    p.add_argument("--out", help="profile TOML to write (default out/<key>.toml)")
+    p.add_argument("--steps", help="GeMM timings: print the jumps after these d_col, e.g. '128,256,384'")
+    p.add_argument("--seed", type=int, help="seed of the random starts of the GeMM fit (default 0)")
+    p.add_argument("--json", action="store_true", default=None, help="print JSON")
+
+
+def _steps(text: str | None) -> tuple[int, ...]:
+    from theory.errors import FieldError
+
+    if not text:
+        return ()
+    try:
+        return tuple(int(s) for s in str(text).split(","))
+    except ValueError:
+        raise FieldError("steps", text, "comma-separated integers, e.g. '128,256,384'") from None
+
+
+def _print(cal, values: dict, source: str, jumps: list[dict], path) -> None:
+    n = len(cal.measured)
+    print(f"{cal.kind} timings {source} ({n} points); base {cal.base_key}, {values['model']} "
+          f"({values['mode']} mode) -> profile {cal.key}")
+    print(f"\n{'parameter':<24}{'base':>12}{'fitted':>12}{'ratio':>8}  {'ident.':<7}{'rel. SE':>8}  note")
+    for p in cal.parameters:
+        ratio = f"{p.value / p.base:8.3f}" if p.base else f"{'-':>8}"
+        se = f"{p.rel_se:8.2%}" if p.rel_se is not None else f"{'-':>8}"
+        print(f"{p.name:<24}{p.base:>12.4g}{p.value:>12.4g}{ratio}  {'yes' if p.identified else 'no':<7}"
+              f"{se}  {p.note}")
+    print(f"\n{'fit error':<22}{'rel. RMSE':>10}{'max rel.':>10}{'RMSE (s)':>11}")
+    for name, e in (("calibrated", cal.error), (f"base {cal.base_key}", cal.base_error)):
+        print(f"{name:<22}{e.rel_rmse:>10.2%}{e.max_rel_error:>10.2%}{e.rmse_s:>11.3g}")
+    print("\nworst points (relative error):")
+    for i in cal.worst():
+        print(f"  {cal.labels[i]:<48} measured {cal.measured[i]:.4g} s, model {cal.predicted[i]:.4g} s, "
+              f"{cal.residuals[i]:+.1%}")
+    if jumps:
+        print(f"\nsteps: T(next d_col) / T(d_col) - 1\n{'d_row x d_red':<16}{'d_col':>6}{'next':>6}"
+              f"{'measured':>10}{'model':>9}{'base':>9}")
+        for j in jumps:
+            print(f"{j['d_row']}x{j['d_red']:<{15 - len(str(j['d_row']))}}{j['at']:>6}{j['next']:>6}"
+                  f"{j['measured']:>10.1%}{j['model']:>9.1%}{j['base']:>9.1%}")
+    for note in cal.notes:
+        print(f"note: {note}")
+    print(f"\nwrote {path}; use it with --gpu-file {path} --gpu {cal.key}")
+
+
+def run(args) -> int:
+    from theory.calibrate import calibrate, staircase_jumps, write_profile
+    from theory.errors import FieldError
+    from theory.hardware import get_gpu, gpu_names
+    from theory.models import get_model
+    from theory.timings import GemmTimings, read_timings, timings_path
+
+    values = resolve(args)
+    source = str(values["timings"])
+    timings = read_timings(timings_path(source))
+    steps = _steps(values["steps"])
+    base = get_gpu(values["gpu"])
+    if base.key not in gpu_names():
+        raise FieldError("gpu", values["gpu"], "a GPU preset (choose a tile subset with --tiles)")
+    cal = calibrate(timings, base, get_model(values["model"]), values["mode"],
+                    tiles=values["tiles"], overhead=not values["no_overhead"], key=values["key"],
+                    seed=values["seed"])
+    jumps = []
+    if steps and isinstance(timings, GemmTimings):
+        jumps = staircase_jumps(timings, {"model": cal.predicted, "base": cal.base_predicted}, steps)
+    path = write_profile(cal, values["out"] or f"out/{cal.key}.toml", source)
+    if values["json"]:
+        print(json.dumps({**cal.as_dict(), "timings": source, "steps": jumps, "written": str(path)},
+                         indent=2))
+    else:
+        _print(cal, values, source, jumps, path)
+    return 0
