@@ -20,6 +20,7 @@ from theory.cost import (
     T_GeMV,
     T_Lin,
     build_cost_model,
+    chosen_tiles,
     chunked_prefill_time,
     decode_prefix,
     linear_table,
@@ -160,6 +161,19 @@ def test_rad_batches_are_optimally_tiled_and_others_are_not():
     assert tiling_efficiency(cm, Batch.of([], [5000] * t.t_col)) == pytest.approx(1.0)
     assert tiling_efficiency(cm, Batch.of([(1, 300)], [])) < 0.9
     assert tiling_efficiency(cm, Batch.of([], [5000] * (t.t_col + 1))) < 0.6
+
+
+def test_chosen_tiles_are_the_fastest_and_prefer_t_star():
+    cm = CM[("a100", "paper")]
+    t = cm.t_star
+    full = chosen_tiles(cm, Batch.of([(1, t.t_lcm)], []))
+    assert full["linear"] == t and full["prefill"] == [(t, t)]
+    # a 64-token batch: a 64-wide tile is strictly faster than any 128-wide one
+    small = chosen_tiles(cm, Batch.of([], [100] * 64))
+    assert small["linear"].t_col == 64
+    k = cm.tiles.index(small["linear"])
+    assert float(T_Lin(cm, 64, tile=k)) == float(T_Lin(cm, 64))
+    assert all(float(T_Lin(cm, 64, tile=j)) >= float(T_Lin(cm, 64)) for j in range(len(cm.tiles)))
 
 
 @pytest.mark.parametrize("bad", [[-1], [0.5], ["x"]])

@@ -9,4 +9,6 @@ symbolic   The same formulas as sympy expressions (twins of cost and bounds).
 workload   Joint (L^P, L^D) laws: exact pmf, fitted, empirical trace.
 bounds     T_bar^R, T^max, lambda* = r / T_bar^R, t*_lcm, Theorem 2's n, Eq. 25, Lemma 4.
 assumptions  Which of Assumptions 1-4 hold for a GPU, model and workload.
+timings    Reading measured GeMM or batch timings (CSV).
+calibrate  Least-squares fits of a GPU profile's rates to measured timings.
 """

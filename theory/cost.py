@@ -247,11 +247,12 @@ def T_D_SA(cm: CostModel, i):
     return first + second
 
 
-def T_P_SA(cm: CostModel, i, c, tile: int | None = None):
+def T_P_SA(cm: CostModel, i, c, tile: int | None = None, return_tiles: bool = False):
     """Prefill self-attention time over all N layers of chunk ``PI(R, i, c)``, Eq. 6.
 
     The two GeMMs are ``K^T Q`` (output ``(i+c-1) x c``, reduction ``d``) and ``V P`` (output
     ``d x c``, reduction ``i+c-1``); each takes its fastest tile unless ``tile`` is given.
+    ``return_tiles`` also returns the tile indices the two GeMMs use.
 
     References
     ----------
@@ -266,9 +267,11 @@ def T_P_SA(cm: CostModel, i, c, tile: int | None = None):
     def gemm(k, rows, red):
         return T_GeMM(rows, c, red, cm.t_row[k], cm.t_col[k], cm.t_red[k], cm.mu[k], cm.s)
 
-    qk, _ = _min_over(gemm(k, e, d) for k in ks)
-    pv, _ = _min_over(gemm(k, d, e) for k in ks)
-    return cm.N * (qk + pv)
+    qk, k_qk = _min_over(gemm(k, e, d) for k in ks)
+    pv, k_pv = _min_over(gemm(k, d, e) for k in ks)
+    if tile is not None:
+        k_qk, k_pv = np.full(k_qk.shape, tile), np.full(k_pv.shape, tile)
+    return (cm.N * (qk + pv), k_qk, k_pv) if return_tiles else cm.N * (qk + pv)
 
 
 @dataclass(frozen=True)
@@ -313,6 +316,20 @@ def T_batch(cm: CostModel, batch: Batch) -> float:
     if batch.prefill_i.size:
         t += float(T_P_SA(cm, batch.prefill_i, batch.prefill_c).sum())
     return t
+
+
+def chosen_tiles(cm: CostModel, batch: Batch) -> dict:
+    """The tile every GeMM of ``batch`` runs on: the fastest of the GPU's set, ties to t*.
+
+    Returns ``{"linear": Tile, "prefill": [(K^T Q tile, V P tile) per chunk]}``: the linear GeMMs
+    share one tile (Section 3.2.1); each prefill chunk has its two attention GeMMs (Eq. 6).
+    """
+    _, k_lin = T_Lin(cm, max(batch.tau, 1), return_tile=True)
+    out = {"linear": cm.tiles[int(k_lin)], "prefill": []}
+    if batch.prefill_i.size:
+        _, k_qk, k_pv = T_P_SA(cm, batch.prefill_i, batch.prefill_c, return_tiles=True)
+        out["prefill"] = [(cm.tiles[int(a)], cm.tiles[int(b)]) for a, b in zip(k_qk, k_pv, strict=True)]
+    return out
 
 
 def tiling_efficiency(cm: CostModel, batch: Batch) -> float:

@@ -1,0 +1,132 @@
+"""Simulated requests per second of every scheduler, and the engine's speed-up over the naive
+reference simulator, measured side by side in one run.
+
+Scenario (issue 4): Table-1 workload (prompts padded to t*_lcm), Mistral-7B on an A100, Poisson
+arrivals at 90% of lambda*, one GPU. Figures printed:
+
+* requests/s of each scheduler in fast mode (event skipping, no per-token record) and, for RAD,
+  in detail mode (every TBT gap recorded);
+* engine events and batches per request;
+* the naive reference (tests/reference_sim.py: plain Python, one batch at a time) on the same
+  requests, and the ratio engine / reference;
+* the time to the first result in a fresh process with an empty numba cache (compilation) and
+  with a warm cache;
+* peak resident memory of a 1,000,000-request RAD run (per-token data is summarised in
+  histograms, so memory grows with requests, not tokens).
+
+Run from the repository root: ``python benchmarks/bench_simulator.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+FIRST_RESULT = """
+import time; t = time.time()
+from stability.simulate import Scenario, simulate
+simulate(Scenario(pad=True, n_requests=2000, scheduler="{scheduler}"))
+print(time.time() - t)
+"""
+
+PEAK_RSS = """
+import resource
+from stability.simulate import Scenario, simulate
+res = simulate(Scenario(pad=True, n_requests={n}, options=(("n", 2000),)))
+assert res.counters()["n_done"] == {n}
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+
+def child(code: str, env: dict | None = None) -> float:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=ROOT, env={**os.environ, **(env or {})})
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def timed(fn, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main() -> None:
+    from stability.cluster import run_cluster
+    from stability.schedulers import get_scheduler, scheduler_names
+    from stability.simulate import Scenario, cost_model_of, simulate, workload_of
+    from tests import reference_sim
+    from theory.bounds import T_bar_R
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
+    args = parser.parse_args()
+    n_fast = 20_000 if args.quick else 200_000
+    n_ref = 200 if args.quick else 2_000
+    n_rss = 100_000 if args.quick else 1_000_000
+
+    base = Scenario(pad=True, load=0.9)
+    cm = cost_model_of(base)
+    print(f"Scenario: {cm.describe()}, Table-1 workload padded to t*_lcm = {cm.t_lcm}, "
+          f"load 0.9 x lambda*, one GPU\n")
+    print(f"{'scheduler':<16}{'mode':<8}{'requests':>10}{'seconds':>10}{'req/s':>12}"
+          f"{'events/req':>12}{'batches/req':>13}")
+    for name in scheduler_names():
+        options = (("n", 2000),) if name == "rad" else ()
+        modes = (False, True) if name == "rad" else (False,)
+        for detail in modes:
+            n = n_fast // 5 if detail else n_fast
+            sc = Scenario(pad=True, load=0.9, scheduler=name, options=options, n_requests=n,
+                          detail=detail)
+            simulate(Scenario(pad=True, load=0.9, scheduler=name, options=options, n_requests=500,
+                              detail=detail))  # compile / load from cache
+            holder = {}
+            seconds = timed(lambda sc=sc, holder=holder: holder.update(res=simulate(sc)), repeat=2)
+            c = holder["res"].counters()
+            print(f"{name:<16}{'detail' if detail else 'fast':<8}{n:>10}{seconds:>10.2f}"
+                  f"{n / seconds:>12,.0f}{c['n_event'] / n:>12.2f}{c['n_batch'] / n:>13.1f}")
+
+    # engine vs the naive reference on the same requests (RAD, n = 2000)
+    sc = Scenario(pad=True, load=0.9, n_requests=n_ref, options=(("n", 2000),))
+    w = workload_of(sc, cm)
+    rng = np.random.default_rng(0)
+    lam = 0.9 * sc.r / T_bar_R(cm, w)
+    arrival = np.cumsum(rng.exponential(1 / lam, n_ref))
+    L_P, L_D = w.sample(n_ref, rng)
+    rad = get_scheduler("rad")
+    params = rad.make_params(cm, n=2000)
+    cls = np.zeros(n_ref, dtype=np.int64)
+    engine_s = timed(lambda: run_cluster(cm, rad, params, arrival, L_P, L_D, cls, 1, 1, "random", rng))
+    holder = {}
+    ref_s = timed(lambda: holder.update(sim=reference_sim.rad(cm, arrival, L_P, L_D, params.n,
+                                                              params.t_col, params.chunk)), repeat=1)
+    _, runs = run_cluster(cm, rad, params, arrival, L_P, L_D, cls, 1, 1, "random", rng)
+    same = np.allclose(runs[0].t_finish, [r.finish for r in holder["sim"][0].reqs], rtol=1e-9)
+    print(f"\nRAD on the same {n_ref} requests: engine {n_ref / engine_s:,.0f} req/s, naive reference "
+          f"{n_ref / ref_s:,.0f} req/s ({len(holder['sim'][0].batches) / n_ref:.1f} batches/req): "
+          f"engine / reference = {ref_s / engine_s:,.0f}x; identical finish times: {same}")
+
+    with tempfile.TemporaryDirectory() as cache:
+        cold = child(FIRST_RESULT.format(scheduler="rad"), {"NUMBA_CACHE_DIR": cache})
+        warm = child(FIRST_RESULT.format(scheduler="rad"), {"NUMBA_CACHE_DIR": cache})
+    print(f"first RAD result in a fresh process: {cold:.1f} s with an empty numba cache "
+          f"(compilation), {warm:.1f} s with the cache warm")
+
+    rss = child(PEAK_RSS.format(n=n_rss))
+    print(f"peak RSS of a {n_rss:,}-request RAD run (fast mode): {rss:,.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
