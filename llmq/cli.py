@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from llmq.commands import bounds
+from llmq.commands import bounds, check
 
-COMMANDS = (bounds,)
+COMMANDS = (bounds, check)
 
 
 def build_parser() -> argparse.ArgumentParser:
