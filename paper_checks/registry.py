@@ -137,7 +137,8 @@ def all_checks() -> list[Check]:
     """Every registered check, in paper order (imports all check modules)."""
     for name in MODULES:
         importlib.import_module(f"paper_checks.{name}")
-    return list(_REGISTRY.values())
+    order = {f"paper_checks.{name}": k for k, name in enumerate(MODULES)}
+    return sorted(_REGISTRY.values(), key=lambda c: order.get(c.run.__module__, len(order)))
 
 
 def get_check(check_id: str) -> Check:
