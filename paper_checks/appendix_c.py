@@ -430,7 +430,8 @@ def lemma3_drift(fast: bool) -> Result:
     corrected_ok = all(v["corrected drift bound"] < 0 for v in rows.values())
     return Result(judged(cex is None, corrected_ok),
                   "with lambda (not lambda/r) in the second term, step (b) fails for r >= 2 at Theorem 2's "
-                  "n; the display is also a bound ('<='), not an equality",
+                  "n; the display is also a bound ('<='), not an equality (it comes from Eq. 25, an "
+                  "inequality that executed cycles meet strictly: eq24.decode_bound)",
                   counterexample=cex or {},
                   correction="E[X[c+1] - X[c] | X[c] = x] <= n(lambda T_bar^R / r - 1) + (lambda/r)(t*_col - "
                              "1) T^max <= -n eps + (1-eps)(t*_col-1) T^max / T_bar^R < 0",

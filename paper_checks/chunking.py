@@ -76,10 +76,6 @@ class ChunkingDP:
     prev: np.ndarray
     tile: np.ndarray | None = None
 
-    @property
-    def L_max(self) -> int:
-        return self.f.size - 1
-
     def chunks(self, L: int) -> list[tuple[int, int]]:
         """An optimal chunking of ``1..L`` as ``[(i, c), ...]`` (Definition 1's PI arguments)."""
         out, e = [], int(L)
