@@ -489,8 +489,9 @@ def assumption2_presets(fast: bool) -> Result:
 
 @register("assumption3.workloads", location="Section 4.3, Assumption 3",
           items=("Assumption 3",),
-          claim="Prompt lengths are multiples of t*_lcm almost surely and bounded, for the paper's "
-                "workload (openchat_sharegpt4 and its Table 1 fit) on every GPU preset.",
+          claim="Prompt lengths are multiples of t*_lcm almost surely and bounded, for the workload the "
+                "paper evaluates (openchat_sharegpt4 and its Table 1 fit) on every GPU preset. (The paper "
+                "makes the assumption 'to simplify'; this measures how far Theorem 2 reaches.)",
           method="theory.assumptions.assumption3 (mass of L^P divisible by t*_lcm; bounded support) for "
                  "every GPU x workload, raw and with prompts padded up to multiples of t*_lcm.")
 def assumption3_workloads(fast: bool) -> Result:
