@@ -1,0 +1,14 @@
+"""Every claim of the paper as an executable check (``llmq check``).
+
+Modules, in paper order: ``section3_model`` (Eq. 2-7, Definitions 1-2, Assumptions 1-4),
+``appendix_b`` (Eq. 9-16, Propositions 1-2, Lemma 1), ``section4_theorems`` (Theorems 1-2, RAD's
+principles), ``appendix_c`` (Eq. 17-25, Lemmas 2-4), ``algorithms`` (Algorithms 1-5, run by the
+literal interpreters of ``pseudocode``), ``section5_claims``, ``section67_data`` (Table 1, Eq. 8,
+SLAI's parameters and reported numbers). ``chunking`` holds the exact dynamic programme over chunk
+boundaries; ``registry``, ``runner`` and ``report`` the machinery; ``verdicts.json`` the reviewed
+verdicts CI compares against.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Optimal Scheduling Algorithms for LLM Inference: Theory and Practice.
+"""

@@ -1,0 +1,636 @@
+"""Checks of Appendix B, the proof of Theorem 1: Eq. 9-16, the chunk set I_j, Propositions 1-2, Lemma 1.
+
+The central computation is the minimum of the prefill-attention cost over *all* chunkings of a
+prompt (:mod:`paper_checks.chunking`), which Appendix B claims is attained by chunks of t*_lcm
+("the optimal set of chunk positions ... I_j"), giving Eq. 12's ``L^P (L^P + t*_lcm)``.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Appendix B (Eq. 9-16, Propositions 1-2, Lemma 1, Theorem 1).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import sympy as sp
+
+from paper_checks.chunking import (
+    chunk_cost_units,
+    closed_form_units,
+    dp_range,
+    gpu_dp,
+    grouped_schedule,
+    relaxed_dp,
+)
+from paper_checks.common import (
+    PAPER_MODEL,
+    PAPER_WORKLOADS,
+    cost_model,
+    frac,
+    gpus,
+    models,
+    t_star_cost_model,
+    t_star_first,
+    workload,
+)
+from paper_checks.registry import Result, Verdict, judged, not_checkable, register
+from theory import cost
+from theory.bounds import T_bar_R, T_max
+from theory.hardware import get_gpu
+from theory.symbolic import SymbolicCostModel
+
+TIE = 1e-12  # relative tolerance for ties between float tile rates of the roofline
+
+
+# --- Eq. 9 -------------------------------------------------------------------------------------
+
+
+def eq9_core(reduce=max, trials: int = 2000, seed: int = 9) -> tuple[bool, dict | None]:
+    """Eq. 9: the drain time max_r' sum_m T_B >= (1/r) sum_r' sum_m T_B, on seeded random
+    per-node busy times (exact rationals); ``reduce`` is the printed max (a mutation may swap it)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(trials):
+        r = int(rng.integers(1, 9))
+        busy = [Fraction(int(x), int(y)) for x, y in zip(rng.integers(0, 10**6, r), rng.integers(1, 997, r),
+                                                        strict=True)]
+        if not reduce(busy) >= sum(busy, Fraction(0)) / r:
+            return False, {"per-node busy times": [str(b) for b in busy]}
+    return True, None
+
+
+@register("eq9.max_ge_mean", location="Appendix B.1, Eq. 9",
+          items=("Eq. 9",),
+          claim="The drain time of r nodes (the largest per-node busy time) is at least the mean busy "
+                "time over the nodes.",
+          method="Exact rationals: max vs mean over 2000 seeded random busy-time vectors, r = 1..8.")
+def eq9_max_ge_mean(fast: bool) -> Result:
+    ok, bad = eq9_core(trials=500 if fast else 5000)
+    if not ok:
+        return Result(Verdict.FAIL, "max < mean", counterexample=bad)
+    return Result(Verdict.PASS, "max >= mean on every vector (as it must: max dominates each term)",
+                  coverage=f"{500 if fast else 5000} seeded random vectors, r = 1..8, exact rationals")
+
+
+# --- Eq. 10 ------------------------------------------------------------------------------------
+
+
+@register("eq10a.ceiling_removal", location="Appendix B.1, Eq. 10 step (a)",
+          items=("Eq. 10",),
+          claim="Removing the ceilings of Eq. 7 lowers it: ceil(tau/t_col) >= tau/t_col and Eq. 6 with "
+                "ceilings >= Eq. 6 without.",
+          method="Exact integers, every tile of every GPU preset: t_col ceil(tau/t_col) >= tau for tau "
+                 "<= 4096 and t_col ceil(c/t_col)(t_row ceil(e/t_row) + t_red ceil(e/t_red)) >= 2 e c "
+                 "(Eq. 6 in S-units of the tile) for all 1 <= c <= e <= 2048 (512 fast).")
+def eq10a_ceiling_removal(fast: bool) -> Result:
+    top = 512 if fast else 2048
+    tau = np.arange(1, 4097)
+    e = np.arange(1, top + 1)[:, None]
+    c = np.arange(1, top + 1)[None, :]
+    valid = c <= e
+    n = 0
+    for g in gpus():
+        for t in get_gpu(g).tiles:
+            lin_ok = np.all(t.t_col * (-(-tau // t.t_col)) >= tau)
+            att = chunk_cost_units(e, c, t)
+            att_ok = np.all(att[valid] >= (2 * e * c)[valid])
+            n += 1
+            if not (lin_ok and att_ok):
+                return Result(Verdict.FAIL, "a ceiling term is below its ceiling-free value",
+                              counterexample={"gpu": g, "tile": str(t)})
+    return Result(Verdict.PASS, "every ceiling term dominates its ceiling-free value",
+                  coverage=f"{n} (GPU, tile) pairs; tau <= 4096; 1 <= c <= e <= {top}")
+
+
+def eq10b_core(cms) -> tuple[bool, dict | None, int]:
+    """Eq. 10 (b): at every tile t the ceiling-free per-token linear cost 1/(t_col mu_Lin(t)) and
+    the attention coefficient 1/(mu(t) t_row t_col t_red) are no smaller than at the cost model's
+    t* (index 0), in exact rationals up to ties of relative size 1e-12."""
+    n = 0
+    for cm in cms:
+        lin = [1 / (int(cm.t_col[k]) * frac(cm.mu_Lin[k])) for k in range(len(cm.tiles))]
+        att = [1 / (frac(cm.mu[k]) * int(cm.t_row[k] * cm.t_col[k] * cm.t_red[k]))
+               for k in range(len(cm.tiles))]
+        for k in range(len(cm.tiles)):
+            n += 1
+            if lin[k] < lin[0] * (1 - Fraction(TIE)) or att[k] < att[0] * (1 - Fraction(TIE)):
+                return False, {"gpu": cm.gpu.key, "model": cm.model.key, "mode": cm.mode,
+                               "t*": str(cm.t_star), "cheaper tile": str(cm.tiles[k]),
+                               "linear cost ratio t/t*": float(lin[k] / lin[0]),
+                               "attention cost ratio t/t*": float(att[k] / att[0])}, n
+    return True, None, n
+
+
+@register("eq10b.tile_replacement", location="Appendix B.1, Eq. 10 step (b)",
+          items=("Eq. 10", "Assumption 1"),
+          claim="In the ceiling-free bound, replacing the batch's tile by t* can only lower it "
+                "(this follows from Assumption 1).",
+          method="Exact rationals of every tile's ceiling-free linear and attention coefficients vs t*'s, "
+                 "every tile of every GPU x model x mode (float roofline ties within 1e-12 count as ties).")
+def eq10b_tile_replacement(fast: bool) -> Result:
+    cms = [cost_model(g, m, mode) for g in gpus() for m in models() for mode in ("paper", "real")]
+    ok, bad, n = eq10b_core(cms)
+    if not ok:
+        return Result(Verdict.FAIL, "a tile beats t* in the ceiling-free bound", counterexample=bad)
+    return Result(Verdict.PASS, "t* minimises both ceiling-free coefficients on every preset",
+                  coverage=f"{n} (GPU, model, mode, tile) cases")
+
+
+# --- the chunk set I_j -------------------------------------------------------------------------
+
+
+def printed_Ij(L: int, t: int) -> list[tuple[int, int]]:
+    """I_j as printed: (1, t), (t+1, t), ... continuing the pattern, and the last element (L-t, t)."""
+    return [(1 + k * t, t) for k in range(L // t - 1)] + [(L - t, t)]
+
+
+def corrected_Ij(L: int, t: int) -> list[tuple[int, int]]:
+    """I_j with its last element (L-t+1, t): chunks (1 + k t, t), k = 0..L/t - 1."""
+    return [(1 + k * t, t) for k in range(L // t)]
+
+
+def coverage(chunks: list[tuple[int, int]], L: int) -> np.ndarray:
+    """How many times each token 1..L is covered by the chunks."""
+    cnt = np.zeros(L + 2, dtype=int)
+    for i, c in chunks:
+        cnt[max(i, 0):i + c] += 1
+    return cnt[1:L + 1]
+
+
+@register("appB.Ij_indices", location="Appendix B.1 after Eq. 10 (I_j), and Appendix C.2 (same set)",
+          items=("Eq. 11", "Eq. 23"),
+          claim="I_j = {(1, t*_lcm), (t*_lcm + 1, t*_lcm), ..., (L^P - t*_lcm, t*_lcm)} is a chunking of "
+                "the prompt 1..L^P (each token prefilled once), and Eq. 11 summed over it gives Eq. 12.",
+          method="Literal coverage counts of the printed set for t*_lcm of every GPU preset and L^P = m "
+                 "t*_lcm, m = 2..32; sympy sum of Eq. 11's attention term over the printed and corrected "
+                 "sets (m symbolic) against Eq. 12.")
+def appB_Ij_indices(fast: bool) -> Result:
+    bad = None
+    lcms = sorted({get_gpu(g).optimal_tile().t_lcm for g in gpus()})
+    for t in lcms:
+        for m in range(2, 33):
+            L = m * t
+            cov_p, cov_c = coverage(printed_Ij(L, t), L), coverage(corrected_Ij(L, t), L)
+            if bad is None and not np.all(cov_p == 1):
+                bad = {"t*_lcm": t, "L_P": L, "printed I_j": printed_Ij(L, t),
+                       "tokens covered twice": (np.flatnonzero(cov_p == 2) + 1).tolist(),
+                       "tokens never covered": (np.flatnonzero(cov_p == 0) + 1).tolist()}
+            if not np.all(cov_c == 1):
+                return Result(Verdict.FAIL, "even the corrected chunk set does not cover the prompt",
+                              counterexample={"t": t, "L": L})
+    m, k, t = sp.symbols("m k t", integer=True, positive=True)
+    L = m * t
+
+    def attention(i):  # Eq. 11's bracket over t_row t_col t_red / d, for chunk (i, t): 2 (i + t - 1) t
+        return 2 * (i + t - 1) * t
+
+    closed = L * (L + t)
+    s_corrected = sp.summation(attention(1 + k * t), (k, 0, m - 1))
+    s_printed = sp.summation(attention(1 + k * t), (k, 0, m - 2)) + attention(L - t)
+    corrected_ok = sp.simplify(s_corrected - closed) == 0
+    printed_gap = sp.factor(sp.simplify(s_printed - closed))
+    return Result(judged(bad is None, corrected_ok),
+                  "the printed last chunk (L^P - t*_lcm, t*_lcm) re-covers token L^P - t*_lcm and never "
+                  f"covers L^P; Eq. 11 over the printed set = Eq. 12 + ({printed_gap}) in units of Eq. 12's "
+                  "prefactor",
+                  counterexample=bad or {},
+                  correction="last element (L^P - t*_lcm + 1, t*_lcm), i.e. I_j = {(1 + k t*_lcm, t*_lcm) : "
+                             "k = 0..L^P/t*_lcm - 1}",
+                  correction_check=f"covers 1..L^P exactly once for t*_lcm in {lcms}, m = 2..32; sympy: Eq. "
+                                   "11 summed over it equals Eq. 12's L^P (L^P + t*_lcm) for symbolic m")
+
+
+@register("appB.Ij_optimal_relaxed", location="Appendix B.1, after Eq. 10: 'the optimal set of chunk "
+                                            "positions and chunk size ... in minimal time is I_j'",
+          items=("Eq. 10", "Eq. 11", "Eq. 12"),
+          claim="Among all chunkings of a prompt, chunks of t*_lcm (I_j) minimise the prefill attention of "
+                "the ceiling-free bound of Eq. 10 (the bound the proof sums), giving L^P (L^P + t*_lcm).",
+          method="Exact dynamic programme over chunk boundaries of the ceiling-free cost 2 e c (S-units) "
+                 "for every L <= L_max; compare the minimum with L (L + t*_lcm) at every multiple of "
+                 "t*_lcm of every GPU preset.")
+def appB_Ij_optimal_relaxed(fast: bool) -> Result:
+    L_max = dp_range(fast)
+    dp = relaxed_dp(L_max)
+    L = np.arange(L_max + 1)
+    closed_relaxed = L * (L + 1)
+    exact_form = bool(np.array_equal(dp.f, closed_relaxed))
+    lcms = sorted({get_gpu(g).optimal_tile().t_lcm for g in gpus()})
+    below = {}
+    for t in lcms:
+        mult = np.arange(t, L_max + 1, t)
+        below[t] = (mult, mult[dp.f[mult] < mult * (mult + t)])
+    if all(b.size == 0 for _, b in below.values()):
+        return Result(Verdict.PASS, "chunks of t*_lcm are optimal in the relaxation",
+                      coverage=f"L <= {L_max}, t*_lcm in {lcms}")
+    t = next(t for t in lcms if below[t][1].size)
+    mult, below = below[t]
+    L0 = int(below[0])
+    cex = {"t*_lcm": t, "L_P": L0, "optimal chunking": f"{len(dp.chunks(L0))} chunks of size 1",
+           "its cost (S-units)": int(dp.f[L0]), "I_j's cost L(L + t*_lcm)": int(L0 * (L0 + t)),
+           "smallest L overall": int(np.flatnonzero(dp.f[1:] < L[1:] * (L[1:] + t))[0] + 1),
+           "cost at L = 1": int(dp.f[1]), "I_j-type cost L(L + t*_lcm) at L = 1": 1 + t}
+    return Result(Verdict.FAIL,
+                  "the relaxation's optimum is chunk size 1 with cost exactly L(L+1) < L(L+t*_lcm) for "
+                  f"every L >= 1 (exact DP, L <= {L_max})", counterexample=cex,
+                  evidence={"DP minimum equals L(L+1) for all L <= L_max": exact_form,
+                            "every multiple of t*_lcm is a counterexample": bool(below.size == mult.size)})
+
+
+def ceiling_gap(gpu_key: str, L_max: int) -> dict:
+    """DP minimum with ceilings (at t*, and over all tiles) vs Eq. 12's closed form, for one GPU."""
+    g = get_gpu(gpu_key)
+    t = g.optimal_tile()
+    at_t, over = gpu_dp(gpu_key, L_max)
+    mult = np.arange(t.t_lcm, L_max + 1, t.t_lcm)
+    closed = closed_form_units(mult, t)
+    below_t = mult[at_t.f[mult] < closed]
+    L_all = np.arange(1, L_max + 1)
+    below_any = L_all[at_t.f[1:] < closed_form_units(L_all, t)]
+    tiles = t_star_first(g)
+    sample = t.t_lcm * np.array([1, 2, 4, 8])
+    L0 = int(below_t[0]) if below_t.size else None
+    out = {"t*": str(t), "t*_lcm": t.t_lcm,
+           "multiples of t*_lcm where min < closed form": f"{below_t.size} of {mult.size}",
+           "ratio min/closed at t* (L = t*_lcm, 2 t*_lcm, 4 t*_lcm, 8 t*_lcm)":
+               [round(float(at_t.f[x] / closed_form_units(x, t)), 5) for x in sample if x <= L_max],
+           "ratio min over tiles/closed (same L)":
+               [round(float(over.f[x] / closed_form_units(x, t)), 5) for x in sample if x <= L_max],
+           "smallest L (any) with min < closed form": int(below_any[0]) if below_any.size else None}
+    if L0 is not None:
+        out |= {"L_P": L0, "optimal chunking at t*": at_t.chunks(L0), "its cost (S-units)": int(at_t.f[L0]),
+                "closed form L(L + t*_lcm)": int(closed_form_units(L0, t)),
+                "I_j (chunks of t*_lcm) cost at t* (S-units)":
+                    int(sum(chunk_cost_units(i + c - 1, c, t) for i, c in
+                            [(1 + k * t.t_lcm, t.t_lcm) for k in range(L0 // t.t_lcm)])),
+                "optimal chunking over all tiles": over.chunks(L0),
+                "its tiles (K^T Q, V P)": [(str(tiles[a]), str(tiles[b])) for a, b in over.tiles_used(L0)],
+                "cost over tiles (S-units)": round(float(over.f[L0]), 3)}
+    return out
+
+
+@register("appB.Ij_optimal_ceil", location="Appendix B.1, I_j and Eq. 12 (as used by Theorem 1 and RAD)",
+          items=("Eq. 6", "Eq. 12", "Assumption 1"),
+          claim="With Eq. 6's ceilings (the real model), chunks of t*_lcm at tile t* are the cheapest way "
+                "to prefill a prompt of length L^P = m t*_lcm: no chunking costs less than Eq. 12's "
+                "N d L^P (L^P + t*_lcm) / (s mu t*_row t*_col t*_red).",
+          method="Exact integer DP over all chunk boundaries of Eq. 6 at t* (S-units), for every L <= 8192 "
+                 "(1024 fast), per GPU preset; and a float DP where each GeMM takes its fastest tile of the "
+                 "GPU's set (is t* even the right tile?). Compare with the closed form at every L.")
+def appB_Ij_optimal_ceil(fast: bool) -> Result:
+    L_max = dp_range(fast)
+    per_gpu = {g: ceiling_gap(g, L_max) for g in gpus()}
+    first = next((g for g in gpus() if per_gpu[g].get("L_P") is not None), None)
+    if first is None:
+        return Result(Verdict.PASS, "no chunking beats the closed form",
+                      coverage=f"every L <= {L_max}, {len(gpus())} GPU presets")
+    keys = ("t*", "t*_lcm", "L_P", "optimal chunking at t*", "its cost (S-units)",
+            "closed form L(L + t*_lcm)", "I_j (chunks of t*_lcm) cost at t* (S-units)")
+    cex = {"gpu": first, **{k: per_gpu[first][k] for k in keys},
+           "units": "S = N d / (s mu(t*) t*_row t*_col t*_red), Eq. 12's prefactor (any model, any mu)"}
+    n_fail = sum(per_gpu[g].get("L_P") is not None for g in gpus())
+    over = per_gpu[first]["cost over tiles (S-units)"]
+    return Result(Verdict.FAIL,
+                  f"on {n_fail}/{len(gpus())} GPU presets a chunking beats Eq. 12 at t* (e.g. {first}: "
+                  f"{cex['optimal chunking at t*']} costs {cex['its cost (S-units)']} < "
+                  f"{cex['closed form L(L + t*_lcm)']}); chunks of t*_col avoid padding in K^T Q's rows; "
+                  f"with each GeMM on its best tile of the set (not always t*) the least cost is {over}",
+                  counterexample=cex, evidence={f"per GPU (L <= {L_max})": per_gpu})
+
+
+# --- Eq. 11 = Eq. 12 ------------------------------------------------------------------------
+
+
+def eq12_prefill_term(L, t_lcm):
+    """Eq. 12's prefill-attention factor L (L + t*_lcm)."""
+    return L * (L + t_lcm)
+
+
+def eq11_eq12_core(closed=eq12_prefill_term, fast: bool = True) -> tuple[bool, dict | None, int]:
+    """Eq. 11 (the sum over the corrected I_j) == Eq. 12, symbolically for the attention term
+    (with m chunks symbolic), and numerically exact with theory.symbolic for each GPU preset."""
+    m, k, t, tr, tc, tk, d = sp.symbols("m k t t_row t_col t_red d", integer=True, positive=True)
+    L = m * t
+    e = 1 + k * t + t - 1  # last token of chunk k
+    term = sp.summation(e / tr * t / tc * d / tk + d / tr * t / tc * e / tk, (k, 0, m - 1))
+    if sp.simplify(term - d / (tr * tc * tk) * closed(L, t)) != 0:
+        return False, {"reason": "Eq. 11's attention sum != Eq. 12's term (symbolic)"}, 1
+    n = 1
+    lengths = [(256, 1), (512, 3)] if fast else [(256, 1), (512, 3), (1024, 7), (2048, 2)]
+    for g in gpus()[: 2 if fast else None]:
+        scm = SymbolicCostModel.from_cost_model(cost_model(g))
+        for l_P, l_D in lengths:
+            n += 1
+            eq11 = scm.T_star_R(l_P, l_D)
+            t_ = scm.tiles[0]
+            lcm = sp.ilcm(*t_[:3])
+            prefactor = scm.N * scm.d_pre / (scm.s * t_[3] * t_[0] * t_[1] * t_[2])
+            mutation = l_P * (l_P + lcm) - closed(sp.Integer(l_P), lcm)  # 0 for the printed closed form
+            eq12 = scm.T_star_R_closed(l_P, l_D) - prefactor * mutation
+            if sp.simplify(eq11 - eq12) != 0:
+                return False, {"gpu": g, "L_P": l_P, "L_D": l_D}, n
+    return True, None, n
+
+
+@register("eq11_eq12.closed_form", location="Appendix B.1, Eq. 11 = Eq. 12",
+          items=("Eq. 11", "Eq. 12"),
+          claim="Summing the ceiling-free attention of Eq. 11 over I_j (chunks of t*_lcm) gives Eq. 12's "
+                "N d L^P (L^P + t*_lcm) / (s mu t*_row t*_col t*_red); the other terms are identical.",
+          method="sympy summation with the number of chunks m symbolic; then exact rationals of Eq. 11 and "
+                 "Eq. 12 (theory.symbolic) for several (L^P, L^D) on the GPU presets.")
+def eq11_eq12_closed_form(fast: bool) -> Result:
+    ok, bad, n = eq11_eq12_core(fast=fast)
+    if not ok:
+        return Result(Verdict.FAIL, "Eq. 11 != Eq. 12", counterexample=bad)
+    return Result(Verdict.PASS, "Eq. 11 = Eq. 12 (over the corrected I_j, see appB.Ij_indices)",
+                  coverage=f"symbolic in m, tiles, d; {n - 1} exact numeric (GPU, L^P, L^D) cases")
+
+
+# --- Proposition 1 ---------------------------------------------------------------------------
+
+
+def prop1_counterexample(gpu_key: str, model: str = PAPER_MODEL, L_D: int = 1) -> dict:
+    """An explicit schedule of t*_col requests (L^P = t*_lcm, L^D = ``L_D``) on one node whose
+    Eq. 7 time (every GeMM on t*, exact rationals) is below sum_j T*_R(j) (Eq. 12)."""
+    cm = t_star_cost_model(gpu_key, model)
+    t = cm.t_star
+    at_t, _ = gpu_dp(gpu_key, t.t_lcm)
+    chunks = at_t.chunks(t.t_lcm)
+    scm = SymbolicCostModel.from_cost_model(cm)
+    batches = grouped_schedule(t.t_lcm, L_D, chunks, t.t_col)
+    distinct = {(tuple(p), tuple(d)) for p, d in batches}
+    cost_of = {b: scm.T_batch(prefill=b[0], decode=b[1]) for b in distinct}
+    total = sp.Add(*[cost_of[(tuple(p), tuple(d))] for p, d in batches])
+    bound = t.t_col * scm.T_star_R_closed(t.t_lcm, L_D)
+    return {"gpu": gpu_key, "model": model, "mode": "paper", "tile": f"t* = {t} only (Eq. 7's common tile)",
+            "r": 1, "k requests": t.t_col, "L_P": t.t_lcm, "L_D": L_D, "chunks per prompt": chunks,
+            "schedule": f"each prompt alone in chunks {chunks} (tau multiple of t*_col), then {L_D} "
+                        f"batch(es) of {t.t_col} decodes",
+            "schedule time (s)": float(total), "(1/r) sum_j T*_R(j) (s)": float(bound),
+            "schedule below bound": bool(bound - total > 0),
+            "relative gap": float((bound - total) / bound)}
+
+
+def corrected_bound_holds(L_max: int) -> tuple[bool, dict]:
+    """The corrected Proposition 1 (L^P (L^P + 1) for L^P (L^P + t*_lcm)) is a lower bound: the
+    relaxation's exact optimum is L(L+1), and every GPU's ceiling DP over all tiles is >= it."""
+    L = np.arange(L_max + 1)
+    ok = bool(np.array_equal(relaxed_dp(L_max).f, L * (L + 1)))
+    worst = {}
+    for g in gpus():
+        over = gpu_dp(g, L_max)[1].f
+        ratio = over[1:] / (L[1:] * (L[1:] + 1))
+        worst[g] = round(float(ratio.min()), 6)
+        ok &= bool(np.all(ratio >= 1 - 1e-12))
+    return ok, worst
+
+
+@register("prop1.drain_lower_bound", location="Appendix B.1, Proposition 1",
+          items=("Proposition 1", "Eq. 10", "Eq. 11"),
+          claim="Any planner and scheduler need at least (1/r) sum_j T*_R(j) (Eq. 12) to serve k requests.",
+          method="Build an explicit schedule on one node (t*_col requests with L^P = t*_lcm, each prompt in "
+                 "the DP-optimal chunks at t*, decodes in full batches), time it with Eq. 7 at t* in exact "
+                 "rationals (theory.symbolic), compare with sum_j T*_R(j); check the corrected bound "
+                 "against the relaxation and the ceiling DP of every GPU.")
+def prop1_drain_lower_bound(fast: bool) -> Result:
+    L_max = dp_range(fast)
+    cexs = {g: prop1_counterexample(g) for g in (gpus()[:1] if fast else gpus())}
+    broken = [g for g, c in cexs.items() if c["schedule below bound"]]
+    ok, worst = corrected_bound_holds(L_max)
+    cex = cexs[broken[0]] if broken else {}
+    return Result(judged(not broken, ok),
+                  f"an explicit schedule finishes below (1/r) sum_j T*_R(j) on {len(broken)}/{len(cexs)} GPU "
+                  "presets checked; Eq. 12's L(L + t*_lcm) must be L(L + 1)",
+                  counterexample=cex,
+                  correction="T*_R(j) with L_j^P (L_j^P + 1) in place of L_j^P (L_j^P + t*_lcm): the minimum "
+                             "of Eq. 10's ceiling-free bound over all chunkings (chunk size 1)",
+                  correction_check=f"exact DP: the relaxation's minimum is L(L+1) for all L <= {L_max}; the "
+                                   f"ceiling DP over every GPU's tile set is >= L(L+1) (min ratio per GPU: "
+                                   f"{worst})",
+                  evidence={"counterexamples": cexs})
+
+
+# --- Proposition 2 ---------------------------------------------------------------------------
+
+
+def eq12_vectorised(cm, L_P, L_D) -> np.ndarray:
+    """Eq. 12 per request, written out term by term (independent of theory.bounds)."""
+    t = cm.t_star
+    tot = (L_P + L_D).astype(float)
+    S = cost.decode_prefix(cm, int((L_P + L_D).max()))
+    return (tot / (cm.mu_Lin[0] * t.t_col) + tot / cm.mu_nLin + cm.N * (S[L_P + L_D] - S[L_P])
+            + cm.N * cm.d_pre / (cm.s * cm.mu[0] * t.t_row * t.t_col * t.t_red) * L_P * (L_P + t.t_lcm))
+
+
+@register("prop2.slln_mean", location="Appendix B.1, Proposition 2; Appendix B.3 step (a) of Eq. 15",
+          items=("Proposition 2", "Eq. 15"),
+          claim="(1/k) sum_j T*_R(j) -> T_bar^R a.s., i.e. T_bar^R (Theorem 1) is E[T*_R] with T*_R from "
+                "Eq. 12.",
+          method="sympy: the pmf-mean of Eq. 12 over K symbolic support points equals Theorem 1's T_bar^R "
+                 "with E over the same points; numerically, theory.bounds.T_bar_R vs the pmf-mean of Eq. 12 "
+                 "on the padded paper workloads; a seeded sample mean of 10^5 T*_R within 4 standard errors.")
+def prop2_slln_mean(fast: bool) -> Result:
+    K = 3
+    p = sp.symbols(f"p0:{K}", positive=True)
+    lp = sp.symbols(f"lp0:{K}", positive=True)
+    ld = sp.symbols(f"ld0:{K}", positive=True)
+    dsa = sp.symbols(f"dsa0:{K}", positive=True)
+    muL, tc, mun, N, d, s, mu, tr, tk, t = sp.symbols("mu_Lin t_col mu_nLin N d s mu t_row t_red t_lcm",
+                                                       positive=True)
+
+    def T_star(a, b, z):
+        return (a + b) / (muL * tc) + (a + b) / mun + N * z + N * d / (s * mu * tr * tc * tk) * a * (a + t)
+
+    mean = sp.Add(*[p[j] * T_star(lp[j], ld[j], dsa[j]) for j in range(K)])
+    E = lambda f: sp.Add(*[p[j] * f(j) for j in range(K)])  # noqa: E731
+    E_total = E(lambda j: lp[j] + ld[j])
+    T_bar = (E_total / (muL * tc) + E_total / mun + N * E(lambda j: dsa[j])
+             + N * d / (s * mu * tr * tc * tk) * E(lambda j: lp[j] * (lp[j] + t)))
+    symbolic_ok = sp.expand(mean - T_bar) == 0
+    numeric = {}
+    cm = cost_model("a100")
+    for wn in PAPER_WORKLOADS[: 1 if fast else None]:
+        w = workload(wn).padded(cm.t_lcm)
+        mean_eq12 = float(np.dot(w.p, eq12_vectorised(cm, w.L_P, w.L_D)))
+        numeric[wn] = (mean_eq12, T_bar_R(cm, w))
+    numeric_ok = all(math.isclose(a, b, rel_tol=1e-9) for a, b in numeric.values())
+    w = workload("table1").padded(cm.t_lcm)
+    lp_s, ld_s = w.sample(100_000, np.random.default_rng(2025))
+    x = eq12_vectorised(cm, lp_s, ld_s)
+    se = x.std(ddof=1) / math.sqrt(x.size)
+    target = T_bar_R(cm, w)
+    slln_ok = abs(x.mean() - target) <= 4 * se
+    if not (symbolic_ok and numeric_ok and slln_ok):
+        return Result(Verdict.FAIL, "T_bar^R is not the mean of Eq. 12",
+                      counterexample={"symbolic": symbolic_ok, "numeric": numeric, "sample mean": x.mean(),
+                                      "T_bar^R": target, "4 s.e.": 4 * se})
+    return Result(Verdict.PASS, "T_bar^R is exactly the pmf-mean of Eq. 12; a seeded sample mean agrees",
+                  coverage=f"symbolic (3 support points); a100/{list(numeric)} padded, rel 1e-9; 10^5 seeded "
+                           f"samples of table1+pad: |mean - T_bar^R| = {abs(x.mean() - target):.3g} s <= 4 "
+                           f"s.e. = {4 * se:.3g} s (an illustration of the a.s. limit, not a proof)")
+
+
+# --- Eq. 13 -------------------------------------------------------------------------------------
+
+
+def described_worst_case(cm, l_P: int, l_D: int) -> tuple[float, str]:
+    """The schedule Eq. 13's text describes -- prompt in chunks of 1, every iteration alone -- timed
+    by Eq. 7 with one tile for all GeMMs; the max over tiles (as Eq. 13 maxes over tiles)."""
+    i = np.arange(1, l_P + 1)
+    j = np.arange(l_P + 1, l_P + l_D + 1)
+    decode = cm.N * float(cost.T_D_SA(cm, j).sum()) if l_D else 0.0
+    best, which = -1.0, ""
+    for k, t in enumerate(cm.tiles):
+        lin = float(cost.T_Lin(cm, 1, tile=k))
+        attention = float(cost.T_P_SA(cm, i, np.ones_like(i), tile=k).sum())
+        total = (l_P + l_D) * (lin + 1 / cm.mu_nLin) + attention + decode
+        if total > best:
+            best, which = total, str(t)
+    return best, which
+
+
+def rad_alone(cm_star, l_P: int, l_D: int) -> float:
+    """One request processed alone by RAD: prompt in chunks of t*_lcm, then decodes one by one."""
+    j = np.arange(l_P + 1, l_P + l_D + 1)
+    lin1 = float(cost.T_Lin(cm_star, 1))
+    return (float(cost.chunked_prefill_time(cm_star, [l_P], cm_star.t_lcm)[0])
+            + l_D * (lin1 + 1 / cm_star.mu_nLin) + cm_star.N * float(cost.T_D_SA(cm_star, j).sum()))
+
+
+@register("eq13.tmax", location="Appendix B.2, Eq. 13 (and Theorem 2's T^max)",
+          items=("Eq. 13",),
+          claim="T^max is the time of the worst way to serve a request -- maximal lengths, prefill in "
+                "chunks of 1 without batching, decodes without batching -- so no request needs longer.",
+          method="Time the described schedule with Eq. 7 (chunk-1 prefill iterations via Eq. 6, one tile "
+                 "for all GeMMs, max over tiles) and compare with T^max (theory.bounds.T_max, which prices "
+                 "prompt tokens as decode GeMVs), for every GPU x model x mode and lengths (1,1), Table 1 "
+                 "and sharegpt4 maxima; then RAD's own processing of one request alone vs T^max.")
+def eq13_tmax(fast: bool) -> Result:
+    cases, first_bad, rad_ok, worst_rad = 0, None, True, 0.0
+    lengths = [(1, 1), (256, 1)] + [(workload(w).l_P_max, workload(w).l_D_max) for w in PAPER_WORKLOADS]
+    for g in gpus()[: 3 if fast else None]:
+        for mk in models()[: 2 if fast else None]:
+            for mode in ("paper", "real"):
+                cm, cm_star = cost_model(g, mk, mode), t_star_cost_model(g, mk, mode)
+                for l_P, l_D in lengths:
+                    cases += 1
+                    tm = T_max(cm, l_P, l_D)
+                    desc, tile = described_worst_case(cm, l_P, l_D)
+                    if desc > tm and first_bad is None:
+                        first_bad = {"gpu": g, "model": mk, "mode": mode, "l_P,max": l_P, "l_D,max": l_D,
+                                     "tile": tile, "described schedule (s)": desc, "T^max (s)": tm,
+                                     "excess": f"{desc / tm - 1:.3%}"}
+                    ra = rad_alone(cm_star, l_P, l_D)
+                    worst_rad = max(worst_rad, ra / tm)
+                    rad_ok &= ra <= tm
+    i = np.array([1, 64, 1024, 8192])
+    per_token = {}
+    for mode in ("paper", "real"):
+        cm = cost_model("a100", PAPER_MODEL, mode)
+        ratio = cost.T_P_SA(cm, i, np.ones_like(i)) / (cm.N * cost.T_D_SA(cm, i))
+        per_token[mode] = ratio.round(3).tolist()
+    return Result(judged(first_bad is None, rad_ok),
+                  "the described chunk-1 schedule costs more than T^max: T^max prices the prompt tokens "
+                  "with the decode GeMV cost T^{D,SA}(i), not with Eq. 6's chunk-1 GeMMs",
+                  counterexample=first_bad or {},
+                  correction="T^max is not the time of the schedule the text describes (that needs Eq. 6 "
+                             "for the prompt tokens); what Lemma 1 and Lemma 4 use -- that a request served "
+                             "alone by RAD finishes within T^max -- holds",
+                  correction_check=f"RAD alone (t*_lcm chunks at t*, decodes one by one, Eq. 7) <= T^max on "
+                                   f"all {cases} cases; largest ratio {worst_rad:.4f}"
+                                   + (" (fast subset)" if fast else ""),
+                  evidence={"a100: Eq. 6 of PI(R, i, 1) (best tile) / N T^{D,SA}(i) at i = 1, 64, 1024, 8192":
+                            per_token})
+
+
+# --- Lemma 1 and Eq. 14-16 ----------------------------------------------------------------------
+
+
+@register("lemma1.case_split", location="Appendix B.2, Lemma 1 and its proof",
+          items=("Lemma 1",),
+          claim="The proof by contradiction covers every case: first (1/r) sum T*_R <= t, then (as printed) "
+                "again (1/r) sum T*_R <= t; and its chain t + Q T^max < ... < (1/r) sum T*_R is strict.",
+          method="Evaluate the printed case conditions on x = (1/r) sum T*_R - t in {-1, 0, 1} and find the "
+                 "uncovered case; sympy: the chain's last step t + ((1/r) sum - t)/T^max * T^max "
+                 "simplifies to (1/r) sum (an equality, printed '<').")
+def lemma1_case_split(fast: bool) -> Result:
+    cases_printed = [lambda x: x <= 0, lambda x: x <= 0]
+    cases_fixed = [lambda x: x <= 0, lambda x: x > 0]
+    xs = [Fraction(-1), Fraction(0), Fraction(1)]
+    uncovered = [x for x in xs if not any(c(x) for c in cases_printed)]
+    fixed_ok = all(any(c(x) for c in cases_fixed) for x in xs)
+    S, t, T = sp.symbols("S t T_max", positive=True)
+    last_step = sp.simplify(t + (S - t) / T * T - S)
+    return Result(judged(not uncovered, fixed_ok),
+                  "the second case repeats '<=' instead of '>': the case (1/r) sum T*_R > t (the one the "
+                  "argument is about) is never stated; the chain's last '<' is an '='",
+                  counterexample={"x = (1/r) sum T*_R - t": str(uncovered[0]) if uncovered else None,
+                                  "printed cases": ["x <= 0", "x <= 0"],
+                                  "chain's last step minus right side (sympy)": str(last_step)},
+                  correction="'Consider (1/r) sum_{j <= A(t)} T*_R(j) > t'; and '= (1/r) sum T*_R' in the "
+                             "last step (the strict '<' comes from Q(t) < ...)",
+                  correction_check="the corrected cases x <= 0, x > 0 cover x in {-1, 0, 1} (all signs); the "
+                                   "contradiction then holds with Proposition 1 (itself needing the "
+                                   "correction of prop1.drain_lower_bound)")
+
+
+@register("eq14.poisson_slln", location="Appendix B.3, Eq. 14",
+          items=("Eq. 14",),
+          claim="A(t)/t -> lambda almost surely for a Poisson process of rate lambda.",
+          method="none")
+def eq14_poisson_slln(fast: bool) -> Result:
+    return not_checkable("it is the strong law of large numbers for a Poisson process (a theorem about "
+                         "almost-sure limits); no finite computation can refute it")
+
+
+@register("eq15.subsequence", location="Appendix B.3, Eq. 15",
+          items=("Eq. 15",),
+          claim="(1/A(t)) sum_{j <= A(t)} T*_R(j) -> T_bar^R a.s., since A(t) -> infinity a.s.",
+          method="none (its algebraic ingredient, T_bar^R = E[T*_R], is prop2.slln_mean)")
+def eq15_subsequence(fast: bool) -> Result:
+    return not_checkable("it composes two almost-sure limits (A(t) -> infinity and the SLLN of "
+                         "Proposition 2); the identity it relies on, E[T*_R] = T_bar^R, is checked by "
+                         "prop2.slln_mean")
+
+
+@register("eq16.product_of_limits", location="Appendix B.3, Eq. 16 and the definition of alpha",
+          items=("Eq. 16", "Theorem 1"),
+          claim="(1/t) sum_{j<=A(t)} T*_R(j) = (sum/A(t)) (A(t)/t) -> lambda T_bar^R, and then "
+                "lim Q(t)/t >= (lambda T_bar^R / r - 1)/T^max = alpha > 0 when lambda T_bar^R > r.",
+          method="sympy: the factorisation is an identity, the product of the limits is lambda T_bar^R, "
+                 "alpha follows by substitution, and alpha > 0 iff lambda T_bar^R > r.")
+def eq16_product_of_limits(fast: bool) -> Result:
+    S, A, t, lam, Tb, r, Tm = sp.symbols("S A t lambda T_bar r T_max", positive=True)
+    ok = sp.simplify(S / A * (A / t) - S / t) == 0
+    alpha = ((lam * Tb) / r - 1) / Tm
+    bound = (1 / r * (lam * Tb) - 1) / Tm
+    ok &= sp.simplify(alpha - bound) == 0
+    ok &= sp.solve_univariate_inequality(alpha > 0, lam, relational=False) == sp.Interval.open(r / Tb, sp.oo)
+    if not ok:
+        return Result(Verdict.FAIL, "the algebra of B.3 does not hold", counterexample={"alpha": str(alpha)})
+    return Result(Verdict.PASS, "the algebra of Eq. 16 and alpha is exact",
+                  coverage="symbolic (all positive S, A, t, lambda, T_bar, r, T^max)")
+
+
+@register("thm1.proof_reference", location="Appendix B.3, 'From Eq. 1 we have ...'",
+          items=("Theorem 1",),
+          claim="The inequality (1/t) Q(t) >= ((1/r)(1/t) sum T*_R - 1)/T^max follows from Eq. 1.",
+          method="sympy: the inequality is Lemma 1's bound divided by t; Eq. 1 (y = V softmax(K^T q / "
+                 "sqrt(d))) contains no inequality and no Q(t).")
+def thm1_proof_reference(fast: bool) -> Result:
+    S, t, r, Tm, Q = sp.symbols("S t r T_max Q", positive=True)
+    y, V, K, q, d = sp.symbols("y V K q d")
+    eq1 = sp.Eq(y, V * sp.Function("softmax")(K * q / sp.sqrt(d)))  # Eq. 1, schematically
+    printed = sp.GreaterThan(Q / t, (S / (r * t) - 1) / Tm)
+    shares_symbols = bool(eq1.free_symbols & printed.free_symbols)
+    lemma1 = (S / r - t) / Tm
+    from_lemma1 = sp.simplify(lemma1 / t - printed.rhs) == 0
+    return Result(judged(shares_symbols, from_lemma1),
+                  "the step cites Eq. 1 (the attention formula); it is Lemma 1 divided by t",
+                  counterexample={"cited": "Eq. 1: y = V softmax(K^T q / sqrt(d))", "needed": "Lemma 1",
+                                  "symbols shared by Eq. 1 and the inequality": sorted(
+                                      map(str, eq1.free_symbols & printed.free_symbols))},
+                  correction="'From Lemma 1 we have ...'",
+                  correction_check="sympy: Lemma 1's bound (S/r - t)/T^max divided by t equals the printed "
+                                   "right side (S/(r t) - 1)/T^max")

@@ -1,0 +1,128 @@
+"""Checks of Section 5: what practical schedulers keep and lose of RAD's two design principles.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Section 5, Algorithm 1, Algorithm 4 (Sarathi-Serve), Algorithm 5.
+"""
+
+from __future__ import annotations
+
+from paper_checks.common import PAPER_MODEL, cost_model, gpus
+from paper_checks.pseudocode import instances, rad
+from paper_checks.registry import Result, Verdict, pending, register
+from theory import cost
+
+
+def sarathi_batches(t_lcm: int, budget: int, step: int, starts) -> list[tuple[int, int, int]]:
+    """Batches a token budget forms (Algorithm 4): |D| decodes, then one chunk (i, budget - |D|) of a
+    prompt already prefilled up to i - 1, as ``(n_decodes, i, c)``."""
+    return [(nd, i0 + 1, budget - nd) for nd in range(0, budget, step) for i0 in starts]
+
+
+@register("sec5.sarathi_tiling", location="Section 5: 'Sarathi-serve maintains optimal resource allocation "
+                                          "but sacrifices optimal GeMM tiling'",
+          items=("Algorithm 4",),
+          claim="Filling a token budget (a multiple of t*_col) with decodes and then prefill chunks does not "
+                "guarantee optimal tiling, because the chunk size is not forced to a multiple of t*_lcm; "
+                "chunks that are multiples of t*_lcm (aligned) are optimally tiled.",
+          method="theory.cost.tiling_efficiency of every batch Algorithm 4 forms with tau_budget = 512 (also "
+                 "256, 1024 in the full run): |D| decodes and one chunk of tau_budget - |D| tokens starting "
+                 "after 0..2048 prefilled tokens, on every GPU preset (Mistral-7B, paper mode).")
+def sec5_sarathi_tiling(fast: bool) -> Result:
+    budgets = (512,) if fast else (256, 512, 1024)
+    starts = (0, 256, 1000) if fast else (0, 128, 256, 384, 512, 1000, 2048)
+    step = 8 if fast else 1
+    rows, ok_exists, ok_aligned, n_ties = {}, True, True, 0
+    for g in gpus():
+        cm = cost_model(g, PAPER_MODEL)
+        t = cm.t_star
+        for budget in budgets:
+            n_bad = n_all = 0
+            exceptions = []
+            for nd, i, c in sarathi_batches(t.t_lcm, budget, step, starts):
+                eff = cost.tiling_efficiency(cm, cost.Batch.of(prefill=[(i, c)], decode=[i + c] * nd))
+                aligned = c % t.t_lcm == 0 and (i - 1) % t.t_lcm == 0
+                n_all += 1
+                n_bad += eff < 1 - 1e-9
+                if aligned and eff < 1 - 1e-9:
+                    ok_aligned = False
+                if not aligned and eff >= 1 - 1e-9:
+                    n_ties += 1
+                    if len(exceptions) < 3:
+                        exceptions.append({"decodes": nd, "chunk": (i, c), "efficiency": eff})
+            ok_exists &= n_bad > 0
+            rows[f"{g}/budget {budget}"] = {"batches": n_all, "not optimally tiled": n_bad,
+                                            "optimally tiled without aligned t*_lcm chunks "
+                                            "(ties)": exceptions}
+    if not (ok_exists and ok_aligned):
+        return Result(Verdict.FAIL, "a budget-formed batch contradicts the claim",
+                      counterexample={"some GPU has no sub-optimal batch": not ok_exists,
+                                      "an aligned t*_lcm chunk is "
+                                      "sub-optimal": not ok_aligned}, evidence=rows)
+    return Result(Verdict.PASS, "every GPU has budget-formed batches below optimal tiling; aligned t*_lcm "
+                                f"chunks are optimally tiled ({n_ties} other batches reach it too, on tiles "
+                                "tied with t*)",
+                  coverage=f"{len(gpus())} GPUs x budgets {budgets}, |D| step {step}, prefilled offsets "
+                           f"{starts}",
+                  evidence=rows)
+
+
+@register("sec5.rad_tbt", location="Section 5: 'in every batch of t*_col decode-iterations, one or more "
+                                   "requests generate their stop token ... RAD has to complete "
+                                   "prefill-phases of an equal number of new requests in between'",
+          items=("Algorithm 1",),
+          claim="After a decode batch in which k requests stop, RAD (if requests wait and the cycle has "
+                "room) completes k prefills before the next decode batch.",
+          method="Literal RAD on every small instance (<= 4 requests at time 0, lengths 1..3, t*_col 1..3, n "
+                 "1..4): after each decode batch with k stops, count the prefill completions before the next "
+                 "decode batch and compare with min(k, waiting requests, n - requests_in_cycle).")
+def sec5_rad_tbt(fast: bool) -> Result:
+    n_events = 0
+    for t_col in (1, 2, 3):
+        for n in range(1, 5):
+            for reqs in instances(3 if fast else 4, (1, 2), (1, 2, 3), staggers=(0.0,)):
+                run = rad(reqs, n=n, t_col=t_col, t_lcm=1)
+                b = run.batches
+                for k, ((_, end, its), st) in enumerate(zip(b, run.states, strict=True)):
+                    if st["kind"] != "decode":
+                        continue
+                    stops = sum(1 for it in its if run.done.get(it[1]) == end)
+                    if not stops or stops == len(its):
+                        continue  # no stop, or D emptied: the cycle ended
+                    nxt = next((j for j in range(k + 1, len(b)) if run.states[j]["kind"] == "decode"), len(b))
+                    prefills = len({it[1] for _, _, its2 in b[k + 1:nxt] for it in its2})
+                    waiting = sum(1 for r in reqs if all(it[1] != r.rid for _, _, x in b[:k + 1] for it in x))
+                    expected = min(stops, waiting, n - st["ric"])
+                    n_events += 1
+                    if prefills != expected:
+                        return Result(Verdict.FAIL, "RAD does not refill D after stops as described",
+                                      counterexample={"t_col": t_col, "n": n,
+                                                      "requests": [(r.L_P, r.L_D) for r in reqs],
+                                                      "batch": k, "stops": stops, "prefills": prefills,
+                                                      "expected": expected})
+    return Result(Verdict.PASS, "after k stops RAD completes min(k, waiting, n - requests_in_cycle) prefills "
+                                "before decoding again (so the other requests' TBT includes those prefills)",
+                  coverage=f"{n_events} decode batches with stops in literal RAD runs")
+
+
+@register("sec5.request_level_throughput", location="Section 1.1.2 and Section 5 (request-level batching)",
+          items=("Algorithm 3",),
+          claim="Request-level batching loses throughput when total lengths are imbalanced.",
+          method="simulated stability boundary of Algorithm 3 vs lambda*")
+def sec5_request_level(fast: bool) -> Result:
+    return pending("the batch simulator (stability/schedulers/request_level.py) and region sweeps",
+                   "sweep lambda for Algorithm 3 on table1/sharegpt4 and compare its empirical stability "
+                   "boundary with lambda* and RAD's")
+
+
+@register("sec5.distserve_throughput", location="Section 5: 'Distserve ... sacrifices optimal resource "
+                                                "allocation'",
+          items=("Algorithm 5",),
+          claim="Static prefill/decode partitioning loses throughput when the prefill/decode work mix "
+                "differs from the partition.",
+          method="simulated stability boundary of Algorithm 5 for each static split vs lambda*")
+def sec5_distserve(fast: bool) -> Result:
+    return pending("the batch simulator (stability/schedulers/distserve.py) and region sweeps",
+                   "for r nodes and every split (r_P prefill nodes, r - r_P decode nodes) find the empirical "
+                   "stability boundary on short-prompt/long-output and long-prompt/short-output workloads; "
+                   "compare with lambda* = r / T_bar^R")

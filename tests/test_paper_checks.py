@@ -1,0 +1,433 @@
+"""paper_checks: every FAIL/ERRATUM replayed independently, mutations turn checks to FAIL, the runner.
+
+(a) Each finding is replayed by a computation that does not go through the check's own code path:
+theory.cost batch times, brute force over all chunkings, plain arithmetic, hand-written traces of
+the pseudo-code. (b) A deliberate error planted in a formula (or a theory function) turns the
+corresponding check to FAIL. (c) ``llmq check`` exit codes and ``--expect``. (d) The report
+accounts for every numbered item of the paper.
+"""
+
+import itertools
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import paper_checks.algorithms as algorithms
+import paper_checks.appendix_b as appendix_b
+import paper_checks.section3_model as section3
+import paper_checks.section4_theorems as section4
+from llmq.cli import main
+from paper_checks import chunking, pseudocode
+from paper_checks.appendix_c import toy_cost_model
+from paper_checks.common import cost_model, t_star_cost_model
+from paper_checks.items import PAPER_ITEMS
+from paper_checks.registry import _REGISTRY, Check, Result, Verdict, all_checks, get_check
+from paper_checks.report import to_markdown
+from paper_checks.runner import run_checks
+from theory import cost
+from theory.bounds import T_bar_R, T_max, n_threshold
+from theory.errors import UnknownNameError
+from theory.hardware import Tile, get_gpu
+from theory.models import get_model
+from theory.workload import get_workload, sharegpt4_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED = json.loads((ROOT / "paper_checks" / "verdicts.json").read_text())
+
+
+def compositions(L):
+    """All chunkings of 1..L as [(i, c), ...]."""
+    for cuts in itertools.product((0, 1), repeat=L - 1):
+        chunks, start = [], 1
+        for k, cut in enumerate(cuts, start=1):
+            if cut:
+                chunks.append((start, k - start + 1))
+                start = k + 1
+        chunks.append((start, L - start + 1))
+        yield chunks
+
+
+def eq12_prefill_seconds(cm, L):
+    t = cm.t_star
+    return cm.N * cm.d_pre / (cm.s * cm.mu[0] * t.t_row * t.t_col * t.t_red) * L * (L + t.t_lcm)
+
+
+# --- (a) replays of every FAIL and ERRATUM ---------------------------------------------------
+
+
+def replay_chunking_at_t_star():
+    # Eq. 6 at t* via theory.cost on the A100 restricted to t*: chunks of 128 beat Eq. 12's term
+    cm = t_star_cost_model("a100")
+    two_chunks = float(cost.T_P_SA(cm, [1, 129], [128, 128]).sum())
+    assert two_chunks < eq12_prefill_seconds(cm, 256)
+    assert math.isclose(two_chunks / eq12_prefill_seconds(cm, 256), 7 / 8, rel_tol=1e-12)
+    # and the DP equals brute force over all chunkings (theory.cost on a toy tile)
+    toy = toy_cost_model(4, 2, 2)
+    dp = chunking.dp_at_tile(Tile(4, 2, 2), 10)
+    unit = toy.N * toy.d_pre / (toy.s * toy.mu[0] * 4 * 2 * 2)
+    for L in range(1, 11):
+        brute = min(sum(float(cost.T_P_SA(toy, i, c)) for i, c in ch) for ch in compositions(L))
+        assert math.isclose(brute, dp.f[L] * unit, rel_tol=1e-12)
+
+
+def replay_relaxation():
+    for L in range(1, 12):
+        brute = min(sum(2 * (i + c - 1) * c for i, c in ch) for ch in compositions(L))
+        assert brute == L * (L + 1) < L * (L + 256)
+
+
+def replay_prop1_and_thm1():
+    # 128 requests (256, 1): each prompt as two 128-token batches, then one batch of 128 decodes
+    cm = t_star_cost_model("a100")
+    prefill = cost.T_batch(cm, cost.Batch.of(prefill=[(1, 128)])) + cost.T_batch(
+        cm, cost.Batch.of(prefill=[(129, 128)]))
+    decode = cost.T_batch(cm, cost.Batch.of(decode=[257] * 128))
+    W = prefill + decode / 128
+    T_bar = T_bar_R(cost_model("a100"), get_workload("deterministic:256,1"))
+    assert W < T_bar  # (1/r) sum_j T*_R(j) = 128 T_bar > the schedule's 128 W
+    lam = (1 / T_bar + 1 / W) / 2  # above lambda*, below 1/W: group drift 128 (lam W - 1) < 0
+    assert lam > 1 / T_bar and 128 * (lam * W - 1) < 0
+    # the corrected bound L(L+1) is below the DP minimum over every tile set
+    for g in ("a100", "a10g"):
+        over = chunking.gpu_dp(g, 512)[1].f
+        L = np.arange(1, 513)
+        assert np.all(over[1:] >= L * (L + 1) * (1 - 1e-12))
+
+
+def replay_rad_not_optimal():
+    cm = t_star_cost_model("a100")
+    rad_256 = float(cost.chunked_prefill_time(cm, [256], 256)[0])
+    halves = sum(cost.T_batch(cm, cost.Batch.of(prefill=[ch])) for ch in [(1, 128), (129, 128)])
+    assert halves < rad_256
+
+
+def replay_eq5():
+    cm = cost_model("a100")
+    d, s = cm.d_dec, cm.s
+    eq3_sum = float(cost.T_GeMV(1, d, 16, 16, 1.0, s) + cost.T_GeMV(d, 1, 16, 16, 1.0, s))
+    printed = (d / 16 * 1 + 1 * d / 16) / 1.0
+    assert math.isclose(printed / eq3_sum, s) and s > 1
+
+
+def replay_def2():
+    L_P, L_D = 3, 2
+    stop = L_P + L_D + 1
+    admitted = [i for i in range(1, 20) if i > L_P and i <= stop]
+    assert len(admitted) == L_D + 1 and admitted[-1] == stop
+
+
+def replay_lcm_typo():
+    assert math.lcm(64, 64, 64) != math.lcm(64, 64, 128)
+    assert all(math.lcm(t.t_row, t.t_col, t.t_row) == t.t_lcm for t in get_gpu("a100").tiles)
+
+
+def replay_assumption3():
+    lp = sharegpt4_trace().L_P
+    assert np.any(lp % 256 != 0) and 74 in lp.tolist()
+
+
+def replay_assumption4():
+    m, w = get_model("mistral-7b"), get_workload("sharegpt4")
+    kv_per_token = 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 KV heads x 128, FP16
+    need = 128 * (w.l_P_max + w.l_D_max) * kv_per_token
+    assert kv_per_token == m.kv_bytes_per_token() and need > 48e9 - 7.24e9 * 2
+
+
+def replay_Ij_indices():
+    t, L = 256, 512
+    chunks = [(1, 256), (L - t, t)]  # printed: (1, t), ..., (L_P - t, t)
+    covered = [sum(i <= x < i + c for i, c in chunks) for x in range(1, L + 1)]
+    assert covered[255] == 2 and covered[511] == 0
+    fixed = [(1, 256), (L - t + 1, t)]
+    assert all(sum(i <= x < i + c for i, c in fixed) == 1 for x in range(1, L + 1))
+
+
+def replay_eq13():
+    cm = cost_model("a100")
+    worst = max(range(len(cm.tiles)), key=lambda k: 1 / cm.mu_Lin[k])
+    one = build_single_tile(cm, worst)
+    alone = (cost.T_batch(one, cost.Batch.of(prefill=[(1, 1)]))
+             + cost.T_batch(one, cost.Batch.of(decode=[2])))
+    assert alone > T_max(cm, 1, 1)
+    star = t_star_cost_model("a100")
+    rad_alone = (cost.T_batch(star, cost.Batch.of(prefill=[(1, 1)]))
+                 + cost.T_batch(star, cost.Batch.of(decode=[2])))
+    assert rad_alone <= T_max(cm, 1, 1)
+
+
+def build_single_tile(cm, k):
+    from theory.cost import build_cost_model
+    return build_cost_model(cm.gpu.restrict(str(cm.tiles[k])), cm.model, cm.mode)
+
+
+def replay_lemma1():
+    x = 1.0  # (1/r) sum T*_R - t > 0: neither printed case (both 'x <= 0') covers it
+    assert not (x <= 0) and not (x <= 0)
+    S, t = 5.0, 2.0
+    assert t + (S - t) / 3.0 * 3.0 == pytest.approx(S)  # the chain's last '<' is an equality
+
+
+def replay_thm1_reference():
+    S, t, r, T = 7.0, 3.0, 2.0, 5.0
+    assert (S / r - t) / T / t == pytest.approx((S / (r * t) - 1) / T)
+
+
+def replay_thm1_symbols():
+    t_star = get_gpu("a100").optimal_tile()
+    T_red = {t.t_red for t in get_gpu("a100").tiles}
+    assert t_star.t_col not in T_red and t_star.t_red in T_red
+
+
+def replay_thm1_premises():
+    assert 300 % 256 != 0  # no chunking into chunks of exactly 256 covers 1..300
+
+
+def replay_R_star():
+    n, t_col = 3, 2
+    assert n - (n - t_col) == t_col > t_col - 1
+
+
+def replay_tmax_typo():
+    T_out = {(t.t_row, t.t_col) for t in get_gpu("a100").tiles}
+    assert 32 not in T_out
+
+
+def replay_completes_n():
+    # hand-written trace: t*_col = 2, n = 3, three requests (L^P 1, L^D 1) at time 0
+    run = pseudocode.rad([pseudocode.Req(j, 1, 1) for j in range(3)], n=3, t_col=2, t_lcm=2)
+    assert [its for _, _, its in run.batches[:3]] == [
+        (("PI", 0, 1, 1),), (("PI", 1, 1, 1),), (("DI", 0, 2), ("DI", 1, 2))]
+    assert run.cycles[0]["started"] == [0, 1]  # the cycle ends after 2 < n completions
+
+
+def replay_arrival_rate():
+    rng = np.random.default_rng(11)
+    lam, r, horizon = 3.0, 4, 20_000.0
+    k = rng.poisson(lam * horizon)
+    to_node0 = np.count_nonzero(rng.integers(0, r, size=k) == 0)
+    assert abs(to_node0 / horizon - lam / r) < 4 * math.sqrt(lam / r / horizon)
+    assert abs(to_node0 / horizon - lam) > 1
+
+
+def replay_lemma3_drift():
+    cm = cost_model("a100")
+    w = get_workload("table1").padded(cm.t_lcm)
+    tb, tm, eps, r = T_bar_R(cm, w), T_max(cm, w.l_P_max, w.l_D_max), 0.1, 2
+    n = n_threshold(128, tm, tb, eps)
+    lam = r * (1 - eps) / tb
+    assert -n * eps + 127 * lam * tm > 0 > -n * eps + 127 * lam / r * tm
+
+
+def replay_algorithm_literals():
+    # Algorithm 1 as printed, L^P = t*_lcm = 2: c = min(2, 2 - 1) = 1, then c = min(2, 2 - 2) = 0 ...
+    with pytest.raises(pseudocode.NonTerminationError) as e:
+        pseudocode.rad([pseudocode.Req(0, 2, 1)], n=1, t_col=1, t_lcm=2, printed=("line13",), max_steps=10)
+    assert [its for _, _, its in e.value.run.batches[:3]] == [(("PI", 0, 1, 1),), (("PI", 0, 2, 0),),
+                                                                (("PI", 0, 2, 0),)]
+    for runner, kw in ((pseudocode.alg2, {"n": 1, "t_col": 1, "t_lcm": 2, "printed": ("line7",)}),
+                       (pseudocode.alg2, {"n": 1, "t_col": 1, "t_lcm": 2, "printed": ("no_arrivals",)}),
+                       (pseudocode.alg3, {"b": 1, "printed": ("line5",)}),
+                       (pseudocode.alg4, {"budget": 2, "printed": ("line11",)}),
+                       (pseudocode.alg4, {"budget": 2, "printed": ("line12",)})):
+        with pytest.raises(pseudocode.NonTerminationError):
+            runner([pseudocode.Req(0, 1, 1)], max_steps=50, **kw)
+        fixed = {k: v for k, v in kw.items() if k != "printed"}
+        assert pseudocode.violations(runner([pseudocode.Req(0, 1, 1)], **fixed)) == []
+
+
+def replay_table1():
+    # any law: Var >= 1/2 (mu - 415)^2 + 1/10 (834 - mu)^2 on [415, 834], more outside; grid over mu
+    mu = np.linspace(0, 2000, 200_001)
+    inside = 0.5 * (mu - 415) ** 2 + 0.1 * (834 - mu) ** 2
+    bound = np.where(mu < 415, 0.1 * (834 - mu) ** 2, np.where(mu > 834, 0.5 * (mu - 415) ** 2, inside))
+    least = math.sqrt(bound.min())
+    assert 120.9 < least < 121.0 and least > 101
+    w = get_workload("sharegpt4")
+    assert (w.quantile("decode", 0.5), w.quantile("decode", 0.9)) == (415, 834)
+    assert 265 < w.std("decode") < 266
+
+
+REPLAYS = {
+    "eq5.missing_1_over_s": replay_eq5,
+    "def2.stop_index": replay_def2,
+    "assumption3.workloads": replay_assumption3,
+    "assumption3.lcm_typo": replay_lcm_typo,
+    "assumption4.presets": replay_assumption4,
+    "appB.Ij_indices": replay_Ij_indices,
+    "appB.Ij_optimal_relaxed": replay_relaxation,
+    "appB.Ij_optimal_ceil": replay_chunking_at_t_star,
+    "prop1.drain_lower_bound": replay_prop1_and_thm1,
+    "eq13.tmax": replay_eq13,
+    "lemma1.case_split": replay_lemma1,
+    "thm1.proof_reference": replay_thm1_reference,
+    "thm1.symbols": replay_thm1_symbols,
+    "thm1.premises": replay_thm1_premises,
+    "thm1.upper_bound": replay_prop1_and_thm1,
+    "sec4.rad_throughput_optimal": replay_rad_not_optimal,
+    "appC2.R_star_count": replay_R_star,
+    "appC2.tmax_typo": replay_tmax_typo,
+    "lemma3.completes_n": replay_completes_n,
+    "lemma3.arrival_rate": replay_arrival_rate,
+    "lemma3.drift": replay_lemma3_drift,
+    "alg1.line13": replay_algorithm_literals,
+    "alg2.line7": replay_algorithm_literals,
+    "alg2.arrivals": replay_algorithm_literals,
+    "alg3.line5": replay_algorithm_literals,
+    "alg4.termination": replay_algorithm_literals,
+    "table1.decode_column": replay_table1,
+}
+
+
+def test_every_recorded_finding_has_a_replay():
+    findings = {k for k, v in RECORDED.items() if v in ("FAIL", "ERRATUM")}
+    assert findings == set(REPLAYS)
+
+
+@pytest.mark.parametrize("check_id", sorted(set(REPLAYS)))
+def test_replay(check_id):
+    REPLAYS[check_id]()
+
+
+# --- (b) mutations: a planted error turns the check to FAIL ------------------------------
+
+
+def verdict(check_id):
+    return get_check(check_id).run(True).verdict
+
+
+def test_mutation_eq4_linear_gemms(monkeypatch):
+    assert verdict("eq4.linear_aggregation") is Verdict.PASS
+    original = type(get_model("mistral-7b")).linear_gemms
+    monkeypatch.setattr(type(get_model("mistral-7b")), "linear_gemms",
+                        lambda self, mode="paper": original(self, mode)[:-1])  # final projection lost
+    assert verdict("eq4.linear_aggregation") is Verdict.FAIL
+
+
+def test_mutation_eq5_decode_attention_without_1_over_s(monkeypatch):
+    original = cost.T_D_SA
+    monkeypatch.setattr(cost, "T_D_SA", lambda cm, i: original(cm, i) * cm.s)
+    assert verdict("eq5.missing_1_over_s") is Verdict.FAIL
+
+
+def test_mutation_eq6_prefill_attention(monkeypatch):
+    original = cost.T_P_SA
+    monkeypatch.setattr(cost, "T_P_SA", lambda cm, i, c, tile=None: original(cm, i, c, tile) * 1.001)
+    assert verdict("eq6.two_gemms") is Verdict.FAIL
+
+
+def test_mutation_eq10b_a_slower_t_star(monkeypatch):
+    slow = get_gpu("a100")
+    slow = replace(slow, t_star=Tile(64, 64, 32))
+
+    def mutated(gpu, model="mistral-7b", mode="paper"):
+        from theory.cost import build_cost_model
+        return build_cost_model(slow if gpu == "a100" else get_gpu(gpu), get_model(model), mode)
+
+    monkeypatch.setattr(appendix_b, "cost_model", mutated)
+    assert verdict("eq10b.tile_replacement") is Verdict.FAIL
+
+
+def test_mutation_prop2_T_bar_R(monkeypatch):
+    monkeypatch.setattr(appendix_b, "T_bar_R", lambda cm, w: T_bar_R(cm, w) * 1.0001)
+    assert verdict("prop2.slln_mean") is Verdict.FAIL
+
+
+def test_mutation_thm2_threshold_halved(monkeypatch):
+    monkeypatch.setattr(section4, "n_threshold", lambda *a: max(1, n_threshold(*a) // 2))
+    assert verdict("thm2.threshold") is Verdict.FAIL
+
+
+def test_mutation_rad_decode_index(monkeypatch):
+    algorithms.corrected_runs.cache_clear()
+    monkeypatch.setattr(pseudocode.Run, "next_decode", lambda self, r: r.L_P + self.decoded[r.rid] + 2)
+    try:
+        assert verdict("alg1.invariants") is Verdict.FAIL
+    finally:
+        algorithms.corrected_runs.cache_clear()
+
+
+def test_mutation_cores():
+    assert appendix_b.eq9_core(trials=200)[0] and not appendix_b.eq9_core(reduce=min, trials=200)[0]
+    assert appendix_b.eq11_eq12_core()[0]
+    assert not appendix_b.eq11_eq12_core(closed=lambda L, t: L * (L + t - 1))[0]
+    assert section3.eq7_core(k=3)[0]
+    mutated_t_batch = lambda cm, b: cost.T_batch(cm, b) - b.tau / cm.mu_nLin  # noqa: E731
+    assert not section3.eq7_core(t_batch=mutated_t_batch, k=3)[0]
+    ok, bad, _ = section3.eq6_core(printed=lambda i, c, d, N, tr, tc, tk, mu, s: section3.printed_eq6(
+        i, c, d, N, tc, tr, tk, mu, s))  # t_row and t_col swapped
+    assert not ok and bad
+    assert not section3.eq4_core(printed=lambda m, *a: section3.printed_eq4_sum(
+        replace(m, d_out=m.d_out // 2), *a), gpu_keys=["a100"], model_keys=["mistral-7b"])[0]
+    from paper_checks.section67_data import TABLE1, table1_core
+    assert table1_core("prompt")["printed std feasible"]
+    mutated = {**TABLE1, "prompt": {**TABLE1["prompt"], "std": 1000}}
+    assert not table1_core("prompt", table=mutated)["printed std feasible"]
+
+
+# --- (c) the runner and the command line ------------------------------------------------------
+
+
+def test_check_cli_exit_codes_and_expect(capsys, tmp_path):
+    args = ["check", "--fast", "--quiet", "--out", str(tmp_path), "--only", "def1.mask",
+            "--only", "lemma1.case_split"]
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"def1.mask": "PASS", "lemma1.case_split": "ERRATUM"}))
+    assert main([*args, "--expect", str(good)]) == 0
+    report = json.loads((tmp_path / "paper_checks.json").read_text())
+    assert [c["verdict"] for c in report["checks"]] == ["PASS", "ERRATUM"]
+    assert (tmp_path / "paper_checks.md").read_text().count("### ") == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"def1.mask": "FAIL", "lemma1.case_split": "ERRATUM"}))
+    assert main([*args, "--expect", str(bad)]) == 1
+    assert "def1.mask: PASS, recorded FAIL" in capsys.readouterr().err
+    assert main(["check", "--only", "no.such.check"]) == 2
+    assert "unknown check id" in capsys.readouterr().err
+
+
+def test_a_crashing_check_exits_1_and_is_reported(monkeypatch, capsys, tmp_path):
+    def boom(fast):
+        raise RuntimeError("planted crash")
+
+    monkeypatch.setitem(_REGISTRY, "test.crash", Check("test.crash", "nowhere", ("Eq. 2",), "c", "m", boom))
+    assert main(["check", "--fast", "--quiet", "--out", str(tmp_path), "--only", "test.crash"]) == 1
+    assert "planted crash" in (tmp_path / "paper_checks.md").read_text()
+    assert "crashed: test.crash" in capsys.readouterr().err
+
+
+def test_a_fail_verdict_is_not_a_crash(tmp_path):
+    assert main(["check", "--fast", "--quiet", "--out", str(tmp_path), "--only", "lemma3.completes_n"]) == 0
+
+
+def test_unknown_id_is_an_llmq_error():
+    with pytest.raises(UnknownNameError):
+        get_check("eq99.nothing")
+
+
+def test_results_need_their_evidence():
+    with pytest.raises(ValueError):
+        Result(Verdict.PASS, "no coverage")
+    with pytest.raises(ValueError):
+        Result(Verdict.ERRATUM, "x", counterexample={"a": 1})  # no correction
+
+
+# --- (d) the report covers the paper ----------------------------------------------------------
+
+
+def test_every_numbered_item_has_a_check():
+    covered = {item for c in all_checks() for item in c.items}
+    assert set(PAPER_ITEMS) <= covered
+    assert len(PAPER_ITEMS) == 24 + 4 + 2 + 4 + 2 + 2 + 5
+
+
+def test_recorded_verdicts_name_every_check():
+    assert list(RECORDED) == [c.id for c in all_checks()]
+
+
+def test_report_lists_every_item():
+    md = to_markdown(run_checks(["def1.mask"], fast=True), fast=True)
+    for item in PAPER_ITEMS:
+        assert f"| {item} |" in md
