@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from theory import symbolic as sym
 from theory.bounds import (
     T_bar_R,
+    T_bar_R_terms,
     T_max,
     compute_bounds,
     cycle_time_bound,
@@ -93,6 +94,17 @@ def test_printed_and_corrected_lemma3_agree_only_for_one_node():
     assert lemma3_drift_bound(*args) == lemma3_drift_bound(*args, printed=True)
     args = (1000, 1.0, 4, 0.5, 128, 10.0)
     assert lemma3_drift_bound(*args) < lemma3_drift_bound(*args, printed=True)
+
+
+def test_corrected_T_bar_R_lowers_only_the_prefill_attention_term():
+    w = get_workload("table1").padded(CM.t_lcm)
+    printed, corrected = T_bar_R_terms(CM, w), T_bar_R_terms(CM, w, corrected=True)
+    t = CM.t_star
+    coef = CM.N * CM.d_pre / (CM.s * CM.mu[0] * t.t_row * t.t_col * t.t_red)
+    diff = coef * (t.t_lcm - 1) * w.expect(w.L_P)  # N d E[L^P] (t_lcm - 1) / (s mu t t t)
+    assert printed["prefill_attention"] - corrected["prefill_attention"] == pytest.approx(diff, rel=1e-9)
+    assert all(printed[k] == corrected[k] for k in printed if k != "prefill_attention")
+    assert lambda_star(CM, w, corrected=True) > lambda_star(CM, w)
 
 
 def test_n_threshold_grows_as_epsilon_shrinks():

@@ -8,6 +8,12 @@ Theorem 1 (upper bound). With ``t*`` the optimal tile of Assumption 1 and ``t*_l
 
 and no planner and scheduler are stable when ``lambda T_bar^R > r``: ``lambda* = r / T_bar^R``.
 
+Erratum (``llmq check``: ``prop1.drain_lower_bound``, ``thm1.upper_bound``): the minimal prefill
+attention over all chunkings is ``N d L^P (L^P + 1) / (s mu t t t)``, not ``... (L^P + t*_lcm)``
+(chunks smaller than t*_lcm cost less), so the printed T_bar^R over-states the least mean work and
+its lambda* is not a valid upper bound. ``corrected=True`` gives the corrected T_bar^R, whose
+``r / T_bar^R`` is one; the two differ by a few hundredths of a percent on the presets.
+
 Theorem 2 (RAD). With ``T^max`` the worst-case time of one request (Eq. 13), RAD with
 ``n > (t*_col - 1) T^max / (eps T_bar^R)`` is stable for ``lambda T_bar^R <= r (1 - eps)``.
 Its proof bounds the cycle time (Eq. 25), ``E[T_cycle] <= n T_bar^R + (t*_col - 1) T^max``, and
@@ -35,8 +41,11 @@ from theory.hardware import Tile
 from theory.workload import Workload
 
 
-def T_bar_R_terms(cm: CostModel, w: Workload) -> dict[str, float]:
+def T_bar_R_terms(cm: CostModel, w: Workload, corrected: bool = False) -> dict[str, float]:
     """The four terms of T_bar^R (Theorem 1), in seconds, keyed by what they pay for.
+
+    ``corrected=True`` uses E[L^P (L^P + 1)] in the prefill-attention term (see the module
+    docstring's erratum) instead of the printed E[L^P (L^P + t*_lcm)].
 
     References
     ----------
@@ -51,18 +60,20 @@ def T_bar_R_terms(cm: CostModel, w: Workload) -> dict[str, float]:
         "linear": float(w.expect(total) / (cm.mu_Lin[k] * t.t_col)),
         "nonlinear": float(w.expect(total) / cm.mu_nLin),
         "decode_attention": float(cm.N * w.expect(S[total] - S[w.L_P])),
-        "prefill_attention": float(coef * w.expect(w.L_P * (w.L_P + t.t_lcm).astype(float))),
+        "prefill_attention": float(coef * w.expect(w.L_P * (w.L_P + (1 if corrected else t.t_lcm))
+                                                   .astype(float))),
     }
 
 
-def T_bar_R(cm: CostModel, w: Workload) -> float:
-    """Mean optimal work per request T_bar^R (Theorem 1), seconds.
+def T_bar_R(cm: CostModel, w: Workload, corrected: bool = False) -> float:
+    """Mean optimal work per request T_bar^R (Theorem 1), seconds; ``corrected`` as in
+    :func:`T_bar_R_terms`.
 
     References
     ----------
     Theorem 1.
     """
-    return float(sum(T_bar_R_terms(cm, w).values()))
+    return float(sum(T_bar_R_terms(cm, w, corrected).values()))
 
 
 def T_max(cm: CostModel, l_P_max: int, l_D_max: int) -> float:
@@ -82,14 +93,15 @@ def T_max(cm: CostModel, l_P_max: int, l_D_max: int) -> float:
     return float(ell * np.max(1.0 / cm.mu_Lin) + ell / cm.mu_nLin + cm.N * S[ell])
 
 
-def lambda_star(cm: CostModel, w: Workload, r: int = 1) -> float:
-    """Theorem 1's throughput limit lambda* = r / T_bar^R, requests per second.
+def lambda_star(cm: CostModel, w: Workload, r: int = 1, corrected: bool = False) -> float:
+    """Theorem 1's throughput limit lambda* = r / T_bar^R, requests per second (``corrected``: with
+    the corrected T_bar^R, a valid upper bound).
 
     References
     ----------
     Theorem 1.
     """
-    return require_positive_int("r", r) / T_bar_R(cm, w)
+    return require_positive_int("r", r) / T_bar_R(cm, w, corrected)
 
 
 def n_threshold(t_col: int, T_max_value: float, T_bar_R_value: float, epsilon: float) -> int:
@@ -172,6 +184,7 @@ class Bounds:
     T_bar_R_s: float
     T_max_s: float
     lambda_star: float
+    lambda_star_corrected: float
     n_min: int
     cycle_bound_s: float
     lemma4_bound_s: float
@@ -202,7 +215,8 @@ def compute_bounds(cm: CostModel, w: Workload, r: int = 1, epsilon: float = 0.1)
     return Bounds(
         gpu=cm.gpu.key, model=cm.model.key, workload=w.name, mode=cm.mode, r=r, epsilon=epsilon,
         t_star=str(t), t_row=t.t_row, t_col=t.t_col, t_red=t.t_red, t_lcm=t.t_lcm,
-        T_bar_R_s=tbar, T_max_s=tmax, lambda_star=lam, n_min=n_min,
+        T_bar_R_s=tbar, T_max_s=tmax, lambda_star=lam,
+        lambda_star_corrected=lambda_star(cm, w, r, corrected=True), n_min=n_min,
         cycle_bound_s=cycle_time_bound(n_min, tbar, t.t_col, tmax),
         lemma4_bound_s=lemma4_bound(n_min, tmax, lam * (1 - epsilon), r),
         l_P_max=w.l_P_max, l_D_max=w.l_D_max, assumption3_mass=w.assumption3(t.t_lcm),

@@ -50,7 +50,10 @@ def run(args) -> int:
         print(f"{row['gpu']:<16}{row['t_star']:>12}{row['t_lcm']:>7}{row['T_bar_R_s'] * 1e3:>12.1f}"
               f"{row['T_max_s']:>10.1f}{row['lambda_star']:>15.3f}{row['n_min']:>10}"
               f"{row['cycle_bound_s']:>10.0f}   {flags}")
-    print("\nT_bar^R terms (ms): " + ", ".join(
+    print(f"\nlambda* with the corrected T_bar^R (erratum prop1.drain_lower_bound; a valid upper bound): "
+          f"{first['lambda_star_corrected']:.4f} req/s, "
+          f"+{first['lambda_star_corrected'] / first['lambda_star'] - 1:.3%}  [{first['gpu']}]")
+    print("T_bar^R terms (ms): " + ", ".join(
         f"{k} {v * 1e3:.1f}" for k, v in first["terms_s"].items()) + f"  [{first['gpu']}]")
     print(f"Assumptions on {first['gpu']}:")
     for name, a in first["assumptions"].items():
