@@ -48,7 +48,7 @@ BLOCK_SIZE = 16  # tokens per KV block (vLLM and Sarathi-Serve default)
 WATERMARK = 0.01  # fraction of blocks kept free at admission (both systems)
 SARATHI, VLLM = 0, 1  # can_append_slot rules: free > 0 per decode, or free >= blocks needed
 
-REJ_NONE, REJ_PROMPT_LIMIT, REJ_KV_NEVER = 0, 1, 2
+REJ_PROMPT_LIMIT, REJ_KV_NEVER = 1, 2  # reasons recorded per request (0: not rejected)
 REJECT_REASONS = {
     REJ_PROMPT_LIMIT: "prompt (with recomputed tokens) longer than the scheduler's prompt limit",
     REJ_KV_NEVER: "its KV blocks exceed the GPU's capacity even with nothing else running",
@@ -63,10 +63,6 @@ class KvConfig:
     blocks: int
     block_size: int
     watermark_blocks: int
-
-    @property
-    def tokens(self) -> int:
-        return self.blocks * self.block_size
 
     def array(self) -> list[int]:
         """(on, total blocks, watermark blocks, block size) for a compiled loop's parameters."""
