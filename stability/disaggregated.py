@@ -11,7 +11,7 @@ Results come back as ordinary node runs: the decode nodes' runs carry every requ
 (start and first token from its prefill node, finish and TBT from its decode node; ``node`` is
 the decode node), and the prefill nodes' runs carry their batches and counters with empty
 per-request arrays; their ``rows`` map the batch log's request numbers to global indices, and
-their completions are counted as ``n_handoff``.
+their completions are counted as ``n_handoff``. The nodes run one after another in this process.
 
 References
 ----------

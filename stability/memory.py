@@ -27,11 +27,15 @@ The model is the paged block manager that vLLM v0 and Sarathi-Serve share
 The compiled functions below keep the counts in the engine state (``kv_*`` fields and the
 per-request ``blk``); :class:`KvConfig` is what a scheduler's parameters carry.
 
+Which schedulers model memory: ``sarathi`` and ``vllm`` (on by default, ``memory=False`` turns
+it off). RAD, Algorithm 2, request-level batching, Algorithm 4 (``sarathi_paper``) and DistServe
+do not: the paper's Assumption 4 grants room for t*_col requests of maximal length
+(``theory.assumptions.assumption4`` checks it for a GPU, model and workload).
+
 References
 ----------
 Kwon et al. (2023), PagedAttention; Agrawal et al. (2024), Sarathi-Serve; Bari, Hegde,
-de Veciana (2025), Assumption 4 (RAD's theory assumes room for t*_col requests of maximal length,
-so memory is off by default for RAD and Algorithm 2).
+de Veciana (2025), Assumption 4.
 """
 
 from __future__ import annotations
