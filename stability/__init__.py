@@ -5,8 +5,11 @@ Modules
 -------
 kernels     compiled twins of theory.cost (Eq. 4-7) used inside the engine's hot loop.
 engine      the event-skipping batch-execution core of one GPU, shared by all schedulers.
+mixed       batches mixing prefill chunks of several requests with decodes; recompute preemption.
+memory      KV-cache capacity, block accounting, admission checks and rejection reasons.
 schedulers  one module per policy, each a readable loop over the engine's primitives.
 cluster     r GPUs and the resource planner (uniform random, round robin, join-shortest-queue).
+disaggregated  DistServe's prefill nodes feeding decode nodes through a KV hand-off.
 metrics     TTFT, TBT, latency, queue-length paths, the stability verdict.
 simulate    the driver: scenario in, results out.
 """

@@ -59,6 +59,11 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
         raise UnknownNameError("planner", planner, PLANNERS)
     if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
         raise FieldError("r (gpus)", r, "an integer >= 1")
+    if getattr(scheduler, "DISAGGREGATED", False):  # DistServe: prefill nodes, then decode nodes
+        from stability.disaggregated import run_disaggregated
+
+        return run_disaggregated(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, planner,
+                                 rng, detail, log)
     if planner == "jsq" and r > 1:
         return _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log)
     node = np.zeros(len(arrival), dtype=np.int64) if r == 1 else route(planner, len(arrival), r, rng)

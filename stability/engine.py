@@ -53,22 +53,32 @@ COUNTERS = ("n_batch", "n_event", "n_tokens", "n_dec_tok", "n_pre_tok", "n_not_o
 
 
 @njit(cache=True)
-def _new_state(arr, lp, ld, cls, n_loaded, n_class, detail, log_on, rows):
+def _new_state(arr, lp, ld, cls, t_start, t_first, n_loaded, n_class, detail, log_on, rows):
     m = arr.size
     st = structref.new(STATE)
     st.arr = arr
     st.lp = lp
     st.ld = ld
     st.cls = cls
-    st.t_start = np.full(m, np.nan)
-    st.t_first = np.full(m, np.nan)
+    st.t_start = t_start
+    st.t_first = t_first
     st.t_finish = np.full(m, np.nan)
-    st.last_emit = np.full(m, np.nan)
+    st.last_emit = t_first.copy()
     st.tbt_max = np.zeros(m)
     st.wq = np.zeros(m + 1, dtype=np.int64)
     st.d_id = np.zeros(m, dtype=np.int64)
     st.d_pos = np.zeros(m, dtype=np.int64)
     st.d_rem = np.zeros(m, dtype=np.int64)
+    st.pl = lp.copy()
+    st.pg = np.zeros(m, dtype=np.int64)
+    st.dr = ld.copy()
+    st.p_id = np.zeros(m, dtype=np.int64)
+    st.bp_j = np.zeros(m, dtype=np.int64)
+    st.bp_c = np.zeros(m, dtype=np.int64)
+    st.hq = np.zeros(m + 1, dtype=np.int64)
+    st.blk = np.zeros(m, dtype=np.int64)
+    st.npre = np.zeros(m, dtype=np.int64)
+    st.rej = np.zeros(m, dtype=np.int64)
     st.tbt_hist = np.zeros((n_class, TBT_BINS))
     st.tbt_stat = np.zeros((n_class, 3))
     st.cyc_start = np.zeros(m + 2)
@@ -103,6 +113,21 @@ def _new_state(arr, lp, ld, cls, n_loaded, n_class, detail, log_on, rows):
     st.need_grow = 0
     st.detail = detail
     st.log_on = log_on
+    st.np = 0
+    st.nbp = 0
+    st.hq_len = 0
+    st.kv_on = 0
+    st.kv_total = 0
+    st.kv_free = 0
+    st.kv_wm = 0
+    st.kv_bs = 1
+    st.kv_rule = 0
+    st.kv_peak = 0
+    st.kv_ready = 0
+    st.n_preempt = 0
+    st.n_rej = 0
+    st.n_lost = 0
+    st.n_recomp = 0
     return st
 
 
@@ -140,35 +165,52 @@ def grow_log(st):
 
 
 def new_state(arrival, L_P, L_D, cls=None, n_class: int = 1, detail: bool = False,
-              log: bool = False, log_rows: int = 1024, capacity: int | None = None) -> State:
+              log: bool = False, log_rows: int = 1024, capacity: int | None = None,
+              t_start=None, t_first=None) -> State:
     """A fresh state for requests arriving at ``arrival`` (sorted) with lengths ``L_P, L_D``.
 
     With ``capacity`` > len(arrival), room is left for requests routed to the GPU later with
-    :func:`append_request` (join-shortest-queue routing).
+    :func:`append_request` (join-shortest-queue routing). ``t_start`` and ``t_first`` (optional)
+    are times already recorded elsewhere: a disaggregated decode node receives requests whose
+    prefill and first token happened on a prefill node, and its first TBT gap counts from there.
     """
     m = len(arrival)
     cap = m if capacity is None else max(int(capacity), m)
 
-    def padded(values, dtype):
-        out = np.zeros(cap, dtype=dtype)
-        out[:m] = values
+    def padded(values, dtype, fill=0):
+        out = np.full(cap, fill, dtype=dtype)
+        if values is not None:
+            out[:m] = values
         return out
 
     cls = np.zeros(m, dtype=np.int64) if cls is None else cls
     return _new_state(padded(arrival, np.float64), padded(L_P, np.int64), padded(L_D, np.int64),
-                      padded(cls, np.int64), m, int(n_class), int(detail), int(log and detail),
-                      int(log_rows if log and detail else 0))
+                      padded(cls, np.int64), padded(t_start, np.float64, np.nan),
+                      padded(t_first, np.float64, np.nan), m, int(n_class), int(detail),
+                      int(log and detail), int(log_rows if log and detail else 0))
 
 
 @njit(cache=True)
 def append_request(st, arrival, L_P, L_D, cls):
-    """Route one more request to this GPU (its arrival must not precede the loaded ones)."""
+    """Route one more request to this GPU (its arrival must not precede the loaded ones); returns
+    its index on the GPU."""
     j = st.n_loaded
     st.arr[j] = arrival
     st.lp[j] = L_P
     st.ld[j] = L_D
     st.cls[j] = cls
+    st.pl[j] = L_P
+    st.dr[j] = L_D
     st.n_loaded += 1
+    return j
+
+
+@njit(cache=True)
+def preset_times(st, j, t_start, t_first):
+    """Request j started and emitted its first token elsewhere (a disaggregated prefill node)."""
+    st.t_start[j] = t_start
+    st.t_first[j] = t_first
+    st.last_emit[j] = t_first
 
 
 @njit(cache=True)
@@ -176,7 +218,7 @@ def pending_at(st, t):
     """Requests loaded and not finished by time t (the GPU advanced to its first decision point
     at or after t: only the latest event's completions can lie after t)."""
     done = st.n_done - (st.last_done if st.clock > t else 0)
-    return st.n_loaded - done
+    return st.n_loaded - done - st.n_rej
 
 
 def run_loop(loop, st: State, ct, prm: np.ndarray, t_stop: float = math.inf) -> int:
@@ -201,6 +243,17 @@ def export_counters(st):
     ints = np.array([st.n_batch, st.n_event, st.n_tokens, st.n_dec_tok, st.n_pre_tok,
                      st.n_not_opt, st.n_done])
     return np.array([st.clock, st.busy, st.wasted]), ints
+
+
+KV_COUNTERS = ("n_preempt", "n_rej", "n_lost", "n_recomp")
+
+
+@njit(cache=True)
+def export_kv(st):
+    """Per request (rejection reason, preemptions); the counters of ``KV_COUNTERS``; and the KV
+    memory (on, total blocks, free blocks now, peak blocks used, block size)."""
+    return (st.rej, st.npre, np.array([st.n_preempt, st.n_rej, st.n_lost, st.n_recomp]),
+            np.array([st.kv_on, st.kv_total, st.kv_free, st.kv_peak, st.kv_bs]))
 
 
 @njit(cache=True)
@@ -536,14 +589,25 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
         st.wasted += k * w
         if w > 1e-12 * t_lin(ct, na):
             st.n_not_opt += k
-    # advance positions; remove completed requests, keeping the order of the rest
+    # advance positions; remove completed requests, keeping the order of the rest; with KV
+    # memory on, each request's blocks grow to cover its last position and completions free them
     done = 0
     w_pos = 0
     nd = st.nd
+    grown = 0
+    freed = 0
     for q in range(nd):
         if q < na:
             st.d_pos[q] += k
             st.d_rem[q] -= k
+            if st.kv_on:
+                j = st.d_id[q]
+                need = (st.d_pos[q] - 1 + st.kv_bs - 1) // st.kv_bs
+                grown += need - st.blk[j]
+                st.blk[j] = need
+                if st.d_rem[q] == 0:
+                    freed += need
+                    st.blk[j] = 0
             if st.d_rem[q] == 0:
                 st.t_finish[st.d_id[q]] = st.clock
                 done += 1
@@ -555,4 +619,8 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
     st.nd = w_pos
     st.n_done += done
     st.last_done = done
+    if st.kv_on:
+        st.kv_free -= grown
+        st.kv_peak = max(st.kv_peak, st.kv_total - st.kv_free)
+        st.kv_free += freed
     return done

@@ -43,6 +43,11 @@ class GpuRun:
     cycles: dict
     batches: dict | None
     items: dict | None
+    reject: np.ndarray | None = None  # rejection reason per request (stability.memory.REJ_*)
+    preemptions: np.ndarray | None = None  # recompute preemptions per request
+    kv: dict | None = None  # KV memory: on, blocks, free_end, peak, block_size
+    rows: np.ndarray | None = None  # global request index of the items' request numbers, if not
+    #                                 the requests with node == g (disaggregated prefill nodes)
 
 
 def tables_for(cm: CostModel, L_P, L_D, chunk: int | None = None) -> Costs:
@@ -91,6 +96,7 @@ def collect(st, arrival, L_P, L_D, cls, with_log: bool) -> GpuRun:
     floats, ints = engine.export_counters(st)
     start, end, x, started, done = engine.export_cycles(st)
     hist, stat = engine.export_tbt(st)
+    rej, npre, kv_counts, kv = engine.export_kv(st)
     batches = items = None
     if with_log:
         (b_start, b_dur, b_tau, b_nd, b_np, b_opt), (i_b, i_r, i_i, i_c) = engine.export_log(st)
@@ -99,8 +105,11 @@ def collect(st, arrival, L_P, L_D, cls, with_log: bool) -> GpuRun:
         items = {"batch": i_b, "request": i_r, "i": i_i, "c": i_c}
     return GpuRun(arrival=arrival, L_P=L_P, L_D=L_D, cls=cls,
                   t_start=t_start, t_first=t_first, t_finish=t_finish, tbt_max=tbt_max,
-                  counters=dict(zip(engine.COUNTERS, map(int, ints), strict=True)),
+                  counters={**dict(zip(engine.COUNTERS, map(int, ints), strict=True)),
+                            **dict(zip(engine.KV_COUNTERS, map(int, kv_counts), strict=True))},
                   clock=float(floats[0]), busy=float(floats[1]), wasted=float(floats[2]),
                   tbt_hist=hist.copy(), tbt_stat=stat.copy(),
                   cycles={"start": start, "end": end, "x": x, "started": started, "done": done},
-                  batches=batches, items=items)
+                  batches=batches, items=items, reject=rej[:m].copy(), preemptions=npre[:m].copy(),
+                  kv=dict(zip(("on", "blocks", "free_end", "peak", "block_size"), map(int, kv),
+                              strict=True)))

@@ -205,7 +205,7 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
     node, runs = run_cluster(cm, scheduler, params, arrival, L_P, L_D, cls, 1, sc.r, sc.planner,
                              np.random.default_rng(ss_route), sc.detail, sc.log, workers, progress)
     requests = {"arrival": arrival, "L_P": L_P, "L_D": L_D, "cls": cls, "node": node}
-    for key in ("t_start", "t_first", "t_finish", "tbt_max"):
+    for key in ("t_start", "t_first", "t_finish", "tbt_max", "reject", "preemptions"):
         values = np.full(n, np.nan)
         for g, run in enumerate(runs):
             values[node == g] = getattr(run, key)

@@ -61,6 +61,15 @@ STATE = StateType([
     ("t_start", FA), ("t_first", FA), ("t_finish", FA), ("last_emit", FA), ("tbt_max", FA),
     # queues: waiting (ring buffer) and decode phase (id, next position, remaining decodes)
     ("wq", IA), ("d_id", IA), ("d_pos", IA), ("d_rem", IA),
+    # prefill progress (mixed-batch schedulers): target length (L^P, or prompt + generated
+    # tokens after a recompute preemption), tokens prefilled, decodes left after the prefill
+    ("pl", IA), ("pg", IA), ("dr", IA),
+    # admitted requests in their prefill phase (sorted by arrival index) and the batch being built
+    ("p_id", IA), ("bp_j", IA), ("bp_c", IA),
+    # shortest-prefill-first waiting heap of keys pl << 32 | j
+    ("hq", IA),
+    # KV memory per request: blocks held, preemptions, rejection reason (stability.memory)
+    ("blk", IA), ("npre", IA), ("rej", IA),
     # TBT record per class: histogram and (count, sum, max)
     ("tbt_hist", FA2), ("tbt_stat", FA2),
     # cycles (Algorithms 1-2): start, end, X[c], started, completed
@@ -76,4 +85,10 @@ STATE = StateType([
     ("n_pre_tok", I64), ("n_not_opt", I64), ("n_cyc", I64), ("cyc_open", I64),
     ("n_log", I64), ("n_item", I64), ("need_grow", I64), ("detail", I64), ("log_on", I64),
     ("last_done", I64),  # completions at the end of the latest event (join-shortest-queue)
+    ("np", I64), ("nbp", I64), ("hq_len", I64),
+    # KV memory (blocks): on, total, free, watermark, block size, append rule, peak use, set up
+    ("kv_on", I64), ("kv_total", I64), ("kv_free", I64), ("kv_wm", I64), ("kv_bs", I64),
+    ("kv_rule", I64), ("kv_peak", I64), ("kv_ready", I64),
+    # preemptions, rejections, tokens whose KV a preemption discarded, recompute prefills done
+    ("n_preempt", I64), ("n_rej", I64), ("n_lost", I64), ("n_recomp", I64),
 ])

@@ -143,3 +143,430 @@ def request_level(cm, arrival, L_P, L_D, b):
         else:
             sim.wait()
     return sim
+
+
+# --- schedulers with mixed batches, KV memory and preemption ------------------------------------
+# Written from the real systems' scheduler code as paraphrased in
+# shared/reference/scheduler_semantics.md (sections 1.0, 1.1, 2.1, 4) and from Algorithms 4-5, with
+# a request modelled by the tokens it has emitted (not by the engine's positions and counters).
+
+REJ_PROMPT_LIMIT, REJ_KV_NEVER = 1, 2  # the reasons, as numbered in stability.memory
+
+
+class MReq:
+    """A request that can be preempted: it has emitted ``out`` tokens; its prefill target is the
+    prompt plus every token emitted before its latest admission."""
+
+    def __init__(self, j, arrival, L_P, L_D):
+        self.j, self.arrival, self.L_P, self.L_D = j, arrival, L_P, L_D
+        self.out = 0  # tokens emitted (the first comes from the prefill)
+        self.target = L_P  # tokens the current prefill must cover
+        self.computed = 0  # of those, prefilled so far
+        self.emits = []  # emission times
+        self.preemptions = 0
+        self.rejected = 0
+        self.start = math.nan
+
+    @property
+    def seq_len(self):
+        return self.L_P + self.out
+
+    @property
+    def in_prefill(self):
+        return self.computed < self.target
+
+    @property
+    def finished(self):
+        return self.out == self.L_D + 1
+
+    @property
+    def first(self):
+        return self.emits[0] if self.emits else math.nan
+
+    @property
+    def finish(self):
+        return self.emits[-1] if self.finished else math.nan
+
+    @property
+    def tbt_max(self):
+        gaps = [b - a for a, b in zip(self.emits, self.emits[1:], strict=False)]
+        return max(gaps, default=0.0)
+
+
+class Blocks:
+    """The paged KV block manager, counted by hand: free blocks and a block count per request."""
+
+    def __init__(self, total, block_size, watermark_blocks, rule):
+        self.total, self.size, self.wm, self.rule = total, block_size, watermark_blocks, rule
+        self.free = total
+        self.table = {}
+        self.peak = 0
+
+    def n(self, tokens):
+        return math.ceil(tokens / self.size)
+
+    def never(self, tokens):
+        return self.total - self.n(tokens) < self.wm
+
+    def can_allocate(self, tokens):
+        return self.free - self.n(tokens) >= self.wm
+
+    def take(self, r, k):
+        assert k <= self.free, "KV memory over capacity"
+        self.table[r.j] = self.table.get(r.j, 0) + k
+        self.free -= k
+        self.peak = max(self.peak, self.total - self.free)
+
+    def allocate(self, r):
+        assert r.j not in self.table
+        self.take(r, self.n(r.target))
+
+    def needs_block(self, r):
+        return self.n(r.seq_len) > self.table[r.j]
+
+    def can_append_slot(self, r):
+        if self.rule == "sarathi":
+            return self.free > 0
+        return not self.needs_block(r) or self.free > 0
+
+    def append_slot(self, r):
+        if self.needs_block(r):
+            self.take(r, 1)
+
+    def release(self, r):
+        self.free += self.table.pop(r.j, 0)
+
+
+class MSim:
+    """One GPU: requests arrive, batches of chunks and decodes run one at a time (Eq. 7)."""
+
+    def __init__(self, cm, arrival, L_P, L_D):
+        self.cm = cm
+        self.reqs = [MReq(j, float(a), int(p), int(d))
+                     for j, (a, p, d) in enumerate(zip(arrival, L_P, L_D, strict=True))]
+        self.future = deque(self.reqs)
+        self.t = 0.0
+        self.batches = []  # (start, duration, [(j, i, c)], [(j, i)])
+        self.decode_tokens = 0
+        self.prefill_tokens = 0
+        self.lost_tokens = 0
+
+    def arrivals(self):
+        out = []
+        while self.future and self.future[0].arrival <= self.t:
+            out.append(self.future.popleft())
+        return out
+
+    def wait(self):
+        self.t = max(self.t, self.future[0].arrival)
+
+    def resolved(self):
+        return all(r.finished or r.rejected for r in self.reqs)
+
+    def run_batch(self, prefill=(), decode=()):
+        """prefill [(req, c)] chunks PI(R, computed + 1, c); decode [req] iterations DI(R, seq_len)."""
+        batch = Batch.of([(r.computed + 1, c) for r, c in prefill], [r.seq_len for r in decode])
+        dur = T_batch(self.cm, batch)
+        self.batches.append((self.t, dur, [(r.j, r.computed + 1, c) for r, c in prefill],
+                             [(r.j, r.seq_len) for r in decode]))
+        for r, _ in prefill:
+            if math.isnan(r.start):
+                r.start = self.t
+        self.t += dur
+        for r, c in prefill:
+            r.computed += c
+            self.prefill_tokens += c
+            if r.computed == r.target:
+                r.out += 1
+                r.emits.append(self.t)
+        for r in decode:
+            r.out += 1
+            r.emits.append(self.t)
+            self.decode_tokens += 1
+
+    def preempt(self, r, mem):
+        """Recompute preemption: free r's blocks; its next prefill covers all its tokens so far."""
+        mem.release(r)
+        self.lost_tokens += r.computed if r.in_prefill else r.seq_len - 1
+        r.target = r.seq_len
+        r.computed = 0
+        r.preemptions += 1
+
+
+def sarathi(cm, arrival, L_P, L_D, chunk, max_seqs, order="fcfs", max_model_len=10**9, mem=None):
+    """Sarathi-Serve's ``SarathiScheduler._schedule`` (scheduler_semantics.md 1.1) step by step.
+    ``mem``: a :class:`Blocks` with rule "sarathi", or None for unlimited memory."""
+    sim = MSim(cm, arrival, L_P, L_D)
+    waiting, running = [], []
+    while not sim.resolved():
+        waiting.extend(sim.arrivals())
+        if not waiting and not running:
+            sim.wait()
+            continue
+        running.sort(key=lambda r: (r.arrival, r.j))
+        tokens, new_running, running_prefills = 0, [], []
+        decode, prefill = [], []
+        queue = list(running)
+        while queue:  # phase 1a
+            r = queue.pop(0)
+            if r.in_prefill:
+                running_prefills.append(r)
+                continue
+            preempted_self = False
+            while mem is not None and not mem.can_append_slot(r):
+                victim = queue.pop(-1) if queue else r
+                sim.preempt(victim, mem)
+                waiting.insert(0, victim)
+                if victim is r:
+                    preempted_self = True
+                    break
+            if not preempted_self:
+                if mem is not None:
+                    mem.append_slot(r)
+                new_running.append(r)
+                decode.append(r)
+                tokens += 1
+        for r in running_prefills:  # phase 1b
+            c = max(0, min(r.target - r.computed, chunk - tokens))
+            new_running.append(r)
+            if c:
+                prefill.append((r, c))
+                tokens += c
+        if order == "spf":
+            waiting.sort(key=lambda r: (r.target, r.j))
+        while waiting:  # phase 2
+            r = waiting[0]
+            if r.target > max_model_len or (mem is not None and mem.never(r.target)):
+                waiting.pop(0)
+                r.rejected = REJ_PROMPT_LIMIT if r.target > max_model_len else REJ_KV_NEVER
+                continue
+            if mem is not None and not mem.can_allocate(r.target):
+                break
+            if len(new_running) >= max_seqs:
+                break
+            c = min(r.target, chunk - tokens)
+            if c <= 0:
+                break
+            waiting.pop(0)
+            if mem is not None:
+                mem.allocate(r)
+            prefill.append((r, c))
+            new_running.append(r)
+            tokens += c
+        if prefill or decode:
+            sim.run_batch(prefill, decode)
+        running = []
+        for r in new_running:
+            if r.finished:
+                if mem is not None:
+                    mem.release(r)
+            else:
+                running.append(r)
+    return sim
+
+
+def sarathi_paper(cm, arrival, L_P, L_D, budget):
+    """Algorithm 4 with line 12's chunk min{budget - tau, L^P - i + 1} and the inner loop ending
+    when the prefill is complete."""
+    sim = MSim(cm, arrival, L_P, L_D)
+    P, D = [], []
+    while not sim.resolved():
+        P.extend(sim.arrivals())  # line 3
+        if not P and not D:
+            sim.wait()
+            continue
+        decode = list(D)  # lines 5-8
+        tau = len(D)  # line 9
+        prefill = []
+        for R in P:  # line 10
+            i = R.computed + 1
+            while tau < budget and i <= R.L_P:  # line 11
+                c = min(budget - tau, R.L_P - i + 1)  # line 12
+                prefill.append((R, c))  # line 13
+                tau += c  # line 14
+                i += c  # line 15
+        sim.run_batch(prefill, decode)  # line 18
+        D = [R for R in D if not R.finished] + [R for R in P if not R.in_prefill and not R.finished]
+        P = [R for R in P if R.in_prefill]  # lines 19-28
+    return sim
+
+
+def vllm(cm, arrival, L_P, L_D, budget, max_seqs, max_model_len=10**9, mem=None):
+    """vLLM v0 ``_schedule_default`` (scheduler_semantics.md 2.1): prefill first, no chunking."""
+    sim = MSim(cm, arrival, L_P, L_D)
+    waiting, running = deque(), deque()
+    limit = min(max_model_len, budget)
+    while not sim.resolved():
+        waiting.extend(sim.arrivals())
+        if not waiting and not running:
+            sim.wait()
+            continue
+        admitted, tokens = [], 0
+        while waiting:
+            r = waiting[0]
+            if r.target > limit:
+                waiting.popleft()
+                r.rejected = REJ_PROMPT_LIMIT
+                continue
+            if mem is not None and mem.never(r.target):
+                waiting.popleft()
+                r.rejected = REJ_KV_NEVER
+                continue
+            if mem is not None and not mem.can_allocate(r.target):
+                break
+            if tokens + r.target > budget or len(running) + len(admitted) + 1 > max_seqs:
+                break
+            waiting.popleft()
+            if mem is not None:
+                mem.allocate(r)
+            admitted.append(r)
+            tokens += r.target
+        if admitted:
+            sim.run_batch(prefill=[(r, r.target) for r in admitted])
+            running.extend(admitted)
+        elif running:
+            queue, scheduled, preempted = deque(running), [], []
+            while queue:
+                r = queue.popleft()
+                ok = True
+                while mem is not None and not mem.can_append_slot(r):
+                    victim = queue.pop() if queue else r
+                    sim.preempt(victim, mem)
+                    preempted.append(victim)
+                    if victim is r:
+                        ok = False
+                        break
+                if ok:
+                    if mem is not None:
+                        mem.append_slot(r)
+                    scheduled.append(r)
+            waiting.extendleft(preempted)
+            if scheduled:
+                sim.run_batch(decode=scheduled)
+            running = deque(scheduled)
+        for r in [r for r in running if r.finished]:
+            running.remove(r)
+            if mem is not None:
+                mem.release(r)
+    return sim
+
+
+class PrefillNode:
+    """A DistServe prefill node (Algorithm 5, lines 1-11): FCFS prompts, first token, hand-off."""
+
+    def __init__(self, cm, mode, chunk, max_tokens, max_batch):
+        self.cm, self.mode, self.chunk = cm, mode, chunk
+        self.max_tokens, self.max_batch = max_tokens, max_batch
+        self.incoming = deque()  # (time, req) in arrival order
+        self.waiting = deque()
+        self.t = 0.0
+        self.done = {}  # j -> hand-off start (prefill end)
+        self.batches = 0
+
+    def add(self, t, r):
+        self.incoming.append((t, r))
+
+    def _batch(self, items):
+        self.t += T_batch(self.cm, Batch.of(items))
+        self.batches += 1
+
+    def advance(self, t_stop=math.inf):
+        while self.t < t_stop:
+            while self.incoming and self.incoming[0][0] <= self.t:
+                self.waiting.append(self.incoming.popleft()[1])
+            if not self.waiting:
+                if not self.incoming or self.incoming[0][0] >= t_stop:
+                    return
+                self.t = self.incoming[0][0]
+                continue
+            group = [self.waiting.popleft()]
+            if self.mode == "batched":
+                while (self.waiting and len(group) < self.max_batch
+                       and sum(r.L_P for r in group) + self.waiting[0].L_P <= self.max_tokens):
+                    group.append(self.waiting.popleft())
+            start = self.t
+            if self.mode == "chunked":
+                r = group[0]
+                for i in range(1, r.L_P + 1, self.chunk):
+                    self._batch([(i, min(self.chunk, r.L_P - i + 1))])
+            else:
+                self._batch([(1, r.L_P) for r in group])
+            for r in group:
+                r.start = start
+                r.emits.append(self.t)
+                r.out = 1
+                self.done[r.j] = self.t
+
+    def pending(self, t):
+        routed = len(self.done) + len(self.waiting) + len(self.incoming)
+        return routed - sum(1 for v in self.done.values() if v <= t)
+
+
+class DecodeNode:
+    """A DistServe decode node (Algorithm 5, lines 12-20): continuous batching of decodes."""
+
+    def __init__(self, cm, cap):
+        self.cm, self.cap = cm, cap
+        self.incoming = deque()
+        self.D = []
+        self.t = 0.0
+        self.finished = {}
+        self.batches = 0
+
+    def add(self, t, r):
+        self.incoming.append((t, r))
+
+    def advance(self, t_stop=math.inf):
+        while self.t < t_stop:
+            while self.incoming and self.incoming[0][0] <= self.t:
+                self.D.append(self.incoming.popleft()[1])
+            if not self.D:
+                if not self.incoming or self.incoming[0][0] >= t_stop:
+                    return
+                self.t = self.incoming[0][0]
+                continue
+            active = self.D if self.cap == 0 else self.D[: self.cap]
+            self.t += T_batch(self.cm, Batch.of(decode=[r.seq_len for r in active]))
+            self.batches += 1
+            for r in active:
+                r.out += 1
+                r.emits.append(self.t)
+                if r.finished:
+                    self.finished[r.j] = self.t
+            self.D = [r for r in self.D if not r.finished]
+
+    def pending(self, t):
+        routed = len(self.finished) + len(self.D) + len(self.incoming)
+        return routed - sum(1 for v in self.finished.values() if v <= t)
+
+
+def _route(nodes, items, planner):
+    """Send (time, req) items (sorted by time) to nodes: round robin, or join the node with the
+    fewest pending requests at that time (ties to the lowest index)."""
+    for k, (t, r) in enumerate(items):
+        if planner == "round_robin":
+            g = k % len(nodes)
+        else:
+            for node in nodes:
+                node.advance(t)
+            load = [node.pending(t) for node in nodes]
+            g = load.index(min(load))
+        nodes[g].add(t, r)
+        r.node = g
+    for node in nodes:
+        node.advance()
+
+
+def distserve(cm, arrival, L_P, L_D, r_p, r_d, planner="round_robin", mode="whole", chunk=1,
+              max_tokens=4096, max_batch=256, cap=0, transfer=lambda L: 0.0):
+    """Algorithm 5 on r_p prefill and r_d decode nodes; the hand-off takes ``transfer(L^P)``."""
+    reqs = [MReq(j, float(a), int(p), int(d))
+            for j, (a, p, d) in enumerate(zip(arrival, L_P, L_D, strict=True))]
+    pre = [PrefillNode(cm, mode, chunk, max_tokens, max_batch) for _ in range(r_p)]
+    _route(pre, [(r.arrival, r) for r in reqs], planner)
+    for r in reqs:
+        r.prefill_node = r.node
+    handoffs = sorted(((r.emits[0] + transfer(r.L_P), r) for r in reqs), key=lambda x: (x[0], x[1].j))
+    dec = [DecodeNode(cm, cap) for _ in range(r_d)]
+    _route(dec, handoffs, planner)
+    return reqs, pre, dec

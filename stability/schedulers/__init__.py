@@ -16,6 +16,10 @@ _MODULES = {
     "rad": "stability.schedulers.rad",
     "alg2": "stability.schedulers.alg2",
     "request_level": "stability.schedulers.request_level",
+    "sarathi_paper": "stability.schedulers.sarathi_paper",
+    "sarathi": "stability.schedulers.sarathi",
+    "vllm": "stability.schedulers.vllm",
+    "distserve": "stability.schedulers.distserve",
 }
 
 

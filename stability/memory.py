@@ -1,0 +1,237 @@
+"""KV-cache memory: capacity from GPU memory, block-granular accounting, admission, preemption.
+
+The model is the paged block manager that vLLM v0 and Sarathi-Serve share
+(``sarathi/core/block_space_manager/base_block_space_manager.py``, ``vllm/core/block_manager.py``;
+``shared/reference/scheduler_semantics.md`` sections 1.0 and 2.1):
+
+* capacity: ``blocks = floor((u M - W) / (b_kv B))`` with ``M`` the GPU memory
+  (``gpu.memory_bytes``), ``u`` = ``gpu_memory_utilization`` (vLLM 0.9, Sarathi-Serve 0.8), ``W``
+  the model weights (``model.weight_bytes()``), ``b_kv`` the KV bytes of one token
+  (``model.kv_bytes_per_token()``) and ``B`` the block size (16 tokens). Activations and the CUDA
+  graph pool, which the real systems profile and subtract, are not modelled;
+* a request whose KV covers ``x`` tokens holds ``blocks(x) = ceil(x / B)`` blocks. A decode
+  iteration ``DI(R, p)`` needs ``blocks(p)`` (it stores token p's KV);
+* admission (``can_allocate``): the *whole* prompt's blocks are taken at once, even when the
+  prompt is prefilled in chunks, and only if ``free - blocks(len) >= watermark`` with
+  ``watermark = int(0.01 total)``;
+* decode growth (``can_append_slot``): Sarathi-Serve asks for ``free > 0`` before every decode
+  whether or not it needs a new block (rule ``SARATHI``); vLLM v0 asks only that the blocks the new
+  token needs be free (rule ``VLLM``). A block is taken when a position crosses a block boundary;
+* preemption is by recompute (done by :mod:`stability.mixed`): the victim's blocks are freed and
+  it later re-prefills its prompt plus the tokens it had generated;
+* a request whose blocks can never be allocated, even on an empty GPU (``blocks(len) > total -
+  watermark``, vLLM's ``AllocStatus.NEVER``), is rejected with reason ``REJ_KV_NEVER``; one
+  longer than the scheduler's prompt limit with ``REJ_PROMPT_LIMIT`` (vLLM and Sarathi-Serve
+  ignore such requests). Rejected requests never finish and are counted, never lost silently.
+
+The compiled functions below keep the counts in the engine state (``kv_*`` fields and the
+per-request ``blk``); :class:`KvConfig` is what a scheduler's parameters carry.
+
+Which schedulers model memory: ``sarathi`` and ``vllm`` (on by default, ``memory=False`` turns
+it off). RAD, Algorithm 2, request-level batching, Algorithm 4 (``sarathi_paper``) and DistServe
+do not: the paper's Assumption 4 grants room for t*_col requests of maximal length
+(``theory.assumptions.assumption4`` checks it for a GPU, model and workload).
+
+References
+----------
+Kwon et al. (2023), PagedAttention; Agrawal et al. (2024), Sarathi-Serve; Bari, Hegde,
+de Veciana (2025), Assumption 4.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from numba import njit
+
+from theory.cost import CostModel
+from theory.errors import FieldError, require_positive_int
+
+BLOCK_SIZE = 16  # tokens per KV block (vLLM and Sarathi-Serve default)
+WATERMARK = 0.01  # fraction of blocks kept free at admission (both systems)
+SARATHI, VLLM = 0, 1  # can_append_slot rules: free > 0 per decode, or free >= blocks needed
+
+REJ_PROMPT_LIMIT, REJ_KV_NEVER = 1, 2  # reasons recorded per request (0: not rejected)
+REJECT_REASONS = {
+    REJ_PROMPT_LIMIT: "prompt (with recomputed tokens) longer than the scheduler's prompt limit",
+    REJ_KV_NEVER: "its KV blocks exceed the GPU's capacity even with nothing else running",
+}
+
+
+@dataclass(frozen=True)
+class KvConfig:
+    """KV memory of one GPU as a scheduler sees it (``on=False``: unlimited memory)."""
+
+    on: bool
+    blocks: int
+    block_size: int
+    watermark_blocks: int
+
+    def array(self) -> list[int]:
+        """(on, total blocks, watermark blocks, block size) for a compiled loop's parameters."""
+        return [int(self.on), self.blocks, self.watermark_blocks, self.block_size]
+
+
+def capacity_blocks(cm: CostModel, gpu_memory_utilization: float = 0.9,
+                    block_size: int = BLOCK_SIZE) -> int:
+    """KV blocks that fit beside the weights in ``gpu_memory_utilization`` of the GPU's memory."""
+    usable = gpu_memory_utilization * cm.gpu.memory_bytes - cm.model.weight_bytes()
+    per_block = cm.model.kv_bytes_per_token() * block_size
+    return max(0, math.floor(usable / per_block))
+
+
+def kv_config(cm: CostModel, memory: bool, gpu_memory_utilization: float = 0.9,
+              block_size: int = BLOCK_SIZE, watermark: float = WATERMARK,
+              kv_blocks: int | None = None) -> KvConfig:
+    """Validate the memory options of a scheduler and build its :class:`KvConfig`.
+
+    Parameters
+    ----------
+    memory
+        Model KV memory at all (``False``: unlimited, as the paper's Assumption 4 grants).
+    gpu_memory_utilization
+        Fraction of the GPU memory for weights and KV cache, in (0, 1].
+    block_size
+        Tokens per block.
+    watermark
+        Fraction of the blocks that admission keeps free, in [0, 1).
+    kv_blocks
+        Total blocks, overriding the capacity computed from the GPU and model (tests use a few).
+    """
+    if not isinstance(memory, bool):
+        raise FieldError("memory", memory, "True or False")
+    if not (isinstance(gpu_memory_utilization, (int, float)) and 0 < gpu_memory_utilization <= 1):
+        raise FieldError("gpu_memory_utilization", gpu_memory_utilization, "a number in (0, 1]")
+    if not (isinstance(watermark, (int, float)) and 0 <= watermark < 1):
+        raise FieldError("watermark", watermark, "a number in [0, 1)")
+    block_size = require_positive_int("block_size", block_size)
+    if kv_blocks is None:
+        blocks = capacity_blocks(cm, gpu_memory_utilization, block_size)
+        if memory and blocks < 1:
+            raise FieldError("gpu_memory_utilization", gpu_memory_utilization,
+                             f"room for KV blocks beside {cm.model.key}'s weights on {cm.gpu.key}")
+    else:
+        blocks = require_positive_int("kv_blocks", kv_blocks)
+    return KvConfig(memory, blocks, block_size, int(watermark * blocks))
+
+
+# --- compiled accounting over the engine state ---------------------------------------------------
+
+
+@njit(cache=True)
+def kv_setup(st, on, total, watermark, block_size, rule):
+    """Configure the state's KV memory once (a loop calls this on entry; later calls do nothing)."""
+    if st.kv_ready:
+        return
+    st.kv_ready = 1
+    st.kv_on = on
+    st.kv_total = total
+    st.kv_free = total
+    st.kv_wm = watermark
+    st.kv_bs = block_size
+    st.kv_rule = rule
+
+
+@njit(cache=True)
+def blocks(st, x):
+    """Blocks covering the KV of x tokens: ceil(x / block_size)."""
+    return (x + st.kv_bs - 1) // st.kv_bs
+
+
+@njit(cache=True)
+def never_fits(st, x):
+    """vLLM's AllocStatus.NEVER: x tokens' blocks exceed what an empty GPU could admit."""
+    return st.kv_on == 1 and st.kv_total - blocks(st, x) < st.kv_wm
+
+
+@njit(cache=True)
+def can_allocate(st, x):
+    """Admission check for a prompt of x tokens: free - blocks(x) >= watermark."""
+    return st.kv_on == 0 or st.kv_free - blocks(st, x) >= st.kv_wm
+
+
+@njit(cache=True)
+def allocate(st, j, x):
+    """Take the blocks of request j's x tokens at admission (the whole prompt at once)."""
+    if st.kv_on:
+        b = blocks(st, x)
+        st.blk[j] = b
+        st.kv_free -= b
+        st.kv_peak = max(st.kv_peak, st.kv_total - st.kv_free)
+
+
+@njit(cache=True)
+def release(st, j):
+    """Free every block of request j (completion or preemption)."""
+    if st.kv_on:
+        st.kv_free += st.blk[j]
+        st.blk[j] = 0
+
+
+@njit(cache=True)
+def can_append(st, j, p):
+    """Whether request j may run DI(R, p): Sarathi-Serve asks free > 0 for every decode, vLLM v0
+    only that a block be free when position p needs a new one."""
+    if st.kv_on == 0:
+        return True
+    if st.kv_rule == SARATHI:
+        return st.kv_free > 0
+    return blocks(st, p) <= st.blk[j] or st.kv_free > 0
+
+
+@njit(cache=True)
+def append(st, j, p):
+    """Give request j the block position p needs, if it crosses a block boundary."""
+    if st.kv_on:
+        b = blocks(st, p)
+        if b > st.blk[j]:
+            st.kv_free -= b - st.blk[j]
+            st.blk[j] = b
+            st.kv_peak = max(st.kv_peak, st.kv_total - st.kv_free)
+
+
+@njit(cache=True)
+def reject(st, j, code):
+    """Request j will never be served: record why (it never finishes and is not lost)."""
+    st.rej[j] = code
+    st.n_rej += 1
+
+
+@njit(cache=True)
+def _growth(st, na, k, first, last):
+    """Blocks the decode entries first..last-1 (of the first ``na``) take over k batches."""
+    g = 0
+    for q in range(first, min(last, na)):
+        g += blocks(st, st.d_pos[q] + k - 1) - st.blk[st.d_id[q]]
+    return g
+
+
+@njit(cache=True)
+def clean_decode_batches(st, na, k_hi):
+    """Largest k <= k_hi such that k decode-only batches over the first ``na`` decode entries
+    trigger no preemption, so they can run as one event.
+
+    With F free blocks and G(k) the blocks the entries take in batches 0..k-1, batch m preempts
+    under vLLM's rule iff G(m + 1) > F (some decode needs a block and none is left), and under
+    Sarathi-Serve's iff F <= G'(m + 1) + g_last(m), where G' counts all entries but the last and
+    g_last the last one (some decode finds free = 0 before its turn). Both sides grow with m, so
+    the first preempting batch is found by binary search.
+    """
+    if st.kv_on == 0:
+        return k_hi
+    for q in range(na):  # the run ends at the first completion anyway
+        k_hi = min(k_hi, st.d_rem[q])
+    free = st.kv_free
+    lo, hi = 0, k_hi  # invariant: k = lo is clean
+    while lo < hi:
+        k = (lo + hi + 1) // 2
+        if st.kv_rule == VLLM:
+            ok = _growth(st, na, k, 0, na) <= free
+        else:
+            ok = _growth(st, na, k, 0, na - 1) + _growth(st, na, k - 1, na - 1, na) < free
+        if ok:
+            lo = k
+        else:
+            hi = k - 1
+    return lo

@@ -1,0 +1,334 @@
+"""Mixed batches: prefill chunks of several requests and decodes together (Section 3.1, Eq. 7).
+
+Schedulers that chunk prompts and mix them with decodes (Sarathi-Serve, Algorithm 4; vLLM's
+prefill-only batches of whole prompts too) keep, besides the engine's decode set ``D``
+(``d_id, d_pos, d_rem``), the list ``P`` of *admitted* requests still in their prefill phase
+(``p_id``, sorted by arrival index) with each request's prefill target ``pl``, progress ``pg`` and
+the decodes ``dr`` it has left once the prefill completes. A batch is built by choosing how many
+decode entries run (the first ``na``, one DI each) and adding chunks ``PI(R, pg + 1, c)`` with
+:func:`add_chunk`; :func:`run_mixed` runs it: its duration is Eq. 7 of exactly its contents,
+
+    T_B = T_Lin(tau) + tau / mu_nLin + N sum_D T^{D,SA}(p) + sum_P T^{P,SA}(i, c)  (+ overhead),
+
+computed in O(batch size). A request whose last prompt chunk runs emits a token: its first, or,
+after a preemption, the token its interrupted decode would have produced.
+
+Preemption is by recompute (Sarathi-Serve ``base_scheduler._preempt``, vLLM v0
+``_preempt_by_recompute``): the victim's blocks are freed, it goes to the front of the waiting
+queue, and its new prefill target is its prompt plus every token generated so far (``d_pos``, the
+position of its next decode), so the recompute prefill emits the next token. The victim is the
+newest request (largest arrival index) among those the current pass has not reached yet, or the
+request itself if there is none (``sarathi_scheduler._schedule`` phase 1, vLLM
+``_schedule_running``).
+
+Waiting order: FCFS (the engine's ring buffer, preempted requests pushed to its front) or
+shortest prefill first, a heap keyed by (prefill target, arrival index) over the arrived requests.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Section 3.1, Eq. 7; shared/reference/scheduler_semantics.md
+sections 1.0, 1.1, 2.1.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+from stability.engine import (
+    count_batch,
+    log_batch,
+    log_item,
+    pop_waiting,
+    push_waiting_front,
+    record_gap,
+    see_arrivals,
+)
+from stability.kernels import lin_waste, psa_waste, t_fixed, t_psa
+from stability.memory import allocate, append, can_append, release
+
+KEY_SHIFT = 32  # SPF heap key: pl << 32 | j
+
+
+# --- waiting queue: FCFS ring or shortest-prefill-first heap -------------------------------------
+
+
+@njit(cache=True)
+def _heap_push(st, key):
+    h = st.hq
+    q = st.hq_len
+    st.hq_len += 1
+    while q > 0:
+        parent = (q - 1) // 2
+        if h[parent] <= key:
+            break
+        h[q] = h[parent]
+        q = parent
+    h[q] = key
+
+
+@njit(cache=True)
+def _heap_pop(st):
+    h = st.hq
+    top = h[0]
+    st.hq_len -= 1
+    n = st.hq_len
+    key = h[n]
+    q = 0
+    while True:
+        child = 2 * q + 1
+        if child >= n:
+            break
+        if child + 1 < n and h[child + 1] < h[child]:
+            child += 1
+        if h[child] >= key:
+            break
+        h[q] = h[child]
+        q = child
+    if n > 0:
+        h[q] = key
+    return top
+
+
+@njit(cache=True)
+def w_refresh(st, spf):
+    """Arrivals join the waiting queue (and, under SPF, its heap)."""
+    see_arrivals(st)
+    if spf:
+        while st.wq_len > 0:
+            j = pop_waiting(st)
+            _heap_push(st, (st.pl[j] << KEY_SHIFT) | j)
+
+
+@njit(cache=True)
+def w_len(st, spf):
+    return st.hq_len if spf else st.wq_len
+
+
+@njit(cache=True)
+def w_head(st, spf):
+    """The request admission looks at next: FCFS head, or the shortest prefill (ties: arrival)."""
+    if spf:
+        return st.hq[0] & ((1 << KEY_SHIFT) - 1)
+    return st.wq[st.wq_head]
+
+
+@njit(cache=True)
+def w_pop(st, spf):
+    if spf:
+        return _heap_pop(st) & ((1 << KEY_SHIFT) - 1)
+    return pop_waiting(st)
+
+
+@njit(cache=True)
+def w_push_front(st, j, spf):
+    """A preempted request rejoins the waiting queue at its front (SPF: by its new target)."""
+    if spf:
+        _heap_push(st, (st.pl[j] << KEY_SHIFT) | j)
+    else:
+        push_waiting_front(st, j)
+
+
+# --- admitted requests: the prefill list P and the decode set D, both sorted by arrival -----------
+
+
+@njit(cache=True)
+def admit(st, j):
+    """Admit request j: take its whole prompt's blocks and put it in P (sorted by arrival)."""
+    allocate(st, j, st.pl[j])
+    q = st.np
+    while q > 0 and st.p_id[q - 1] > j:
+        st.p_id[q] = st.p_id[q - 1]
+        q -= 1
+    st.p_id[q] = j
+    st.np += 1
+
+
+@njit(cache=True)
+def add_chunk(st, j, c):
+    """Put PI(R_j, pg_j + 1, c) in the batch being built."""
+    b = st.nbp
+    st.bp_j[b] = j
+    st.bp_c[b] = c
+    st.nbp = b + 1
+
+
+@njit(cache=True)
+def _insert_decode(st, j, pos, rem):
+    q = st.nd
+    while q > 0 and st.d_id[q - 1] > j:
+        st.d_id[q] = st.d_id[q - 1]
+        st.d_pos[q] = st.d_pos[q - 1]
+        st.d_rem[q] = st.d_rem[q - 1]
+        q -= 1
+    st.d_id[q] = j
+    st.d_pos[q] = pos
+    st.d_rem[q] = rem
+    st.nd += 1
+
+
+@njit(cache=True)
+def _remove_decode(st, q):
+    for k in range(q, st.nd - 1):
+        st.d_id[k] = st.d_id[k + 1]
+        st.d_pos[k] = st.d_pos[k + 1]
+        st.d_rem[k] = st.d_rem[k + 1]
+    st.nd -= 1
+
+
+@njit(cache=True)
+def preempt_decode(st, q, spf):
+    """Preempt decode entry q by recompute: its next prefill covers all tokens up to d_pos."""
+    j = st.d_id[q]
+    release(st, j)
+    st.n_lost += st.d_pos[q] - 1
+    st.pl[j] = st.d_pos[q]
+    st.pg[j] = 0
+    st.dr[j] = st.d_rem[q] - 1
+    st.npre[j] += 1
+    st.n_preempt += 1
+    _remove_decode(st, q)
+    w_push_front(st, j, spf)
+
+
+@njit(cache=True)
+def preempt_prefill(st, q, spf):
+    """Preempt P's entry q by recompute: the chunks it had prefilled are lost."""
+    j = st.p_id[q]
+    release(st, j)
+    st.n_lost += st.pg[j]
+    st.pg[j] = 0
+    st.npre[j] += 1
+    st.n_preempt += 1
+    for k in range(q, st.np - 1):
+        st.p_id[k] = st.p_id[k + 1]
+    st.np -= 1
+    w_push_front(st, j, spf)
+
+
+@njit(cache=True)
+def reserve_decodes(st, spf):
+    """Give every decode entry, oldest first, the KV slot of its next DI, preempting the newest
+    requests not reached yet (decodes after it, prefills that arrived after it) while the slot
+    cannot be had, or the entry itself when none is left (Sarathi-Serve phase 1, vLLM v0
+    ``_schedule_running``). Afterwards every remaining decode entry runs in the batch."""
+    if st.kv_on == 0:
+        return
+    q = 0
+    while q < st.nd:
+        j = st.d_id[q]
+        p = st.d_pos[q]
+        kept = True
+        while not can_append(st, j, p):
+            jd = st.d_id[st.nd - 1] if st.nd - 1 > q else -1
+            jp = st.p_id[st.np - 1] if st.np > 0 and st.p_id[st.np - 1] > j else -1
+            if jd < 0 and jp < 0:
+                preempt_decode(st, q, spf)
+                kept = False
+                break
+            if jd > jp:
+                preempt_decode(st, st.nd - 1, spf)
+            else:
+                preempt_prefill(st, st.np - 1, spf)
+        if kept:
+            append(st, j, p)
+            q += 1
+
+
+# --- running a batch ---------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _prefill_complete(st, j, t):
+    """Request j's last prompt chunk ended at t: it emits a token; it finishes if that was its
+    last, else it enters D at position pl + 1. Returns 1 if it finished."""
+    if math.isnan(st.t_first[j]):
+        st.t_first[j] = t
+        st.last_emit[j] = t
+    else:  # a recompute prefill: the token its preempted decode would have produced
+        st.n_recomp += 1
+        if st.detail:
+            record_gap(st, j, t)
+    if st.dr[j] == 0:
+        st.t_finish[j] = t
+        release(st, j)
+        return 1
+    _insert_decode(st, j, st.pl[j] + 1, st.dr[j])
+    return 0
+
+
+@njit(cache=True)
+def run_mixed(st, ct, na):
+    """Run the batch built so far: one DI for each of the first ``na`` decode entries (their KV
+    slots already reserved) and the chunks added with :func:`add_chunk`. Its duration is Eq. 7 of
+    exactly these iterations. The caller has checked the batch log has room (``log_has_room``).
+    Returns how many requests finished."""
+    now = st.clock
+    n_pre = 0
+    att = 0.0
+    psa = 0.0
+    wasted = 0.0
+    for q in range(na):
+        p = st.d_pos[q]
+        att += ct.S[p] - ct.S[p - 1]
+    for b in range(st.nbp):
+        j = st.bp_j[b]
+        c = st.bp_c[b]
+        i = st.pg[j] + 1
+        a = t_psa(ct, i, c)
+        psa += a
+        wasted += psa_waste(ct, i, c, a)
+        n_pre += c
+    tau = na + n_pre
+    dur = t_fixed(ct, tau) + ct.N * att + psa
+    wasted += lin_waste(ct, tau)
+    if st.log_on:
+        for q in range(na):
+            log_item(st, st.d_id[q], st.d_pos[q], 0)
+        for b in range(st.nbp):
+            log_item(st, st.bp_j[b], st.pg[st.bp_j[b]] + 1, st.bp_c[b])
+        log_batch(st, now, dur, tau, na, st.nbp, wasted <= 1e-12 * dur)
+    count_batch(st, tau, na, n_pre, dur, wasted)
+    st.n_event += 1
+    t = now + dur
+    st.clock = t
+    # decodes: advance, finish, keep the order of the rest
+    done = 0
+    w = 0
+    for q in range(st.nd):
+        if q < na:
+            j = st.d_id[q]
+            st.d_pos[q] += 1
+            st.d_rem[q] -= 1
+            if st.detail:
+                record_gap(st, j, t)
+            if st.d_rem[q] == 0:
+                st.t_finish[j] = t
+                release(st, j)
+                done += 1
+                continue
+        st.d_id[w] = st.d_id[q]
+        st.d_pos[w] = st.d_pos[q]
+        st.d_rem[w] = st.d_rem[q]
+        w += 1
+    st.nd = w
+    # prefill chunks: progress; completed prompts leave P
+    for b in range(st.nbp):
+        j = st.bp_j[b]
+        if math.isnan(st.t_start[j]):
+            st.t_start[j] = now
+        st.pg[j] += st.bp_c[b]
+        if st.pg[j] == st.pl[j]:
+            done += _prefill_complete(st, j, t)
+    st.nbp = 0
+    w = 0
+    for q in range(st.np):
+        j = st.p_id[q]
+        if st.pg[j] < st.pl[j]:
+            st.p_id[w] = j
+            w += 1
+    st.np = w
+    st.n_done += done
+    st.last_done = done
+    return done

@@ -1,0 +1,133 @@
+"""vLLM v0's default scheduler: prefill first, whole prompts, batches never mixed.
+
+Follows ``vllm/core/scheduler.py`` ``Scheduler._schedule_default`` (chunked prefill off;
+shared/reference/scheduler_semantics.md section 2.1). Each iteration:
+
+1. waiting requests are admitted from the head, FCFS with head-of-line blocking, while the
+   whole prompt's blocks can be allocated (``can_allocate``: free - blocks >= 1% watermark),
+   the prompts admitted so far plus this one stay within ``max_num_batched_tokens`` and the
+   running requests plus this one stay within ``max_num_seqs``; a request longer than the prompt
+   limit ``min(max_model_len, max_num_batched_tokens)``, or whose blocks exceed what an empty GPU
+   admits (``AllocStatus.NEVER``), is ignored (rejected with its reason);
+2. if anything was admitted, the batch holds exactly those full prompts ``PI(R, 1, len)``;
+3. otherwise the batch holds one decode for every running request, oldest first; a decode whose
+   next token needs a new block when none is free preempts the newest running request not
+   reached yet by recompute (to the front of the waiting queue), or itself.
+
+Options: ``max_num_batched_tokens`` (vLLM: ``max(max_model_len, 2048)``; default 8192, Table 1's
+cap on prompt + output), ``max_num_seqs`` (256), ``max_model_len`` (8192) and the memory options
+of :func:`stability.memory.kv_config` (``memory=True``, ``gpu_memory_utilization=0.9``).
+
+Not modelled: swap preemption (vLLM uses it only for groups of several sequences, e.g. beam
+search), ``delay_factor`` (0 by default), the priority policy. A recompute prompt (prompt +
+generated tokens) is admitted like a new one.
+
+A run of decode-only batches is one event while no waiting request can be admitted (FCFS: that
+only changes at a completion), cut before the first batch that would preempt and, when the
+queue is empty, at the first batch boundary after an arrival (which starts a prefill batch).
+
+References
+----------
+Kwon et al. (2023), vLLM / PagedAttention; shared/reference/scheduler_semantics.md section 2.1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from stability.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
+from stability.memory import (
+    REJ_KV_NEVER,
+    REJ_PROMPT_LIMIT,
+    VLLM,
+    KvConfig,
+    can_allocate,
+    clean_decode_batches,
+    kv_config,
+    kv_setup,
+    never_fits,
+    reject,
+)
+from stability.mixed import add_chunk, admit, reserve_decodes, run_mixed, w_head, w_len, w_pop, w_refresh
+from theory.cost import CostModel
+from theory.errors import require_positive_int
+
+NAME = "vllm"
+USES_CYCLES = False
+
+
+@dataclass(frozen=True)
+class Params:
+    """Token budget of a prefill batch, running-sequence cap, model length, memory."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    max_model_len: int
+    kv: KvConfig
+
+    def array(self) -> np.ndarray:
+        return np.array([self.max_num_batched_tokens, self.max_num_seqs, self.max_model_len,
+                         *self.kv.array()], dtype=np.int64)
+
+
+def make_params(cm: CostModel, max_num_batched_tokens: int | None = None, max_num_seqs: int = 256,
+                max_model_len: int = 8192, memory: bool = True, gpu_memory_utilization: float = 0.9,
+                block_size: int = 16, watermark: float = 0.01, kv_blocks: int | None = None) -> Params:
+    """vLLM v0's defaults (``EngineArgs``, ``SchedulerConfig``): 256 sequences, a token budget of
+    ``max(max_model_len, 2048)``, 90% of the GPU memory, blocks of 16 tokens, 1% watermark."""
+    max_model_len = require_positive_int("max_model_len", max_model_len)
+    budget = max(max_model_len, 2048) if max_num_batched_tokens is None else max_num_batched_tokens
+    return Params(require_positive_int("max_num_batched_tokens", budget),
+                  require_positive_int("max_num_seqs", max_num_seqs), max_model_len,
+                  kv_config(cm, memory, gpu_memory_utilization, block_size, watermark, kv_blocks))
+
+
+@njit(cache=True)
+def loop(st, ct, prm, t_stop):
+    """vLLM v0 ``_schedule_default``, one batch per decision (decode-only runs as one event)."""
+    budget, max_seqs = prm[0], prm[1]
+    limit = min(prm[2], budget)
+    kv_setup(st, prm[3], prm[4], prm[5], prm[6], VLLM)
+    while running(st, t_stop):
+        w_refresh(st, False)
+        if w_len(st, False) > 0:                                  # 1. _schedule_prefills
+            if not log_has_room(st, 1, min(w_len(st, False), max_seqs)):
+                break
+            tokens = 0
+            while w_len(st, False) > 0:
+                j = w_head(st, False)
+                if st.pl[j] > limit:
+                    reject(st, w_pop(st, False), REJ_PROMPT_LIMIT)
+                    continue
+                if never_fits(st, st.pl[j]):
+                    reject(st, w_pop(st, False), REJ_KV_NEVER)
+                    continue
+                if (not can_allocate(st, st.pl[j]) or tokens + st.pl[j] > budget
+                        or st.nd + st.np + 1 > max_seqs):
+                    break
+                admit(st, w_pop(st, False))
+                add_chunk(st, j, st.pl[j])
+                tokens += st.pl[j]
+            if tokens > 0:                                        # 2. a prefill-only batch
+                run_mixed(st, ct, 0)
+                continue
+        if st.nd == 0:
+            if w_len(st, False) > 0:  # an empty GPU that cannot admit its head: an accounting bug
+                raise RuntimeError("vllm: the waiting head can never be admitted")
+            if not idle(st, t_stop):
+                return DONE
+            continue
+        k = clean_decode_batches(st, st.nd, BIG)                  # 3. _schedule_running
+        if k > 0:
+            if decode_run(st, ct, st.nd, w_len(st, False) == 0, t_stop, k) < 0:
+                break
+            continue
+        if not log_has_room(st, 1, st.nd):
+            break
+        reserve_decodes(st, False)
+        if st.nd > 0:
+            run_mixed(st, ct, st.nd)
+    return stop_code(st)

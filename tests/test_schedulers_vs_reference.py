@@ -1,0 +1,187 @@
+"""Baseline schedulers against the naive reference: identical per-request results.
+
+Random small scenarios (hypothesis) on toy GPUs: lengths, arrival rates, bursts, budgets, caps,
+admission order, and a KV memory of a few blocks so that preemption and rejection happen. The
+reference (tests/reference_sim.py) transcribes the real schedulers (Sarathi-Serve, vLLM v0) and
+Algorithms 4-5 batch by batch, with its own block manager, and times batches with
+theory.cost.T_batch; the engine must give the same finish and first-token times (to 1e-9), the same
+rejections and preemptions, the same batch and token counts and the same peak KV use.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stability.gpu import run_gpu
+from stability.schedulers import get_scheduler
+from tests import reference_sim as ref
+from tests.toys import toy_cost_model
+
+SCENARIOS = 100
+BIG = 10**6
+
+
+def choose_scenario(pick):
+    """A random small scenario; ``pick(options)`` returns one of ``options``."""
+    cm = toy_cost_model(pick(["toy2", "toy4", "toy8"]), pick(["paper", "real"]))
+    m = pick(range(1, 31))
+    rng = np.random.default_rng(pick(range(2**16)))
+    L_P = rng.integers(1, pick([4, 16, 40, 90]) + 1, size=m)
+    L_D = rng.integers(1, pick([1, 5, 25]) + 1, size=m)
+    gap = pick([1e-4, 1e-3, 5e-3, 2e-2])
+    arrival = np.cumsum(rng.exponential(gap, size=m))
+    if pick([False, True]):
+        arrival[: m // 2] = 0.0  # a burst at time 0
+    block = pick([1, 2, 4, 16])
+    kv = {"block_size": block, "kv_blocks": max(1, pick([8, 24, 64, 160, 1000]) // block),
+          "watermark": pick([0.0, 0.01, 0.1])}
+    return cm, arrival, L_P, L_D, kv, pick
+
+
+def pressure(run):
+    return run.counters["n_preempt"] > 0, run.counters["n_rej"] > 0
+
+
+def drawn(data):
+    """A scenario whose choices hypothesis draws (and shrinks)."""
+    return choose_scenario(lambda options: data.draw(st.sampled_from(list(options))))
+
+
+def assert_close(a, b):
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    assert np.array_equal(np.isnan(a), np.isnan(b)), (a, b)
+    ok = ~np.isnan(a)
+    assert np.allclose(a[ok], b[ok], rtol=1e-9, atol=0), np.max(np.abs(a[ok] - b[ok]) / np.abs(b[ok]))
+
+
+def assert_same(run, sim, detail, mem=None):
+    reqs = sim.reqs
+    assert_close(run.t_finish, [r.finish for r in reqs])
+    assert_close(run.t_first, [r.first for r in reqs])
+    assert_close(run.t_start, [r.start for r in reqs])
+    assert run.reject.tolist() == [r.rejected for r in reqs]
+    assert run.preemptions.tolist() == [r.preemptions for r in reqs]
+    assert run.counters["n_batch"] == len(sim.batches)
+    assert run.counters["n_dec_tok"] == sim.decode_tokens
+    assert run.counters["n_pre_tok"] == sim.prefill_tokens
+    assert run.counters["n_lost"] == sim.lost_tokens
+    if detail:
+        done = np.isfinite(run.t_finish)
+        assert_close(run.tbt_max[done], [r.tbt_max for r in reqs if r.finished])
+    if mem is not None:
+        assert run.kv["peak"] == mem.peak
+        assert run.kv["free_end"] == run.kv["blocks"] == mem.total == mem.free
+
+
+def blocks_of(kv, rule):
+    return ref.Blocks(kv["kv_blocks"], kv["block_size"], int(kv["watermark"] * kv["kv_blocks"]), rule)
+
+
+def run_sarathi(sc, memory, detail):
+    cm, arrival, L_P, L_D, kv, pick = sc
+    opts = {"chunk_size": pick([1, 3, 8, 16, 32, 512]), "max_num_seqs": pick([1, 2, 5, 128]),
+            "order": pick(["fcfs", "spf"]), "max_model_len": pick([60, BIG])}
+    sch = get_scheduler("sarathi")
+    run = run_gpu(cm, sch, sch.make_params(cm, memory=memory, **opts, **kv), arrival, L_P, L_D,
+                  detail=detail)
+    mem = blocks_of(kv, "sarathi") if memory else None
+    sim = ref.sarathi(cm, arrival, L_P, L_D, opts["chunk_size"], opts["max_num_seqs"], opts["order"],
+                      opts["max_model_len"], mem)
+    return run, sim, mem
+
+
+def run_vllm(sc, memory, detail):
+    cm, arrival, L_P, L_D, kv, pick = sc
+    opts = {"max_num_batched_tokens": pick([8, 50, 128, 8192]), "max_num_seqs": pick([1, 2, 5, 256]),
+            "max_model_len": pick([60, BIG])}
+    sch = get_scheduler("vllm")
+    run = run_gpu(cm, sch, sch.make_params(cm, memory=memory, **opts, **kv), arrival, L_P, L_D,
+                  detail=detail)
+    mem = blocks_of(kv, "vllm") if memory else None
+    sim = ref.vllm(cm, arrival, L_P, L_D, opts["max_num_batched_tokens"], opts["max_num_seqs"],
+                   opts["max_model_len"], mem)
+    return run, sim, mem
+
+
+@pytest.mark.parametrize("detail", [False, True])
+@pytest.mark.parametrize("memory", [False, True])
+@settings(max_examples=SCENARIOS, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_sarathi(memory, detail, data):
+    run, sim, mem = run_sarathi(drawn(data), memory, detail)
+    assert_same(run, sim, detail, mem)
+
+
+@pytest.mark.parametrize("detail", [False, True])
+@pytest.mark.parametrize("memory", [False, True])
+@settings(max_examples=SCENARIOS, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_vllm(memory, detail, data):
+    run, sim, mem = run_vllm(drawn(data), memory, detail)
+    assert_same(run, sim, detail, mem)
+
+
+@pytest.mark.parametrize("detail", [False, True])
+@settings(max_examples=SCENARIOS, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_sarathi_paper(detail, data):
+    cm, arrival, L_P, L_D, _, pick = drawn(data)
+    budget = pick([1, 3, 8, 16, 32, 512])
+    sch = get_scheduler("sarathi_paper")
+    run = run_gpu(cm, sch, sch.make_params(cm, chunk_size=budget), arrival, L_P, L_D, detail=detail)
+    assert_same(run, ref.sarathi_paper(cm, arrival, L_P, L_D, budget), detail)
+
+
+def test_memory_pressure_is_exercised():
+    """The scenarios above really preempt and reject: count over 100 drawn the same way."""
+    rng = np.random.default_rng(7)
+
+    def pick(options):
+        options = list(options)
+        return options[rng.integers(len(options))]
+
+    seen = np.zeros((2, 2))
+    for _ in range(100):
+        sc = choose_scenario(pick)
+        for k, fn in enumerate((run_sarathi, run_vllm)):
+            seen[k] += pressure(fn(sc, True, False)[0])
+    assert (seen[:, 0] >= 25).all(), seen  # preemption in at least a quarter of the scenarios
+    assert (seen[:, 1] >= 10).all(), seen  # rejection in at least a tenth
+
+
+@pytest.mark.parametrize("detail", [False, True])
+@settings(max_examples=SCENARIOS, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_distserve(detail, data):
+    """Prefill nodes then decode nodes, routed round robin or to the shortest queue, against the
+    reference's nodes advanced batch by batch (with its own JSQ)."""
+    from stability.cluster import run_cluster
+
+    cm, arrival, L_P, L_D, _, pick = drawn(data)
+    r_p, r_d = pick([1, 2]), pick([1, 2])
+    planner = pick(["round_robin", "jsq"])
+    opts = {"prefill_nodes": r_p, "prefill_mode": pick(["whole", "chunked", "batched"]),
+            "chunk": pick([4, 16, 64]), "prefill_max_tokens": pick([30, 4096]),
+            "prefill_max_batch": pick([2, 256]), "decode_cap": pick([0, 1, 3]),
+            "link_bandwidth": pick([0.0, 1e9])}
+    sch = get_scheduler("distserve")
+    p = sch.make_params(cm, **opts)
+    cls = np.zeros(len(arrival), dtype=np.int64)
+    node, runs = run_cluster(cm, sch, p, arrival, L_P, L_D, cls, 1, r_p + r_d, planner,
+                             np.random.default_rng(0), detail)
+    reqs, pre, dec = ref.distserve(cm, arrival, L_P, L_D, r_p, r_d, planner, opts["prefill_mode"],
+                                   opts["chunk"], opts["prefill_max_tokens"], opts["prefill_max_batch"],
+                                   opts["decode_cap"], lambda L: float(p.transfer_time(L)))
+    assert node.tolist() == [r_p + r.node for r in reqs]
+    for g, run in enumerate(runs[:r_p]):
+        assert run.rows.tolist() == sorted(j for j, r in enumerate(reqs) if r.prefill_node == g)
+        assert run.counters["n_batch"] == pre[g].batches
+    for g, run in enumerate(runs[r_p:]):
+        mine = [r for r in reqs if r.node == g]
+        assert_close(run.t_finish, [r.finish for r in mine])
+        assert_close(run.t_first, [r.first for r in mine])
+        assert_close(run.t_start, [r.start for r in mine])
+        assert run.counters["n_batch"] == dec[g].batches
+        if detail:
+            assert_close(run.tbt_max, [r.tbt_max for r in mine])
