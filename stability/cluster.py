@@ -62,10 +62,16 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
     if getattr(scheduler, "DISAGGREGATED", False):  # DistServe: prefill nodes, then decode nodes
         from stability.disaggregated import run_disaggregated
 
-        return run_disaggregated(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, planner,
-                                 rng, detail, log)
-    if planner == "jsq" and r > 1:
-        return _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log)
+        out = run_disaggregated(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, planner,
+                                rng, detail, log)
+    elif planner == "jsq" and r > 1:
+        out = _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log)
+    else:
+        out = None
+    if out is not None:  # nodes advanced together: report progress once, at the end
+        if progress is not None:
+            progress(len(arrival))
+        return out
     node = np.zeros(len(arrival), dtype=np.int64) if r == 1 else route(planner, len(arrival), r, rng)
     jobs = [(cm, scheduler.NAME, params, arrival[node == g], L_P[node == g], L_D[node == g],
              cls[node == g], n_class, detail, log) for g in range(r)]

@@ -14,6 +14,7 @@ Bari, Hegde, de Veciana (2025), Sections 3-4 (Poisson arrivals of rate lambda, i
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -108,9 +109,15 @@ class SimResult:
         return metrics.optimal_work(self.cost_model, self.requests["L_P"], self.requests["L_D"])
 
     def verdict(self, **kwargs) -> metrics.Verdict:
-        """Stability verdict from the drift of the work in system (see :mod:`stability.metrics`)."""
+        """Stability verdict from the drift of the work in system (see :mod:`stability.metrics`).
+
+        Rejected requests (a memory model refused them at arrival) never enter the system and are
+        left out; the verdict is about the work that was admitted.
+        """
         rq = self.requests
-        return metrics.stability_verdict(rq["arrival"], rq["t_finish"], self.work, **kwargs)
+        kept = ~(rq["reject"] > 0)
+        return metrics.stability_verdict(rq["arrival"][kept], rq["t_finish"][kept], self.work[kept],
+                                         **kwargs)
 
     def counters(self) -> dict:
         out: dict = {}
@@ -132,6 +139,8 @@ class SimResult:
             "model": self.cost_model.model.key, "workload": self.workload.name, "r": self.scenario.r,
             "rate": self.lam, "lambda_star": self.lambda_star, "load": self.lam / self.lambda_star,
             "requests": int(rq["arrival"].size), "completed": int(done.sum()),
+            "rejected": int(np.sum(rq["reject"] > 0)),
+            "preemptions": int(np.nansum(rq["preemptions"])),
             "throughput": float(done.sum() / horizon) if horizon > 0 else float("nan"),
             "ttft": metrics.summarize_latency(rq["t_first"] - rq["arrival"]),
             "latency": metrics.summarize_latency(rq["t_finish"] - rq["arrival"]),
@@ -163,7 +172,8 @@ class SimResult:
         out = {k: np.concatenate(v) for k, v in cols.items()}
         prefill, decode = [], []
         for g, run in enumerate(self.runs):
-            ids = np.flatnonzero(self.node == g)  # node-local request index -> global index
+            # node-local request index -> global index (DistServe's prefill nodes record theirs)
+            ids = run.rows if run.rows is not None else np.flatnonzero(self.node == g)
             it = run.items
             pre: list[list[str]] = [[] for _ in range(run.batches["start"].size)]
             dec: list[list[str]] = [[] for _ in range(run.batches["start"].size)]
@@ -176,6 +186,16 @@ class SimResult:
         return out
 
 
+def make_params(scheduler, cm: CostModel, options: dict):
+    """The scheduler's parameters from ``options``, refusing names it does not take."""
+    accepted = [p for p in inspect.signature(scheduler.make_params).parameters if p != "cm"]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise FieldError(f"options of scheduler {scheduler.NAME!r}", unknown,
+                         f"names among {', '.join(accepted) or '(none)'}")
+    return scheduler.make_params(cm, **options)
+
+
 def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
     """Run the scenario (see :class:`Scenario`); ``workers`` processes simulate nodes in parallel,
     and ``progress(k)`` (optional) is told of completed requests."""
@@ -183,7 +203,7 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
     cm = cost_model_of(sc)
     w = workload_of(sc, cm)
     scheduler = get_scheduler(sc.scheduler)
-    params = scheduler.make_params(cm, **dict(sc.options))
+    params = make_params(scheduler, cm, dict(sc.options))
     lam_star = sc.r / T_bar_R(cm, w)
     ss_arrival, ss_lengths, ss_route = np.random.SeedSequence(sc.seed).spawn(3)
     n = sc.n_requests

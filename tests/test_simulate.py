@@ -192,6 +192,7 @@ def test_progress_reports_every_request():
     ({"planner": "best"}, UnknownNameError, "planner"),
     ({"log": True}, FieldError, "detail"),
     ({"options": (("n", 0),)}, FieldError, "n"),
+    ({"options": (("budget", 512),)}, FieldError, "options of scheduler 'rad'"),
 ])
 def test_bad_scenarios(kwargs, error, match):
     with pytest.raises(error, match=match):

@@ -91,7 +91,8 @@ def _print(s: dict, res) -> None:
     print(f"{s['scheduler']} on {s['r']} x {s['gpu']}, {s['model']}, workload {s['workload']}, "
           f"params {res.params}")
     print(f"rate {s['rate']:.4g} req/s = {s['load']:.3f} x lambda* ({s['lambda_star']:.4g} req/s); "
-          f"{s['completed']}/{s['requests']} requests completed; throughput {s['throughput']:.4g} req/s")
+          f"{s['completed']}/{s['requests']} requests completed ({s['rejected']} rejected, "
+          f"{s['preemptions']} preemptions); throughput {s['throughput']:.4g} req/s")
     print(f"{'':14}{'mean':>9}{'p50':>9}{'p90':>9}{'p99':>9}   (ms)")
     for name in ("ttft", "latency"):
         d = s[name]
