@@ -160,14 +160,14 @@ def thm1_upper_bound(fast: bool) -> Result:
           claim="Above lambda* every scheduler's queue grows linearly.",
           method="simulation of every scheduler above lambda*")
 def thm1_instability(fast: bool) -> Result:
-    from paper_checks.simulated import default_options, run
+    from paper_checks.simulated import default_setting, run
     from stability.schedulers import scheduler_names
 
     load = 1.05  # above lambda* and above the corrected bound (thm1.upper_bound: +0.04% at most)
     n_req = 20000 if fast else 100000
     rows = {}
     for name in scheduler_names():
-        v = run(name, load, n_req, seed=3, **default_options(name)).verdict()
+        v = run(name, load, n_req, seed=3, **default_setting(name)).verdict()
         rows[name] = {"verdict": v.verdict, "accumulating fraction": v.growth,
                       "99% CI": [v.ci_low, v.ci_high]}
     stable = {k: r for k, r in rows.items() if r["verdict"] != "unstable"}

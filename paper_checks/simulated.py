@@ -18,16 +18,21 @@ GPU = "a100"
 RAD_N = 2000  # RAD's n in the stability runs: Theorem 2's threshold (~10^5) is not needed in practice
 
 
-def run(scheduler: str, load: float, n_requests: int, seed: int = 0, **options) -> SimResult:
-    """Simulate ``scheduler`` at ``load`` x lambda* (paper's model, padded Table-1 workload)."""
+def run(scheduler: str, load: float, n_requests: int, seed: int = 0, r: int = 1, **options) -> SimResult:
+    """Simulate ``scheduler`` on ``r`` GPUs at ``load`` x lambda* (paper's model, padded Table-1)."""
     sc = Scenario(gpu=GPU, pad=True, scheduler=scheduler, load=load, n_requests=n_requests,
-                  seed=seed, options=tuple(sorted(options.items())))
+                  seed=seed, r=r, options=tuple(sorted(options.items())))
     return simulate(sc)
 
 
-def default_options(scheduler: str) -> dict:
-    """Options giving each scheduler its throughput-oriented setting."""
-    return {"n": RAD_N} if scheduler in ("rad", "alg2") else {}
+def default_setting(scheduler: str) -> dict:
+    """Options (and r) giving each scheduler its throughput-oriented, smallest setting: RAD and
+    Algorithm 2 with a large n; DistServe on one prefill and one decode GPU."""
+    if scheduler in ("rad", "alg2"):
+        return {"n": RAD_N}
+    if scheduler == "distserve":
+        return {"r": 2}
+    return {}
 
 
 def burst_cycles(n: int, cycles: int, seed: int) -> dict:
