@@ -81,21 +81,23 @@ def main() -> None:
     cm = cost_model_of(base)
     print(f"Scenario: {cm.describe()}, Table-1 workload padded to t*_lcm = {cm.t_lcm}, "
           f"load 0.9 x lambda*, one GPU\n")
-    print(f"{'scheduler':<16}{'mode':<8}{'requests':>10}{'seconds':>10}{'req/s':>12}"
+    print(f"{'scheduler':<18}{'mode':<8}{'requests':>10}{'seconds':>10}{'req/s':>12}"
           f"{'events/req':>12}{'batches/req':>13}")
     for name in scheduler_names():
-        options = (("n", 2000),) if name == "rad" else ()
+        options = (("n", 2000),) if name in ("rad", "alg2") else ()
+        r = 2 if name == "distserve" else 1  # one prefill and one decode GPU
         modes = (False, True) if name == "rad" else (False,)
         for detail in modes:
             n = n_fast // 5 if detail else n_fast
             sc = Scenario(pad=True, load=0.9, scheduler=name, options=options, n_requests=n,
-                          detail=detail)
+                          detail=detail, r=r)
             simulate(Scenario(pad=True, load=0.9, scheduler=name, options=options, n_requests=500,
-                              detail=detail))  # compile / load from cache
+                              detail=detail, r=r))  # compile / load from cache
             holder = {}
             seconds = timed(lambda sc=sc, holder=holder: holder.update(res=simulate(sc)), repeat=2)
             c = holder["res"].counters()
-            print(f"{name:<16}{'detail' if detail else 'fast':<8}{n:>10}{seconds:>10.2f}"
+            label = f"{name} (r=2)" if r > 1 else name
+            print(f"{label:<18}{'detail' if detail else 'fast':<8}{n:>10}{seconds:>10.2f}"
                   f"{n / seconds:>12,.0f}{c['n_event'] / n:>12.2f}{c['n_batch'] / n:>13.1f}")
 
     # engine vs the naive reference on the same requests (RAD, n = 2000)
