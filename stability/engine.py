@@ -138,7 +138,7 @@ def _alloc_log(st, rows, items):
     st.b_tau = np.zeros(rows, dtype=np.int64)
     st.b_nd = np.zeros(rows, dtype=np.int64)
     st.b_np = np.zeros(rows, dtype=np.int64)
-    st.b_opt = np.zeros(rows, dtype=np.int64)
+    st.b_waste = np.zeros(rows)
     st.it_batch = np.zeros(items, dtype=np.int64)
     st.it_req = np.zeros(items, dtype=np.int64)
     st.it_i = np.zeros(items, dtype=np.int64)
@@ -148,7 +148,7 @@ def _alloc_log(st, rows, items):
 @njit(cache=True)
 def grow_log(st):
     """Double the batch log (keeping its rows); clears the need-grow flag."""
-    b_start, b_dur, b_tau, b_nd, b_np, b_opt = st.b_start, st.b_dur, st.b_tau, st.b_nd, st.b_np, st.b_opt
+    b_start, b_dur, b_tau, b_nd, b_np, b_waste = st.b_start, st.b_dur, st.b_tau, st.b_nd, st.b_np, st.b_waste
     it_batch, it_req, it_i, it_c = st.it_batch, st.it_req, st.it_i, st.it_c
     _alloc_log(st, max(1024, 2 * b_start.size), max(4096, 2 * it_req.size))
     st.b_start[: b_start.size] = b_start
@@ -156,7 +156,7 @@ def grow_log(st):
     st.b_tau[: b_tau.size] = b_tau
     st.b_nd[: b_nd.size] = b_nd
     st.b_np[: b_np.size] = b_np
-    st.b_opt[: b_opt.size] = b_opt
+    st.b_waste[: b_waste.size] = b_waste
     st.it_batch[: it_batch.size] = it_batch
     st.it_req[: it_req.size] = it_req
     st.it_i[: it_i.size] = it_i
@@ -272,7 +272,7 @@ def export_tbt(st):
 def export_log(st):
     b, q = st.n_log, st.n_item
     return ((st.b_start[:b].copy(), st.b_dur[:b].copy(), st.b_tau[:b].copy(), st.b_nd[:b].copy(),
-             st.b_np[:b].copy(), st.b_opt[:b].copy()),
+             st.b_np[:b].copy(), st.b_waste[:b].copy()),
             (st.it_batch[:q].copy(), st.it_req[:q].copy(), st.it_i[:q].copy(), st.it_c[:q].copy()))
 
 
@@ -393,14 +393,15 @@ def log_has_room(st, rows, items):
 
 
 @njit(cache=True)
-def log_batch(st, start, dur, tau, nd, npre, opt):
+def log_batch(st, start, dur, tau, nd, npre, wasted):
+    """One batch-log row: start, duration, tokens, decodes, prefill chunks, time lost to tiling."""
     r = st.n_log
     st.b_start[r] = start
     st.b_dur[r] = dur
     st.b_tau[r] = tau
     st.b_nd[r] = nd
     st.b_np[r] = npre
-    st.b_opt[r] = opt
+    st.b_waste[r] = wasted
     st.n_log += 1
 
 
@@ -452,7 +453,7 @@ def prefill_whole(st, ct, j):
             wasted = lin_waste(ct, c) + psa_waste(ct, i, c, att)
             if st.log_on:
                 log_item(st, j, i, c)
-                log_batch(st, now + t, dur, c, 0, 1, wasted <= 1e-12 * dur)
+                log_batch(st, now + t, dur, c, 0, 1, wasted)
             count_batch(st, c, 0, c, dur, wasted)
             t += dur
         st.clock = now + t
@@ -502,7 +503,7 @@ def prefill_batch(st, ct, ids, n):
     st.n_event += 1
     st.last_done = 0
     if st.log_on:
-        log_batch(st, now, dur, tau, 0, n, wasted <= 1e-12 * dur)
+        log_batch(st, now, dur, tau, 0, n, wasted)
     count_batch(st, tau, 0, tau, dur, wasted)
     st.clock = now + dur
     for q in range(n):
@@ -574,7 +575,7 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
                 if st.log_on:
                     log_item(st, st.d_id[q], st.d_pos[q] + m, 0)
             if st.log_on:
-                log_batch(st, t, dur, na, na, 0, wasted <= 1e-12 * dur)
+                log_batch(st, t, dur, na, na, 0, wasted)
             count_batch(st, na, na, 0, dur, wasted)
             t = t_end
         st.clock = t

@@ -99,9 +99,10 @@ def collect(st, arrival, L_P, L_D, cls, with_log: bool) -> GpuRun:
     rej, npre, kv_counts, kv = engine.export_kv(st)
     batches = items = None
     if with_log:
-        (b_start, b_dur, b_tau, b_nd, b_np, b_opt), (i_b, i_r, i_i, i_c) = engine.export_log(st)
+        (b_start, b_dur, b_tau, b_nd, b_np, b_waste), (i_b, i_r, i_i, i_c) = engine.export_log(st)
         batches = {"start": b_start, "duration": b_dur, "tokens": b_tau, "decodes": b_nd,
-                   "prefills": b_np, "optimal": b_opt.astype(bool)}
+                   "prefills": b_np, "optimal": b_waste <= 1e-12 * b_dur,
+                   "wasted_fraction": b_waste / b_dur}
         items = {"batch": i_b, "request": i_r, "i": i_i, "c": i_c}
     return GpuRun(arrival=arrival, L_P=L_P, L_D=L_D, cls=cls,
                   t_start=t_start, t_first=t_first, t_finish=t_finish, tbt_max=tbt_max,

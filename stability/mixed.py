@@ -288,7 +288,7 @@ def run_mixed(st, ct, na):
             log_item(st, st.d_id[q], st.d_pos[q], 0)
         for b in range(st.nbp):
             log_item(st, st.bp_j[b], st.pg[st.bp_j[b]] + 1, st.bp_c[b])
-        log_batch(st, now, dur, tau, na, st.nbp, wasted <= 1e-12 * dur)
+        log_batch(st, now, dur, tau, na, st.nbp, wasted)
     count_batch(st, tau, na, n_pre, dur, wasted)
     st.n_event += 1
     t = now + dur

@@ -75,7 +75,7 @@ STATE = StateType([
     # cycles (Algorithms 1-2): start, end, X[c], started, completed
     ("cyc_start", FA), ("cyc_end", FA), ("cyc_x", IA), ("cyc_started", IA), ("cyc_done", IA),
     # batch log: one row per batch, one item per iteration
-    ("b_start", FA), ("b_dur", FA), ("b_tau", IA), ("b_nd", IA), ("b_np", IA), ("b_opt", IA),
+    ("b_start", FA), ("b_dur", FA), ("b_tau", IA), ("b_nd", IA), ("b_np", IA), ("b_waste", FA),
     ("it_batch", IA), ("it_req", IA), ("it_i", IA), ("it_c", IA),
     # scalars
     ("clock", F64), ("busy", F64), ("wasted", F64),

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from stability.simulate import Scenario, simulate
-from theory.cost import Batch, T_batch, build_cost_model, tiling_efficiency
+from theory.cost import T_P_SA, Batch, T_batch, T_Lin, build_cost_model, tiling_efficiency
 from theory.errors import FieldError, LlmqError, UnknownNameError
 from theory.hardware import get_gpu
 from theory.models import get_model
@@ -56,6 +56,13 @@ def test_logged_batches_are_eq7_of_their_contents(scheduler):
         assert log["duration"][k] == pytest.approx(T_batch(cm, batch), rel=1e-12)
         assert log["tokens"][k] == batch.tau
         assert log["optimal"][k] == (tiling_efficiency(cm, batch) >= 1 - 1e-9)
+        # time lost to tiling: the GeMMs' time (linear + prefill attention) minus the same FLOPs at
+        # t*'s rate without padding, i.e. GeMM time x (1 - tiling efficiency)
+        gemm_time = float(T_Lin(cm, batch.tau))
+        if pre:
+            gemm_time += float(T_P_SA(cm, [i for i, _ in pre], [c for _, c in pre]).sum())
+        lost = gemm_time * (1 - tiling_efficiency(cm, batch))
+        assert log["wasted_fraction"][k] * log["duration"][k] == pytest.approx(lost, rel=1e-9, abs=1e-15)
     # batches run back to back on each node, in time order
     for g in np.unique(log["node"]):
         s, d = log["start"][log["node"] == g], log["duration"][log["node"] == g]
