@@ -18,10 +18,11 @@ GPU = "a100"
 RAD_N = 2000  # RAD's n in the stability runs: Theorem 2's threshold (~10^5) is not needed in practice
 
 
-def run(scheduler: str, load: float, n_requests: int, seed: int = 0, r: int = 1, **options) -> SimResult:
-    """Simulate ``scheduler`` on ``r`` GPUs at ``load`` x lambda* (paper's model, padded Table-1)."""
+def run(scheduler: str, load: float, n_requests: int, seed: int = 0, r: int = 1,
+        workload: str = "table1", **options) -> SimResult:
+    """Simulate ``scheduler`` on ``r`` GPUs at ``load`` x lambda* (paper's model, padded workload)."""
     sc = Scenario(gpu=GPU, pad=True, scheduler=scheduler, load=load, n_requests=n_requests,
-                  seed=seed, r=r, options=tuple(sorted(options.items())))
+                  seed=seed, r=r, workload=workload, options=tuple(sorted(options.items())))
     return simulate(sc)
 
 
