@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from paper_checks.common import PAPER_MODEL, cost_model, gpus
 from paper_checks.pseudocode import instances, rad
-from paper_checks.registry import Result, Verdict, pending, register
+from paper_checks.registry import Result, Verdict, register
 from theory import cost
 
 
