@@ -29,7 +29,8 @@ from paper_checks.registry import _REGISTRY, Check, Result, Verdict, all_checks,
 from paper_checks.report import to_markdown
 from paper_checks.runner import run_checks
 from theory import cost
-from theory.bounds import T_bar_R, T_max, n_threshold
+from theory.bounds import T_bar_R, T_max, lambda_star, n_threshold
+from theory.cost import Batch, build_cost_model, tiling_efficiency
 from theory.errors import UnknownNameError
 from theory.hardware import Tile, get_gpu
 from theory.models import get_model
@@ -251,6 +252,24 @@ def replay_table1():
     assert 265 < w.std("decode") < 266
 
 
+def replay_rad_tiling_not_rare():
+    # the naive reference simulator, batches classified with theory.cost (no engine, no check code)
+    from tests import reference_sim
+
+    cm = build_cost_model(get_gpu("a100"), get_model("mistral-7b"))
+    w = get_workload("table1").padded(cm.t_lcm)
+    rng = np.random.default_rng(0)
+    n = 80
+    arrival = np.cumsum(rng.exponential(1 / (0.9 * lambda_star(cm, w)), n))
+    L_P, L_D = w.sample(n, rng)
+    sim, _ = reference_sim.rad(cm, arrival, L_P, L_D, 2000, cm.t_star.t_col, cm.t_lcm)
+    flags = [tiling_efficiency(cm, Batch.of([(i, c) for _, i, c in pre], [i for _, i in dec])) < 1 - 1e-9
+             for _, _, pre, dec in sim.batches]
+    assert np.mean(flags) > 0.3  # far from rare
+    for (_, _, pre, dec), bad in zip(sim.batches, flags, strict=True):
+        assert not bad or (not pre and len(dec) < cm.t_star.t_col)
+
+
 REPLAYS = {
     "eq5.missing_1_over_s": replay_eq5,
     "def2.stop_index": replay_def2,
@@ -268,6 +287,7 @@ REPLAYS = {
     "thm1.premises": replay_thm1_premises,
     "thm1.upper_bound": replay_prop1_and_thm1,
     "sec4.rad_throughput_optimal": replay_rad_not_optimal,
+    "sec4.rad_tiling_rare": replay_rad_tiling_not_rare,
     "appC2.R_star_count": replay_R_star,
     "appC2.tmax_typo": replay_tmax_typo,
     "lemma3.completes_n": replay_completes_n,
