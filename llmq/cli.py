@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from llmq.commands import bounds, calibrate, simulate
+from llmq.commands import bounds, calibrate, dtmc, simulate
 
-COMMANDS = (bounds, simulate, calibrate)
+COMMANDS = (bounds, simulate, dtmc, calibrate)
 
 
 def build_parser() -> argparse.ArgumentParser:

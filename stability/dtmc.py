@@ -418,15 +418,15 @@ class PaperCheck:
 
 
 def _states_text(xs: np.ndarray, x_max: int) -> str:
-    """Compact text for a set of states, e.g. '0-3, 7, 37-139 (all x >= 37)'."""
+    """Compact text for a set of states, e.g. 'x in 0-3, 7, every x >= 37'."""
     xs = np.asarray(xs, dtype=int)
     if xs.size == 0:
         return ""
     groups = np.split(xs, np.flatnonzero(np.diff(xs) != 1) + 1)
     parts = [f"{g[0]}" if g.size == 1 else f"{g[0]}-{g[-1]}" for g in groups]
     if groups[-1][-1] == x_max:
-        parts[-1] += f" (all x >= {groups[-1][0]} up to the truncation)"
-    return ", ".join(parts)
+        parts[-1] = f"every x >= {groups[-1][0]}"
+    return "x in " + ", ".join(parts)
 
 
 def compare_with_paper(chain: CycleChain, cm: CostModel, w: Workload) -> tuple[dict, list[PaperCheck]]:
@@ -465,27 +465,27 @@ def compare_with_paper(chain: CycleChain, cm: CostModel, w: Workload) -> tuple[d
     checks = []
     eq25 = cycle_time_bound(n, tbar, t_col, tmax)
     checks.append(PaperCheck("Eq. 25", "E[T_cycle | x >= n] <= n T_bar^R + (t*_col - 1) T^max",
-                             eq25, *ET, ET[1] <= eq25, "" if ET[1] <= eq25 else f"all x >= {n}"))
+                             eq25, *ET, ET[1] <= eq25, "" if ET[1] <= eq25 else f"every x >= {n}"))
     slack = sat.T - (sat.K * tbar + (sat.K == n) * (t_col - 1) * tmax)
     m, lo, hi = mean_ci(slack, conf)
     checks.append(PaperCheck(
         "Eq. 25 repaired", "E[T - K T_bar^R - 1{K = n} (t*_col - 1) T^max | x >= n] <= 0",
-        0.0, m, lo, hi, lo <= 0, "" if lo <= 0 else f"all x >= {n}"))
+        0.0, m, lo, hi, lo <= 0, "" if lo <= 0 else f"every x >= {n}"))
     checks.append(PaperCheck("Lemma 3 premise", "K = n completions in every cycle with x >= n",
                              float(n), float(sat.K.mean()), float(sat.K.min()), float(sat.K.max()),
                              bool(np.all(sat.K == n)),
-                             "" if np.all(sat.K == n) else f"all x >= {n} (P(K < n) = "
+                             "" if np.all(sat.K == n) else f"every x >= {n} (P(K < n) = "
                                                            f"{info['early_end_fraction']:.3g})"))
     printed = lemma3_drift_bound(n, lam, r, tbar, t_col, tmax, printed=True)
     equal = drift[1] <= printed <= drift[2]
     checks.append(PaperCheck("Lemma 3 as printed", "drift = n (lambda T_bar^R / r - 1) + "
                              "lambda (t*_col - 1) T^max for x >= n", printed, *drift, equal,
-                             "" if equal else f"all x >= {n}"))
+                             "" if equal else f"every x >= {n}"))
     corrected = lemma3_drift_bound(n, lam, r, tbar, t_col, tmax)
     ok = drift[1] <= corrected
     checks.append(PaperCheck("Lemma 3 corrected", "drift <= n (lambda T_bar^R / r - 1) + "
                              "(lambda / r) (t*_col - 1) T^max for x >= n", corrected, *drift, ok,
-                             "" if ok else f"all x >= {n}"))
+                             "" if ok else f"every x >= {n}"))
     l4 = lemma4_bound(n, tmax, lam, r)
     bad = np.flatnonzero(tb["ET_lo"] > l4)
     worst = int(np.argmax(tb["ET"]))
@@ -497,11 +497,11 @@ def compare_with_paper(chain: CycleChain, cm: CostModel, w: Workload) -> tuple[d
         checks.append(PaperCheck(
             "Theorem 2", f"n >= {n_thr} and lambda <= lambda* (1 - eps) with eps = {eps:.3g} "
             "=> drift < 0 for large x", 0.0, *drift, (drift[2] < 0) if applies else None,
-            "" if not applies or drift[2] < 0 else f"all x >= {n}"))
+            "" if not applies or drift[2] < 0 else f"every x >= {n}"))
     if lam > lam_star:
         checks.append(PaperCheck("Theorem 1", "lambda > lambda* => no scheduler is stable: drift "
                                  "> 0 for large x", 0.0, *drift, drift[1] > 0,
-                                 "" if drift[1] > 0 else f"all x >= {n}"))
+                                 "" if drift[1] > 0 else f"every x >= {n}"))
     return info, checks
 
 
