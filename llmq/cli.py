@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from llmq.commands import bounds, calibrate, dtmc, simulate
+from llmq.commands import bounds, calibrate, dtmc, region, simulate
 
-COMMANDS = (bounds, simulate, dtmc, calibrate)
+COMMANDS = (region, bounds, simulate, dtmc, calibrate)
 
 
 def build_parser() -> argparse.ArgumentParser:

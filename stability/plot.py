@@ -93,43 +93,68 @@ def _num(v) -> float:
 
 
 def plot_region(rows: list[dict], boundaries: list[dict], path: str | Path) -> Path:
-    """Stability region per tile set: one panel per (tile set, r), lambda on the x-axis, one lane
-    per (scheduler, workload variant) with each run's verdict, the boundary with its CI, lambda*
-    (Theorem 1) and lambda* (1 - eps) (Theorem 2) marked."""
+    """Stability region per tile set: one row of panels per (tile set, r), lambda on the x-axis
+    (left: every run; right: zoomed on the boundaries), one lane per (scheduler, workload variant)
+    with each run's verdict, the boundary with its CI, RAD's DTMC prediction, lambda* (Theorem 1)
+    and lambda* (1 - eps) (Theorem 2) marked."""
     plt = _pyplot()
     panels = sorted({(b["tileset"], int(b["r"])) for b in boundaries})
-    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 1.2 + 0.55 * _lanes(boundaries, panels)),
-                             squeeze=False)
-    for ax, (tileset, r) in zip(axes[:, 0], panels, strict=True):
+    fig, axes = plt.subplots(len(panels), 2, figsize=(13, 1.4 + 0.55 * _lanes(boundaries, panels)),
+                             squeeze=False, gridspec_kw={"width_ratios": [3, 2]})
+    for row, (tileset, r) in zip(axes, panels, strict=True):
         series = [b for b in boundaries if b["tileset"] == tileset and int(b["r"]) == r]
         series.sort(key=lambda b: (b["workload_variant"], b["scheduler"]))
-        labels = []
-        for lane, b in enumerate(series):
-            color = _color(b["scheduler"])
-            pts = [p for p in rows if p["series"] == b["series"]]
-            for verdict, marker in MARKERS.items():
-                lam = [_num(p["rate"]) for p in pts if p["verdict"] == verdict]
-                ax.scatter(lam, [lane] * len(lam), marker=marker, color=color, s=22, zorder=3)
-            lo, hi, est = _num(b["ci_low"]), _num(b["ci_high"]), _num(b["boundary"])
-            if np.isfinite(lo) and np.isfinite(hi):
-                ax.plot([lo, hi], [lane, lane], color=color, lw=5, alpha=0.45, solid_capstyle="butt")
-            if np.isfinite(est):
-                ax.plot([est], [lane], marker="|", color="black", ms=14)
-            labels.append(f"{b['scheduler']} ({b['workload_variant']})")
-            ls_star = "-" if b["workload_variant"] == "pad" else "--"
-            ax.axvline(_num(b["lambda_star"]), color="black", ls=ls_star, lw=0.9)
-            if b["workload_variant"] == "pad":
-                ax.axvline(_num(b["theorem2"]), color="tab:red", ls=":", lw=0.9)
-        ax.set_yticks(range(len(labels)), labels, fontsize=8)
-        ax.set_ylim(-0.7, len(labels) - 0.3)
-        ax.set_title(f"{tileset}, r = {r}: lambda* (pad solid, raw dashed), "
-                     f"Theorem 2 lambda*(1-eps) dotted red", fontsize=9)
-        ax.set_xlabel("arrival rate lambda (requests/s)")
+        for ax in row:
+            _region_panel(ax, rows, series)
+        lo = min(min(_num(b["ci_low"]), _num(b["theorem2"]) if b["workload_variant"] == "pad"
+                     else np.inf) for b in series)
+        hi = max(max(_num(b["lambda_star"]), _num(b["ci_high"]) if np.isfinite(_num(b["ci_high"]))
+                     else 0) for b in series)
+        if np.isfinite(lo) and hi > lo:
+            row[1].set_xlim(lo - 0.15 * (hi - lo), hi + 0.15 * (hi - lo))
+        row[1].set_yticklabels([])
+        row[0].set_title(f"{tileset}, r = {r}", fontsize=9, loc="left")
+        row[1].set_title("zoom on the boundaries", fontsize=9, loc="left")
     handles = [plt.Line2D([], [], marker=m, ls="", color="black", label=v) for v, m in MARKERS.items()]
-    handles.append(plt.Line2D([], [], lw=5, alpha=0.45, color="gray", label="boundary CI"))
-    axes[0, 0].legend(handles=handles, fontsize=7, loc="lower left", ncol=4)
-    fig.tight_layout()
+    handles += [plt.Line2D([], [], lw=6, alpha=0.45, color="gray", label="boundary CI"),
+                plt.Line2D([], [], marker="|", ms=12, ls="", color="black", label="boundary"),
+                plt.Line2D([], [], marker="D", ms=5, ls="", color="black", mfc="none",
+                           label="cycle DTMC (RAD)"),
+                plt.Line2D([], [], color="black", label="lambda* pad (Thm 1)"),
+                plt.Line2D([], [], color="black", ls="--", label="lambda* raw (Thm 1)"),
+                plt.Line2D([], [], color="tab:red", ls=":", label="lambda*(1-eps) (Thm 2)")]
+    fig.legend(handles=handles, fontsize=8, loc="lower center", ncol=5, bbox_to_anchor=(0.5, 0.0))
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return _save(fig, path)
+
+
+def _region_panel(ax, rows, series) -> None:
+    labels = []
+    for lane, b in enumerate(series):
+        color = _color(b["scheduler"])
+        pts = [p for p in rows if p["series"] == b["series"]]
+        for verdict, marker in MARKERS.items():
+            lam = [_num(p["rate"]) for p in pts if p["verdict"] == verdict]
+            ax.scatter(lam, [lane] * len(lam), marker=marker, color=color, s=22, zorder=3)
+        lo, hi, est = _num(b["ci_low"]), _num(b["ci_high"]), _num(b["boundary"])
+        if np.isfinite(lo) and np.isfinite(hi):
+            ax.plot([lo, hi], [lane, lane], color=color, lw=7, alpha=0.45, solid_capstyle="butt")
+        if np.isfinite(est):
+            ax.plot([est], [lane], marker="|", color="black", ms=14, zorder=4)
+        dtmc = _num(b.get("dtmc_boundary"))
+        if np.isfinite(dtmc):
+            ax.plot([dtmc], [lane + 0.25], marker="D", ms=5, mfc="none", color="black")
+            ax.plot([_num(b["dtmc_low"]), _num(b["dtmc_high"])], [lane + 0.25] * 2, color="black",
+                    lw=1)
+        opts = f" [{b['options']}]" if b.get("options") else ""
+        labels.append(f"{b['scheduler']}{opts} ({b['workload_variant']})")
+        ax.axvline(_num(b["lambda_star"]), color="black", ls="-" if b["workload_variant"] == "pad"
+                   else "--", lw=0.9)
+        if b["workload_variant"] == "pad":
+            ax.axvline(_num(b["theorem2"]), color="tab:red", ls=":", lw=0.9)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylim(-0.7, len(labels) - 0.3)
+    ax.set_xlabel("arrival rate lambda (requests/s)", fontsize=8)
 
 
 def _lanes(boundaries, panels) -> int:
