@@ -29,16 +29,18 @@ def add_parser(sub) -> None:
     p.add_argument("--samples-sat", type=int, help="executed cycles for x >= n (default 10 x samples)")
     p.add_argument("--n-min", action="store_true", default=None,
                    help="also search the empirical smallest n with negative drift per epsilon")
-    p.add_argument("--epsilon", type=_floats, help="margins for --n-min (default 0.05,0.1,0.2)")
+    p.add_argument("--epsilon", help="margins for --n-min (default 0.05,0.1,0.2)")
     p.add_argument("--confidence", type=float, help="confidence level of every interval (default 0.99)")
     p.set_defaults(run=run)
 
 
-def _floats(text: str) -> list[float]:
+def _floats(value) -> list[float]:
+    """A list from the config file, or comma-separated numbers from the command line."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
     try:
-        return [float(v) for v in text.split(",") if v.strip()]
+        return [float(v) for v in items if str(v).strip()]
     except ValueError:
-        raise FieldError("--epsilon", text, "comma-separated numbers in (0, 1)") from None
+        raise FieldError("epsilon", value, "comma-separated numbers in (0, 1)") from None
 
 
 def _rows_to_print(x_max: int, n: int) -> list[int]:
@@ -72,7 +74,7 @@ def run(args) -> int:
     throughput = chain.cycle_throughput()
     n_mins = []
     if values["n_min"]:
-        for eps in values["epsilon"]:
+        for eps in _floats(values["epsilon"]):
             res = empirical_n_min(cm, w, eps, values["samples"], values["seed"], values["confidence"])
             n_mins.append({"epsilon": eps, "n_min": res.n_min, "n_threshold": res.n_threshold,
                            "drift_at_n_min": list(res.drift)})

@@ -27,8 +27,9 @@ def add_parser(sub) -> None:
         "two_class": False, "class1": "table1", "class2": "uniform:2048-6144,16-128",
         "shares": [0.0, 0.25, 0.5, 0.75, 1.0], "dask": None, "workers": os.cpu_count() or 1,
         "plot_only": None, "cache": None, "progress": True})
-    # the common --gpus-r takes one integer; here it takes a list
-    p._option_string_actions["--gpus-r"].type = _ints
+    # the common --gpus-r takes one integer; here it takes a list (parsed in spec_from, so a bad
+    # value is reported like every other field)
+    p._option_string_actions["--gpus-r"].type = str
     p._option_string_actions["--gpus-r"].help = "numbers of nodes r, e.g. 1,2,4 (default 1)"
     p._option_string_actions["--gpu"].help = ("GPU tile sets: presets, 'all', or restricted tile sets "
                                               "such as a100:128x128 (default a100,rtx6000ada)")
@@ -43,7 +44,7 @@ def add_parser(sub) -> None:
     variant.add_argument("--both", action="store_true", default=None,
                          help="padded (Assumption 3) and raw prompts (the default)")
     p.add_argument("--requests", type=int, help="requests per node in each verdict run (default 100000)")
-    p.add_argument("--loads", type=_floats, help="grid of loads as fractions of lambda* "
+    p.add_argument("--loads", help="grid of loads as fractions of lambda* "
                                                  f"(default {','.join(map(str, DEFAULT_LOADS))})")
     p.add_argument("--bisect", type=int, help=f"bisection steps after the grid (default {d.bisect})")
     p.add_argument("--saturation", type=float,
@@ -57,7 +58,7 @@ def add_parser(sub) -> None:
                    help="sweep the two-class region (rays in the (lambda_1, lambda_2) plane)")
     p.add_argument("--class1", help="class 1 length law (default table1: chat)")
     p.add_argument("--class2", help="class 2 length law (default uniform:2048-6144,16-128: summarisation)")
-    p.add_argument("--shares", type=_floats, help="class-1 shares of the rays (default 0,0.25,0.5,0.75,1)")
+    p.add_argument("--shares", help="class-1 shares of the rays (default 0,0.25,0.5,0.75,1)")
     p.add_argument("--dask", metavar="tcp://HOST:PORT", help="run on this Dask scheduler")
     p.add_argument("--workers", type=int, help="local worker processes (default: the CPU count)")
     p.add_argument("--cache", help="result cache directory (default OUT/cache)")
@@ -67,18 +68,21 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def _floats(text: str) -> list[float]:
+def _floats(field: str, value) -> list[float]:
+    """A list from the config file, or comma-separated numbers from the command line."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
     try:
-        return [float(v) for v in str(text).split(",") if v.strip()]
+        return [float(v) for v in items if str(v).strip()]
     except ValueError:
-        raise FieldError("list", text, "comma-separated numbers") from None
+        raise FieldError(field, value, "comma-separated numbers") from None
 
 
-def _ints(text: str) -> list[int]:
+def _ints(field: str, value) -> list[int]:
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
     try:
-        return [int(v) for v in str(text).split(",") if v.strip()]
+        return [int(v) for v in items if str(v).strip()]
     except ValueError:
-        raise FieldError("r (gpus)", text, "comma-separated integers >= 1, e.g. 1,2,4") from None
+        raise FieldError(field, value, "comma-separated integers >= 1, e.g. 1,2,4") from None
 
 
 def _names(text) -> list[str]:
@@ -119,12 +123,14 @@ def spec_from(values: dict, notes: list[str]):
         notes += [f"scheduler {s!r} is not registered in this build: skipped" for s in missing]
     variants = ("raw",) if values["raw"] else ("pad",) if values["pad"] and not values["both"] \
         else ("pad", "raw")
-    rs = values["gpus_r"] if isinstance(values["gpus_r"], list) else [values["gpus_r"]]
-    two = (values["class1"], values["class2"], tuple(values["shares"])) if values["two_class"] else ()
+    rs = _ints("r (gpus)", values["gpus_r"])
+    shares = tuple(_floats("shares", values["shares"]))
+    two = (values["class1"], values["class2"], shares) if values["two_class"] else ()
     return SweepSpec(
         tilesets=tuple(gpus), model=values["model"], mode=values["mode"], workload=values["workload"],
         gpu_file=values["gpu_file"], schedulers=tuple(schedulers), options=_options(values["option"]),
-        rs=tuple(rs), variants=variants, loads=tuple(values["loads"]), bisect=values["bisect"],
+        rs=tuple(rs), variants=variants, loads=tuple(_floats("loads (lambda grid)", values["loads"])),
+        bisect=values["bisect"],
         n_requests=values["requests"], saturation=values["saturation"],
         replicates=values["replicates"], sat_requests=values["sat_requests"],
         confidence=values["confidence"], epsilon=values["epsilon"], two_class=two, seed=values["seed"])
