@@ -155,3 +155,40 @@ def test_bad_input(kwargs, field):
     args = {"n": 5, "lam": 1.0, "samples": 5, **kwargs}
     with pytest.raises(FieldError, match=field):
         build_chain(CM, W, **args)
+
+
+def test_llmq_dtmc_json_and_plot(tmp_path, capsys):
+    import json
+
+    from llmq.cli import main
+    from tests.toys import SOLO_TOML
+
+    gpus = tmp_path / "solo.toml"
+    gpus.write_text(SOLO_TOML)
+    argv = ["dtmc", "--gpu", "solo2", "--gpu-file", str(gpus), "--workload", "uniform:1-64,1-40",
+            "--n", str(N_THR), "--load", "0.9", "--samples", "20", "--out", str(tmp_path), "--json",
+            "--n-min", "--epsilon", "0.1"]
+    assert main(argv) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["n"] == N_THR and res["n_threshold"] == N_THR
+    assert res["drift_saturated"][2] < 0
+    assert res["n_min"][0]["n_min"] < N_THR
+    assert len(res["states"]["x"]) == res["x_max"] + 1
+    assert (tmp_path / "dtmc_drift.png").stat().st_size > 10_000
+    assert main(argv[:-4]) == 0  # the table
+    out = capsys.readouterr().out
+    assert "Lemma 3 premise" in out and "FAILS" in out and "Theorem 2" in out
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--n", "0"], "n: expected an integer >= 1"),
+    (["--n", "10", "--truncate", "5"], "truncate"),
+    (["--load", "-1"], "lambda"),
+    (["--n-min", "--epsilon", "0.1,x"], "epsilon"),
+])
+def test_llmq_dtmc_bad_input(tmp_path, capsys, extra, message):
+    from llmq.cli import main
+
+    code = main(["dtmc", "--gpu", "l4", "--samples", "2", "--out", str(tmp_path), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err

@@ -58,6 +58,7 @@ def run(args) -> int:
     from theory.bounds import T_bar_R, lemma3_drift_bound
 
     values = resolve(args)
+    epsilons = _floats(values["epsilon"]) if values["n_min"] else []
     cm = build_cost_model_from(values)
     w = build_workload_from(values, cm)
     r = values["gpus_r"]
@@ -74,7 +75,7 @@ def run(args) -> int:
     throughput = chain.cycle_throughput()
     n_mins = []
     if values["n_min"]:
-        for eps in _floats(values["epsilon"]):
+        for eps in epsilons:
             res = empirical_n_min(cm, w, eps, values["samples"], values["seed"], values["confidence"])
             n_mins.append({"epsilon": eps, "n_min": res.n_min, "n_threshold": res.n_threshold,
                            "drift_at_n_min": list(res.drift)})

@@ -167,7 +167,7 @@ def _print(table: list[dict], res, files: dict) -> None:
     spec = res.spec
     print(f"model {spec.model} ({spec.mode} mode), workload {spec.workload}"
           + (f", two classes {spec.two_class[0]} | {spec.two_class[1]}" if spec.two_class else "")
-          + f"; boundary = mean of lambda (1 - g) over {spec.replicates} runs at {spec.saturation} "
+          + f"; boundary = throughput of {spec.replicates} saturated runs at {spec.saturation} "
             f"lambda*, {spec.confidence:.0%} t-interval")
     header = (f"{'tile set':<16}{'scheduler':<22}{'r':>2} {'var':<4}{'share':>6} {'boundary':>9} "
               f"{'CI':>21} {'lambda*':>9} {'ratio':>7} {'Thm 2':>8} {'DTMC (RAD)':>10}  flags")
