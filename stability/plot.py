@@ -99,8 +99,9 @@ def plot_region(rows: list[dict], boundaries: list[dict], path: str | Path) -> P
     and lambda* (1 - eps) (Theorem 2) marked."""
     plt = _pyplot()
     panels = sorted({(b["tileset"], int(b["r"])) for b in boundaries})
-    fig, axes = plt.subplots(len(panels), 2, figsize=(13, 1.4 + 0.55 * _lanes(boundaries, panels)),
-                             squeeze=False, gridspec_kw={"width_ratios": [3, 2]})
+    height = 1.6 + 0.55 * _lanes(boundaries, panels)
+    fig, axes = plt.subplots(len(panels), 2, figsize=(13, height), squeeze=False,
+                             gridspec_kw={"width_ratios": [3, 2]})
     for row, (tileset, r) in zip(axes, panels, strict=True):
         series = [b for b in boundaries if b["tileset"] == tileset and int(b["r"]) == r]
         series.sort(key=lambda b: (b["workload_variant"], b["scheduler"]))
@@ -124,7 +125,7 @@ def plot_region(rows: list[dict], boundaries: list[dict], path: str | Path) -> P
                 plt.Line2D([], [], color="black", ls="--", label="lambda* raw (Thm 1)"),
                 plt.Line2D([], [], color="tab:red", ls=":", label="lambda*(1-eps) (Thm 2)")]
     fig.legend(handles=handles, fontsize=8, loc="lower center", ncol=5, bbox_to_anchor=(0.5, 0.0))
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.tight_layout(rect=(0, 0.75 / height, 1, 1))
     return _save(fig, path)
 
 
