@@ -21,6 +21,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would make results private to their writer
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
