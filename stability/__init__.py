@@ -9,6 +9,11 @@ schedulers  one module per policy, each a readable loop over the engine's primit
 cluster     r GPUs and the resource planner (uniform random, round robin, join-shortest-queue).
 metrics     TTFT, TBT, latency, queue-length paths, the stability verdict.
 simulate    the driver: scenario in, results out.
+markov      finite chains: GTH stationary law, communicating classes, periods.
+dtmc        RAD's cycle DTMC (Appendix C) built by executing its cycles; drift, stationary law.
+region      capacity-region sweeps (tile set x scheduler x r x lambda), cached and resumable.
+plot        the drift, stability-region and two-class figures.
+io          atomic file output.
 """
 
 import hashlib
