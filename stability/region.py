@@ -272,16 +272,28 @@ def _canonical(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
+@cache
+def _file_digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def _identity(task: dict) -> str:
+    """The task as canonical text, with a GPU file named by its content, not its path."""
+    if task.get("gpu_file"):
+        task = {**task, "gpu_file": _file_digest(task["gpu_file"])}
+    return _canonical(task)
+
+
 def with_seed(task: dict, base_seed: int) -> dict:
     """The task with its seed derived from its content and the sweep's base seed (so a result
-    does not depend on which worker runs it, or when)."""
+    does not depend on which worker runs it, or when, or where a GPU file lies)."""
     body = {k: v for k, v in task.items() if k != "seed"}
-    seed = int.from_bytes(hashlib.sha256(f"{base_seed}|{_canonical(body)}".encode()).digest()[:4], "big")
+    seed = int.from_bytes(hashlib.sha256(f"{base_seed}|{_identity(body)}".encode()).digest()[:4], "big")
     return {**body, "seed": seed}
 
 
 def task_key(task: dict) -> str:
-    return hashlib.sha256(f"{code_version()}|{_canonical(task)}".encode()).hexdigest()[:24]
+    return hashlib.sha256(f"{code_version()}|{_identity(task)}".encode()).hexdigest()[:24]
 
 
 def run_task(task: dict) -> dict:
@@ -317,17 +329,20 @@ def _run_sim(task: dict) -> dict:
 
 
 def saturated_throughput(arrival, finish, node, r: int, warmup: float = 0.2) -> dict:
-    """Completions per second from the ``warmup`` arrival quantile to the last arrival, and the
-    fewest requests pending at any node right after a completion in that window (> 0: no node
-    ever emptied, so the window measured the capacity under backlog)."""
+    """Completions per second between the first and the last completion that fall from the
+    ``warmup`` arrival quantile to the last arrival (``(k - 1) / span``, exact for evenly spaced
+    completions), and the fewest requests pending at any node right after a completion in that
+    window (> 0: no node ever emptied, so the window measured the capacity under backlog)."""
     from stability.metrics import in_system
 
     t0, t1 = float(arrival[int(warmup * (arrival.size - 1))]), float(arrival[-1])
     inside = (finish > t0) & (finish <= t1)
+    done = finish[inside]
+    rate = (done.size - 1) / float(done.max() - done.min()) if done.size > 1 else float("nan")
     fewest = min((int(in_system(arrival[node == g], finish[node == g],
                                 finish[inside & (node == g)]).min())
                   if np.any(inside & (node == g)) else 0) for g in range(r))
-    return {"sat_throughput": float(inside.sum() / (t1 - t0)), "min_pending": fewest}
+    return {"sat_throughput": rate, "min_pending": fewest}
 
 
 def _dtmc_inputs(task: dict):
