@@ -4,9 +4,9 @@ empirical stability boundary with a confidence interval.
 A *series* is one (tile set, scheduler, r, workload, padded or raw) combination; its points are
 simulator runs at rates lambda, each judged by the regression verdict of
 :mod:`stability.metrics`: g, the fraction of the offered work that accumulates, and the verdict
-*unstable* when g's interval lies above ``G_MIN`` = 0.2% (a practical threshold: below it a slope
-is too small to matter, and the regression finds such slopes "significant" in stable runs whose
-cycles are long).
+*unstable* when g's interval lies above ``stability.tasks.G_MIN`` = 0.2% (a practical threshold:
+below it a slope is too small to matter, and the regression finds such slopes "significant" in
+stable runs whose cycles are long).
 
 How the boundary and its CI are formed.
 
@@ -34,11 +34,11 @@ Two classes: a mixture of two length laws with class-1 share s is one workload; 
 to it gives the line ``lambda_1 T_bar_1 + lambda_2 T_bar_2 = r`` (:func:`theory.workload.mixture`),
 and each share s is a ray in the (lambda_1, lambda_2) plane swept like any series.
 
-Scale-out and resumability: every run is a *task* (a plain dict); its result is cached in
-``cache/<key>.json`` (written atomically), key = SHA-256 of the task and the source of
-``theory/`` and ``stability/``. Seeds are derived from the task, so results do not depend on the
-number of workers or the order of execution, and an interrupted sweep redoes only unfinished
-tasks. Tasks run in-process (1 worker), on a local process pool, or on a Dask cluster.
+Scale-out and resumability (:mod:`stability.tasks`): every run is a *task* (a plain dict); its
+result is cached in ``cache/<key>.json`` (written atomically), key = SHA-256 of the task and the
+source of ``theory/`` and ``stability/``. Seeds are derived from the task, so results do not
+depend on the number of workers or the order of execution, and an interrupted sweep redoes only
+unfinished tasks. Tasks run in-process (1 worker), on a local process pool, or on a Dask cluster.
 
 References
 ----------
@@ -47,24 +47,31 @@ Bari, Hegde, de Veciana (2025), Theorems 1-2, Section 4.1 (uniformly random plan
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from functools import cache
 from pathlib import Path
 
 import numpy as np
 
 from stability.io import atomic_write_text
-from theory.errors import FieldError, LlmqError, UnknownNameError
+from stability.tasks import (
+    Cache,
+    DaskExecutor,
+    LocalExecutor,
+    Runner,
+    code_version,
+    cost_model,
+    with_seed,
+    workload,
+)
+from theory.errors import FieldError, UnknownNameError
 
 DEFAULT_SCHEDULERS = ("rad", "sarathi", "request_level")
 DEFAULT_LOADS = (0.5, 0.8, 0.9, 0.95, 1.0, 1.05, 1.2)
 MAX_LOAD = 4.0  # largest load (x lambda*) tried when looking for an unstable run
-G_MIN = 0.002  # a run is unstable when its accumulating fraction g exceeds this with confidence
 N_FALLBACK = 2000  # RAD's n when the empirical search finds none up to its cap
 
 
@@ -162,7 +169,7 @@ class SweepSpec:
             if not shares or any(not 0 <= s <= 1 for s in shares):
                 raise FieldError("shares", list(shares), "class-1 shares in [0, 1]")
         for tileset in self.tilesets:
-            _cost_model(tileset, self.model, self.mode, self.gpu_file)  # unknown GPU or tile
+            cost_model(tileset, self.model, self.mode, self.gpu_file)  # unknown GPU or tile
 
 
 @dataclass(frozen=True)
@@ -192,28 +199,11 @@ class Series:
         return f"{self.tileset} {self.scheduler}[{opts}] r={self.r} {self.variant} {self.workload}{share}"
 
 
-@cache
-def _cost_model(tileset: str, model: str, mode: str, gpu_file: str | None):
-    from theory.cost import build_cost_model
-    from theory.hardware import get_gpu
-    from theory.models import get_model
-
-    return build_cost_model(get_gpu(tileset, gpu_file), get_model(model), mode)
-
-
-@cache
-def _workload(spec: str, pad_to: int | None):
-    from theory.workload import get_workload
-
-    w = get_workload(spec)
-    return w.padded(pad_to) if pad_to else w
-
-
-def _theory(spec: SweepSpec, tileset: str, workload: str, variant: str, r: int) -> dict:
+def _theory(spec: SweepSpec, tileset: str, law: str, variant: str, r: int) -> dict:
     from theory.bounds import T_bar_R, T_max, n_threshold
 
-    cm = _cost_model(tileset, spec.model, spec.mode, spec.gpu_file)
-    w = _workload(workload, cm.t_lcm if variant == "pad" else None)
+    cm = cost_model(tileset, spec.model, spec.mode, spec.gpu_file)
+    w = workload(law, cm.t_lcm if variant == "pad" else None)
     tbar = T_bar_R(cm, w)
     lam_star = r / tbar
     pad = variant == "pad"
@@ -241,224 +231,15 @@ def build_series(spec: SweepSpec, rad_n: dict) -> list[Series]:
                                           **_theory(spec, tileset, spec.workload, variant, r)))
                         continue
                     c1, c2, shares = spec.two_class
-                    cm = _cost_model(tileset, spec.model, spec.mode, spec.gpu_file)
+                    cm = cost_model(tileset, spec.model, spec.mode, spec.gpu_file)
                     pad_to = cm.t_lcm if variant == "pad" else None
-                    t1, t2 = T_bar_R(cm, _workload(c1, pad_to)), T_bar_R(cm, _workload(c2, pad_to))
+                    t1, t2 = T_bar_R(cm, workload(c1, pad_to)), T_bar_R(cm, workload(c2, pad_to))
                     for s in shares:
                         wl = mixture_spec([(s, c1), (1 - s, c2)])
                         out.append(Series(tileset, name, options, r, variant, wl,
                                           **_theory(spec, tileset, wl, variant, r), class_1=c1,
                                           class_2=c2, share_1=float(s), T_bar_1=t1, T_bar_2=t2))
     return out
-
-
-# --- tasks: plain dicts, run anywhere, cached by content ----------------------------------------
-
-
-@cache
-def code_version() -> str:
-    """SHA-256 prefix of the sources results depend on (theory/ and stability/, data included)."""
-    root = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256()
-    for package in ("theory", "stability"):
-        for path in sorted((root / package).rglob("*")):
-            if path.suffix in (".py", ".toml") and "__pycache__" not in path.parts:
-                digest.update(path.relative_to(root).as_posix().encode())
-                digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def _canonical(obj) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-
-
-@cache
-def _file_digest(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
-
-
-def _identity(task: dict) -> str:
-    """The task as canonical text, with a GPU file named by its content, not its path."""
-    if task.get("gpu_file"):
-        task = {**task, "gpu_file": _file_digest(task["gpu_file"])}
-    return _canonical(task)
-
-
-def with_seed(task: dict, base_seed: int) -> dict:
-    """The task with its seed derived from its content and the sweep's base seed (so a result
-    does not depend on which worker runs it, or when, or where a GPU file lies)."""
-    body = {k: v for k, v in task.items() if k != "seed"}
-    seed = int.from_bytes(hashlib.sha256(f"{base_seed}|{_identity(body)}".encode()).digest()[:4], "big")
-    return {**body, "seed": seed}
-
-
-def task_key(task: dict) -> str:
-    return hashlib.sha256(f"{code_version()}|{_identity(task)}".encode()).hexdigest()[:24]
-
-
-def run_task(task: dict) -> dict:
-    """Run one task (``kind`` = ``sim``, ``n_min`` or ``dtmc``) and return its result dict."""
-    t0 = time.perf_counter()
-    kind = task["kind"]
-    if kind == "sim":
-        out = _run_sim(task)
-    elif kind == "n_min":
-        out = _run_n_min(task)
-    elif kind == "dtmc":
-        out = _run_dtmc(task)
-    else:
-        raise FieldError("task kind", kind, "sim, n_min or dtmc")
-    return {**out, "elapsed_s": time.perf_counter() - t0}
-
-
-def _run_sim(task: dict) -> dict:
-    from stability.simulate import Scenario, simulate
-
-    sc = Scenario(gpu=task["tileset"], model=task["model"], mode=task["mode"],
-                  workload=task["workload"], pad=task["variant"] == "pad", gpu_file=task["gpu_file"],
-                  scheduler=task["scheduler"], options=tuple(map(tuple, task["options"])), r=task["r"],
-                  rate=task["rate"], load=None, n_requests=task["n_requests"], seed=task["seed"])
-    res = simulate(sc)
-    v = res.verdict(g_min=G_MIN)
-    rq = res.requests
-    done = np.isfinite(rq["t_finish"])
-    horizon = float(np.nanmax(rq["t_finish"]) - rq["arrival"].min()) if done.any() else float("nan")
-    return {"verdict": v.verdict, "growth": v.growth, "g_low": v.ci_low, "g_high": v.ci_high,
-            "completed": int(done.sum()), "throughput": float(done.sum() / horizon),
-            **saturated_throughput(rq["arrival"], rq["t_finish"], rq["node"], task["r"])}
-
-
-def saturated_throughput(arrival, finish, node, r: int, warmup: float = 0.2) -> dict:
-    """Completions per second between the first and the last completion that fall from the
-    ``warmup`` arrival quantile to the last arrival (``(k - 1) / span``, exact for evenly spaced
-    completions), and the fewest requests pending at any node right after a completion in that
-    window (> 0: no node ever emptied, so the window measured the capacity under backlog)."""
-    from stability.metrics import in_system
-
-    t0, t1 = float(arrival[int(warmup * (arrival.size - 1))]), float(arrival[-1])
-    inside = (finish > t0) & (finish <= t1)
-    done = finish[inside]
-    rate = (done.size - 1) / float(done.max() - done.min()) if done.size > 1 else float("nan")
-    fewest = min((int(in_system(arrival[node == g], finish[node == g],
-                                finish[inside & (node == g)]).min())
-                  if np.any(inside & (node == g)) else 0) for g in range(r))
-    return {"sat_throughput": rate, "min_pending": fewest}
-
-
-def _dtmc_inputs(task: dict):
-    cm = _cost_model(task["tileset"], task["model"], task["mode"], task["gpu_file"])
-    return cm, _workload(task["workload"], cm.t_lcm if task["variant"] == "pad" else None)
-
-
-def _run_n_min(task: dict) -> dict:
-    from stability.dtmc import empirical_n_min
-
-    cm, w = _dtmc_inputs(task)
-    res = empirical_n_min(cm, w, task["epsilon"], task["samples"], task["seed"], n_max=task["n_max"])
-    return {"n_min": res.n_min, "n_threshold": res.n_threshold, "drift": list(res.drift)}
-
-
-def _run_dtmc(task: dict) -> dict:
-    from stability.dtmc import CycleSampler, ratio_ci
-
-    cm, w = _dtmc_inputs(task)
-    sat = CycleSampler(cm, w, task["n"]).saturated(task["samples"], task["seed"])
-    per_node = ratio_ci(sat.K, sat.T, 0.99)
-    return {"per_node": list(per_node), "early_end_fraction": float(np.mean(sat.K < task["n"]))}
-
-
-class Cache:
-    """Task results as ``<dir>/<key>.json``, written atomically."""
-
-    def __init__(self, directory: str | Path):
-        self.dir = Path(directory)
-
-    def get(self, key: str) -> dict | None:
-        path = self.dir / f"{key}.json"
-        if not path.exists():
-            return None
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))["result"]
-        except (OSError, ValueError, KeyError):
-            return None  # unreadable: redo it
-
-    def put(self, key: str, task: dict, result: dict) -> None:
-        atomic_write_text(self.dir / f"{key}.json", json.dumps({"task": task, "result": result}))
-
-
-# --- executors ------------------------------------------------------------------------------------
-
-
-class LocalExecutor:
-    """Runs tasks in this process (``workers = 1``) or on a process pool."""
-
-    def __init__(self, workers: int = 1):
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise FieldError("workers", workers, "an integer >= 1")
-        self.workers = workers
-        self._pool = None
-
-    def map_unordered(self, tasks: list[dict]) -> Iterator[tuple[int, dict]]:
-        if self.workers == 1 or len(tasks) <= 1:
-            for k, task in enumerate(tasks):
-                yield k, run_task(task)
-            return
-        from concurrent.futures import as_completed
-
-        pool = self._get_pool()
-        futures = {pool.submit(run_task, task): k for k, task in enumerate(tasks)}
-        try:
-            for fut in as_completed(futures):
-                yield futures[fut], fut.result()
-        finally:
-            for fut in futures:
-                fut.cancel()
-
-    def _get_pool(self):
-        if self._pool is None:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            # forkserver: workers never inherit this process's threads (tqdm, dask); they import
-            # the simulator once, preloaded in the server
-            ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["stability.region"])
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
-        return self._pool
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-
-class DaskExecutor:
-    """Runs tasks on a Dask distributed cluster at ``address`` (``tcp://host:port``)."""
-
-    def __init__(self, address: str, timeout: float = 5.0):
-        try:
-            from distributed import Client
-        except ImportError:  # pragma: no cover - the dist extra is not installed
-            raise LlmqError("--dask needs the 'dist' extra: pip install 'llmq[dist]'") from None
-        try:
-            self.client = Client(address, timeout=f"{timeout}s", set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise LlmqError(f"dask: cannot reach the scheduler at {address!r} within {timeout:g} s "
-                            f"({type(exc).__name__}: {exc})") from None
-
-    def map_unordered(self, tasks: list[dict]) -> Iterator[tuple[int, dict]]:
-        from distributed import as_completed
-
-        futures = self.client.map(run_task, tasks, pure=False)
-        index = {f.key: k for k, f in enumerate(futures)}
-        try:
-            for fut, result in as_completed(futures, loop=self.client.loop, with_results=True):
-                yield index[fut.key], result
-        finally:
-            self.client.cancel(futures)
-
-    def close(self) -> None:
-        self.client.close()
 
 
 # --- the sweep ------------------------------------------------------------------------------------
@@ -480,41 +261,8 @@ class SweepResult:
     elapsed_s: float = 0.0
 
 
-class _Runner:
-    """Runs batches of tasks through the cache and an executor, with a progress bar."""
-
-    def __init__(self, cache: Cache, executor, bar, on_result: Callable | None):
-        self.cache, self.executor, self.bar, self.on_result = cache, executor, bar, on_result
-        self.computed = self.cached = 0
-
-    def run(self, tasks: list[dict]) -> list[dict]:
-        keys = [task_key(t) for t in tasks]
-        results: list = [None] * len(tasks)
-        todo = []
-        for k, key in enumerate(keys):
-            hit = self.cache.get(key)
-            if hit is not None:
-                results[k] = hit
-                self.cached += 1
-            else:
-                todo.append(k)
-        if self.bar is not None:
-            self.bar.total = (self.bar.total or 0) + len(tasks)
-            self.bar.update(len(tasks) - len(todo))
-        for j, result in self.executor.map_unordered([tasks[k] for k in todo]):
-            k = todo[j]
-            self.cache.put(keys[k], tasks[k], result)
-            results[k] = result
-            self.computed += 1
-            if self.bar is not None:
-                self.bar.update(1)
-            if self.on_result is not None:
-                self.on_result(tasks[k], result)
-        return results
-
-
-def _base(spec: SweepSpec, tileset: str, variant: str, workload: str) -> dict:
-    return {"tileset": tileset, "model": spec.model, "mode": spec.mode, "workload": workload,
+def _base(spec: SweepSpec, tileset: str, variant: str, law: str) -> dict:
+    return {"tileset": tileset, "model": spec.model, "mode": spec.mode, "workload": law,
             "variant": variant, "gpu_file": spec.gpu_file}
 
 
@@ -542,7 +290,7 @@ def run_sweep(spec: SweepSpec, cache_dir: str | Path, workers: int = 1, dask: st
         from tqdm import tqdm
 
         bar = tqdm(total=0, unit="run", desc="llmq region", dynamic_ncols=True)
-    runner = _Runner(Cache(cache_dir), executor, bar, on_result)
+    runner = Runner(Cache(cache_dir), executor, bar, on_result)
     try:
         rad_n = _resolve_rad_n(spec, runner)
         series = build_series(spec, rad_n)
@@ -580,7 +328,7 @@ def run_sweep(spec: SweepSpec, cache_dir: str | Path, workers: int = 1, dask: st
     return result
 
 
-def _resolve_rad_n(spec: SweepSpec, runner: _Runner) -> dict:
+def _resolve_rad_n(spec: SweepSpec, runner: Runner) -> dict:
     """RAD's n per tile set when ``n = auto``: the empirical n_min at eps on the padded workload."""
     if "rad" not in spec.schedulers or dict(dict(spec.options).get("rad", ())).get("n", "auto") != "auto":
         return {}
@@ -592,7 +340,7 @@ def _resolve_rad_n(spec: SweepSpec, runner: _Runner) -> dict:
             for t, res in zip(spec.tilesets, runner.run(tasks), strict=True)}
 
 
-def _dtmc_predictions(spec: SweepSpec, series: list[Series], runner: _Runner) -> dict:
+def _dtmc_predictions(spec: SweepSpec, series: list[Series], runner: Runner) -> dict:
     """Per RAD series: the cycle DTMC's boundary r E[K] / E[T] (with its CI) at the series' n."""
     idx = [i for i, s in enumerate(series) if s.scheduler == "rad"]
     tasks = [with_seed({"kind": "dtmc", **_base(spec, series[i].tileset, series[i].variant,
