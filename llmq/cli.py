@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from llmq.commands import bounds, calibrate, check, simulate
+from llmq.commands import bounds, calibrate, check, dtmc, region, simulate
 
-COMMANDS = (bounds, simulate, check, calibrate)
+COMMANDS = (region, bounds, simulate, dtmc, check, calibrate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,6 +12,11 @@ cluster     r GPUs and the resource planner (uniform random, round robin, join-s
 disaggregated  DistServe's prefill nodes feeding decode nodes through a KV hand-off.
 metrics     TTFT, TBT, latency, queue-length paths, the stability verdict.
 simulate    the driver: scenario in, results out.
+markov      finite chains: GTH stationary law, communicating classes, periods.
+dtmc        RAD's cycle DTMC (Appendix C) built by executing its cycles; drift, stationary law.
+region      capacity-region sweeps (tile set x scheduler x r x lambda), cached and resumable.
+plot        the drift, stability-region and two-class figures.
+io          atomic file output.
 """
 
 import hashlib

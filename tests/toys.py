@@ -37,3 +37,21 @@ def toy_gpus() -> dict:
 @cache
 def toy_cost_model(key: str = "toy4", mode: str = "paper") -> CostModel:
     return build_cost_model(toy_gpus()[key], get_model("mistral-7b"), mode)
+
+
+SOLO_TOML = """
+[gpus.solo2]
+base = "a100"
+tiles = [[8, 2, 8]]
+[gpus.solo4]
+base = "l4"
+tiles = [[16, 4, 16]]
+"""
+
+
+@cache
+def solo_cost_model(key: str = "solo2", mode: str = "paper") -> CostModel:
+    """A toy GPU with a single tile, so t* is optimal (Assumption 1 holds) and t*_col is tiny."""
+    path = Path(tempfile.mkdtemp()) / "solo_gpus.toml"
+    path.write_text(SOLO_TOML)
+    return build_cost_model(load_gpus(path)[key], get_model("mistral-7b"), mode)

@@ -11,7 +11,8 @@ reports how much mass satisfies it, and :meth:`Workload.padded` rounds prompts u
 t*_lcm so the premise holds exactly.
 
 Presets: ``deterministic``, ``uniform``, ``table1`` (discretized lognormal fitted to Table 1),
-``sharegpt4`` (the paper's real trace, packaged), and any CSV trace.
+``sharegpt4`` (the paper's real trace, packaged), any CSV trace, and mixtures of these (two request
+classes with different length laws: :func:`mixture`).
 
 References
 ----------
@@ -348,9 +349,56 @@ def sharegpt4() -> Workload:
 _PRESETS = {"table1": table1, "sharegpt4": sharegpt4}
 
 
+def mixture(parts, name: str | None = None) -> Workload:
+    """The law of a request of class k with probability ``w_k``: ``sum_k w_k p_k(l^P, l^D)``.
+
+    Parameters
+    ----------
+    parts : sequence of (weight, Workload)
+        Non-negative weights (normalized here) with a positive sum.
+
+    Any expectation of a per-request quantity is linear in the law, so T_bar^R of the mixture is
+    ``sum_k w_k T_bar^R_k`` and Theorem 1's condition ``lambda T_bar^R > r`` for the mixture with
+    ``lambda_k = w_k lambda`` reads ``sum_k lambda_k T_bar^R_k > r``: a hyperplane in rate space.
+    """
+    parts = [(float(wk), law) for wk, law in parts]
+    total = sum(wk for wk, _ in parts)
+    if not parts or any(not math.isfinite(wk) or wk < 0 for wk, _ in parts) or total <= 0:
+        raise FieldError("mixture weights", [wk for wk, _ in parts],
+                         "non-negative numbers with a positive sum")
+    kept = [(wk / total, law) for wk, law in parts if wk > 0]
+    label = name or "mix(" + ", ".join(f"{wk:.4g} {law.name}" for wk, law in kept) + ")"
+    return Workload.from_pairs(
+        label, np.concatenate([law.L_P for _, law in kept]), np.concatenate([law.L_D for _, law in kept]),
+        np.concatenate([wk * law.p for wk, law in kept]),
+        (f"mixture of {len(kept)} classes",))
+
+
+def mixture_spec(parts) -> str:
+    """The :func:`get_workload` spec of a mixture: ``mix:0.25*table1+0.75*uniform:2048-6144,16-128``."""
+    return "mix:" + "+".join(f"{float(wk):.12g}*{spec}" for wk, spec in parts)
+
+
+def parse_mixture(spec: str) -> list[tuple[float, str]]:
+    """(weight, class spec) pairs of a ``mix:W1*SPEC1+W2*SPEC2`` spec."""
+    out = []
+    for item in spec.partition(":")[2].split("+"):
+        weight, star, part = item.partition("*")
+        try:
+            value = float(weight)
+        except ValueError:
+            value = None
+        if not star or value is None or not part.strip():
+            raise FieldError("workload", spec, "'mix:W1*SPEC1+W2*SPEC2', e.g. "
+                                               "'mix:0.3*table1+0.7*deterministic:4096,64'")
+        out.append((value, part.strip()))
+    return out
+
+
 def workload_names() -> list[str]:
     """Names accepted by :func:`get_workload` (besides ``deterministic:``, ``uniform:``, CSV paths)."""
-    return [*_PRESETS, "deterministic:LP,LD", "uniform:P_LO-P_HI,D_LO-D_HI", "<path>.csv"]
+    return [*_PRESETS, "deterministic:LP,LD", "uniform:P_LO-P_HI,D_LO-D_HI", "mix:W1*SPEC1+W2*SPEC2",
+            "<path>.csv"]
 
 
 @cache
@@ -360,13 +408,16 @@ def _preset(name: str) -> Workload:
 
 def get_workload(spec: str) -> Workload:
     """A workload by name: ``table1``, ``sharegpt4``, ``deterministic:2048,256``,
-    ``uniform:256-4096,1-512``, or the path of a CSV trace."""
+    ``uniform:256-4096,1-512``, a mixture ``mix:0.3*table1+0.7*deterministic:4096,64``, or the
+    path of a CSV trace."""
     if not isinstance(spec, str) or not spec.strip():
         raise FieldError("workload", spec, "a workload name such as 'table1'")
     spec = spec.strip()
     if spec in _PRESETS:
         return _preset(spec)
     kind, _, args = spec.partition(":")
+    if kind == "mix":
+        return mixture([(wk, get_workload(part)) for wk, part in parse_mixture(spec)])
     try:
         if kind == "deterministic":
             lp, ld = (int(x) for x in args.split(","))

@@ -1,0 +1,148 @@
+"""``llmq dtmc``: RAD's cycle DTMC built by executing its cycles; drift, stationary law, and the
+paper's Appendix C statements set against it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from llmq.options import add_common, build_cost_model_from, build_workload_from, resolve
+from theory.errors import FieldError
+
+HELP = ("RAD's cycle DTMC (Appendix C) by executing Algorithm 1: drift with CIs, E[T | x], "
+        "stationary law, classes; Eq. 25, Lemmas 3-4, Theorem 2's n vs the empirical n")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("dtmc", help=HELP, description=HELP)
+    add_common(p, defaults={"pad": True, "n": 128, "rate": None, "load": 0.9, "truncate": None,
+                            "samples": 100, "samples_sat": None, "epsilon": [0.05, 0.1, 0.2],
+                            "n_min": False, "confidence": 0.99})
+    p.add_argument("--raw", dest="pad", action="store_false", default=None,
+                   help="do not pad prompts (the default pads them: Assumption 3)")
+    p.add_argument("--n", type=int, help="RAD's requests per cycle n (default 128)")
+    rate = p.add_mutually_exclusive_group()
+    rate.add_argument("--rate", type=float, help="arrival rate into the system, requests/s")
+    rate.add_argument("--load", type=float, help="arrival rate as a fraction of lambda* (default 0.9)")
+    p.add_argument("--truncate", type=int, help="truncation level x_max (default: from the drift)")
+    p.add_argument("--samples", type=int, help="executed cycles per state x < n (default 100)")
+    p.add_argument("--samples-sat", type=int, help="executed cycles for x >= n (default 10 x samples)")
+    p.add_argument("--n-min", action="store_true", default=None,
+                   help="also search the empirical smallest n with negative drift per epsilon")
+    p.add_argument("--epsilon", help="margins for --n-min (default 0.05,0.1,0.2)")
+    p.add_argument("--confidence", type=float, help="confidence level of every interval (default 0.99)")
+    p.set_defaults(run=run)
+
+
+def _floats(value) -> list[float]:
+    """A list from the config file, or comma-separated numbers from the command line."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    try:
+        return [float(v) for v in items if str(v).strip()]
+    except ValueError:
+        raise FieldError("epsilon", value, "comma-separated numbers in (0, 1)") from None
+
+
+def _rows_to_print(x_max: int, n: int) -> list[int]:
+    """Every state if few; else a spread of states below n, n itself and a few above."""
+    if x_max <= 40:
+        return list(range(x_max + 1))
+    below = sorted({0, 1, 2, 3, 5, *range(0, n, max(1, n // 10)), n - 1})
+    above = sorted({n, n + 1, *range(n, x_max + 1, max(1, (x_max - n) // 6)), x_max})
+    return [x for x in below if x < n] + [x for x in above if x <= x_max]
+
+
+def run(args) -> int:
+    from stability.dtmc import build_chain, compare_with_paper, empirical_n_min
+    from stability.plot import plot_drift
+    from theory.bounds import T_bar_R, lemma3_drift_bound
+
+    values = resolve(args)
+    epsilons = _floats(values["epsilon"]) if values["n_min"] else []
+    cm = build_cost_model_from(values)
+    w = build_workload_from(values, cm)
+    r = values["gpus_r"]
+    lam_star = r / T_bar_R(cm, w)
+    lam = values["rate"] if values["rate"] is not None else values["load"] * lam_star
+    chain = build_chain(cm, w, values["n"], lam, r, values["truncate"], values["samples"],
+                        values["samples_sat"], values["seed"], values["confidence"])
+    info, checks = compare_with_paper(chain, cm, w)
+    stat = chain.stationary()
+    tb = chain.table
+    lemma3 = lemma3_drift_bound(chain.n, lam, r, info["T_bar_R_s"], chain.t_col, info["T_max_s"])
+    printed = lemma3_drift_bound(chain.n, lam, r, info["T_bar_R_s"], chain.t_col, info["T_max_s"],
+                                 printed=True)
+    throughput = chain.cycle_throughput()
+    n_mins = []
+    if values["n_min"]:
+        for eps in epsilons:
+            res = empirical_n_min(cm, w, eps, values["samples"], values["seed"], values["confidence"])
+            n_mins.append({"epsilon": eps, "n_min": res.n_min, "n_threshold": res.n_threshold,
+                           "drift_at_n_min": list(res.drift)})
+    plot = plot_drift(chain, Path(values["out"]) / "dtmc_drift.png", lemma3, printed,
+                      f"RAD cycle DTMC, {cm.gpu.key}, {w.name}, n = {chain.n}, "
+                      f"lambda = {lam / lam_star:.3g} lambda*")
+    result = {
+        "gpu": cm.gpu.key, "model": cm.model.key, "workload": w.name, **info,
+        "x_max": chain.x_max, "samples": values["samples"], "samples_sat": chain.sat.T.size,
+        "confidence": chain.confidence,
+        "drift_saturated": list(chain.saturated_drift()),
+        "cycle_throughput_per_node": list(throughput),
+        "rad_boundary": [r * v for v in throughput],
+        "stationary": {"mean": stat.mean, "boundary_mass": stat.boundary_mass, "band": stat.band,
+                       "mean_truncated_lower": stat.mean_lower, "x_lower": stat.x_lower,
+                       "irreducible": stat.structure.irreducible,
+                       "recurrent_classes": [[int(c[0]), int(c[-1]), int(c.size)]
+                                             for c in stat.structure.recurrent],
+                       "periods": stat.structure.periods,
+                       "transient_states": int(stat.structure.transient.size)},
+        "checks": [c.__dict__ for c in checks],
+        "states": {k: v.tolist() for k, v in tb.items()},
+        "n_min": n_mins, "plot": str(plot),
+    }
+    if values["json"]:
+        print(json.dumps(result, indent=2))
+        return 0
+    _print(result, chain, lemma3)
+    return 0
+
+
+def _print(res: dict, chain, lemma3: float) -> None:
+    tb = chain.table
+    print(f"RAD cycle DTMC on {res['gpu']}, {res['model']}, workload {res['workload']}: "
+          f"n = {res['n']}, t*_col = {res['t_col']}, r = {res['r']}")
+    print(f"lambda = {res['lambda']:.4g} req/s = {res['lambda'] / res['lambda_star']:.3f} lambda* "
+          f"(lambda* = {res['lambda_star']:.4g}); T_bar^R = {res['T_bar_R_s'] * 1e3:.2f} ms, "
+          f"T^max = {res['T_max_s']:.4g} s; truncation x_max = {res['x_max']}")
+    print(f"executed cycles: {res['samples']} per state x < n, {res['samples_sat']} for x >= n; "
+          f"intervals at {res['confidence']:.0%}")
+    print(f"{'x':>6} {'drift':>10} {'CI':>22} {'E[T|x] s':>11} {'E[K|x]':>8} {'Lemma 3':>10}")
+    for x in _rows_to_print(chain.x_max, chain.n):
+        bound = f"{lemma3:10.3f}" if x >= chain.n else f"{'-':>10}"
+        print(f"{x:>6} {tb['drift'][x]:>10.3f} [{tb['drift_lo'][x]:>9.3f},{tb['drift_hi'][x]:>9.3f}] "
+              f"{tb['ET'][x]:>11.4g} {tb['EK'][x]:>8.2f} {bound}")
+    st = res["stationary"]
+    print(f"stationary law of the truncated chain: mean {st['mean']:.4g}, mass in the top "
+          f"{st['band']} states {st['boundary_mass']:.2e}, mean if truncated at {st['x_lower']}: "
+          f"{st['mean_truncated_lower']:.4g}")
+    if st["boundary_mass"] > 1e-3:
+        print("  the mass piles up at the truncation: the chain has no stationary law at this rate "
+              "(the truncated law is an artefact of x_max)")
+    print(f"classes: {'irreducible' if st['irreducible'] else 'reducible'}, recurrent classes "
+          f"(first, last, size) {st['recurrent_classes']}, periods {st['periods']}, "
+          f"{st['transient_states']} transient states")
+    lo, hi = res["rad_boundary"][1:]
+    print(f"RAD's boundary at this n (r E[K]/E[T] for x >= n): {res['rad_boundary'][0]:.4g} req/s "
+          f"[{lo:.4g}, {hi:.4g}] = {res['rad_boundary'][0] / res['lambda_star']:.4f} lambda*; "
+          f"P(K < n | x >= n) = {res['early_end_fraction']:.3g}")
+    print("Appendix C against the executed chain:")
+    for c in res["checks"]:
+        verdict = {True: "holds", False: "FAILS", None: "n/a"}[c["holds"]]
+        where = f" at {c['states']}" if c["states"] else ""
+        print(f"  {c['name']:<20} {verdict:<6} paper {c['paper']:.4g}, executed {c['executed']:.4g} "
+              f"[{c['lo']:.4g}, {c['hi']:.4g}]{where}")
+        print(f"  {'':<20} {c['claim']}")
+    for m in res["n_min"]:
+        print(f"empirical n_min at eps = {m['epsilon']}: {m['n_min']} (Theorem 2: n > "
+              f"{m['n_threshold'] - 1}, i.e. {m['n_threshold']})")
+    print(f"drift plot: {res['plot']}")

@@ -1,0 +1,500 @@
+"""Capacity regions: sweep the arrival rate per GPU tile set, scheduler and r, and locate the
+empirical stability boundary with a confidence interval.
+
+A *series* is one (tile set, scheduler, r, workload, padded or raw) combination; its points are
+simulator runs at rates lambda, each judged by the regression verdict of
+:mod:`stability.metrics`: g, the fraction of the offered work that accumulates, and the verdict
+*unstable* when g's interval lies above ``stability.tasks.G_MIN`` = 0.2% (a practical threshold:
+below it a slope is too small to matter, and the regression finds such slopes "significant" in
+stable runs whose cycles are long).
+
+How the boundary and its CI are formed.
+
+* Saturation estimate (the CI). The boundary of a scheduler is its capacity under backlog: the
+  throughput it sustains while requests always wait. ``replicates`` independent runs at
+  ``saturation`` x lambda* measure it directly: completions per second over the window from the
+  20% arrival to the last arrival, provided no node's queue ever empties in that window (else the
+  run only gives a lower bound, and the CI is open above). The estimate is their mean, the CI a
+  Student-t interval at level ``confidence``. (The overloaded runs' ``lambda (1 - g)`` estimates
+  the same quantity and is kept in the CSV, but it carries the arrival noise, and the regression's
+  own interval for g is too narrow for an overloaded queue, whose level is a random walk.)
+* Bisection on the verdict (the check). A grid of loads, then bisection between the lowest
+  unstable rate ``lambda_hi`` and the highest rate below it ``lambda_lo``, for ``bisect`` steps or
+  until the bracket is narrower than ``tol``. ``consistent`` says whether the saturation interval
+  meets ``[lambda_lo (1 - g_high(lambda_lo)), lambda_hi]``.
+
+Set against: lambda* = r / T_bar^R (Theorem 1: no scheduler is stable above it; a boundary whose
+whole CI lies above lambda* is flagged ``exceeds_lambda_star``), Theorem 2's lambda* (1 - eps) for
+RAD, and for RAD the cycle-DTMC prediction ``r E[K] / E[T]`` at the n it runs with
+(:mod:`stability.dtmc`). RAD's n is ``auto`` by default: the empirical smallest n with negative
+executed drift at lambda* (1 - eps) on the padded workload (Theorem 2's own threshold is
+10^5-10^6 requests per cycle for the presets).
+
+Two classes: a mixture of two length laws with class-1 share s is one workload; Theorem 1 applied
+to it gives the line ``lambda_1 T_bar_1 + lambda_2 T_bar_2 = r`` (:func:`theory.workload.mixture`),
+and each share s is a ray in the (lambda_1, lambda_2) plane swept like any series.
+
+Scale-out and resumability (:mod:`stability.tasks`): every run is a *task* (a plain dict); its
+result is cached in ``cache/<key>.json`` (written atomically), key = SHA-256 of the task and the
+source of ``theory/`` and ``stability/``. Seeds are derived from the task, so results do not
+depend on the number of workers or the order of execution, and an interrupted sweep redoes only
+unfinished tasks. Tasks run in-process (1 worker), on a local process pool, or on a Dask cluster.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Theorems 1-2, Section 4.1 (uniformly random planner).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from stability.io import atomic_write_text
+from stability.tasks import (
+    Cache,
+    DaskExecutor,
+    LocalExecutor,
+    Runner,
+    code_version,
+    cost_model,
+    with_seed,
+    workload,
+)
+from theory.errors import FieldError, UnknownNameError
+
+DEFAULT_SCHEDULERS = ("rad", "sarathi", "request_level")
+DEFAULT_LOADS = (0.5, 0.8, 0.9, 0.95, 1.0, 1.05, 1.2)
+MAX_LOAD = 4.0  # largest load (x lambda*) tried when looking for an unstable run
+N_FALLBACK = 2000  # RAD's n when the empirical search finds none up to its cap
+
+
+# --- the sweep's description -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """Everything a sweep depends on.
+
+    Attributes
+    ----------
+    tilesets : tuple of str
+        GPU names, optionally restricted (``"a100:128x128"``).
+    schedulers : tuple of str
+    options : tuple
+        ``((scheduler, ((name, value), ...)), ...)``; RAD's ``n`` may be ``"auto"``.
+    rs : tuple of int
+        Numbers of nodes r.
+    variants : tuple of str
+        ``"pad"`` (Assumption 3 enforced) and/or ``"raw"``.
+    loads : tuple of float
+        Grid of rates as fractions of each series' lambda*.
+    bisect : int
+        Bisection steps after the grid; ``tol`` stops earlier (relative bracket width).
+    saturation, replicates, sat_requests, confidence
+        The saturation runs that give the boundary's CI: ``replicates`` runs of ``sat_requests``
+        requests (per node) at ``saturation`` x lambda*, a t-interval at ``confidence``.
+    two_class : tuple
+        ``()`` or ``(class_1_spec, class_2_spec, (share_1, ...))``.
+    """
+
+    tilesets: tuple = ("a100", "rtx6000ada")
+    model: str = "mistral-7b"
+    mode: str = "paper"
+    workload: str = "table1"
+    gpu_file: str | None = None
+    schedulers: tuple = ("rad", "request_level")
+    options: tuple = (("rad", (("n", "auto"),)),)
+    rs: tuple = (1,)
+    variants: tuple = ("pad", "raw")
+    loads: tuple = DEFAULT_LOADS
+    bisect: int = 4
+    tol: float = 0.004
+    n_requests: int = 100000
+    saturation: float = 1.5
+    replicates: int = 4
+    sat_requests: int = 300000
+    confidence: float = 0.95
+    epsilon: float = 0.01
+    dtmc_samples: int = 100
+    two_class: tuple = ()
+    seed: int = 0
+
+    def validate(self) -> None:
+        """Raise a :class:`theory.errors.LlmqError` naming the first bad field."""
+        from stability.schedulers import scheduler_names
+
+        if not self.loads:
+            raise FieldError("loads (lambda grid)", list(self.loads), "at least one load > 0")
+        for v in self.loads:
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise FieldError("loads (lambda grid)", list(self.loads), "loads > 0 (fractions of lambda*)")
+        if not self.rs:
+            raise FieldError("r (gpus)", list(self.rs), "at least one integer >= 1")
+        for r in self.rs:
+            if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+                raise FieldError("r (gpus)", r, "an integer >= 1")
+        if not self.tilesets:
+            raise FieldError("gpu", "", "at least one GPU tile set")
+        if not self.schedulers:
+            raise FieldError("scheduler", "", "at least one scheduler")
+        for name in self.schedulers:
+            if name not in scheduler_names():
+                raise UnknownNameError("scheduler", name, scheduler_names())
+        if not self.variants or any(v not in ("pad", "raw") for v in self.variants):
+            raise FieldError("variants", list(self.variants), "'pad' and/or 'raw'")
+        if isinstance(self.n_requests, bool) or not isinstance(self.n_requests, int) or self.n_requests < 200:
+            raise FieldError("requests", self.n_requests, "an integer >= 200")
+        if isinstance(self.sat_requests, bool) or not isinstance(self.sat_requests, int) \
+                or self.sat_requests < 200:
+            raise FieldError("sat_requests", self.sat_requests, "an integer >= 200")
+        if isinstance(self.bisect, bool) or not isinstance(self.bisect, int) or self.bisect < 0:
+            raise FieldError("bisect", self.bisect, "an integer >= 0")
+        if isinstance(self.replicates, bool) or not isinstance(self.replicates, int) or self.replicates < 2:
+            raise FieldError("replicates", self.replicates, "an integer >= 2")
+        if not self.saturation > 1:
+            raise FieldError("saturation", self.saturation, "a load > 1 (a multiple of lambda*)")
+        if not 0 < self.confidence < 1:
+            raise FieldError("confidence", self.confidence, "a number in (0, 1)")
+        if not 0 < self.epsilon < 1:
+            raise FieldError("epsilon", self.epsilon, "a number in (0, 1)")
+        if self.two_class:
+            shares = self.two_class[2]
+            if not shares or any(not 0 <= s <= 1 for s in shares):
+                raise FieldError("shares", list(shares), "class-1 shares in [0, 1]")
+        for tileset in self.tilesets:
+            cost_model(tileset, self.model, self.mode, self.gpu_file)  # unknown GPU or tile
+
+
+@dataclass(frozen=True)
+class Series:
+    """One (tile set, scheduler, r, workload variant) sweep, with the theory it is set against."""
+
+    tileset: str
+    scheduler: str
+    options: tuple
+    r: int
+    variant: str
+    workload: str
+    lambda_star: float
+    theorem2: float  # lambda* (1 - eps) (pad variant; nan for raw: Assumption 3 fails)
+    epsilon: float
+    n_threshold: int | None
+    class_1: str = ""
+    class_2: str = ""
+    share_1: float = float("nan")
+    T_bar_1: float = float("nan")
+    T_bar_2: float = float("nan")
+
+    @property
+    def name(self) -> str:
+        opts = ",".join(f"{k}={v}" for k, v in self.options)
+        share = "" if math.isnan(self.share_1) else f" share_1={self.share_1:g}"
+        return f"{self.tileset} {self.scheduler}[{opts}] r={self.r} {self.variant} {self.workload}{share}"
+
+
+def _theory(spec: SweepSpec, tileset: str, law: str, variant: str, r: int) -> dict:
+    from theory.bounds import T_bar_R, T_max, n_threshold
+
+    cm = cost_model(tileset, spec.model, spec.mode, spec.gpu_file)
+    w = workload(law, cm.t_lcm if variant == "pad" else None)
+    tbar = T_bar_R(cm, w)
+    lam_star = r / tbar
+    pad = variant == "pad"
+    n_thr = n_threshold(cm.t_star.t_col, T_max(cm, w.l_P_max, w.l_D_max), tbar, spec.epsilon)
+    return {"lambda_star": lam_star, "theorem2": lam_star * (1 - spec.epsilon) if pad else float("nan"),
+            "epsilon": spec.epsilon, "n_threshold": n_thr if pad else None}
+
+
+def build_series(spec: SweepSpec, rad_n: dict) -> list[Series]:
+    """Every series of the sweep; ``rad_n[tileset]`` resolves RAD's ``n = auto``."""
+    from theory.bounds import T_bar_R
+    from theory.workload import mixture_spec
+
+    out = []
+    opts = dict(spec.options)
+    for tileset in spec.tilesets:
+        for name in spec.schedulers:
+            options = tuple(sorted(dict(opts.get(name, ())).items()))
+            if name == "rad" and dict(options).get("n", "auto") == "auto":
+                options = tuple(sorted({**dict(options), "n": rad_n[tileset]}.items()))
+            for r in spec.rs:
+                for variant in spec.variants:
+                    if not spec.two_class:
+                        out.append(Series(tileset, name, options, r, variant, spec.workload,
+                                          **_theory(spec, tileset, spec.workload, variant, r)))
+                        continue
+                    c1, c2, shares = spec.two_class
+                    cm = cost_model(tileset, spec.model, spec.mode, spec.gpu_file)
+                    pad_to = cm.t_lcm if variant == "pad" else None
+                    t1, t2 = T_bar_R(cm, workload(c1, pad_to)), T_bar_R(cm, workload(c2, pad_to))
+                    for s in shares:
+                        wl = mixture_spec([(s, c1), (1 - s, c2)])
+                        out.append(Series(tileset, name, options, r, variant, wl,
+                                          **_theory(spec, tileset, wl, variant, r), class_1=c1,
+                                          class_2=c2, share_1=float(s), T_bar_1=t1, T_bar_2=t2))
+    return out
+
+
+# --- the sweep ------------------------------------------------------------------------------------
+
+
+@dataclass
+class SweepResult:
+    """Series, their runs (task and result per point) and boundaries; counts of computed and cached
+    tasks."""
+
+    spec: SweepSpec
+    series: list
+    points: list = field(default_factory=list)  # (series index, role, task, result)
+    boundaries: list = field(default_factory=list)
+    rad_n: dict = field(default_factory=dict)
+    dtmc: dict = field(default_factory=dict)
+    computed: int = 0
+    cached: int = 0
+    elapsed_s: float = 0.0
+
+
+def _base(spec: SweepSpec, tileset: str, variant: str, law: str) -> dict:
+    return {"tileset": tileset, "model": spec.model, "mode": spec.mode, "workload": law,
+            "variant": variant, "gpu_file": spec.gpu_file}
+
+
+def _sim_task(spec: SweepSpec, s: Series, rate: float, replicate: int | None = None) -> dict:
+    n_req = (spec.n_requests if replicate is None else spec.sat_requests) * s.r  # per node
+    task = {"kind": "sim", **_base(spec, s.tileset, s.variant, s.workload), "scheduler": s.scheduler,
+            "options": [list(o) for o in s.options], "r": s.r, "rate": float(rate),
+            "n_requests": n_req}
+    if replicate is not None:
+        task["replicate"] = replicate
+    return with_seed(task, spec.seed)
+
+
+def run_sweep(spec: SweepSpec, cache_dir: str | Path, workers: int = 1, dask: str | None = None,
+              progress: bool = False, on_result: Callable | None = None) -> SweepResult:
+    """Run (or resume) a sweep and locate every series' boundary (see the module docstring).
+
+    ``on_result(task, result)`` is called after each newly computed task (cached ones excepted).
+    """
+    spec.validate()
+    t0 = time.perf_counter()
+    executor = DaskExecutor(dask) if dask else LocalExecutor(workers)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=0, unit="run", desc="llmq region", dynamic_ncols=True)
+    runner = Runner(Cache(cache_dir), executor, bar, on_result)
+    try:
+        rad_n = _resolve_rad_n(spec, runner)
+        series = build_series(spec, rad_n)
+        result = SweepResult(spec, series, rad_n=rad_n)
+        result.dtmc = _dtmc_predictions(spec, series, runner)
+        rates: list[list[tuple[str, float]]] = [
+            [("grid", load * s.lambda_star) for load in spec.loads] for s in series]
+        sat_tasks = [[_sim_task(spec, s, spec.saturation * s.lambda_star, k)
+                      for k in range(spec.replicates)] for s in series]
+        done: list[list] = [[] for _ in series]
+        for step in range(spec.bisect + 1):
+            batch = [(i, role, _sim_task(spec, series[i], lam)) for i, new in enumerate(rates)
+                     for role, lam in new]
+            if step == 0:
+                batch += [(i, "saturation", t) for i, ts in enumerate(sat_tasks) for t in ts]
+            if not batch:
+                break
+            for (i, role, task), res in zip(batch, runner.run([t for _, _, t in batch]), strict=True):
+                done[i].append((role, task, res))
+            rates = [_next_rates(series[i], [p for p in done[i] if p[0] != "saturation"], spec.tol)
+                     for i in range(len(series))]
+        for i, s in enumerate(series):
+            done[i].sort(key=lambda p: (p[1]["rate"], p[1].get("replicate", -1)))
+            result.points += [(i, role, task, res) for role, task, res in done[i]]
+            result.boundaries.append(boundary(
+                s, [(t["rate"], r) for role, t, r in done[i] if role != "saturation"],
+                [(t["rate"], r) for role, t, r in done[i] if role == "saturation"],
+                spec.confidence, result.dtmc.get(i)))
+    finally:
+        if bar is not None:
+            bar.close()
+        executor.close()
+    result.computed, result.cached = runner.computed, runner.cached
+    result.elapsed_s = time.perf_counter() - t0
+    return result
+
+
+def _resolve_rad_n(spec: SweepSpec, runner: Runner) -> dict:
+    """RAD's n per tile set when ``n = auto``: the empirical n_min at eps on the padded workload."""
+    if "rad" not in spec.schedulers or dict(dict(spec.options).get("rad", ())).get("n", "auto") != "auto":
+        return {}
+    workloads = [spec.two_class[0]] if spec.two_class else [spec.workload]
+    tasks = [with_seed({"kind": "n_min", **_base(spec, t, "pad", workloads[0]),
+                        "epsilon": spec.epsilon, "samples": spec.dtmc_samples, "n_max": 1 << 14},
+                       spec.seed) for t in spec.tilesets]
+    return {t: res["n_min"] or N_FALLBACK
+            for t, res in zip(spec.tilesets, runner.run(tasks), strict=True)}
+
+
+def _dtmc_predictions(spec: SweepSpec, series: list[Series], runner: Runner) -> dict:
+    """Per RAD series: the cycle DTMC's boundary r E[K] / E[T] (with its CI) at the series' n."""
+    idx = [i for i, s in enumerate(series) if s.scheduler == "rad"]
+    tasks = [with_seed({"kind": "dtmc", **_base(spec, series[i].tileset, series[i].variant,
+                                                 series[i].workload),
+                        "n": int(dict(series[i].options)["n"]), "samples": 2 * spec.dtmc_samples},
+                       spec.seed) for i in idx]
+    return {i: {"boundary": [series[i].r * v for v in res["per_node"]],
+                "early_end_fraction": res["early_end_fraction"]}
+            for i, res in zip(idx, runner.run(tasks), strict=True)}
+
+
+def _next_rates(s: Series, pts: list, tol: float) -> list[tuple[str, float]]:
+    """The next rate to try: look higher while nothing is unstable, lower while nothing is below
+    the lowest unstable rate, else bisect the bracket until it is narrower than ``tol``."""
+    rates = np.array([t["rate"] for _, t, _ in pts])
+    unstable = np.array([r["verdict"] == "unstable" for _, _, r in pts])
+    if not unstable.any():
+        top = rates.max()
+        return [] if top >= MAX_LOAD * s.lambda_star else [("search", min(2 * top, MAX_LOAD * s.lambda_star))]
+    hi = rates[unstable].min()
+    below = rates[rates < hi]
+    if below.size == 0:
+        return [("search", hi / 2)] if hi > 0.05 * s.lambda_star else []
+    lo = below.max()
+    return [] if (hi - lo) / hi <= tol else [("bisect", 0.5 * (lo + hi))]
+
+
+def boundary(s: Series, pts: list[tuple[float, dict]], sat: list[tuple[float, dict]],
+             confidence: float, dtmc: dict | None = None) -> dict:
+    """The boundary estimate and CI of one series (module docstring) from its verdict runs
+    ``pts`` and saturation runs ``sat`` (``(rate, result)`` pairs), with lambda*, Theorem 2's line
+    and the DTMC prediction beside it."""
+    from scipy import stats
+
+    est = np.array([r["sat_throughput"] for _, r in sat])
+    saturated = all(r["min_pending"] > 0 for _, r in sat)
+    mean = float(est.mean())
+    half = float(stats.t.ppf(0.5 + confidence / 2, est.size - 1) * est.std(ddof=1) / np.sqrt(est.size))
+    out = {"boundary": mean, "ci_low": mean - half, "ci_high": mean + half if saturated else float("inf"),
+           "saturated": saturated}
+    pts = sorted(pts, key=lambda p: p[0])
+    unstable = [lam for lam, r in pts if r["verdict"] == "unstable"]
+    hi = min(unstable, default=float("inf"))
+    below = [(lam, r) for lam, r in pts if lam < hi]
+    lo = float("nan")
+    if below:
+        lam_lo, r_lo = below[-1]
+        lo = lam_lo * (1 - max(r_lo["g_high"], 0.0)) if np.isfinite(r_lo["g_high"]) else lam_lo
+    out.update(bracket_low=lo, bracket_high=hi,
+               consistent=bool(out["ci_low"] <= hi and not (out["ci_high"] < lo)))
+    lam_star = s.lambda_star
+    out.update(lambda_star=lam_star, ratio=mean / lam_star,
+               exceeds_lambda_star=bool(out["ci_low"] > lam_star * (1 + 1e-9)),
+               theorem2=s.theorem2, runs=len(pts) + len(sat))
+    d = (dtmc or {}).get("boundary", [float("nan")] * 3)
+    out.update(dtmc_boundary=d[0], dtmc_low=d[1], dtmc_high=d[2])
+    return out
+
+
+# --- outputs --------------------------------------------------------------------------------------
+
+SERIES_COLUMNS = ("series", "tileset", "scheduler", "options", "r", "workload", "workload_variant",
+                  "class_1", "class_2", "share_1", "T_bar_1", "T_bar_2", "lambda_star", "theorem2",
+                  "epsilon", "n_threshold")
+BOUNDARY_COLUMNS = ("boundary", "ci_low", "ci_high", "ratio", "saturated", "consistent",
+                    "exceeds_lambda_star", "bracket_low", "bracket_high", "dtmc_boundary", "dtmc_low",
+                    "dtmc_high")
+POINT_COLUMNS = ("role", "rate", "load", "n_requests", "seed", "verdict", "growth", "g_low", "g_high",
+                 "completed", "throughput", "sat_throughput", "min_pending")
+
+
+def _series_fields(s: Series) -> dict:
+    return {"series": s.name, "tileset": s.tileset, "scheduler": s.scheduler,
+            "options": " ".join(f"{k}={v}" for k, v in s.options), "r": s.r, "workload": s.workload,
+            "workload_variant": s.variant, "class_1": s.class_1, "class_2": s.class_2,
+            "share_1": s.share_1, "T_bar_1": s.T_bar_1, "T_bar_2": s.T_bar_2,
+            "lambda_star": s.lambda_star, "theorem2": s.theorem2, "epsilon": s.epsilon,
+            "n_threshold": s.n_threshold if s.n_threshold is not None else ""}
+
+
+def rows(result: SweepResult) -> list[dict]:
+    """One row per run, with its series' description and boundary repeated (a long table)."""
+    out = []
+    for i, role, task, res in result.points:
+        s = result.series[i]
+        b = result.boundaries[i]
+        out.append({**_series_fields(s), **{k: b[k] for k in BOUNDARY_COLUMNS}, "role": role,
+                    "rate": task["rate"], "load": task["rate"] / s.lambda_star,
+                    "n_requests": task["n_requests"], "seed": task["seed"],
+                    **{k: res[k] for k in POINT_COLUMNS[5:]}})
+    return out
+
+
+def boundary_rows(result: SweepResult) -> list[dict]:
+    """One row per series: description and boundary."""
+    return [{**_series_fields(s), **{k: b[k] for k in BOUNDARY_COLUMNS}, "runs": b["runs"]}
+            for s, b in zip(result.series, result.boundaries, strict=True)]
+
+
+def write_outputs(result: SweepResult, out: str | Path) -> dict:
+    """``region.csv`` (one row per run), ``region.json`` (spec, boundaries, runs, timing) and the
+    figures ``region.png`` (and ``region_two_class.png`` for two-class sweeps)."""
+    from stability.io import atomic_write_csv
+
+    out = Path(out)
+    table = rows(result)
+    columns = SERIES_COLUMNS + BOUNDARY_COLUMNS + POINT_COLUMNS
+    atomic_write_csv(out / "region.csv", {c: [row[c] for row in table] for c in columns})
+    summary = {"spec": asdict(result.spec), "code_version": code_version(), "rad_n": result.rad_n,
+               "boundaries": boundary_rows(result), "runs": table,
+               "tasks": {"computed": result.computed, "cached": result.cached},
+               "elapsed_s": result.elapsed_s}
+    atomic_write_text(out / "region.json", json.dumps(summary, indent=1, default=_json_default))
+    return {"csv": out / "region.csv", "json": out / "region.json", **plot_outputs(table, out)}
+
+
+def _json_default(obj):
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    return str(obj)
+
+
+def plot_outputs(table: list[dict], out: str | Path) -> dict:
+    """Draw the figures from rows of ``region.csv`` (as read back, or as just computed)."""
+    from stability.plot import plot_region, plot_two_class
+
+    out = Path(out)
+    series: dict = {}
+    for row in table:
+        series.setdefault(row["series"], row)
+    one = [b for b in series.values() if not b["class_1"]]
+    two = [b for b in series.values() if b["class_1"]]
+    files = {}
+    if one:
+        files["png"] = plot_region([r for r in table if not r["class_1"]], one, out / "region.png")
+    if two:
+        files["two_class_png"] = plot_two_class(two, out / "region_two_class.png")
+    return files
+
+
+def read_csv(path: str | Path) -> list[dict]:
+    """Rows of a ``region.csv`` (strings, as the plots accept)."""
+    import csv
+
+    path = Path(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            table = list(csv.DictReader(fh))
+    except FileNotFoundError:
+        raise FieldError("--plot-only", str(path), "an existing region.csv") from None
+    missing = {"series", "rate", "verdict", "boundary", "lambda_star"} - set(table[0] if table else ())
+    if not table or missing:
+        raise FieldError("--plot-only", str(path), f"a region.csv with rows and the columns "
+                                                   f"{sorted(missing) or 'series, rate, ...'}")
+    return table
