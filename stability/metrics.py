@@ -18,9 +18,10 @@
     fluctuation), where the levels interval is too narrow (measured: 99% intervals covering the
     true drift in 7 to 9 of 16 seeds); conservative for a stationary U.
 
-  The run is *unstable* when the increments interval lies above ``g_min``, *stable* when it is not
-  and the levels interval lies below ``g_tol``, and *inconclusive* otherwise. The reported interval
-  is the one that decided (both are kept), with its confidence level.
+  The run is *unstable* when the increments interval lies above ``g_min``; *stable* when, besides,
+  the levels interval lies below ``g_tol`` and reaches down to ``g_min`` (no significant
+  accumulation even by the sharper interval); *inconclusive* otherwise. The reported interval is
+  the one that decided (for an inconclusive run, the union of both); both are kept.
 
 References
 ----------
@@ -115,8 +116,8 @@ def stability_verdict(arrival, finish, work, confidence: float = 0.99, batches: 
     warmup : float
         Fraction of the arrival window discarded at its start.
     g_tol, g_min : float
-        Stable if the levels interval lies below ``g_tol``; unstable if the increments interval
-        lies above ``g_min``.
+        Unstable if the increments interval lies above ``g_min``; stable if not, and the levels
+        interval lies within ``(-inf, g_tol)`` and reaches ``g_min`` or below.
     """
     arrival = np.asarray(arrival, dtype=float)
     work = np.asarray(work, dtype=float)
@@ -138,7 +139,7 @@ def stability_verdict(arrival, finish, work, confidence: float = 0.99, batches: 
     ci_increments = (float(steps.mean() - half), float(steps.mean() + half))
     if ci_increments[0] > g_min:
         verdict, ci = "unstable", ci_increments
-    elif ci_levels[1] < g_tol:
+    elif ci_levels[1] < g_tol and ci_levels[0] <= g_min:
         verdict, ci = "stable", ci_levels
     else:
         verdict, ci = "inconclusive", (min(ci_levels[0], ci_increments[0]),
