@@ -14,8 +14,6 @@ ERRATUM
     ``correction`` states it and ``correction_check`` how it was checked.
 NOT_CHECKABLE
     no computation can refute it (``summary`` says why).
-PENDING
-    checkable, but only with the batch simulator or the cycle DTMC, which are not built yet.
 
 Checks register themselves with :func:`register` when their module is imported;
 :func:`all_checks` imports every module of the package in paper order.
@@ -41,7 +39,6 @@ class Verdict(str, Enum):
     FAIL = "FAIL"
     ERRATUM = "ERRATUM"
     NOT_CHECKABLE = "NOT_CHECKABLE"
-    PENDING = "PENDING"
 
     def __str__(self) -> str:
         return self.value
@@ -168,8 +165,3 @@ def judged(printed_holds: bool, corrected_holds: bool | None = None) -> Verdict:
 def not_checkable(because: str) -> Result:
     """A NOT_CHECKABLE result; ``because`` completes "not checkable because ..."."""
     return Result(Verdict.NOT_CHECKABLE, f"not checkable because {because}")
-
-
-def pending(needs: str, plan: str) -> Result:
-    """A PENDING result: checkable once ``needs`` exists; ``plan`` says how."""
-    return Result(Verdict.PENDING, f"pending: needs {needs}", evidence={"plan": plan})

@@ -11,7 +11,7 @@ from pathlib import Path
 from paper_checks.common import jsonable
 from paper_checks.runner import CRASH, Outcome, item_index
 
-ORDER = ("PASS", "FAIL", "ERRATUM", "NOT_CHECKABLE", "PENDING", CRASH)
+ORDER = ("PASS", "FAIL", "ERRATUM", "NOT_CHECKABLE", CRASH)
 TITLE = ("Optimal Scheduling Algorithms for LLM Inference: Theory and Practice "
          "(Bari, Hegde, de Veciana 2025)")
 
@@ -71,7 +71,7 @@ def to_markdown(outcomes: list[Outcome], fast: bool) -> str:
            + f"; {sum(o.seconds for o in outcomes):.1f} s.", "",
            "Verdicts: **PASS** (could have been refuted, was not; coverage given), **FAIL** (false; minimal "
            "counterexample), **ERRATUM** (false as printed, an evident correction holds and is checked), "
-           "**NOT_CHECKABLE** (why), **PENDING** (needs the batch simulator or the cycle DTMC).", "",
+           "**NOT_CHECKABLE** (why).", "",
            "## The paper's numbered items", "", "| item | checks |", "|---|---|"]
     for item, rows in item_index(outcomes).items():
         cell = ", ".join(f"`{i}` {v}" for i, v in rows) if rows else "**no check**"
