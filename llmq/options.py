@@ -8,15 +8,10 @@ wins over the file, and the file over the built-in defaults.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from theory.errors import ConfigFileError, FieldError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from theory.config import read_toml
+from theory.errors import FieldError
 
 COMMON_DEFAULTS = {
     "gpu": "a100",
@@ -59,13 +54,7 @@ def resolve(args: argparse.Namespace) -> dict:
     values = dict(args._defaults)
     if getattr(args, "config", None):
         path = Path(args.config)
-        try:
-            with open(path, "rb") as fh:
-                config = tomllib.load(fh)
-        except FileNotFoundError:
-            raise ConfigFileError(f"{path}: file not found") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigFileError(f"{path}: malformed TOML: {exc}") from None
+        config = read_toml(path)
         unknown = set(config) - set(values)
         if unknown:
             raise FieldError(f"{path}", sorted(unknown), f"only the keys {', '.join(sorted(values))}")

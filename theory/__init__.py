@@ -11,4 +11,5 @@ bounds     T_bar^R, T^max, lambda* = r / T_bar^R, t*_lcm, Theorem 2's n, Eq. 25,
 assumptions  Which of Assumptions 1-4 hold for a GPU, model and workload.
 timings    Reading measured GeMM or batch timings (CSV).
 calibrate  Least-squares fits of a GPU profile's rates to measured timings.
+config     TOML input: reading files, merging user tables into the presets.
 """

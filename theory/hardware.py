@@ -26,18 +26,12 @@ Bari, Hegde, de Veciana (2025), Section 2.3, Eq. 2-3, Assumption 1.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field, replace
 from functools import cache
-from importlib import resources
 from pathlib import Path
 
+from theory.config import inherit, read_packaged, read_toml
 from theory.errors import ConfigFileError, FieldError, LlmqError, UnknownNameError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 KIB = 1024
 _GPU_FIELDS = {
@@ -227,20 +221,9 @@ class GPU:
                        mu=tuple(self.mu[i] for i in keep), t_star=t_star)
 
 
-def _read_toml(path: Path | str) -> dict:
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigFileError(f"{path}: file not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigFileError(f"{path}: malformed TOML: {exc}") from None
-
-
 @cache
 def _preset_data() -> dict:
-    text = resources.files("theory").joinpath("data/gpus.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    return read_packaged("gpus.toml")
 
 
 def _number(table: dict, key: str, where: str, *, integer: bool = False) -> float:
@@ -340,22 +323,12 @@ def _merged_tables(user: dict | None) -> tuple[dict, dict]:
                 merged = dict(data.get(section, {}))
                 merged.update(user[section])
                 data[section] = merged
-    resolved = {k: dict(v) for k, v in presets.items()}
-    for key, table in (user or {}).get("gpus", {}).items():
-        if not isinstance(table, dict):
-            raise FieldError(f"gpus.{key}", table, "a table of GPU fields")
-        base = table.get("base", key if key in presets else None)
-        if base is not None and base not in presets:
-            raise UnknownNameError(f"base GPU (in gpus.{key}.base)", str(base), list(presets))
-        merged = dict(presets[base]) if base else {}
-        merged.update({k: v for k, v in table.items() if k != "base"})
-        resolved[key] = merged
-    return data, resolved
+    return data, inherit(presets, (user or {}).get("gpus", {}), "GPU")
 
 
 def load_gpus(path: str | Path | None = None) -> dict[str, GPU]:
     """All GPU profiles: the presets, plus or overridden by the user TOML at ``path``."""
-    user = _read_toml(path) if path is not None else None
+    user = read_toml(path) if path is not None else None
     if user is not None and not isinstance(user.get("gpus", {}), dict):
         raise ConfigFileError(f"{path}: [gpus] must be a table of GPU tables")
     data, tables = _merged_tables(user)
@@ -382,7 +355,7 @@ def get_gpu(name: str, path: str | Path | None = None) -> GPU:
         raise FieldError("gpu", name, "a GPU name such as 'a100'")
     base, _, restriction = name.strip().partition(":")
     gpus = load_gpus(path) if path is not None else _preset_gpus()
-    tables = _merged_tables(_read_toml(path) if path is not None else None)[1]
+    tables = _merged_tables(read_toml(path) if path is not None else None)[1]
     wanted = base.lower()
     for key, gpu in gpus.items():
         aliases = [a.lower() for a in tables.get(key, {}).get("aliases", [])]

@@ -18,18 +18,12 @@ Bari, Hegde, de Veciana (2025), Sections 2.1, 3.2.1-3.2.3.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from pathlib import Path
 
-from theory.errors import ConfigFileError, FieldError, UnknownNameError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from theory.config import inherit, read_packaged, read_toml
+from theory.errors import FieldError, UnknownNameError
 
 MODES = ("paper", "real")
 _INT_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab")
@@ -189,28 +183,13 @@ def _build_model(key: str, table: dict) -> Model:
 
 @cache
 def _preset_tables() -> dict:
-    text = resources.files("theory").joinpath("data/models.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)["models"]
+    return read_packaged("models.toml")["models"]
 
 
 def load_models(path: str | Path | None = None) -> dict[str, Model]:
     """All model presets, plus or overridden by the ``[models.<key>]`` tables of a user TOML."""
-    tables = {k: dict(v) for k, v in _preset_tables().items()}
-    if path is not None:
-        try:
-            with open(path, "rb") as fh:
-                user = tomllib.load(fh)
-        except FileNotFoundError:
-            raise ConfigFileError(f"{path}: file not found") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigFileError(f"{path}: malformed TOML: {exc}") from None
-        for key, table in user.get("models", {}).items():
-            base = table.get("base", key if key in tables else None)
-            if base is not None and base not in tables:
-                raise UnknownNameError(f"base model (in models.{key}.base)", str(base), list(tables))
-            merged = dict(tables[base]) if base else {}
-            merged.update({k: v for k, v in table.items() if k != "base"})
-            tables[key] = merged
+    user = read_toml(path).get("models", {}) if path is not None else {}
+    tables = inherit(_preset_tables(), user, "model")
     return {key: _build_model(key, t) for key, t in tables.items()}
 
 

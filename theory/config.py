@@ -1,0 +1,55 @@
+"""TOML input shared by the GPU and model profiles and the command line.
+
+:func:`read_toml` turns a missing or malformed file into a :class:`theory.errors.ConfigFileError`
+naming the file; :func:`read_packaged` reads a TOML file shipped in ``theory/data``;
+:func:`inherit` merges user tables into presets, each user table taking the fields of the preset
+named by its ``base`` (or of the preset with its own key) and overriding some of them.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib import resources
+from pathlib import Path
+
+from theory.errors import ConfigFileError, FieldError, UnknownNameError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+def read_toml(path: str | Path) -> dict:
+    """The contents of the TOML file at ``path``."""
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigFileError(f"{path}: file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigFileError(f"{path}: malformed TOML: {exc}") from None
+
+
+def read_packaged(name: str) -> dict:
+    """The contents of ``theory/data/<name>``."""
+    return tomllib.loads(resources.files("theory").joinpath("data", name).read_text(encoding="utf-8"))
+
+
+def inherit(presets: dict, user: dict, kind: str) -> dict:
+    """Presets with the user's ``[<kind>s.<key>]`` tables merged in.
+
+    A user table inherits the preset named by its ``base`` field (by default the preset with the
+    same key, if any) and overrides the fields it gives; a new key without ``base`` stands alone.
+    """
+    resolved = {k: dict(v) for k, v in presets.items()}
+    for key, table in user.items():
+        if not isinstance(table, dict):
+            raise FieldError(f"{kind}s.{key}", table, f"a table of {kind} fields")
+        base = table.get("base", key if key in presets else None)
+        if base is not None and base not in presets:
+            raise UnknownNameError(f"base {kind} (in {kind}s.{key}.base)", str(base), list(presets))
+        merged = dict(presets[base]) if base else {}
+        merged.update({k: v for k, v in table.items() if k != "base"})
+        resolved[key] = merged
+    return resolved
