@@ -83,27 +83,41 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
     return node, runs
 
 
-def _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log):
-    """Join-shortest-queue: advance every node to each arrival, route it to the least loaded."""
-    ct = tables_for(cm, L_P, L_D, getattr(params, "chunk", None))
-    prm = params.array()
-    n = len(arrival)
+def jsq_route(loop, ct, prm, times, L_P, L_D, cls, n_class: int, r: int, detail: bool, log: bool,
+              t_start=None, t_first=None) -> tuple[np.ndarray, list]:
+    """Join-shortest-queue: advance every node to each arrival and give it to the node with the
+    fewest pending requests (lowest index on ties); then run every node to the end.
+
+    ``t_start``/``t_first`` preset those times for requests that arrive already prefilled (decode
+    nodes of a disaggregated cluster). Returns the node of each request and the node states.
+    """
+    n = len(times)
     empty = np.zeros(0)
     states = [engine.new_state(empty, empty, empty, None, n_class, detail, log, capacity=n)
               for _ in range(r)]
     node = np.zeros(n, dtype=np.int64)
     for k in range(n):
-        t = float(arrival[k])
+        t = float(times[k])
         pending = []
         for st in states:
-            engine.run_loop(scheduler.loop, st, ct, prm, t)
+            engine.run_loop(loop, st, ct, prm, t)
             pending.append(engine.pending_at(st, t))
         g = int(np.argmin(pending))
         node[k] = g
-        engine.append_request(states[g], t, int(L_P[k]), int(L_D[k]), int(cls[k]))
+        local = engine.append_request(states[g], t, int(L_P[k]), int(L_D[k]), int(cls[k]))
+        if t_first is not None:
+            engine.preset_times(states[g], local, float(t_start[k]), float(t_first[k]))
+    for st in states:
+        engine.run_loop(loop, st, ct, prm)
+    return node, states
+
+
+def _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log):
+    ct = tables_for(cm, L_P, L_D, getattr(params, "chunk", None))
+    node, states = jsq_route(scheduler.loop, ct, params.array(), arrival, L_P, L_D, cls, n_class, r,
+                             detail, log)
     runs = []
     for g, st in enumerate(states):
-        engine.run_loop(scheduler.loop, st, ct, prm)
         mask = node == g
         runs.append(collect(st, arrival[mask], L_P[mask], L_D[mask], cls[mask], detail and log))
     return node, runs

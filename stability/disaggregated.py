@@ -39,25 +39,12 @@ def _route_and_run(loop, ct, prm, times, L_P, L_D, cls, t_start, t_first, k, pla
     Returns the node of each request, the node states, and each node's requests (indices into
     ``times``) in the node's order.
     """
-    from stability.cluster import route
+    from stability.cluster import jsq_route, route
 
     n = len(times)
     if planner == "jsq" and k > 1:
-        empty = np.zeros(0)
-        states = [engine.new_state(empty, empty, empty, None, n_class, detail, log, capacity=n)
-                  for _ in range(k)]
-        node = np.zeros(n, dtype=np.int64)
-        for q in range(n):
-            t = float(times[q])
-            pending = []
-            for st in states:
-                engine.run_loop(loop, st, ct, prm, t)
-                pending.append(engine.pending_at(st, t))
-            g = int(np.argmin(pending))
-            node[q] = g
-            local = engine.append_request(states[g], t, int(L_P[q]), int(L_D[q]), int(cls[q]))
-            if t_first is not None:
-                engine.preset_times(states[g], local, float(t_start[q]), float(t_first[q]))
+        node, states = jsq_route(loop, ct, prm, times, L_P, L_D, cls, n_class, k, detail, log,
+                                 t_start, t_first)
     else:
         node = np.zeros(n, dtype=np.int64) if k == 1 else route(planner, n, k, rng)
         states = []
@@ -67,8 +54,8 @@ def _route_and_run(loop, ct, prm, times, L_P, L_D, cls, t_start, t_first, k, pla
                 times[ids], L_P[ids], L_D[ids], cls[ids], n_class, detail, log,
                 t_start=None if t_start is None else t_start[ids],
                 t_first=None if t_first is None else t_first[ids]))
-    for st in states:
-        engine.run_loop(loop, st, ct, prm, math.inf)
+        for st in states:
+            engine.run_loop(loop, st, ct, prm, math.inf)
     return node, states, [np.flatnonzero(node == g) for g in range(k)]
 
 
