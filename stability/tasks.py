@@ -233,7 +233,7 @@ class DaskExecutor:
     def __init__(self, address: str, timeout: float = 5.0):
         try:
             from distributed import Client
-        except ImportError:  # pragma: no cover - the dist extra is not installed
+        except ImportError:  # the dist extra is not installed
             raise LlmqError("--dask needs the 'dist' extra: pip install 'llmq[dist]'") from None
         try:
             self.client = Client(address, timeout=f"{timeout}s", set_as_default=False)

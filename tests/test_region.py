@@ -145,11 +145,19 @@ def test_dask_cluster_gives_the_same_results(gpu_file, tmp_path):
 
 
 def test_unreachable_dask_address_is_a_clear_error(capsys, tmp_path):
+    pytest.importorskip("distributed")
     t0 = time.time()
     code = main(["region", "--dask", "tcp://127.0.0.1:9", "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and "cannot reach the scheduler" in err and "tcp://127.0.0.1:9" in err
     assert time.time() - t0 < 30
+
+
+def test_dask_without_the_dist_extra_names_the_extra(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import fails as if not installed
+    code = main(["region", "--dask", "tcp://127.0.0.1:9", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "pip install 'llmq[dist]'" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("argv, message", [
