@@ -43,17 +43,19 @@ def route(planner: str, n: int, r: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def _run_one(args, progress=None) -> GpuRun:
-    cm, name, params, arrival, L_P, L_D, cls, n_class, detail, log = args
+    cm, name, params, arrival, L_P, L_D, cls, n_class, detail, log, tbt_slo = args
     return run_gpu(cm, get_scheduler(name), params, arrival, L_P, L_D, cls, n_class, detail, log,
-                   progress=progress)
+                   progress=progress, tbt_slo=tbt_slo)
 
 
 def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls, n_class: int,
                 r: int, planner: str, rng: np.random.Generator, detail: bool = False,
-                log: bool = False, workers: int = 1, progress=None) -> tuple[np.ndarray, list[GpuRun]]:
+                log: bool = False, workers: int = 1, progress=None,
+                tbt_slo=None) -> tuple[np.ndarray, list[GpuRun]]:
     """Route the requests and simulate every node. Returns (node of each request, node runs).
 
-    ``progress(k)`` (optional) is told of completed requests as nodes run in this process.
+    ``progress(k)`` (optional) is told of completed requests as nodes run in this process;
+    ``tbt_slo`` (optional) gives each class's TBT SLO, to count the gaps above it.
     """
     if planner not in PLANNERS:
         raise UnknownNameError("planner", planner, PLANNERS)
@@ -63,9 +65,9 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
         from stability.disaggregated import run_disaggregated
 
         out = run_disaggregated(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, planner,
-                                rng, detail, log)
+                                rng, detail, log, tbt_slo)
     elif planner == "jsq" and r > 1:
-        out = _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log)
+        out = _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log, tbt_slo)
     else:
         out = None
     if out is not None:  # nodes advanced together: report progress once, at the end
@@ -74,7 +76,7 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
         return out
     node = np.zeros(len(arrival), dtype=np.int64) if r == 1 else route(planner, len(arrival), r, rng)
     jobs = [(cm, scheduler.NAME, params, arrival[node == g], L_P[node == g], L_D[node == g],
-             cls[node == g], n_class, detail, log) for g in range(r)]
+             cls[node == g], n_class, detail, log, tbt_slo) for g in range(r)]
     if workers > 1 and r > 1:
         with ProcessPoolExecutor(max_workers=min(workers, r)) as pool:
             runs = list(pool.map(_run_one, jobs))
@@ -83,14 +85,14 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
     return node, runs
 
 
-def _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log):
+def _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log, tbt_slo):
     """Join-shortest-queue: advance every node to each arrival, route it to the least loaded."""
     ct = tables_for(cm, L_P, L_D, getattr(params, "chunk", None))
     prm = params.array()
     n = len(arrival)
     empty = np.zeros(0)
-    states = [engine.new_state(empty, empty, empty, None, n_class, detail, log, capacity=n)
-              for _ in range(r)]
+    states = [engine.new_state(empty, empty, empty, None, n_class, detail, log, capacity=n,
+                               tbt_slo=tbt_slo) for _ in range(r)]
     node = np.zeros(n, dtype=np.int64)
     for k in range(n):
         t = float(arrival[k])
