@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from llmq.commands import bounds, calibrate, check, simulate
+from llmq.commands import bounds, calibrate, check, simulate, slai
 
-COMMANDS = (bounds, simulate, check, calibrate)
+COMMANDS = (bounds, simulate, check, calibrate, slai)
 
 
 def build_parser() -> argparse.ArgumentParser:
