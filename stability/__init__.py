@@ -11,7 +11,10 @@ schedulers  one module per policy, each a readable loop over the engine's primit
 cluster     r GPUs and the resource planner (uniform random, round robin, join-shortest-queue).
 disaggregated  DistServe's prefill nodes feeding decode nodes through a KV hand-off.
 metrics     TTFT, TBT, latency, queue-length paths, the stability verdict.
+classes     request classes (paying / free users) with TBT SLOs; SLO attainment.
 simulate    the driver: scenario in, results out.
+slai_study, slai_analysis, slai_plots, slai_report
+            Section 7 reproduced: SLAI vs Sarathi-Serve vs vLLM (``llmq slai``).
 """
 
 import hashlib

@@ -16,6 +16,7 @@ from stability.classes import FREE_SLO, PAYING_SLO
 from stability.slai_study import BUCKET_EDGES, POLICIES, POLICY, TTFT_TARGET
 
 MARKERS = "osD^v<>"
+STYLE = {p.key: {"color": f"C{k}", "marker": MARKERS[k]} for k, p in enumerate(POLICIES)}  # per policy
 
 
 def _series(agg, panel: str, policy: str, field: str):
@@ -28,13 +29,12 @@ def _series(agg, panel: str, policy: str, field: str):
 
 
 def _lines(ax, agg, panel, field, policies, logy=False):
-    for k, p in enumerate(policies):
+    for p in policies:
         x, y, err = _series(agg, panel, p, field)
         if logy:  # an interval reaching below 0 is drawn down to a tenth of the mean
             err[0] = np.minimum(err[0], 0.9 * np.abs(y))
         if x.size:
-            ax.errorbar(x, y, yerr=err, marker=MARKERS[k % len(MARKERS)], ms=3, lw=1, capsize=2,
-                        label=POLICY[p].label)
+            ax.errorbar(x, y, yerr=err, ms=3, lw=1, capsize=2, label=POLICY[p].label, **STYLE[p])
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel("request rate [req/s]")
@@ -79,8 +79,9 @@ def fig7_buckets(per_policy: dict, panel):
     rate = next((per_policy[k]["rate"] for k in keys), float("nan"))
     for n, k in enumerate(keys):
         d = per_policy[k]
-        a.bar(edges[:-1] + (n + 0.5) * width, d["served"], width=width, label=POLICY[k].label)
-        b.plot(mids, d["ttft_mean"], marker=MARKERS[n % len(MARKERS)], ms=3, label=POLICY[k].label)
+        a.bar(edges[:-1] + (n + 0.5) * width, d["served"], width=width, label=POLICY[k].label,
+              color=STYLE[k]["color"])
+        b.plot(mids, d["ttft_mean"], ms=3, label=POLICY[k].label, **STYLE[k])
     if keys:
         a.step(edges, [*per_policy[keys[0]]["arrived"], per_policy[keys[0]]["arrived"][-1]],
                where="post", color="k", lw=1, label="arrived")

@@ -55,7 +55,7 @@ def run_study(study: Study, out: str | Path, workers: int = 1,
     """Simulate (or read from ``out/cache``) every point; rows of replicate results, the
     operating-point rows flagged ``op``."""
     out = Path(out)
-    gpu_file = floor_gpu_file(out) if any(p.floor for p in study.panels) else None
+    gpu_file = floor_gpu_file(out)[1] if any(p.floor for p in study.panels) else None
     sweep = [t for p in study.panels for t in tasks_at(study, p, rates(study, p), gpu_file)]
     rows = [{**r, "op": False} for r in run_tasks(sweep, out / "cache", workers, progress)]
     ops = [t for p in study.panels

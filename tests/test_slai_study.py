@@ -41,11 +41,12 @@ def test_ci_is_the_student_t_interval():
 
 
 def test_tiny_study_end_to_end_and_resumes(tmp_path, monkeypatch):
-    study = Study((Panel("real", "table1", 0.05),), seeds=2, n_requests=80, rel_rates=(0.9,),
-                  paper_rates=(0.6,))
+    study = Study((Panel("real", "table1", 0.05, floor=True),), seeds=2, n_requests=80,
+                  rel_rates=(0.9,), paper_rates=(0.6,))
     rows = run_study(study, tmp_path)
     assert len(rows) == 2 * len(slai_study.POLICIES) * 2 + len(slai_study.POLICIES) * 2
     assert all(r["completed"] == 80 for r in rows)
+    assert all(r["t_bar_batch"] > 0.015 for r in rows)  # the floor profile: 15 ms on every batch
     paths = write_outputs(study, rows, tmp_path, figures=False)
     for name in ("points", "table_csv", "table_md", "claims"):
         assert (tmp_path / paths[name].split("/")[-1]).exists()

@@ -15,8 +15,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser("slai", help=HELP, description=HELP + ". Points are cached in out/slai/cache, "
                                                              "so an interrupted run resumes.")
     p.add_argument("--quick", action="store_true",
-                   help="a small version (real layers, Table-1 lengths, three paying shares, 2 "
-                        "replicates of 600 requests, 6 rates): well under 2 minutes")
+                   help="a small version (real layers, Table-1 lengths, 5%% and 95%% paying and "
+                        "5%% with the weight-streaming floor; 2 replicates of 600 requests, 6 "
+                        "rates): well under 2 minutes")
     p.add_argument("--out", default="out", help="output directory; results go to OUT/slai (default out)")
     p.add_argument("--workers", type=int, default=2, help="processes (default 2)")
     p.add_argument("--seeds", type=int, help="replicates per point (default 4; quick 2)")
