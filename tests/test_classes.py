@@ -96,3 +96,19 @@ def test_total_cap_conditions_the_lengths():
                             rate=0.5, n_requests=300))
     total = res.requests["L_P"] + res.requests["L_D"]
     assert total.max() <= 3000 and total.max() > 2500
+
+
+def test_simulate_command_takes_classes(capsys):
+    from llmq.cli import main
+
+    argv = ["simulate", "--scheduler", "slai", "--gpu", "rtx6000ada", "--mode", "real", "--rate", "1",
+            "--requests", "200", "--classes", "paying:0.3:0.1,free:0.7:0.5", "--total-cap", "8192"]
+    assert main([*argv, "--json"]) == 0
+    import json
+
+    classes = json.loads(capsys.readouterr().out)["classes"]
+    assert [c["name"] for c in classes] == ["paying", "free"] and sum(c["requests"] for c in classes) == 200
+    assert main(argv) == 0
+    assert "class paying:" in capsys.readouterr().out
+    assert main([*argv[:-4], "--classes", "paying:0.3:0.1"]) == 2  # probabilities must sum to 1
+    assert "probabilities" in capsys.readouterr().err
