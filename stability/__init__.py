@@ -11,10 +11,13 @@ schedulers  one module per policy, each a readable loop over the engine's primit
 cluster     r GPUs and the resource planner (uniform random, round robin, join-shortest-queue).
 disaggregated  DistServe's prefill nodes feeding decode nodes through a KV hand-off.
 metrics     TTFT, TBT, latency, queue-length paths, the stability verdict.
+classes     request classes (paying / free users) with TBT SLOs; SLO attainment.
 simulate    the driver: scenario in, results out.
 markov      finite chains: GTH stationary law, communicating classes, periods.
 dtmc        RAD's cycle DTMC (Appendix C) built by executing its cycles; drift, stationary law.
 region      capacity-region sweeps (tile set x scheduler x r x lambda), cached and resumable.
+slai_study, slai_analysis, slai_plots, slai_report
+            Section 7 reproduced: SLAI vs Sarathi-Serve vs vLLM (``llmq slai``).
 plot        the drift, stability-region and two-class figures.
 io          atomic file output.
 """

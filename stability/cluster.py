@@ -43,17 +43,19 @@ def route(planner: str, n: int, r: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def _run_one(args, progress=None) -> GpuRun:
-    cm, name, params, arrival, L_P, L_D, cls, n_class, detail, log = args
+    cm, name, params, arrival, L_P, L_D, cls, n_class, detail, log, tbt_slo = args
     return run_gpu(cm, get_scheduler(name), params, arrival, L_P, L_D, cls, n_class, detail, log,
-                   progress=progress)
+                   progress=progress, tbt_slo=tbt_slo)
 
 
 def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls, n_class: int,
                 r: int, planner: str, rng: np.random.Generator, detail: bool = False,
-                log: bool = False, workers: int = 1, progress=None) -> tuple[np.ndarray, list[GpuRun]]:
+                log: bool = False, workers: int = 1, progress=None,
+                tbt_slo=None) -> tuple[np.ndarray, list[GpuRun]]:
     """Route the requests and simulate every node. Returns (node of each request, node runs).
 
-    ``progress(k)`` (optional) is told of completed requests as nodes run in this process.
+    ``progress(k)`` (optional) is told of completed requests as nodes run in this process;
+    ``tbt_slo`` (optional) gives each class's TBT SLO, to count the gaps above it.
     """
     if planner not in PLANNERS:
         raise UnknownNameError("planner", planner, PLANNERS)
@@ -63,9 +65,9 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
         from stability.disaggregated import run_disaggregated
 
         out = run_disaggregated(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, planner,
-                                rng, detail, log)
+                                rng, detail, log, tbt_slo)
     elif planner == "jsq" and r > 1:
-        out = _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log)
+        out = _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log, tbt_slo)
     else:
         out = None
     if out is not None:  # nodes advanced together: report progress once, at the end
@@ -74,7 +76,7 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
         return out
     node = np.zeros(len(arrival), dtype=np.int64) if r == 1 else route(planner, len(arrival), r, rng)
     jobs = [(cm, scheduler.NAME, params, arrival[node == g], L_P[node == g], L_D[node == g],
-             cls[node == g], n_class, detail, log) for g in range(r)]
+             cls[node == g], n_class, detail, log, tbt_slo) for g in range(r)]
     if workers > 1 and r > 1:
         with ProcessPoolExecutor(max_workers=min(workers, r)) as pool:
             runs = list(pool.map(_run_one, jobs))
@@ -84,17 +86,18 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
 
 
 def jsq_route(loop, ct, prm, times, L_P, L_D, cls, n_class: int, r: int, detail: bool, log: bool,
-              t_start=None, t_first=None) -> tuple[np.ndarray, list]:
+              t_start=None, t_first=None, tbt_slo=None) -> tuple[np.ndarray, list]:
     """Join-shortest-queue: advance every node to each arrival and give it to the node with the
     fewest pending requests (lowest index on ties); then run every node to the end.
 
     ``t_start``/``t_first`` preset those times for requests that arrive already prefilled (decode
-    nodes of a disaggregated cluster). Returns the node of each request and the node states.
+    nodes of a disaggregated cluster); ``tbt_slo`` gives each class's TBT SLO. Returns the node of
+    each request and the node states.
     """
     n = len(times)
     empty = np.zeros(0)
-    states = [engine.new_state(empty, empty, empty, None, n_class, detail, log, capacity=n)
-              for _ in range(r)]
+    states = [engine.new_state(empty, empty, empty, None, n_class, detail, log, capacity=n,
+                               tbt_slo=tbt_slo) for _ in range(r)]
     node = np.zeros(n, dtype=np.int64)
     for k in range(n):
         t = float(times[k])
@@ -112,10 +115,10 @@ def jsq_route(loop, ct, prm, times, L_P, L_D, cls, n_class: int, r: int, detail:
     return node, states
 
 
-def _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log):
+def _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log, tbt_slo):
     ct = tables_for(cm, L_P, L_D, getattr(params, "chunk", None))
     node, states = jsq_route(scheduler.loop, ct, params.array(), arrival, L_P, L_D, cls, n_class, r,
-                             detail, log)
+                             detail, log, tbt_slo=tbt_slo)
     runs = []
     for g, st in enumerate(states):
         mask = node == g

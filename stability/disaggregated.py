@@ -33,7 +33,7 @@ from theory.errors import FieldError
 
 
 def _route_and_run(loop, ct, prm, times, L_P, L_D, cls, t_start, t_first, k, planner, rng, n_class,
-                   detail, log) -> tuple[np.ndarray, list, list[np.ndarray]]:
+                   detail, log, tbt_slo=None) -> tuple[np.ndarray, list, list[np.ndarray]]:
     """Route requests arriving at sorted ``times`` to ``k`` nodes running ``loop`` and run them.
 
     Returns the node of each request, the node states, and each node's requests (indices into
@@ -44,7 +44,7 @@ def _route_and_run(loop, ct, prm, times, L_P, L_D, cls, t_start, t_first, k, pla
     n = len(times)
     if planner == "jsq" and k > 1:
         node, states = jsq_route(loop, ct, prm, times, L_P, L_D, cls, n_class, k, detail, log,
-                                 t_start, t_first)
+                                 t_start, t_first, tbt_slo)
     else:
         node = np.zeros(n, dtype=np.int64) if k == 1 else route(planner, n, k, rng)
         states = []
@@ -53,7 +53,7 @@ def _route_and_run(loop, ct, prm, times, L_P, L_D, cls, t_start, t_first, k, pla
             states.append(engine.new_state(
                 times[ids], L_P[ids], L_D[ids], cls[ids], n_class, detail, log,
                 t_start=None if t_start is None else t_start[ids],
-                t_first=None if t_first is None else t_first[ids]))
+                t_first=None if t_first is None else t_first[ids], tbt_slo=tbt_slo))
         for st in states:
             engine.run_loop(loop, st, ct, prm, math.inf)
     return node, states, [np.flatnonzero(node == g) for g in range(k)]
@@ -65,15 +65,18 @@ def _in_global_order(run: GpuRun, gids: np.ndarray) -> GpuRun:
     rank = np.empty_like(perm)
     rank[perm] = np.arange(perm.size)
     fields = {k: getattr(run, k)[perm] for k in ("arrival", "L_P", "L_D", "cls", "t_start", "t_first",
-                                                 "t_finish", "tbt_max", "reject", "preemptions")}
+                                                 "t_finish", "tbt_max", "tbt_viol", "reject",
+                                                 "preemptions")}
     items = None if run.items is None else {**run.items, "request": rank[run.items["request"]]}
     return replace(run, **fields, items=items, rows=gids[perm])
 
 
 def run_disaggregated(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls,
                       n_class: int, r: int, planner: str, rng: np.random.Generator,
-                      detail: bool = False, log: bool = False) -> tuple[np.ndarray, list[GpuRun]]:
-    """Simulate ``params.prefill_nodes`` prefill nodes and ``r`` minus that many decode nodes.
+                      detail: bool = False, log: bool = False,
+                      tbt_slo=None) -> tuple[np.ndarray, list[GpuRun]]:
+    """Simulate ``params.prefill_nodes`` prefill nodes and ``r`` minus that many decode nodes
+    (``tbt_slo``: each class's TBT SLO, counted on the decode nodes, which record the gaps).
 
     Returns (decode node of each request, runs of the prefill nodes then the decode nodes).
     """
@@ -104,7 +107,7 @@ def run_disaggregated(cm: CostModel, scheduler: ModuleType, params, arrival, L_P
     order = np.argsort(handoff, kind="stable")
     dec_node, dec_states, dec_ids = _route_and_run(
         scheduler.decode_loop, ct, prm, handoff[order], L_P[order], L_D[order], cls[order],
-        t_start[order], t_first[order], r - r_p, planner, rng, n_class, detail, log)
+        t_start[order], t_first[order], r - r_p, planner, rng, n_class, detail, log, tbt_slo)
     node = np.empty(n, dtype=np.int64)
     node[order] = r_p + dec_node
     for st, ids in zip(dec_states, dec_ids, strict=True):

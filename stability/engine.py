@@ -38,6 +38,7 @@ from numba.experimental import structref
 
 from stability.kernels import lin_waste, psa_waste, t_fixed, t_lin, t_psa
 from stability.structs import STATE, State
+from theory.errors import FieldError
 
 # --- loop return codes -------------------------------------------------------------------------
 DONE = 0  # nothing left to do and no arrival left
@@ -53,7 +54,7 @@ COUNTERS = ("n_batch", "n_event", "n_tokens", "n_dec_tok", "n_pre_tok", "n_not_o
 
 
 @njit(cache=True)
-def _new_state(arr, lp, ld, cls, t_start, t_first, n_loaded, n_class, detail, log_on, rows):
+def _new_state(arr, lp, ld, cls, t_start, t_first, n_loaded, tbt_slo, detail, log_on, rows):
     m = arr.size
     st = structref.new(STATE)
     st.arr = arr
@@ -79,8 +80,11 @@ def _new_state(arr, lp, ld, cls, t_start, t_first, n_loaded, n_class, detail, lo
     st.blk = np.zeros(m, dtype=np.int64)
     st.npre = np.zeros(m, dtype=np.int64)
     st.rej = np.zeros(m, dtype=np.int64)
-    st.tbt_hist = np.zeros((n_class, TBT_BINS))
-    st.tbt_stat = np.zeros((n_class, 3))
+    st.tbt_hist = np.zeros((tbt_slo.size, TBT_BINS))
+    st.tbt_stat = np.zeros((tbt_slo.size, 3))
+    st.tbt_slo = tbt_slo
+    st.n_viol = np.zeros(m, dtype=np.int64)
+    st.lst = np.full(m, np.inf)
     st.cyc_start = np.zeros(m + 2)
     st.cyc_end = np.zeros(m + 2)
     st.cyc_x = np.zeros(m + 2, dtype=np.int64)
@@ -166,8 +170,12 @@ def grow_log(st):
 
 def new_state(arrival, L_P, L_D, cls=None, n_class: int = 1, detail: bool = False,
               log: bool = False, log_rows: int = 1024, capacity: int | None = None,
-              t_start=None, t_first=None) -> State:
+              t_start=None, t_first=None, tbt_slo=None) -> State:
     """A fresh state for requests arriving at ``arrival`` (sorted) with lengths ``L_P, L_D``.
+
+    ``cls`` gives each request's class (0 .. n_class - 1); ``tbt_slo`` (optional, one value per
+    class, seconds) is each class's TBT SLO: every gap above it is counted for its request
+    (:func:`export_violations`). Without it no gap counts as a violation.
 
     With ``capacity`` > len(arrival), room is left for requests routed to the GPU later with
     :func:`append_request` (join-shortest-queue routing). ``t_start`` and ``t_first`` (optional)
@@ -184,9 +192,12 @@ def new_state(arrival, L_P, L_D, cls=None, n_class: int = 1, detail: bool = Fals
         return out
 
     cls = np.zeros(m, dtype=np.int64) if cls is None else cls
+    slo = np.full(int(n_class), np.inf) if tbt_slo is None else np.asarray(tbt_slo, dtype=np.float64)
+    if slo.shape != (int(n_class),):
+        raise FieldError("tbt_slo", slo.tolist(), f"one TBT SLO per class ({n_class} classes)")
     return _new_state(padded(arrival, np.float64), padded(L_P, np.int64), padded(L_D, np.int64),
                       padded(cls, np.int64), padded(t_start, np.float64, np.nan),
-                      padded(t_first, np.float64, np.nan), m, int(n_class), int(detail),
+                      padded(t_first, np.float64, np.nan), m, slo.copy(), int(detail),
                       int(log and detail), int(log_rows if log and detail else 0))
 
 
@@ -254,6 +265,12 @@ def export_kv(st):
     memory (on, total blocks, free blocks now, peak blocks used, block size)."""
     return (st.rej, st.npre, np.array([st.n_preempt, st.n_rej, st.n_lost, st.n_recomp]),
             np.array([st.kv_on, st.kv_total, st.kv_free, st.kv_peak, st.kv_bs]))
+
+
+@njit(cache=True)
+def export_violations(st):
+    """Per request, the TBT gaps longer than its class's SLO (detail mode)."""
+    return st.n_viol
 
 
 @njit(cache=True)
@@ -363,12 +380,15 @@ def end_cycle(st):
 
 @njit(cache=True)
 def record_gap(st, j, t_emit):
-    """A token of request j at t_emit: add the gap since its previous token to the TBT record."""
+    """A token of request j at t_emit: add the gap since its previous token to the TBT record
+    (and count it against the class's TBT SLO when it exceeds it)."""
     gap = t_emit - st.last_emit[j]
     st.last_emit[j] = t_emit
     if gap > st.tbt_max[j]:
         st.tbt_max[j] = gap
     k = st.cls[j]
+    if gap > st.tbt_slo[k]:
+        st.n_viol[j] += 1
     if gap <= 0.0:
         b = 0
     else:

@@ -43,6 +43,7 @@ class GpuRun:
     cycles: dict
     batches: dict | None
     items: dict | None
+    tbt_viol: np.ndarray | None = None  # TBT gaps above the class's SLO, per request (detail mode)
     reject: np.ndarray | None = None  # rejection reason per request (stability.memory.REJ_*)
     preemptions: np.ndarray | None = None  # recompute preemptions per request
     kv: dict | None = None  # KV memory: on, blocks, free_end, peak, block_size
@@ -58,8 +59,11 @@ def tables_for(cm: CostModel, L_P, L_D, chunk: int | None = None) -> Costs:
 
 def run_gpu(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls=None,
             n_class: int = 1, detail: bool = False, log: bool = False,
-            tables: Costs | None = None, progress: Callable[[int], None] | None = None) -> GpuRun:
+            tables: Costs | None = None, progress: Callable[[int], None] | None = None,
+            tbt_slo=None) -> GpuRun:
     """Simulate ``scheduler`` with ``params`` on one GPU for requests arriving at ``arrival``.
+
+    ``tbt_slo`` (optional): each class's TBT SLO in seconds, to count the gaps above it.
 
     ``progress(k)`` is called with the number of requests completed since its previous call; the
     loop then runs in slices of simulated time (it is resumable), which costs nothing measurable.
@@ -68,7 +72,7 @@ def run_gpu(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls
     if arrival.size and np.any(np.diff(arrival) < 0):
         raise ValueError("arrival times must be sorted")
     ct = tables if tables is not None else tables_for(cm, L_P, L_D, getattr(params, "chunk", None))
-    st = engine.new_state(arrival, L_P, L_D, cls, n_class, detail, log)
+    st = engine.new_state(arrival, L_P, L_D, cls, n_class, detail, log, tbt_slo=tbt_slo)
     prm = params.array()
     if progress is None or arrival.size == 0:
         engine.run_loop(scheduler.loop, st, ct, prm, math.inf)
@@ -110,6 +114,7 @@ def collect(st, arrival, L_P, L_D, cls, with_log: bool) -> GpuRun:
                             **dict(zip(engine.KV_COUNTERS, map(int, kv_counts), strict=True))},
                   clock=float(floats[0]), busy=float(floats[1]), wasted=float(floats[2]),
                   tbt_hist=hist.copy(), tbt_stat=stat.copy(),
+                  tbt_viol=engine.export_violations(st)[:m].copy(),
                   cycles={"start": start, "end": end, "x": x, "started": started, "done": done},
                   batches=batches, items=items, reject=rej[:m].copy(), preemptions=npre[:m].copy(),
                   kv=dict(zip(("on", "blocks", "free_end", "peak", "block_size"), map(int, kv),

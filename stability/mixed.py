@@ -21,8 +21,10 @@ newest request (largest arrival index) among those the current pass has not reac
 request itself if there is none (``sarathi_scheduler._schedule`` phase 1, vLLM
 ``_schedule_running``).
 
-Waiting order: FCFS (the engine's ring buffer, preempted requests pushed to its front) or
-shortest prefill first, a heap keyed by (prefill target, arrival index) over the arrived requests.
+Waiting order (``spf``): FCFS (0; the engine's ring buffer, preempted requests pushed to its
+front), shortest prefill first (1), a heap keyed by (prefill target, arrival index) over the
+arrived requests, or shortest prefill first within classes taken in their index order (2; SLAI's
+paying-users-first order, Appendix F.2), keyed by (class, prefill target, arrival index).
 
 References
 ----------
@@ -48,7 +50,9 @@ from stability.engine import (
 from stability.kernels import lin_waste, psa_waste, t_fixed, t_psa
 from stability.memory import allocate, append, can_append, release
 
-KEY_SHIFT = 32  # SPF heap key: pl << 32 | j
+KEY_SHIFT = 32  # SPF heap key: cls << 58 | pl << 32 | j (the class only under priority)
+CLS_SHIFT = 58  # room for prefill targets below 2**26 tokens and 32 classes
+PRIORITY = 2  # the ``spf`` value of shortest-prefill-first within classes by priority
 
 
 # --- waiting queue: FCFS ring or shortest-prefill-first heap -------------------------------------
@@ -92,13 +96,22 @@ def _heap_pop(st):
 
 
 @njit(cache=True)
+def _key(st, j, spf):
+    """Heap key of request j: (prefill target, arrival index), after its class under priority."""
+    key = (st.pl[j] << KEY_SHIFT) | j
+    if spf == PRIORITY:
+        key |= st.cls[j] << CLS_SHIFT
+    return key
+
+
+@njit(cache=True)
 def w_refresh(st, spf):
     """Arrivals join the waiting queue (and, under SPF, its heap)."""
     see_arrivals(st)
     if spf:
         while st.wq_len > 0:
             j = pop_waiting(st)
-            _heap_push(st, (st.pl[j] << KEY_SHIFT) | j)
+            _heap_push(st, _key(st, j, spf))
 
 
 @njit(cache=True)
@@ -125,7 +138,7 @@ def w_pop(st, spf):
 def w_push_front(st, j, spf):
     """A preempted request rejoins the waiting queue at its front (SPF: by its new target)."""
     if spf:
-        _heap_push(st, (st.pl[j] << KEY_SHIFT) | j)
+        _heap_push(st, _key(st, j, spf))
     else:
         push_waiting_front(st, j)
 

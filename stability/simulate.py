@@ -1,15 +1,23 @@
 """Simulate a scenario: requests arrive, are routed to r GPUs, scheduled, and finish.
 
 A :class:`Scenario` is a frozen description (GPU, model, workload, scheduler and its options,
-r, planner, arrival rate or load, number of requests, seed); :func:`simulate` turns it into a
-:class:`SimResult` whose methods compute metrics and the stability verdict.
+r, planner, arrival rate or load, number of requests, seed, request classes); :func:`simulate`
+turns it into a :class:`SimResult` whose methods compute metrics and the stability verdict.
 
 Randomness: one ``numpy.random.SeedSequence(seed)`` spawns independent streams for the arrival
-times, the lengths and the routing, so a result depends on the scenario only.
+times, the lengths, the routing and the request classes, so a result depends on the scenario
+only, and adding classes changes neither arrivals nor lengths.
+
+Request classes (:mod:`stability.classes`): ``classes`` lists ``(name, probability, TBT SLO)``;
+each request draws its class; a scheduler that takes per-class TBT SLOs (SLAI's ``tbt_slo``) gets
+them from the classes, and :meth:`SimResult.class_summary` reports TTFT, TBT and SLO attainment
+per class. ``total_cap`` conditions the length law on L^P + L^D <= cap (Section 7 caps requests
+at 8192 tokens).
 
 References
 ----------
-Bari, Hegde, de Veciana (2025), Sections 3-4 (Poisson arrivals of rate lambda, i.i.d. lengths).
+Bari, Hegde, de Veciana (2025), Sections 3-4 (Poisson arrivals of rate lambda, i.i.d. lengths),
+Section 6 (request classes), Section 7 (the 8192-token cap).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from functools import cached_property
 import numpy as np
 
 from stability import metrics
+from stability.classes import RequestClass, draw_classes, p99_met, parse_classes
 from stability.cluster import PLANNERS, run_cluster
 from stability.gpu import GpuRun
 from stability.schedulers import get_scheduler
@@ -54,6 +63,8 @@ class Scenario:
     detail: bool = False  # record every TBT gap (histograms) and enable the batch log
     log: bool = False  # keep every batch's contents (needs detail)
     trace: str | None = None  # CSV with arrival_time (and lengths) instead of Poisson arrivals
+    classes: tuple = ()  # request classes ((name, probability, TBT SLO), ...); () is one class
+    total_cap: int | None = None  # condition the lengths on L^P + L^D <= total_cap
 
     def with_options(self, **options) -> Scenario:
         merged = dict(self.options)
@@ -70,6 +81,8 @@ def cost_model_of(sc: Scenario) -> CostModel:
 
 def workload_of(sc: Scenario, cm: CostModel) -> Workload:
     w = read_trace(sc.trace).workload("trace") if sc.trace else get_workload(sc.workload)
+    if sc.total_cap is not None:
+        w = w.truncated(require_positive_int("total_cap", sc.total_cap))
     return w.padded(cm.t_lcm) if sc.pad else w
 
 
@@ -102,6 +115,7 @@ class SimResult:
     node: np.ndarray
     runs: list[GpuRun]
     requests: dict = field(repr=False)
+    classes: tuple[RequestClass, ...] = (RequestClass("all", 1.0, float("inf")),)
 
     @cached_property
     def work(self) -> np.ndarray:
@@ -152,12 +166,48 @@ class SimResult:
             "verdict": self.verdict().as_dict(),
         }
         if self.scenario.detail:
-            hist = sum(run.tbt_hist for run in self.runs)
-            stat = np.zeros_like(self.runs[0].tbt_stat)
-            for run in self.runs:
-                stat[:, :2] += run.tbt_stat[:, :2]
-                stat[:, 2] = np.maximum(stat[:, 2], run.tbt_stat[:, 2])
+            hist, stat = self._tbt_record()
             out["tbt"] = [metrics.summarize_tbt(hist[k], stat[k]) for k in range(hist.shape[0])]
+        out["classes"] = self.class_summary()
+        return out
+
+    def _tbt_record(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per-class TBT histograms and (count, sum, max) over every node."""
+        hist = sum(run.tbt_hist for run in self.runs)
+        stat = np.zeros_like(self.runs[0].tbt_stat)
+        for run in self.runs:
+            stat[:, :2] += run.tbt_stat[:, :2]
+            stat[:, 2] = np.maximum(stat[:, 2], run.tbt_stat[:, 2])
+        return hist, stat
+
+    def class_summary(self) -> list[dict]:
+        """Per class: requests, completions, TTFT; in detail mode also TBT and SLO attainment
+        (gap attainment, whether the class's P99 TBT is within the SLO, and the fractions of
+        finished requests whose own P99 TBT, or every gap, is within it; see
+        :mod:`stability.classes`)."""
+        rq = self.requests
+        done = np.isfinite(rq["t_finish"])
+        out = []
+        hist, stat = self._tbt_record() if self.scenario.detail else (None, None)
+        for k, c in enumerate(self.classes):
+            mine = rq["cls"] == k
+            d = {"name": c.name, "prob": c.prob, "tbt_slo": c.tbt_slo, "requests": int(mine.sum()),
+                 "completed": int((mine & done).sum()), "rejected": int(np.sum(rq["reject"][mine] > 0)),
+                 "ttft": metrics.summarize_latency((rq["t_first"] - rq["arrival"])[mine])}
+            if hist is not None:
+                gaps = int(stat[k, 0])
+                above = int(np.nansum(rq["tbt_viol"][mine]))
+                fin = mine & done
+                per_req = p99_met(rq["L_D"][fin], rq["tbt_viol"][fin].astype(np.int64))
+                d["tbt"] = metrics.summarize_tbt(hist[k], stat[k])
+                d["slo"] = {
+                    "gaps_within": 1.0 - above / gaps if gaps else float("nan"),
+                    "p99_met": bool(p99_met(gaps, above)) if gaps else True,
+                    "requests_p99_within": float(per_req.mean()) if fin.any() else float("nan"),
+                    "requests_max_within": (float(np.mean(rq["tbt_viol"][fin] == 0)) if fin.any()
+                                            else float("nan")),
+                }
+            out.append(d)
         return out
 
     def batch_log(self) -> dict | None:
@@ -186,14 +236,31 @@ class SimResult:
         return out
 
 
-def make_params(scheduler, cm: CostModel, options: dict):
-    """The scheduler's parameters from ``options``, refusing names it does not take."""
+def make_params(scheduler, cm: CostModel, options: dict, classes: tuple[RequestClass, ...] = ()):
+    """The scheduler's parameters from ``options``, refusing names it does not take. A scheduler
+    with per-class TBT SLOs (option ``tbt_slo``) gets those of ``classes`` when they are given."""
     accepted = [p for p in inspect.signature(scheduler.make_params).parameters if p != "cm"]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise FieldError(f"options of scheduler {scheduler.NAME!r}", unknown,
                          f"names among {', '.join(accepted) or '(none)'}")
+    if "tbt_slo" in accepted and classes:
+        if "tbt_slo" in options:
+            raise FieldError(f"options of scheduler {scheduler.NAME!r}: tbt_slo", options["tbt_slo"],
+                             "no value when the scenario has request classes (they give the SLOs)")
+        options = {**options, "tbt_slo": tuple(c.tbt_slo for c in classes)}
     return scheduler.make_params(cm, **options)
+
+
+def class_mix(sc: Scenario, params) -> tuple[RequestClass, ...]:
+    """The scenario's classes; without any, one class whose SLO is the scheduler's (if it has
+    one) or none."""
+    if sc.classes:
+        return parse_classes(sc.classes)
+    slo = getattr(params, "tbt_slo", (float("inf"),))
+    if len(slo) != 1:
+        raise FieldError("options: tbt_slo", slo, "one value, for a scenario without classes")
+    return (RequestClass("all", 1.0, float(slo[0])),)
 
 
 def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
@@ -203,9 +270,11 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
     cm = cost_model_of(sc)
     w = workload_of(sc, cm)
     scheduler = get_scheduler(sc.scheduler)
-    params = make_params(scheduler, cm, dict(sc.options))
+    classes = parse_classes(sc.classes) if sc.classes else ()
+    params = make_params(scheduler, cm, dict(sc.options), classes)
+    classes = class_mix(sc, params)
     lam_star = sc.r / T_bar_R(cm, w)
-    ss_arrival, ss_lengths, ss_route = np.random.SeedSequence(sc.seed).spawn(3)
+    ss_arrival, ss_lengths, ss_route, ss_class = np.random.SeedSequence(sc.seed).spawn(4)
     n = sc.n_requests
     if sc.trace:
         tr = read_trace(sc.trace)
@@ -221,13 +290,15 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
         lam = sc.rate if sc.rate is not None else sc.load * lam_star
         arrival = np.cumsum(np.random.default_rng(ss_arrival).exponential(1.0 / lam, size=n))
         L_P, L_D = w.sample(n, np.random.default_rng(ss_lengths))
-    cls = np.zeros(n, dtype=np.int64)
-    node, runs = run_cluster(cm, scheduler, params, arrival, L_P, L_D, cls, 1, sc.r, sc.planner,
-                             np.random.default_rng(ss_route), sc.detail, sc.log, workers, progress)
+    cls = draw_classes(classes, n, np.random.default_rng(ss_class))
+    slo = np.array([c.tbt_slo for c in classes])
+    node, runs = run_cluster(cm, scheduler, params, arrival, L_P, L_D, cls, len(classes), sc.r,
+                             sc.planner, np.random.default_rng(ss_route), sc.detail, sc.log, workers,
+                             progress, tbt_slo=slo)
     requests = {"arrival": arrival, "L_P": L_P, "L_D": L_D, "cls": cls, "node": node}
-    for key in ("t_start", "t_first", "t_finish", "tbt_max", "reject", "preemptions"):
+    for key in ("t_start", "t_first", "t_finish", "tbt_max", "tbt_viol", "reject", "preemptions"):
         values = np.full(n, np.nan)
         for g, run in enumerate(runs):
             values[node == g] = getattr(run, key)
         requests[key] = values
-    return SimResult(sc, cm, w, float(lam), float(lam_star), params, node, runs, requests)
+    return SimResult(sc, cm, w, float(lam), float(lam_star), params, node, runs, requests, classes)

@@ -70,8 +70,11 @@ STATE = StateType([
     ("hq", IA),
     # KV memory per request: blocks held, preemptions, rejection reason (stability.memory)
     ("blk", IA), ("npre", IA), ("rej", IA),
-    # TBT record per class: histogram and (count, sum, max)
-    ("tbt_hist", FA2), ("tbt_stat", FA2),
+    # TBT record per class: histogram and (count, sum, max); per-class TBT SLO and, per request,
+    # the gaps above its class's SLO
+    ("tbt_hist", FA2), ("tbt_stat", FA2), ("tbt_slo", FA), ("n_viol", IA),
+    # SLO-aware scheduling (stability.schedulers.slai): each decode's last schedulable time C
+    ("lst", FA),
     # cycles (Algorithms 1-2): start, end, X[c], started, completed
     ("cyc_start", FA), ("cyc_end", FA), ("cyc_x", IA), ("cyc_started", IA), ("cyc_done", IA),
     # batch log: one row per batch, one item per iteration

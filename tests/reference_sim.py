@@ -8,6 +8,7 @@ and exists to be obviously right, so the fast engine can be tested against it.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 
@@ -570,3 +571,121 @@ def distserve(cm, arrival, L_P, L_D, r_p, r_d, planner="round_robin", mode="whol
     dec = [DecodeNode(cm, cap) for _ in range(r_d)]
     _route(dec, handoffs, planner)
     return reqs, pre, dec
+
+
+def slai(cm, arrival, L_P, L_D, cls, tbt_slo, budget, alpha, beta, order="spf", dynamic=True,
+         delta=10.0, delta_low=5.0, delta_high=10.0, memory_limit=0.96, max_model_len=10**9,
+         mem=None):
+    """SLAI as agrimUT/SLAI's ``SLAIScheduler`` schedules (scheduler_semantics.md 5.1), step by
+    step: a min-heap of (C, arrival, j) for decodes, a FIFO list of paused prefills, a waiting
+    list with preempted requests inserted at its front and its arrived part re-sorted each step
+    (SPF by (prompt, j); priority by (class, prompt, j)). ``mem``: a :class:`Blocks` with rule
+    "sarathi", or None. Returns the MSim; each request also gets ``cls`` and ``viol`` (gaps above
+    its class's SLO); ``sim.deltas`` lists the offset used after each batch and ``sim.deferred``
+    counts the decodes left out of batches."""
+    sim = MSim(cm, arrival, L_P, L_D)
+    for r in sim.reqs:
+        r.cls = int(cls[r.j])
+    waiting, paused, heap, active, previous = [], [], [], set(), []
+    n_batches, total = 0, 0.0
+    sim.deltas, sim.deferred = [], 0
+
+    def preempt(r):
+        sim.preempt(r, mem)
+        active.discard(r.j)
+        waiting.insert(0, r)
+
+    def slot(r, victims_allowed):
+        """can_append_slot loop: preempt the newest paused prefill, else r itself."""
+        while mem is not None and not mem.can_append_slot(r):
+            if victims_allowed and paused:
+                preempt(paused.pop(-1))
+            else:
+                preempt(r)
+                return False
+        if mem is not None:
+            mem.append_slot(r)
+        return True
+
+    while not sim.resolved():
+        if previous:  # _post_batch_processing
+            used = (mem.total - mem.free) / mem.total if mem is not None else 0.0
+            d = (delta_high if used >= memory_limit else delta_low) if dynamic else delta
+            sim.deltas.append(d)
+            for r in previous:
+                if r.finished:
+                    continue
+                if r.in_prefill:
+                    if r not in paused:
+                        paused.append(r)
+                else:
+                    if r in paused:
+                        paused.remove(r)
+                    r.lst = sim.t + tbt_slo[r.cls] - d * (total / n_batches)
+                    heapq.heappush(heap, (r.lst, r.arrival, r.j, r))
+            previous = []
+        waiting.extend(sim.arrivals())
+        if not waiting and not paused and not heap:
+            sim.wait()
+            continue
+        now = sim.t
+        tokens, n_crit, n_non = 0, 0, 0
+        decode, prefill = [], []
+        while heap and tokens < budget and n_crit < beta and now >= heap[0][0]:  # 1. critical
+            r = heapq.heappop(heap)[-1]
+            n_crit += 1
+            if slot(r, True):
+                decode.append(r)
+                tokens += 1
+            else:
+                n_crit -= 1
+        while paused and tokens < budget:  # 2. paused prefills
+            r = paused.pop(0)
+            c = min(r.target - r.computed, budget - tokens)
+            assert c > 0
+            prefill.append((r, c))
+            tokens += c
+        if order == "spf":  # 3. new prefills
+            waiting.sort(key=lambda r: (r.target, r.j))
+        elif order == "spf_priority":
+            waiting.sort(key=lambda r: (r.cls, r.target, r.j))
+        while waiting and tokens < budget:
+            r = waiting[0]
+            if r.target > max_model_len or (mem is not None and mem.never(r.target)):
+                waiting.pop(0)
+                r.rejected = REJ_PROMPT_LIMIT if r.target > max_model_len else REJ_KV_NEVER
+                continue
+            if (mem is not None and not mem.can_allocate(r.target)) or len(active) >= alpha:
+                break
+            c = min(r.target, budget - tokens)
+            waiting.pop(0)
+            if mem is not None:
+                mem.allocate(r)
+            active.add(r.j)
+            prefill.append((r, c))
+            tokens += c
+        while heap and tokens < budget and n_crit + n_non < beta:  # 4. non-critical
+            r = heapq.heappop(heap)[-1]
+            n_non += 1
+            if slot(r, True):
+                decode.append(r)
+                tokens += 1
+            else:
+                n_non -= 1
+        sim.deferred += len(heap)  # decodes left out of this batch
+        if not prefill and not decode:
+            assert any(r.preemptions or r.rejected for r in sim.reqs), "SLAI reference stuck"
+            continue
+        sim.run_batch(prefill, decode)
+        n_batches += 1
+        total += sim.batches[-1][1]
+        previous = [r for r, _ in prefill] + decode
+        for r in previous:
+            if r.finished:
+                active.discard(r.j)
+                if mem is not None:
+                    mem.release(r)
+    for r in sim.reqs:
+        gaps = [b - a for a, b in zip(r.emits, r.emits[1:], strict=False)]
+        r.viol = sum(g > tbt_slo[r.cls] for g in gaps)
+    return sim

@@ -44,6 +44,11 @@ def options(name, pick, kv):
         "sarathi": lambda: {"chunk_size": pick([3, 8, 16, 512]), "max_num_seqs": pick([1, 3, 128]),
                             "order": pick(["fcfs", "spf"]), "max_model_len": pick([60, 10**6]),
                             **memory},
+        "slai": lambda: {"token_budget": pick([3, 8, 16, 512]), "max_num_seqs": pick([1, 3, 128]),
+                         "limit_total_decodes": pick([1, 2, 128]),
+                         "order": pick(["fcfs", "spf", "spf_priority"]), "dynamic": pick([False, True]),
+                         "tbt_slo": pick([1e-3, 1e-2, 1.0]), "delta": pick([0.0, 3.0]),
+                         "max_model_len": pick([60, 10**6]), **memory},
         "vllm": lambda: {"max_num_batched_tokens": pick([40, 8192]), "max_num_seqs": pick([1, 3, 256]),
                          "max_model_len": pick([60, 10**6]), **memory},
         "distserve": lambda: {"prefill_nodes": 1, "prefill_mode": pick(["whole", "chunked", "batched"]),
@@ -100,7 +105,7 @@ def emissions(runs, rows, L_P):
     return emitted, last
 
 
-NAMES = ["rad", "alg2", "request_level", "sarathi_paper", "sarathi", "vllm", "distserve"]
+NAMES = ["rad", "alg2", "request_level", "sarathi_paper", "sarathi", "vllm", "distserve", "slai"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -137,7 +142,7 @@ def test_tokens_and_memory(name, data):
             assert run.kv["free_end"] == run.kv["blocks"]
 
 
-@pytest.mark.parametrize("name", ["sarathi_paper", "sarathi", "vllm", "distserve"])
+@pytest.mark.parametrize("name", ["sarathi_paper", "sarathi", "vllm", "distserve", "slai"])
 @settings(max_examples=SCENARIOS, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_caps(name, data):
@@ -150,6 +155,10 @@ def test_caps(name, data):
         if name in ("sarathi_paper", "sarathi"):  # decodes are never capped, chunks fill the rest
             assert np.all(b["tokens"] <= np.maximum(opts["chunk_size"], b["decodes"]))
         if name == "sarathi":
+            assert np.all(width <= opts["max_num_seqs"])
+        if name == "slai":  # decodes count against the budget and are capped at beta
+            assert np.all(b["tokens"] <= opts["token_budget"])
+            assert np.all(b["decodes"] <= opts["limit_total_decodes"])
             assert np.all(width <= opts["max_num_seqs"])
         if name == "vllm":
             assert np.all((b["decodes"] == 0) | (b["prefills"] == 0)), "batches never mix"

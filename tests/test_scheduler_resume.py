@@ -18,7 +18,7 @@ from stability.gpu import collect, tables_for
 from stability.schedulers import get_scheduler
 from tests.test_schedulers_vs_reference import drawn
 
-LOOPS = [("sarathi", "loop"), ("sarathi_paper", "loop"), ("vllm", "loop"),
+LOOPS = [("sarathi", "loop"), ("sarathi_paper", "loop"), ("vllm", "loop"), ("slai", "loop"),
          ("distserve", "prefill_loop"), ("distserve", "decode_loop")]
 
 
@@ -41,6 +41,10 @@ def test_sliced_equals_straight(name, loop, data):
                         "order": pick(["fcfs", "spf"]), **kv},
             "vllm": {"max_num_batched_tokens": pick([50, 8192]), "max_num_seqs": pick([2, 256]), **kv},
             "sarathi_paper": {"chunk_size": pick([3, 16])},
+            "slai": {"token_budget": pick([3, 16]), "max_num_seqs": pick([2, 128]),
+                     "limit_total_decodes": pick([1, 3, 128]), "order": pick(["fcfs", "spf"]),
+                     "dynamic": pick([False, True]), "tbt_slo": pick([1e-3, 1e-2]),
+                     "delta": pick([0.0, 3.0]), "memory_limit": pick([0.3, 0.96]), **kv},
             "distserve": {"prefill_mode": pick(["whole", "chunked", "batched"]),
                           "decode_cap": pick([0, 2])}}[name]
     p = sch.make_params(cm, **opts)

@@ -14,7 +14,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("simulate", help=HELP, description=HELP)
     add_common(p, defaults={"scheduler": "rad", "rate": None, "load": 0.9, "requests": 20000,
                             "planner": "random", "option": [], "fast": False, "log": None,
-                            "trace": None, "workers": 1})
+                            "trace": None, "workers": 1, "classes": None, "total_cap": None})
     p.add_argument("--scheduler", help="rad, alg2, request_level, ... (default rad)")
     rate = p.add_mutually_exclusive_group()
     rate.add_argument("--rate", type=float, help="arrival rate into the system, requests/s")
@@ -28,6 +28,9 @@ def add_parser(sub) -> None:
     p.add_argument("--log", metavar="batches.csv", help="write every batch with its contents")
     p.add_argument("--trace", help="CSV trace with arrival_time, prompt_len, output_len")
     p.add_argument("--workers", type=int, help="processes simulating nodes in parallel")
+    p.add_argument("--classes", metavar="NAME:PROB:TBT,...",
+                   help="request classes with TBT SLOs, e.g. paying:0.05:0.1,free:0.95:0.5 (Section 7)")
+    p.add_argument("--total-cap", type=int, help="condition lengths on L^P + L^D <= this (Section 7: 8192)")
     p.set_defaults(run=run)
 
 
@@ -51,6 +54,7 @@ def parse_options(items) -> tuple:
 
 
 def scenario_from(values: dict):
+    from stability.classes import parse_classes
     from stability.simulate import Scenario
 
     rate = values["rate"]
@@ -60,7 +64,9 @@ def scenario_from(values: dict):
         scheduler=values["scheduler"], options=parse_options(values["option"]), r=values["gpus_r"],
         planner=values["planner"], rate=rate, load=None if rate is not None else values["load"],
         n_requests=values["requests"], seed=values["seed"], detail=not values["fast"],
-        log=bool(values["log"]), trace=values["trace"])
+        log=bool(values["log"]), trace=values["trace"],
+        classes=tuple((c.name, c.prob, c.tbt_slo) for c in parse_classes(values["classes"]))
+        if values["classes"] else (), total_cap=values["total_cap"])
 
 
 def run(args) -> int:
@@ -98,9 +104,15 @@ def _print(s: dict, res) -> None:
         d = s[name]
         print(f"{name.upper():<14}" + "".join(ms(d, k) for k in ("mean", "p50", "p90", "p99")))
     for k, d in enumerate(s.get("tbt", [])):
-        label = "TBT" if len(s["tbt"]) == 1 else f"TBT class {k}"
+        label = "TBT" if len(s["tbt"]) == 1 else f"TBT {s['classes'][k]['name']}"
         print(f"{label:<14}" + "".join(ms(d, q) for q in ("mean", "p50", "p90", "p99"))
               + f"   max {d['max'] * 1e3:.1f} ms over {d['count']} gaps")
+    for c in s["classes"] if len(s["classes"]) > 1 else ():
+        slo = c.get("slo")
+        within = (f"; TBT SLO {c['tbt_slo']} s: {slo['gaps_within']:.2%} of gaps within, P99 "
+                  f"{'met' if slo['p99_met'] else 'missed'}" if slo else "")
+        print(f"class {c['name']}: {c['requests']} requests, median TTFT {c['ttft']['p50'] * 1e3:.1f} ms"
+              + within)
     print(f"GPU busy {s['utilization']:.1%}; {s['batches']} batches in {s['events']} engine events; "
           f"{s['not_optimally_tiled']:.1%} not optimally tiled, {s['wasted_fraction']:.1%} of busy time "
           "lost to tiling")

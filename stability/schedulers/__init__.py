@@ -20,6 +20,7 @@ _MODULES = {
     "sarathi": "stability.schedulers.sarathi",
     "vllm": "stability.schedulers.vllm",
     "distserve": "stability.schedulers.distserve",
+    "slai": "stability.schedulers.slai",
 }
 
 

@@ -1,0 +1,50 @@
+"""``llmq slai``: the paper's Section 7 experiment (SLAI vs Sarathi-Serve vs vLLM), side by side."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from theory.errors import require_positive_int
+
+HELP = ("reproduce Section 7: SLAI, Sarathi-serve and vLLM on Mistral-7B / RTX 6000 Ada; writes "
+        "out/slai/ (figures, points.csv, paper_vs_llmq.csv and .md)")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("slai", help=HELP, description=HELP + ". Points are cached in out/slai/cache, "
+                                                             "so an interrupted run resumes.")
+    p.add_argument("--quick", action="store_true",
+                   help="a small version (real layers, Table-1 lengths, 5%% and 95%% paying and "
+                        "5%% with the weight-streaming floor; 2 replicates of 600 requests, 6 "
+                        "rates): well under 2 minutes")
+    p.add_argument("--out", default="out", help="output directory; results go to OUT/slai (default out)")
+    p.add_argument("--workers", type=int, default=2, help="processes (default 2)")
+    p.add_argument("--seeds", type=int, help="replicates per point (default 4; quick 2)")
+    p.add_argument("--requests", type=int, help="requests per run (default 4096; quick 600)")
+    p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from stability.slai_report import n_points, run_study, write_outputs
+    from stability.slai_study import FULL, QUICK
+
+    study = QUICK if args.quick else FULL
+    if args.seeds is not None:
+        study = replace(study, seeds=require_positive_int("seeds", args.seeds))
+    if args.requests is not None:
+        study = replace(study, n_requests=require_positive_int("requests", args.requests))
+    workers = require_positive_int("workers", args.workers)
+    out = Path(args.out) / "slai"
+    t0 = time.perf_counter()
+    with tqdm(total=n_points(study), unit="run", desc="llmq slai") as bar:
+        rows = run_study(study, out, workers, bar.update)
+    written = write_outputs(study, rows, out, figures=not args.no_figures)
+    print((out / "paper_vs_llmq.md").read_text(encoding="utf-8"))
+    print(f"wrote {len(written)} files to {out} in {time.perf_counter() - t0:.0f} s")
+    return 0

@@ -1,0 +1,353 @@
+"""SLAI, the SLO-aware LLM inference scheduler (Section 6), as the authors' system schedules.
+
+A fork of Sarathi-Serve (:mod:`stability.schedulers.sarathi`) that defers decodes until their TBT
+SLO makes them urgent. Each decode-phase request j holds its *last schedulable time* (Eq. 8)
+
+    C_j = e_j + TBT_j - delta * t_bar_batch,
+
+with ``e_j`` the end of the batch that produced its latest token (its previous decode, or its last
+prompt chunk), ``TBT_j`` its class's TBT SLO and ``t_bar_batch`` the mean duration of every batch
+run so far (cumulative, not windowed: ``SLAIScheduler.set_last_batch_times``). A batch built at
+time ``t`` (the end of the previous batch) takes, under a token budget ``tau_budget`` (decodes
+count one token, chunks their length):
+
+1. *critical* decodes (``t >= C_j``) in increasing (C_j, arrival), at most ``beta`` of them;
+2. the chunks of already admitted prefills, ``min(remaining prompt, budget left)``
+   (non-preemptive: a started prefill goes before any new one);
+3. new prefills from the waiting queue — FCFS, shortest prefill first (SPF), or SPF with the
+   classes in priority order (paying users first, Appendix F.2) — each with the chunk
+   ``min(prompt, budget left)``, stopping at the first that cannot allocate its whole prompt's KV
+   blocks (plus the 1% watermark) or when ``alpha`` requests hold KV memory;
+4. *non-critical* decodes in increasing (C_j, arrival) while budget remains and the batch holds
+   fewer than ``beta`` decodes.
+
+After the batch, every request that emitted a token gets a new C_j from the batch's end; a deferred
+decode keeps its old C_j, so it turns critical later. ``delta`` is fixed, or *dynamic*: 10 when at
+least 96% of the KV blocks are in use after the batch, 5 otherwise (Section 7).
+
+Choices, following the authors' code (agrimUT/SLAI @ 5098a7a, ``slai_scheduler.py``;
+shared/reference/scheduler_semantics.md section 5.1) where the paper is silent:
+
+* ``beta`` caps critical and non-critical decodes together; critical ones are capped at ``beta``
+  too, and a critical decode beyond the cap waits for the next batch;
+* KV pressure (a decode needs ``free > 0`` blocks, Sarathi-Serve's ``can_append_slot``): a critical
+  decode preempts, by recompute, the newest partial prefill, then itself; a non-critical decode
+  preempts only itself (the authors' list of partial prefills is empty by step 4). A preempted
+  request rejoins the waiting queue at its front (FCFS) or by its new prefill target (SPF), and its
+  recompute prefill emits its next token;
+* the dynamic delta reads the KV use once per batch, after the batch's completions freed their
+  blocks (the authors' post-processing at the start of the next ``schedule``); without the memory
+  model the use is 0, so delta is 5;
+* the time ``t`` of a decision is the end of the previous batch (the simulator has no scheduling
+  overhead), or an arrival after an idle spell; idle spells add no batch to ``t_bar_batch``
+  (the authors' engine returns before timing an empty batch);
+* ties: C_j ties by arrival index (the authors' heap key (C, arrival)); SPF ties by arrival index
+  (the authors' stable sort keeps the queue's order, which differs only for several requests of
+  one length preempted in one iteration);
+* a prompt longer than ``max_model_len`` or whose blocks never fit is rejected (the authors' loop
+  ``continue``\\ s without removing it); arrival, memory and cap checks block the queue as there;
+* at most one admitted prefill is partial at any time (only the last admission of a batch can be
+  cut by the budget, and a partial prefill runs before any admission), so the order of the
+  authors' ``paused_prefills`` list never matters.
+
+Options (the authors' ``default.yml`` and Section 7): ``token_budget`` 512, ``max_num_seqs`` (alpha)
+128, ``limit_total_decodes`` (beta) 128, ``order`` ``"spf"`` (or ``"fcfs"``, ``"spf_priority"``),
+``dynamic`` True (delta 5 below / 10 at or above ``memory_limit`` 0.96 of the KV blocks), ``delta``
+10 when not dynamic, ``tbt_slo`` one SLO per class (0.2 s, the authors' default, for a single
+class; :func:`stability.simulate.simulate` passes the scenario's classes), ``max_model_len`` 8192
+and the memory options of :func:`stability.memory.kv_config` (on, ``gpu_memory_utilization`` 0.9,
+the authors' benchmark default).
+
+A run of decode-only batches is one event when every decode runs in each of them (at most
+``min(beta, budget)`` decodes, no partial prefill, a waiting head that cannot be admitted, no
+preemption in the run), cut at an arrival when one could be admitted: C_j then does not change
+which decodes run, and every decode gets its new C_j from the run's last batch.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Section 6, Eq. 8, Section 7, Appendix F.2; agrimUT/SLAI
+``sarathi/core/scheduler/slai_scheduler.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from stability.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
+from stability.memory import (
+    REJ_KV_NEVER,
+    REJ_PROMPT_LIMIT,
+    SARATHI,
+    KvConfig,
+    append,
+    blocks,
+    can_allocate,
+    can_append,
+    kv_config,
+    kv_setup,
+    never_fits,
+    reject,
+)
+from stability.mixed import (
+    add_chunk,
+    admit,
+    preempt_decode,
+    preempt_prefill,
+    run_mixed,
+    w_head,
+    w_len,
+    w_pop,
+    w_refresh,
+)
+from theory.cost import CostModel
+from theory.errors import FieldError, require_positive_int
+
+NAME = "slai"
+USES_CYCLES = False
+ORDERS = ("fcfs", "spf", "spf_priority")  # codes 0, 1, 2 as in stability.mixed
+HEAD = 15  # fixed entries of Params.array() before the per-class SLOs
+
+
+@dataclass(frozen=True)
+class Params:
+    """Budget, caps alpha and beta, prefill order, offset delta (fixed or dynamic), per-class TBT
+    SLOs, prompt limit, memory."""
+
+    token_budget: int
+    max_num_seqs: int
+    limit_total_decodes: int
+    order: str
+    dynamic: bool
+    delta: float
+    delta_low: float
+    delta_high: float
+    memory_limit: float
+    tbt_slo: tuple[float, ...]
+    max_model_len: int
+    kv: KvConfig
+
+    def array(self) -> np.ndarray:
+        """All parameters as float64 (integers are exact), the per-class SLOs last."""
+        head = [self.token_budget, self.max_num_seqs, self.limit_total_decodes,
+                ORDERS.index(self.order), self.max_model_len, int(self.dynamic), self.delta,
+                self.delta_low, self.delta_high, self.memory_limit, *self.kv.array(),
+                len(self.tbt_slo)]
+        return np.array([*head, *self.tbt_slo], dtype=np.float64)
+
+
+def _nonneg(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise FieldError(name, value, "a number >= 0")
+    return float(value)
+
+
+def make_params(cm: CostModel, token_budget: int = 512, max_num_seqs: int = 128,
+                limit_total_decodes: int = 128, order: str = "spf", dynamic: bool = True,
+                delta: float = 10.0, delta_low: float = 5.0, delta_high: float = 10.0,
+                memory_limit: float = 0.96, tbt_slo=(0.2,), max_model_len: int = 8192,
+                memory: bool = True, gpu_memory_utilization: float = 0.9, block_size: int = 16,
+                watermark: float = 0.01, kv_blocks: int | None = None) -> Params:
+    """SLAI's parameters; defaults are the authors' (``default.yml``) and Section 7's."""
+    if order not in ORDERS:
+        raise FieldError("order", order, "one of " + ", ".join(ORDERS))
+    if not isinstance(dynamic, bool):
+        raise FieldError("dynamic", dynamic, "True or False")
+    if isinstance(tbt_slo, (int, float)):
+        tbt_slo = (tbt_slo,)
+    slo = tuple(float(x) for x in tbt_slo)
+    if not slo or not all(x > 0 for x in slo):
+        raise FieldError("tbt_slo", tbt_slo, "one positive TBT SLO (seconds) per class")
+    if not (isinstance(memory_limit, (int, float)) and 0 <= memory_limit <= 1):
+        raise FieldError("memory_limit", memory_limit, "a fraction of the KV blocks in [0, 1]")
+    return Params(require_positive_int("token_budget", token_budget),
+                  require_positive_int("max_num_seqs", max_num_seqs),
+                  require_positive_int("limit_total_decodes", limit_total_decodes), order, dynamic,
+                  _nonneg("delta", delta), _nonneg("delta_low", delta_low),
+                  _nonneg("delta_high", delta_high), float(memory_limit), slo,
+                  require_positive_int("max_model_len", max_model_len),
+                  kv_config(cm, memory, gpu_memory_utilization, block_size, watermark, kv_blocks))
+
+
+# --- Eq. 8 and the decode order ------------------------------------------------------------------
+
+
+@njit(cache=True)
+def offset(st, dynamic, delta, delta_low, delta_high, memory_limit):
+    """delta for the decodes of the batch that just ended: fixed, or by the KV use after it."""
+    if not dynamic:
+        return delta
+    used = (st.kv_total - st.kv_free) / st.kv_total if st.kv_on else 0.0
+    return delta_high if used >= memory_limit else delta_low
+
+
+@njit(cache=True)
+def last_schedulable_time(e, tbt, delta, t_bar):
+    """C = e + TBT - delta * t_bar_batch (Eq. 8)."""
+    return e + tbt - delta * t_bar
+
+
+@njit(cache=True)
+def _before(st, a, b):
+    """Whether decode entry of request a goes before that of request b: by (C, arrival index)."""
+    return st.lst[a] < st.lst[b] or (st.lst[a] == st.lst[b] and a < b)
+
+
+@njit(cache=True)
+def _sort_decodes(st):
+    """Order the decode set by increasing (C, arrival index) (insertion sort: nearly sorted)."""
+    for q in range(1, st.nd):
+        j, pos, rem = st.d_id[q], st.d_pos[q], st.d_rem[q]
+        k = q
+        while k > 0 and _before(st, j, st.d_id[k - 1]):
+            st.d_id[k] = st.d_id[k - 1]
+            st.d_pos[k] = st.d_pos[k - 1]
+            st.d_rem[k] = st.d_rem[k - 1]
+            k -= 1
+        st.d_id[k] = j
+        st.d_pos[k] = pos
+        st.d_rem[k] = rem
+
+
+@njit(cache=True)
+def _new_times(st, prm):
+    """Post-processing of a batch: every decode whose C is unset (nan: it just emitted a token)
+    gets C from the batch's end, then the decode set is re-sorted."""
+    t_bar = st.busy / st.n_batch
+    d = offset(st, prm[5] > 0, prm[6], prm[7], prm[8], prm[9])
+    for q in range(st.nd):
+        j = st.d_id[q]
+        if math.isnan(st.lst[j]):
+            st.lst[j] = last_schedulable_time(st.clock, prm[HEAD + st.cls[j]], d, t_bar)
+    _sort_decodes(st)
+
+
+# --- batch construction --------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _reserve(st, q, mode, prefill_victims):
+    """KV slot for decode entry q: while no block is free, preempt the newest partial prefill
+    (if allowed) or else the decode itself. Returns whether the decode keeps its place."""
+    j = st.d_id[q]
+    p = st.d_pos[q]
+    while not can_append(st, j, p):
+        if prefill_victims and st.np > 0:
+            preempt_prefill(st, st.np - 1, mode)
+        else:
+            preempt_decode(st, q, mode)
+            return False
+    append(st, j, p)
+    return True
+
+
+@njit(cache=True)
+def _admissible(st, alpha, mode, limit):
+    """Whether step 3 could act on the waiting head now (admit it, or reject it). Admission
+    comes before non-critical decodes, so the decodes do not block it: only memory and alpha."""
+    if w_len(st, mode) == 0:
+        return False
+    j = w_head(st, mode)
+    if st.pl[j] > limit or never_fits(st, st.pl[j]):
+        return True
+    return can_allocate(st, st.pl[j]) and st.nd + st.np < alpha
+
+
+@njit(cache=True)
+def _clean_run(st, k_hi):
+    """Largest k <= k_hi such that k decode-only batches of every decode preempt nothing whatever
+    their order: the blocks they take stay below the free ones."""
+    if st.kv_on == 0:
+        return k_hi
+    for q in range(st.nd):
+        k_hi = min(k_hi, st.d_rem[q])
+    lo, hi = 0, k_hi
+    while lo < hi:
+        k = (lo + hi + 1) // 2
+        grow = 0
+        for q in range(st.nd):
+            grow += blocks(st, st.d_pos[q] + k - 1) - st.blk[st.d_id[q]]
+        if grow < st.kv_free:
+            lo = k
+        else:
+            hi = k - 1
+    return lo
+
+
+@njit(cache=True)
+def _build_and_run(st, ct, prm, budget, alpha, beta, mode, limit):
+    """Steps 1-4 of Section 6 for one batch, then run it. Returns whether anything changed."""
+    now = st.clock
+    changes = st.n_preempt + st.n_rej
+    tokens = 0
+    na = 0  # the chosen decodes are the first na entries (the set is sorted by C)
+    while na < st.nd and na < beta and tokens < budget and now >= st.lst[st.d_id[na]]:
+        if _reserve(st, na, mode, True):                          # 1. critical decodes
+            na += 1
+            tokens += 1
+    for b in range(st.np):                                        # 2. started prefills
+        if tokens >= budget:
+            break
+        j = st.p_id[b]
+        c = min(st.pl[j] - st.pg[j], budget - tokens)
+        add_chunk(st, j, c)
+        tokens += c
+    while w_len(st, mode) > 0 and tokens < budget:                # 3. new prefills
+        j = w_head(st, mode)
+        if st.pl[j] > limit:
+            reject(st, w_pop(st, mode), REJ_PROMPT_LIMIT)
+            continue
+        if never_fits(st, st.pl[j]):
+            reject(st, w_pop(st, mode), REJ_KV_NEVER)
+            continue
+        if not can_allocate(st, st.pl[j]) or st.nd + st.np >= alpha:
+            break
+        c = min(st.pl[j], budget - tokens)
+        admit(st, w_pop(st, mode))
+        st.lst[j] = np.nan  # C is set when its prefill emits a token
+        add_chunk(st, j, c)
+        tokens += c
+    while na < st.nd and na < beta and tokens < budget:           # 4. non-critical decodes
+        if _reserve(st, na, mode, False):
+            na += 1
+            tokens += 1
+    if tokens == 0:
+        return st.n_preempt + st.n_rej > changes
+    for q in range(na):
+        st.lst[st.d_id[q]] = np.nan
+    run_mixed(st, ct, na)
+    _new_times(st, prm)
+    return True
+
+
+@njit(cache=True)
+def loop(st, ct, prm, t_stop):
+    """SLAI's iteration (Section 6), one batch per decision (decode-only runs as one event)."""
+    budget, alpha, beta = int(prm[0]), int(prm[1]), int(prm[2])
+    mode, limit = int(prm[3]), int(prm[4])
+    kv_setup(st, int(prm[10]), int(prm[11]), int(prm[12]), int(prm[13]), SARATHI)
+    while running(st, t_stop):
+        w_refresh(st, mode)
+        if st.nd == 0 and st.np == 0 and w_len(st, mode) == 0:
+            if not idle(st, t_stop):
+                return DONE
+            continue
+        if (st.np == 0 and 0 < st.nd <= min(beta, budget)
+                and not _admissible(st, alpha, mode, limit)):
+            k = _clean_run(st, BIG)
+            if k > 0:
+                wake = mode != 0 or w_len(st, mode) == 0
+                if decode_run(st, ct, st.nd, wake, t_stop, k) < 0:
+                    break
+                for q in range(st.nd):
+                    st.lst[st.d_id[q]] = np.nan
+                _new_times(st, prm)
+                continue
+        if not log_has_room(st, 1, st.nd + st.np + min(w_len(st, mode), budget)):
+            break
+        if not _build_and_run(st, ct, prm, budget, alpha, beta, mode, limit):
+            raise RuntimeError("slai: nothing could be scheduled (a KV accounting bug)")
+    return stop_code(st)

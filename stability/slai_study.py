@@ -1,0 +1,320 @@
+"""Section 7 reproduced: SLAI against Sarathi-Serve and vLLM on Mistral-7B and an RTX 6000 Ada.
+
+The paper's experiment (Section 7, Appendix F), in the simulator:
+
+* Mistral-7B on one RTX 6000 Ada (48 GB) with the KV memory model on (90% of the memory for
+  weights and KV, the authors' benchmark default; 16-token blocks), Poisson arrivals, lengths from
+  the Table-1 fit and from the real ``sharegpt4`` trace, each conditioned on L^P + L^D <= 8192;
+* a request is paying (TBT SLO 0.1 s) with probability 5%, 50% or 95%, else free (0.5 s);
+* policies: vLLM (v0, prefill first, 128 sequences), Sarathi-Serve FCFS and SPF (budget 512, 128
+  sequences), SLAI FCFS and SPF with a fixed offset (delta = 10), SLAI SPF with the dynamic offset
+  (5 below 96% KV use, 10 above) and SLAI SPF with paying users first (Appendix F.2); SLAI runs
+  with budget 512 and alpha = beta = 128;
+* a rate sweep: the paper's own rates (0.2-1.6 req/s) and fractions of this model's lambda*;
+  ``seeds`` replicates per point, with common random numbers (replicate k uses seed k for every
+  policy, rate and paying share, so arrivals and lengths are shared and only the class draw
+  changes with the share).
+
+Each run yields a *point* (:func:`measure`): median and mean TTFT, per class P99 TBT and whether
+it meets the SLO (exactly, from the count of gaps above it), requests served and mean TTFT by
+prompt-length bucket. Points are cached as ``cache/<key>.json`` (atomic), key = SHA-256 of the
+run and of the simulator's source, so an interrupted study resumes.
+
+Derived quantities (:mod:`stability.slai_analysis`): serving capacity (the largest rate with
+median TTFT <= 0.5 s while every class meets its P99 TBT SLO), the operating point (the rate at
+which Sarathi-FCFS's median TTFT reaches the paper's 1.5 s, or 2 s at 95% paying) and the
+paper-vs-llmq table.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Section 7, Fig. 6, Appendix F (Figs. 7-10); agrimUT/SLAI
+``config_path_yml_files/mistral7b_relaxed.yml``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from stability.classes import paying_free
+from stability.io import atomic_write_text
+from stability.simulate import Scenario, SimResult, simulate
+from theory.errors import FieldError
+
+GPU = "rtx6000ada"
+MODEL = "mistral-7b"
+TOTAL_CAP = 8192  # Section 7: each request's total length is capped at 8192 tokens
+TTFT_TARGET = 0.5  # Section 7: capacity at median TTFT <= 0.5 s
+PAPER_RATES = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6)  # Fig. 6 x-axis, req/s
+BUCKET_EDGES = (0, 1024, 2048, 3072, 4096, 5120, 6144, 7168, 8192)  # prompt length, Fig. 7b-c
+MEMORY = (("gpu_memory_utilization", 0.9),)  # the authors' benchmark default, for every policy
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One scheduler configuration of Section 7."""
+
+    key: str
+    label: str
+    scheduler: str
+    options: tuple
+
+
+POLICIES = (
+    Policy("vllm", "vLLM", "vllm", (("max_num_seqs", 128), ("max_num_batched_tokens", 8192), *MEMORY)),
+    Policy("sarathi_fcfs", "Sarathi-serve (FCFS)", "sarathi",
+           (("chunk_size", 512), ("max_num_seqs", 128), ("order", "fcfs"), *MEMORY)),
+    Policy("sarathi_spf", "Sarathi-serve (SPF)", "sarathi",
+           (("chunk_size", 512), ("max_num_seqs", 128), ("order", "spf"), *MEMORY)),
+    Policy("slai_fcfs_fixed", "SLAI (FCFS, fixed offset)", "slai",
+           (("order", "fcfs"), ("dynamic", False), ("delta", 10.0), *MEMORY)),
+    Policy("slai_spf_fixed", "SLAI (SPF, fixed offset)", "slai",
+           (("order", "spf"), ("dynamic", False), ("delta", 10.0), *MEMORY)),
+    Policy("slai_spf_dynamic", "SLAI (SPF, dynamic offset)", "slai",
+           (("order", "spf"), ("dynamic", True), ("delta_low", 5.0), ("delta_high", 10.0), *MEMORY)),
+    Policy("slai_priority_dynamic", "SLAI (SPF with priority, dynamic offset)", "slai",
+           (("order", "spf_priority"), ("dynamic", True), ("delta_low", 5.0), ("delta_high", 10.0),
+            *MEMORY)),
+)
+POLICY = {p.key: p for p in POLICIES}
+BASELINE, SLAI_DYNAMIC = "sarathi_fcfs", "slai_spf_dynamic"
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One experimental condition: layer model, length law, paying share, GPU profile.
+
+    ``floor`` adds a per-batch overhead equal to the time the GPU needs to stream the model's
+    weights once (a lower bound on any real batch, which Eq. 2's single tile rate does not model:
+    README "Known limitations"); it is a sensitivity case, not a fit.
+    """
+
+    mode: str
+    workload: str
+    paying: float
+    floor: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.mode}{'+floor' if self.floor else ''}_{self.workload}_{round(self.paying * 100)}pct"
+
+    @property
+    def label(self) -> str:
+        return (f"{self.mode} layers{' + weight-streaming floor' if self.floor else ''}, "
+                f"{self.workload} lengths, {self.paying:.0%} paying")
+
+
+@dataclass(frozen=True)
+class Study:
+    """The panels, rates and replicates of one run of the experiment."""
+
+    panels: tuple[Panel, ...]
+    seeds: int
+    n_requests: int
+    rel_rates: tuple[float, ...]  # fractions of the panel's lambda*
+    paper_rates: tuple[float, ...] = PAPER_RATES
+
+
+SHARES = (0.05, 0.5, 0.95)
+MAIN = tuple(Panel("real", w, p) for w in ("table1", "sharegpt4") for p in SHARES)
+SENSITIVITY = (Panel("paper", "table1", 0.05), *(Panel("real", "table1", p, floor=True) for p in SHARES))
+FULL = Study((*MAIN, *SENSITIVITY), seeds=4, n_requests=4096,
+             rel_rates=(0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 1.0))
+QUICK = Study((Panel("real", "table1", 0.05), Panel("real", "table1", 0.95),
+               Panel("real", "table1", 0.05, floor=True)), seeds=2, n_requests=600,
+              rel_rates=(0.8, 0.9, 0.95), paper_rates=(0.4, 1.0, 1.6))
+
+
+# --- scenarios and the GPU profile with a floor ----------------------------------------------------
+
+
+def floor_gpu_file(directory: str | Path) -> tuple[str, str]:
+    """Write the RTX 6000 Ada profile with a per-batch overhead of weights / bandwidth (seconds)
+    into ``directory``; returns (GPU key, file path)."""
+    from theory.hardware import get_gpu
+    from theory.models import get_model
+
+    gpu, model = get_gpu(GPU), get_model(MODEL)
+    overhead = model.weight_bytes() / gpu.bandwidth
+    path = Path(directory) / "gpus_floor.toml"
+    atomic_write_text(path, (
+        f"# {GPU} with a per-batch overhead: {MODEL}'s weights ({model.weight_bytes() / 1e9:.2f} GB)\n"
+        f"# streamed once at the datasheet bandwidth ({gpu.bandwidth / 1e9:g} GB/s), a floor on any "
+        "batch.\n"
+        f"[gpus.{GPU}_floor]\nbase = \"{GPU}\"\noverhead_s = {overhead!r}\n"))
+    return f"{GPU}_floor", str(path)
+
+
+def scenario(panel: Panel, policy: Policy, rate: float, seed: int, n_requests: int,
+             gpu_file: str | None = None) -> Scenario:
+    """The simulator scenario of one point (``gpu_file`` holds the floor profile if needed)."""
+    gpu = GPU
+    if panel.floor:
+        if gpu_file is None:
+            raise FieldError("gpu_file", None, "the floor profile written by floor_gpu_file")
+        gpu = f"{GPU}_floor"
+    return Scenario(gpu=gpu, gpu_file=gpu_file if panel.floor else None, model=MODEL, mode=panel.mode,
+                    workload=panel.workload, scheduler=policy.scheduler, options=policy.options,
+                    rate=float(rate), load=None, n_requests=n_requests, seed=seed, detail=True,
+                    classes=paying_free(panel.paying), total_cap=TOTAL_CAP)
+
+
+@cache
+def lambda_star(mode: str, workload: str) -> float:
+    """lambda* = 1 / T_bar^R (Theorem 1) of the panel's model and capped length law."""
+    from theory.bounds import T_bar_R
+    from theory.cost import build_cost_model
+    from theory.hardware import get_gpu
+    from theory.models import get_model
+    from theory.workload import get_workload
+
+    cm = build_cost_model(get_gpu(GPU), get_model(MODEL), mode)
+    return 1.0 / T_bar_R(cm, get_workload(workload).truncated(TOTAL_CAP))
+
+
+def rates(study: Study, panel: Panel) -> list[float]:
+    """The panel's sweep: the paper's rates and fractions of lambda*, sorted, in req/s."""
+    lam = lambda_star(panel.mode, panel.workload)
+    return sorted({round(r, 6) for r in (*study.paper_rates, *(f * lam for f in study.rel_rates))})
+
+
+# --- one point -----------------------------------------------------------------------------------
+
+
+def measure(res: SimResult) -> dict:
+    """The metrics of one run (see the module docstring)."""
+    rq = res.requests
+    ttft = rq["t_first"] - rq["arrival"]
+    done = np.isfinite(rq["t_finish"])
+    window_end = float(rq["arrival"].max())
+    edges = np.asarray(BUCKET_EDGES)
+    bucket = np.clip(np.searchsorted(edges, rq["L_P"], side="left") - 1, 0, edges.size - 2)
+    c = res.counters()
+    classes = []
+    for k, s in enumerate(res.class_summary()):
+        mine = rq["cls"] == k
+        classes.append({
+            "name": s["name"], "tbt_slo": s["tbt_slo"], "requests": s["requests"],
+            "ttft_p50": s["ttft"]["p50"], "ttft_mean": s["ttft"]["mean"], "tbt_p99": s["tbt"]["p99"],
+            "tbt_max": s["tbt"]["max"], "gaps": s["tbt"]["count"], "p99_met": s["slo"]["p99_met"],
+            "gaps_within": s["slo"]["gaps_within"],
+            "requests_p99_within": s["slo"]["requests_p99_within"],
+            "ttft_mean_by_bucket": [_mean(ttft[mine & (bucket == b)]) for b in range(edges.size - 1)],
+        })
+    return {
+        "rate": res.lam, "lambda_star": res.lambda_star, "requests": int(rq["arrival"].size),
+        "completed": int(done.sum()), "rejected": int(np.sum(rq["reject"] > 0)),
+        "preemptions": int(np.nansum(rq["preemptions"])),
+        "ttft_p50": float(np.nanmedian(ttft)), "ttft_mean": float(np.nanmean(ttft)),
+        "t_bar_batch": sum(run.busy for run in res.runs) / max(c["n_batch"], 1),
+        "kv_peak": max(run.kv["peak"] / max(run.kv["blocks"], 1) for run in res.runs),
+        "tbt_met": all(cl["p99_met"] for cl in classes),
+        "served_by_bucket": np.bincount(bucket[done & (rq["t_finish"] <= window_end)],
+                                        minlength=edges.size - 1).tolist(),
+        "requests_by_bucket": np.bincount(bucket, minlength=edges.size - 1).tolist(),
+        "ttft_mean_by_bucket": [_mean(ttft[bucket == b]) for b in range(edges.size - 1)],
+        "classes": classes,
+    }
+
+
+def _mean(x: np.ndarray) -> float:
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else float("nan")
+
+
+@cache
+def code_version() -> str:
+    """SHA-256 prefix of the sources a point depends on (theory/ and stability/, data included)."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for package in ("theory", "stability"):
+        for path in sorted((root / package).rglob("*")):
+            if path.suffix in (".py", ".toml", ".csv") and "__pycache__" not in path.parts:
+                digest.update(path.relative_to(root).as_posix().encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def point_key(sc: Scenario) -> str:
+    """Cache key: the scenario (a GPU file by its content) and the code version."""
+    fields = dict(sc.__dict__)
+    if sc.gpu_file:
+        fields["gpu_file"] = hashlib.sha256(Path(sc.gpu_file).read_bytes()).hexdigest()[:16]
+    text = json.dumps(fields, sort_keys=True, default=str)
+    return hashlib.sha256(f"{code_version()}|{text}".encode()).hexdigest()[:24]
+
+
+def run_point(sc: Scenario) -> dict:
+    """Simulate one scenario and measure it."""
+    return measure(simulate(sc))
+
+
+# --- the study -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Task:
+    """One point to compute: where it belongs and its scenario."""
+
+    panel: Panel
+    policy: str
+    rate: float
+    seed: int
+    scenario: Scenario
+
+
+def tasks_at(study: Study, panel: Panel, rate_list: Iterable[float], gpu_file: str | None,
+             policies: Iterable[str] | None = None) -> list[Task]:
+    """Every (policy, rate, seed) of a panel."""
+    keys = list(policies) if policies is not None else [p.key for p in POLICIES]
+    return [Task(panel, key, float(r), s,
+                 scenario(panel, POLICY[key], r, s, study.n_requests, gpu_file))
+            for key in keys for r in rate_list for s in range(study.seeds)]
+
+
+def run_tasks(tasks: list[Task], cache_dir: str | Path, workers: int = 1,
+              progress: Callable[[int], None] | None = None) -> list[dict]:
+    """Compute (or read from the cache) every task's point; rows in the order of ``tasks``."""
+    cache_dir = Path(cache_dir)
+    out: list[dict | None] = [None] * len(tasks)
+    todo = []
+    for k, t in enumerate(tasks):
+        path = cache_dir / f"{point_key(t.scenario)}.json"
+        if path.exists():
+            try:
+                out[k] = json.loads(path.read_text(encoding="utf-8"))
+            except ValueError:
+                todo.append(k)
+                continue
+            if progress:
+                progress(1)
+        else:
+            todo.append(k)
+
+    def store(k: int, point: dict) -> None:
+        atomic_write_text(cache_dir / f"{point_key(tasks[k].scenario)}.json", json.dumps(point))
+        out[k] = point
+        if progress:
+            progress(1)
+
+    if workers > 1 and len(todo) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["stability.slai_study"])
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futures = {pool.submit(run_point, tasks[k].scenario): k for k in todo}
+            for fut in as_completed(futures):
+                store(futures[fut], fut.result())
+    else:
+        for k in todo:
+            store(k, run_point(tasks[k].scenario))
+    return [{"panel": t.panel.key, "policy": t.policy, "seed": t.seed, **point}
+            for t, point in zip(tasks, out, strict=True)]
