@@ -45,6 +45,7 @@ import numpy as np
 from stability.classes import paying_free
 from stability.io import atomic_write_text
 from stability.simulate import Scenario, SimResult, simulate
+from stability.tasks import code_version
 from theory.errors import FieldError
 
 GPU = "rtx6000ada"
@@ -226,19 +227,6 @@ def measure(res: SimResult) -> dict:
 def _mean(x: np.ndarray) -> float:
     x = x[np.isfinite(x)]
     return float(x.mean()) if x.size else float("nan")
-
-
-@cache
-def code_version() -> str:
-    """SHA-256 prefix of the sources a point depends on (theory/ and stability/, data included)."""
-    root = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256()
-    for package in ("theory", "stability"):
-        for path in sorted((root / package).rglob("*")):
-            if path.suffix in (".py", ".toml", ".csv") and "__pycache__" not in path.parts:
-                digest.update(path.relative_to(root).as_posix().encode())
-                digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def point_key(sc: Scenario) -> str:

@@ -57,7 +57,7 @@ def code_version() -> str:
     digest = hashlib.sha256()
     for package in ("theory", "stability"):
         for path in sorted((root / package).rglob("*")):
-            if path.suffix in (".py", ".toml") and "__pycache__" not in path.parts:
+            if path.suffix in (".py", ".toml", ".csv") and "__pycache__" not in path.parts:
                 digest.update(path.relative_to(root).as_posix().encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
