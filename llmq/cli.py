@@ -11,6 +11,7 @@ COMMANDS = (region, bounds, simulate, dtmc, slai, check, calibrate)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``llmq`` argument parser with every sub-command of ``COMMANDS``."""
     parser = argparse.ArgumentParser(
         prog="llmq",
         description="Queueing theory of LLM inference scheduling (Bari, Hegde, de Veciana 2025): "

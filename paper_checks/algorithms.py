@@ -87,6 +87,7 @@ def corrected_runs(algorithm: str, fast: bool) -> tuple[int, dict | None]:
 
 
 def rad_params(fast: bool) -> list[dict]:
+    """Every (n, t_col, t_lcm) of the check domain, as parameters of Algorithms 1 and 2."""
     d = domain(fast)
     return [{"n": n, "t_col": c, "t_lcm": t} for n in d["n"] for c in d["t_col"] for t in d["t_lcm"]]
 

@@ -118,13 +118,15 @@ _REGISTRY: dict[str, Check] = {}
 
 def register(id: str, *, location: str, items: tuple[str, ...] | list[str], claim: str,
              method: str) -> Callable[[Callable[[bool], Result]], Callable[[bool], Result]]:
-    """Decorator: register ``fn(fast) -> Result`` as the check ``id``."""
+    """Decorator: register ``fn(fast) -> Result`` as the check ``id``; a check without a docstring
+    gets one from its location, claim and method."""
 
     def wrap(fn: Callable[[bool], Result]) -> Callable[[bool], Result]:
         if id in _REGISTRY:
             raise FieldError("check id", id, "an id not registered twice")
         _REGISTRY[id] = Check(id=id, location=location, items=tuple(items), claim=claim,
                               method=method, run=fn)
+        fn.__doc__ = fn.__doc__ or f"Check {id} ({location}): {claim}\n\nMethod: {method}"
         return fn
 
     return wrap

@@ -73,6 +73,7 @@ class Scenario:
 
 
 def cost_model_of(sc: Scenario) -> CostModel:
+    """The scenario's batch-time model (Eq. 2-7) for its GPU (tile set restricted if asked) and model."""
     gpu = get_gpu(sc.gpu, sc.gpu_file)
     if sc.tiles:
         gpu = gpu.restrict(sc.tiles)
@@ -80,6 +81,8 @@ def cost_model_of(sc: Scenario) -> CostModel:
 
 
 def workload_of(sc: Scenario, cm: CostModel) -> Workload:
+    """The scenario's length law: its trace or named workload, capped at ``total_cap`` tokens if
+    given (Section 7), padded to t*_lcm if asked (Assumption 3)."""
     w = read_trace(sc.trace).workload("trace") if sc.trace else get_workload(sc.workload)
     if sc.total_cap is not None:
         w = w.truncated(require_positive_int("total_cap", sc.total_cap))

@@ -108,6 +108,7 @@ def paper_ttft_base(paying: float) -> float:
 
 
 def class_value(point: dict, name: str, field: str) -> float:
+    """``field`` of the class called ``name`` in a measured point; NaN if the point has no such class."""
     for c in point["classes"]:
         if c["name"] == name:
             return c[field]

@@ -21,12 +21,16 @@ FA2 = types.float64[:, ::1]
 
 @structref.register
 class CostsType(types.StructRef):
+    """numba type of the cost tables (the structref ``Costs``)."""
+
     def preprocess_fields(self, fields):
         return tuple((name, types.unliteral(typ)) for name, typ in fields)
 
 
 @structref.register
 class StateType(types.StructRef):
+    """numba type of a GPU's simulation state (the structref ``State``)."""
+
     def preprocess_fields(self, fields):
         return tuple((name, types.unliteral(typ)) for name, typ in fields)
 

@@ -88,6 +88,7 @@ def with_seed(task: dict, base_seed: int) -> dict:
 
 
 def task_key(task: dict) -> str:
+    """Cache key of a task: its identity and the code version."""
     return hashlib.sha256(f"{code_version()}|{_identity(task)}".encode()).hexdigest()[:24]
 
 

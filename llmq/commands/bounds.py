@@ -10,6 +10,7 @@ HELP = "T_bar^R, T^max, lambda*, t*_lcm, Theorem 2's n and the cycle bounds (The
 
 
 def add_parser(sub) -> None:
+    """Register ``llmq bounds`` and its options on the sub-command parser ``sub``."""
     p = sub.add_parser("bounds", help=HELP, description=HELP)
     add_common(p, defaults={"epsilon": 0.1})
     p.add_argument("--epsilon", type=float, help="Theorem 2's margin eps in (0, 1) (default 0.1)")
@@ -30,6 +31,7 @@ def _row(values: dict, gpu_name: str) -> dict:
 
 
 def run(args) -> int:
+    """Run ``llmq bounds`` on the parsed ``args``; the exit code."""
     from theory.hardware import gpu_names
 
     values = resolve(args)

@@ -24,6 +24,7 @@ DEFAULTS = {
 
 
 def add_parser(sub) -> None:
+    """Register ``llmq calibrate`` and its options on the sub-command parser ``sub``."""
     p = sub.add_parser("calibrate", help=HELP, description=HELP + ". GeMM timings have columns "
                        "d_row,d_col,d_red,seconds[,count]; batch timings prefill_tokens|tokens, "
                        "decode_count, decode_positions|decode_context_sum, [prefill_start,] seconds.")
@@ -84,6 +85,7 @@ def _print(cal, values: dict, source: str, jumps: list[dict], path) -> None:
 
 
 def run(args) -> int:
+    """Run ``llmq calibrate`` on the parsed ``args``; the exit code."""
     from theory.calibrate import calibrate, staircase_jumps, write_profile
     from theory.errors import FieldError
     from theory.hardware import get_gpu, gpu_names

@@ -9,6 +9,7 @@ HELP = "run the paper's claims as executable checks; write out/paper_checks.md a
 
 
 def add_parser(sub) -> None:
+    """Register ``llmq check`` and its options on the sub-command parser ``sub``."""
     p = sub.add_parser("check", help=HELP, description=HELP + ". Exit status 1 when a check crashes or "
                                                              "(with --expect) a verdict differs from the "
                                                              "recorded one; a FAIL verdict is a finding.")
@@ -24,6 +25,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    """Run ``llmq check`` on the parsed ``args``; the exit code."""
     from paper_checks.registry import all_checks
     from paper_checks.report import summary_table, write_reports
     from paper_checks.runner import load_expected, mismatches, run_checks, verdicts

@@ -14,6 +14,7 @@ HELP = ("RAD's cycle DTMC (Appendix C) by executing Algorithm 1: drift with CIs,
 
 
 def add_parser(sub) -> None:
+    """Register ``llmq dtmc`` and its options on the sub-command parser ``sub``."""
     p = sub.add_parser("dtmc", help=HELP, description=HELP)
     add_common(p, defaults={"pad": True, "n": 128, "rate": None, "load": 0.9, "truncate": None,
                             "samples": 100, "samples_sat": None, "epsilon": [0.05, 0.1, 0.2],
@@ -53,6 +54,7 @@ def _rows_to_print(x_max: int, n: int) -> list[int]:
 
 
 def run(args) -> int:
+    """Run ``llmq dtmc`` on the parsed ``args``; the exit code."""
     from stability.dtmc import build_chain, compare_with_paper, empirical_n_min
     from stability.plot import plot_drift
     from theory.bounds import T_bar_R, lemma3_drift_bound

@@ -15,6 +15,7 @@ HELP = ("the main job: sweep lambda per GPU tile set, scheduler and r, locate ea
 
 
 def add_parser(sub) -> None:
+    """Register ``llmq region`` and its options on the sub-command parser ``sub``."""
     from stability.region import DEFAULT_LOADS, DEFAULT_SCHEDULERS, SweepSpec
 
     d = SweepSpec()
@@ -137,6 +138,7 @@ def spec_from(values: dict, notes: list[str]):
 
 
 def run(args) -> int:
+    """Run ``llmq region`` on the parsed ``args``; the exit code."""
     from stability import region
 
     values = resolve(args)

@@ -11,6 +11,7 @@ HELP = "simulate a scheduler on r GPUs at a rate or load; TTFT/TBT, throughput, 
 
 
 def add_parser(sub) -> None:
+    """Register ``llmq simulate`` and its options on the sub-command parser ``sub``."""
     p = sub.add_parser("simulate", help=HELP, description=HELP)
     add_common(p, defaults={"scheduler": "rad", "rate": None, "load": 0.9, "requests": 20000,
                             "planner": "random", "option": [], "fast": False, "log": None,
@@ -54,6 +55,7 @@ def parse_options(items) -> tuple:
 
 
 def scenario_from(values: dict):
+    """The :class:`stability.simulate.Scenario` that the resolved command-line ``values`` describe."""
     from stability.classes import parse_classes
     from stability.simulate import Scenario
 
@@ -70,6 +72,7 @@ def scenario_from(values: dict):
 
 
 def run(args) -> int:
+    """Run ``llmq simulate`` on the parsed ``args``; the exit code."""
     from tqdm import tqdm
 
     from stability.io import atomic_write_csv

@@ -12,6 +12,7 @@ HELP = ("reproduce Section 7: SLAI, Sarathi-serve and vLLM on Mistral-7B / RTX 6
 
 
 def add_parser(sub) -> None:
+    """Register ``llmq slai`` and its options on the sub-command parser ``sub``."""
     p = sub.add_parser("slai", help=HELP, description=HELP + ". Points are cached in out/slai/cache, "
                                                              "so an interrupted run resumes.")
     p.add_argument("--quick", action="store_true",
@@ -27,6 +28,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    """Run ``llmq slai`` on the parsed ``args``; the exit code."""
     from pathlib import Path
 
     from tqdm import tqdm

@@ -25,6 +25,7 @@ _MODULES = {
 
 
 def scheduler_names() -> list[str]:
+    """Names of every registered scheduler, in registration order."""
     return list(_MODULES)
 
 
