@@ -36,6 +36,7 @@ from stability.slai_analysis import (
 from stability.slai_study import (
     POLICIES,
     POLICY,
+    TOTAL_CAP,
     Study,
     floor_gpu_file,
     lambda_star,
@@ -67,6 +68,24 @@ def _fmt(x: float, digits: int = 3) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
 
 
+def length_laws(study: Study) -> list[str]:
+    """Markdown lines comparing the study's length laws (capped at 8192 tokens): marginal means and
+    quantiles, E[L^P L^D] (the attention work grows with it) and lambda* of the real layers."""
+    from theory.workload import get_workload
+
+    names = sorted({p.workload for p in study.panels})
+    lines = [f"## Length laws (L^P + L^D <= {TOTAL_CAP})", "",
+             "| lengths | E[L^P] | L^P p50 / p90 / p99 | E[L^D] | L^D p50 / p90 / p99 | E[L^P L^D] "
+             "| lambda* real layers [req/s] |", "|---|---|---|---|---|---|---|"]
+    for name in names:
+        w = get_workload(name).truncated(TOTAL_CAP)
+        (mp, md), cross = w.mean(), w.expect(w.L_P.astype(float) * w.L_D)
+        q = {k: " / ".join(f"{w.quantile(k, x):.0f}" for x in (0.5, 0.9, 0.99)) for k in ("prompt", "decode")}
+        lines.append(f"| {name} | {mp:.0f} | {q['prompt']} | {md:.0f} | {q['decode']} | {cross:.3g} | "
+                     f"{lambda_star('real', name):.3f} |")
+    return [*lines, ""]
+
+
 def markdown(study: Study, table: list[dict], verdicts: dict) -> str:
     """The paper-vs-llmq tables (one per panel) and the claims, as markdown."""
     lines = ["# SLAI, Section 7: paper vs llmq", "",
@@ -75,7 +94,7 @@ def markdown(study: Study, table: list[dict], verdicts: dict) -> str:
              "replicates; capacity = largest rate with median TTFT <= 0.5 s and every class's P99 "
              "TBT within its SLO (0.1 s paying, 0.5 s free); operating point = the rate where "
              "Sarathi-FCFS's median TTFT reaches the paper's value there (1.5 s; 2 s at 95% "
-             "paying), the paper's being 1.6 req/s.", ""]
+             "paying), the paper's being 1.6 req/s.", "", *length_laws(study)]
     for panel in study.panels:
         rows = [r for r in table if r["panel"] == panel.key]
         lines += [f"## {panel.label}", "", "| quantity | paper | llmq (95% CI) | llmq / paper |",

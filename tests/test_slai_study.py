@@ -11,6 +11,7 @@ from stability import slai_study
 from stability.slai_analysis import capacity, ci, operating_rate, paper_table
 from stability.slai_report import run_study, write_outputs
 from stability.slai_study import Panel, Study
+from theory.workload import get_workload
 
 
 def test_capacity_walks_up_and_interpolates_the_ttft_crossing():
@@ -53,7 +54,11 @@ def test_tiny_study_end_to_end_and_resumes(tmp_path, monkeypatch):
     table = paper_table(rows, study.panels)
     assert {t["quantity"] for t in table} >= {"capacity gain [%]",
                                               "median TTFT reduction at the operating point [%]"}
-    assert "| capacity gain [%] | 26.1 |" in (tmp_path / "paper_vs_llmq.md").read_text()
+    md = (tmp_path / "paper_vs_llmq.md").read_text()
+    assert "| capacity gain [%] | 26.1 |" in md
+    # the length-law row of table1: its mean prompt, by a sum independent of Workload.expect
+    w = get_workload("table1").truncated(8192)
+    assert f"| table1 | {sum(float(p) * int(x) for p, x in zip(w.p, w.L_P, strict=True)):.0f} |" in md
 
     def no_simulation(sc):
         raise AssertionError("a cached point was simulated again")
