@@ -269,8 +269,9 @@ def export_kv(st):
 
 @njit(cache=True)
 def export_violations(st):
-    """Per request, the TBT gaps longer than its class's SLO (detail mode)."""
-    return st.n_viol
+    """Per request, the TBT gaps longer than its class's SLO, and whether gaps were recorded
+    (detail mode; otherwise the counts and ``tbt_max`` stay 0 and mean nothing)."""
+    return st.n_viol, st.detail
 
 
 @njit(cache=True)

@@ -33,7 +33,7 @@ class GpuRun:
     t_start: np.ndarray
     t_first: np.ndarray
     t_finish: np.ndarray
-    tbt_max: np.ndarray
+    tbt_max: np.ndarray  # longest TBT gap per request (NaN unless detail)
     counters: dict
     clock: float
     busy: float
@@ -43,7 +43,7 @@ class GpuRun:
     cycles: dict
     batches: dict | None
     items: dict | None
-    tbt_viol: np.ndarray | None = None  # TBT gaps above the class's SLO, per request (detail mode)
+    tbt_viol: np.ndarray | None = None  # TBT gaps above the class's SLO, per request (NaN unless detail)
     reject: np.ndarray | None = None  # rejection reason per request (stability.memory.REJ_*)
     preemptions: np.ndarray | None = None  # recompute preemptions per request
     kv: dict | None = None  # KV memory: on, blocks, free_end, peak, block_size
@@ -97,6 +97,10 @@ def collect(st, arrival, L_P, L_D, cls, with_log: bool) -> GpuRun:
     """Read a finished state back into a :class:`GpuRun` (its first ``len(arrival)`` requests)."""
     m = arrival.size
     t_start, t_first, t_finish, tbt_max = (a[:m].copy() for a in engine.export_requests(st))
+    n_viol, detail = engine.export_violations(st)
+    tbt_viol = n_viol[:m].copy()
+    if not detail:  # no gap was recorded: say so rather than report zeros
+        tbt_max, tbt_viol = np.full(m, np.nan), np.full(m, np.nan)
     floats, ints = engine.export_counters(st)
     start, end, x, started, done = engine.export_cycles(st)
     hist, stat = engine.export_tbt(st)
@@ -114,7 +118,7 @@ def collect(st, arrival, L_P, L_D, cls, with_log: bool) -> GpuRun:
                             **dict(zip(engine.KV_COUNTERS, map(int, kv_counts), strict=True))},
                   clock=float(floats[0]), busy=float(floats[1]), wasted=float(floats[2]),
                   tbt_hist=hist.copy(), tbt_stat=stat.copy(),
-                  tbt_viol=engine.export_violations(st)[:m].copy(),
+                  tbt_viol=tbt_viol,
                   cycles={"start": start, "end": end, "x": x, "started": started, "done": done},
                   batches=batches, items=items, reject=rej[:m].copy(), preemptions=npre[:m].copy(),
                   kv=dict(zip(("on", "blocks", "free_end", "peak", "block_size"), map(int, kv),
