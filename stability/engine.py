@@ -380,6 +380,14 @@ def end_cycle(st):
 
 
 @njit(cache=True)
+def move_decode(st, dst, src):
+    """Copy decode entry ``src`` (request, position, tokens left) into slot ``dst``."""
+    st.d_id[dst] = st.d_id[src]
+    st.d_pos[dst] = st.d_pos[src]
+    st.d_rem[dst] = st.d_rem[src]
+
+
+@njit(cache=True)
 def record_gap(st, j, t_emit):
     """A token of request j at t_emit: add the gap since its previous token to the TBT record
     (and count it against the class's TBT SLO when it exceeds it)."""
@@ -634,9 +642,7 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
                 st.t_finish[st.d_id[q]] = st.clock
                 done += 1
                 continue
-        st.d_id[w_pos] = st.d_id[q]
-        st.d_pos[w_pos] = st.d_pos[q]
-        st.d_rem[w_pos] = st.d_rem[q]
+        move_decode(st, w_pos, q)
         w_pos += 1
     st.nd = w_pos
     st.n_done += done

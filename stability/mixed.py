@@ -42,6 +42,7 @@ from stability.engine import (
     count_batch,
     log_batch,
     log_item,
+    move_decode,
     pop_waiting,
     push_waiting_front,
     record_gap,
@@ -171,9 +172,7 @@ def add_chunk(st, j, c):
 def _insert_decode(st, j, pos, rem):
     q = st.nd
     while q > 0 and st.d_id[q - 1] > j:
-        st.d_id[q] = st.d_id[q - 1]
-        st.d_pos[q] = st.d_pos[q - 1]
-        st.d_rem[q] = st.d_rem[q - 1]
+        move_decode(st, q, q - 1)
         q -= 1
     st.d_id[q] = j
     st.d_pos[q] = pos
@@ -184,9 +183,7 @@ def _insert_decode(st, j, pos, rem):
 @njit(cache=True)
 def _remove_decode(st, q):
     for k in range(q, st.nd - 1):
-        st.d_id[k] = st.d_id[k + 1]
-        st.d_pos[k] = st.d_pos[k + 1]
-        st.d_rem[k] = st.d_rem[k + 1]
+        move_decode(st, k, k + 1)
     st.nd -= 1
 
 
@@ -321,9 +318,7 @@ def run_mixed(st, ct, na):
                 release(st, j)
                 done += 1
                 continue
-        st.d_id[w] = st.d_id[q]
-        st.d_pos[w] = st.d_pos[q]
-        st.d_rem[w] = st.d_rem[q]
+        move_decode(st, w, q)
         w += 1
     st.nd = w
     # prefill chunks: progress; completed prompts leave P

@@ -77,7 +77,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from stability.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
+from stability.engine import BIG, DONE, decode_run, idle, log_has_room, move_decode, running, stop_code
 from stability.memory import (
     REJ_KV_NEVER,
     REJ_PROMPT_LIMIT,
@@ -203,9 +203,7 @@ def _sort_decodes(st):
         j, pos, rem = st.d_id[q], st.d_pos[q], st.d_rem[q]
         k = q
         while k > 0 and _before(st, j, st.d_id[k - 1]):
-            st.d_id[k] = st.d_id[k - 1]
-            st.d_pos[k] = st.d_pos[k - 1]
-            st.d_rem[k] = st.d_rem[k - 1]
+            move_decode(st, k, k - 1)
             k -= 1
         st.d_id[k] = j
         st.d_pos[k] = pos
