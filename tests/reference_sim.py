@@ -25,10 +25,15 @@ class Req:
         self.finish = math.nan
 
 
-class Sim:
+class Clock:
+    """Requests of class ``REQUEST`` arriving at sorted times, released to a simulator as its
+    clock ``t`` passes their arrival."""
+
+    REQUEST: type
+
     def __init__(self, cm: CostModel, arrival, L_P, L_D):
         self.cm = cm
-        self.reqs = [Req(j, float(a), int(p), int(d))
+        self.reqs = [self.REQUEST(j, float(a), int(p), int(d))
                      for j, (a, p, d) in enumerate(zip(arrival, L_P, L_D, strict=True))]
         self.future = deque(self.reqs)
         self.t = 0.0
@@ -43,6 +48,10 @@ class Sim:
 
     def wait(self):
         self.t = max(self.t, self.future[0].arrival)
+
+
+class Sim(Clock):
+    REQUEST = Req
 
     def run_batch(self, prefill=(), decode=()):
         """Run one batch: prefill [(req, c)] chunks and decode [req] iterations."""
@@ -238,28 +247,16 @@ class Blocks:
         self.free += self.table.pop(r.j, 0)
 
 
-class MSim:
+class MSim(Clock):
     """One GPU: requests arrive, batches of chunks and decodes run one at a time (Eq. 7)."""
 
+    REQUEST = MReq
+
     def __init__(self, cm, arrival, L_P, L_D):
-        self.cm = cm
-        self.reqs = [MReq(j, float(a), int(p), int(d))
-                     for j, (a, p, d) in enumerate(zip(arrival, L_P, L_D, strict=True))]
-        self.future = deque(self.reqs)
-        self.t = 0.0
-        self.batches = []  # (start, duration, [(j, i, c)], [(j, i)])
+        super().__init__(cm, arrival, L_P, L_D)
         self.decode_tokens = 0
         self.prefill_tokens = 0
         self.lost_tokens = 0
-
-    def arrivals(self):
-        out = []
-        while self.future and self.future[0].arrival <= self.t:
-            out.append(self.future.popleft())
-        return out
-
-    def wait(self):
-        self.t = max(self.t, self.future[0].arrival)
 
     def resolved(self):
         return all(r.finished or r.rejected for r in self.reqs)
