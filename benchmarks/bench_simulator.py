@@ -34,14 +34,14 @@ sys.path.insert(0, str(ROOT))
 
 FIRST_RESULT = """
 import time; t = time.time()
-from stability.simulate import Scenario, simulate
+from stability.sim.simulate import Scenario, simulate
 simulate(Scenario(pad=True, n_requests=2000, scheduler="{scheduler}"))
 print(time.time() - t)
 """
 
 PEAK_RSS = """
 import resource
-from stability.simulate import Scenario, simulate
+from stability.sim.simulate import Scenario, simulate
 res = simulate(Scenario(pad=True, n_requests={n}, options=(("n", 2000),)))
 assert res.counters()["n_done"] == {n}
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
@@ -64,9 +64,9 @@ def timed(fn, repeat: int = 3) -> float:
 
 
 def main() -> None:
-    from stability.cluster import run_cluster
     from stability.schedulers import get_scheduler, scheduler_names
-    from stability.simulate import Scenario, cost_model_of, simulate, workload_of
+    from stability.sim.cluster import run_cluster
+    from stability.sim.simulate import Scenario, cost_model_of, simulate, workload_of
     from tests import reference_sim
     from theory.bounds import T_bar_R
 

@@ -292,7 +292,7 @@ def thm2_dtmc_threshold(fast: bool) -> Result:
                  "no request was waiting (line 6's P = empty branch).")
 def sec4_rad_tiling_rare(fast: bool) -> Result:
     from paper_checks.simulated import RAD_N
-    from stability.simulate import Scenario, simulate
+    from stability.sim.simulate import Scenario, simulate
 
     rows, explained = [], True
     for load in ((0.9,) if fast else (0.7, 0.9, 0.97)):

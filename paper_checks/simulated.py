@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from stability.gpu import run_gpu
 from stability.schedulers import get_scheduler
-from stability.simulate import Scenario, SimResult, cost_model_of, simulate, workload_of
+from stability.sim.gpu import run_gpu
+from stability.sim.simulate import Scenario, SimResult, cost_model_of, simulate, workload_of
 
 GPU = "a100"
 RAD_N = 2000  # RAD's n in the stability runs: Theorem 2's threshold (~10^5) is not needed in practice

@@ -1,25 +1,16 @@
 """Anything that runs requests through time: the batch-execution simulator, its schedulers, the
-RAD cycle DTMC and capacity-region sweeps.
+RAD cycle DTMC, capacity-region sweeps and the Section 7 study.
 
-Modules
--------
-kernels     compiled twins of theory.cost (Eq. 4-7) used inside the engine's hot loop.
-engine      the event-skipping batch-execution core of one GPU, shared by all schedulers.
-mixed       batches mixing prefill chunks of several requests with decodes; recompute preemption.
-memory      KV-cache capacity, block accounting, admission checks and rejection reasons.
-schedulers  one module per policy, each a readable loop over the engine's primitives.
-cluster     r GPUs and the resource planner (uniform random, round robin, join-shortest-queue).
-disaggregated  DistServe's prefill nodes feeding decode nodes through a KV hand-off.
-metrics     TTFT, TBT, latency, queue-length paths, the stability verdict.
-classes     request classes (paying / free users) with TBT SLOs; SLO attainment.
-simulate    the driver: scenario in, results out.
-markov      finite chains: GTH stationary law, communicating classes, periods.
+Subpackages and modules
+-----------------------
+sim         the simulator: engine, kernels, memory, mixed batches, classes, routing, cluster,
+            disaggregation; ``Scenario -> SimResult`` (:mod:`stability.sim.simulate`).
+schedulers  one module per policy, each a readable compiled loop over the engine's primitives.
+runner      the one cached, resumable runner of sweep points (in process, process pool or Dask).
 dtmc        RAD's cycle DTMC (Appendix C) built by executing its cycles; drift, stationary law.
-region      capacity-region sweeps (tile set x scheduler x r x lambda), cached and resumable.
-slai_study, slai_analysis, slai_plots, slai_report
-            Section 7 reproduced: SLAI vs Sarathi-Serve vs vLLM (``llmq slai``).
+region      capacity-region sweeps (tile set x scheduler x r x lambda) and their verdicts.
 plot        the drift, stability-region and two-class figures.
-io          atomic file output.
+slai        Section 7 reproduced: SLAI vs Sarathi-Serve vs vLLM (``llmq slai``).
 """
 
 import hashlib

@@ -27,7 +27,7 @@ arrivals inside the cycle) is averaged with the Poisson part integrated exactly,
 interval over the independent cycles gives its confidence interval.
 
 The chain is truncated at ``x_max``: mass that would leave ``{0..x_max}`` is put on ``x_max``.
-The stationary law of the truncated chain (GTH, :mod:`stability.markov`) is reported with its
+The stationary law of the truncated chain (GTH, :mod:`theory.markov`) is reported with its
 truncation error: the mass near ``x_max`` and the change of the mean when truncating lower.
 
 References
@@ -43,13 +43,13 @@ from functools import cached_property
 import numpy as np
 from scipy import stats
 
-from stability import engine
-from stability.gpu import tables_for
-from stability.markov import ChainStructure, stationary_laws
-from stability.metrics import optimal_work
 from stability.schedulers import rad
+from stability.sim import engine
+from stability.sim.gpu import tables_for
+from stability.sim.metrics import optimal_work
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive, require_positive_int
+from theory.markov import ChainStructure, stationary_laws
 from theory.workload import Workload
 
 MAX_STATES = 4000  # largest truncation a default may choose (GTH is cubic in the states)

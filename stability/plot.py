@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stability.io import atomic_write_bytes
+from theory.io import atomic_write_bytes
 
 COLORS = {"rad": "tab:blue", "sarathi": "tab:orange", "sarathi_paper": "tab:brown",
           "request_level": "tab:green", "vllm": "tab:purple", "distserve": "tab:red",

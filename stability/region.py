@@ -3,8 +3,8 @@ empirical stability boundary with a confidence interval.
 
 A *series* is one (tile set, scheduler, r, workload, padded or raw) combination; its points are
 simulator runs at rates lambda, each judged by the regression verdict of
-:mod:`stability.metrics`: g, the fraction of the offered work that accumulates, and the verdict
-*unstable* when g's interval lies above ``stability.tasks.G_MIN`` = 0.2% (a practical threshold:
+:mod:`stability.sim.metrics`: g, the fraction of the offered work that accumulates, and the verdict
+*unstable* when g's interval lies above ``stability.runner.G_MIN`` = 0.2% (a practical threshold:
 below it a slope is too small to matter, and the regression finds such slopes "significant" in
 stable runs whose cycles are long).
 
@@ -34,7 +34,7 @@ Two classes: a mixture of two length laws with class-1 share s is one workload; 
 to it gives the line ``lambda_1 T_bar_1 + lambda_2 T_bar_2 = r`` (:func:`theory.workload.mixture`),
 and each share s is a ray in the (lambda_1, lambda_2) plane swept like any series.
 
-Scale-out and resumability (:mod:`stability.tasks`): every run is a *task* (a plain dict); its
+Scale-out and resumability (:mod:`stability.runner`): every run is a *task* (a plain dict); its
 result is cached in ``cache/<key>.json`` (written atomically), key = SHA-256 of the task and the
 source of ``theory/`` and ``stability/``. Seeds are derived from the task, so results do not
 depend on the number of workers or the order of execution, and an interrupted sweep redoes only
@@ -56,8 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stability.io import atomic_write_text
-from stability.tasks import (
+from stability.runner import (
     Cache,
     DaskExecutor,
     LocalExecutor,
@@ -68,6 +67,7 @@ from stability.tasks import (
     workload,
 )
 from theory.errors import FieldError, UnknownNameError
+from theory.io import atomic_write_text
 
 DEFAULT_SCHEDULERS = ("rad", "sarathi", "request_level")
 DEFAULT_LOADS = (0.5, 0.8, 0.9, 0.95, 1.0, 1.05, 1.2)
@@ -443,7 +443,7 @@ def boundary_rows(result: SweepResult) -> list[dict]:
 def write_outputs(result: SweepResult, out: str | Path) -> dict:
     """``region.csv`` (one row per run), ``region.json`` (spec, boundaries, runs, timing) and the
     figures ``region.png`` (and ``region_two_class.png`` for two-class sweeps)."""
-    from stability.io import atomic_write_csv
+    from theory.io import atomic_write_csv
 
     out = Path(out)
     table = rows(result)

@@ -160,7 +160,7 @@ def request_level(cm, arrival, L_P, L_D, b):
 # shared/reference/scheduler_semantics.md (sections 1.0, 1.1, 2.1, 4) and from Algorithms 4-5, with
 # a request modelled by the tokens it has emitted (not by the engine's positions and counters).
 
-REJ_PROMPT_LIMIT, REJ_KV_NEVER = 1, 2  # the reasons, as numbered in stability.memory
+REJ_PROMPT_LIMIT, REJ_KV_NEVER = 1, 2  # the reasons, as numbered in stability.sim.memory
 
 
 class MReq:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stability.classes import draw_classes, p99_met, parse_classes, paying_free
-from stability.simulate import Scenario, simulate
+from stability.sim.classes import draw_classes, p99_met, parse_classes, paying_free
+from stability.sim.simulate import Scenario, simulate
 from theory.errors import FieldError
 
 

@@ -27,7 +27,7 @@ def public_objects():
 
 def test_the_walk_finds_the_library():
     names = {name for name, _ in public_objects()}
-    assert {"theory.cost.T_batch", "stability.simulate.simulate", "theory.bounds.compute_bounds"} <= names
+    assert {"theory.cost.T_batch", "stability.sim.simulate.simulate", "theory.bounds.compute_bounds"} <= names
 
 
 @pytest.mark.parametrize("package", ["theory", "stability", "paper_checks", "llmq"])

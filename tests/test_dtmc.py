@@ -8,8 +8,8 @@ import pytest
 from scipy import stats
 
 from stability.dtmc import CycleSampler, build_chain, compare_with_paper, empirical_n_min
-from stability.gpu import run_gpu
 from stability.schedulers import rad
+from stability.sim.gpu import run_gpu
 from tests.toys import solo_cost_model
 from theory.bounds import T_bar_R, T_max, n_threshold
 from theory.cost import Batch, T_batch

@@ -6,8 +6,8 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stability.markov import gth_solve, stationary_laws, structure
 from theory.errors import FieldError
+from theory.markov import gth_solve, stationary_laws, structure
 
 
 def exact_stationary(P_rational: sympy.Matrix) -> np.ndarray:

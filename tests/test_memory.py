@@ -2,9 +2,9 @@
 
 import pytest
 
-from stability.memory import capacity_blocks, kv_config
 from stability.schedulers import get_scheduler
-from stability.simulate import Scenario, cost_model_of
+from stability.sim.memory import capacity_blocks, kv_config
+from stability.sim.simulate import Scenario, cost_model_of
 from theory.errors import FieldError, UnknownNameError
 
 
@@ -61,7 +61,7 @@ def test_bad_options(a100, name, options, field):
 
 
 def test_distserve_needs_a_decode_node():
-    from stability.simulate import simulate
+    from stability.sim.simulate import simulate
 
     with pytest.raises(FieldError, match="prefill_nodes"):
         simulate(Scenario(scheduler="distserve", r=1, n_requests=10))

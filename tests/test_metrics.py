@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from stability.metrics import histogram_quantile, in_system, stability_verdict
-from stability.simulate import Scenario, simulate
+from stability.sim.metrics import histogram_quantile, in_system, stability_verdict
+from stability.sim.simulate import Scenario, simulate
 
 
 def fcfs_queue(rho: float, n: int, seed: int):

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stability import engine
-from stability.gpu import collect, tables_for
 from stability.schedulers import get_scheduler
+from stability.sim import engine
+from stability.sim.gpu import collect, tables_for
 from tests.test_schedulers_vs_reference import drawn
 
 LOOPS = [("sarathi", "loop"), ("sarathi_paper", "loop"), ("vllm", "loop"), ("slai", "loop"),

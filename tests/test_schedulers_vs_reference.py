@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stability.gpu import run_gpu
 from stability.schedulers import get_scheduler
+from stability.sim.gpu import run_gpu
 from tests import reference_sim as ref
 from tests.toys import toy_cost_model
 
@@ -156,7 +156,7 @@ def test_memory_pressure_is_exercised():
 def test_distserve(detail, data):
     """Prefill nodes then decode nodes, routed round robin or to the shortest queue, against the
     reference's nodes advanced batch by batch (with its own JSQ)."""
-    from stability.cluster import run_cluster
+    from stability.sim.cluster import run_cluster
 
     cm, arrival, L_P, L_D, _, pick = drawn(data)
     r_p, r_d = pick([1, 2]), pick([1, 2])

@@ -19,12 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stability import engine
-from stability.gpu import run_gpu
-from stability.memory import SARATHI, allocate, kv_setup
 from stability.schedulers import get_scheduler
 from stability.schedulers.slai import last_schedulable_time, offset
-from stability.simulate import Scenario, simulate
+from stability.sim import engine
+from stability.sim.gpu import run_gpu
+from stability.sim.memory import SARATHI, allocate, kv_setup
+from stability.sim.simulate import Scenario, simulate
 from tests import reference_sim as ref
 from tests.test_schedulers_vs_reference import BIG, assert_close, assert_same, blocks_of, drawn
 
@@ -194,7 +194,7 @@ def test_alpha_caps_requests_holding_memory(data):
 
 
 def low_load(order, dynamic, **extra):
-    from stability.classes import paying_free
+    from stability.sim.classes import paying_free
 
     sc = Scenario(**{"gpu": "rtx6000ada", "mode": "real", "scheduler": "slai", "rate": 0.2,
                      "n_requests": 300, "seed": 3, "detail": True, "classes": paying_free(0.3),

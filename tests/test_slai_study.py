@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from stability import slai_study
-from stability.slai_analysis import capacity, ci, operating_rate, paper_table
-from stability.slai_report import run_study, write_outputs
-from stability.slai_study import Panel, Study
+from stability.slai import study as slai_study
+from stability.slai.analysis import capacity, ci, operating_rate, paper_table
+from stability.slai.report import run_study, write_outputs
+from stability.slai.study import Panel, Study
 from theory.workload import get_workload
 
 

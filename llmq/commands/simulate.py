@@ -55,9 +55,9 @@ def parse_options(items) -> tuple:
 
 
 def scenario_from(values: dict):
-    """The :class:`stability.simulate.Scenario` that the resolved command-line ``values`` describe."""
-    from stability.classes import parse_classes
-    from stability.simulate import Scenario
+    """The :class:`stability.sim.simulate.Scenario` that the resolved command-line ``values`` describe."""
+    from stability.sim.classes import parse_classes
+    from stability.sim.simulate import Scenario
 
     rate = values["rate"]
     return Scenario(
@@ -75,8 +75,8 @@ def run(args) -> int:
     """Run ``llmq simulate`` on the parsed ``args``; the exit code."""
     from tqdm import tqdm
 
-    from stability.io import atomic_write_csv
-    from stability.simulate import simulate
+    from stability.sim.simulate import simulate
+    from theory.io import atomic_write_csv
 
     values = resolve(args)
     sc = scenario_from(values)

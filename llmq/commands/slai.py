@@ -33,8 +33,8 @@ def run(args) -> int:
 
     from tqdm import tqdm
 
-    from stability.slai_report import n_points, run_study, write_outputs
-    from stability.slai_study import FULL, QUICK
+    from stability.slai.report import n_points, run_study, write_outputs
+    from stability.slai.study import FULL, QUICK
 
     study = QUICK if args.quick else FULL
     if args.seeds is not None:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from numba import njit
 
-from stability.engine import (
+from stability.schedulers.rad import Params, make_params  # same parameters: n, t_col, chunk
+from stability.sim.engine import (
     BIG,
     DONE,
     begin_cycle,
@@ -35,7 +36,6 @@ from stability.engine import (
     see_arrivals,
     stop_code,
 )
-from stability.schedulers.rad import Params, make_params  # same parameters: n, t_col, chunk
 
 NAME = "alg2"
 USES_CYCLES = True

@@ -26,7 +26,7 @@ transfer and the wait for a decode slot.
 
 Not modelled: KV memory (Algorithm 5 has none; the real decode node swaps to CPU under memory
 pressure), pipeline parallelism. The cluster composition (r = prefill_nodes + decode nodes,
-routing by the planner at each stage) is :mod:`stability.disaggregated`.
+routing by the planner at each stage) is :mod:`stability.sim.disaggregated`.
 
 References
 ----------
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from stability.engine import (
+from stability.sim.engine import (
     BIG,
     DONE,
     decode_run,
@@ -61,7 +61,7 @@ from theory.errors import FieldError, require_positive_int
 
 NAME = "distserve"
 USES_CYCLES = False
-DISAGGREGATED = True  # runs as prefill nodes then decode nodes (stability.disaggregated)
+DISAGGREGATED = True  # runs as prefill nodes then decode nodes (stability.sim.disaggregated)
 PREFILL_MODES = ("whole", "chunked", "batched")
 WHOLE, CHUNKED, BATCHED = range(3)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from stability.engine import (
+from stability.sim.engine import (
     BIG,
     DONE,
     decode_run,

@@ -18,7 +18,7 @@ Options: ``chunk_size`` (the token budget, default 512), ``max_num_seqs`` (128),
 ``order`` (``"fcfs"``, or ``"spf"``: admission picks the shortest prefill among the arrived
 waiting requests, ties by arrival, still blocking at the first that does not fit, as SLAI's
 SPF mode does), ``max_model_len`` (prompt limit, 8192 as Table 1's length cap) and the memory
-options of :func:`stability.memory.kv_config` (``memory=True``,
+options of :func:`stability.sim.memory.kv_config` (``memory=True``,
 ``gpu_memory_utilization=0.8`` as Sarathi-Serve's default).
 
 Choices where the real system differs from a model or is silent:
@@ -36,7 +36,7 @@ Choices where the real system differs from a model or is silent:
 A run of decode-only batches is one event (``decode_run``) while nothing could join it: no
 partial prefill with budget left and a waiting head that cannot be admitted (FCFS: that only
 changes at a completion, memory only shrinks meanwhile), cut before the first batch that would
-preempt (:func:`stability.memory.clean_decode_batches`) and, when an arrival could be admitted,
+preempt (:func:`stability.sim.memory.clean_decode_batches`) and, when an arrival could be admitted,
 at the first batch boundary after it. Other batches are built and run one at a time.
 
 References
@@ -52,8 +52,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from stability.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
-from stability.memory import (
+from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
+from stability.sim.memory import (
     REJ_KV_NEVER,
     REJ_PROMPT_LIMIT,
     SARATHI,
@@ -65,7 +65,7 @@ from stability.memory import (
     never_fits,
     reject,
 )
-from stability.mixed import add_chunk, admit, reserve_decodes, run_mixed, w_head, w_len, w_pop, w_refresh
+from stability.sim.mixed import add_chunk, admit, reserve_decodes, run_mixed, w_head, w_len, w_pop, w_refresh
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from stability.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
-from stability.mixed import add_chunk, admit, run_mixed, w_len, w_pop, w_refresh
+from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
+from stability.sim.mixed import add_chunk, admit, run_mixed, w_len, w_pop, w_refresh
 from theory.cost import CostModel
 from theory.errors import require_positive_int
 

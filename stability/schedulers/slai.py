@@ -54,8 +54,8 @@ Options (the authors' ``default.yml`` and Section 7): ``token_budget`` 512, ``ma
 128, ``limit_total_decodes`` (beta) 128, ``order`` ``"spf"`` (or ``"fcfs"``, ``"spf_priority"``),
 ``dynamic`` True (delta 5 below / 10 at or above ``memory_limit`` 0.96 of the KV blocks), ``delta``
 10 when not dynamic, ``tbt_slo`` one SLO per class (0.2 s, the authors' default, for a single
-class; :func:`stability.simulate.simulate` passes the scenario's classes), ``max_model_len`` 8192
-and the memory options of :func:`stability.memory.kv_config` (on, ``gpu_memory_utilization`` 0.9,
+class; :func:`stability.sim.simulate.simulate` passes the scenario's classes), ``max_model_len`` 8192
+and the memory options of :func:`stability.sim.memory.kv_config` (on, ``gpu_memory_utilization`` 0.9,
 the authors' benchmark default).
 
 A run of decode-only batches is one event when every decode runs in each of them (at most
@@ -77,8 +77,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from stability.engine import BIG, DONE, decode_run, idle, log_has_room, move_decode, running, stop_code
-from stability.memory import (
+from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, move_decode, running, stop_code
+from stability.sim.memory import (
     REJ_KV_NEVER,
     REJ_PROMPT_LIMIT,
     SARATHI,
@@ -92,7 +92,7 @@ from stability.memory import (
     never_fits,
     reject,
 )
-from stability.mixed import (
+from stability.sim.mixed import (
     add_chunk,
     admit,
     preempt_decode,
@@ -108,7 +108,7 @@ from theory.errors import FieldError, require_positive_int
 
 NAME = "slai"
 USES_CYCLES = False
-ORDERS = ("fcfs", "spf", "spf_priority")  # codes 0, 1, 2 as in stability.mixed
+ORDERS = ("fcfs", "spf", "spf_priority")  # codes 0, 1, 2 as in stability.sim.mixed
 HEAD = 15  # fixed entries of Params.array() before the per-class SLOs
 
 

@@ -16,7 +16,7 @@ shared/reference/scheduler_semantics.md section 2.1). Each iteration:
 
 Options: ``max_num_batched_tokens`` (vLLM: ``max(max_model_len, 2048)``; default 8192, Table 1's
 cap on prompt + output), ``max_num_seqs`` (256), ``max_model_len`` (8192) and the memory options
-of :func:`stability.memory.kv_config` (``memory=True``, ``gpu_memory_utilization=0.9``).
+of :func:`stability.sim.memory.kv_config` (``memory=True``, ``gpu_memory_utilization=0.9``).
 
 Not modelled: swap preemption (vLLM uses it only for groups of several sequences, e.g. beam
 search), ``delay_factor`` (0 by default), the priority policy. A recompute prompt (prompt +
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from stability.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
-from stability.memory import (
+from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
+from stability.sim.memory import (
     REJ_KV_NEVER,
     REJ_PROMPT_LIMIT,
     VLLM,
@@ -51,7 +51,7 @@ from stability.memory import (
     never_fits,
     reject,
 )
-from stability.mixed import add_chunk, admit, reserve_decodes, run_mixed, w_head, w_len, w_pop, w_refresh
+from stability.sim.mixed import add_chunk, admit, reserve_decodes, run_mixed, w_head, w_len, w_pop, w_refresh
 from theory.cost import CostModel
 from theory.errors import require_positive_int
 

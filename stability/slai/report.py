@@ -8,7 +8,7 @@ output directory:
   TTFT, P99 TBT and mean TTFT per class, gap attainment, mean batch time, KV peak, and the
   fraction of replicates meeting every TBT SLO;
 * ``paper_vs_llmq.csv`` and ``.md``: the paper's numbers beside ours (:func:`paper_table`) and the
-  qualitative claims (:func:`stability.slai_analysis.claims`);
+  qualitative claims (:func:`stability.slai.analysis.claims`);
 * ``fig6_<panel>.png`` (Figs. 6, 9, 10), ``fig7_<panel>.png`` (Fig. 7b-c at the operating point),
   ``fig8_<panel>.png`` (Fig. 8), ``lengths.png``; ``cache/`` holds one JSON per simulated point.
 
@@ -24,8 +24,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from stability.io import atomic_write_csv, atomic_write_text
-from stability.slai_analysis import (
+from stability.slai.analysis import (
     aggregate,
     buckets,
     claims,
@@ -33,7 +32,7 @@ from stability.slai_analysis import (
     paper_table,
     paper_ttft_base,
 )
-from stability.slai_study import (
+from stability.slai.study import (
     POLICIES,
     POLICY,
     TOTAL_CAP,
@@ -44,6 +43,7 @@ from stability.slai_study import (
     run_tasks,
     tasks_at,
 )
+from theory.io import atomic_write_csv, atomic_write_text
 
 
 def n_points(study: Study) -> int:
@@ -142,7 +142,7 @@ def write_figures(study: Study, rows: list[dict], agg: list[dict], out: Path) ->
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from stability import slai_plots
+    from stability.slai import plots as slai_plots
 
     written = {}
 

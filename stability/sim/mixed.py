@@ -38,7 +38,7 @@ import math
 
 from numba import njit
 
-from stability.engine import (
+from stability.sim.engine import (
     count_batch,
     log_batch,
     log_item,
@@ -48,8 +48,8 @@ from stability.engine import (
     record_gap,
     see_arrivals,
 )
-from stability.kernels import lin_waste, psa_waste, t_fixed, t_psa
-from stability.memory import allocate, append, can_append, release
+from stability.sim.kernels import lin_waste, psa_waste, t_fixed, t_psa
+from stability.sim.memory import allocate, append, can_append, release
 
 KEY_SHIFT = 32  # SPF heap key: cls << 58 | pl << 32 | j (the class only under priority)
 CLS_SHIFT = 58  # room for prefill targets below 2**26 tokens and 32 classes

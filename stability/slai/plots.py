@@ -1,6 +1,6 @@
 """Figures of the Section 7 study: analogues of the paper's Fig. 6 (9, 10), Fig. 7b-c and Fig. 8.
 
-Every function takes the aggregated rows of :func:`stability.slai_analysis.aggregate` (means and
+Every function takes the aggregated rows of :func:`stability.slai.analysis.aggregate` (means and
 95% intervals over replicates) and returns a matplotlib figure; error bars are those intervals.
 
 References
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from stability.classes import FREE_SLO, PAYING_SLO
-from stability.slai_study import BUCKET_EDGES, POLICIES, POLICY, TTFT_TARGET
+from stability.sim.classes import FREE_SLO, PAYING_SLO
+from stability.slai.study import BUCKET_EDGES, POLICIES, POLICY, TTFT_TARGET
 
 MARKERS = "osD^v<>"
 STYLE = {p.key: {"color": f"C{k}", "marker": MARKERS[k]} for k, p in enumerate(POLICIES)}  # per policy
@@ -68,7 +68,7 @@ def fig6(agg, panel, lambda_star: float | None = None):
 
 def fig7_buckets(per_policy: dict, panel):
     """Requests served within the arrival window, and mean TTFT, by prompt length at the operating
-    point (Fig. 7b-c). ``per_policy`` maps a policy key to :func:`stability.slai_analysis.buckets`."""
+    point (Fig. 7b-c). ``per_policy`` maps a policy key to :func:`stability.slai.analysis.buckets`."""
     import matplotlib.pyplot as plt
 
     edges = np.asarray(BUCKET_EDGES)
@@ -123,7 +123,7 @@ def fig_lengths():
     (both conditioned on L^P + L^D <= 8192)."""
     import matplotlib.pyplot as plt
 
-    from stability.slai_study import TOTAL_CAP
+    from stability.slai.study import TOTAL_CAP
     from theory.workload import get_workload
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))

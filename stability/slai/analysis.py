@@ -1,4 +1,4 @@
-"""Section 7's derived quantities from the points of :mod:`stability.slai_study`.
+"""Section 7's derived quantities from the points of :mod:`stability.slai.study`.
 
 * Aggregation: per (panel, policy, rate), the mean over replicates and a Student-t 95% interval.
 * Serving capacity of a policy in one replicate: walk the rates upwards while the point meets
@@ -28,7 +28,7 @@ from collections import defaultdict
 import numpy as np
 from scipy import stats
 
-from stability.slai_study import BASELINE, SLAI_DYNAMIC, TTFT_TARGET
+from stability.slai.study import BASELINE, SLAI_DYNAMIC, TTFT_TARGET
 
 PAPER = {  # Section 7 and Appendix F.3 (Figs. 6c, 9c, 10c)
     0.05: {"cap_base": 1.15, "cap_slai": 1.45, "ttft_base": 1.5, "ttft_slai": 0.7},

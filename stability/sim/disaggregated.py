@@ -26,8 +26,9 @@ from types import ModuleType
 
 import numpy as np
 
-from stability import engine
-from stability.gpu import GpuRun, collect, tables_for
+from stability.sim import engine
+from stability.sim.gpu import GpuRun, collect, tables_for
+from stability.sim.routing import jsq_route, route
 from theory.cost import CostModel
 from theory.errors import FieldError
 
@@ -39,8 +40,6 @@ def _route_and_run(loop, ct, prm, times, L_P, L_D, cls, t_start, t_first, k, pla
     Returns the node of each request, the node states, and each node's requests (indices into
     ``times``) in the node's order.
     """
-    from stability.cluster import jsq_route, route
-
     n = len(times)
     if planner == "jsq" and k > 1:
         node, states = jsq_route(loop, ct, prm, times, L_P, L_D, cls, n_class, k, detail, log,

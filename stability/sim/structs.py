@@ -3,7 +3,7 @@
 A numba tuple of arrays pays a reference-count round trip for every member a called function
 does not touch (about 9 ns each, per call); a structref is passed as one pointer. Fields are
 declared once here with their types; instances are created by cached compiled factories in
-:mod:`stability.kernels` and :mod:`stability.engine`, and read back from Python by compiled
+:mod:`stability.sim.kernels` and :mod:`stability.sim.engine`, and read back from Python by compiled
 exporters, so no per-process compilation is needed.
 """
 
@@ -36,11 +36,11 @@ class StateType(types.StructRef):
 
 
 class Costs(structref.StructRefProxy):
-    """Python handle of a compiled cost-table record (see :mod:`stability.kernels`)."""
+    """Python handle of a compiled cost-table record (see :mod:`stability.sim.kernels`)."""
 
 
 class State(structref.StructRefProxy):
-    """Python handle of a compiled GPU state record (see :mod:`stability.engine`)."""
+    """Python handle of a compiled GPU state record (see :mod:`stability.sim.engine`)."""
 
 
 structref.define_boxing(CostsType, Costs)
@@ -72,7 +72,7 @@ STATE = StateType([
     ("p_id", IA), ("bp_j", IA), ("bp_c", IA),
     # shortest-prefill-first waiting heap of keys pl << 32 | j
     ("hq", IA),
-    # KV memory per request: blocks held, preemptions, rejection reason (stability.memory)
+    # KV memory per request: blocks held, preemptions, rejection reason (stability.sim.memory)
     ("blk", IA), ("npre", IA), ("rej", IA),
     # TBT record per class: histogram and (count, sum, max); per-class TBT SLO and, per request,
     # the gaps above its class's SLO

@@ -49,7 +49,7 @@ class RequestClass:
 
 def paying_free(paying: float, paying_slo: float = PAYING_SLO,
                 free_slo: float = FREE_SLO) -> tuple[tuple[str, float, float], ...]:
-    """The paper's two classes as a :class:`stability.simulate.Scenario` ``classes`` value: a
+    """The paper's two classes as a :class:`stability.sim.simulate.Scenario` ``classes`` value: a
     request is paying with probability ``paying`` (TBT SLO 0.1 s), else free-tier (0.5 s)."""
     return (("paying", float(paying), float(paying_slo)), ("free", 1.0 - float(paying), float(free_slo)))
 

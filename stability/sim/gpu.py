@@ -14,9 +14,9 @@ from types import ModuleType
 
 import numpy as np
 
-from stability import engine
-from stability.kernels import build_tables
-from stability.structs import Costs
+from stability.sim import engine
+from stability.sim.kernels import build_tables
+from stability.sim.structs import Costs
 from theory.cost import CostModel
 
 PROGRESS_SLICES = 200  # a progress-reporting run stops this many times in simulated time
@@ -44,7 +44,7 @@ class GpuRun:
     batches: dict | None
     items: dict | None
     tbt_viol: np.ndarray | None = None  # TBT gaps above the class's SLO, per request (NaN unless detail)
-    reject: np.ndarray | None = None  # rejection reason per request (stability.memory.REJ_*)
+    reject: np.ndarray | None = None  # rejection reason per request (stability.sim.memory.REJ_*)
     preemptions: np.ndarray | None = None  # recompute preemptions per request
     kv: dict | None = None  # KV memory: on, blocks, free_end, peak, block_size
     rows: np.ndarray | None = None  # global request index of the items' request numbers, if not

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
-from stability.engine import TBT_BINS, TBT_LO, TBT_PER_DECADE
+from stability.sim.engine import TBT_BINS, TBT_LO, TBT_PER_DECADE
 from theory.cost import CostModel, decode_prefix
 
 

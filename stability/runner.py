@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from stability.io import atomic_write_text
 from theory.errors import FieldError, LlmqError
+from theory.io import atomic_write_text
 
 G_MIN = 0.002  # a run is unstable when its accumulating fraction g exceeds this with confidence
 
@@ -108,7 +108,7 @@ def run_task(task: dict) -> dict:
 
 
 def _run_sim(task: dict) -> dict:
-    from stability.simulate import Scenario, simulate
+    from stability.sim.simulate import Scenario, simulate
 
     sc = Scenario(gpu=task["tileset"], model=task["model"], mode=task["mode"],
                   workload=task["workload"], pad=task["variant"] == "pad", gpu_file=task["gpu_file"],
@@ -132,7 +132,7 @@ def saturated_throughput(arrival, finish, node, r: int, warmup: float = 0.2) -> 
     ``warmup`` arrival quantile to the last arrival (``(k - 1) / span``, exact for evenly spaced
     completions), and the fewest requests pending at any node right after a completion in that
     window (> 0: no node ever emptied, so the window measured the capacity under backlog)."""
-    from stability.metrics import in_system
+    from stability.sim.metrics import in_system
 
     t0, t1 = float(arrival[int(warmup * (arrival.size - 1))]), float(arrival[-1])
     inside = (finish > t0) & (finish <= t1)
@@ -218,7 +218,7 @@ class LocalExecutor:
             # forkserver: workers never inherit this process's threads (tqdm, dask); they import
             # the simulator once, preloaded in the server
             ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["stability.tasks"])
+            ctx.set_forkserver_preload(["stability.runner"])
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
         return self._pool
 

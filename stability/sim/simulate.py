@@ -8,7 +8,7 @@ Randomness: one ``numpy.random.SeedSequence(seed)`` spawns independent streams f
 times, the lengths, the routing and the request classes, so a result depends on the scenario
 only, and adding classes changes neither arrivals nor lengths.
 
-Request classes (:mod:`stability.classes`): ``classes`` lists ``(name, probability, TBT SLO)``;
+Request classes (:mod:`stability.sim.classes`): ``classes`` lists ``(name, probability, TBT SLO)``;
 each request draws its class; a scheduler that takes per-class TBT SLOs (SLAI's ``tbt_slo``) gets
 them from the classes, and :meth:`SimResult.class_summary` reports TTFT, TBT and SLO attainment
 per class. ``total_cap`` conditions the length law on L^P + L^D <= cap (Section 7 caps requests
@@ -28,11 +28,12 @@ from functools import cached_property
 
 import numpy as np
 
-from stability import metrics
-from stability.classes import RequestClass, draw_classes, p99_met, parse_classes
-from stability.cluster import PLANNERS, run_cluster
-from stability.gpu import GpuRun
 from stability.schedulers import get_scheduler
+from stability.sim import metrics
+from stability.sim.classes import RequestClass, draw_classes, p99_met, parse_classes
+from stability.sim.cluster import run_cluster
+from stability.sim.gpu import GpuRun
+from stability.sim.routing import PLANNERS
 from theory.bounds import T_bar_R
 from theory.cost import CostModel, build_cost_model
 from theory.errors import FieldError, UnknownNameError, require_positive, require_positive_int
@@ -126,7 +127,7 @@ class SimResult:
         return metrics.optimal_work(self.cost_model, self.requests["L_P"], self.requests["L_D"])
 
     def verdict(self, **kwargs) -> metrics.Verdict:
-        """Stability verdict from the drift of the work in system (see :mod:`stability.metrics`).
+        """Stability verdict from the drift of the work in system (see :mod:`stability.sim.metrics`).
 
         Rejected requests (a memory model refused them at arrival) never enter the system and are
         left out; the verdict is about the work that was admitted.
@@ -187,7 +188,7 @@ class SimResult:
         """Per class: requests, completions, TTFT; in detail mode also TBT and SLO attainment
         (gap attainment, whether the class's P99 TBT is within the SLO, and the fractions of
         finished requests whose own P99 TBT, or every gap, is within it; see
-        :mod:`stability.classes`)."""
+        :mod:`stability.sim.classes`)."""
         rq = self.requests
         done = np.isfinite(rq["t_finish"])
         out = []

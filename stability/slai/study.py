@@ -20,7 +20,7 @@ it meets the SLO (exactly, from the count of gaps above it), requests served and
 prompt-length bucket. Points are cached as ``cache/<key>.json`` (atomic), key = SHA-256 of the
 run and of the simulator's source, so an interrupted study resumes.
 
-Derived quantities (:mod:`stability.slai_analysis`): serving capacity (the largest rate with
+Derived quantities (:mod:`stability.slai.analysis`): serving capacity (the largest rate with
 median TTFT <= 0.5 s while every class meets its P99 TBT SLO), the operating point (the rate at
 which Sarathi-FCFS's median TTFT reaches the paper's 1.5 s, or 2 s at 95% paying) and the
 paper-vs-llmq table.
@@ -42,11 +42,11 @@ from pathlib import Path
 
 import numpy as np
 
-from stability.classes import paying_free
-from stability.io import atomic_write_text
-from stability.simulate import Scenario, SimResult, simulate
-from stability.tasks import code_version
+from stability.runner import code_version
+from stability.sim.classes import paying_free
+from stability.sim.simulate import Scenario, SimResult, simulate
 from theory.errors import FieldError
+from theory.io import atomic_write_text
 
 GPU = "rtx6000ada"
 MODEL = "mistral-7b"
@@ -296,7 +296,7 @@ def run_tasks(tasks: list[Task], cache_dir: str | Path, workers: int = 1,
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["stability.slai_study"])
+        ctx.set_forkserver_preload(["stability.slai.study"])
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             futures = {pool.submit(run_point, tasks[k].scenario): k for k in todo}
             for fut in as_completed(futures):

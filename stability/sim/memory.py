@@ -17,7 +17,7 @@ The model is the paged block manager that vLLM v0 and Sarathi-Serve share
 * decode growth (``can_append_slot``): Sarathi-Serve asks for ``free > 0`` before every decode
   whether or not it needs a new block (rule ``SARATHI``); vLLM v0 asks only that the blocks the new
   token needs be free (rule ``VLLM``). A block is taken when a position crosses a block boundary;
-* preemption is by recompute (done by :mod:`stability.mixed`): the victim's blocks are freed and
+* preemption is by recompute (done by :mod:`stability.sim.mixed`): the victim's blocks are freed and
   it later re-prefills its prompt plus the tokens it had generated;
 * a request whose blocks can never be allocated, even on an empty GPU (``blocks(len) > total -
   watermark``, vLLM's ``AllocStatus.NEVER``), is rejected with reason ``REJ_KV_NEVER``; one

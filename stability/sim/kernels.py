@@ -2,7 +2,7 @@
 
 The engine needs batch times millions of times; numpy's per-call overhead would dominate at batch
 sizes of a few hundred tokens, so the formulas are written once more as small numba functions over
-a :data:`stability.structs.COSTS` record. They choose tiles exactly as :mod:`theory.cost` does (the
+a :data:`stability.sim.structs.COSTS` record. They choose tiles exactly as :mod:`theory.cost` does (the
 fastest tile per GeMM; the linear GeMMs share theirs) and the tests check the two agree.
 
 References
@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 from numba.experimental import structref
 
-from stability.structs import COSTS, Costs
+from stability.sim.structs import COSTS, Costs
 from theory.cost import CostModel, decode_prefix, linear_table
 
 LIN_TABLE = 1 << 14  # batches below this many tokens look their linear time up

@@ -2,7 +2,7 @@
 
 One GPU runs batches back to back (Section 3.1). A batch holds prefill iterations
 ``PI(R, i, c)`` and decode iterations ``DI(R, i)``; it lasts exactly Eq. 7 of its contents (the
-compiled twins in :mod:`stability.kernels`). Requests arrive at given times (a Poisson process or a
+compiled twins in :mod:`stability.sim.kernels`). Requests arrive at given times (a Poisson process or a
 trace), wait in FCFS order, are scheduled, and finish with the batch holding their last decode.
 
 Cost grows with events, not tokens:
@@ -36,8 +36,8 @@ import numpy as np
 from numba import njit
 from numba.experimental import structref
 
-from stability.kernels import lin_waste, psa_waste, t_fixed, t_lin, t_psa
-from stability.structs import STATE, State
+from stability.sim.kernels import lin_waste, psa_waste, t_fixed, t_lin, t_psa
+from stability.sim.structs import STATE, State
 from theory.errors import FieldError
 
 # --- loop return codes -------------------------------------------------------------------------
