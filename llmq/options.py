@@ -17,6 +17,7 @@ COMMON_DEFAULTS = {
     "gpu": "a100",
     "gpu_file": None,
     "model": "mistral-7b",
+    "model_file": None,
     "mode": "paper",
     "workload": "table1",
     "pad": False,
@@ -36,7 +37,8 @@ def add_common(parser: argparse.ArgumentParser, *, defaults: dict | None = None)
     parser.add_argument("--gpu", help=f"GPU preset, alias or key of --gpu-file (default {d['gpu']})")
     parser.add_argument("--gpu-file", help="TOML file adding or overriding GPU profiles")
     parser.add_argument("--tiles", help="restrict the GPU's tiles, e.g. '128x128' or '256x128x32'")
-    parser.add_argument("--model", help=f"model preset (default {d['model']})")
+    parser.add_argument("--model", help=f"model preset or key of --model-file (default {d['model']})")
+    parser.add_argument("--model-file", help="TOML file adding or overriding model profiles")
     parser.add_argument("--mode", choices=["paper", "real"],
                         help="paper: the paper's single-head 2-matrix-FFN layer; real: GQA + SwiGLU")
     parser.add_argument("--workload",
@@ -66,16 +68,19 @@ def resolve(args: argparse.Namespace) -> dict:
     return values
 
 
-def build_cost_model_from(values: dict, gpu_name: str | None = None):
-    """The :class:`theory.cost.CostModel` the options describe (GPU, tiles, model, mode)."""
-    from theory.cost import build_cost_model
-    from theory.hardware import get_gpu
-    from theory.models import get_model
+def cost_spec_from(values: dict, gpu_name: str | None = None):
+    """The :class:`theory.builder.CostSpec` the options describe (GPU, tiles, model, mode, files)."""
+    from theory.builder import CostSpec
 
-    gpu = get_gpu(gpu_name or values["gpu"], values.get("gpu_file"))
-    if values.get("tiles"):
-        gpu = gpu.restrict(values["tiles"])
-    return build_cost_model(gpu, get_model(values["model"]), values["mode"])
+    return CostSpec(gpu_name or values["gpu"], values["model"], values["mode"], values.get("tiles"),
+                    values.get("gpu_file"), values.get("model_file"))
+
+
+def build_cost_model_from(values: dict, gpu_name: str | None = None):
+    """The :class:`theory.cost.CostModel` the options describe, from the one builder."""
+    from theory.builder import cost_model
+
+    return cost_model(cost_spec_from(values, gpu_name))
 
 
 def build_workload_from(values: dict, cm=None):

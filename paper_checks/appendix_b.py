@@ -25,20 +25,11 @@ from paper_checks.chunking import (
     grouped_schedule,
     relaxed_dp,
 )
-from paper_checks.common import (
-    PAPER_MODEL,
-    PAPER_WORKLOADS,
-    cost_model,
-    frac,
-    gpus,
-    models,
-    t_star_cost_model,
-    t_star_first,
-    workload,
-)
+from paper_checks.common import PAPER_MODEL, PAPER_WORKLOADS, frac, gpus, models, t_star_first, workload
 from paper_checks.registry import Result, Verdict, judged, not_checkable, register
 from theory import cost
 from theory.bounds import T_bar_R, T_max
+from theory.builder import CostSpec, cost_model
 from theory.hardware import get_gpu
 from theory.symbolic import SymbolicCostModel
 
@@ -130,7 +121,7 @@ def eq10b_core(cms) -> tuple[bool, dict | None, int]:
           method="Exact rationals of every tile's ceiling-free linear and attention coefficients vs t*'s, "
                  "every tile of every GPU x model x mode (float roofline ties within 1e-12 count as ties).")
 def eq10b_tile_replacement(fast: bool) -> Result:
-    cms = [cost_model(g, m, mode) for g in gpus() for m in models() for mode in ("paper", "real")]
+    cms = [cost_model(CostSpec(g, m, mode)) for g in gpus() for m in models() for mode in ("paper", "real")]
     ok, bad, n = eq10b_core(cms)
     if not ok:
         return Result(Verdict.FAIL, "a tile beats t* in the ceiling-free bound", counterexample=bad)
@@ -319,7 +310,7 @@ def eq11_eq12_core(closed=eq12_prefill_term, fast: bool = True) -> tuple[bool, d
     n = 1
     lengths = [(256, 1), (512, 3)] if fast else [(256, 1), (512, 3), (1024, 7), (2048, 2)]
     for g in gpus()[: 2 if fast else None]:
-        scm = SymbolicCostModel.from_cost_model(cost_model(g))
+        scm = SymbolicCostModel.from_cost_model(cost_model(CostSpec(g)))
         for l_P, l_D in lengths:
             n += 1
             eq11 = scm.T_star_R(l_P, l_D)
@@ -353,7 +344,7 @@ def eq11_eq12_closed_form(fast: bool) -> Result:
 def prop1_counterexample(gpu_key: str, model: str = PAPER_MODEL, L_D: int = 1) -> dict:
     """An explicit schedule of t*_col requests (L^P = t*_lcm, L^D = ``L_D``) on one node whose
     Eq. 7 time (every GeMM on t*, exact rationals) is below sum_j T*_R(j) (Eq. 12)."""
-    cm = t_star_cost_model(gpu_key, model)
+    cm = cost_model(CostSpec(gpu_key, model, tiles="t*"))
     t = cm.t_star
     at_t, _ = gpu_dp(gpu_key, t.t_lcm)
     chunks = at_t.chunks(t.t_lcm)
@@ -449,7 +440,7 @@ def prop2_slln_mean(fast: bool) -> Result:
              + N * d / (s * mu * tr * tc * tk) * E(lambda j: lp[j] * (lp[j] + t)))
     symbolic_ok = sp.expand(mean - T_bar) == 0
     numeric = {}
-    cm = cost_model("a100")
+    cm = cost_model(CostSpec("a100"))
     for wn in PAPER_WORKLOADS[: 1 if fast else None]:
         w = workload(wn).padded(cm.t_lcm)
         mean_eq12 = float(np.dot(w.p, eq12_vectorised(cm, w.L_P, w.L_D)))
@@ -512,7 +503,7 @@ def eq13_tmax(fast: bool) -> Result:
     for g in gpus()[: 3 if fast else None]:
         for mk in models()[: 2 if fast else None]:
             for mode in ("paper", "real"):
-                cm, cm_star = cost_model(g, mk, mode), t_star_cost_model(g, mk, mode)
+                cm, cm_star = cost_model(CostSpec(g, mk, mode)), cost_model(CostSpec(g, mk, mode, tiles="t*"))
                 for l_P, l_D in lengths:
                     cases += 1
                     tm = T_max(cm, l_P, l_D)
@@ -527,7 +518,7 @@ def eq13_tmax(fast: bool) -> Result:
     i = np.array([1, 64, 1024, 8192])
     per_token = {}
     for mode in ("paper", "real"):
-        cm = cost_model("a100", PAPER_MODEL, mode)
+        cm = cost_model(CostSpec("a100", PAPER_MODEL, mode))
         ratio = cost.T_P_SA(cm, i, np.ones_like(i)) / (cm.N * cost.T_D_SA(cm, i))
         per_token[mode] = ratio.round(3).tolist()
     return Result(judged(first_bad is None, rad_ok),

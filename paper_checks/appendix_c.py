@@ -19,11 +19,12 @@ from functools import cache
 import numpy as np
 import sympy as sp
 
-from paper_checks.common import cost_model, gpus, t_star_cost_model, workload
+from paper_checks.common import gpus, workload
 from paper_checks.pseudocode import Req, instances, rad
 from paper_checks.registry import Result, Verdict, judged, not_checkable, register
 from theory import cost
 from theory.bounds import T_bar_R, T_max, cycle_time_bound, lemma3_drift_bound, n_threshold
+from theory.builder import CostSpec, cost_model
 from theory.cost import CostModel, build_cost_model
 from theory.hardware import GPU, GemvTile, Tile
 from theory.models import Model
@@ -155,7 +156,7 @@ def eq23_prefill_mode(fast: bool) -> Result:
     from theory.symbolic import SymbolicCostModel
     n_cases = 0
     for g in gpus()[: 2 if fast else None]:
-        cm = t_star_cost_model(g)
+        cm = cost_model(CostSpec(g, tiles="t*"))
         scm = SymbolicCostModel.from_cost_model(cm)
         t_row, t_col, t_red, mu = scm.tiles[0]
         lcm = sp.ilcm(t_row, t_col, t_red)
@@ -269,7 +270,7 @@ def eq25_cycle_bound(fast: bool) -> Result:
     T_bar = (EL + ELD) / (muL * tc) + (EL + ELD) / mun + EDSA + coef * EPP
     ok = sp.expand(eq23 + eq24 - (n * T_bar + (tc - 1) * Tm)) == 0
     for g in gpus():
-        cm = cost_model(g)
+        cm = cost_model(CostSpec(g))
         w = workload("table1").padded(cm.t_lcm)
         tb, tm = T_bar_R(cm, w), T_max(cm, w.l_P_max, w.l_D_max)
         t_col = cm.t_star.t_col
@@ -286,13 +287,14 @@ def eq25_cycle_bound(fast: bool) -> Result:
                 "T^max.",
           method="mean of executed cycle times under Poisson arrivals vs Eq. 25")
 def appC2_executed_cycles(fast: bool) -> Result:
-    from paper_checks.simulated import burst_cycles, mean_ci
+    from paper_checks.simulated import burst_cycles
     from theory.bounds import T_bar_R, T_max, cycle_time_bound
+    from theory.stats import t_interval
 
     rows = []
     for n in ((256,) if fast else (128, 256, 1024)):
         cyc, cm, w = burst_cycles(n, cycles=60 if fast else 200, seed=n)
-        mean, low, high = mean_ci(cyc["end"] - cyc["start"])
+        mean, low, high = t_interval(cyc["end"] - cyc["start"], 0.99)
         tbar, tmax = T_bar_R(cm, w), T_max(cm, w.l_P_max, w.l_D_max)
         bound = cycle_time_bound(n, tbar, cm.t_star.t_col, tmax)
         rows.append({"n": n, "cycles": int(cyc["x"].size), "mean cycle s": mean, "99% CI": [low, high],
@@ -453,7 +455,7 @@ def lemma3_arrival_rate(fast: bool) -> Result:
                  "lambda = r(1-eps)/T_bar^R on real presets with r = 1, 2, 4; the corrected chain (lambda/r, "
                  "'<=') is proved by thm2.threshold.")
 def lemma3_drift(fast: bool) -> Result:
-    cm = cost_model("a100")
+    cm = cost_model(CostSpec("a100"))
     w = workload("table1").padded(cm.t_lcm)
     tb, tm = T_bar_R(cm, w), T_max(cm, w.l_P_max, w.l_D_max)
     t_col, eps = cm.t_star.t_col, 0.1
@@ -489,8 +491,9 @@ def lemma3_drift(fast: bool) -> Result:
                  "with the corrected bound n (lambda T_bar/r - 1) + (lambda/r)(t*_col - 1) T^max, and the "
                  "chain's drift at every x with the drift measured on a long simulated RAD run.")
 def lemma3_executed_drift(fast: bool) -> Result:
+    from paper_checks.chain_statements import compare_with_paper
     from paper_checks.simulated import small_tile_cost_model
-    from stability.dtmc import build_chain, compare_with_paper
+    from stability.dtmc import build_chain
     from theory.bounds import T_bar_R, T_max, lambda_star, n_threshold
 
     cm = small_tile_cost_model()
@@ -530,7 +533,7 @@ def lemma4_bound(fast: bool) -> Result:
     algebra = sp.simplify((r / lam + n * Tm) - (1 / (lam / r) + n * Tm)) == 0  # wait 1/(lambda/r) + busy
     worst, cases = 0.0, 0
     for g in gpus():
-        cm, cm_star = cost_model(g), t_star_cost_model(g)
+        cm, cm_star = cost_model(CostSpec(g)), cost_model(CostSpec(g, tiles="t*"))
         for wn in ("table1", "sharegpt4"):
             w = workload(wn).padded(cm.t_lcm)
             cases += 1
@@ -548,7 +551,8 @@ def lemma4_bound(fast: bool) -> Result:
           claim="Q(t) at a node is a positive-recurrent regenerative process (E[T^regen] < infinity).",
           method="return times to Q = 0 in long simulations")
 def thm2_regeneration(fast: bool) -> Result:
-    from paper_checks.simulated import RAD_N, empty_times, mean_ci, run
+    from paper_checks.simulated import RAD_N, empty_times, run
+    from theory.stats import t_interval
 
     n_req = 20000 if fast else 200000
     runs, rows = [], []
@@ -558,7 +562,7 @@ def thm2_regeneration(fast: bool) -> Result:
         ends = res.runs[0].cycles["end"]  # a cycle ends when D empties; the next starts at once
         aligned = bool(np.all(np.isin(empties, ends)))
         gaps = np.diff(empties)
-        mean, low, high = mean_ci(gaps)
+        mean, low, high = t_interval(gaps, 0.99)
         horizon = float(res.requests["arrival"][-1])
         runs.append((aligned, low, high))
         rows.append({"seed": seed, "returns to Q = 0": int(empties.size), "mean return time s": mean,

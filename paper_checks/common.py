@@ -1,4 +1,8 @@
-"""Shared helpers of the checks: preset cost models, exact rationals, JSON-safe evidence."""
+"""Shared helpers of the checks: preset names, exact rationals, JSON-safe evidence.
+
+Cost models come from the one builder, :func:`theory.builder.cost_model`; ``tiles="t*"`` gives
+Eq. 7 with one common tile, t*.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,8 @@ from functools import cache
 
 import numpy as np
 
-from theory.cost import CostModel, build_cost_model
-from theory.hardware import GPU, Tile, get_gpu, gpu_names
-from theory.models import get_model, model_names
+from theory.hardware import GPU, Tile, gpu_names
+from theory.models import model_names
 from theory.workload import Workload, get_workload
 
 PAPER_GPU = "rtx6000ada"  # Section 7: "a single NVIDIA RTX ADA 6000 GPU"
@@ -25,19 +28,6 @@ def gpus() -> list[str]:
 def models() -> list[str]:
     """Keys of every model preset."""
     return model_names()
-
-
-@cache
-def cost_model(gpu: str, model: str = PAPER_MODEL, mode: str = "paper") -> CostModel:
-    """The preset cost model (cached: cost models are immutable)."""
-    return build_cost_model(get_gpu(gpu), get_model(model), mode)
-
-
-@cache
-def t_star_cost_model(gpu: str, model: str = PAPER_MODEL, mode: str = "paper") -> CostModel:
-    """The cost model with the GPU restricted to its t*: Eq. 7 with one common tile, t*."""
-    g = get_gpu(gpu)
-    return build_cost_model(g.restrict(str(g.optimal_tile())), get_model(model), mode)
 
 
 def t_star_first(gpu: GPU) -> tuple[Tile, ...]:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections import Counter
 from pathlib import Path
 
 from paper_checks.common import jsonable
 from paper_checks.runner import CRASH, Outcome, item_index
+from theory.io import atomic_write_text
 
 ORDER = ("PASS", "FAIL", "ERRATUM", "NOT_CHECKABLE", CRASH)
 TITLE = ("Optimal Scheduling Algorithms for LLM Inference: Theory and Practice "
@@ -104,18 +103,10 @@ def to_markdown(outcomes: list[Outcome], fast: bool) -> str:
     return "\n".join(out) + "\n"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def write_reports(outcomes: list[Outcome], out_dir: str | Path, fast: bool) -> tuple[Path, Path]:
     """Write ``paper_checks.md`` and ``paper_checks.json`` to ``out_dir`` (atomically)."""
     out_dir = Path(out_dir)
     md, js = out_dir / "paper_checks.md", out_dir / "paper_checks.json"
-    _write_atomic(md, to_markdown(outcomes, fast))
-    _write_atomic(js, json.dumps(to_json(outcomes, fast), indent=1) + "\n")
+    atomic_write_text(md, to_markdown(outcomes, fast))
+    atomic_write_text(js, json.dumps(to_json(outcomes, fast), indent=1) + "\n")
     return md, js

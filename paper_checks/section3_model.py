@@ -18,21 +18,12 @@ from fractions import Fraction
 import numpy as np
 import sympy as sp
 
-from paper_checks.common import (
-    PAPER_GPU,
-    PAPER_MODEL,
-    PAPER_WORKLOADS,
-    cost_model,
-    frac,
-    gpus,
-    models,
-    t_star_cost_model,
-    workload,
-)
+from paper_checks.common import PAPER_GPU, PAPER_MODEL, PAPER_WORKLOADS, frac, gpus, models, workload
 from paper_checks.pseudocode import Req, rad, violations
 from paper_checks.registry import Result, Verdict, judged, register
 from theory import cost
 from theory.assumptions import assumption1, assumption2, assumption3, assumption4
+from theory.builder import CostSpec, cost_model
 from theory.hardware import get_gpu
 from theory.models import Model, get_model
 
@@ -129,7 +120,7 @@ def eq4_core(mode: str = "paper", printed: Callable = printed_eq4_sum, gpu_keys=
     for g in gpu_keys or gpus():
         for mk in model_keys or models():
             m = get_model(mk)
-            cm = cost_model(g, mk, mode)
+            cm = cost_model(CostSpec(g, mk, mode))
             gemms = paper_linear_gemms(m) if mode == "paper" else [
                 (x.count, x.d_row, x.d_red) for x in m.linear_gemms(mode)]
             if mode == "paper" and sorted(gemms) != sorted((x.count, x.d_row, x.d_red)
@@ -206,7 +197,7 @@ def eq5_missing_1_over_s(fast: bool) -> Result:
     ratios = {}
     pos = [1, 17, 513, 4096]
     for g in gpus():
-        cm = cost_model(g)
+        cm = cost_model(CostSpec(g))
         d = cm.d_dec
         gemv = list(zip(cm.g_row.tolist(), cm.g_col.tolist(), cm.mu_gemv.tolist(), strict=True))
         # corrected Eq. 5 in exact rationals, each GeMV on its fastest tile (as theory.cost does)
@@ -218,7 +209,7 @@ def eq5_missing_1_over_s(fast: bool) -> Result:
                                                                                           strict=True))
         ratios[g] = cm.s
     printed_ok = gap == 0
-    a100 = cost_model("a100")
+    a100 = cost_model(CostSpec("a100"))
     cex = {"gpu": "a100", "s": a100.s, "i": 1, "d": a100.d_dec, "gemv tile": "16x16", "mu": 1,
            "printed Eq. 5": str(printed_eq5(1, a100.d_dec, 16, 16, 1, a100.s)),
            "Eq. 3 + Eq. "
@@ -266,7 +257,7 @@ def eq6_core(printed: Callable = printed_eq6, fast: bool = True) -> tuple[bool, 
     grid = [1, 2, 127, 128, 129, 256, 1000] if fast else [1, 2, 31, 64, 127, 128, 129, 255, 256, 1000, 4095]
     n = 1
     for g in gpus():
-        cm = t_star_cost_model(g)
+        cm = cost_model(CostSpec(g, tiles="t*"))
         t = cm.t_star
         for i in grid:
             for c in grid:
@@ -327,7 +318,7 @@ def eq7_core(t_batch: Callable = cost.T_batch, k: int = 40, seed: int = 7) -> tu
     rng = np.random.default_rng(seed)
     n = 0
     for g in gpus():
-        cm = t_star_cost_model(g)
+        cm = cost_model(CostSpec(g, tiles="t*"))
         for pre, dec in random_batches(rng, k):
             want = printed_eq7(cm, pre, dec)
             got = t_batch(cm, cost.Batch.of(prefill=pre, decode=dec))
@@ -386,7 +377,7 @@ def def1_mask(fast: bool) -> Result:
                  "T^{D,SA} over the executed decode indices and compare with theory.cost.decode_prefix.")
 def defs_index_conventions(fast: bool) -> Result:
     top = 5 if fast else 8
-    cm = cost_model("a100")
+    cm = cost_model(CostSpec("a100"))
     S = cost.decode_prefix(cm, 2 * top)
     n = 0
     for L_P in range(1, top + 1):
@@ -445,7 +436,7 @@ def _matrix(fn, per_mode: bool) -> tuple[dict, list]:
     for g in gpus():
         for mk in models():
             for mode in ("paper", "real") if per_mode else ("paper",):
-                rep = fn(cost_model(g, mk, mode))
+                rep = fn(cost_model(CostSpec(g, mk, mode)))
                 grid[f"{g}/{mk}/{mode}"] = rep.holds
                 if not rep.holds:
                     fails.append({"gpu": g, "model": mk, "mode": mode, "detail": rep.detail})
@@ -497,7 +488,7 @@ def assumption2_presets(fast: bool) -> Result:
 def assumption3_workloads(fast: bool) -> Result:
     grid, fails = {}, []
     for g in gpus():
-        cm = cost_model(g)
+        cm = cost_model(CostSpec(g))
         for wn in PAPER_WORKLOADS:
             for pad in (False, True):
                 w = workload(wn).padded(cm.t_lcm) if pad else workload(wn)
@@ -552,7 +543,7 @@ def assumption4_presets(fast: bool) -> Result:
     grid, holds = {}, []
     for g in gpus():
         for mk in models():
-            cm = cost_model(g, mk)
+            cm = cost_model(CostSpec(g, mk))
             for wn in PAPER_WORKLOADS:
                 for pad in (False, True):
                     w = workload(wn).padded(cm.t_lcm) if pad else workload(wn)
@@ -560,7 +551,7 @@ def assumption4_presets(fast: bool) -> Result:
                     grid[f"{g}/{mk}/{wn}{'+pad' if pad else ''}"] = rep.holds
                     if rep.holds:
                         holds.append(f"{g}/{mk}/{wn}{'+pad' if pad else ''}")
-    paper = assumption4(cost_model(PAPER_GPU, PAPER_MODEL), workload("sharegpt4"))
+    paper = assumption4(cost_model(CostSpec(PAPER_GPU, PAPER_MODEL)), workload("sharegpt4"))
     if not paper.holds or len(holds) < len(grid):
         return Result(Verdict.FAIL, f"fails in the paper's own setting and in {len(grid) - len(holds)} of "
                                     f"{len(grid)} cases", counterexample={

@@ -19,10 +19,11 @@ import numpy as np
 import sympy as sp
 
 from paper_checks.chunking import closed_form_units, dp_range, gpu_dp, relaxed_dp
-from paper_checks.common import PAPER_MODEL, cost_model, gpus, models, t_star_cost_model
+from paper_checks.common import PAPER_MODEL, gpus, models
 from paper_checks.registry import Result, Verdict, judged, register
 from theory import cost
 from theory.bounds import T_bar_R_terms, lemma3_drift_bound, n_threshold
+from theory.builder import CostSpec, cost_model
 from theory.hardware import get_gpu
 from theory.workload import Workload, get_workload
 
@@ -76,7 +77,7 @@ def work_gaps(gpu: str, w: Workload, L_max: int, model: str = PAPER_MODEL) -> di
     """T_bar^R (Theorem 1) and the mean work per request with Eq. 12's prefill-attention term
     replaced by the DP minimum at t* (achievable), over all tiles (a true lower bound), and the
     relaxation L(L+1); with the corresponding lambda = 1 / work (r = 1)."""
-    cm = cost_model(gpu, model)
+    cm = cost_model(CostSpec(gpu, model))
     t = cm.t_star
     terms = T_bar_R_terms(cm, w)
     T_bar = sum(terms.values())
@@ -99,13 +100,13 @@ def grouped_scheduler_drift(gpu: str, L_P: int, L_D: int) -> dict:
     in the DP-optimal chunks at t*, decodes in full batches. Its work per request W < T_bar^R; at the
     load lambda = (1/T_bar^R + 1/W)/2 > lambda* the queue at group starts, X' = X - t*_col + A with
     A ~ Poisson(lambda t*_col W) when X >= t*_col, has drift t*_col (lambda W - 1) < 0 (Foster)."""
-    cm = t_star_cost_model(gpu)
+    cm = cost_model(CostSpec(gpu, tiles="t*"))
     t = cm.t_star
     chunks = gpu_dp(gpu, L_P)[0].chunks(L_P)
     pre = sum(cost.T_batch(cm, cost.Batch.of(prefill=[ch])) for ch in chunks)
     dec = sum(cost.T_batch(cm, cost.Batch.of(decode=[L_P + k] * t.t_col)) for k in range(1, L_D + 1))
     W = pre + dec / t.t_col
-    T_bar = sum(T_bar_R_terms(cost_model(gpu), get_workload(f"deterministic:{L_P},{L_D}")).values())
+    T_bar = sum(T_bar_R_terms(cost_model(CostSpec(gpu)), get_workload(f"deterministic:{L_P},{L_D}")).values())
     lam = (1 / T_bar + 1 / W) / 2
     return {"gpu": gpu, "model": PAPER_MODEL, "mode": "paper", "r": 1, "L_P": L_P, "L_D": L_D,
             "scheduler": f"groups of {t.t_col}; prompt chunks {chunks} at t* = {t}, each alone; "
@@ -251,8 +252,9 @@ def threshold_grid(fast: bool) -> tuple[bool, int, dict | None]:
                  "set against Theorem 2's n.")
 def thm2_dtmc_threshold(fast: bool) -> Result:
     from paper_checks.simulated import small_tile_cost_model
-    from stability.dtmc import CycleSampler, empirical_n_min, mean_ci
+    from stability.dtmc import CycleSampler, empirical_n_min
     from theory.bounds import T_bar_R, T_max, n_threshold
+    from theory.stats import t_interval
 
     rows = []
     cm = small_tile_cost_model()
@@ -261,11 +263,11 @@ def thm2_dtmc_threshold(fast: bool) -> Result:
     for eps in ((0.1,) if fast else (0.05, 0.1, 0.2)):
         n = n_threshold(cm.t_star.t_col, tmax, tbar, eps)
         sat = CycleSampler(cm, w, n).saturated(100 if fast else 400, seed=7)
-        m, lo, hi = mean_ci(sat.drift_samples((1 - eps) / tbar), 0.99)
+        m, lo, hi = t_interval(sat.drift_samples((1 - eps) / tbar), 0.99)
         rows.append({"tile set": "a100 16x4x16", "epsilon": eps, "Theorem 2's n": n,
                      "drift for x >= n": [m, lo, hi]})
     bad = [r for r in rows if r["drift for x >= n"][2] >= 0]
-    cm_a = cost_model("a100")
+    cm_a = cost_model(CostSpec("a100"))
     w_a = get_workload("table1").padded(cm_a.t_lcm)
     emp = empirical_n_min(cm_a, w_a, 0.1, samples=60 if fast else 200, seed=7)
     evidence = {"at Theorem 2's n": rows,
@@ -344,7 +346,7 @@ def sec4_rad_optimal_tiling(fast: bool) -> Result:
     n = 0
     for g in gpus():
         for mk in models():
-            cm = cost_model(g, mk)
+            cm = cost_model(CostSpec(g, mk))
             t = cm.t_star
             for tau in (t.t_col, t.t_lcm):
                 lin = cost.T_Lin(cm, tau)
@@ -381,7 +383,7 @@ def sec4_rad_optimal_tiling(fast: bool) -> Result:
 def sec4_rad_throughput_optimal(fast: bool) -> Result:
     L_max = dp_range(fast)
     g = "a100"
-    cm_star, cm = t_star_cost_model(g), cost_model(g)
+    cm_star, cm = cost_model(CostSpec(g, tiles="t*")), cost_model(CostSpec(g))
     t = cm.t_star
     L = np.arange(t.t_lcm, L_max + 1, t.t_lcm)
     rad_prefill = cost.chunked_prefill_time(cm_star, L, t.t_lcm)

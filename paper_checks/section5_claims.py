@@ -7,10 +7,11 @@ Bari, Hegde, de Veciana (2025), Section 5, Algorithm 1, Algorithm 4 (Sarathi-Ser
 
 from __future__ import annotations
 
-from paper_checks.common import PAPER_MODEL, cost_model, gpus
+from paper_checks.common import PAPER_MODEL, gpus
 from paper_checks.pseudocode import instances, rad
 from paper_checks.registry import Result, Verdict, register
 from theory import cost
+from theory.builder import CostSpec, cost_model
 
 
 def sarathi_batches(t_lcm: int, budget: int, step: int, starts) -> list[tuple[int, int, int]]:
@@ -34,7 +35,7 @@ def sec5_sarathi_tiling(fast: bool) -> Result:
     step = 8 if fast else 1
     rows, ok_exists, ok_aligned, n_ties = {}, True, True, 0
     for g in gpus():
-        cm = cost_model(g, PAPER_MODEL)
+        cm = cost_model(CostSpec(g, PAPER_MODEL))
         t = cm.t_star
         for budget in budgets:
             n_bad = n_all = 0

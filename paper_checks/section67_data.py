@@ -24,9 +24,10 @@ import numpy as np
 import sympy as sp
 from scipy.optimize import linprog
 
-from paper_checks.common import PAPER_GPU, PAPER_MODEL, cost_model, workload
+from paper_checks.common import PAPER_GPU, PAPER_MODEL, workload
 from paper_checks.registry import Result, Verdict, judged, register
 from theory import cost
+from theory.builder import CostSpec, cost_model
 from theory.workload import TABLE1, TOTAL_CAP
 
 
@@ -130,7 +131,7 @@ def table1_prompt_column(fast: bool) -> Result:
 
 def batch_times_512(model: str = PAPER_MODEL) -> dict:
     """Eq. 7 times (real mode, the paper's GPU) of the 512-token batches SLAI and Sarathi form."""
-    cm = cost_model(PAPER_GPU, model, "real")
+    cm = cost_model(CostSpec(PAPER_GPU, model, "real"))
     return {"one 512-token prefill chunk": cost.T_batch(cm, cost.Batch.of(prefill=[(1, 512)])),
             "128 decodes at 513 + a 384-token chunk (Fig. 5c)": cost.T_batch(
                 cm, cost.Batch.of(prefill=[(1, 384)], decode=[513] * 128))}
@@ -176,7 +177,7 @@ def eq8_slai_critical(fast: bool) -> Result:
                  "and the packaged trace's largest total length.")
 def sec7_slai_parameters(fast: bool) -> Result:
     budget, alpha, beta, tbt = 512, 128, 128, (0.1, 0.5)
-    t = cost_model(PAPER_GPU).t_star
+    t = cost_model(CostSpec(PAPER_GPU)).t_star
     w = workload("sharegpt4")
     times = batch_times_512()
     checks = {"decode limit beta <= token budget": beta <= budget,

@@ -87,13 +87,6 @@ def markov_order_test(x: np.ndarray, bins: int = 3, min_stratum: int = 40) -> di
     return {"G2": g2, "dof": dof, "p_value": p, "strata": strata, "triples": used}
 
 
-def mean_ci(x, confidence: float = 0.99) -> tuple[float, float, float]:
-    """Mean and t-interval of i.i.d. values."""
-    x = np.asarray(x, dtype=float)
-    half = stats.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
-    return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
-
-
 def empty_times(res: SimResult) -> np.ndarray:
     """Times at which a node's number in system drops to 0 (a finish leaving it empty)."""
     rq = res.requests

@@ -13,7 +13,6 @@ plot        the drift, stability-region and two-class figures.
 slai        Section 7 reproduced: SLAI vs Sarathi-Serve vs vLLM (``llmq slai``).
 """
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -30,13 +29,10 @@ def _configure_numba_cache() -> None:
         return
     import numba
 
-    digest = hashlib.sha256(numba.__version__.encode())
-    root = Path(__file__).resolve().parent
-    for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode())
-        digest.update(path.read_bytes())
+    from theory.version import source_digest
+
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    target = base / "llmq" / "numba" / digest.hexdigest()[:16]
+    target = base / "llmq" / "numba" / f"{numba.__version__}-{source_digest('stability')}"
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError:  # no writable cache home: keep numba's default location

@@ -62,10 +62,10 @@ from stability.runner import (
     LocalExecutor,
     Runner,
     code_version,
-    cost_model,
     with_seed,
     workload,
 )
+from theory.builder import CostSpec, cost_model
 from theory.errors import FieldError, UnknownNameError
 from theory.io import atomic_write_text
 
@@ -109,6 +109,7 @@ class SweepSpec:
     mode: str = "paper"
     workload: str = "table1"
     gpu_file: str | None = None
+    model_file: str | None = None
     schedulers: tuple = ("rad", "request_level")
     options: tuple = (("rad", (("n", "auto"),)),)
     rs: tuple = (1,)
@@ -125,6 +126,10 @@ class SweepSpec:
     dtmc_samples: int = 100
     two_class: tuple = ()
     seed: int = 0
+
+    def cost_spec(self, tileset: str) -> CostSpec:
+        """The batch-time model of one of the sweep's tile sets."""
+        return CostSpec(tileset, self.model, self.mode, gpu_file=self.gpu_file, model_file=self.model_file)
 
     def validate(self) -> None:
         """Raise a :class:`theory.errors.LlmqError` naming the first bad field."""
@@ -169,7 +174,7 @@ class SweepSpec:
             if not shares or any(not 0 <= s <= 1 for s in shares):
                 raise FieldError("shares", list(shares), "class-1 shares in [0, 1]")
         for tileset in self.tilesets:
-            cost_model(tileset, self.model, self.mode, self.gpu_file)  # unknown GPU or tile
+            cost_model(self.cost_spec(tileset))  # unknown GPU, model or tile
 
 
 @dataclass(frozen=True)
@@ -202,7 +207,7 @@ class Series:
 def _theory(spec: SweepSpec, tileset: str, law: str, variant: str, r: int) -> dict:
     from theory.bounds import T_bar_R, T_max, n_threshold
 
-    cm = cost_model(tileset, spec.model, spec.mode, spec.gpu_file)
+    cm = cost_model(spec.cost_spec(tileset))
     w = workload(law, cm.t_lcm if variant == "pad" else None)
     tbar = T_bar_R(cm, w)
     lam_star = r / tbar
@@ -231,7 +236,7 @@ def build_series(spec: SweepSpec, rad_n: dict) -> list[Series]:
                                           **_theory(spec, tileset, spec.workload, variant, r)))
                         continue
                     c1, c2, shares = spec.two_class
-                    cm = cost_model(tileset, spec.model, spec.mode, spec.gpu_file)
+                    cm = cost_model(spec.cost_spec(tileset))
                     pad_to = cm.t_lcm if variant == "pad" else None
                     t1, t2 = T_bar_R(cm, workload(c1, pad_to)), T_bar_R(cm, workload(c2, pad_to))
                     for s in shares:
@@ -262,8 +267,11 @@ class SweepResult:
 
 
 def _base(spec: SweepSpec, tileset: str, variant: str, law: str) -> dict:
-    return {"tileset": tileset, "model": spec.model, "mode": spec.mode, "workload": law,
+    base = {"tileset": tileset, "model": spec.model, "mode": spec.mode, "workload": law,
             "variant": variant, "gpu_file": spec.gpu_file}
+    if spec.model_file:  # only when given: a default task (and so its seed) stays as it was
+        base["model_file"] = spec.model_file
+    return base
 
 
 def _sim_task(spec: SweepSpec, s: Series, rate: float, replicate: int | None = None) -> dict:
@@ -373,13 +381,11 @@ def boundary(s: Series, pts: list[tuple[float, dict]], sat: list[tuple[float, di
     """The boundary estimate and CI of one series (module docstring) from its verdict runs
     ``pts`` and saturation runs ``sat`` (``(rate, result)`` pairs), with lambda*, Theorem 2's line
     and the DTMC prediction beside it."""
-    from scipy import stats
+    from theory.stats import t_interval
 
-    est = np.array([r["sat_throughput"] for _, r in sat])
     saturated = all(r["min_pending"] > 0 for _, r in sat)
-    mean = float(est.mean())
-    half = float(stats.t.ppf(0.5 + confidence / 2, est.size - 1) * est.std(ddof=1) / np.sqrt(est.size))
-    out = {"boundary": mean, "ci_low": mean - half, "ci_high": mean + half if saturated else float("inf"),
+    mean, low, high = t_interval([r["sat_throughput"] for _, r in sat], confidence)
+    out = {"boundary": mean, "ci_low": low, "ci_high": high if saturated else float("inf"),
            "saturated": saturated}
     pts = sorted(pts, key=lambda p: p[0])
     unstable = [lam for lam, r in pts if r["verdict"] == "unstable"]

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from stability.dtmc import CycleSampler, build_chain, compare_with_paper, empirical_n_min
+from paper_checks.chain_statements import compare_with_paper
+from stability.dtmc import CycleSampler, build_chain, empirical_n_min
 from stability.schedulers import rad
 from stability.sim.gpu import run_gpu
 from tests.toys import solo_cost_model

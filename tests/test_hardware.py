@@ -71,7 +71,7 @@ def test_roofline_rate_by_hand():
 
 
 def test_restrict_to_a_tile_subset():
-    gpu = get_gpu("a100:128x128")
+    gpu = get_gpu("a100").restrict("128x128")
     assert {str(t) for t in gpu.tiles} == {"128x128x32", "128x128x64"}
     assert gpu.optimal_tile().t_lcm == 128
     assert get_gpu("a100").restrict("256x128x32").tiles == (Tile(256, 128, 32),)

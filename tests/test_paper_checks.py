@@ -23,13 +23,13 @@ import paper_checks.section4_theorems as section4
 from llmq.cli import main
 from paper_checks import chunking, pseudocode
 from paper_checks.appendix_c import toy_cost_model
-from paper_checks.common import cost_model, t_star_cost_model
 from paper_checks.items import PAPER_ITEMS
 from paper_checks.registry import _REGISTRY, Check, Result, Verdict, all_checks, get_check
 from paper_checks.report import to_markdown
 from paper_checks.runner import run_checks
 from theory import cost
 from theory.bounds import T_bar_R, T_max, lambda_star, n_threshold
+from theory.builder import CostSpec, cost_model
 from theory.cost import Batch, build_cost_model, tiling_efficiency
 from theory.errors import UnknownNameError
 from theory.hardware import Tile, get_gpu
@@ -62,7 +62,7 @@ def eq12_prefill_seconds(cm, L):
 
 def replay_chunking_at_t_star():
     # Eq. 6 at t* via theory.cost on the A100 restricted to t*: chunks of 128 beat Eq. 12's term
-    cm = t_star_cost_model("a100")
+    cm = cost_model(CostSpec("a100", tiles="t*"))
     two_chunks = float(cost.T_P_SA(cm, [1, 129], [128, 128]).sum())
     assert two_chunks < eq12_prefill_seconds(cm, 256)
     assert math.isclose(two_chunks / eq12_prefill_seconds(cm, 256), 7 / 8, rel_tol=1e-12)
@@ -83,12 +83,12 @@ def replay_relaxation():
 
 def replay_prop1_and_thm1():
     # 128 requests (256, 1): each prompt as two 128-token batches, then one batch of 128 decodes
-    cm = t_star_cost_model("a100")
+    cm = cost_model(CostSpec("a100", tiles="t*"))
     prefill = cost.T_batch(cm, cost.Batch.of(prefill=[(1, 128)])) + cost.T_batch(
         cm, cost.Batch.of(prefill=[(129, 128)]))
     decode = cost.T_batch(cm, cost.Batch.of(decode=[257] * 128))
     W = prefill + decode / 128
-    T_bar = T_bar_R(cost_model("a100"), get_workload("deterministic:256,1"))
+    T_bar = T_bar_R(cost_model(CostSpec("a100")), get_workload("deterministic:256,1"))
     assert W < T_bar  # (1/r) sum_j T*_R(j) = 128 T_bar > the schedule's 128 W
     lam = (1 / T_bar + 1 / W) / 2  # above lambda*, below 1/W: group drift 128 (lam W - 1) < 0
     assert lam > 1 / T_bar and 128 * (lam * W - 1) < 0
@@ -100,14 +100,14 @@ def replay_prop1_and_thm1():
 
 
 def replay_rad_not_optimal():
-    cm = t_star_cost_model("a100")
+    cm = cost_model(CostSpec("a100", tiles="t*"))
     rad_256 = float(cost.chunked_prefill_time(cm, [256], 256)[0])
     halves = sum(cost.T_batch(cm, cost.Batch.of(prefill=[ch])) for ch in [(1, 128), (129, 128)])
     assert halves < rad_256
 
 
 def replay_eq5():
-    cm = cost_model("a100")
+    cm = cost_model(CostSpec("a100"))
     d, s = cm.d_dec, cm.s
     eq3_sum = float(cost.T_GeMV(1, d, 16, 16, 1.0, s) + cost.T_GeMV(d, 1, 16, 16, 1.0, s))
     printed = (d / 16 * 1 + 1 * d / 16) / 1.0
@@ -148,13 +148,13 @@ def replay_Ij_indices():
 
 
 def replay_eq13():
-    cm = cost_model("a100")
+    cm = cost_model(CostSpec("a100"))
     worst = max(range(len(cm.tiles)), key=lambda k: 1 / cm.mu_Lin[k])
     one = build_single_tile(cm, worst)
     alone = (cost.T_batch(one, cost.Batch.of(prefill=[(1, 1)]))
              + cost.T_batch(one, cost.Batch.of(decode=[2])))
     assert alone > T_max(cm, 1, 1)
-    star = t_star_cost_model("a100")
+    star = cost_model(CostSpec("a100", tiles="t*"))
     rad_alone = (cost.T_batch(star, cost.Batch.of(prefill=[(1, 1)]))
                  + cost.T_batch(star, cost.Batch.of(decode=[2])))
     assert rad_alone <= T_max(cm, 1, 1)
@@ -215,7 +215,7 @@ def replay_arrival_rate():
 
 
 def replay_lemma3_drift():
-    cm = cost_model("a100")
+    cm = cost_model(CostSpec("a100"))
     w = get_workload("table1").padded(cm.t_lcm)
     tb, tm, eps, r = T_bar_R(cm, w), T_max(cm, w.l_P_max, w.l_D_max), 0.1, 2
     n = n_threshold(128, tm, tb, eps)

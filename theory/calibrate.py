@@ -58,8 +58,6 @@ Bari, Hegde, de Veciana (2025), Eq. 2-7 and Section 3.2.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -70,6 +68,7 @@ from scipy.optimize import lsq_linear
 from theory.cost import T_D_SA, T_P_SA, T_Lin, build_cost_model, ceil_div
 from theory.errors import FieldError
 from theory.hardware import GPU, Tile
+from theory.io import atomic_write_text
 from theory.models import Model
 from theory.timings import BatchTimings, GemmTimings
 
@@ -586,18 +585,8 @@ def profile_toml(cal: Calibration, source: str = "") -> str:
 
 
 def write_profile(cal: Calibration, path: str | Path, source: str = "") -> Path:
-    """Write :func:`profile_toml` atomically: a temporary file in the same folder, then ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(profile_toml(cal, source))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write :func:`profile_toml` atomically (:func:`theory.io.atomic_write_text`)."""
+    return atomic_write_text(path, profile_toml(cal, source))
 
 
 __all__ = [

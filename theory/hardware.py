@@ -348,19 +348,18 @@ def gpu_names() -> list[str]:
 def get_gpu(name: str, path: str | Path | None = None) -> GPU:
     """A GPU profile by key or alias (case-insensitive), optionally from a user TOML.
 
-    A name of the form ``"a100:128x128"`` restricts the preset to the listed tiles (see
-    :meth:`GPU.restrict`).
+    Tile restrictions (``"a100:128x128"``) are the business of :class:`theory.builder.CostSpec`.
     """
     if not isinstance(name, str) or not name.strip():
         raise FieldError("gpu", name, "a GPU name such as 'a100'")
-    base, _, restriction = name.strip().partition(":")
+    base = name.strip()
     gpus = load_gpus(path) if path is not None else _preset_gpus()
     tables = _merged_tables(read_toml(path) if path is not None else None)[1]
     wanted = base.lower()
     for key, gpu in gpus.items():
         aliases = [a.lower() for a in tables.get(key, {}).get("aliases", [])]
         if wanted in (key.lower(), gpu.name.lower(), *aliases):
-            return gpu.restrict(restriction) if restriction else gpu
+            return gpu
     raise UnknownNameError("GPU", base, list(gpus))
 
 

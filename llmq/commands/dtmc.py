@@ -55,7 +55,8 @@ def _rows_to_print(x_max: int, n: int) -> list[int]:
 
 def run(args) -> int:
     """Run ``llmq dtmc`` on the parsed ``args``; the exit code."""
-    from stability.dtmc import build_chain, compare_with_paper, empirical_n_min
+    from paper_checks.chain_statements import compare_with_paper
+    from stability.dtmc import build_chain, empirical_n_min
     from stability.plot import plot_drift
     from theory.bounds import T_bar_R, lemma3_drift_bound
 

@@ -129,7 +129,8 @@ def spec_from(values: dict, notes: list[str]):
     two = (values["class1"], values["class2"], shares) if values["two_class"] else ()
     return SweepSpec(
         tilesets=tuple(gpus), model=values["model"], mode=values["mode"], workload=values["workload"],
-        gpu_file=values["gpu_file"], schedulers=tuple(schedulers), options=_options(values["option"]),
+        gpu_file=values["gpu_file"], model_file=values["model_file"], schedulers=tuple(schedulers),
+        options=_options(values["option"]),
         rs=tuple(rs), variants=variants, loads=tuple(_floats("loads (lambda grid)", values["loads"])),
         bisect=values["bisect"],
         n_requests=values["requests"], saturation=values["saturation"],

@@ -63,6 +63,7 @@ def scenario_from(values: dict):
     return Scenario(
         gpu=values["gpu"], model=values["model"], mode=values["mode"], workload=values["workload"],
         pad=bool(values["pad"]), tiles=values["tiles"], gpu_file=values["gpu_file"],
+        model_file=values["model_file"],
         scheduler=values["scheduler"], options=parse_options(values["option"]), r=values["gpus_r"],
         planner=values["planner"], rate=rate, load=None if rate is not None else values["load"],
         n_requests=values["requests"], seed=values["seed"], detail=not values["fast"],

@@ -45,7 +45,7 @@ def run(args) -> int:
     out = Path(args.out) / "slai"
     t0 = time.perf_counter()
     with tqdm(total=n_points(study), unit="run", desc="llmq slai") as bar:
-        rows = run_study(study, out, workers, bar.update)
+        rows = run_study(study, out, workers, bar)
     written = write_outputs(study, rows, out, figures=not args.no_figures)
     print((out / "paper_vs_llmq.md").read_text(encoding="utf-8"))
     print(f"wrote {len(written)} files to {out} in {time.perf_counter() - t0:.0f} s")

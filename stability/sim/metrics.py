@@ -37,6 +37,7 @@ from scipy import stats
 
 from stability.sim.engine import TBT_BINS, TBT_LO, TBT_PER_DECADE
 from theory.cost import CostModel, decode_prefix
+from theory.stats import t_quantile
 
 
 def optimal_work(cm: CostModel, L_P, L_D) -> np.ndarray:
@@ -130,12 +131,11 @@ def stability_verdict(arrival, finish, work, confidence: float = 0.99, batches: 
     levels = in_system(arrival, finish, grid, work).reshape(batches, samples).mean(axis=1)
     mids = grid.reshape(batches, samples).mean(axis=1)
     offered = work.sum() / (arrival.max() - arrival.min())
-    quantile = lambda dof: float(stats.t.ppf(0.5 + confidence / 2, dof))  # noqa: E731
     fit = stats.linregress(mids, levels)
-    growth, half = fit.slope / offered, quantile(batches - 2) * fit.stderr / offered
+    growth, half = fit.slope / offered, t_quantile(confidence, batches - 2) * fit.stderr / offered
     ci_levels = (float(growth - half), float(growth + half))
     steps = np.diff(levels) / np.diff(mids) / offered
-    half = quantile(steps.size - 1) * steps.std(ddof=1) / np.sqrt(steps.size)
+    half = t_quantile(confidence, steps.size - 1) * steps.std(ddof=1) / np.sqrt(steps.size)
     ci_increments = (float(steps.mean() - half), float(steps.mean() + half))
     if ci_increments[0] > g_min:
         verdict, ci = "unstable", ci_increments

@@ -23,7 +23,7 @@ Section 6 (request classes), Section 7 (the 8192-token cap).
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
 import numpy as np
@@ -35,10 +35,9 @@ from stability.sim.cluster import run_cluster
 from stability.sim.gpu import GpuRun
 from stability.sim.routing import PLANNERS
 from theory.bounds import T_bar_R
-from theory.cost import CostModel, build_cost_model
+from theory.builder import CostSpec, cost_model
+from theory.cost import CostModel
 from theory.errors import FieldError, UnknownNameError, require_positive, require_positive_int
-from theory.hardware import get_gpu
-from theory.models import get_model
 from theory.workload import Workload, get_workload, read_trace
 
 
@@ -53,6 +52,7 @@ class Scenario:
     pad: bool = False
     tiles: str | None = None
     gpu_file: str | None = None
+    model_file: str | None = None
     scheduler: str = "rad"
     options: tuple = ()  # scheduler parameters as ((name, value), ...)
     r: int = 1
@@ -67,18 +67,38 @@ class Scenario:
     classes: tuple = ()  # request classes ((name, probability, TBT SLO), ...); () is one class
     total_cap: int | None = None  # condition the lengths on L^P + L^D <= total_cap
 
+    @property
+    def cost_spec(self) -> CostSpec:
+        """The scenario's GPU, tile restriction, model and mode, for :func:`theory.builder.cost_model`."""
+        return CostSpec(self.gpu, self.model, self.mode, self.tiles, self.gpu_file, self.model_file)
+
+    def to_dict(self) -> dict:
+        """The scenario as a JSON-able dict (tuples as lists); :meth:`from_dict` inverts it."""
+        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> Scenario:
+        """The scenario :meth:`to_dict` wrote (option pairs and class triples back to tuples)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise FieldError("scenario", unknown, f"only the fields {', '.join(sorted(known))}")
+        return cls(**{k: tuple(map(tuple, v)) if k in ("options", "classes") else v
+                      for k, v in values.items()})
+
     def with_options(self, **options) -> Scenario:
         merged = dict(self.options)
         merged.update(options)
         return replace(self, options=tuple(sorted(merged.items())))
 
 
+def _jsonable(value):
+    return [_jsonable(v) for v in value] if isinstance(value, tuple) else value
+
+
 def cost_model_of(sc: Scenario) -> CostModel:
-    """The scenario's batch-time model (Eq. 2-7) for its GPU (tile set restricted if asked) and model."""
-    gpu = get_gpu(sc.gpu, sc.gpu_file)
-    if sc.tiles:
-        gpu = gpu.restrict(sc.tiles)
-    return build_cost_model(gpu, get_model(sc.model), sc.mode)
+    """The scenario's batch-time model (Eq. 2-7): its GPU (tile set restricted if asked) and model."""
+    return cost_model(sc.cost_spec)
 
 
 def workload_of(sc: Scenario, cm: CostModel) -> Workload:

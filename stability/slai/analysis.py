@@ -26,9 +26,9 @@ import math
 from collections import defaultdict
 
 import numpy as np
-from scipy import stats
 
 from stability.slai.study import BASELINE, SLAI_DYNAMIC, TTFT_TARGET
+from theory.stats import t_interval
 
 PAPER = {  # Section 7 and Appendix F.3 (Figs. 6c, 9c, 10c)
     0.05: {"cap_base": 1.15, "cap_slai": 1.45, "ttft_base": 1.5, "ttft_slai": 0.7},
@@ -39,15 +39,8 @@ PAPER_OP_RATE = 1.6
 
 
 def ci(values, level: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high): a Student-t interval over replicates (nan bounds for one value)."""
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
-    if v.size == 0:
-        return (math.nan, math.nan, math.nan)
-    m = float(v.mean())
-    if v.size < 2:
-        return (m, math.nan, math.nan)
-    half = float(stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
-    return (m, m - half, m + half)
+    """(mean, low, high): a Student-t interval over the finite replicates (nan bounds for one)."""
+    return t_interval([x for x in values if x is not None and math.isfinite(x)], level)
 
 
 def _by(rows, *keys) -> dict:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 from stability.slai.analysis import (
@@ -51,17 +50,16 @@ def n_points(study: Study) -> int:
     return sum((len(rates(study, p)) + 1) * len(POLICIES) * study.seeds for p in study.panels)
 
 
-def run_study(study: Study, out: str | Path, workers: int = 1,
-              progress: Callable[[int], None] | None = None) -> list[dict]:
+def run_study(study: Study, out: str | Path, workers: int = 1, bar=None) -> list[dict]:
     """Simulate (or read from ``out/cache``) every point; rows of replicate results, the
     operating-point rows flagged ``op``."""
     out = Path(out)
     gpu_file = floor_gpu_file(out)[1] if any(p.floor for p in study.panels) else None
     sweep = [t for p in study.panels for t in tasks_at(study, p, rates(study, p), gpu_file)]
-    rows = [{**r, "op": False} for r in run_tasks(sweep, out / "cache", workers, progress)]
+    rows = [{**r, "op": False} for r in run_tasks(sweep, out / "cache", workers, bar)]
     ops = [t for p in study.panels
            for t in tasks_at(study, p, [operating_rate(rows, p.key, paper_ttft_base(p.paying))], gpu_file)]
-    return rows + [{**r, "op": True} for r in run_tasks(ops, out / "cache", workers, progress)]
+    return rows + [{**r, "op": True} for r in run_tasks(ops, out / "cache", workers, bar)]
 
 
 def _fmt(x: float, digits: int = 3) -> str:

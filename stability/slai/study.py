@@ -17,8 +17,9 @@ The paper's experiment (Section 7, Appendix F), in the simulator:
 
 Each run yields a *point* (:func:`measure`): median and mean TTFT, per class P99 TBT and whether
 it meets the SLO (exactly, from the count of gaps above it), requests served and mean TTFT by
-prompt-length bucket. Points are cached as ``cache/<key>.json`` (atomic), key = SHA-256 of the
-run and of the simulator's source, so an interrupted study resumes.
+prompt-length bucket. Points go through the one runner (:mod:`stability.runner`), cached as
+``cache/<key>.json`` (atomic) under a key of the scenario and the simulator's source, so an
+interrupted study resumes.
 
 Derived quantities (:mod:`stability.slai.analysis`): serving capacity (the largest rate with
 median TTFT <= 0.5 s while every class meets its P99 TBT SLO), the operating point (the rate at
@@ -33,16 +34,14 @@ Bari, Hegde, de Veciana (2025), Section 7, Fig. 6, Appendix F (Figs. 7-10); agri
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
-from stability.runner import code_version
+from stability.runner import Cache, LocalExecutor, Runner
 from stability.sim.classes import paying_free
 from stability.sim.simulate import Scenario, SimResult, simulate
 from theory.errors import FieldError
@@ -229,18 +228,14 @@ def _mean(x: np.ndarray) -> float:
     return float(x.mean()) if x.size else float("nan")
 
 
-def point_key(sc: Scenario) -> str:
-    """Cache key: the scenario (a GPU file by its content) and the code version."""
-    fields = dict(sc.__dict__)
-    if sc.gpu_file:
-        fields["gpu_file"] = hashlib.sha256(Path(sc.gpu_file).read_bytes()).hexdigest()[:16]
-    text = json.dumps(fields, sort_keys=True, default=str)
-    return hashlib.sha256(f"{code_version()}|{text}".encode()).hexdigest()[:24]
-
-
 def run_point(sc: Scenario) -> dict:
     """Simulate one scenario and measure it."""
     return measure(simulate(sc))
+
+
+def run_point_task(task: dict) -> dict:
+    """The runner's ``slai`` task: ``{"kind": "slai", "scenario": Scenario.to_dict()}``."""
+    return run_point(Scenario.from_dict(task["scenario"]))
 
 
 # --- the study -----------------------------------------------------------------------------------
@@ -266,43 +261,15 @@ def tasks_at(study: Study, panel: Panel, rate_list: Iterable[float], gpu_file: s
             for key in keys for r in rate_list for s in range(study.seeds)]
 
 
-def run_tasks(tasks: list[Task], cache_dir: str | Path, workers: int = 1,
-              progress: Callable[[int], None] | None = None) -> list[dict]:
-    """Compute (or read from the cache) every task's point; rows in the order of ``tasks``."""
-    cache_dir = Path(cache_dir)
-    out: list[dict | None] = [None] * len(tasks)
-    todo = []
-    for k, t in enumerate(tasks):
-        path = cache_dir / f"{point_key(t.scenario)}.json"
-        if path.exists():
-            try:
-                out[k] = json.loads(path.read_text(encoding="utf-8"))
-            except ValueError:
-                todo.append(k)
-                continue
-            if progress:
-                progress(1)
-        else:
-            todo.append(k)
-
-    def store(k: int, point: dict) -> None:
-        atomic_write_text(cache_dir / f"{point_key(tasks[k].scenario)}.json", json.dumps(point))
-        out[k] = point
-        if progress:
-            progress(1)
-
-    if workers > 1 and len(todo) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["stability.slai.study"])
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futures = {pool.submit(run_point, tasks[k].scenario): k for k in todo}
-            for fut in as_completed(futures):
-                store(futures[fut], fut.result())
-    else:
-        for k in todo:
-            store(k, run_point(tasks[k].scenario))
-    return [{"panel": t.panel.key, "policy": t.policy, "seed": t.seed, **point}
-            for t, point in zip(tasks, out, strict=True)]
+def run_tasks(tasks: list[Task], cache_dir: str | Path, workers: int = 1, bar=None) -> list[dict]:
+    """Compute (or read from the cache) every task's point through the one runner
+    (:mod:`stability.runner`); rows in the order of ``tasks``. ``bar`` (a progress bar with
+    ``update``) advances by one per point, cached or computed."""
+    runner = Runner(Cache(cache_dir), LocalExecutor(workers), bar, grow_total=False)
+    try:
+        points = runner.run([{"kind": "slai", "scenario": t.scenario.to_dict()} for t in tasks])
+    finally:
+        runner.executor.close()
+    return [{"panel": t.panel.key, "policy": t.policy, "seed": t.seed,
+             **{k: v for k, v in point.items() if k != "elapsed_s"}}
+            for t, point in zip(tasks, points, strict=True)]

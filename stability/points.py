@@ -1,0 +1,88 @@
+"""The points of ``llmq region``: one simulation, the empirical n of Theorem 2, RAD's saturated
+cycle DTMC. Each takes a task dict of :mod:`stability.runner` and returns a JSON-able dict.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Section 4.1 (the uniformly random planner of the ``sim`` points),
+Appendix C (the ``n_min`` and ``dtmc`` points, :mod:`stability.dtmc`).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+
+from theory.builder import CostSpec, cost_model
+
+G_MIN = 0.002  # a run is unstable when its accumulating fraction g exceeds this with confidence
+
+
+@cache
+def workload(spec: str, pad_to: int | None):
+    """A workload, padded to multiples of ``pad_to`` if given (Assumption 3), cached per process."""
+    from theory.workload import get_workload
+
+    w = get_workload(spec)
+    return w.padded(pad_to) if pad_to else w
+
+
+def run_sim(task: dict) -> dict:
+    from stability.sim.simulate import Scenario, simulate
+
+    sc = Scenario(gpu=task["tileset"], model=task["model"], mode=task["mode"],
+                  workload=task["workload"], pad=task["variant"] == "pad", gpu_file=task["gpu_file"],
+                  model_file=task.get("model_file"),
+                  scheduler=task["scheduler"], options=tuple(map(tuple, task["options"])), r=task["r"],
+                  rate=task["rate"], load=None, n_requests=task["n_requests"], seed=task["seed"])
+    res = simulate(sc)
+    v = res.verdict(g_min=G_MIN)
+    rq = res.requests
+    done = np.isfinite(rq["t_finish"])
+    horizon = float(np.nanmax(rq["t_finish"]) - rq["arrival"].min()) if done.any() else float("nan")
+    # requests a KV-memory model refused at arrival (where the simulator reports them) never wait
+    admitted = ~(np.asarray(rq["reject"]) > 0) if "reject" in rq else np.ones(done.size, dtype=bool)
+    return {"verdict": v.verdict, "growth": v.growth, "g_low": v.ci_low, "g_high": v.ci_high,
+            "completed": int(done.sum()), "throughput": float(done.sum() / horizon),
+            **saturated_throughput(rq["arrival"][admitted], rq["t_finish"][admitted],
+                                   rq["node"][admitted], task["r"])}
+
+
+def saturated_throughput(arrival, finish, node, r: int, warmup: float = 0.2) -> dict:
+    """Completions per second between the first and the last completion that fall from the
+    ``warmup`` arrival quantile to the last arrival (``(k - 1) / span``, exact for evenly spaced
+    completions), and the fewest requests pending at any node right after a completion in that
+    window (> 0: no node ever emptied, so the window measured the capacity under backlog)."""
+    from stability.sim.metrics import in_system
+
+    t0, t1 = float(arrival[int(warmup * (arrival.size - 1))]), float(arrival[-1])
+    inside = (finish > t0) & (finish <= t1)
+    done = finish[inside]
+    rate = (done.size - 1) / float(done.max() - done.min()) if done.size > 1 else float("nan")
+    fewest = min((int(in_system(arrival[node == g], finish[node == g],
+                                finish[inside & (node == g)]).min())
+                  if np.any(inside & (node == g)) else 0) for g in range(r))
+    return {"sat_throughput": rate, "min_pending": fewest}
+
+
+def _dtmc_inputs(task: dict):
+    cm = cost_model(CostSpec(task["tileset"], task["model"], task["mode"], gpu_file=task["gpu_file"],
+                             model_file=task.get("model_file")))
+    return cm, workload(task["workload"], cm.t_lcm if task["variant"] == "pad" else None)
+
+
+def run_n_min(task: dict) -> dict:
+    from stability.dtmc import empirical_n_min
+
+    cm, w = _dtmc_inputs(task)
+    res = empirical_n_min(cm, w, task["epsilon"], task["samples"], task["seed"], n_max=task["n_max"])
+    return {"n_min": res.n_min, "n_threshold": res.n_threshold, "drift": list(res.drift)}
+
+
+def run_dtmc(task: dict) -> dict:
+    from stability.dtmc import CycleSampler, ratio_ci
+
+    cm, w = _dtmc_inputs(task)
+    sat = CycleSampler(cm, w, task["n"]).saturated(task["samples"], task["seed"])
+    per_node = ratio_ci(sat.K, sat.T, 0.99)
+    return {"per_node": list(per_node), "early_end_fraction": float(np.mean(sat.K < task["n"]))}
