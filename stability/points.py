@@ -28,6 +28,8 @@ def workload(spec: str, pad_to: int | None):
 
 
 def run_sim(task: dict) -> dict:
+    """One simulation of the task's scenario: its stability verdict (growth of the work in system
+    with its interval), completions, throughput and the saturated throughput."""
     from stability.sim.simulate import Scenario, simulate
 
     sc = Scenario(gpu=task["tileset"], model=task["model"], mode=task["mode"],
@@ -72,6 +74,8 @@ def _dtmc_inputs(task: dict):
 
 
 def run_n_min(task: dict) -> dict:
+    """The smallest n whose executed RAD cycle has negative drift at the task's epsilon, beside
+    Theorem 2's n (:func:`stability.dtmc.empirical_n_min`)."""
     from stability.dtmc import empirical_n_min
 
     cm, w = _dtmc_inputs(task)
@@ -80,6 +84,8 @@ def run_n_min(task: dict) -> dict:
 
 
 def run_dtmc(task: dict) -> dict:
+    """RAD's saturated cycle throughput per node (E[K] / E[T] with its interval) and the fraction of
+    cycles that end before n requests started (Appendix C)."""
     from stability.dtmc import CycleSampler, ratio_ci
 
     cm, w = _dtmc_inputs(task)

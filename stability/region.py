@@ -56,6 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stability.points import workload
 from stability.runner import (
     Cache,
     DaskExecutor,
@@ -63,7 +64,6 @@ from stability.runner import (
     Runner,
     code_version,
     with_seed,
-    workload,
 )
 from theory.builder import CostSpec, cost_model
 from theory.errors import FieldError, UnknownNameError

@@ -156,8 +156,9 @@ def request_level(cm, arrival, L_P, L_D, b):
 
 
 # --- schedulers with mixed batches, KV memory and preemption ------------------------------------
-# Written from the real systems' scheduler code as paraphrased in
-# shared/reference/scheduler_semantics.md (sections 1.0, 1.1, 2.1, 4) and from Algorithms 4-5, with
+# Written from the real systems' scheduler code (microsoft/sarathi-serve @ 96f9911
+# sarathi/core/scheduler/, vllm-project/vllm v0 vllm/core/scheduler.py, LLMServe/DistServe @ 82831f1)
+# and from Algorithms 4-5, with
 # a request modelled by the tokens it has emitted (not by the engine's positions and counters).
 
 REJ_PROMPT_LIMIT, REJ_KV_NEVER = 1, 2  # the reasons, as numbered in stability.sim.memory
@@ -292,7 +293,8 @@ class MSim(Clock):
 
 
 def sarathi(cm, arrival, L_P, L_D, chunk, max_seqs, order="fcfs", max_model_len=10**9, mem=None):
-    """Sarathi-Serve's ``SarathiScheduler._schedule`` (scheduler_semantics.md 1.1) step by step.
+    """Sarathi-Serve's ``SarathiScheduler._schedule`` (microsoft/sarathi-serve @ 96f9911,
+    sarathi_scheduler.py) step by step.
     ``mem``: a :class:`Blocks` with rule "sarathi", or None for unlimited memory."""
     sim = MSim(cm, arrival, L_P, L_D)
     waiting, running = [], []
@@ -390,7 +392,8 @@ def sarathi_paper(cm, arrival, L_P, L_D, budget):
 
 
 def vllm(cm, arrival, L_P, L_D, budget, max_seqs, max_model_len=10**9, mem=None):
-    """vLLM v0 ``_schedule_default`` (scheduler_semantics.md 2.1): prefill first, no chunking."""
+    """vLLM v0 ``_schedule_default`` (vllm-project/vllm v0, vllm/core/scheduler.py): prefill first,
+    no chunking."""
     sim = MSim(cm, arrival, L_P, L_D)
     waiting, running = deque(), deque()
     limit = min(max_model_len, budget)
@@ -573,7 +576,7 @@ def distserve(cm, arrival, L_P, L_D, r_p, r_d, planner="round_robin", mode="whol
 def slai(cm, arrival, L_P, L_D, cls, tbt_slo, budget, alpha, beta, order="spf", dynamic=True,
          delta=10.0, delta_low=5.0, delta_high=10.0, memory_limit=0.96, max_model_len=10**9,
          mem=None):
-    """SLAI as agrimUT/SLAI's ``SLAIScheduler`` schedules (scheduler_semantics.md 5.1), step by
+    """SLAI as agrimUT/SLAI's ``SLAIScheduler`` schedules (agrimUT/SLAI @ 5098a7a, slai_scheduler.py), step by
     step: a min-heap of (C, arrival, j) for decodes, a FIFO list of paused prefills, a waiting
     list with preempted requests inserted at its front and its arrived part re-sorted each step
     (SPF by (prompt, j); priority by (class, prompt, j)). ``mem``: a :class:`Blocks` with rule

@@ -35,3 +35,22 @@ def test_every_public_function_and_class_has_a_docstring(package):
     missing = [name for name, obj in public_objects()
                if name.startswith(package + ".") and not (obj.__doc__ or "").strip()]
     assert not missing, missing
+
+
+def test_no_tracked_file_points_outside_the_repository():
+    """A reader who clones the repository must be able to follow every citation: no file cites a
+    note that lives beside the repository instead of its public source."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    files = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True,
+                           check=True).stdout.split()
+    outside = re.compile(r"\.\./shared|shared/reference|scheduler_semantics\.md|gpu_model_facts")
+    hits = [f"{f}:{k}" for f in files if (root / f).is_file() and not f.startswith("tests/test_docstrings")
+            for k, line in enumerate((root / f).read_text(errors="ignore").splitlines(), 1)
+            if outside.search(line)]
+    assert not hits, hits

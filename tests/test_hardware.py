@@ -34,7 +34,8 @@ def test_a100_tiles_are_the_papers_T_out_times_T_red():
 
 
 def test_ada_drops_the_large_k64_tiles_that_do_not_fit_99_kib():
-    # gpu_model_facts.md 2a: 256x128, 128x256, 256x64, 64x256 with K=64 need 120-160 KiB.
+    # CUTLASS sm80 multistage tiles (NVIDIA/cutlass generator.py): 256x128, 128x256, 256x64, 64x256
+    # with K=64 need 120-160 KiB of shared memory.
     tiles = {str(t) for t in get_gpu("rtx6000ada").tiles}
     for big in ("256x128x64", "128x256x64", "256x64x64", "64x256x64"):
         assert big not in tiles

@@ -7,7 +7,7 @@ from theory.errors import FieldError, TileDivisibilityError, UnknownNameError
 from theory.hardware import get_gpu
 from theory.models import get_model, load_models, model_names
 
-# gpu_model_facts.md section 4: KV bytes/token (fp16) and per-token linear GFLOP (real layout,
+# KV bytes/token (fp16) and per-token linear GFLOP from each model's public config.json (real layout,
 # all layers plus LM head), computed there from the HF configs.
 KV_BYTES = {"mistral-7b": 131072, "llama-2-7b": 524288, "llama-3-8b": 131072,
             "llama-2-70b": 327680, "qwen2-7b": 57344}

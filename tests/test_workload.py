@@ -37,7 +37,8 @@ def test_table1_joint_law_respects_the_total_cap():
 
 
 def test_sharegpt4_matches_its_documented_statistics():
-    # ../shared/data/README.md: prompt median 1730, P90 5696, std 2088.8, max 8141;
+    # theory/data/workloads/README.md (the trace's published summary): prompt median 1730, P90 5696,
+    # std 2088.8, max 8141;
     # output median 415, P90 834, std 265.6, max 1024; 30,731 rows.
     w = sharegpt4()
     assert w.quantile("prompt", 0.5) == 1730 and w.quantile("prompt", 0.9) == 5696

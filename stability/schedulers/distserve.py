@@ -31,7 +31,8 @@ routing by the planner at each stage) is :mod:`stability.sim.disaggregated`.
 References
 ----------
 Bari, Hegde, de Veciana (2025), Algorithm 5, Appendix E.3, Section 5; Zhong et al. (2024),
-DistServe (OSDI); shared/reference/scheduler_semantics.md section 4.
+DistServe (OSDI); LLMServe/DistServe @ 82831f1, ``distserve/context_stage_scheduler.py``,
+``distserve/decoding_stage_scheduler.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Sarathi-Serve as the real system schedules (stall-free batching with chunked prefills).
 
 Follows ``sarathi/core/scheduler/sarathi_scheduler.py`` (microsoft/sarathi-serve @ 96f9911,
-``SarathiScheduler._schedule``; shared/reference/scheduler_semantics.md section 1.1). Each batch:
+``SarathiScheduler._schedule``, with the shared machinery of ``base_scheduler.py`` and
+``block_space_manager/``). Each batch:
 
 1. (phase 1a) every running request that has finished its prefill gets one decode, oldest arrival
    first, never capped by the token budget; before each, ``can_append_slot`` (a free block must

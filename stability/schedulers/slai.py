@@ -25,8 +25,8 @@ After the batch, every request that emitted a token gets a new C_j from the batc
 decode keeps its old C_j, so it turns critical later. ``delta`` is fixed, or *dynamic*: 10 when at
 least 96% of the KV blocks are in use after the batch, 5 otherwise (Section 7).
 
-Choices, following the authors' code (agrimUT/SLAI @ 5098a7a, ``slai_scheduler.py``;
-shared/reference/scheduler_semantics.md section 5.1) where the paper is silent:
+Choices, following the authors' code (agrimUT/SLAI @ 5098a7a,
+``sarathi/core/scheduler/slai_scheduler.py``) where the paper is silent:
 
 * ``beta`` caps critical and non-critical decodes together; critical ones are capped at ``beta``
   too, and a critical decode beyond the cap waits for the next batch;

@@ -1,7 +1,7 @@
 """vLLM v0's default scheduler: prefill first, whole prompts, batches never mixed.
 
-Follows ``vllm/core/scheduler.py`` ``Scheduler._schedule_default`` (chunked prefill off;
-shared/reference/scheduler_semantics.md section 2.1). Each iteration:
+Follows ``vllm/core/scheduler.py`` ``Scheduler._schedule_default`` (vllm-project/vllm, v0 line,
+e.g. commit 0dce2b2; chunked prefill off) and ``vllm/core/block_manager.py``. Each iteration:
 
 1. waiting requests are admitted from the head, FCFS with head-of-line blocking, while the
    whole prompt's blocks can be allocated (``can_allocate``: free - blocks >= 1% watermark),
@@ -28,7 +28,7 @@ queue is empty, at the first batch boundary after an arrival (which starts a pre
 
 References
 ----------
-Kwon et al. (2023), vLLM / PagedAttention; shared/reference/scheduler_semantics.md section 2.1.
+Kwon et al. (2023), vLLM / PagedAttention; vllm-project/vllm ``vllm/core/scheduler.py`` (v0).
 """
 
 from __future__ import annotations

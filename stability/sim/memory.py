@@ -1,8 +1,8 @@
 """KV-cache memory: capacity from GPU memory, block-granular accounting, admission, preemption.
 
 The model is the paged block manager that vLLM v0 and Sarathi-Serve share
-(``sarathi/core/block_space_manager/base_block_space_manager.py``, ``vllm/core/block_manager.py``;
-``shared/reference/scheduler_semantics.md`` sections 1.0 and 2.1):
+(microsoft/sarathi-serve @ 96f9911 ``sarathi/core/block_space_manager/base_block_space_manager.py``;
+vllm-project/vllm v0 ``vllm/core/block_manager.py``):
 
 * capacity: ``blocks = floor((u M - W) / (b_kv B))`` with ``M`` the GPU memory
   (``gpu.memory_bytes``), ``u`` = ``gpu_memory_utilization`` (vLLM 0.9, Sarathi-Serve 0.8), ``W``

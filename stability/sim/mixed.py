@@ -28,8 +28,8 @@ paying-users-first order, Appendix F.2), keyed by (class, prefill target, arriva
 
 References
 ----------
-Bari, Hegde, de Veciana (2025), Section 3.1, Eq. 7; shared/reference/scheduler_semantics.md
-sections 1.0, 1.1, 2.1.
+Bari, Hegde, de Veciana (2025), Section 3.1, Eq. 7; microsoft/sarathi-serve @ 96f9911
+``sarathi/core/scheduler/sarathi_scheduler.py``; vllm-project/vllm v0 ``vllm/core/scheduler.py``.
 """
 
 from __future__ import annotations
