@@ -29,26 +29,91 @@ COMMON_DEFAULTS = {
 }
 
 
-def add_common(parser: argparse.ArgumentParser, *, defaults: dict | None = None) -> None:
-    """Add the options every command shares; their defaults live in ``defaults``."""
+def add_common(parser: argparse.ArgumentParser, *, defaults: dict | None = None,
+               overrides: dict | None = None) -> None:
+    """Add the options every command shares; their defaults live in ``defaults``.
+
+    ``overrides`` maps an option's name (``"gpus_r"``) to the ``add_argument`` keywords a command
+    changes (e.g. ``{"type": str, "help": "..."}`` where ``--gpus-r`` takes a list).
+    """
     d = {**COMMON_DEFAULTS, **(defaults or {})}
+    over = overrides or {}
     parser.set_defaults(_defaults=d)
+
+    def add(flag: str, **kwargs) -> None:
+        parser.add_argument(flag, **{**kwargs, **over.get(flag[2:].replace("-", "_"), {})})
+
     parser.add_argument("--config", help="TOML scenario file with any of these options")
-    parser.add_argument("--gpu", help=f"GPU preset, alias or key of --gpu-file (default {d['gpu']})")
-    parser.add_argument("--gpu-file", help="TOML file adding or overriding GPU profiles")
-    parser.add_argument("--tiles", help="restrict the GPU's tiles, e.g. '128x128' or '256x128x32'")
-    parser.add_argument("--model", help=f"model preset or key of --model-file (default {d['model']})")
-    parser.add_argument("--model-file", help="TOML file adding or overriding model profiles")
-    parser.add_argument("--mode", choices=["paper", "real"],
+    add("--gpu", help=f"GPU preset, alias or key of --gpu-file (default {d['gpu']})")
+    add("--gpu-file", help="TOML file adding or overriding GPU profiles")
+    add("--tiles", help="restrict the GPU's tiles, e.g. '128x128' or '256x128x32'")
+    add("--model", help=f"model preset or key of --model-file (default {d['model']})")
+    add("--model-file", help="TOML file adding or overriding model profiles")
+    add("--mode", choices=["paper", "real"],
                         help="paper: the paper's single-head 2-matrix-FFN layer; real: GQA + SwiGLU")
-    parser.add_argument("--workload",
+    add("--workload",
                         help="table1, sharegpt4, deterministic:LP,LD, uniform:a-b,c-d or a CSV path")
-    parser.add_argument("--pad", action="store_true", default=None,
+    add("--pad", action="store_true", default=None,
                         help="pad prompts up to multiples of t*_lcm (Assumption 3)")
-    parser.add_argument("--gpus-r", type=int, help="number of inference nodes r")
-    parser.add_argument("--seed", type=int, help="random seed")
-    parser.add_argument("--out", help="output directory")
-    parser.add_argument("--json", action="store_true", default=None, help="print JSON")
+    add("--gpus-r", type=int, help="number of inference nodes r")
+    add("--seed", type=int, help="random seed")
+    add("--out", help="output directory")
+    add("--json", action="store_true", default=None, help="print JSON")
+
+
+def parse_value(text: str):
+    """An option value from the command line: ``true``/``false`` (any case) as booleans, integers and
+    floats as numbers, anything else as the string."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            continue
+    return text
+
+
+def parse_options(items) -> tuple:
+    """``["n=2000", "order=spf", "memory=false"]`` -> ``(("memory", False), ("n", 2000), ("order",
+    "spf"))``; a TOML table's values keep their TOML types."""
+    if isinstance(items, dict):
+        return tuple(sorted(items.items()))
+    out = {}
+    for item in items or []:
+        name, sep, value = str(item).partition("=")
+        if not sep or not name.strip():
+            raise FieldError("--option", item, "NAME=VALUE")
+        out[name.strip()] = parse_value(value)
+    return tuple(sorted(out.items()))
+
+
+def _items(value) -> list:
+    """A list from a config file, or the comma-separated items of a command-line string."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return [v for v in items if str(v).strip()]
+
+
+def parse_floats(field: str, value, expected: str = "comma-separated numbers") -> list[float]:
+    """Numbers from a TOML list or a comma-separated string; an error names ``field``."""
+    try:
+        return [float(v) for v in _items(value)]
+    except (TypeError, ValueError):
+        raise FieldError(field, value, expected) from None
+
+
+def parse_ints(field: str, value, expected: str = "comma-separated integers >= 1, e.g. 1,2,4") -> list[int]:
+    """Integers from a TOML list or a comma-separated string; an error names ``field``."""
+    try:
+        return [int(v) for v in _items(value)]
+    except (TypeError, ValueError):
+        raise FieldError(field, value, expected) from None
+
+
+def parse_names(value) -> list[str]:
+    """Names from a TOML list or a comma-separated string, stripped."""
+    return [str(v).strip() for v in _items(value)]
 
 
 def resolve(args: argparse.Namespace) -> dict:

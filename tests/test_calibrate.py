@@ -284,14 +284,16 @@ def run(capsys, *argv):
 
 
 def test_cli_fits_the_shipped_example_and_writes_the_profile(capsys, tmp_path):
-    out_file = tmp_path / "prof" / "a.toml"
-    code, out, _ = run(capsys, "calibrate", "--out", str(out_file), "--steps", "128,256")
+    out_dir = tmp_path / "prof"
+    code, out, _ = run(capsys, "calibrate", "--out", str(out_dir), "--steps", "128,256")
+    out_file = out_dir / "a100-calibrated.toml"
     assert code == 0 and out_file.is_file()
     assert "rel. RMSE" in out and "worst points" in out and "12288x4096" in out
     assert "a100-calibrated" in load_gpus(out_file)
-    code, out, _ = run(capsys, "calibrate", "--out", str(out_file), "--json", "--key", "k")
+    code, out, _ = run(capsys, "calibrate", "--out", str(out_dir), "--json", "--key", "k")
     row = json.loads(out)
     assert code == 0 and row["key"] == "k" and len(row["residuals"]) == 1044
+    assert row["written"] == str(out_dir / "k.toml") and "k" in load_gpus(out_dir / "k.toml")
     assert row["error"]["rel_rmse"] < row["base_error"]["rel_rmse"]
 
 
@@ -303,9 +305,8 @@ def test_cli_batch_timings(capsys, tmp_path, true_cost_model):
                  strict=True)]
     f = tmp_path / "batches.csv"
     f.write_text("\n".join(rows) + "\n")
-    out_file = tmp_path / "b.toml"
     code, out, err = run(capsys, "calibrate", "--timings", str(f), "--model", "mistral-7b", "--json",
-                       "--out", str(out_file))
+                       "--out", str(tmp_path))
     assert code == 0, err
     assert json.loads(out)["error"]["max_rel_error"] < 1e-9
 
@@ -318,9 +319,9 @@ def test_cli_batch_timings(capsys, tmp_path, true_cost_model):
     (["--model", "gpt"], "unknown model"),
 ])
 def test_cli_bad_input_exits_2(capsys, tmp_path, argv, message):
-    code, _, err = run(capsys, "calibrate", "--out", str(tmp_path / "x.toml"), *argv)
+    code, _, err = run(capsys, "calibrate", "--out", str(tmp_path / "x"), *argv)
     assert code == 2 and message in err and "Traceback" not in err
-    assert not (tmp_path / "x.toml").exists()
+    assert not (tmp_path / "x").exists()
 
 
 def test_cli_bad_csv_and_tiles_with_batches(capsys, tmp_path):

@@ -77,3 +77,11 @@ def test_bad_config(capsys, tmp_path):
     f.write_text('colour = "blue"\n')
     code, _, err = run(capsys, "bounds", "--config", str(f))
     assert code == 2 and "colour" in err
+
+
+def test_option_values_are_typed():
+    from llmq.options import parse_options, parse_value
+
+    assert parse_options(["memory=false", "n=2000", "order=spf", "delta=2.5", "dynamic=True"]) == (
+        ("delta", 2.5), ("dynamic", True), ("memory", False), ("n", 2000), ("order", "spf"))
+    assert parse_value("False") is False and parse_value("no") == "no"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from llmq.options import resolve
 
@@ -16,7 +17,7 @@ DEFAULTS = {
     "tiles": None,
     "no_overhead": False,
     "key": None,
-    "out": None,
+    "out": "out",
     "steps": None,
     "seed": 0,
     "json": False,
@@ -35,11 +36,12 @@ def add_parser(sub) -> None:
     p.add_argument("--gpu", help=f"base GPU preset (default {DEFAULTS['gpu']})")
     p.add_argument("--model", help=f"model preset (default {DEFAULTS['model']})")
     p.add_argument("--mode", choices=["paper", "real"], help=f"layer model (default {DEFAULTS['mode']})")
-    p.add_argument("--tiles", help="GeMM timings: fit only these tiles, e.g. '256x128x32,128x64'")
+    p.add_argument("--tiles", help="restrict the base GPU to these tiles before fitting, e.g. "
+                                   "'256x128x32,128x64' (as --tiles in every command)")
     p.add_argument("--no-overhead", action="store_true", default=None,
                    help="fit no fixed time per GeMM / per batch (the paper's Eq. 2 and Eq. 7)")
     p.add_argument("--key", help="key of the fitted profile (default <gpu>-calibrated)")
-    p.add_argument("--out", help="profile TOML to write (default out/<key>.toml)")
+    p.add_argument("--out", help="output directory; the profile is written to OUT/<key>.toml (default out)")
     p.add_argument("--steps", help="GeMM timings: print the jumps after these d_col, e.g. '128,256,384'")
     p.add_argument("--seed", type=int, help="seed of the random starts of the GeMM fit (default 0)")
     p.add_argument("--json", action="store_true", default=None, help="print JSON")
@@ -96,6 +98,8 @@ def run(args) -> int:
     source = str(values["timings"])
     timings = read_timings(timings_path(source))
     steps = _steps(values["steps"])
+    if ":" in str(values["gpu"]):
+        raise FieldError("gpu", values["gpu"], "a GPU preset (choose a tile subset with --tiles)")
     base = get_gpu(values["gpu"])
     if base.key not in gpu_names():
         raise FieldError("gpu", values["gpu"], "a GPU preset (choose a tile subset with --tiles)")
@@ -105,7 +109,7 @@ def run(args) -> int:
     jumps = []
     if steps and isinstance(timings, GemmTimings):
         jumps = staircase_jumps(timings, {"model": cal.predicted, "base": cal.base_predicted}, steps)
-    path = write_profile(cal, values["out"] or f"out/{cal.key}.toml", source)
+    path = write_profile(cal, Path(values["out"]) / f"{cal.key}.toml", source)
     if values["json"]:
         print(json.dumps({**cal.as_dict(), "timings": source, "steps": jumps, "written": str(path)},
                          indent=2))

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from llmq.options import add_common, build_cost_model_from, build_workload_from, resolve
-from theory.errors import FieldError
+from llmq.options import add_common, build_cost_model_from, build_workload_from, parse_floats, resolve
 
 HELP = ("RAD's cycle DTMC (Appendix C) by executing Algorithm 1: drift with CIs, E[T | x], "
         "stationary law, classes; Eq. 25, Lemmas 3-4, Theorem 2's n vs the empirical n")
@@ -35,15 +34,6 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def _floats(value) -> list[float]:
-    """A list from the config file, or comma-separated numbers from the command line."""
-    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    try:
-        return [float(v) for v in items if str(v).strip()]
-    except ValueError:
-        raise FieldError("epsilon", value, "comma-separated numbers in (0, 1)") from None
-
-
 def _rows_to_print(x_max: int, n: int) -> list[int]:
     """Every state if few; else a spread of states below n, n itself and a few above."""
     if x_max <= 40:
@@ -61,7 +51,8 @@ def run(args) -> int:
     from theory.bounds import T_bar_R, lemma3_drift_bound
 
     values = resolve(args)
-    epsilons = _floats(values["epsilon"]) if values["n_min"] else []
+    epsilons = parse_floats("epsilon", values["epsilon"], "comma-separated numbers in (0, 1)") \
+        if values["n_min"] else []
     cm = build_cost_model_from(values)
     w = build_workload_from(values, cm)
     r = values["gpus_r"]

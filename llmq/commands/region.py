@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from llmq.options import add_common, resolve
+from llmq.options import add_common, parse_floats, parse_ints, parse_names, parse_options, resolve
 from theory.errors import FieldError
 
 HELP = ("the main job: sweep lambda per GPU tile set, scheduler and r, locate each stability "
@@ -27,13 +27,11 @@ def add_parser(sub) -> None:
         "sat_requests": d.sat_requests, "confidence": d.confidence, "epsilon": d.epsilon,
         "two_class": False, "class1": "table1", "class2": "uniform:2048-6144,16-128",
         "shares": [0.0, 0.25, 0.5, 0.75, 1.0], "dask": None, "workers": os.cpu_count() or 1,
-        "plot_only": None, "cache": None, "progress": True})
-    # the common --gpus-r takes one integer; here it takes a list (parsed in spec_from, so a bad
-    # value is reported like every other field)
-    p._option_string_actions["--gpus-r"].type = str
-    p._option_string_actions["--gpus-r"].help = "numbers of nodes r, e.g. 1,2,4 (default 1)"
-    p._option_string_actions["--gpu"].help = ("GPU tile sets: presets, 'all', or restricted tile sets "
-                                              "such as a100:128x128 (default a100,rtx6000ada)")
+        "plot_only": None, "cache": None, "progress": True}, overrides={
+        # lists here, parsed in spec_from so that a bad value is reported like every other field
+        "gpus_r": {"type": str, "help": "numbers of nodes r, e.g. 1,2,4 (default 1)"},
+        "gpu": {"help": "GPU tile sets: presets, 'all', or restricted tile sets such as a100:128x128 "
+                        "(default a100,rtx6000ada)"}})
     p.add_argument("--scheduler", help="schedulers to compare (default rad,sarathi,request_level; "
                                        "those not registered in this build are skipped)")
     p.add_argument("--option", action="append", metavar="SCHED.NAME=VALUE",
@@ -69,32 +67,8 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def _floats(field: str, value) -> list[float]:
-    """A list from the config file, or comma-separated numbers from the command line."""
-    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    try:
-        return [float(v) for v in items if str(v).strip()]
-    except ValueError:
-        raise FieldError(field, value, "comma-separated numbers") from None
-
-
-def _ints(field: str, value) -> list[int]:
-    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    try:
-        return [int(v) for v in items if str(v).strip()]
-    except ValueError:
-        raise FieldError(field, value, "comma-separated integers >= 1, e.g. 1,2,4") from None
-
-
-def _names(text) -> list[str]:
-    items = text if isinstance(text, (list, tuple)) else str(text).split(",")
-    return [str(v).strip() for v in items if str(v).strip()]
-
-
 def _options(items) -> tuple:
     """``["rad.n=2000"]`` -> ``(("rad", (("n", 2000),)),)``; ``n=auto`` kept as a string."""
-    from llmq.commands.simulate import parse_options
-
     per: dict = {}
     for item in items or []:
         sched, dot, rest = str(item).partition(".")
@@ -114,24 +88,24 @@ def spec_from(values: dict, notes: list[str]):
     from stability.schedulers import scheduler_names
     from theory.hardware import gpu_names
 
-    gpus = gpu_names() if str(values["gpu"]).strip().lower() == "all" else _names(values["gpu"])
+    gpus = gpu_names() if str(values["gpu"]).strip().lower() == "all" else parse_names(values["gpu"])
     if values["tiles"]:
         gpus = [f"{g.partition(':')[0]}:{values['tiles']}" for g in gpus]
-    schedulers = _names(values["scheduler"])
+    schedulers = parse_names(values["scheduler"])
     if values["scheduler"] == ",".join(DEFAULT_SCHEDULERS):  # the default list: skip the missing
         missing = [s for s in schedulers if s not in scheduler_names()]
         schedulers = [s for s in schedulers if s in scheduler_names()]
         notes += [f"scheduler {s!r} is not registered in this build: skipped" for s in missing]
     variants = ("raw",) if values["raw"] else ("pad",) if values["pad"] and not values["both"] \
         else ("pad", "raw")
-    rs = _ints("r (gpus)", values["gpus_r"])
-    shares = tuple(_floats("shares", values["shares"]))
+    rs = parse_ints("r (gpus)", values["gpus_r"])
+    shares = tuple(parse_floats("shares", values["shares"]))
     two = (values["class1"], values["class2"], shares) if values["two_class"] else ()
     return SweepSpec(
         tilesets=tuple(gpus), model=values["model"], mode=values["mode"], workload=values["workload"],
         gpu_file=values["gpu_file"], model_file=values["model_file"], schedulers=tuple(schedulers),
         options=_options(values["option"]),
-        rs=tuple(rs), variants=variants, loads=tuple(_floats("loads (lambda grid)", values["loads"])),
+        rs=tuple(rs), variants=variants, loads=tuple(parse_floats("loads (lambda grid)", values["loads"])),
         bisect=values["bisect"],
         n_requests=values["requests"], saturation=values["saturation"],
         replicates=values["replicates"], sat_requests=values["sat_requests"],

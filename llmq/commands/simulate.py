@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from llmq.options import add_common, resolve
-from theory.errors import FieldError
+from llmq.options import add_common, parse_options, resolve
 
 HELP = "simulate a scheduler on r GPUs at a rate or load; TTFT/TBT, throughput, stability verdict"
 
@@ -33,25 +32,6 @@ def add_parser(sub) -> None:
                    help="request classes with TBT SLOs, e.g. paying:0.05:0.1,free:0.95:0.5 (Section 7)")
     p.add_argument("--total-cap", type=int, help="condition lengths on L^P + L^D <= this (Section 7: 8192)")
     p.set_defaults(run=run)
-
-
-def parse_options(items) -> tuple:
-    """``["n=2000", "order=spf"]`` -> ``(("n", 2000), ("order", "spf"))`` (ints and floats parsed)."""
-    if isinstance(items, dict):
-        items = [f"{k}={v}" for k, v in items.items()]
-    out = {}
-    for item in items or []:
-        name, sep, value = str(item).partition("=")
-        if not sep or not name.strip():
-            raise FieldError("--option", item, "NAME=VALUE")
-        for cast in (int, float):
-            try:
-                value = cast(value)
-                break
-            except ValueError:
-                continue
-        out[name.strip()] = value
-    return tuple(sorted(out.items()))
 
 
 def scenario_from(values: dict):
