@@ -86,6 +86,16 @@ def corrected_runs(algorithm: str, fast: bool) -> tuple[int, dict | None]:
     return exhaustive(alg4, [{"budget": k} for k in d["budget"]], alg4_invariants, fast)
 
 
+def invariants_result(algorithm: str, fast: bool, who: str, coverage: str,
+                      summary: str = "all invariants hold on every run") -> Result:
+    """The verdict of an ``alg<k>.invariants`` check: FAIL with the first breaking run, or PASS with
+    ``coverage`` (``{runs}`` is filled in) over :func:`corrected_runs`."""
+    runs, fail = corrected_runs(algorithm, fast)
+    if fail:
+        return Result(Verdict.FAIL, f"an invariant of {who} breaks", counterexample=fail)
+    return Result(Verdict.PASS, summary, coverage=coverage.format(runs=runs))
+
+
 def rad_params(fast: bool) -> list[dict]:
     """Every (n, t_col, t_lcm) of the check domain, as parameters of Algorithms 1 and 2."""
     d = domain(fast)
@@ -153,14 +163,11 @@ def alg1_line13(fast: bool) -> Result:
                  "paper_checks.algorithms.domain, checking Definitions 1-2 and the invariants after every "
                  "batch.")
 def alg1_invariants(fast: bool) -> Result:
-    runs, fail = corrected_runs("1", fast)
-    if fail:
-        return Result(Verdict.FAIL, "an invariant of RAD breaks", counterexample=fail)
     d = domain(fast)
-    return Result(Verdict.PASS, "all invariants hold on every run",
-                  coverage=f"{runs} runs: <= {d['requests']} requests, L^P in {d['L_P']}, L^D in {d['L_D']}, "
-                           f"arrival gaps {d['staggers']}, t*_col in {d['t_col']}, n in {d['n']}, "
-                           f"t*_lcm in {d['t_lcm']}")
+    return invariants_result("1", fast, "RAD",
+                             f"{{runs}} runs: <= {d['requests']} requests, L^P in {d['L_P']}, L^D in "
+                             f"{d['L_D']}, arrival gaps {d['staggers']}, t*_col in {d['t_col']}, n in "
+                             f"{d['n']}, t*_lcm in {d['t_lcm']}")
 
 
 # --- Algorithm 2 ------------------------------------------------------------------------------
@@ -222,11 +229,7 @@ def alg2_arrivals(fast: bool) -> Result:
                 "at most t*_col active, refilling D_active, and finishes every request.",
           method="Exhaustive literal execution (both errata corrected), Definitions 1-2 and the invariants.")
 def alg2_invariants_check(fast: bool) -> Result:
-    runs, fail = corrected_runs("2", fast)
-    if fail:
-        return Result(Verdict.FAIL, "an invariant of Algorithm 2 breaks", counterexample=fail)
-    return Result(Verdict.PASS, "all invariants hold on every run",
-                  coverage=f"{runs} runs over the domain of alg1.invariants")
+    return invariants_result("2", fast, "Algorithm 2", "{runs} runs over the domain of alg1.invariants")
 
 
 @register("alg2.theorem2", location="Appendix D: 'Theorem 2 applies when the RAD scheduler is replaced by "
@@ -286,10 +289,7 @@ def alg3_line5(fast: bool) -> Result:
                 "until the current ones finished; every request finishes.",
           method="Exhaustive literal execution (line 5 corrected), Definitions 1-2 and the invariants.")
 def alg3_invariants_check(fast: bool) -> Result:
-    runs, fail = corrected_runs("3", fast)
-    if fail:
-        return Result(Verdict.FAIL, "an invariant of Algorithm 3 breaks", counterexample=fail)
-    return Result(Verdict.PASS, "all invariants hold on every run", coverage=f"{runs} runs, b in 1..3")
+    return invariants_result("3", fast, "Algorithm 3", "{runs} runs, b in 1..3")
 
 
 # --- Algorithm 4 ------------------------------------------------------------------------------
@@ -335,12 +335,9 @@ def alg4_termination(fast: bool) -> Result:
                 "every request.",
           method="Exhaustive literal execution (both errata corrected), Definitions 1-2 and the invariants.")
 def alg4_invariants_check(fast: bool) -> Result:
-    runs, fail = corrected_runs("4", fast)
-    if fail:
-        return Result(Verdict.FAIL, "an invariant of Algorithm 4 breaks", counterexample=fail)
-    return Result(Verdict.PASS, "all invariants hold: a request enters D only by a prefill that used >= 1 "
-                                "token of the batch's budget, so |D| never exceeds it",
-                  coverage=f"{runs} runs, budget in 1..4")
+    return invariants_result("4", fast, "Algorithm 4", "{runs} runs, budget in 1..4",
+                             "all invariants hold: a request enters D only by a prefill that used >= 1 "
+                             "token of the batch's budget, so |D| never exceeds it")
 
 
 # --- Algorithm 5 ------------------------------------------------------------------------------
