@@ -116,6 +116,28 @@ def parse_names(value) -> list[str]:
     return [str(v).strip() for v in _items(value)]
 
 
+def _typed(where: str, value, default):
+    """A config-file value checked against the type of the option's default (a string where a
+    boolean is expected is an error, never a silent true)."""
+    if isinstance(default, bool):
+        ok, expected = isinstance(value, bool), "true or false (a TOML boolean)"
+    elif isinstance(default, int):
+        ok, expected = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(default, float):
+        ok, expected = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+    elif isinstance(default, str):
+        ok, expected = isinstance(value, str), "a string"
+    elif isinstance(default, list):
+        ok = isinstance(value, (list, dict, str, int, float)) and not isinstance(value, bool)
+        expected = "a list (or a comma-separated string)"
+    else:  # no default: a name, a path or a number
+        ok, expected = isinstance(value, (str, int, float)) and not isinstance(value, bool), \
+            "a string or a number"
+    if not ok:
+        raise FieldError(where, value, expected)
+    return value
+
+
 def resolve(args: argparse.Namespace) -> dict:
     """Merge defaults < config file < command line into one dict of option values."""
     values = dict(args._defaults)
@@ -125,7 +147,8 @@ def resolve(args: argparse.Namespace) -> dict:
         unknown = set(config) - set(values)
         if unknown:
             raise FieldError(f"{path}", sorted(unknown), f"only the keys {', '.join(sorted(values))}")
-        values.update(config)
+        for key, value in config.items():
+            values[key] = _typed(f"{path}: {key}", value, values[key])
     for key in values:
         cli = getattr(args, key, None)
         if cli is not None:

@@ -85,3 +85,20 @@ def test_option_values_are_typed():
     assert parse_options(["memory=false", "n=2000", "order=spf", "delta=2.5", "dynamic=True"]) == (
         ("delta", 2.5), ("dynamic", True), ("memory", False), ("n", 2000), ("order", "spf"))
     assert parse_value("False") is False and parse_value("no") == "no"
+
+
+@pytest.mark.parametrize("line, key", [('pad = "false"', "pad"), ('json = "no"', "json"),
+                                       ('gpus_r = "two"', "gpus_r"), ("seed = 1.5", "seed"),
+                                       ("model = 7", "model")])
+def test_config_values_have_the_option_type(capsys, tmp_path, line, key):
+    f = tmp_path / "s.toml"
+    f.write_text(line + "\n")
+    code, out, err = run(capsys, "bounds", "--config", str(f))
+    assert code == 2 and f"{key}: expected" in err and out == ""
+
+
+def test_a_real_toml_boolean_is_accepted(capsys, tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text("pad = true\njson = true\n")
+    code, out, _ = run(capsys, "bounds", "--config", str(f))
+    assert code == 0 and json.loads(out)["assumption3_mass"] == 1.0

@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("region", help=HELP, description=HELP)
     add_common(p, defaults={
         "gpu": "a100,rtx6000ada", "gpus_r": [1], "scheduler": ",".join(DEFAULT_SCHEDULERS),
-        "option": [], "raw": None, "both": None, "requests": 100000, "loads": list(DEFAULT_LOADS),
+        "option": [], "raw": False, "both": False, "requests": 100000, "loads": list(DEFAULT_LOADS),
         "bisect": d.bisect, "saturation": d.saturation, "replicates": d.replicates,
         "sat_requests": d.sat_requests, "confidence": d.confidence, "epsilon": d.epsilon,
         "two_class": False, "class1": "table1", "class2": "uniform:2048-6144,16-128",
