@@ -263,3 +263,17 @@ def test_shipped_times_grow_with_the_work(vidur_gemm):
     large = {series(r): r["seconds"] for r in rows[rows["tokens"] == 4096]}
     assert len(small) == len(large) == 4 * (17 * 4 + 3)  # 20 (GPU, model) pairs, Phi-2 at TP 1 only
     assert all(large[k] > small[k] for k in small)
+
+
+def test_shipped_gemms_stay_under_their_gpu_preset_roofline(vidur_gemm):
+    # Measured times cannot beat the preset's dense FP16 peak, nor read the weights faster than its
+    # DRAM bandwidth; this checks the A40 preset's 149.7 TFLOP/s (the fastest A40 GeMM runs at
+    # 0.9 of it, so FP32 accumulation runs at full rate) and the units of the conversion.
+    rows = vidur_gemm.rows
+    for gpu in np.unique(rows["gpu"]):
+        preset, sel = get_gpu(str(gpu)), rows[rows["gpu"] == gpu]
+        for model, op, tp in {(str(r["model"]), str(r["operation"]), int(r["tp"])) for r in sel}:
+            s = sel[(sel["model"] == model) & (sel["operation"] == op) & (sel["tp"] == tp)]
+            d_row, d_red = gemm_shape(get_model(model), op, tp)
+            assert (2.0 * d_row * d_red * s["tokens"] / s["seconds"] < preset.peak_flops).all()
+            assert (2.0 * d_row * d_red / s["seconds"] < preset.bandwidth).all()
