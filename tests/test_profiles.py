@@ -171,6 +171,11 @@ def test_unknown_model(tmp_path):
         load_profile(_write(tmp_path, f"{HEADER}\n{GOOD.replace('llama-2-7b', 'gpt-9')}\n"))
 
 
+def test_unknown_gpu(tmp_path):
+    with pytest.raises(FieldError, match=r"bad.csv: row 2, column 'gpu'.*b200"):
+        load_profile(_write(tmp_path, f"{HEADER}\n{GOOD.replace('a100', 'b200')}\n"))
+
+
 def test_an_operation_needs_its_columns(tmp_path):
     line = "vidur,a100,a100_dgx,,2,all_reduce,,,,,,1,0.00004"
     with pytest.raises(FieldError, match=r"row 2, column 'bytes'.*all_reduce"):

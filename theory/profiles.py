@@ -30,7 +30,7 @@ src_rows   no       how many source rows were aggregated (by median) into this r
 
 An empty integer cell means "not applicable" and loads as :data:`ABSENT` (-1). The loader refuses
 a time column whose unit it cannot tell (``time``, ``latency``, ``duration``...), negative, zero or
-non-finite times, non-integer counts, unknown models, and a ``tp`` that does not divide the model's
+non-finite times, non-integer counts, unknown GPUs and models, and a ``tp`` that does not divide the model's
 attention heads (tensor parallelism splits heads across GPUs). A UTF-8 byte-order mark is accepted;
 ``.csv.gz`` files are read through gzip.
 """
@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from theory.errors import ConfigFileError, FieldError, UnknownNameError
+from theory.hardware import get_gpu
 from theory.models import Model, get_model
 
 ABSENT = -1
@@ -138,7 +139,7 @@ def load_profile(path: str | Path) -> Profile:
     header, rows = _read(path)
     time_col = _check_header(path, header)
     scale = TIME_UNITS[time_col]
-    checked: dict[tuple[str, int], None] = {}
+    checked: dict[tuple[str, object], None] = {}  # (model, tp) pairs and GPUs already checked
     records = [_check_row(path, k + 2, row, time_col, scale, checked) for k, row in enumerate(rows)]
     return Profile(path=str(path), rows=_to_array(records))
 
@@ -220,7 +221,7 @@ def _check_header(path: Path, header: list[str]) -> str:
 
 
 def _check_row(path: Path, line: int, row: dict, time_col: str, scale: float,
-               checked: dict[tuple[str, int], None]) -> dict:
+               checked: dict[tuple[str, object], None]) -> dict:
     def where(col: str) -> str:
         return f"{path}: row {line}, column {col!r}"
 
@@ -244,6 +245,12 @@ def _check_row(path: Path, line: int, row: dict, time_col: str, scale: float,
     if seconds is None:
         raise FieldError(where(time_col), row.get(time_col), "a finite time > 0")
     rec["seconds"] = seconds * scale
+    if ("gpu", rec["gpu"]) not in checked:
+        try:
+            get_gpu(rec["gpu"])
+        except UnknownNameError as exc:
+            raise FieldError(where("gpu"), rec["gpu"], f"a GPU preset ({exc})") from None
+        checked[("gpu", rec["gpu"])] = None
     if rec["model"] and (rec["model"], rec["tp"]) not in checked:
         try:
             model = get_model(rec["model"])
