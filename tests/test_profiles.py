@@ -72,24 +72,28 @@ def test_vidur_all_reduce_rows():
 def test_splitwise_rows():
     # splitwise-sim data/perf_model.csv @ 8f99e7d (tests/data/README): prompt_time, token_time in ms
     rows = convert_splitwise(DATA / "splitwise_perf_model_excerpt.csv")
-    prompt_128 = [77.42243859102018, 77.63209999538958, 77.50527464668266, 77.67324886517599,
-                  77.0284644619096]  # lines 947-951 (line 992 repeats line 947 exactly)
-    prompt_256 = [77.17165563371964, 77.65116708469579, 77.29683395009488, 76.87453799298964,
-                  78.19313969812356]  # lines 1022-1026
+    prompt_128 = [59.55572199309245, 59.71699999645352, 59.61944203590974, 59.7486529732123,
+                  59.2526649706997]  # lines 217-221 (line 307 repeats line 217 exactly)
+    prompt_256 = [59.36281202593818, 59.73166698822752, 59.45910303853452, 59.13425999460742,
+                  60.14856899855658]  # lines 367-371
     token_128 = [29.762305037895818, 29.26659482709081, 29.738654877062828, 29.54404005335321,
                  29.7180637341418]
-    pre = _pick(rows, setup="h100-80gb-pcap", operation="prefill_batch", tokens=512)
-    assert (pre["gpu"], pre["model"], pre["tp"], pre["context"], pre["decodes"]) == \
-        ("h100", "llama-2-70b", 4, 512, 0)
+    pre = _pick(rows, model="llama-2-70b", operation="prefill_batch", tokens=512)
+    assert (pre["gpu"], pre["setup"], pre["tp"], pre["context"], pre["decodes"]) == \
+        ("h100", "h100-80gb", 4, 512, 0)
     assert pre["src_rows"] == 10
     assert float(pre["seconds"]) == pytest.approx(statistics.median(prompt_128 + prompt_256) / 1e3, rel=1e-7)
-    dec = _pick(rows, setup="h100-80gb-pcap", operation="decode_batch", generated=128)
+    dec = _pick(rows, model="llama-2-70b", operation="decode_batch", generated=128)
     assert (dec["tokens"], dec["decodes"], dec["context"], dec["src_rows"]) == (1, 1, 512, 5)
     assert float(dec["seconds"]) == pytest.approx(statistics.median(token_128) / 1e3, rel=1e-7)
     # lines 692-696: BLOOM-176B on A100, TP 8, 64 prompts of 512 tokens
     bloom = _pick(rows, model="bloom-176b", operation="prefill_batch")
     assert (bloom["gpu"], bloom["tp"], bloom["tokens"], bloom["context"]) == ("a100", 8, 64 * 512, 512)
     assert float(bloom["seconds"]) == pytest.approx(11251.82795501314 / 1e3, rel=1e-7)
+    # line 947 (h100-80gb-pcap, derived from the H100 rows, not measured) is dropped
+    assert "h100-80gb-pcap" not in {r["setup"] for r in rows}
+    # prefill (prompt, batch): (512, 1), (512, 64); decode: (512, 1, 128), (512, 1, 256), (512, 64, 128)
+    assert len(rows) == 2 + 3
 
 
 @pytest.mark.parametrize("name", ["out.csv", "out.csv.gz"])
@@ -238,7 +242,7 @@ def test_shipped_profiles_are_listed():
 def test_shipped_profile_loads(name, vidur_gemm):
     prof = vidur_gemm if name == "vidur_gemm" else load_profile(name)
     rows = prof.rows
-    assert len(prof) > 300 and (rows["seconds"] > 0).all()
+    assert len(prof) > 0 and (rows["seconds"] > 0).all()
     for gpu in np.unique(rows["gpu"]):
         assert get_gpu(str(gpu)).key == gpu
     for model in np.unique(rows["model"]):

@@ -13,7 +13,7 @@ column     required meaning
 ========== ======== ==================================================================================
 source     yes      short name of the public source (``vidur``, ``splitwise-sim``)
 gpu        yes      llmq GPU preset key of the card measured (``a100``, ``h100``, ``a40``)
-setup      no       the source's own name for the machine or setting (``a100_dgx``, ``h100-80gb-pcap``)
+setup      no       the source's own name for the machine or setting (``a100_dgx``, ``h100-80gb``)
 model      yes      llmq model preset key; empty for model-independent rows (collectives)
 tp         yes      tensor-parallel degree (GPUs sharing each layer); must divide the model's heads
 operation  yes      what was timed: a GeMM or kernel name (:data:`VIDUR_GEMMS`, :data:`VIDUR_KERNELS`),

@@ -51,7 +51,12 @@ VIDUR_NODES = {  # network folder -> GPU preset
     "a100_dgx": "a100", "a100_pairwise_nvlink": "a100", "h100_dgx": "h100", "h100_pairwise_nvlink": "h100",
 }
 SPLITWISE_MODELS = {"llama2-70b": "llama-2-70b", "bloom-176b": "bloom-176b"}
-SPLITWISE_GPUS = {"a100-80gb": "a100", "h100-80gb": "h100", "h100-80gb-pcap": "h100"}
+SPLITWISE_GPUS = {"a100-80gb": "a100", "h100-80gb": "h100"}
+# hardware whose rows are not measurements, and why (checked on all rows of perf_model.csv @ 8f99e7d)
+SPLITWISE_DERIVED = {
+    "h100-80gb-pcap": "prompt_time is exactly 1.3 x the h100-80gb row's, token_time and e2e_time equal "
+                      "it: a modelled power cap, not a measurement",
+}
 
 
 def convert_vidur_mlp(path: str | Path, gpu: str, model: str,
@@ -126,7 +131,8 @@ def convert_splitwise(path: str | Path) -> list[dict]:
     * ``decode_batch``: ``tokens = decodes = batch_size``, ``context = prompt_size``,
       ``generated = token_size``; the median of ``token_time`` over the repeated rows.
 
-    ``setup`` keeps splitwise-sim's hardware name (``h100-80gb-pcap`` is the power-capped H100).
+    ``setup`` keeps splitwise-sim's hardware name. Rows of :data:`SPLITWISE_DERIVED` hardware
+    (the power-capped ``h100-80gb-pcap``, derived from the H100 rows) are dropped.
 
     References
     ----------
@@ -136,6 +142,8 @@ def convert_splitwise(path: str | Path) -> list[dict]:
     prefill: dict[tuple, list[float]] = defaultdict(list)
     decode: dict[tuple, list[float]] = defaultdict(list)
     for k, r in enumerate(_read_csv(path)):
+        if r["hardware"] in SPLITWISE_DERIVED:
+            continue
         try:
             model, gpu = SPLITWISE_MODELS[r["model"]], SPLITWISE_GPUS[r["hardware"]]
         except KeyError as exc:
