@@ -1,0 +1,295 @@
+"""Measured GPU profiles from public sources, in one long-format schema, with a validating loader.
+
+Each row of a profile is one measured operation on one GPU: a named GeMM or element-wise kernel
+of one transformer layer, a whole prefill or decode batch, or a collective. The packaged profiles
+live in ``theory/data/profiles/`` (their README gives source repository, commit, license and the
+exact transformation of each); :mod:`theory.profiles_convert` rebuilds them from a checkout of
+the source repository.
+
+Schema (header names; order free, extra columns refused so that a typo is not silently lost):
+
+========== ======== ==================================================================================
+column     required meaning
+========== ======== ==================================================================================
+source     yes      short name of the public source (``vidur``, ``splitwise-sim``)
+gpu        yes      llmq GPU preset key of the card measured (``a100``, ``h100``, ``a40``)
+setup      no       the source's own name for the machine or setting (``a100_dgx``, ``h100-80gb``)
+model      yes      llmq model preset key; empty for model-independent rows (collectives)
+tp         yes      tensor-parallel degree (GPUs sharing each layer); must divide the model's heads
+operation  yes      what was timed: a GeMM or kernel name (:data:`VIDUR_GEMMS`, :data:`VIDUR_KERNELS`),
+                    ``prefill_batch``, ``decode_batch`` or ``all_reduce``
+tokens     per op   tokens in the batch (rows of the activations the operation runs over)
+decodes    per op   decode requests in the batch (``decode_batch``)
+context    per op   per-request prompt length (``prefill_batch``: each prompt's length;
+                    ``decode_batch``: the length when decoding starts)
+generated  no       output tokens per request over which a ``decode_batch`` time is averaged
+bytes      per op   message size of a collective, in bytes
+src_rows   no       how many source rows were aggregated (by median) into this row
+*time*     yes      exactly one of ``seconds``/``time_s``, ``time_ms``, ``time_us``
+========== ======== ==================================================================================
+
+An empty integer cell means "not applicable" and loads as :data:`ABSENT` (-1). The loader refuses
+a time column whose unit it cannot tell (``time``, ``latency``, ``duration``...), negative, zero or
+non-finite times, non-integer counts, unknown GPUs and models, and a ``tp`` that does not divide the model's
+attention heads (tensor parallelism splits heads across GPUs). A UTF-8 byte-order mark is accepted;
+``.csv.gz`` files are read through gzip.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import math
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from theory.errors import ConfigFileError, FieldError, UnknownNameError
+from theory.hardware import get_gpu
+from theory.models import Model, get_model
+
+ABSENT = -1
+TIME_UNITS = {"seconds": 1.0, "time_s": 1.0, "time_ms": 1e-3, "time_us": 1e-6}
+REQUIRED = ("source", "gpu", "model", "tp", "operation")
+TEXT_COLUMNS = ("source", "gpu", "setup", "model", "operation")
+# integer column: smallest allowed value
+INT_COLUMNS = {"tokens": 1, "decodes": 0, "context": 0, "generated": 1, "bytes": 1, "src_rows": 1}
+VIDUR_GEMMS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
+VIDUR_KERNELS = ("emb", "input_layernorm", "attn_rope", "post_attention_layernorm", "mlp_act", "add")
+NEEDS = {  # operation: integer columns every row of it must fill
+    **{op: ("tokens",) for op in VIDUR_GEMMS + VIDUR_KERNELS},
+    "prefill_batch": ("tokens", "context"),
+    "decode_batch": ("tokens", "decodes", "context"),
+    "all_reduce": ("bytes",),
+}
+_UNITLESS_TIME = re.compile(r"(time|latency|duration|elapsed|secs?$|ms$|us$)", re.IGNORECASE)
+_PACKAGED = ("data", "profiles")
+
+
+@dataclass(frozen=True, eq=False)
+class Profile:
+    """A loaded profile: ``rows`` is a structured array with the schema's columns (times in seconds).
+
+    Attributes
+    ----------
+    path : str
+        The file it was read from.
+    rows : numpy.ndarray
+        Fields ``source, gpu, setup, model, operation`` (str), ``tp`` and the integer columns
+        (int64, :data:`ABSENT` where not applicable) and ``seconds`` (float64).
+    """
+
+    path: str
+    rows: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.rows.size)
+
+    def where(self, **equal: object) -> np.ndarray:
+        """The rows whose columns equal the given values, e.g. ``where(gpu="a100", tp=2)``."""
+        mask = np.ones(self.rows.size, dtype=bool)
+        for name, value in equal.items():
+            if name not in self.rows.dtype.names:
+                raise FieldError("column", name, f"one of {', '.join(self.rows.dtype.names)}")
+            mask &= self.rows[name] == value
+        return self.rows[mask]
+
+
+def shipped_profiles() -> dict[str, Path]:
+    """The packaged profiles, ``{name: path}``, name being the file name without ``.csv[.gz]``."""
+    folder = resources.files("theory").joinpath(*_PACKAGED)
+    found = {}
+    for entry in folder.iterdir():
+        name = entry.name
+        for suffix in (".csv.gz", ".csv"):
+            if name.endswith(suffix):
+                found[name[: -len(suffix)]] = Path(str(entry))
+    return dict(sorted(found.items()))
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Read and validate a profile CSV (or ``.csv.gz``), or a packaged one by name.
+
+    Parameters
+    ----------
+    path : str or Path
+        A file, or a key of :func:`shipped_profiles` (e.g. ``"splitwise_perf_model"``).
+
+    Returns
+    -------
+    Profile
+        The rows, times converted to seconds.
+
+    Raises
+    ------
+    ConfigFileError
+        The file is missing, empty or not CSV.
+    FieldError
+        A missing, unknown or duplicated column, or a bad cell; the message names the file, the
+        row (its line number in the file, the header being line 1) and the column.
+    """
+    shipped = shipped_profiles()
+    if isinstance(path, str) and path in shipped:
+        path = shipped[path]
+    path = Path(path)
+    header, rows = _read(path)
+    time_col = _check_header(path, header)
+    scale = TIME_UNITS[time_col]
+    checked: dict[tuple[str, object], None] = {}  # (model, tp) pairs and GPUs already checked
+    records = [_check_row(path, k + 2, row, time_col, scale, checked) for k, row in enumerate(rows)]
+    return Profile(path=str(path), rows=_to_array(records))
+
+
+def gemm_shape(model: Model, operation: str, tp: int) -> tuple[int, int]:
+    """Weight shape ``(d_row, d_red)`` one GPU multiplies in a vidur GeMM ``operation`` at TP ``tp``.
+
+    vidur times one transformer layer's linear layers under Megatron-style tensor parallelism:
+    ``attn_pre_proj`` is the fused Q, K, V projection and ``mlp_up_proj`` the fused gate + up
+    projection (column parallel: output rows split over ``tp``), ``attn_post_proj`` and
+    ``mlp_down_proj`` are row parallel (reduction split over ``tp``); each runs over ``tokens``
+    activation columns. For ``tp = 1`` these are :meth:`Model.linear_gemms` in ``"real"`` mode.
+
+    References
+    ----------
+    microsoft/vidur, ``vidur/profiling/mlp/mlp_impl.py`` (``CausalSelfAttention``, ``MLP``) at
+    commit 7d47513363ec447a741ac5e47241580b47724fbf; paper Section 3.2.1 (the GeMMs of a batch).
+    """
+    if tp < 1 or model.n_heads % tp or model.n_kv_heads % tp or model.d_ff % tp:
+        raise FieldError("tp", tp, f"a divisor of the heads ({model.n_heads}, kv {model.n_kv_heads}) "
+                                   f"and d_ff ({model.d_ff}) of {model.key}")
+    up = 2 * model.d_ff if model.ffn == "swiglu" else model.d_ff
+    shapes = {
+        "attn_pre_proj": ((model.n_heads + 2 * model.n_kv_heads) // tp * model.head_dim, model.d_x),
+        "attn_post_proj": (model.d_x, model.d // tp),
+        "mlp_up_proj": (up // tp, model.d_x),
+        "mlp_down_proj": (model.d_x, model.d_ff // tp),
+    }
+    if operation not in shapes:
+        raise FieldError("operation", operation, f"one of {', '.join(shapes)}")
+    return shapes[operation]
+
+
+def _read(path: Path) -> tuple[list[str], list[dict]]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigFileError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise ConfigFileError(f"{path}: is a directory, expected a CSV file") from None
+    try:
+        if path.name.endswith(".gz"):
+            raw = gzip.decompress(raw)
+        text = raw.decode("utf-8-sig")
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        rows = list(reader)
+        header = [(h or "").strip() for h in (reader.fieldnames or [])]
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigFileError(f"{path}: malformed CSV: {exc}") from None
+    if not header:
+        raise ConfigFileError(f"{path}: empty file; expected a header with the columns "
+                              f"{', '.join(REQUIRED)} and a time column")
+    if not rows:
+        raise ConfigFileError(f"{path}: no data rows")
+    return header, [{(k or "").strip(): v for k, v in row.items()} for row in rows]
+
+
+def _check_header(path: Path, header: list[str]) -> str:
+    where = f"{path}: header (row 1)"
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        raise FieldError(f"{where}, column {dup[0]!r}", header, "each column once")
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise FieldError(f"{where}, column {missing[0]!r}", header,
+                         f"the column(s) {', '.join(missing)} (missing)")
+    times = [h for h in header if h in TIME_UNITS]
+    known = set(REQUIRED) | set(TEXT_COLUMNS) | set(INT_COLUMNS) | set(TIME_UNITS)
+    for h in header:
+        if h not in known and _UNITLESS_TIME.search(h):
+            raise FieldError(f"{where}, column {h!r}", h,
+                             f"a time column whose unit the name tells: {', '.join(TIME_UNITS)}")
+        if h not in known:
+            raise FieldError(f"{where}, column {h!r}", h, f"a schema column ({', '.join(sorted(known))})")
+    if len(times) != 1:
+        raise FieldError(f"{where}, column {'/'.join(times) or 'seconds'!r}", times,
+                         f"exactly one time column, one of {', '.join(TIME_UNITS)}")
+    return times[0]
+
+
+def _check_row(path: Path, line: int, row: dict, time_col: str, scale: float,
+               checked: dict[tuple[str, object], None]) -> dict:
+    def where(col: str) -> str:
+        return f"{path}: row {line}, column {col!r}"
+
+    rec: dict = {c: (row.get(c) or "").strip() for c in TEXT_COLUMNS}
+    for c in ("source", "gpu", "operation"):
+        if not rec[c]:
+            raise FieldError(where(c), row.get(c), "a non-empty name")
+    for c, low in (("tp", 1), *INT_COLUMNS.items()):
+        cell = (row.get(c) or "").strip()
+        if not cell and c != "tp":
+            rec[c] = ABSENT
+            continue
+        value = _integer(cell, low)
+        if value is None:
+            raise FieldError(where(c), row.get(c), f"an integer >= {low}")
+        rec[c] = value
+    for c in NEEDS.get(rec["operation"], ()):
+        if rec[c] == ABSENT:
+            raise FieldError(where(c), row.get(c), f"a value (operation {rec['operation']!r} needs it)")
+    seconds = _time(row.get(time_col))
+    if seconds is None:
+        raise FieldError(where(time_col), row.get(time_col), "a finite time > 0")
+    rec["seconds"] = seconds * scale
+    if ("gpu", rec["gpu"]) not in checked:
+        try:
+            get_gpu(rec["gpu"])
+        except UnknownNameError as exc:
+            raise FieldError(where("gpu"), rec["gpu"], f"a GPU preset ({exc})") from None
+        checked[("gpu", rec["gpu"])] = None
+    if rec["model"] and (rec["model"], rec["tp"]) not in checked:
+        try:
+            model = get_model(rec["model"])
+        except UnknownNameError as exc:
+            raise FieldError(where("model"), rec["model"], f"a model preset ({exc})") from None
+        if model.n_heads % rec["tp"]:
+            raise FieldError(where("tp"), rec["tp"],
+                             f"a divisor of {model.key}'s {model.n_heads} attention heads")
+        checked[(rec["model"], rec["tp"])] = None
+    return rec
+
+
+def _integer(text: str, low: int) -> int | None:
+    """``text`` as an int >= ``low``, or None if it is not one."""
+    if text.isdigit():
+        value = int(text)
+        return value if value >= low else None
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    ok = math.isfinite(number) and number.is_integer() and number >= low
+    return int(number) if ok else None
+
+
+def _time(raw: object) -> float | None:
+    """``raw`` as a finite number > 0, or None."""
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def _to_array(records: list[dict]) -> np.ndarray:
+    fields = []
+    for c in TEXT_COLUMNS:
+        width = max(1, *(len(r[c]) for r in records))
+        fields.append((c, f"U{width}"))
+    fields += [("tp", "i8")] + [(c, "i8") for c in INT_COLUMNS] + [("seconds", "f8")]
+    names = [f for f, _ in fields]
+    return np.array([tuple(r[n] for n in names) for r in records], dtype=fields)
