@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from paper_checks.chunking import gpu_dp
 from paper_checks.common import cost_model
 from paper_checks.section4_theorems import work_gaps
 from theory.bounds import lambda_star
@@ -73,6 +74,29 @@ def test_equals_paper_lambda_star_where_chunking_lemma_holds(gpu, tiles):
     assert t.t_row <= t.t_col
     w = paper_workload(t.t_lcm)
     assert capacity_bound(cm, w).bound == pytest.approx(lambda_star(cm, w), rel=1e-12)
+
+
+@pytest.mark.parametrize(("gpu", "lp", "ld"), [("a100", 512, 8), ("l40s", 384, 3)])
+def test_attained_by_lockstep_groups_with_dp_chunks(gpu, lp, ld):
+    """Exactness under Eq. 2-7: t*_col requests in lock step, prompts in the DP-optimal chunks over
+    tiles (paper_checks), decodes in batches of t*_col, timed batch by batch, reach the bound; with a
+    fixed cost c, groups of G pay exactly c (chunks + L_D) / G more per request."""
+    cm = cost_model(gpu, PAPER_MODEL)
+    w = get_workload(f"deterministic:{lp},{ld}")
+    chunks = gpu_dp(gpu, lp)[1].chunks(lp)
+    tc = cm.t_star.t_col
+
+    def group_time(model, g):
+        t = sum(T_batch(model, Batch.of(prefill=[ch] * g)) for ch in chunks)
+        return t + sum(T_batch(model, Batch.of(decode=[lp + k] * g)) for k in range(1, ld + 1))
+
+    bound = capacity_bound(cm, w).bound
+    assert tc / group_time(cm, tc) == pytest.approx(bound, rel=1e-9)
+    c = 0.004
+    assert capacity_bound(cm, w, overhead_s=c).bound == pytest.approx(bound, rel=1e-12)
+    for g in (tc, 4 * tc):
+        per = group_time(replace(cm, overhead_s=c), g) / g
+        assert per == pytest.approx(1 / bound + c * (len(chunks) + ld) / g, rel=1e-9)
 
 
 # --- (ii) Li, Dai, Peng (2025): lam (m_p + m_d) < b / t_b --------------------------------------
@@ -341,3 +365,6 @@ def test_bad_inputs_name_the_field():
     with pytest.raises(FieldError) as err:
         capacity_bound(base, w, overhead_s=0.1)
     assert err.value.field == "overhead_s"
+    with pytest.raises(FieldError) as err:  # 64 is not a split period of Eq. 6 on a tile set with t_col 128
+        capacity_bound(replace(base, split_period=64), get_workload("deterministic:600,4"))
+    assert err.value.field == "split_period"

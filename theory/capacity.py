@@ -43,31 +43,32 @@ law allows) ``liminf Q(t) / t >= (lam T_bar_W - r) / w_max > 0`` almost surely, 
 bounds a request's share below. So ``lam_C = r / T_bar_W`` bounds every stable rate.
 
 Proof. Fix a schedule and a time ``t``. The batches finished by ``t`` on the r GPUs take at most
-``r t`` in all. Their time splits as ``sum_B F(tau_B)`` plus the attention of their items. (a)
-Attention is per item, so a request ``j`` finished by ``t`` contributes at least
+``r t`` in all, and their time splits as ``sum_B F(tau_B)`` plus the attention of their items.
+(a) Attention is per item, so a request ``j`` finished by ``t`` contributes at least
 ``D(L_P_j, L_D_j) + f(L_P_j)``: its decodes are at fixed positions and its chunks partition
-``1..L_P_j`` with sizes ``<= b_max``. (b) Let ``y_tau`` count, per request finished by ``t``, the
-finished batches of size ``tau``; they processed every token of those requests, so ``y`` is
-feasible for the LP with the empirical means of the finished requests, and ``sum_B F(tau_B)``
-is at least their count times the LP value at those means; by weak duality, at least
-``sum_j (u (L_P_j + L_D_j) + v L_D_j)``. So each finished request ``j`` is charged
-``w_j = u (L_P_j + L_D_j) + v L_D_j + D_j + f(L_P_j) <= w_max`` and ``sum_{j finished} w_j <= r
-t``. The requests arrived by ``t`` but not finished are ``Q(t)``, each with ``w_j <= w_max``
-(finite pmf), so ``sum_{j <= A(t)} w_j - Q(t) w_max <= r t``. By the SLLN, ``(1/t) sum_{j <=
-A(t)} w_j -> lam E[w] = lam T_bar_W`` (the dual ``u, v`` attain the LP value at the pmf's means)
-a.s., which gives the claim. []
+``1..L_P_j`` with sizes ``<= b_max``. (b) For dual-feasible ``u, v`` every batch has
+``F(tau_B) >= u tau_B + v min(tau_B, q_max) >= u tau_B + v (its decodes)``; summed over the
+finished batches, which processed every token and decode of the finished requests,
+``sum_B F(tau_B) >= sum_{j finished} (u (L_P_j + L_D_j) + v L_D_j)``. So with ``w_j = u (L_P_j +
+L_D_j) + v L_D_j + D_j + f(L_P_j) <= w_max`` (finite pmf), ``sum_{j finished} w_j <= r t``. The
+requests arrived by ``t`` and not finished number ``Q(t)``, so ``sum_{j <= A(t)} w_j - Q(t) w_max
+<= r t``, and by the SLLN ``(1/t) sum_{j <= A(t)} w_j -> lam E[w] = lam T_bar_W`` a.s. (``u, v``
+attaining the LP value at the pmf's means), which gives the claim. []
 
 Exact versus upper bound. The bound is a relaxation: it charges attention and the token-count
-cost separately and asks the LP only for the token totals. Each piece is exact on its own: ``f``
-is the exact minimum over chunkings (DP), ``D`` is forced, and ``Phi`` is the LP optimum. It is
-the capacity when one schedule attains all three at once, which holds in the limit of many
-requests when batches of a size ``tau*`` attaining ``min F(tau) / tau`` can be packed from
-optimal chunks and decodes: for Eq. 2-7 without fixed cost or caps ``tau*`` is any multiple of
-t*_col, and the bound equals ``r`` over the DP-minimal work per request (Theorem 1 with Eq. 12's
-``L_P (L_P + t_lcm)`` replaced by the exact chunking minimum; the paper's lam* is recovered
-where the chunking lemma holds, t*_row <= t*_col, and undercuts this bound by 0.05-0.14 % on the
-presets, where t*_row > t*_col). With caps or a decode-heavy workload the packing may fail and
-the bound is an upper bound only.
+cost separately and asks the LP only for token totals. Each piece is exact on its own: ``f`` is
+the exact minimum over chunkings (DP), ``D`` is forced, ``Phi`` is the LP optimum. The bound is the
+capacity when one schedule attains the three at once. For Eq. 2-7 without fixed cost or caps it
+is: lock-step groups of t*_col requests of one length, each prompt in the DP-optimal chunks (the
+group's chunks in one batch, ``tau`` a multiple of t*_col) and decodes in batches of t*_col, have
+work per request exactly ``T_bar_W`` (a test times such a schedule batch by batch), so ``lam_C =
+r / T_bar_W`` is ``r`` over the DP-minimal work per request: Theorem 1 with Eq. 12's
+``L_P (L_P + t*_lcm)`` replaced by the exact chunking minimum. The paper's lam* is recovered where
+the chunking lemma holds (t*_row <= t*_col) and undercuts this bound where t*_row > t*_col (every
+preset: by 0.02-0.09 % on Table 1's law padded to t*_lcm, Mistral-7B, paper mode). With a fixed
+cost and no caps, groups of G such requests pay ``c_fix`` per batch, ``c_fix (chunks + L_D) / G``
+per request, so the bound is approached as G grows (a supremum, not attained). With caps or a
+decode cap the packing may fail and the bound is an upper bound only.
 
 Which chunk sizes the DP needs. If ``A_P(i, c) >= A_P(i, P) + A_P(i + P, c - P)`` for ``c > P``
 (splitting never costs more), chunks larger than ``P`` are never needed. For Eq. 6 with each GeMM
@@ -275,6 +276,8 @@ def min_prefill_attention(law: BatchLaw, L_max: int, b_max: int | None = None) -
     for cap in (b_max, law.split_period):
         if cap is not None:
             C = min(C, int(cap))
+    if law.split_period is not None and L_max > law.split_period:
+        _check_split(law, L_max)
     e = np.arange(1, L_max + 1)[:, None]
     c = np.arange(1, C + 1)[None, :]
     valid = c <= e
@@ -286,6 +289,30 @@ def min_prefill_attention(law: BatchLaw, L_max: int, b_max: int | None = None) -
         m = min(k, C)
         f[k] = np.min(f[k - m:k][::-1] + cost[k - 1, :m])
     return f
+
+
+def _check_split(law: BatchLaw, L_max: int) -> None:
+    """Spot-check the split property ``A_P(i, c) >= A_P(i, P) + A_P(i + P, c - P)`` (c > P) on a grid.
+
+    Raises
+    ------
+    FieldError
+        Naming ``split_period`` if the law's attention violates it (the DP would then be unsafe).
+    """
+    P = int(law.split_period)
+    c = np.unique(np.clip(np.array([P + 1, P + 7, 2 * P, 2 * P + 3, 3 * P - 1, L_max]), P + 1, L_max))
+    ends = np.unique(np.linspace(P + 1, L_max, 48).astype(np.int64))
+    E, Cc = np.meshgrid(ends, c)
+    ok = Cc <= E
+    E, Cc = E[ok], Cc[ok]
+    i = E - Cc + 1
+    whole = np.asarray(law.prefill_attention(i, Cc), dtype=float)
+    parts = (np.asarray(law.prefill_attention(i, np.full(i.shape, P)), dtype=float)
+             + np.asarray(law.prefill_attention(i + P, Cc - P), dtype=float))
+    if np.any(whole < parts * (1 - 1e-12)):
+        k = int(np.argmax(whole < parts * (1 - 1e-12)))
+        raise FieldError("split_period", P, f"a period at which splitting a chunk never costs more "
+                                            f"(fails for chunk ({int(i[k])}, {int(Cc[k])}))")
 
 
 def decode_attention_sums(law: BatchLaw, w: Workload) -> np.ndarray:
@@ -311,8 +338,8 @@ class LinearFixedCost:
     primal_s : float
         The LP's primal optimum (HiGHS), equal to ``per_request_s`` up to solver tolerance.
     batch_mix : dict
-        ``{tau: batches per request}`` of an optimal primal solution; ``"tail"`` for the column
-        of batches beyond the table (sizes -> infinity).
+        ``{tau: batches per request}`` of an optimal primal solution; the key ``"tail"`` holds the
+        tokens per request in batches beyond the table (sizes -> infinity).
     best_tau : int or None
         A batch size attaining ``min F(tau) / tau`` in the table, or None if only approached as
         tau -> infinity.
