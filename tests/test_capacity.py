@@ -29,6 +29,7 @@ from theory.capacity import (
     law_from_cost_model,
     linear_fixed_cost,
     lockstep_throughput,
+    min_prefill_attention,
     rad_overhead_rate_bound,
     staircase_law,
 )
@@ -97,6 +98,17 @@ def test_attained_by_lockstep_groups_with_dp_chunks(gpu, lp, ld):
     for g in (tc, 4 * tc):
         per = group_time(replace(cm, overhead_s=c), g) / g
         assert per == pytest.approx(1 / bound + c * (len(chunks) + ld) / g, rel=1e-9)
+
+
+@pytest.mark.parametrize("gpu", ["a100", "h100"])
+def test_split_period_loses_nothing(gpu):
+    """The DP restricted to chunks <= LCM(t_col) equals the DP over every chunk size (Eq. 6)."""
+    law = law_from_cost_model(cost_model(gpu, PAPER_MODEL))
+    full = min_prefill_attention(replace(law, split_period=None), 700)
+    assert law.split_period == 256
+    np.testing.assert_allclose(min_prefill_attention(law, 700), full, rtol=1e-13, atol=0)
+    capped = min_prefill_attention(law, 700, b_max=100)  # a budget can only cost more
+    assert np.all(capped >= full * (1 - 1e-13)) and capped[700] > full[700]
 
 
 # --- (ii) Li, Dai, Peng (2025): lam (m_p + m_d) < b / t_b --------------------------------------

@@ -261,8 +261,8 @@ def min_prefill_attention(law: BatchLaw, L_max: int, b_max: int | None = None) -
     """``f(L)``, L = 0..L_max: least prefill attention over chunkings of ``1..L`` (chunks <= b_max).
 
     ``f(0) = 0``, ``f(e) = min_{1 <= c <= min(e, C)} f(e - c) + A_P(e - c + 1, c)`` with
-    ``C = min(b_max, split_period)`` (module docstring); one vectorised call of ``A_P`` builds the
-    ``L_max x C`` table.
+    ``C = min(b_max, split_period)`` (module docstring); vectorised calls of ``A_P`` build the
+    ``L_max x C`` table of chunk costs in blocks of rows.
 
     References
     ----------
@@ -278,16 +278,18 @@ def min_prefill_attention(law: BatchLaw, L_max: int, b_max: int | None = None) -
             C = min(C, int(cap))
     if law.split_period is not None and L_max > law.split_period:
         _check_split(law, L_max)
-    e = np.arange(1, L_max + 1)[:, None]
     c = np.arange(1, C + 1)[None, :]
-    valid = c <= e
-    i = np.where(valid, e - c + 1, 1)
-    cost = np.asarray(law.prefill_attention(np.broadcast_to(i, valid.shape).ravel(),
-                                            np.broadcast_to(c, valid.shape).ravel()), dtype=float)
-    cost = np.where(valid, cost.reshape(valid.shape), np.inf)
-    for k in range(1, L_max + 1):
-        m = min(k, C)
-        f[k] = np.min(f[k - m:k][::-1] + cost[k - 1, :m])
+    rows = max(1, (1 << 21) // C)  # rows of the chunk-cost table per vectorised call (bounded memory)
+    for lo in range(1, L_max + 1, rows):
+        e = np.arange(lo, min(lo + rows, L_max + 1))[:, None]
+        valid = c <= e
+        i = np.where(valid, e - c + 1, 1)
+        cost = np.asarray(law.prefill_attention(np.broadcast_to(i, valid.shape).ravel(),
+                                                np.broadcast_to(c, valid.shape).ravel()), dtype=float)
+        cost = np.where(valid, cost.reshape(valid.shape), np.inf)
+        for row, k in enumerate(range(lo, lo + e.shape[0])):
+            m = min(k, C)
+            f[k] = np.min(f[k - m:k][::-1] + cost[row, :m])
     return f
 
 
