@@ -39,8 +39,9 @@ Theorem (compute bound). Let ``H`` be the largest batch size tabulated (``b_max`
 
 With ``T_bar_W = Phi + E[D(L_P, L_D)] + E[f(L_P)]``, if ``lam T_bar_W > r`` then for every
 planner and scheduler (work-conserving or not, any chunking, any co-batching, any tile choice the
-law allows) ``liminf Q(t) / t >= (lam T_bar_W - r) / w_max > 0`` almost surely, where ``w_max``
-bounds a request's share below. So ``lam_C = r / T_bar_W`` bounds every stable rate.
+law allows) ``liminf Q(t) / t >= (lam T_bar_W - r) / w_max > 0`` almost surely, ``w_max`` being
+the largest per-request charge ``w_j`` of the proof. So ``lam_C = r / T_bar_W`` bounds every
+stable rate.
 
 Proof. Fix a schedule and a time ``t``. The batches finished by ``t`` on the r GPUs take at most
 ``r t`` in all, and their time splits as ``sum_B F(tau_B)`` plus the attention of their items.
@@ -80,11 +81,14 @@ minima. ``BatchLaw.split_period`` carries ``P`` (``None``: the DP tries every ch
 
 Li, Dai and Peng. For ``t(b) = c + a ceil(b / b0)`` with budget ``b_max``, no attention and no
 decode cap, ``Phi = E[L_P + L_D] min_{b <= b_max} t(b) / b``, and ``t(b) / b`` is least at the
-largest multiple of ``b0`` not above ``b_max``. When ``b0`` divides ``b_max`` the bound is
-``lam_C = (b_max / t(b_max)) / E[L_P + L_D]``: the stability condition
-``lam (m_p + m_d) < b / t_b`` of Li, Dai, Peng (2025), who show that work-conserving policies
-attain it. When ``b0`` does not divide ``b_max``, batches of ``b0 floor(b_max / b0)`` tokens do
-better than full ones and the bound exceeds their ``b_max / t(b_max)``.
+largest multiple of ``b0`` not above ``b_max`` (at ``b_max`` if ``b_max < b0``): on
+``((k - 1) b0, k b0]`` the time is ``c + a k``, and ``(c + a k) / (k b0)`` falls with ``k``. When
+``b0`` divides ``b_max`` the bound is ``lam_C = (b_max / t(b_max)) / E[L_P + L_D]``: the
+stability condition ``lam (m_p + m_d) < b / t_b`` of Li, Dai, Peng (2025) (``b`` the token budget,
+``t_b`` the time of a full batch, ``m_p + m_d`` the mean tokens per request), which they show
+work-conserving policies attain. When ``b0`` does not divide ``b_max``, batches of
+``b0 floor(b_max / b0)`` tokens do better than full ones and the bound exceeds ``b_max / t(b_max)``
+(a policy that always fills the budget is then not throughput-optimal in this law).
 
 KV-memory bound. Each GPU holds at most ``M`` tokens of KV cache and a request's KV stays
 resident from its prefill until it finishes (no eviction, recompute or swap). During the batch
@@ -107,14 +111,18 @@ run each prefill chunk of ``t*_lcm`` tokens alone and at most ``t*_col`` decodes
 RAD spends at least ``c_fix (E[ceil(L_P / t*_lcm)] + E[L_D] / t*_col)`` more per request
 (:func:`rad_overhead_rate_bound`), and a lock-step schedule of large groups beats it: RAD is
 strictly suboptimal and Theorem 2's "stable for lam <= lam* (1 - eps)" fails for small eps.
-Computed example (tests/test_capacity.py): A100, Mistral-7B, paper mode, c_fix = 5 ms,
-deterministic L_P = 512, L_D = 64.
+Computed example (checked in tests/test_capacity.py): A100, Mistral-7B, paper mode, c_fix = 5 ms,
+deterministic L_P = 512, L_D = 64, r = 1: lam* = 24.694 req/s, lam_C = 24.739 without caps and
+23.907 with b_max = 2048 (3.2 % below lam*); RAD sustains at most 18.896 (23.5 % below lam*, so
+Theorem 2 fails for every eps < 0.235), while lock-step groups of 256 requests (chunks of 128)
+sustain 23.952 and groups of 1024 sustain 24.537.
 
 References
 ----------
 Bari, Hegde, de Veciana (2025), Eq. 2-7, Theorem 1, Theorem 2, Algorithm 1, Appendix B.
 Li, Dai, Peng (2025), "Throughput-optimal scheduling algorithms for LLM inference and AI agents",
-arXiv:2504.07347 (stability iff ``lam (m_p + m_d) < b / t_b`` for work-conserving policies).
+arXiv:2504.07347 (the stability condition ``lam (m_p + m_d) < b / t_b`` of work-conserving
+policies).
 """
 
 from __future__ import annotations
