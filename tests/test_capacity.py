@@ -128,6 +128,16 @@ def test_staircase_equals_li_dai_peng_when_b0_divides_b_max(c, a, b0, m, lp, ld,
     assert b.pieces_s["prefill_attention"] == 0 and b.pieces_s["decode_attention"] == 0
 
 
+@settings(max_examples=40)
+@given(c=st.floats(0.0, 0.05), a=st.floats(1e-4, 0.05), b0=st.integers(1, 100), b_max=st.integers(1, 400))
+def test_staircase_equals_best_batch_size_by_brute_force(c, a, b0, b_max):
+    w = get_workload("uniform:1-9,1-5")
+    m_tok = w.expect(w.L_P + w.L_D)
+    best = max(b / (c + a * math.ceil(b / b0)) for b in range(1, b_max + 1))
+    assert capacity_bound(staircase_law(c, a, b0), w, b_max=b_max).bound == pytest.approx(best / m_tok,
+                                                                                           rel=1e-12)
+
+
 def test_staircase_beats_full_batches_when_b0_does_not_divide_b_max():
     c, a, b0, b_max = 0.01, 0.004, 64, 65
     w = get_workload("uniform:10-20,5-9")
@@ -342,6 +352,10 @@ def test_overhead_breaks_lambda_star_and_rad():
     assert rad == pytest.approx(1 / (1 / free.bound + c * (512 / tl + 64 / tc)), rel=1e-12)
     assert rad < lockstep  # RAD is strictly suboptimal ...
     assert rad < lam * (1 - 0.2)  # ... and not stable up to lam* (1 - eps) for eps = 0.2
+    # the numbers the module docstring quotes
+    for value, quoted in ((lam, 24.694), (free.bound, 24.739), (capped.bound, 23.907), (rad, 18.896),
+                          (lockstep, 23.952)):
+        assert value == pytest.approx(quoted, abs=6e-4)
 
 
 # --- plug-in and errors -------------------------------------------------------------------------
