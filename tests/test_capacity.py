@@ -233,14 +233,17 @@ def test_staircase_full_batches_of_every_size_below_bound(c, a, b0, b, lp, ld):
         full_batch_throughput(c, a, b0, b, lp, ld), rel=1e-12)
 
 
-@pytest.mark.parametrize(("overhead", "b_max"), [(0.0, None), (0.005, None), (0.005, 2048), (0.001, 512)])
-def test_eq7_lockstep_schedules_below_bound(overhead, b_max):
+@pytest.mark.parametrize(("overhead", "b_max", "q"), [(0.0, None, None), (0.005, None, None),
+                                                      (0.005, 2048, None), (0.001, 512, None),
+                                                      (0.002, None, 32), (0.002, 256, 4)])
+def test_eq7_lockstep_schedules_below_bound(overhead, b_max, q):
     cm = cost_model("a100", PAPER_MODEL)
     w = Workload.from_pairs("two-point", [256, 512], [8, 32], [0.7, 0.3])
-    bound = capacity_bound(cm, w, overhead_s=overhead, b_max=b_max).bound
+    bound = capacity_bound(cm, w, overhead_s=overhead, b_max=b_max, max_decodes=q).bound
     cm_c = replace(cm, overhead_s=overhead)
-    for g, k in itertools.product((1, 4, 32, 128), (64, 128, 256)):
-        if b_max is not None and g * k > b_max:
+    checked = 0
+    for g, k in itertools.product((1, 4, 128), (64, 256)):
+        if (b_max is not None and g * k > b_max) or (q is not None and g > q):
             continue
         per = []
         for lp, ld in ((256, 8), (512, 32)):  # timed batch by batch with theory.cost.T_batch
@@ -250,8 +253,10 @@ def test_eq7_lockstep_schedules_below_bound(overhead, b_max):
             per.append(t / g)
         thr = 1 / (0.7 * per[0] + 0.3 * per[1])
         assert thr <= bound * (1 + 1e-12)
-        assert lockstep_throughput(cm, w, group=g, chunk=k, overhead_s=overhead,
-                                   b_max=b_max) == pytest.approx(thr, rel=1e-12)
+        assert lockstep_throughput(cm, w, group=g, chunk=k, overhead_s=overhead, b_max=b_max,
+                                   max_decodes=q) == pytest.approx(thr, rel=1e-12)
+        checked += 1
+    assert checked >= 3
 
 
 # --- the decode-capped LP against brute force ---------------------------------------------------
