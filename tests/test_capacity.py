@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from paper_checks.chunking import gpu_dp
-from paper_checks.common import cost_model
 from paper_checks.section4_theorems import work_gaps
 from theory.bounds import lambda_star
+from theory.builder import CostSpec, cost_model
 from theory.capacity import (
     BatchLaw,
     capacity_bound,
@@ -33,13 +33,17 @@ from theory.capacity import (
     rad_overhead_rate_bound,
     staircase_law,
 )
-from theory.cost import Batch, T_batch, build_cost_model
+from theory.cost import Batch, T_batch
 from theory.errors import FieldError
-from theory.hardware import get_gpu, gpu_names
-from theory.models import get_model
+from theory.hardware import gpu_names
 from theory.workload import Workload, get_workload
 
 PAPER_MODEL = "mistral-7b"
+
+
+def preset(gpu: str, tiles: str | None = None):
+    """The paper-mode Mistral-7B cost model of a GPU preset (optionally restricted to some tiles)."""
+    return cost_model(CostSpec(gpu, PAPER_MODEL, tiles=tiles))
 
 
 @cache
@@ -53,7 +57,7 @@ def paper_workload(t_lcm: int) -> Workload:
 
 @pytest.mark.parametrize("gpu", gpu_names())
 def test_equals_dp_minimal_work_on_every_preset(gpu):
-    cm = cost_model(gpu, PAPER_MODEL)
+    cm = preset(gpu)
     w = paper_workload(cm.t_star.t_lcm)
     b = capacity_bound(cm, w, r=1)
     gaps = work_gaps(gpu, w, w.l_P_max)  # paper_checks: Theorem 1's terms + the chunking DP over tiles
@@ -69,8 +73,7 @@ def test_equals_dp_minimal_work_on_every_preset(gpu):
 @pytest.mark.parametrize(("gpu", "tiles"), [("a100", "128x256"), ("a100", "64x256"),
                                             ("h100", "128x128"), ("l4", "64x128,128x256")])
 def test_equals_paper_lambda_star_where_chunking_lemma_holds(gpu, tiles):
-    g = get_gpu(gpu).restrict(tiles)
-    cm = build_cost_model(g, get_model(PAPER_MODEL))
+    cm = preset(gpu, tiles)
     t = cm.t_star
     assert t.t_row <= t.t_col
     w = paper_workload(t.t_lcm)
@@ -82,7 +85,7 @@ def test_attained_by_lockstep_groups_with_dp_chunks(gpu, lp, ld):
     """Exactness under Eq. 2-7: t*_col requests in lock step, prompts in the DP-optimal chunks over
     tiles (paper_checks), decodes in batches of t*_col, timed batch by batch, reach the bound; with a
     fixed cost c, groups of G pay exactly c (chunks + L_D) / G more per request."""
-    cm = cost_model(gpu, PAPER_MODEL)
+    cm = preset(gpu)
     w = get_workload(f"deterministic:{lp},{ld}")
     chunks = gpu_dp(gpu, lp)[1].chunks(lp)
     tc = cm.t_star.t_col
@@ -103,7 +106,7 @@ def test_attained_by_lockstep_groups_with_dp_chunks(gpu, lp, ld):
 @pytest.mark.parametrize("gpu", ["a100", "h100"])
 def test_split_period_loses_nothing(gpu):
     """The DP restricted to chunks <= LCM(t_col) equals the DP over every chunk size (Eq. 6)."""
-    law = law_from_cost_model(cost_model(gpu, PAPER_MODEL))
+    law = law_from_cost_model(preset(gpu))
     full = min_prefill_attention(replace(law, split_period=None), 700)
     assert law.split_period == 256
     np.testing.assert_allclose(min_prefill_attention(law, 700), full, rtol=1e-13, atol=0)
@@ -153,7 +156,7 @@ def test_staircase_beats_full_batches_when_b0_does_not_divide_b_max():
 
 
 def test_check_passes_the_certified_bound_and_fails_the_printed_lambda_star():
-    cm = cost_model("a100", PAPER_MODEL)
+    cm = preset("a100")
     w = get_workload("deterministic:256,1")
     ours = capacity_bound(cm, w).bound
     ok = check_bound_against(ours, cm, w, groups=(1, 128), chunks=(128, 256))
@@ -169,7 +172,7 @@ def test_check_passes_the_certified_bound_and_fails_the_printed_lambda_star():
 
 
 def test_check_fails_lambda_star_that_ignores_the_fixed_cost():
-    cm = cost_model("a100", PAPER_MODEL)
+    cm = preset("a100")
     w = get_workload("deterministic:512,64")
     kw = {"overhead_s": 0.005, "b_max": 2048, "groups": (16,), "chunks": (128,)}
     naive = capacity_bound(cm, w, overhead_s=0.0).bound  # the exact bound with c_fix ignored
@@ -200,7 +203,7 @@ def test_monotone_in_gpus_budget_and_fixed_cost(c, a, b0, b1, b2, q, r, dc):
 
 
 def test_monotone_under_eq7():
-    cm = cost_model("l4", PAPER_MODEL)
+    cm = preset("l4")
     w = get_workload("deterministic:300,20")
     vals = [capacity_bound(cm, w, b_max=b, overhead_s=0.002).bound for b in (64, 256, 1024, None)]
     assert all(x <= y * (1 + 1e-12) for x, y in itertools.pairwise(vals))
@@ -237,7 +240,7 @@ def test_staircase_full_batches_of_every_size_below_bound(c, a, b0, b, lp, ld):
                                                       (0.005, 2048, None), (0.001, 512, None),
                                                       (0.002, None, 32), (0.002, 256, 4)])
 def test_eq7_lockstep_schedules_below_bound(overhead, b_max, q):
-    cm = cost_model("a100", PAPER_MODEL)
+    cm = preset("a100")
     w = Workload.from_pairs("two-point", [256, 512], [8, 32], [0.7, 0.3])
     bound = capacity_bound(cm, w, overhead_s=overhead, b_max=b_max, max_decodes=q).bound
     cm_c = replace(cm, overhead_s=overhead)
@@ -322,7 +325,7 @@ def test_kv_bound_binds_and_is_not_below_a_memory_feasible_schedule():
 
 
 def test_kv_bound_under_eq7_uses_decode_attention():
-    cm = cost_model("a100", PAPER_MODEL)
+    cm = preset("a100")
     w = get_workload("deterministic:512,64")
     b = capacity_bound(cm, w, kv_tokens=2000)
     law = law_from_cost_model(cm)
@@ -336,7 +339,7 @@ def test_kv_bound_under_eq7_uses_decode_attention():
 
 
 def test_overhead_breaks_lambda_star_and_rad():
-    cm = cost_model("a100", PAPER_MODEL)
+    cm = preset("a100")
     w = get_workload("deterministic:512,64")
     c = 0.005
     lam = lambda_star(cm, w)
@@ -369,7 +372,7 @@ def test_overhead_breaks_lambda_star_and_rad():
 def test_a_new_token_count_term_plugs_in():
     """A term added to the token-count time (e.g. an LM head of fixed cost per token) moves the bound
     exactly as the per-token minimum says."""
-    cm = cost_model("h100", PAPER_MODEL)
+    cm = preset("h100")
     w = get_workload("deterministic:256,16")
     base = law_from_cost_model(cm)
     extra = 1e-6
@@ -381,7 +384,7 @@ def test_a_new_token_count_term_plugs_in():
 
 
 def test_bad_inputs_name_the_field():
-    cm = cost_model("a100", PAPER_MODEL)
+    cm = preset("a100")
     w = get_workload("deterministic:64,4")
     for kwargs, field in (({"r": 0}, "r"), ({"b_max": 0}, "b_max"), ({"max_decodes": -1}, "max_decodes"),
                           ({"kv_tokens": 0.0}, "kv_tokens"), ({"overhead_s": -1.0}, "overhead_s")):
