@@ -343,9 +343,10 @@ def test_mutation_eq10b_a_slower_t_star(monkeypatch):
     slow = get_gpu("a100")
     slow = replace(slow, t_star=Tile(64, 64, 32))
 
-    def mutated(gpu, model="mistral-7b", mode="paper"):
+    def mutated(spec):
         from theory.cost import build_cost_model
-        return build_cost_model(slow if gpu == "a100" else get_gpu(gpu), get_model(model), mode)
+        gpu = slow if spec.gpu == "a100" else get_gpu(spec.gpu)
+        return build_cost_model(gpu, get_model(spec.model), spec.mode)
 
     monkeypatch.setattr(appendix_b, "cost_model", mutated)
     assert verdict("eq10b.tile_replacement") is Verdict.FAIL
