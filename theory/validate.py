@@ -413,14 +413,16 @@ def _stats_row(errors: dict[str, np.ndarray], mask) -> dict:
 
 
 def _select(rows: np.ndarray, gpus, models, quick: bool) -> np.ndarray:
+    """The rows of the chosen GPUs and models; ``quick`` narrows the per-layer rows (GeMMs and
+    kernels) to :data:`QUICK_MODELS` at :data:`QUICK_TPS` and keeps the few batch and collective rows."""
     keep = np.ones(rows.size, dtype=bool)
     if gpus:
         keep &= np.isin(rows["gpu"], list(gpus))
     if models:
         keep &= np.isin(rows["model"], list(models)) | (rows["model"] == "")
     if quick:
-        keep &= np.isin(rows["model"], QUICK_MODELS) | (rows["model"] == "")
-        keep &= np.isin(rows["tp"], QUICK_TPS)
+        layer = np.isin(rows["operation"], (*VIDUR_GEMMS, *VIDUR_KERNELS))
+        keep &= ~layer | (np.isin(rows["model"], QUICK_MODELS) & np.isin(rows["tp"], QUICK_TPS))
     return rows[keep]
 
 
@@ -573,6 +575,18 @@ def staircase(report: Report, data: GemmRows, gpu: str = "a100", model: str = "l
             row |= {k: (j[k] if np.isfinite(j[k]) else None) for k in preds}
             out.append(row)
     return out
+
+
+def step_positions(tokens, seconds, threshold: float = 0.10) -> np.ndarray:
+    """Token counts after which the time jumps by more than ``threshold`` to the next count.
+
+    ``tokens`` sorted ascending; repeated counts are not expected (one row per count and group).
+    """
+    tokens, seconds = np.asarray(tokens), np.asarray(seconds, dtype=float)
+    if tokens.size < 2:
+        return tokens[:0]
+    jump = seconds[1:] / seconds[:-1] - 1.0
+    return tokens[:-1][jump > threshold]
 
 
 def validate(profiles: dict[str, Profile], settings: Settings | None = None) -> Report:
