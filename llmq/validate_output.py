@@ -70,6 +70,10 @@ def console_lines(report: Report, files: list[str]) -> list[str]:
     for row in report.summary:
         out.append(f"{row['gpu']:<6}TP {row['tp']:<3}{row['n']:>7}  "
                    + "".join(f"{c:>24}" for c in _stat_cells(row)))
+    out += ["", "per GPU x token band (where the error lives):"]
+    for row in report.bands:
+        out.append(f"{row['gpu']:<6}{row['tokens']:<11}{row['n']:>7}  "
+                   + "".join(f"{c:>24}" for c in _stat_cells(row)))
     out += ["", "not predicted (rows counted, with the reason):"]
     for reason, n, where in _not_predicted_by_reason(report):
         out.append(f"  {n} rows ({where}): {reason}")
@@ -107,6 +111,7 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
         "gpus": report.gpus,
         "verdicts": [gpu_verdict(r) for r in report.gpus],
         "summary": report.summary,
+        "bands": report.bands,
         "groups": report.groups,
         "not_predicted": report.not_predicted,
         "staircase": report.staircase,
@@ -138,6 +143,9 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
     lines += ["", "## Per GPU x TP (all models and GeMMs pooled), median / p90", ""]
     lines += _md_table(["GPU", "TP", "n", *(LABEL[x] for x in SCHEMES)],
                        [[r["gpu"], r["tp"], r["n"], *_stat_cells(r)] for r in report.summary])
+    lines += ["", "## Per GPU x token band (where the error lives), median / p90", ""]
+    lines += _md_table(["GPU", "tokens", "n", *(LABEL[x] for x in SCHEMES)],
+                       [[r["gpu"], r["tokens"], r["n"], *_stat_cells(r)] for r in report.bands])
     lines += ["", "## Per GPU x model x TP x operation, median / p90", ""]
     lines += _md_table(["GPU", "model", "TP", "operation", "n", *(LABEL[x] for x in SCHEMES), "note"],
                        [[r["gpu"], r["model"], r["tp"], r["operation"], r["n"], *_stat_cells(r), r["note"]]

@@ -72,6 +72,7 @@ TARGETS = {  # acceptance targets on the pooled absolute relative errors of one 
     "models_median": 0.10,
 }
 STAIRCASE_AT = (64, 128, 256, 384, 768)
+TOKEN_BANDS = ((1, 16), (17, 128), (129, 1024), (1025, None))  # inclusive; None: no upper end
 NEEDS_TP = "needs tensor parallelism (not yet in the model)"
 NO_ALLREDUCE = "no all-reduce law in the cost model yet"
 NO_KERNEL_LAW = ("the cost model prices element-wise operations only as one aggregate tau/mu_nLin "
@@ -366,6 +367,8 @@ class Report:
         One per GPU preset: status, pooled statistics per scheme, targets met or missed.
     summary : list of dict
         Pooled statistics per GPU x TP.
+    bands : list of dict
+        Pooled statistics per GPU x token band (:data:`TOKEN_BANDS`): where the error lives.
     not_predicted : list of dict
         Rows not scored, counted per profile x GPU x model x TP x operation, with the reason.
     staircase : list of dict
@@ -381,6 +384,7 @@ class Report:
     groups: list = field(default_factory=list)
     gpus: list = field(default_factory=list)
     summary: list = field(default_factory=list)
+    bands: list = field(default_factory=list)
     not_predicted: list = field(default_factory=list)
     staircase: list = field(default_factory=list)
     series: dict = field(default_factory=dict)
@@ -546,6 +550,12 @@ def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows) -> None
         for tp in sorted(set(data.tp[on].tolist())):
             sel = on & (data.tp == tp)
             report.summary.append({"gpu": g, "tp": tp, "n": int(sel.sum()), **_stats_row(errors, sel)})
+        for lo, hi in TOKEN_BANDS:
+            sel = on & (data.tokens >= lo) & (data.tokens <= (hi if hi is not None else np.inf))
+            if sel.any():
+                band = f"{lo}-{hi}" if hi is not None else f">= {lo}"
+                report.bands.append({"gpu": g, "tokens": band, "n": int(sel.sum()),
+                                     **_stats_row(errors, sel)})
 
 
 def staircase(report: Report, data: GemmRows, gpu: str = "a100", model: str = "llama-2-7b", tp: int = 1,
