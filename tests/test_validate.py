@@ -105,6 +105,12 @@ def test_the_preset_predicts_its_own_synthetic_profile_exactly(tmp_path):
     report = validate({"syn": prof}, Settings())
     a100 = next(r for r in report.gpus if r["gpu"] == "a100")
     assert a100["shipped_n"] == len(prof) and a100["shipped_p90"] < 1e-12
+    # the staircase table: the preset's steps are the "measured" ones here, at every position asked
+    steps = report.staircase
+    assert {(r["operation"], r["after"]) for r in steps} == {
+        (op, at) for op in VIDUR_GEMMS for at in (64, 128, 256, 384)}  # 768 is beyond these tokens
+    assert all(r["shipped"] == pytest.approx(r["measured"], abs=1e-9) for r in steps)
+    assert sum(b["n"] for b in report.bands if b["gpu"] == "a100") == len(prof)
 
 
 def test_calibration_recovers_the_perturbed_parameters(perturbed):

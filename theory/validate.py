@@ -368,7 +368,8 @@ class Report:
     summary : list of dict
         Pooled statistics per GPU x TP.
     bands : list of dict
-        Pooled statistics per GPU x token band (:data:`TOKEN_BANDS`): where the error lives.
+        Pooled statistics per GPU x token band (:data:`TOKEN_BANDS`): where the error lives;
+        ``shipped_below`` is the fraction of the band's rows the shipped preset under-predicts.
     not_predicted : list of dict
         Rows not scored, counted per profile x GPU x model x TP x operation, with the reason.
     staircase : list of dict
@@ -440,8 +441,10 @@ def _not_predicted(report: Report, profile: str, rows: np.ndarray, reason: str) 
                                      "n": n, "reason": reason})
 
 
-def _validate_gemm(report: Report, profile: str, data: GemmRows, s: Settings) -> dict[str, np.ndarray]:
-    """Predictions of every scheme for the GeMM rows ``data``; fills groups, series and fits."""
+def _validate_gemm(report: Report, profile: str, data: GemmRows,
+                   s: Settings) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Errors of every scheme for the GeMM rows ``data``, and where the shipped preset predicts
+    less than measured; fills groups, series and fits."""
     pred = {k: np.full(len(data), np.nan) for k in SCHEMES}
     calibrated = np.full(len(data), np.nan)  # the token-split fit on every row, for plots and steps
     for g in sorted(set(data.gpu.tolist())):
@@ -465,6 +468,7 @@ def _validate_gemm(report: Report, profile: str, data: GemmRows, s: Settings) ->
             report.fits[f"{g} without {m}"] = _fit_summary(fit)
             pred["models"][idx[mask]] = predict_rows(rows.take(mask), _fitted(fit, s), fit.c0)
     errors = {k: abs_rel_error(data.seconds, v) for k, v in pred.items()}
+    below = pred["shipped"] < data.seconds
     keys = sorted(set(zip(data.gpu.tolist(), data.model.tolist(), data.tp.tolist(), data.operation.tolist(),
                           strict=True)))
     for g, m, tp, op in keys:
@@ -483,7 +487,7 @@ def _validate_gemm(report: Report, profile: str, data: GemmRows, s: Settings) ->
                                          "measured": data.seconds[sel][order],
                                          **{k: pred[k][sel][order] for k in SCHEMES},
                                          "calibrated": calibrated[sel][order]}
-    return errors
+    return errors, below
 
 
 def _fitted(fit: GpuFit, s: Settings) -> Callable[[str], CostModel]:
@@ -530,8 +534,10 @@ def _validate_allreduce(report: Report, profile: str, rows: np.ndarray, s: Setti
             _not_predicted(report, profile, part, NO_ALLREDUCE)
 
 
-def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows) -> None:
-    for g in gpu_names():
+def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows, shipped_below: np.ndarray) -> None:
+    """Per-GPU verdicts, per GPU x TP and per GPU x token band statistics of the GeMM rows;
+    ``shipped_below`` marks the rows the shipped preset under-predicts."""
+    for g in report.settings.gpus or gpu_names():
         on = data.gpu == g
         if not on.any():
             report.gpus.append({"gpu": g, "status": "roofline, uncalibrated (no public data)", "n": 0,
@@ -554,8 +560,9 @@ def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows) -> None
             sel = on & (data.tokens >= lo) & (data.tokens <= (hi if hi is not None else np.inf))
             if sel.any():
                 band = f"{lo}-{hi}" if hi is not None else f">= {lo}"
+                below = float(np.mean(shipped_below[sel]))
                 report.bands.append({"gpu": g, "tokens": band, "n": int(sel.sum()),
-                                     **_stats_row(errors, sel)})
+                                     **_stats_row(errors, sel), "shipped_below": below})
 
 
 def staircase(report: Report, data: GemmRows, gpu: str = "a100", model: str = "llama-2-7b", tp: int = 1,
@@ -625,8 +632,8 @@ def validate(profiles: dict[str, Profile], settings: Settings | None = None) -> 
         ops = set(rows["operation"].tolist())
         if ops & set(VIDUR_GEMMS):
             data = gemm_rows(rows, s.model_file)
-            errors = _validate_gemm(report, name, data, s)
-            all_gemm.append((data, errors))
+            errors, below = _validate_gemm(report, name, data, s)
+            all_gemm.append((data, errors, below))
         if ops & set(BATCH_OPERATIONS):
             _validate_batches(report, name, rows, s)
         if "all_reduce" in ops:
@@ -638,20 +645,21 @@ def validate(profiles: dict[str, Profile], settings: Settings | None = None) -> 
                                                    *VIDUR_KERNELS))]
         if other.size:
             _not_predicted(report, name, other, "operation unknown to the cost model")
-    data, errors = _concat(all_gemm)
-    _pool(report, errors, data)
+    data, errors, below = _concat(all_gemm)
+    _pool(report, errors, data, below)  # every GPU preset (or the chosen ones), with or without data
     report.staircase = staircase(report, data)
     return report
 
 
-def _concat(parts) -> tuple[GemmRows, dict[str, np.ndarray]]:
+def _concat(parts) -> tuple[GemmRows, dict[str, np.ndarray], np.ndarray]:
     if not parts:
         empty = GemmRows(*(np.zeros(0, dtype=t) for t in (str, str, np.int64, str, np.int64, float,
                                                             np.int64, np.int64)))
-        return empty, {k: np.zeros(0) for k in SCHEMES}
+        return empty, {k: np.zeros(0) for k in SCHEMES}, np.zeros(0, dtype=bool)
     fields = GemmRows.__dataclass_fields__
-    data = GemmRows(**{k: np.concatenate([getattr(d, k) for d, _ in parts]) for k in fields})
-    return data, {k: np.concatenate([e[k] for _, e in parts]) for k in SCHEMES}
+    data = GemmRows(**{k: np.concatenate([getattr(d, k) for d, _, _ in parts]) for k in fields})
+    return (data, {k: np.concatenate([e[k] for _, e, _ in parts]) for k in SCHEMES},
+            np.concatenate([b for _, _, b in parts]))
 
 
 __all__ = [
