@@ -121,11 +121,12 @@ class ErrorStats:
 def predict_gemm(cm: CostModel, d_row, d_col, d_red, fixed_s: float = 0.0) -> np.ndarray:
     """Predicted seconds of GeMMs ``(d_row x d_red) . (d_red x d_col)`` on the GPU of ``cm``.
 
-    Today: Eq. 2 on the fastest of the GPU's tiles (ties to t*, the cost model's order), plus
-    ``fixed_s``, the fixed time per GeMM ``c_0`` of a calibration (:mod:`theory.calibrate`; 0 for
-    a preset). When the cost terms of :mod:`theory.cost` (memory floor, wave quantization) land
-    as a per-GeMM function of the cost model, the line marked ``PLUG`` below is the one to change:
-    it becomes that function's call on ``(cm, d_row, d_col, d_red)``.
+    Today: Eq. 2 on the fastest of the GPU's tiles (:func:`_eq2_fastest_tile`), plus ``fixed_s``,
+    the fixed time per GeMM ``c_0`` of a calibration (:mod:`theory.calibrate`; 0 for a preset).
+    When the cost terms of :mod:`theory.cost` (memory floor, wave quantization) land as a
+    per-GeMM function of the cost model, the line marked ``PLUG`` below is the one to change: it
+    calls that function on ``(cm, d_row, d_col, d_red)`` instead, and every scheme, the
+    calibrated ones included (their fitted GPU keeps the preset's switches), goes through it.
 
     Parameters
     ----------
@@ -140,9 +141,14 @@ def predict_gemm(cm: CostModel, d_row, d_col, d_red, fixed_s: float = 0.0) -> np
     ----------
     Eq. 2; the fastest tile per GeMM as in :mod:`theory.cost` (Section 3.2.1).
     """
+    seconds = _eq2_fastest_tile(cm, d_row, d_col, d_red)  # PLUG: theory.cost's per-GeMM time
+    return seconds + fixed_s
+
+
+def _eq2_fastest_tile(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
+    """Eq. 2 on each GeMM's fastest tile of ``cm`` (the minimum over the GPU's tiles)."""
     d_row, d_col, d_red = (np.asarray(x, dtype=np.int64)[..., None] for x in (d_row, d_col, d_red))
-    per_tile = T_GeMM(d_row, d_col, d_red, cm.t_row, cm.t_col, cm.t_red, cm.mu, cm.s)  # PLUG
-    return per_tile.min(axis=-1) + fixed_s
+    return T_GeMM(d_row, d_col, d_red, cm.t_row, cm.t_col, cm.t_red, cm.mu, cm.s).min(axis=-1)
 
 
 def paper_shapes(model: Model, operation: str, tp: int) -> tuple[tuple[int, int], ...]:
