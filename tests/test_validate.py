@@ -180,13 +180,19 @@ def test_quick_json_is_strict_and_names_every_gpu_of_the_data(quick_json):
     assert list(out.glob("validate_a100_*.png"))
 
 
-def test_a_profile_with_a_missing_column_exits_2_naming_file_row_and_column(tmp_path, capsys):
+@pytest.mark.parametrize("text, row, column", [
+    ("source,gpu,setup,model,operation,tokens,seconds\nvidur,a100,,llama-2-7b,mlp_up_proj,8,0.0001\n",
+     "row 1", "'tp'"),  # the header lacks a column
+    ("source,gpu,setup,model,tp,operation,tokens,seconds\nvidur,a100,,llama-2-7b,1,mlp_up_proj,8,1e-4\n"
+     "vidur,a100,,llama-2-7b,1,mlp_up_proj,,1e-4\n", "row 3", "'tokens'"),  # a row lacks a cell
+])
+def test_a_bad_profile_exits_2_naming_file_row_and_column(tmp_path, capsys, text, row, column):
     bad = tmp_path / "bad.csv"
-    bad.write_text("source,gpu,setup,model,operation,tokens,seconds\n"
-                   "vidur,a100,,llama-2-7b,mlp_up_proj,8,0.0001\n")
+    bad.write_text(text)
     code = main(["validate", "--profile", str(bad), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
-    assert code == 2 and str(bad) in err and "'tp'" in err and "row 1" in err and "Traceback" not in err
+    assert code == 2 and str(bad) in err and column in err and row in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
 
 
 def test_options_validate_does_not_use_are_refused(tmp_path, capsys):
