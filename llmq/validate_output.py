@@ -136,12 +136,15 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
     """The Markdown report: verdicts, per GPU x TP, groups, not predicted, staircase, dictionary."""
     s = report.settings
     lines = ["# llmq validate: predicted vs measured", "",
-             f"Settings: hold out every {s.every}-th distinct token count; at most {s.max_train} training "
-             f"rows per calibration; seed {s.seed}; {'quick subset' if s.quick else 'all rows'}"
+             f"Settings: hold out every k-th distinct token count, k = {s.every}; at most {s.max_train} "
+             f"training rows per calibration; seed {s.seed}; {'quick subset' if s.quick else 'all rows'}"
              + (f"; {elapsed_s:.1f} s" if elapsed_s is not None else "") + ".", "",
              "Error: |predicted / measured - 1| per point; median and 90th percentile (numpy's linear "
              "interpolation). Schemes:", ""]
     lines += [f"- **{LABEL[k]}** (`{k}`): {v}" for k, v in SCHEME_MEANING.items()]
+    lines += ["", "Paper mode prices a different layer (three d x d_x projections where GQA models fuse "
+              "d + 2 d_kv rows, one d_ff x d FFN matrix where SwiGLU fuses 2 d_ff rows, no output "
+              "projection): its error measures that layer mismatch, not the GPU model."]
     lines += ["", "## Acceptance per GPU", ""]
     lines += [f"- {gpu_verdict(r)}" for r in report.gpus]
     lines += ["", "## Per GPU x TP (all models and GeMMs pooled), median / p90", ""]
