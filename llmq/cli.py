@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from llmq.commands import bounds, calibrate, check, dtmc, region, simulate, slai
+from llmq.commands import bounds, calibrate, check, dtmc, region, simulate, slai, validate
 
-COMMANDS = (region, bounds, simulate, dtmc, slai, check, calibrate)
+COMMANDS = (region, bounds, simulate, dtmc, slai, check, calibrate, validate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,240 @@
+"""The outputs of ``llmq validate``: console table, Markdown, CSV, strict JSON and staircase figures.
+
+Every number comes from a :class:`theory.validate.Report`; nothing is computed here but formatting.
+JSON is strict (``allow_nan=False``): a statistic with nothing to score is ``null``, and the
+meaning of ``null`` is stated in the file (``null_means``) next to the data dictionary of the CSV
+columns (``columns``), which the Markdown report repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from theory.io import atomic_write_csv, atomic_write_text
+from theory.validate import COLUMNS, NULL_MEANING, SCHEME_MEANING, SCHEMES, STEP_SCHEMES, TARGETS, Report
+
+SCHEMA = "llmq.validate/1"
+LABEL = {"shipped": "shipped", "tokens": "held-out tokens", "models": "held-out models", "paper": "paper"}
+
+
+def _clean(x):
+    """``x`` with numpy scalars as Python numbers and non-finite floats as ``None``."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def gpu_verdict(row: dict) -> str:
+    """One line per GPU: its status and whether each acceptance target holds (misses named)."""
+    if not row["targets"]:
+        return f"{row['gpu']}: {row['status']}: no measured rows, not validated"
+    parts = []
+    for name, check in row["targets"].items():
+        scheme, stat = name.split("_")
+        state = "n/a" if check["holds"] is None else ("ok" if check["holds"] else "MISS")
+        parts.append(f"{LABEL[scheme]} {stat} {_pct(check['value'])} "
+                     f"(target <= {check['target']:.0%}: {state})")
+    verdict = {True: "targets hold", False: "targets MISSED", None: "targets not all checkable"}
+    return f"{row['gpu']}: {verdict[row['targets_hold']]}; " + "; ".join(parts) + f"; n = {row['n']}"
+
+
+def _stat_cells(row: dict) -> list[str]:
+    return [f"{_pct(row[f'{s}_median'])}/{_pct(row[f'{s}_p90'])}" for s in SCHEMES]
+
+
+def console_lines(report: Report, files: list[str]) -> list[str]:
+    """The table printed by ``llmq validate``: groups, per GPU x TP, per-GPU verdicts."""
+    head = f"{'GPU':<6}{'model':<15}{'TP':>3} {'operation':<15}{'n':>6}  " + "".join(
+        f"{LABEL[s] + ' med/p90':>24}" for s in SCHEMES)
+    out = ["predicted vs measured: |predicted/measured - 1|, median/p90 per group", head, "-" * len(head)]
+    for row in report.groups:
+        out.append(f"{row['gpu']:<6}{row['model']:<15}{row['tp']:>3} {row['operation']:<15}{row['n']:>6}  "
+                   + "".join(f"{c:>24}" for c in _stat_cells(row)))
+    out += ["", "per GPU x TP (all models and GeMMs pooled):"]
+    for row in report.summary:
+        out.append(f"{row['gpu']:<6}TP {row['tp']:<3}{row['n']:>7}  "
+                   + "".join(f"{c:>24}" for c in _stat_cells(row)))
+    out += ["", "per GPU x token band (where the error lives):"]
+    for row in report.bands:
+        out.append(f"{row['gpu']:<6}{row['tokens']:<11}{row['n']:>7}  "
+                   + "".join(f"{c:>24}" for c in _stat_cells(row))
+                   + f"   shipped below measured: {row['shipped_below']:.0%}")
+    out += ["", "not predicted (rows counted, with the reason):"]
+    for reason, n, where in _not_predicted_by_reason(report):
+        out.append(f"  {n} rows ({where}): {reason}")
+    out += ["", "acceptance per GPU (held-out tokens: median <= 5%, p90 <= 12%; "
+                "across models: median <= 10%):"]
+    out += [f"  {gpu_verdict(row)}" for row in report.gpus]
+    out += ["", "wrote " + ", ".join(files)]
+    return out
+
+
+def _not_predicted_by_reason(report: Report) -> list[tuple[str, int, str]]:
+    by: dict[str, list[dict]] = {}
+    for row in report.not_predicted:
+        by.setdefault(row["reason"], []).append(row)
+    out = []
+    for reason, rows in by.items():
+        profiles = sorted({r["profile"] for r in rows})
+        gpus = sorted({r["gpu"] for r in rows})
+        out.append((reason, sum(r["n"] for r in rows), f"{', '.join(profiles)} on {', '.join(gpus)}"))
+    return out
+
+
+def to_json(report: Report, files: list[str], elapsed_s: float | None = None) -> dict:
+    """The strict-JSON document of a report (``null`` as ``null_means`` says)."""
+    s = report.settings
+    doc = {
+        "schema": SCHEMA,
+        "settings": {"every": s.every, "max_train": s.max_train, "seed": s.seed, "quick": s.quick,
+                     "gpus": list(s.gpus) or "all", "models": list(s.models) or "all",
+                     "gpu_file": s.gpu_file, "model_file": s.model_file},
+        "schemes": SCHEME_MEANING,
+        "targets": TARGETS,
+        "columns": COLUMNS,
+        "pooled_rows": "gpus, summary (per GPU x TP) and bands (per GPU x token band) carry the same "
+                       "<scheme>_n/_median/_p90 columns as groups, pooled over their rows; bands add "
+                       "shipped_below, the fraction of rows the shipped preset under-predicts",
+        "null_means": NULL_MEANING,
+        "gpus": report.gpus,
+        "verdicts": [gpu_verdict(r) for r in report.gpus],
+        "summary": report.summary,
+        "bands": report.bands,
+        "groups": report.groups,
+        "not_predicted": report.not_predicted,
+        "staircase": report.staircase,
+        "fits": report.fits,
+        "files": files,
+    }
+    if elapsed_s is not None:
+        doc["elapsed_s"] = elapsed_s
+    return _clean(doc)
+
+
+def _md_table(header: list[str], rows: list[list]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(str(c) for c in r) + " |" for r in rows)]
+
+
+def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -> str:
+    """The Markdown report: verdicts, per GPU x TP, groups, not predicted, staircase, dictionary."""
+    s = report.settings
+    lines = ["# llmq validate: predicted vs measured", "",
+             f"Settings: hold out every k-th distinct token count, k = {s.every}; at most {s.max_train} "
+             f"training rows per calibration; seed {s.seed}; {'quick subset' if s.quick else 'all rows'}"
+             + (f"; {elapsed_s:.1f} s" if elapsed_s is not None else "") + ".", "",
+             "Error: |predicted / measured - 1| per point; median and 90th percentile (numpy's linear "
+             "interpolation). Schemes:", ""]
+    lines += [f"- **{LABEL[k]}** (`{k}`): {v}" for k, v in SCHEME_MEANING.items()]
+    lines += ["", "Paper mode prices a different layer (three d x d_x projections where GQA models fuse "
+              "d + 2 d_kv rows, one d_ff x d FFN matrix where SwiGLU fuses 2 d_ff rows, no output "
+              "projection): its error measures that layer mismatch, not the GPU model."]
+    lines += ["", "## Acceptance per GPU", ""]
+    lines += [f"- {gpu_verdict(r)}" for r in report.gpus]
+    lines += ["", "## Per GPU x TP (all models and GeMMs pooled), median / p90", ""]
+    lines += _md_table(["GPU", "TP", "n", *(LABEL[x] for x in SCHEMES)],
+                       [[r["gpu"], r["tp"], r["n"], *_stat_cells(r)] for r in report.summary])
+    lines += ["", "## Per GPU x token band (where the error lives), median / p90", ""]
+    lines += _md_table(["GPU", "tokens", "n", *(LABEL[x] for x in SCHEMES), "shipped below measured"],
+                       [[r["gpu"], r["tokens"], r["n"], *_stat_cells(r), f"{r['shipped_below']:.0%}"]
+                        for r in report.bands])
+    lines += ["", "\"shipped below measured\": the fraction of the band's points the shipped preset "
+              "under-predicts. Eq. 2 charges a GeMM its tiles at a compute rate; a GeMM over few "
+              "tokens is bound by reading its weights from DRAM, which no term of the presets "
+              "prices yet (no memory floor), so a band where nearly every point is under-predicted "
+              "is where that term is missing."]
+    lines += ["", "## Per GPU x model x TP x operation, median / p90", ""]
+    lines += _md_table(["GPU", "model", "TP", "operation", "n", *(LABEL[x] for x in SCHEMES), "note"],
+                       [[r["gpu"], r["model"], r["tp"], r["operation"], r["n"], *_stat_cells(r), r["note"]]
+                        for r in report.groups])
+    lines += ["", "## Not predicted", ""]
+    lines += _md_table(["rows", "where", "reason"],
+                       [[n, w, r] for r, n, w in _not_predicted_by_reason(report)])
+    lines += ["", "## Staircase: relative step T(next)/T(after) - 1", ""]
+    lines += _md_table(["GPU", "model", "TP", "operation", "after", "next", "measured", *STEP_SCHEMES],
+                       [[r["gpu"], r["model"], r["tp"], r["operation"], r["after"], r["next"],
+                         _pct(r["measured"]), *(_pct(r[k]) for k in STEP_SCHEMES)] for r in report.staircase])
+    lines += ["", "`calibrated`: the held-out-token fit evaluated on every point; `models`: the fit "
+              "without the model.", "", "## Data dictionary (validate.csv)", ""]
+    lines += _md_table(["column", "meaning"], [[k, v] for k, v in COLUMNS.items()])
+    lines += ["", NULL_MEANING + ".", "", "Files: " + ", ".join(files), ""]
+    return "\n".join(lines)
+
+
+def _plot_groups(report: Report) -> dict[tuple[str, str], int]:
+    """GPU x model -> the TP of its figure (TP 1 when measured, else the smallest)."""
+    out: dict[tuple[str, str], int] = {}
+    for g, m, tp, _ in report.series:
+        out[(g, m)] = min(tp, out.get((g, m), tp))
+    return out
+
+
+def plot(report: Report, gpu: str, model: str, tp: int, path: Path) -> Path:
+    """Measured and predicted time against tokens for the four GeMMs of one layer (up to 1,024
+    tokens, where the steps are), with the measured step positions (jumps > 10%) marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from theory.profiles import VIDUR_GEMMS
+    from theory.validate import step_positions
+
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    for ax, op in zip(axes.flat, VIDUR_GEMMS, strict=True):
+        ser = report.series.get((gpu, model, tp, op))
+        ax.set_title(f"{gpu.upper()} / {model} / TP {tp} / {op}", fontsize=9)
+        if ser is None:
+            ax.text(0.5, 0.5, "no rows", ha="center", transform=ax.transAxes)
+            continue
+        x = ser["token_count"]
+        keep = x <= 1024
+        ax.plot(x[keep], ser["measured"][keep] * 1e3, "k.", ms=3, label="measured")
+        for k, style in (("shipped", "C0-"), ("calibrated", "C1-"), ("paper", "C2:")):
+            y = ser[k][keep]
+            if np.isfinite(y).any():
+                label = "calibrated (train tokens)" if k == "calibrated" else k
+                ax.plot(x[keep], y * 1e3, style, lw=1, label=label)
+        for at in step_positions(x[keep], ser["measured"][keep]):
+            ax.axvline(at, color="0.6", lw=0.6, ls="--")
+        ax.set_xlabel("tokens (GeMM columns)")
+        ax.set_ylabel("time [ms]")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{gpu.upper()} {model} TP {tp}: measured (vidur) vs predicted; "
+                 f"dashed: measured steps > 10%")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def write_outputs(report: Report, out: Path, elapsed_s: float | None = None) -> list[str]:
+    """Write ``validate.md``, ``.csv``, ``.json`` and the figures under ``out``; their paths."""
+    out = Path(out)
+    figures = [str(plot(report, g, m, tp, out / f"validate_{g}_{m}.png"))
+               for (g, m), tp in sorted(_plot_groups(report).items())]
+    files = [str(out / f"validate.{ext}") for ext in ("md", "csv", "json")] + figures
+    cols = {k: [("" if r.get(k) is None else r.get(k)) for r in report.groups] for k in COLUMNS}
+    atomic_write_csv(out / "validate.csv", cols)
+    atomic_write_text(out / "validate.json",
+                      json.dumps(to_json(report, files, elapsed_s), indent=1, allow_nan=False) + "\n")
+    atomic_write_text(out / "validate.md", markdown(report, files, elapsed_s))
+    return files

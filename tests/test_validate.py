@@ -1,0 +1,200 @@
+"""``llmq validate``: error statistics, splits, calibration on synthetic profiles, the command."""
+
+import contextlib
+import csv
+import io
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from llmq.cli import main
+from theory.builder import CostSpec, cost_model
+from theory.cost import build_cost_model
+from theory.hardware import get_gpu
+from theory.models import get_model
+from theory.profiles import VIDUR_GEMMS, gemm_shape, load_profile, shipped_profiles
+from theory.validate import (
+    ErrorStats,
+    Settings,
+    abs_rel_error,
+    model_folds,
+    predict_gemm,
+    token_split,
+    validate,
+)
+
+HEADER = ["source", "gpu", "setup", "model", "tp", "operation", "tokens", "decodes", "context", "generated",
+          "bytes", "src_rows", "seconds"]
+MODELS = ("llama-2-7b", "internlm-20b")
+TOKENS = (1, 2, 4, *range(8, 521, 8))
+
+
+# --- statistics ---------------------------------------------------------------------------------
+
+def test_error_statistics_match_a_hand_computation():
+    measured = np.array([1.0, 2.0, 4.0, 5.0, 10.0])
+    predicted = np.array([1.1, 1.6, 4.0, 6.5, 5.0])
+    # |p/m - 1| = 0.1, 0.2, 0.0, 0.3, 0.5; sorted 0, 0.1, 0.2, 0.3, 0.5
+    e = abs_rel_error(measured, predicted)
+    np.testing.assert_allclose(e, [0.1, 0.2, 0.0, 0.3, 0.5], atol=1e-12)
+    st = ErrorStats.of(e)
+    # median: the middle one, 0.2; p90: position 0.9 * (5 - 1) = 3.6 -> 0.3 + 0.6 * (0.5 - 0.3) = 0.42
+    assert st.n == 5 and st.median == pytest.approx(0.2) and st.p90 == pytest.approx(0.42)
+
+
+def test_statistics_skip_rows_not_predicted_and_say_none_when_empty():
+    st = ErrorStats.of([np.nan, 0.1, 0.3, np.nan])
+    assert (st.n, st.median) == (2, pytest.approx(0.2))
+    assert ErrorStats.of([np.nan]) == ErrorStats(0, None, None)
+
+
+# --- splits -------------------------------------------------------------------------------------
+
+def test_token_split_is_deterministic_disjoint_and_holds_out_every_kth_count():
+    rng = np.random.default_rng(1)
+    tokens = rng.permutation(np.repeat(np.array(TOKENS), 3))
+    held = token_split(tokens, 4)
+    assert np.array_equal(held, token_split(tokens, 4))
+    train, test = set(tokens[~held].tolist()), set(tokens[held].tolist())
+    assert not train & test and train | test == set(TOKENS)
+    assert sorted(test) == sorted(TOKENS)[3::4]
+    with pytest.raises(ValueError, match="every"):
+        token_split(tokens, 1)
+
+
+def test_model_folds_partition_the_rows():
+    models = np.array(["b", "a", "b", "c", "a"])
+    folds = model_folds(models)
+    assert [m for m, _ in folds] == ["a", "b", "c"]
+    masks = np.array([mask for _, mask in folds])
+    assert np.array_equal(masks.sum(axis=0), np.ones(models.size))
+    assert model_folds(np.array(["a", "a"])) == []
+
+
+# --- synthetic profiles from the cost model itself ----------------------------------------------
+
+def _synthetic(path, gpu, c0: float):
+    """A vidur-style GeMM profile whose times are predict_gemm's for ``gpu`` plus ``c0``."""
+    rows = []
+    for m in MODELS:
+        cm = build_cost_model(gpu, get_model(m), "real")
+        for op in VIDUR_GEMMS:
+            d_row, d_red = gemm_shape(get_model(m), op, 1)
+            t = predict_gemm(cm, d_row, np.array(TOKENS), d_red, c0)
+            rows += [["vidur", "a100", "", m, 1, op, n, "", "", "", "", 1, repr(float(s))]
+                     for n, s in zip(TOKENS, t, strict=True)]
+    with open(path, "w", newline="") as fh:
+        csv.writer(fh).writerows([HEADER, *rows])
+    return load_profile(path)
+
+
+@pytest.fixture(scope="module")
+def perturbed(tmp_path_factory):
+    """A100 with every tile rate 20% lower and 6 us per GeMM: the truth the fits should recover."""
+    base = get_gpu("a100")
+    truth = replace(base, mu=tuple(0.8 * m for m in base.mu))
+    prof = _synthetic(tmp_path_factory.mktemp("syn") / "p.csv", truth, 6e-6)
+    return truth, validate({"syn": prof}, Settings(max_train=2000))
+
+
+def test_the_preset_predicts_its_own_synthetic_profile_exactly(tmp_path):
+    prof = _synthetic(tmp_path / "p.csv", get_gpu("a100"), 0.0)
+    report = validate({"syn": prof}, Settings())
+    a100 = next(r for r in report.gpus if r["gpu"] == "a100")
+    assert a100["shipped_n"] == len(prof) and a100["shipped_p90"] < 1e-12
+    # the staircase table: the preset's steps are the "measured" ones here, at every position asked
+    steps = report.staircase
+    assert {(r["operation"], r["after"]) for r in steps} == {
+        (op, at) for op in VIDUR_GEMMS for at in (64, 128, 256, 384)}  # 768 is beyond these tokens
+    assert all(r["shipped"] == pytest.approx(r["measured"], abs=1e-9) for r in steps)
+    assert sum(b["n"] for b in report.bands if b["gpu"] == "a100") == len(prof)
+
+
+def test_calibration_recovers_the_perturbed_parameters(perturbed):
+    truth, report = perturbed
+    fit = report.fits["a100 tokens"]
+    assert fit["c0_s"] == pytest.approx(6e-6, rel=1e-3)
+    for name in fit["winning_tiles"]:
+        tile = name[3:-1]
+        assert fit["mu"][tile] == pytest.approx(truth.rate(next(t for t in truth.tiles if str(t) == tile)),
+                                                rel=1e-3)
+
+
+def test_held_out_error_vanishes_and_the_perturbed_preset_is_detected(perturbed):
+    _, report = perturbed
+    a100 = next(r for r in report.gpus if r["gpu"] == "a100")
+    assert a100["tokens_n"] > 0 and a100["tokens_p90"] < 1e-3
+    assert a100["models_n"] == a100["n"] and a100["models_median"] < 1e-3
+    # the shipped preset is 20% faster per tile and has no c_0: every point is off, while the
+    # calibrated schemes (which the targets judge) recover the truth
+    assert a100["shipped_median"] > 0.1 and a100["targets_hold"] is True
+    assert all(r["gpu"] in {"a100"} or r["status"].startswith("roofline, uncalibrated") for r in report.gpus)
+
+
+def test_predict_gemm_is_eq2_on_the_fastest_tile():
+    cm = cost_model(CostSpec("a100", "llama-2-7b", "real"))
+    d_row, d_col, d_red = 12288, 200, 4096
+    by_hand = min(math.ceil(d_row / t.t_row) * math.ceil(d_col / t.t_col) * math.ceil(d_red / t.t_red)
+                  / (cm.s * mu) for t, mu in zip(cm.tiles, cm.mu, strict=True))
+    assert float(predict_gemm(cm, d_row, d_col, d_red)) == pytest.approx(by_hand, rel=1e-12)
+    assert float(predict_gemm(cm, d_row, d_col, d_red, 1e-5)) == pytest.approx(by_hand + 1e-5, rel=1e-12)
+
+
+# --- the command --------------------------------------------------------------------------------
+
+def _strict(text: str):
+    def refuse(name):
+        raise ValueError(f"non-standard JSON constant {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.fixture(scope="module")
+def quick_json(tmp_path_factory):
+    out = tmp_path_factory.mktemp("validate")
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):  # capsys is function-scoped; this fixture is not
+        code = main(["validate", "--quick", "--json", "--out", str(out)])
+    return code, buf.getvalue(), out
+
+
+def test_quick_json_is_strict_and_names_every_gpu_of_the_data(quick_json):
+    code, text, out = quick_json
+    assert code == 0
+    doc = _strict(text)
+    assert _strict((out / "validate.json").read_text()) == doc
+    gpus_in_data = set()
+    for name in shipped_profiles():
+        gpus_in_data |= set(load_profile(name).rows["gpu"].tolist())
+    reported = {r["gpu"] for r in doc["gpus"]}
+    assert gpus_in_data <= reported
+    verdicts = "\n".join(doc["verdicts"])
+    assert all(g in verdicts for g in gpus_in_data)
+    assert {"columns", "null_means", "groups", "staircase", "not_predicted"} <= set(doc)
+    assert set(doc["groups"][0]) == set(doc["columns"])
+    assert any("tensor parallelism" in r["reason"] for r in doc["not_predicted"])
+    assert (out / "validate.md").exists() and (out / "validate.csv").exists()
+    assert list(out.glob("validate_a100_*.png"))
+
+
+@pytest.mark.parametrize("text, row, column", [
+    ("source,gpu,setup,model,operation,tokens,seconds\nvidur,a100,,llama-2-7b,mlp_up_proj,8,0.0001\n",
+     "row 1", "'tp'"),  # the header lacks a column
+    ("source,gpu,setup,model,tp,operation,tokens,seconds\nvidur,a100,,llama-2-7b,1,mlp_up_proj,8,1e-4\n"
+     "vidur,a100,,llama-2-7b,1,mlp_up_proj,,1e-4\n", "row 3", "'tokens'"),  # a row lacks a cell
+])
+def test_a_bad_profile_exits_2_naming_file_row_and_column(tmp_path, capsys, text, row, column):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(text)
+    code = main(["validate", "--profile", str(bad), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and str(bad) in err and column in err and row in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_options_validate_does_not_use_are_refused(tmp_path, capsys):
+    code = main(["validate", "--workload", "sharegpt4", "--out", str(tmp_path)])
+    assert code == 2 and "--workload" in capsys.readouterr().err

@@ -1,0 +1,694 @@
+"""Predicted against measured times for the shipped public profiles: the cost model's error budget.
+
+Every row of a profile in :mod:`theory.profiles` is one measured operation. This module predicts
+each row that the cost model can express and scores the prediction by its absolute relative error
+``|predicted / measured - 1|``, summarised per group (GPU x model x TP x operation) and pooled by
+its **median** and **90th percentile** (:class:`ErrorStats`). Four predictions (*schemes*):
+
+``shipped``
+    The GPU preset as shipped (``theory/data/gpus.toml``: one roofline per tile) and the served
+    layer's GeMM shapes (``real`` mode, :func:`theory.profiles.gemm_shape`), Eq. 2 on each GeMM's
+    fastest tile.
+``tokens``
+    The preset calibrated (:func:`theory.calibrate.fit_gemm`: per-tile rates and a fixed time
+    ``c_0`` per GeMM) on the GPU's rows whose token count is *not* held out, scored on the rows
+    whose token count is: every ``k``-th distinct token count of the GPU (:func:`token_split`).
+``models``
+    Leave one model out: for each model, the preset calibrated on the GPU's rows of the *other*
+    models, scored on that model's rows (:func:`model_folds`).
+``paper``
+    The preset as shipped on the paper's layer (``paper`` mode, Section 3.2.1: one attention head
+    of width ``d``, separate ``W_Q, W_K, W_V`` of ``d x d_x``, a two-matrix FFN, no output
+    projection), for reference (:func:`paper_shapes`).
+
+What is predicted. The per-GeMM rows of ``vidur_gemm`` by :func:`predict_gemm`, the one per-GeMM
+predictor. Whole-batch rows (``prefill_batch``, ``decode_batch``) by Eq. 7
+(:func:`theory.cost.T_batch`) when the cost model can run their tensor-parallel degree
+(:func:`batch_cost_model`; today only TP 1, and the shipped batch rows are TP 2-8, so they are
+listed as not predicted with the reason). All-reduce rows only where an all-reduce law exists
+(:func:`allreduce_law`; none today). Element-wise kernels (``vidur_kernels``) are listed as not
+predicted: the cost model prices them only as one aggregate ``tau / mu_nLin`` per batch (Section
+3.2.3). Nothing is dropped silently: every row is either scored or counted in
+:attr:`Report.not_predicted` with its reason.
+
+Where better cost terms plug in: :func:`predict_gemm` (per GeMM), :func:`batch_cost_model`
+(tensor parallelism for whole batches) and :func:`allreduce_law` (collectives); each is one
+function whose docstring names the line to change. A user GPU file (``gpu_file``) that overrides
+a preset's fields is validated like the preset itself.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Eq. 2 (GeMM time), Eq. 7 (batch time), Section 3.2.1 (the GeMMs of
+a layer). Data: microsoft/vidur @ 7d47513363ec447a741ac5e47241580b47724fbf and
+Mutinifni/splitwise-sim @ 8f99e7dc9b407f4ce2488d03dd44c0b8b946dab0 (theory/data/profiles/README.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from theory.builder import CostSpec, cost_model
+from theory.calibrate import Calibration, fit_gemm, staircase_jumps
+from theory.cost import Batch, CostModel, T_batch, T_GeMM, build_cost_model
+from theory.errors import FieldError
+from theory.hardware import GPU, get_gpu, gpu_names
+from theory.models import Model, get_model
+from theory.profiles import VIDUR_GEMMS, VIDUR_KERNELS, Profile, gemm_shape
+from theory.timings import GemmTimings
+
+SCHEMES = ("shipped", "tokens", "models", "paper")
+SCHEME_MEANING = {
+    "shipped": "GPU preset as shipped (roofline per tile), served layer shapes (real mode)",
+    "tokens": "preset calibrated on the other token counts, scored on held-out token counts",
+    "models": "preset calibrated on the other models of the GPU, scored on the held-out model",
+    "paper": "GPU preset as shipped, the paper's single-head 2-matrix-FFN layer (paper mode)",
+}
+TARGETS = {  # acceptance targets on the pooled absolute relative errors of one GPU
+    "tokens_median": 0.05,
+    "tokens_p90": 0.12,
+    "models_median": 0.10,
+}
+STAIRCASE_AT = (64, 128, 256, 384, 768)
+TOKEN_BANDS = ((1, 16), (17, 128), (129, 1024), (1025, None))  # inclusive; None: no upper end
+NEEDS_TP = "needs tensor parallelism (not yet in the model)"
+NO_ALLREDUCE = "no all-reduce law in the cost model yet"
+NO_KERNEL_LAW = ("the cost model prices element-wise operations only as one aggregate tau/mu_nLin "
+                 "per batch (Section 3.2.3), no per-kernel law")
+NO_PAPER_COUNTERPART = "the paper's layer has no output projection (Section 3.2.1)"
+QUICK_MODELS = ("llama-2-7b", "internlm-20b")
+QUICK_TPS = (1, 2)
+BATCH_OPERATIONS = ("prefill_batch", "decode_batch")
+STEP_SCHEMES = ("shipped", "calibrated", "models")  # "calibrated": the token-split fit, all points
+
+
+# --- Error statistics -----------------------------------------------------------------------
+
+
+def abs_rel_error(measured, predicted) -> np.ndarray:
+    """``|predicted / measured - 1|`` elementwise (measured times are > 0, the loader checks it)."""
+    return np.abs(np.asarray(predicted, dtype=float) / np.asarray(measured, dtype=float) - 1.0)
+
+
+@dataclass(frozen=True)
+class ErrorStats:
+    """Median and 90th percentile of absolute relative errors over ``n`` points.
+
+    The percentile is numpy's default (linear interpolation between order statistics: the
+    ``q``-quantile of sorted ``e_0 <= ... <= e_{n-1}`` is ``e_j + f (e_{j+1} - e_j)`` with
+    ``j + f = q (n - 1)``). With ``n = 0`` both are ``None`` (nothing was scored).
+    """
+
+    n: int
+    median: float | None
+    p90: float | None
+
+    @classmethod
+    def of(cls, errors) -> ErrorStats:
+        """The statistics of the finite entries of ``errors`` (NaN marks a row not predicted)."""
+        e = np.asarray(errors, dtype=float)
+        e = e[np.isfinite(e)]
+        if not e.size:
+            return cls(0, None, None)
+        return cls(int(e.size), float(np.median(e)), float(np.percentile(e, 90)))
+
+
+# --- The per-GeMM predictor (the plug point of the cost terms) -------------------------------
+
+
+def predict_gemm(cm: CostModel, d_row, d_col, d_red, fixed_s: float = 0.0) -> np.ndarray:
+    """Predicted seconds of GeMMs ``(d_row x d_red) . (d_red x d_col)`` on the GPU of ``cm``.
+
+    Today: Eq. 2 on the fastest of the GPU's tiles (:func:`_eq2_fastest_tile`), plus ``fixed_s``,
+    the fixed time per GeMM ``c_0`` of a calibration (:mod:`theory.calibrate`; 0 for a preset).
+    When the cost terms of :mod:`theory.cost` (memory floor, wave quantization) land as a
+    per-GeMM function of the cost model, the line marked ``PLUG`` below is the one to change: it
+    calls that function on ``(cm, d_row, d_col, d_red)`` instead, and every scheme, the
+    calibrated ones included (their fitted GPU keeps the preset's switches), goes through it.
+
+    Parameters
+    ----------
+    cm : CostModel
+        Built for the GPU (any model: only the GPU's tiles, rates and SM count enter).
+    d_row, d_col, d_red : array_like of int
+        Weight rows, activation columns (the batch's tokens) and reduction width, broadcast.
+    fixed_s : float
+        Seconds added to every GeMM.
+
+    References
+    ----------
+    Eq. 2; the fastest tile per GeMM as in :mod:`theory.cost` (Section 3.2.1).
+    """
+    seconds = _eq2_fastest_tile(cm, d_row, d_col, d_red)  # PLUG: theory.cost's per-GeMM time
+    return seconds + fixed_s
+
+
+def _eq2_fastest_tile(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
+    """Eq. 2 on each GeMM's fastest tile of ``cm`` (the minimum over the GPU's tiles)."""
+    d_row, d_col, d_red = (np.asarray(x, dtype=np.int64)[..., None] for x in (d_row, d_col, d_red))
+    return T_GeMM(d_row, d_col, d_red, cm.t_row, cm.t_col, cm.t_red, cm.mu, cm.s).min(axis=-1)
+
+
+def paper_shapes(model: Model, operation: str, tp: int) -> tuple[tuple[int, int], ...]:
+    """The paper-mode weight shapes ``(d_row, d_red)`` whose GeMMs stand for a vidur operation.
+
+    ``attn_pre_proj`` is ``W_Q, W_K, W_V`` (three ``d x d_x``), ``mlp_up_proj`` is ``W_F1``
+    (``d_ff x d``), ``mlp_down_proj`` is ``W_F2`` (``d_x x d_ff``), split over ``tp`` as vidur
+    splits the served layer (:func:`theory.profiles.gemm_shape`); ``attn_post_proj`` has no
+    counterpart (empty tuple).
+
+    References
+    ----------
+    Section 3.2.1 (the paper's layer and Eq. 4's sum of GeMMs).
+    """
+    if operation not in VIDUR_GEMMS:
+        raise FieldError("operation", operation, f"one of {', '.join(VIDUR_GEMMS)}")
+    gemm_shape(model, operation, tp)  # the same TP check as the served shapes
+    d = model.d
+    return {
+        "attn_pre_proj": ((d // tp, model.d_x),) * 3,
+        "attn_post_proj": (),
+        "mlp_up_proj": ((model.d_ff // tp, d),),
+        "mlp_down_proj": ((model.d_x, model.d_ff // tp),),
+    }[operation]
+
+
+def batch_cost_model(gpu: str, model: str, tp: int, *, gpu_file: str | None = None,
+                     model_file: str | None = None) -> tuple[CostModel | None, str]:
+    """The cost model that predicts a whole batch on ``tp`` GPUs, or ``(None, reason)``.
+
+    Today the model has no tensor parallelism, so only ``tp = 1`` is predicted. When it lands,
+    the ``tp > 1`` branch builds the TP cost model instead of returning the reason.
+
+    References
+    ----------
+    Eq. 7 (one GPU).
+    """
+    if tp != 1:
+        return None, NEEDS_TP
+    return cost_model(CostSpec(gpu, model, "real", None, gpu_file, model_file)), ""
+
+
+def allreduce_law(gpu: GPU) -> Callable[[np.ndarray, int], np.ndarray] | None:
+    """``seconds(bytes, tp)`` of one all-reduce on ``gpu``, or ``None`` without a law (today)."""
+    return None
+
+
+def batch_time(cm: CostModel, operation: str, tokens: int, context: int, generated: int) -> float:
+    """Eq. 7 for a splitwise row: ``tokens / context`` prompts of ``context`` tokens prefilled in
+    one batch, or ``tokens`` decodes at the mean position of the ``generated - 1`` decode
+    iterations the row averages (``context + generated / 2``, profiles README).
+
+    References
+    ----------
+    Eq. 7; Section 3.1 (batches of prefill and decode iterations).
+    """
+    if operation == "prefill_batch":
+        return T_batch(cm, Batch.of(prefill=[(1, context)] * max(tokens // max(context, 1), 1)))
+    if operation == "decode_batch":
+        position = context + max(generated, 2) // 2
+        return T_batch(cm, Batch.of(decode=[position] * tokens))
+    raise FieldError("operation", operation, f"one of {', '.join(BATCH_OPERATIONS)}")
+
+
+# --- GeMM rows, splits, calibration -----------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class GemmRows:
+    """The GeMM rows of a profile with their served-layer shapes (one entry per row)."""
+
+    gpu: np.ndarray
+    model: np.ndarray
+    tp: np.ndarray
+    operation: np.ndarray
+    tokens: np.ndarray
+    seconds: np.ndarray
+    d_row: np.ndarray
+    d_red: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.seconds.size)
+
+    def take(self, mask) -> GemmRows:
+        """The rows selected by a boolean mask or an index array."""
+        return GemmRows(**{k: getattr(self, k)[mask] for k in self.__dataclass_fields__})
+
+    def timings(self) -> GemmTimings:
+        """The rows as calibration input (one GeMM each, :class:`theory.timings.GemmTimings`)."""
+        return GemmTimings(self.d_row, self.tokens, self.d_red, np.ones(len(self), dtype=np.int64),
+                           self.seconds)
+
+
+def gemm_rows(rows: np.ndarray, model_file: str | None = None) -> GemmRows:
+    """The rows of a loaded profile whose operation is a vidur GeMM, with their shapes
+    (:func:`theory.profiles.gemm_shape`)."""
+    rows = rows[np.isin(rows["operation"], VIDUR_GEMMS)]
+    d_row = np.zeros(rows.size, dtype=np.int64)
+    d_red = np.zeros(rows.size, dtype=np.int64)
+    keys = np.char.add(np.char.add(rows["model"], "|"), np.char.add(rows["operation"],
+                                                                    "|" + rows["tp"].astype(str)))
+    for key in np.unique(keys):
+        model, op, tp = str(key).split("|")
+        shape = gemm_shape(get_model(model, model_file), op, int(tp))
+        d_row[keys == key], d_red[keys == key] = shape
+    return GemmRows(rows["gpu"].astype(str), rows["model"].astype(str), rows["tp"].astype(np.int64),
+                    rows["operation"].astype(str), rows["tokens"].astype(np.int64),
+                    rows["seconds"].astype(float), d_row, d_red)
+
+
+def token_split(tokens, every: int = 4) -> np.ndarray:
+    """Held-out mask: rows whose token count is every ``every``-th distinct token count.
+
+    The distinct counts are sorted and ranked from 0; counts of rank ``every - 1, 2 every - 1,
+    ...`` are held out, so the split depends on the set of counts only (deterministic) and the
+    smallest counts are trained on.
+    """
+    if isinstance(every, bool) or int(every) != every or every < 2:
+        raise FieldError("every", every, "an integer >= 2")
+    tokens = np.asarray(tokens)
+    distinct = np.unique(tokens)
+    held = distinct[np.arange(distinct.size) % every == every - 1]
+    return np.isin(tokens, held)
+
+
+def model_folds(models) -> list[tuple[str, np.ndarray]]:
+    """Leave-one-model-out folds ``[(held-out model, its mask)]`` in sorted model order; a fold
+    trains on ``~mask``. Needs two models or more (else no fold)."""
+    models = np.asarray(models)
+    names = sorted(set(models.tolist()))
+    return [(m, models == m) for m in names] if len(names) > 1 else []
+
+
+def _subsample(n: int, limit: int) -> np.ndarray:
+    """At most ``limit`` evenly spaced indices of ``range(n)`` (deterministic)."""
+    if n <= limit:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, limit).round().astype(np.int64))
+
+
+@dataclass(frozen=True, eq=False)
+class GpuFit:
+    """A GPU preset calibrated on some GeMM rows: its fitted GPU, ``c_0`` and the fit itself."""
+
+    gpu: GPU
+    c0: float
+    calibration: Calibration
+    n_train: int
+
+
+def fit_gpu(base: GPU, train: GemmRows, *, max_train: int = 8000, seed: int = 0,
+            model_file: str | None = None) -> GpuFit:
+    """Calibrate ``base``'s tile rates and ``c_0`` on the rows ``train`` only.
+
+    At most ``max_train`` rows enter the fit, evenly spaced over ``train`` (deterministic). The
+    fitted GPU keeps the base profile's tiles with the fitted rates (tiles never fastest keep
+    their bound, :func:`theory.calibrate.fit_gemm`).
+
+    References
+    ----------
+    Eq. 2; the fit is :func:`theory.calibrate.fit_gemm`'s.
+    """
+    if not len(train):
+        raise FieldError("training rows", 0, f"at least one GeMM row of {base.key} to calibrate on")
+    sub = train.take(_subsample(len(train), max_train))
+    cal = fit_gemm(sub.timings(), base, get_model(str(sub.model[0]), model_file), "real",
+                   key=f"{base.key}-validate", seed=seed)
+    mu = tuple(float(cal.profile["mu"][str(t)]) for t in base.tiles)
+    c0 = next((p.value for p in cal.parameters if p.name.startswith("c_0")), 0.0)
+    return GpuFit(replace(base, key=cal.key, mu=mu), float(c0), cal, len(sub))
+
+
+def predict_rows(rows: GemmRows, cm_of: Callable[[str], CostModel], fixed_s: float = 0.0) -> np.ndarray:
+    """:func:`predict_gemm` for every row, with the cost model ``cm_of(model)`` of its model."""
+    out = np.empty(len(rows))
+    for m in np.unique(rows.model):
+        sel = rows.model == m
+        out[sel] = predict_gemm(cm_of(str(m)), rows.d_row[sel], rows.tokens[sel], rows.d_red[sel], fixed_s)
+    return out
+
+
+def predict_paper(rows: GemmRows, cm_of: Callable[[str], CostModel],
+                  model_file: str | None = None) -> np.ndarray:
+    """Paper-mode predictions (:func:`paper_shapes`); NaN where the paper's layer has no such GeMM."""
+    out = np.full(len(rows), np.nan)
+    keys = sorted(set(zip(rows.model.tolist(), rows.operation.tolist(), rows.tp.tolist(), strict=True)))
+    for m, op, tp in keys:
+        sel = (rows.model == m) & (rows.operation == op) & (rows.tp == tp)
+        shapes = paper_shapes(get_model(m, model_file), op, tp)
+        if shapes:
+            cm = cm_of(m)
+            out[sel] = sum(predict_gemm(cm, r, rows.tokens[sel], k) for r, k in shapes)
+    return out
+
+
+# --- The validation ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a validation run did: held-out stride, training cap, seed, subset, user files."""
+
+    every: int = 4
+    max_train: int = 8000
+    seed: int = 0
+    quick: bool = False
+    gpus: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    gpu_file: str | None = None
+    model_file: str | None = None
+
+
+@dataclass(eq=False)
+class Report:
+    """The result of :func:`validate`.
+
+    Attributes
+    ----------
+    groups : list of dict
+        One per GPU x model x TP x operation (columns :data:`COLUMNS`).
+    gpus : list of dict
+        One per GPU preset: status, pooled statistics per scheme, targets met or missed.
+    summary : list of dict
+        Pooled statistics per GPU x TP.
+    bands : list of dict
+        Pooled statistics per GPU x token band (:data:`TOKEN_BANDS`): where the error lives;
+        ``shipped_below`` is the fraction of the band's rows the shipped preset under-predicts.
+    not_predicted : list of dict
+        Rows not scored, counted per profile x GPU x model x TP x operation, with the reason.
+    staircase : list of dict
+        Measured and predicted step heights (:func:`staircase`).
+    series : dict
+        ``(gpu, model, tp, operation) -> {"token_count", "measured", scheme: predicted,
+        "calibrated"}`` for plots ("calibrated": the token-split fit on every point).
+    fits : dict
+        ``"<gpu> tokens"`` / ``"<gpu> without <model>"`` -> fitted parameters and training size.
+    """
+
+    settings: Settings
+    groups: list = field(default_factory=list)
+    gpus: list = field(default_factory=list)
+    summary: list = field(default_factory=list)
+    bands: list = field(default_factory=list)
+    not_predicted: list = field(default_factory=list)
+    staircase: list = field(default_factory=list)
+    series: dict = field(default_factory=dict)
+    fits: dict = field(default_factory=dict)
+
+
+COLUMNS = {
+    "profile": "shipped profile the rows come from (theory/data/profiles)",
+    "gpu": "llmq GPU preset key of the measured card",
+    "model": "llmq model preset key",
+    "tp": "tensor-parallel degree of the measurement",
+    "operation": "measured operation (vidur GeMM name, prefill_batch, decode_batch)",
+    "n": "rows (measured points) in the group",
+    **{f"{s}_{k}": (f"points scored under '{s}'" if k == "n" else
+                    f"{'median' if k == 'median' else '90th percentile'} of |predicted/measured - 1| "
+                    f"under '{s}' ({SCHEME_MEANING[s]})")
+       for s in SCHEMES for k in ("n", "median", "p90")},
+    "note": "why a scheme scored nothing in the group (empty when all did)",
+}
+NULL_MEANING = ("null (JSON) or an empty cell (CSV) in a *_median or *_p90 column: that scheme scored "
+                "no point of the group (its *_n is 0); the note column says why")
+
+
+def _stats_row(errors: dict[str, np.ndarray], mask) -> dict:
+    out = {}
+    for s in SCHEMES:
+        st = ErrorStats.of(errors[s][mask])
+        out |= {f"{s}_n": st.n, f"{s}_median": st.median, f"{s}_p90": st.p90}
+    return out
+
+
+def _select(rows: np.ndarray, gpus, models, quick: bool) -> np.ndarray:
+    """The rows of the chosen GPUs and models; ``quick`` narrows the per-layer rows (GeMMs and
+    kernels) to :data:`QUICK_MODELS` at :data:`QUICK_TPS` and keeps the few batch and collective rows."""
+    keep = np.ones(rows.size, dtype=bool)
+    if gpus:
+        keep &= np.isin(rows["gpu"], list(gpus))
+    if models:
+        keep &= np.isin(rows["model"], list(models)) | (rows["model"] == "")
+    if quick:
+        layer = np.isin(rows["operation"], (*VIDUR_GEMMS, *VIDUR_KERNELS))
+        keep &= ~layer | (np.isin(rows["model"], QUICK_MODELS) & np.isin(rows["tp"], QUICK_TPS))
+    return rows[keep]
+
+
+def _not_predicted(report: Report, profile: str, rows: np.ndarray, reason: str) -> None:
+    keys = sorted(set(zip(rows["gpu"].tolist(), rows["model"].tolist(), rows["tp"].tolist(),
+                          rows["operation"].tolist(), strict=True)))
+    for g, m, tp, op in keys:
+        sel = (rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp) & (rows["operation"] == op)
+        n = int(sel.sum())
+        report.not_predicted.append({"profile": profile, "gpu": g, "model": m, "tp": tp, "operation": op,
+                                     "n": n, "reason": reason})
+
+
+def _validate_gemm(report: Report, profile: str, data: GemmRows,
+                   s: Settings) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Errors of every scheme for the GeMM rows ``data``, and where the shipped preset predicts
+    less than measured; fills groups, series and fits."""
+    pred = {k: np.full(len(data), np.nan) for k in SCHEMES}
+    calibrated = np.full(len(data), np.nan)  # the token-split fit on every row, for plots and steps
+    for g in sorted(set(data.gpu.tolist())):
+        on = data.gpu == g
+        rows = data.take(on)
+        base = get_gpu(g, s.gpu_file)
+
+        def shipped(m, mode="real", g=g):
+            return cost_model(CostSpec(g, m, mode, None, s.gpu_file, s.model_file))
+
+        idx = np.flatnonzero(on)
+        pred["shipped"][idx] = predict_rows(rows, shipped)
+        pred["paper"][idx] = predict_paper(rows, lambda m: shipped(m, "paper"), s.model_file)
+        held = token_split(rows.tokens, s.every)
+        fit = fit_gpu(base, rows.take(~held), max_train=s.max_train, seed=s.seed, model_file=s.model_file)
+        report.fits[f"{g} tokens"] = _fit_summary(fit)
+        calibrated[idx] = predict_rows(rows, _fitted(fit, s), fit.c0)
+        pred["tokens"][idx[held]] = calibrated[idx[held]]
+        for m, mask in model_folds(rows.model):
+            fit = fit_gpu(base, rows.take(~mask), max_train=s.max_train, seed=s.seed, model_file=s.model_file)
+            report.fits[f"{g} without {m}"] = _fit_summary(fit)
+            pred["models"][idx[mask]] = predict_rows(rows.take(mask), _fitted(fit, s), fit.c0)
+    errors = {k: abs_rel_error(data.seconds, v) for k, v in pred.items()}
+    below = pred["shipped"] < data.seconds
+    keys = sorted(set(zip(data.gpu.tolist(), data.model.tolist(), data.tp.tolist(), data.operation.tolist(),
+                          strict=True)))
+    for g, m, tp, op in keys:
+        sel = (data.gpu == g) & (data.model == m) & (data.tp == tp) & (data.operation == op)
+        row = {"profile": profile, "gpu": g, "model": m, "tp": tp, "operation": op, "n": int(sel.sum()),
+               **_stats_row(errors, sel)}
+        notes = []
+        if not row["paper_n"]:
+            notes.append(f"paper: {NO_PAPER_COUNTERPART}")
+        if not row["models_n"]:
+            notes.append(f"models: no other model of {g} in the data to calibrate on")
+        row["note"] = "; ".join(notes)
+        report.groups.append(row)
+        order = np.argsort(data.tokens[sel], kind="stable")
+        report.series[(g, m, tp, op)] = {"token_count": data.tokens[sel][order],
+                                         "measured": data.seconds[sel][order],
+                                         **{k: pred[k][sel][order] for k in SCHEMES},
+                                         "calibrated": calibrated[sel][order]}
+    return errors, below
+
+
+def _fitted(fit: GpuFit, s: Settings) -> Callable[[str], CostModel]:
+    return lambda m: build_cost_model(fit.gpu, get_model(m, s.model_file), "real")
+
+
+def _fit_summary(fit: GpuFit) -> dict:
+    err = fit.calibration.error
+    won = [p.name for p in fit.calibration.parameters if p.note.startswith("fastest tile")]
+    return {"n_train": fit.n_train, "c0_s": fit.c0, "train_rel_rmse": err.rel_rmse,
+            "winning_tiles": won,
+            "mu": {str(t): float(m) for t, m in zip(fit.gpu.tiles, fit.gpu.mu, strict=True)}}
+
+
+def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Settings) -> None:
+    rows = rows[np.isin(rows["operation"], BATCH_OPERATIONS)]
+    keys = sorted(set(zip(rows["gpu"].tolist(), rows["model"].tolist(), rows["tp"].tolist(), strict=True)))
+    for g, m, tp in keys:
+        sel = rows[(rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp)]
+        cm, reason = batch_cost_model(g, m, tp, gpu_file=s.gpu_file, model_file=s.model_file)
+        if cm is None:
+            _not_predicted(report, profile, sel, reason)
+            continue
+        for op in BATCH_OPERATIONS:
+            part = sel[sel["operation"] == op]
+            if not part.size:
+                continue
+            pred = np.array([batch_time(cm, op, int(r["tokens"]), int(r["context"]), int(r["generated"]))
+                             for r in part])
+            e = abs_rel_error(part["seconds"], pred)
+            nan = np.full(e.size, np.nan)
+            row = {"profile": profile, "gpu": g, "model": m, "tp": tp, "operation": op, "n": int(part.size),
+                   **_stats_row({"shipped": e, "tokens": nan, "models": nan, "paper": nan},
+                                np.ones(e.size, dtype=bool)),
+                   "note": "whole batches: scored as shipped only (no batch calibration split)"}
+            report.groups.append(row)
+
+
+def _validate_allreduce(report: Report, profile: str, rows: np.ndarray, s: Settings) -> None:
+    rows = rows[rows["operation"] == "all_reduce"]
+    for g in sorted(set(rows["gpu"].tolist())):
+        part = rows[rows["gpu"] == g]
+        if allreduce_law(get_gpu(g, s.gpu_file)) is None:
+            _not_predicted(report, profile, part, NO_ALLREDUCE)
+
+
+def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows, shipped_below: np.ndarray) -> None:
+    """Per-GPU verdicts, per GPU x TP and per GPU x token band statistics of the GeMM rows;
+    ``shipped_below`` marks the rows the shipped preset under-predicts."""
+    for g in report.settings.gpus or gpu_names():
+        on = data.gpu == g
+        if not on.any():
+            report.gpus.append({"gpu": g, "status": "roofline, uncalibrated (no public data)", "n": 0,
+                                **_stats_row(errors, on), "targets": {}, "targets_hold": None})
+            continue
+        row = {"gpu": g, "status": "measured (vidur GeMMs)", "n": int(on.sum()), **_stats_row(errors, on)}
+        checks = {}
+        for name, limit in TARGETS.items():
+            value = row[name]
+            checks[name] = {"target": limit, "value": value,
+                            "holds": None if value is None else bool(value <= limit)}
+        row["targets"] = checks
+        verdicts = [c["holds"] for c in checks.values()]
+        row["targets_hold"] = None if None in verdicts else all(verdicts)
+        report.gpus.append(row)
+        for tp in sorted(set(data.tp[on].tolist())):
+            sel = on & (data.tp == tp)
+            report.summary.append({"gpu": g, "tp": tp, "n": int(sel.sum()), **_stats_row(errors, sel)})
+        for lo, hi in TOKEN_BANDS:
+            sel = on & (data.tokens >= lo) & (data.tokens <= (hi if hi is not None else np.inf))
+            if sel.any():
+                band = f"{lo}-{hi}" if hi is not None else f">= {lo}"
+                below = float(np.mean(shipped_below[sel]))
+                report.bands.append({"gpu": g, "tokens": band, "n": int(sel.sum()),
+                                     **_stats_row(errors, sel), "shipped_below": below})
+
+
+def staircase(report: Report, data: GemmRows, gpu: str = "a100", model: str = "llama-2-7b", tp: int = 1,
+              at=STAIRCASE_AT) -> list[dict]:
+    """Relative step heights ``T(next tokens) / T(tokens) - 1`` after each count in ``at``,
+    measured and under each scheme, per GeMM of ``model`` on ``gpu`` at ``tp``.
+
+    Uses the predictions of :func:`validate` (``report.series``); a scheme that did not predict a
+    point gives ``None``. Empty when the data have no such rows.
+
+    References
+    ----------
+    Eq. 2 (the ceilings make the staircase); :func:`theory.calibrate.staircase_jumps`.
+    """
+    out = []
+    for op in VIDUR_GEMMS:
+        ser = report.series.get((gpu, model, tp, op))
+        if ser is None:
+            continue
+        n = ser["token_count"].size
+        timings = GemmTimings(np.ones(n, dtype=np.int64), ser["token_count"], np.ones(n, dtype=np.int64),
+                              np.ones(n, dtype=np.int64), ser["measured"])
+        preds = {k: ser[k] for k in STEP_SCHEMES}
+        for j in staircase_jumps(timings, preds, at):
+            row = {"gpu": gpu, "model": model, "tp": tp, "operation": op, "after": j["at"], "next": j["next"],
+                   "measured": j["measured"]}
+            row |= {k: (j[k] if np.isfinite(j[k]) else None) for k in preds}
+            out.append(row)
+    return out
+
+
+def step_positions(tokens, seconds, threshold: float = 0.10) -> np.ndarray:
+    """Token counts after which the time jumps by more than ``threshold`` to the next count.
+
+    ``tokens`` sorted ascending; repeated counts are not expected (one row per count and group).
+    """
+    tokens, seconds = np.asarray(tokens), np.asarray(seconds, dtype=float)
+    if tokens.size < 2:
+        return tokens[:0]
+    jump = seconds[1:] / seconds[:-1] - 1.0
+    return tokens[:-1][jump > threshold]
+
+
+def validate(profiles: dict[str, Profile], settings: Settings | None = None) -> Report:
+    """Predict and score every row of ``profiles`` (module docstring).
+
+    Parameters
+    ----------
+    profiles : dict
+        ``{name: Profile}``, e.g. every :func:`theory.profiles.shipped_profiles` loaded.
+    settings : Settings
+        Held-out stride, training cap, seed, the quick subset (models :data:`QUICK_MODELS` at TP
+        :data:`QUICK_TPS`; two models so that leave-one-model-out has one to train on), GPU and
+        model filters, user GPU and model files.
+
+    Returns
+    -------
+    Report
+    """
+    s = settings or Settings()
+    report = Report(s)
+    all_gemm = []
+    for name, prof in profiles.items():
+        rows = _select(prof.rows, s.gpus, s.models, s.quick)
+        if not rows.size:
+            continue
+        ops = set(rows["operation"].tolist())
+        if ops & set(VIDUR_GEMMS):
+            data = gemm_rows(rows, s.model_file)
+            errors, below = _validate_gemm(report, name, data, s)
+            all_gemm.append((data, errors, below))
+        if ops & set(BATCH_OPERATIONS):
+            _validate_batches(report, name, rows, s)
+        if "all_reduce" in ops:
+            _validate_allreduce(report, name, rows, s)
+        kernels = rows[np.isin(rows["operation"], VIDUR_KERNELS)]
+        if kernels.size:
+            _not_predicted(report, name, kernels, NO_KERNEL_LAW)
+        other = rows[~np.isin(rows["operation"], (*VIDUR_GEMMS, *BATCH_OPERATIONS, "all_reduce",
+                                                   *VIDUR_KERNELS))]
+        if other.size:
+            _not_predicted(report, name, other, "operation unknown to the cost model")
+    data, errors, below = _concat(all_gemm)
+    _pool(report, errors, data, below)  # every GPU preset (or the chosen ones), with or without data
+    report.staircase = staircase(report, data)
+    return report
+
+
+def _concat(parts) -> tuple[GemmRows, dict[str, np.ndarray], np.ndarray]:
+    if not parts:
+        empty = GemmRows(*(np.zeros(0, dtype=t) for t in (str, str, np.int64, str, np.int64, float,
+                                                            np.int64, np.int64)))
+        return empty, {k: np.zeros(0) for k in SCHEMES}, np.zeros(0, dtype=bool)
+    fields = GemmRows.__dataclass_fields__
+    data = GemmRows(**{k: np.concatenate([getattr(d, k) for d, _, _ in parts]) for k in fields})
+    return (data, {k: np.concatenate([e[k] for _, e, _ in parts]) for k in SCHEMES},
+            np.concatenate([b for _, _, b in parts]))
+
+
+__all__ = [
+    "COLUMNS",
+    "SCHEMES",
+    "TARGETS",
+    "ErrorStats",
+    "GemmRows",
+    "GpuFit",
+    "Report",
+    "Settings",
+    "abs_rel_error",
+    "allreduce_law",
+    "batch_cost_model",
+    "batch_time",
+    "fit_gpu",
+    "gemm_rows",
+    "model_folds",
+    "paper_shapes",
+    "predict_gemm",
+    "predict_paper",
+    "predict_rows",
+    "staircase",
+    "token_split",
+    "validate",
+]
