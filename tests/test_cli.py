@@ -102,3 +102,24 @@ def test_a_real_toml_boolean_is_accepted(capsys, tmp_path):
     f.write_text("pad = true\njson = true\n")
     code, out, _ = run(capsys, "bounds", "--config", str(f))
     assert code == 0 and json.loads(out)["assumption3_mass"] == 1.0
+
+
+def test_bounds_prints_the_certified_capacity_and_why(capsys, tmp_path):
+    from theory.bounds import lambda_star
+    from theory.builder import CostSpec, cost_model
+    from theory.workload import get_workload
+
+    code, out, _ = run(capsys, "bounds", "--workload", "deterministic:512,64", "--json")
+    row = json.loads(out)["certified"]
+    # Eq. 2-7: never below lambda* (the exact minimal work is at most T_bar^R)
+    assert code == 0 and row["binds"] == "compute" and row["vs_lambda_star"] >= -1e-12
+    f = tmp_path / "g.toml"
+    f.write_text('[gpus.slow]\nbase = "a100"\noverhead_s = 0.005\n')
+    code, out, _ = run(capsys, "bounds", "--workload", "deterministic:512,64", "--gpu", "slow",
+                       "--gpu-file", str(f), "--token-budget", "2048", "--json")
+    row = json.loads(out)
+    lam = lambda_star(cost_model(CostSpec("slow", gpu_file=str(f))), get_workload("deterministic:512,64"))
+    assert code == 0 and row["lambda_star"] == pytest.approx(lam)
+    # a 5 ms per-batch time that batches of <= 2048 tokens cannot amortise: below lambda*
+    assert row["certified"]["bound"] < lam and "per-batch fixed time" in row["certified"]["why"]
+    assert row["certified"]["token_budget"] == 2048

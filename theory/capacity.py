@@ -506,6 +506,16 @@ def kv_token_seconds(law: BatchLaw, w: Workload, b_max: int | None = None,
     return S[w.L_P + w.L_D] - S[w.L_P]
 
 
+def kv_capacity_tokens(cm: CostModel, gpu_memory_utilization: float = 0.9) -> float:
+    """KV-cache tokens that fit beside the weights in ``gpu_memory_utilization`` of one GPU's memory
+    (the ``M`` of the KV-memory bound): ``(u M_gpu - W) / b_kv`` with ``b_kv`` the model's KV bytes per
+    token; 0.9 is vLLM's default ``gpu_memory_utilization`` (vllm-project/vllm, ``EngineArgs``)."""
+    if not 0 < gpu_memory_utilization <= 1:
+        raise FieldError("gpu_memory_utilization", gpu_memory_utilization, "a fraction in (0, 1]")
+    usable = gpu_memory_utilization * cm.gpu.memory_bytes - cm.model.weight_bytes()
+    return max(0.0, usable / cm.model.kv_bytes_per_token())
+
+
 def capacity_bound(law: BatchLaw | CostModel, w: Workload, r: int = 1, *, b_max: int | None = None,
                    max_decodes: int | None = None, kv_tokens: float | None = None,
                    overhead_s: float | None = None, horizon: int = DEFAULT_HORIZON) -> CapacityBound:

@@ -12,8 +12,10 @@ HELP = "T_bar^R, T^max, lambda*, t*_lcm, Theorem 2's n and the cycle bounds (The
 def add_parser(sub) -> None:
     """Register ``llmq bounds`` and its options on the sub-command parser ``sub``."""
     p = sub.add_parser("bounds", help=HELP, description=HELP)
-    add_common(p, defaults={"epsilon": 0.1})
+    add_common(p, defaults={"epsilon": 0.1, "token_budget": None})
     p.add_argument("--epsilon", type=float, help="Theorem 2's margin eps in (0, 1) (default 0.1)")
+    p.add_argument("--token-budget", type=int,
+                   help="tokens per batch at most, for the certified capacity (default: no budget)")
     p.set_defaults(run=run)
 
 
@@ -25,9 +27,33 @@ def _row(values: dict, gpu_name: str) -> dict:
     w = build_workload_from(values, cm)
     row = compute_bounds(cm, w, values["gpus_r"], values["epsilon"]).as_dict()
     row["gpu_name"] = cm.gpu.name
+    row["certified"] = _certified(cm, w, values["gpus_r"], row["lambda_star"], values["token_budget"])
     row["assumptions"] = {a.name: {"holds": a.holds, "detail": a.detail}
                           for a in check_assumptions(cm, w)}
     return row
+
+
+def _certified(cm, w, r: int, lam_star: float, b_max: int | None) -> dict:
+    """The certified capacity (theory.capacity) beside the paper's lambda*, and why they differ."""
+    from theory.capacity import capacity_bound, kv_capacity_tokens
+
+    kv = kv_capacity_tokens(cm)
+    cap = capacity_bound(cm, w, r, b_max=b_max, kv_tokens=kv if kv > 0 else None)
+    gap = cap.bound / lam_star - 1
+    if cap.binds == "kv-memory":
+        why = "KV memory binds: fewer requests fit in the cache than the compute could serve"
+    elif gap < -1e-9:
+        why = ("a per-batch fixed time that batches of at most the token budget cannot amortise: "
+               "lambda* is not an upper bound here")
+    elif gap > 1e-9:
+        why = "lambda* undercuts the exact minimal work (Appendix B's chunking lemma fails: erratum)"
+    else:
+        why = "equal to lambda* (Eq. 2-7, the chunking lemma holds)"
+    return {"bound": cap.bound, "binds": cap.binds, "lambda_compute": cap.lam_compute,
+            "lambda_kv": cap.lam_kv if cap.lam_kv != float("inf") else None,
+            "kv_tokens_per_gpu": kv, "vs_lambda_star": gap, "why": why,
+            "work_per_request_s": cap.work_per_request_s, "pieces_s": cap.pieces_s,
+            "best_batch_tokens": cap.best_batch_tokens, "token_budget": b_max}
 
 
 def run(args) -> int:
@@ -44,17 +70,21 @@ def run(args) -> int:
     print(f"model {first['model']} ({first['mode']} mode), workload {first['workload']}, "
           f"r = {first['r']}, epsilon = {first['epsilon']}")
     header = (f"{'GPU':<16}{'t*':>12}{'t_lcm':>7}{'T_bar^R ms':>12}{'T^max s':>10}"
-              f"{'lambda* req/s':>15}{'n_min':>10}{'Eq.25 s':>10}  A1 A2 A3 A4")
+              f"{'lambda* req/s':>15}{'certified':>11}{'binds':>10}{'n_min':>10}{'Eq.25 s':>10}  A1 A2 A3 A4")
     print(header)
     print("-" * len(header))
     for row in rows:
         flags = "  ".join("y" if a["holds"] else "n" for a in row["assumptions"].values())
         print(f"{row['gpu']:<16}{row['t_star']:>12}{row['t_lcm']:>7}{row['T_bar_R_s'] * 1e3:>12.1f}"
-              f"{row['T_max_s']:>10.1f}{row['lambda_star']:>15.3f}{row['n_min']:>10}"
+              f"{row['T_max_s']:>10.1f}{row['lambda_star']:>15.3f}{row['certified']['bound']:>11.3f}"
+              f"{row['certified']['binds']:>10}{row['n_min']:>10}"
               f"{row['cycle_bound_s']:>10.0f}   {flags}")
     print(f"\nlambda* with the corrected T_bar^R (erratum prop1.drain_lower_bound; a valid upper bound): "
           f"{first['lambda_star_corrected']:.4f} req/s, "
           f"+{first['lambda_star_corrected'] / first['lambda_star'] - 1:.3%}  [{first['gpu']}]")
+    cert = first["certified"]
+    print(f"certified capacity (theory.capacity: any scheduler, this cost law): {cert['bound']:.4f} req/s, "
+          f"{cert['vs_lambda_star']:+.3%} vs lambda*; {cert['why']}  [{first['gpu']}]")
     print("T_bar^R terms (ms): " + ", ".join(
         f"{k} {v * 1e3:.1f}" for k, v in first["terms_s"].items()) + f"  [{first['gpu']}]")
     print(f"Assumptions on {first['gpu']}:")
