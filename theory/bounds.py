@@ -20,6 +20,13 @@ Its proof bounds the cycle time (Eq. 25), ``E[T_cycle] <= n T_bar^R + (t*_col - 
 the drift of the cycle DTMC (Lemma 3), and Lemma 4 bounds every cycle's mean length by
 ``r / lambda + n T^max``.
 
+Terms beyond Eq. 2 (:mod:`theory.terms`, all off by default) change the inputs as that module's
+docstring states: the linear term becomes ``E[L^P + L^D] l*`` with ``l* = inf_tau T_Lin(tau)/tau``
+(:func:`theory.cost.linear_per_token`), the attention terms vanish without attention, ``lm_head``
+adds ``(E[L^D] + 1) h``, and ``T^max`` takes the linear time of a one-token batch under the terms
+(:func:`theory.cost.linear_single`) plus, per token, ``overhead_s`` and ``h``. With every term off
+the formulas are the printed ones, computed along the same lines.
+
 Each function here has a symbolic twin in :mod:`theory.symbolic`; tests check they agree.
 
 References
@@ -33,9 +40,7 @@ import math
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 
-import numpy as np
-
-from theory.cost import CostModel, decode_prefix
+from theory.cost import CostModel, decode_prefix, linear_per_token, linear_single
 from theory.errors import FieldError, require_positive, require_positive_int
 from theory.hardware import Tile
 from theory.workload import Workload
@@ -47,6 +52,10 @@ def T_bar_R_terms(cm: CostModel, w: Workload, corrected: bool = False) -> dict[s
     ``corrected=True`` uses E[L^P (L^P + 1)] in the prefill-attention term (see the module
     docstring's erratum) instead of the printed E[L^P (L^P + t*_lcm)].
 
+    With terms on (:mod:`theory.terms`) the linear term is ``E[L^P + L^D] l*``, the prefill
+    attention term is 0 without attention (and with ``waves`` stays the unwaved lower bound), and
+    ``lm_head`` adds the key ``"lm_head"``: ``(E[L^D] + 1) h``.
+
     References
     ----------
     Theorem 1; Eq. 12 (T*_R(j), whose mean it is).
@@ -56,13 +65,22 @@ def T_bar_R_terms(cm: CostModel, w: Workload, corrected: bool = False) -> dict[s
     S = decode_prefix(cm, int(total.max()))
     k = 0  # t* is index 0 of the cost model's tile arrays
     coef = cm.N * cm.d_pre / (cm.s * cm.mu[k] * t.t_row * t.t_col * t.t_red)
-    return {
-        "linear": float(w.expect(total) / (cm.mu_Lin[k] * t.t_col)),
+    if cm.lin is None:
+        linear = float(w.expect(total) / (cm.mu_Lin[k] * t.t_col))
+    else:
+        linear = float(w.expect(total)) * linear_per_token(cm)
+    prefill = 0.0
+    if cm.attention:
+        prefill = float(coef * w.expect(w.L_P * (w.L_P + (1 if corrected else t.t_lcm)).astype(float)))
+    terms = {
+        "linear": linear,
         "nonlinear": float(w.expect(total) / cm.mu_nLin),
         "decode_attention": float(cm.N * w.expect(S[total] - S[w.L_P])),
-        "prefill_attention": float(coef * w.expect(w.L_P * (w.L_P + (1 if corrected else t.t_lcm))
-                                                   .astype(float))),
+        "prefill_attention": prefill,
     }
+    if cm.lm_out_s:
+        terms["lm_head"] = cm.lm_out_s * (float(w.expect(w.L_D)) + 1.0)
+    return terms
 
 
 def T_bar_R(cm: CostModel, w: Workload, corrected: bool = False) -> float:
@@ -80,7 +98,10 @@ def T_max(cm: CostModel, l_P_max: int, l_D_max: int) -> float:
     """Worst-case time to complete one request alone, T^max (Theorem 2, Eq. 13), seconds.
 
     ``max over tiles of (l/mu_Lin(t) + l/mu_nLin + N sum_{i=1}^{l} T^{D,SA}(i))`` with
-    ``l = l^{P,max} + l^{D,max}``: every token processed alone, as a GeMV.
+    ``l = l^{P,max} + l^{D,max}``: every token processed alone, as a GeMV. Each of those ``l``
+    one-token batches also pays the profile's ``overhead_s`` (0 in Eq. 13) and, with ``lm_head``,
+    one vocab-projection row; with terms on, ``1/mu_Lin(t)`` is the linear time of a one-token
+    batch at tile t (:func:`theory.cost.linear_single`).
 
     References
     ----------
@@ -90,7 +111,8 @@ def T_max(cm: CostModel, l_P_max: int, l_D_max: int) -> float:
     require_positive_int("l_D_max", l_D_max)
     ell = l_P_max + l_D_max
     S = decode_prefix(cm, ell)
-    return float(ell * np.max(1.0 / cm.mu_Lin) + ell / cm.mu_nLin + cm.N * S[ell])
+    return float(ell * linear_single(cm) + ell / cm.mu_nLin + cm.N * S[ell]
+                 + ell * (cm.overhead_s + cm.lm_out_s))
 
 
 def lambda_star(cm: CostModel, w: Workload, r: int = 1, corrected: bool = False) -> float:

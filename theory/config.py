@@ -3,7 +3,9 @@
 :func:`read_toml` turns a missing or malformed file into a :class:`theory.errors.ConfigFileError`
 naming the file; :func:`read_packaged` reads a TOML file shipped in ``theory/data``;
 :func:`inherit` merges user tables into presets, each user table taking the fields of the preset
-named by its ``base`` (or of the preset with its own key) and overriding some of them.
+named by its ``base`` (or of the preset with its own key) and overriding some of them;
+:func:`read_bool` reads a switch, which must be a TOML boolean (``true``/``false``): a string such
+as ``"false"`` would be truthy in Python, so it is an error naming the key.
 """
 
 from __future__ import annotations
@@ -53,3 +55,20 @@ def inherit(presets: dict, user: dict, kind: str) -> dict:
         merged.update({k: v for k, v in table.items() if k != "base"})
         resolved[key] = merged
     return resolved
+
+
+def read_bool(table: dict, key: str, where: str, default: bool) -> bool:
+    """The boolean ``table[key]`` (``default`` if absent); anything but a TOML boolean is an error.
+
+    Raises
+    ------
+    FieldError
+        Naming ``<where>.<key>`` when the value is not ``true`` or ``false`` (e.g. the string
+        ``"false"``, or ``0``).
+    """
+    if key not in table:
+        return default
+    value = table[key]
+    if not isinstance(value, bool):
+        raise FieldError(f"{where}.{key}", value, "a TOML boolean, true or false (not a string or number)")
+    return value

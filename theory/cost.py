@@ -13,6 +13,13 @@ what a GeMM library's heuristic approximates; the paper's Eq. 7 writes one commo
 special case where that tile is best for every GeMM (it is, for RAD's batches: Section 4.2). The
 linear GeMMs share the token dimension, so they share their best tile (Section 3.2.1).
 
+Terms beyond Eq. 2 (memory floor, waves, a literature law, LM head on output rows, tensor
+parallelism, attention off) are options of the GPU and model profiles, documented in
+:mod:`theory.terms`; all off (the presets) this module computes Eq. 2-7 along the same code paths
+as before they existed. With terms on, ``T_Lin`` is the linear time of :class:`LinearTerms`,
+``T_P_SA``'s GeMMs take waves, attention may be 0, and each scheduled request row pays the
+vocab projection ``lm_out_s``.
+
 Eq. 5 as printed drops the ``1/s`` that Eq. 3 carries; here ``T^{D,SA}`` is the sum of the two
 Eq. 3 GeMVs, ``1/(s mu(t_row, t_col))`` included, so that mu stays a per-SM rate (the
 ``paper_checks`` report lists this as an erratum).
@@ -24,18 +31,15 @@ Bari, Hegde, de Veciana (2025), Eq. 2-7 and Section 3.2.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from theory.errors import FieldError, TileDivisibilityError
 from theory.hardware import GPU, Tile
-from theory.models import Model, _check_mode
-
-
-def ceil_div(a, b):
-    """Exact integer ceiling of a / b for non-negative integer arrays."""
-    return -(-np.asarray(a, dtype=np.int64) // np.asarray(b, dtype=np.int64))
+from theory.models import GemmShape, Model, _check_mode
+from theory.terms import LM_HEAD, LinearTerms, allreduce_time, ceil_div, check_tp
 
 
 def T_GeMM(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
@@ -49,6 +53,20 @@ def T_GeMM(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
     """
     tiles = ceil_div(d_row, t_row) * ceil_div(d_col, t_col) * ceil_div(d_red, t_red)
     return tiles / (np.asarray(s, dtype=float) * np.asarray(mu, dtype=float))
+
+
+def T_GeMM_waves(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
+    """Eq. 2 with wave quantization: ceil(ceil(d_row/t_row) ceil(d_col/t_col) / s) ceil(d_red/t_red) / mu.
+
+    The output tiles are dealt to the ``s`` SMs in waves; each SM runs its tile's
+    ``ceil(d_red/t_red)`` reduction steps, and the last, partial wave lasts as long as a full one.
+
+    References
+    ----------
+    Eq. 2; NVIDIA, "Matrix Multiplication Background User's Guide", section "Wave Quantization".
+    """
+    out = ceil_div(d_row, t_row) * ceil_div(d_col, t_col)
+    return ceil_div(out, s) * ceil_div(d_red, t_red) / np.asarray(mu, dtype=float)
 
 
 def T_GeMV(d_row, d_col, t_row, t_col, mu, s):
@@ -84,9 +102,21 @@ class CostModel:
     g_row, g_col, mu_gemv : ndarray
         GeMV tiles and rates (Eq. 3).
     mu_nLin : float
-        Tokens per second of the non-linear operations (Section 3.2.3).
+        Tokens per second of the non-linear operations (Section 3.2.3); ``inf`` under a linear
+        law (the law includes it).
     overhead_s : float
         Fixed time per batch (0 reproduces Eq. 7).
+    gemms : tuple of GemmShape
+        The linear GeMMs of a batch (one GPU's shards with TP; without the vocab projection
+        when ``lm_head`` prices it per row).
+    lin : LinearTerms or None
+        The linear time with terms on; ``None`` is Eq. 4 exactly.
+    lm_out_s : float
+        Vocab projection time per scheduled request row (``lm_head``; 0 otherwise).
+    attention : bool
+        Whether self-attention (Eq. 5-6) is priced.
+    waves : bool
+        Wave quantization of the Eq. 2 GeMMs (prefill attention; the linear ones via ``lin``).
     """
 
     gpu: GPU
@@ -107,6 +137,16 @@ class CostModel:
     mu_gemv: np.ndarray
     mu_nLin: float
     overhead_s: float
+    gemms: tuple[GemmShape, ...] = ()
+    lin: LinearTerms | None = None
+    lm_out_s: float = 0.0
+    attention: bool = True
+    waves: bool = False
+
+    @property
+    def plain(self) -> bool:
+        """Whether every term beyond Eq. 2 is off (the model is Eq. 2-7 plus ``overhead_s``)."""
+        return self.lin is None and self.attention and not self.waves and self.lm_out_s == 0.0
 
     @property
     def t_star(self) -> Tile:
@@ -130,16 +170,27 @@ class CostModel:
 def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
     """The cost model of ``model`` on ``gpu``, after checking tile divisibility (Section 3.2.1).
 
+    The terms of ``gpu.terms`` and ``model.terms`` (:mod:`theory.terms`) are applied here; with
+    all of them off this is Eq. 2-7.
+
     Raises
     ------
     TileDivisibilityError
         If a tile does not divide a model dimension it is used on.
+    FieldError
+        If the GPU's ``tp`` cannot split the model, or the terms contradict each other.
     """
     _check_mode(mode)
+    gt, mt = gpu.terms, model.terms
+    tp = gt.tp
+    check_tp(tp, model.n_heads, model.n_kv_heads, model.d_ff, mode, model.key, f"gpus.{gpu.key}")
+    if gt.linear_law is not None and mt.lm_head:
+        raise FieldError(f"models.{model.key}.lm_head", True,
+                         f"false on GPU {gpu.key}, whose linear_law replaces the whole linear time")
     t_star = gpu.optimal_tile()
     order = [gpu.tiles.index(t_star)] + [k for k, t in enumerate(gpu.tiles) if t != t_star]
     tiles = tuple(gpu.tiles[k] for k in order)
-    for label, (value, role) in model.divisibility_dims(mode).items():
+    for label, (value, role) in model.divisibility_dims(mode, tp).items():
         if role == "gemv":
             for g in gpu.gemv_tiles:
                 if value % g.t_row or value % g.t_col:
@@ -157,21 +208,59 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
     t_col = np.array([t.t_col for t in tiles], dtype=np.int64)
     t_red = np.array([t.t_red for t in tiles], dtype=np.int64)
     mu = np.array([gpu.mu[k] for k in order], dtype=float)
+    all_gemms = model.linear_gemms(mode, tp)
+    gemms = tuple(g for g in all_gemms if not (mt.lm_head and g.name == LM_HEAD))
     lin_pairs = np.zeros(len(tiles), dtype=float)
-    for g in model.linear_gemms(mode):
+    for g in gemms:
         lin_pairs += g.count * ceil_div(g.d_row, t_row) * ceil_div(g.d_red, t_red)
-    d_pre, d_dec = model.attention_widths(mode)
-    if gpu.mu_nLin is not None:
+    d_pre, d_dec = model.attention_widths(mode, tp)
+    if gt.linear_law is not None:
+        mu_nLin = math.inf
+    elif gpu.mu_nLin is not None:
         mu_nLin = gpu.mu_nLin
     else:
-        mu_nLin = gpu.eta_mem * gpu.bandwidth / (2.0 * model.nonlinear_elements_per_token(mode))
+        mu_nLin = gpu.eta_mem * gpu.bandwidth / (2.0 * model.nonlinear_elements_per_token(mode, tp))
+    lin, lm_out = None, 0.0
+    if not (gt.plain and not mt.lm_head):
+        lin = _linear_terms(gpu, model, gemms, t_row, t_red, all_gemms)
+        if mt.lm_head:
+            head = next(g for g in all_gemms if g.name == LM_HEAD)
+            lm_out = float(ceil_div(head.d_row, t_row[0]) * ceil_div(head.d_red, t_red[0])
+                           / (gpu.s * mu[0] * t_col[0]))
     return CostModel(
         gpu=gpu, model=model, mode=mode, s=gpu.s, N=model.N, d_pre=d_pre, d_dec=d_dec,
         tiles=tiles, t_row=t_row, t_col=t_col, t_red=t_red, mu=mu, lin_pairs=lin_pairs,
         g_row=np.array([g.t_row for g in gpu.gemv_tiles], dtype=np.int64),
         g_col=np.array([g.t_col for g in gpu.gemv_tiles], dtype=np.int64),
         mu_gemv=np.array(gpu.mu_gemv, dtype=float), mu_nLin=float(mu_nLin),
-        overhead_s=gpu.overhead_s)
+        overhead_s=gpu.overhead_s, gemms=gemms, lin=lin, lm_out_s=lm_out,
+        attention=mt.attention, waves=gt.waves)
+
+
+def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_red, all_gemms) -> LinearTerms:
+    """The arrays of :class:`LinearTerms` for ``gemms`` on ``gpu`` (see :mod:`theory.terms`)."""
+    gt, mt = gpu.terms, model.terms
+    b = gt.bytes_per_element
+    bw = gpu.eta_mem * gpu.bandwidth
+    tok_s = batch_s = 0.0
+    if mt.lm_head:  # embedding gather: read and write d_x elements per token
+        tok_s += 2.0 * b * model.d_x / bw
+        if gt.memory_floor:  # the vocab projection's weights are read once per batch
+            head = next(g for g in all_gemms if g.name == LM_HEAD)
+            batch_s += b * head.d_row * head.d_red / bw
+    if gt.tp > 1:  # two all-reduces per layer, one more for the vocab-parallel embedding
+        n_ar = 2 * model.N + (1 if mt.lm_head else 0)
+        per_token = float(allreduce_time(gt, b * model.d_x)) - gt.allreduce_latency_s
+        tok_s += n_ar * per_token
+        batch_s += n_ar * gt.allreduce_latency_s
+    return LinearTerms(
+        count=np.array([g.count for g in gemms], dtype=np.int64),
+        rows=np.array([[int(ceil_div(g.d_row, r)) for g in gemms] for r in t_row], dtype=np.int64),
+        red=np.array([[int(ceil_div(g.d_red, k)) for g in gemms] for k in t_red], dtype=np.int64),
+        wbytes=np.array([float(b * g.d_row * g.d_red) for g in gemms]),
+        abytes=np.array([float(b * (g.d_row + g.d_red)) for g in gemms]),
+        waves=gt.waves, floor_bw=bw if gt.memory_floor else 0.0, tok_s=tok_s, batch_s=batch_s,
+        law=gt.linear_law)
 
 
 def _as_counts(name: str, x, minimum: int = 0) -> np.ndarray:
@@ -215,17 +304,59 @@ def T_Lin(cm: CostModel, tau, tile: int | None = None, return_tile: bool = False
     return_tile : bool
         Also return the index of the tile used.
 
+    With terms on (:mod:`theory.terms`) it is the linear time :class:`LinearTerms` describes, or
+    the literature law, which ignores ``tile``.
+
     References
     ----------
     Eq. 4 (with mu_Lin from the per-layer GeMMs of Section 3.2.1).
     """
     tau = _as_counts("tau", tau)
+    if cm.lin is not None:
+        return _T_Lin_terms(cm, tau, tile, return_tile)
     inv = 1.0 / cm.mu_Lin
     if tile is not None:
         out, arg = inv[tile] * ceil_div(tau, cm.t_col[tile]), np.full(tau.shape, tile)
     else:
         out, arg = _min_over(inv[k] * ceil_div(tau, cm.t_col[k]) for k in range(len(cm.tiles)))
     return (out, arg) if return_tile else out
+
+
+def _T_Lin_terms(cm: CostModel, tau: np.ndarray, tile: int | None, return_tile: bool):
+    lt = cm.lin
+    if lt.law is not None:
+        out, arg = lt.law.time(tau), np.zeros(tau.shape, dtype=np.int64)
+    else:
+        ks = range(len(cm.tiles)) if tile is None else [tile]
+        out, arg = _min_over(lt.per_tile(tau, k, int(cm.t_col[k]), float(cm.mu[k]), cm.s) for k in ks)
+        if tile is not None:
+            arg = np.full(tau.shape, tile)
+        out = np.where(tau > 0, out + lt.tok_s * tau + lt.batch_s, 0.0)
+    return (out, arg) if return_tile else out
+
+
+def linear_per_token(cm: CostModel) -> float:
+    """``l* = inf_tau T_Lin(tau) / tau``: the least linear time per token (Theorem 1's rate).
+
+    Eq. 4: ``1 / (mu_Lin(t*) t*_col)``. With terms: ``a / b0`` for the staircase law, else the
+    minimum over tiles of the per-column limit of :meth:`LinearTerms.per_token_limit` plus the
+    per-token all-reduce and gather time (per-batch times are amortized away).
+    """
+    if cm.lin is None:
+        return float(1.0 / (cm.mu_Lin[0] * cm.t_col[0]))
+    if cm.lin.law is not None:
+        return cm.lin.law.per_token_min
+    return min(cm.lin.per_token_limit(k, int(cm.t_col[k]), float(cm.mu[k]), cm.s)
+               for k in range(len(cm.tiles))) + cm.lin.tok_s
+
+
+def linear_single(cm: CostModel) -> float:
+    """The linear time of a one-token batch on the worst tile: Eq. 13's ``max_t 1/mu_Lin(t)``."""
+    if cm.lin is None:
+        return float(np.max(1.0 / cm.mu_Lin))
+    if cm.lin.law is not None:
+        return float(cm.lin.law.time(1))
+    return max(float(T_Lin(cm, 1, tile=k)) for k in range(len(cm.tiles)))
 
 
 def T_D_SA(cm: CostModel, i):
@@ -239,6 +370,8 @@ def T_D_SA(cm: CostModel, i):
     Eq. 5 (derived from Eq. 3; the printed Eq. 5 omits 1/s).
     """
     i = _as_counts("i", i, minimum=1)
+    if not cm.attention:
+        return np.zeros(i.shape)
     d = cm.d_dec
     first, _ = _min_over(T_GeMV(i, d, cm.g_row[k], cm.g_col[k], cm.mu_gemv[k], cm.s)
                          for k in range(len(cm.mu_gemv)))
@@ -252,7 +385,8 @@ def T_P_SA(cm: CostModel, i, c, tile: int | None = None, return_tiles: bool = Fa
 
     The two GeMMs are ``K^T Q`` (output ``(i+c-1) x c``, reduction ``d``) and ``V P`` (output
     ``d x c``, reduction ``i+c-1``); each takes its fastest tile unless ``tile`` is given.
-    ``return_tiles`` also returns the tile indices the two GeMMs use.
+    ``return_tiles`` also returns the tile indices the two GeMMs use. With ``waves`` each GeMM
+    is :func:`T_GeMM_waves`; without attention the time is 0.
 
     References
     ----------
@@ -260,12 +394,17 @@ def T_P_SA(cm: CostModel, i, c, tile: int | None = None, return_tiles: bool = Fa
     """
     i = _as_counts("i", i, minimum=1)
     c = _as_counts("c", c, minimum=1)
+    if not cm.attention:
+        zero = np.zeros(np.broadcast(i, c).shape)
+        idx = np.zeros(zero.shape, dtype=np.int64)
+        return (zero, idx, idx) if return_tiles else zero
     e = i + c - 1
     d = cm.d_pre
     ks = range(len(cm.tiles)) if tile is None else [tile]
+    law = T_GeMM_waves if cm.waves else T_GeMM
 
     def gemm(k, rows, red):
-        return T_GeMM(rows, c, red, cm.t_row[k], cm.t_col[k], cm.t_red[k], cm.mu[k], cm.s)
+        return law(rows, c, red, cm.t_row[k], cm.t_col[k], cm.t_red[k], cm.mu[k], cm.s)
 
     qk, k_qk = _min_over(gemm(k, e, d) for k in ks)
     pv, k_pv = _min_over(gemm(k, d, e) for k in ks)
@@ -301,7 +440,8 @@ class Batch:
 
 
 def T_batch(cm: CostModel, batch: Batch) -> float:
-    """Batch execution time T_B, Eq. 7 (plus the profile's fixed overhead, 0 by default).
+    """Batch execution time T_B, Eq. 7 (plus the profile's fixed overhead, 0 by default, and with
+    ``lm_head`` the vocab projection of one row per decode and per prefill chunk).
 
     References
     ----------
@@ -315,6 +455,8 @@ def T_batch(cm: CostModel, batch: Batch) -> float:
         t += cm.N * float(T_D_SA(cm, batch.decode_i).sum())
     if batch.prefill_i.size:
         t += float(T_P_SA(cm, batch.prefill_i, batch.prefill_c).sum())
+    if cm.lm_out_s:
+        t += cm.lm_out_s * (batch.decode_i.size + batch.prefill_i.size)
     return t
 
 
@@ -389,7 +531,7 @@ def chunked_prefill_time(cm: CostModel, L_P, chunk: int) -> np.ndarray:
     k_max = int(full.max(initial=0))
     starts = 1 + chunk * np.arange(k_max)
     per_chunk = (float(T_Lin(cm, chunk)) + chunk / cm.mu_nLin + cm.overhead_s
-                 + T_P_SA(cm, starts, np.full(k_max, chunk)))
+                 + T_P_SA(cm, starts, np.full(k_max, chunk)) + cm.lm_out_s)
     cum = np.concatenate([[0.0], np.cumsum(per_chunk)])
     out = cum[full]
     has_rest = rest > 0
@@ -398,5 +540,5 @@ def chunked_prefill_time(cm: CostModel, L_P, chunk: int) -> np.ndarray:
         c_last = rest[has_rest]
         out = out.copy()
         out[has_rest] += (T_Lin(cm, c_last) + c_last / cm.mu_nLin + cm.overhead_s
-                          + T_P_SA(cm, i_last, c_last))
+                          + T_P_SA(cm, i_last, c_last) + cm.lm_out_s)
     return out

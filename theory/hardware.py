@@ -32,12 +32,13 @@ from pathlib import Path
 
 from theory.config import inherit, read_packaged, read_toml
 from theory.errors import ConfigFileError, FieldError, LlmqError, UnknownNameError
+from theory.terms import GPU_TERM_FIELDS, GpuTerms, gpu_terms_from
 
 KIB = 1024
 _GPU_FIELDS = {
     "name", "aliases", "arch", "sm_count", "peak_fp16_tflops", "clock_mhz", "memory_gb",
     "bandwidth_gbs", "smem_per_block_kib", "tileset", "source", "base", "eta_mma", "rho_l2",
-    "eta_mem", "mu", "mu_gemv", "mu_nLin", "overhead_s", "t_star", "tiles",
+    "eta_mem", "mu", "mu_gemv", "mu_nLin", "overhead_s", "t_star", "tiles", *GPU_TERM_FIELDS,
 }
 
 
@@ -149,6 +150,9 @@ class GPU:
         Fixed time added to every batch (0 in the paper's Eq. 7; set by calibration).
     t_star : Tile or None
         Pinned optimal tile; ``None`` uses the Assumption 1 rule of :meth:`optimal_tile`.
+    terms : GpuTerms
+        Cost terms beyond Eq. 2 (memory floor, waves, tensor parallelism, a linear law), all off
+        by default; see :mod:`theory.terms` for the TOML fields.
     """
 
     key: str
@@ -169,6 +173,7 @@ class GPU:
     source: str = ""
     arch: str = ""
     notes: tuple[str, ...] = field(default=(), compare=False)
+    terms: GpuTerms = field(default_factory=GpuTerms)
 
     def rate(self, tile: Tile) -> float:
         """mu(t) of a usable tile (Eq. 2)."""
@@ -310,7 +315,8 @@ def _build_gpu(key: str, table: dict, data: dict) -> GPU:
                memory_bytes=mem, smem_per_block=smem, tiles=tuple(tiles), mu=tuple(mu),
                gemv_tiles=tuple(gemv_tiles), mu_gemv=tuple(mu_gemv), eta_mem=eff["eta_mem"],
                mu_nLin=mu_nLin, overhead_s=float(overhead), t_star=t_star,
-               source=str(table.get("source", "")), arch=str(table.get("arch", "")))
+               source=str(table.get("source", "")), arch=str(table.get("arch", "")),
+               terms=gpu_terms_from(table, where, b))
 
 
 def _merged_tables(user: dict | None) -> tuple[dict, dict]:

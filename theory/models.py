@@ -18,12 +18,13 @@ Bari, Hegde, de Veciana (2025), Sections 2.1, 3.2.1-3.2.3.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
 from theory.config import inherit, read_packaged, read_toml
 from theory.errors import FieldError, UnknownNameError
+from theory.terms import LM_HEAD, ModelTerms, model_terms_from
 
 MODES = ("paper", "real")
 _INT_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab")
@@ -57,6 +58,8 @@ class Model:
         Vocabulary size (final projection rows).
     params : float
         Parameter count.
+    terms : ModelTerms
+        Model-side cost terms (``attention``, ``lm_head``); see :mod:`theory.terms`.
     """
 
     key: str
@@ -71,6 +74,7 @@ class Model:
     ffn: str
     params: float
     source: str = ""
+    terms: ModelTerms = field(default_factory=ModelTerms)
 
     @property
     def d(self) -> int:
@@ -90,11 +94,16 @@ class Model:
         """Bytes of the weights in GPU memory."""
         return self.params * bytes_per_element
 
-    def linear_gemms(self, mode: str = "paper") -> tuple[GemmShape, ...]:
+    def linear_gemms(self, mode: str = "paper", tp: int = 1) -> tuple[GemmShape, ...]:
         """The weight GeMMs of one batch (Section 3.2.1), each over the batch's tokens.
 
         In ``paper`` mode these are the terms of the sum behind Eq. 4:
         ``3N (d x d_x) + N (d_ff x d) + N (d_x x d_ff) + 1 (d_out x d_x)``.
+
+        With ``tp > 1`` (``real`` mode only; checked by :func:`theory.terms.check_tp`) each shape
+        is one GPU's shard as Megatron-LM splits it: QKV and gate/up column-parallel (rows / tp,
+        KV heads replicated when tp > n_kv_heads), O and down row-parallel (reduction / tp), the
+        vocab projection over the vocabulary (``ceil(d_out / tp)`` rows).
         """
         _check_mode(mode)
         if mode == "paper":
@@ -102,49 +111,61 @@ class Model:
                 GemmShape("W_Q, W_K, W_V", 3 * self.N, self.d, self.d_x),
                 GemmShape("W_F1", self.N, self.d_ff, self.d),
                 GemmShape("W_F2", self.N, self.d_x, self.d_ff),
-                GemmShape("W_out", 1, self.d_out, self.d_x),
+                GemmShape(LM_HEAD, 1, self.d_out, self.d_x),
             )
         up = 2 * self.d_ff if self.ffn == "swiglu" else self.d_ff
+        q, kv = self._heads_per_gpu(tp)
         return (
-            GemmShape("W_QKV (fused, GQA)", self.N, self.d + 2 * self.d_kv, self.d_x),
-            GemmShape("W_O", self.N, self.d_x, self.d),
-            GemmShape("W_gate_up (fused)" if self.ffn == "swiglu" else "W_up", self.N, up, self.d_x),
-            GemmShape("W_down", self.N, self.d_x, self.d_ff),
-            GemmShape("W_out", 1, self.d_out, self.d_x),
+            GemmShape("W_QKV (fused, GQA)", self.N, (q + 2 * kv) * self.head_dim, self.d_x),
+            GemmShape("W_O", self.N, self.d_x, q * self.head_dim),
+            GemmShape("W_gate_up (fused)" if self.ffn == "swiglu" else "W_up", self.N, up // tp, self.d_x),
+            GemmShape("W_down", self.N, self.d_x, self.d_ff // tp),
+            GemmShape(LM_HEAD, 1, -(-self.d_out // tp), self.d_x),
         )
 
-    def attention_widths(self, mode: str = "paper") -> tuple[int, int]:
-        """(d used by prefill attention, Eq. 6; d used by decode attention, Eq. 5)."""
+    def _heads_per_gpu(self, tp: int) -> tuple[int, int]:
+        """(query heads, KV heads) on one GPU of a ``tp``-way split (KV replicated past n_kv_heads)."""
+        return self.n_heads // tp, max(self.n_kv_heads // tp, 1)
+
+    def attention_widths(self, mode: str = "paper", tp: int = 1) -> tuple[int, int]:
+        """(d used by prefill attention, Eq. 6; d used by decode attention, Eq. 5), per GPU."""
         _check_mode(mode)
-        return (self.d, self.d) if mode == "paper" else (self.d, self.d_kv)
+        if mode == "paper":
+            return self.d, self.d
+        q, kv = self._heads_per_gpu(tp)
+        return q * self.head_dim, kv * self.head_dim
 
     def linear_flops_per_token(self, mode: str = "paper") -> int:
         """2 x (weights touched per token): the useful FLOPs of the linear layers per token."""
         return sum(2 * g.count * g.d_row * g.d_red for g in self.linear_gemms(mode))
 
-    def nonlinear_elements_per_token(self, mode: str = "paper") -> int:
+    def nonlinear_elements_per_token(self, mode: str = "paper", tp: int = 1) -> int:
         """Activation elements the element-wise operations read and write per token (Sec. 3.2.3).
 
         Per layer: two norms (read and write d_x each), two residual adds (read 2 d_x, write d_x
         each) and the FFN activation (ReLU: read and write d_ff; SwiGLU: read 2 d_ff, write d_ff);
         then a final norm (2 d_x) and the output softmax (2 d_out). Attention's mask and softmax
-        are neglected as in the paper.
+        are neglected as in the paper. With ``tp > 1`` one GPU's share: the activation and the
+        softmax over its shard, the norms and residuals replicated.
         """
         _check_mode(mode)
         act = 3 * self.d_ff if (mode == "real" and self.ffn == "swiglu") else 2 * self.d_ff
-        return self.N * (10 * self.d_x + act) + 2 * self.d_x + 2 * self.d_out
+        return self.N * (10 * self.d_x + act // tp) + 2 * self.d_x + 2 * -(-self.d_out // tp)
 
-    def divisibility_dims(self, mode: str = "paper") -> dict[str, tuple[int, str]]:
+    def divisibility_dims(self, mode: str = "paper", tp: int = 1) -> dict[str, tuple[int, str]]:
         """Model dimensions a tile must divide, as ``{label: (value, role)}`` (Section 3.2.1).
 
         ``role`` is ``"row"`` (divided by t_row), ``"red"`` (by t_red) or ``"gemv"`` (by the GeMV
-        tile's t_row and t_col, Eq. 5).
+        tile's t_row and t_col, Eq. 5). With ``tp > 1`` the per-GPU shards; the vocab shard is then
+        left out (serving frameworks pad it, and Eq. 2's ceilings price the padding).
         """
         dims: dict[str, tuple[int, str]] = {}
-        for g in self.linear_gemms(mode):
+        for g in self.linear_gemms(mode, tp):
+            if tp > 1 and g.name == LM_HEAD:
+                continue
             dims[f"{g.name}: d_row"] = (g.d_row, "row")
             dims[f"{g.name}: d_red"] = (g.d_red, "red")
-        d_pre, d_dec = self.attention_widths(mode)
+        d_pre, d_dec = self.attention_widths(mode, tp)
         dims["prefill attention d (K^T Q reduction)"] = (d_pre, "red")
         dims["prefill attention d (V P rows)"] = (d_pre, "row")
         dims["decode attention d"] = (d_dec, "gemv")
@@ -178,7 +199,7 @@ def _build_model(key: str, table: dict) -> Model:
                  d_x=values["d_model"], n_heads=values["n_heads"],
                  n_kv_heads=values["n_kv_heads"], head_dim=values["head_dim"],
                  d_ff=values["d_ff"], d_out=values["vocab"], ffn=ffn, params=float(params),
-                 source=str(table.get("source", "")))
+                 source=str(table.get("source", "")), terms=model_terms_from(table, where))
 
 
 @cache

@@ -5,6 +5,14 @@ sizes of a few hundred tokens, so the formulas are written once more as small nu
 a :data:`stability.sim.structs.COSTS` record. They choose tiles exactly as :mod:`theory.cost` does (the
 fastest tile per GeMM; the linear GeMMs share theirs) and the tests check the two agree.
 
+Terms beyond Eq. 2 (:mod:`theory.terms`) reach the engine through the tables alone: the linear
+table and, past it, :func:`t_lin`'s law or :class:`~theory.terms.LinearTerms` loop absorb the
+memory floor, waves, tensor-parallel all-reduces, the embedding gather and a literature law; the
+decode prefix sums ``S`` and :func:`t_psa` are 0 without attention and carry the vocab projection
+of each decode and prefill chunk with ``lm_head``. The engine itself has no branch for them. With
+terms on, the "wasted" time of a batch is its time above ``tau l*`` (Theorem 1's per-token rate,
+:func:`theory.cost.linear_per_token`) rather than tile padding alone.
+
 References
 ----------
 Bari, Hegde, de Veciana (2025), Eq. 4-7.
@@ -17,7 +25,7 @@ from numba import njit
 from numba.experimental import structref
 
 from stability.sim.structs import COSTS, Costs
-from theory.cost import CostModel, decode_prefix, linear_table
+from theory.cost import CostModel, decode_prefix, linear_per_token, linear_table
 
 LIN_TABLE = 1 << 14  # batches below this many tokens look their linear time up
 
@@ -45,18 +53,62 @@ def _make_costs(t_row, t_col, t_red, mu, inv_mu_lin, S, lin, pre_time, s, N, d_p
     return ct
 
 
+@njit(cache=True)
+def _set_terms(ct, lin_kind, law_c, law_a, law_b0, g_count, g_rows, g_red, g_wbytes, g_abytes,
+               floor_bw, tok_s, batch_s, waves, att, lm_out):
+    ct.lin_kind = lin_kind
+    ct.law_c = law_c
+    ct.law_a = law_a
+    ct.law_b0 = law_b0
+    ct.g_count = g_count
+    ct.g_rows = g_rows
+    ct.g_red = g_red
+    ct.g_wbytes = g_wbytes
+    ct.g_abytes = g_abytes
+    ct.floor_bw = floor_bw
+    ct.tok_s = tok_s
+    ct.batch_s = batch_s
+    ct.waves = waves
+    ct.att = att
+    ct.lm_out = lm_out
+
+
+def _terms_args(cm: CostModel) -> tuple:
+    """The term fields of the tables (:func:`_set_terms`'s arguments after ``ct``)."""
+    lt = cm.lin
+    empty_i, empty_2 = np.zeros(0, dtype=np.int64), np.zeros((len(cm.tiles), 0), dtype=np.int64)
+    kind, law_c, law_a, law_b0 = 0, 0.0, 0.0, 1
+    g = (empty_i, empty_2, empty_2, np.zeros(0), np.zeros(0))
+    floor_bw = tok_s = batch_s = 0.0
+    if lt is not None and lt.law is not None:
+        kind, law_c, law_a, law_b0 = 1, lt.law.c, lt.law.a, lt.law.b0
+    elif lt is not None:
+        kind = 2
+        g = (lt.count.astype(np.int64), np.ascontiguousarray(lt.rows, dtype=np.int64),
+             np.ascontiguousarray(lt.red, dtype=np.int64), lt.wbytes.astype(np.float64),
+             lt.abytes.astype(np.float64))
+        floor_bw, tok_s, batch_s = float(lt.floor_bw), float(lt.tok_s), float(lt.batch_s)
+    return (kind, float(law_c), float(law_a), int(law_b0), *g, floor_bw, tok_s, batch_s,
+            int(cm.waves), int(cm.attention), float(cm.lm_out_s))
+
+
 def build_tables(cm: CostModel, max_pos: int, chunk: int | None = None) -> Costs:
     """Cost tables for positions up to ``max_pos`` and whole prefills in chunks of ``chunk``
     (default t*_lcm) of prompts up to ``max_pos`` tokens."""
     t = cm.t_star
     chunk = int(chunk or cm.t_lcm)
+    S = decode_prefix(cm, max_pos)
+    if cm.lm_out_s:  # each decode's vocab-projection row; the engine multiplies S by N
+        S = S + np.arange(max_pos + 1) * (cm.lm_out_s / cm.N)
+    lin_ideal = 1.0 / (cm.mu_Lin[0] * t.t_col) if cm.lin is None else linear_per_token(cm)
+    psa_ideal = 2.0 * cm.N * cm.d_pre / (cm.s * cm.mu[0] * t.t_row * t.t_col * t.t_red)
     ct = _make_costs(
         cm.t_row.copy(), cm.t_col.copy(), cm.t_red.copy(), cm.mu.astype(np.float64),
-        (1.0 / cm.mu_Lin).astype(np.float64), decode_prefix(cm, max_pos),
+        (1.0 / cm.mu_Lin).astype(np.float64), S,
         linear_table(cm, LIN_TABLE - 1), np.zeros(max_pos + 1), float(cm.s), float(cm.N),
-        int(cm.d_pre), float(cm.mu_nLin), float(cm.overhead_s),
-        float(1.0 / (cm.mu_Lin[0] * t.t_col)),
-        float(2.0 * cm.N * cm.d_pre / (cm.s * cm.mu[0] * t.t_row * t.t_col * t.t_red)), chunk)
+        int(cm.d_pre), float(cm.mu_nLin), float(cm.overhead_s), float(lin_ideal),
+        float(psa_ideal if cm.attention else 0.0), chunk)
+    _set_terms(ct, *_terms_args(cm))
     _fill_prefill_table(ct)
     return ct
 
@@ -67,10 +119,39 @@ def ceil_div(a, b):
 
 
 @njit(cache=True)
+def _lin_terms(ct, tau):
+    """:class:`theory.terms.LinearTerms` at ``tau >= 1``, the same operations in the same order."""
+    best = np.inf
+    s_i = np.int64(ct.s)
+    for k in range(ct.t_col.size):
+        cols = ceil_div(tau, ct.t_col[k])
+        tot = 0.0
+        for g in range(ct.g_count.size):
+            out = ct.g_rows[k, g] * cols
+            if ct.waves:
+                comp = ceil_div(out, s_i) * ct.g_red[k, g] / ct.mu[k]
+            else:
+                comp = out * ct.g_red[k, g] / (ct.s * ct.mu[k])
+            if ct.floor_bw > 0.0:
+                m = (ct.g_wbytes[g] + ct.g_abytes[g] * tau) / ct.floor_bw
+                if m > comp:
+                    comp = m
+            tot = tot + ct.g_count[g] * comp
+        if tot < best:
+            best = tot
+    return best + ct.tok_s * tau + ct.batch_s
+
+
+@njit(cache=True)
 def t_lin(ct, tau):
-    """Eq. 4 at the fastest tile: min_t ceil(tau / t_col) / mu_Lin(t); 0 for tau = 0."""
+    """Eq. 4 at the fastest tile: min_t ceil(tau / t_col) / mu_Lin(t); 0 for tau = 0 (or, with
+    terms on, the law or the terms' linear time past the table)."""
     if tau < ct.lin.size:
         return ct.lin[tau]
+    if ct.lin_kind == 1:
+        return ct.law_c + ct.law_a * ceil_div(tau, ct.law_b0)
+    if ct.lin_kind == 2:
+        return _lin_terms(ct, tau)
     best = np.inf
     for k in range(ct.t_col.size):
         v = ct.inv_mu_lin[k] * ceil_div(tau, ct.t_col[k])
@@ -81,21 +162,30 @@ def t_lin(ct, tau):
 
 @njit(cache=True)
 def t_psa(ct, i, c):
-    """Eq. 6 over N layers for PI(R, i, c): each GeMM on its fastest tile."""
+    """Eq. 6 over N layers for PI(R, i, c): each GeMM on its fastest tile (in waves with
+    ``waves``), plus the chunk's vocab-projection row with ``lm_head``; 0 + that row without
+    attention."""
+    if ct.att == 0:
+        return ct.lm_out
     e = i + c - 1
     d = ct.d_pre
     qk = np.inf
     pv = np.inf
+    s_i = np.int64(ct.s)
     for k in range(ct.t_col.size):
         cols = ceil_div(c, ct.t_col[k])
-        rate = ct.s * ct.mu[k]
-        v1 = ceil_div(e, ct.t_row[k]) * cols * ceil_div(d, ct.t_red[k]) / rate
-        v2 = ceil_div(d, ct.t_row[k]) * cols * ceil_div(e, ct.t_red[k]) / rate
+        if ct.waves:
+            v1 = ceil_div(ceil_div(e, ct.t_row[k]) * cols, s_i) * ceil_div(d, ct.t_red[k]) / ct.mu[k]
+            v2 = ceil_div(ceil_div(d, ct.t_row[k]) * cols, s_i) * ceil_div(e, ct.t_red[k]) / ct.mu[k]
+        else:
+            rate = ct.s * ct.mu[k]
+            v1 = ceil_div(e, ct.t_row[k]) * cols * ceil_div(d, ct.t_red[k]) / rate
+            v2 = ceil_div(d, ct.t_row[k]) * cols * ceil_div(e, ct.t_red[k]) / rate
         if v1 < qk:
             qk = v1
         if v2 < pv:
             pv = v2
-    return ct.N * (qk + pv)
+    return ct.N * (qk + pv) + ct.lm_out
 
 
 @njit(cache=True)
@@ -118,8 +208,9 @@ def lin_waste(ct, tau):
 
 @njit(cache=True)
 def psa_waste(ct, i, c, actual):
-    """Prefill-attention time lost to tiling: ``actual`` minus its FLOPs at t*'s rate, unpadded."""
-    return actual - ct.psa_ideal * (i + c - 1) * c
+    """Prefill-attention time lost to tiling: ``actual`` minus its FLOPs at t*'s rate, unpadded
+    (the vocab-projection row ``lm_out`` is not tiling loss)."""
+    return actual - ct.lm_out - ct.psa_ideal * (i + c - 1) * c
 
 
 @njit(cache=True)

@@ -17,6 +17,7 @@ F64 = types.float64
 IA = types.int64[::1]
 FA = types.float64[::1]
 FA2 = types.float64[:, ::1]
+IA2 = types.int64[:, ::1]
 
 
 @structref.register
@@ -57,6 +58,14 @@ COSTS = CostsType([
     ("lin_ideal", F64),  # linear time per token at t*, no padding
     ("psa_ideal", F64),  # prefill-attention time per unit of (i + c - 1) c at t*, no padding
     ("chunk", I64),
+    # terms beyond Eq. 2 (theory.terms), read only past the `lin` table and by t_psa:
+    ("lin_kind", I64),  # 0: Eq. 4; 1: staircase law; 2: LinearTerms
+    ("law_c", F64), ("law_a", F64), ("law_b0", I64),
+    ("g_count", IA), ("g_rows", IA2), ("g_red", IA2),  # linear GeMMs: count, tiles per tile index
+    ("g_wbytes", FA), ("g_abytes", FA), ("floor_bw", F64),  # memory floor (floor_bw 0: off)
+    ("tok_s", F64), ("batch_s", F64),  # per-token and per-batch linear additions
+    ("waves", I64), ("att", I64),  # wave quantization on; attention priced
+    ("lm_out", F64),  # vocab projection per scheduled request row (lm_head)
 ])
 
 STATE = StateType([

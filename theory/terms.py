@@ -1,0 +1,367 @@
+"""Cost terms beyond Eq. 2: switchable options stated in the GPU and model TOML files.
+
+Every term is off by default, so the presets and ``paper`` mode give Eq. 2-7 exactly; a
+:class:`theory.cost.CostModel` whose terms are all off takes the unchanged Eq. 4-7 code paths.
+
+Where each switch lives
+-----------------------
+*GPU side* (``[gpus.<key>]`` of a ``--gpu-file``; a property of the hardware a replica runs on)::
+
+    [gpus.a100-tp4]
+    base = "a100"
+    memory_floor = true          # each GeMM: max(Eq. 2 time, bytes / (eta_mem B))
+    waves = true                 # each GeMM: ceil(output tiles / s) waves, not tiles / s
+    overhead_s = 0.0             # fixed time per batch (already existed; Eq. 7 + c)
+    tp = 4                       # tensor-parallel degree of the replica (needs mode = "real")
+    allreduce_latency_s = 8e-6   # all-reduce law: latency + 2 (tp-1)/tp bytes / bandwidth
+    allreduce_bandwidth_gbs = 230.0   # NCCL bus bandwidth, GB/s (NVLink; PCIe 4.0 x16: ~20)
+
+    [gpus.lidaipeng]
+    base = "a100"
+    overhead_s = 0.0
+    [gpus.lidaipeng.linear_law]  # a literature law replacing Eq. 4 and tau / mu_nLin
+    kind = "staircase"           # c + a ceil(tau / b0) for a batch of tau >= 1 tokens
+    c = 0.004
+    a = 0.002
+    b0 = 256
+
+*Model side* (``[models.<key>]`` of a ``--model-file``; a property of the network)::
+
+    [models.no-attn]
+    base = "mistral-7b"
+    attention = false            # Eq. 5 and Eq. 6 priced at 0
+    lm_head = true               # vocab projection on output rows only, plus the embedding gather
+
+The tensor-parallel degree ``tp`` lives in the GPU file: a replica with tensor parallelism is a
+group of ``tp`` GPUs joined by one interconnect, and it is the group that Theorem 1's ``r`` counts
+as one node; its all-reduce fields (NVLink or PCIe) are meaningless without ``tp``, so the three
+fields stay together, and every command already carries ``--gpu-file`` into every run, sweep
+point and cache key, so no new option has to be threaded through the runner. The same model file
+then runs unchanged on a single GPU or on a TP group.
+
+Booleans must be TOML booleans (``true``/``false``): ``memory_floor = "false"`` is an error naming
+the key (:func:`theory.config.read_bool`).
+
+The terms and what they change
+------------------------------
+``memory_floor`` (GPU, bool)
+    A GeMM ``W (d_row x d_red)`` times ``tau`` columns cannot end before its bytes crossed DRAM:
+    ``T = max(T_Eq.2, b (d_row d_red + tau (d_red + d_row)) / (eta_mem B))`` with ``b`` bytes per
+    element and the profile's achievable bandwidth ``eta_mem B``: a roofline per GeMM (Williams,
+    Waterman, Patterson, "Roofline", CACM 52(4), 2009; the GeMM arithmetic intensity
+    ``2 M N K / (b (M K + N K + M N))`` of NVIDIA's "Matrix Multiplication Background User's
+    Guide"), not per tile. Applied to the linear GeMMs (Eq. 4); attention keeps Eq. 5-6.
+``waves`` (GPU, bool)
+    Eq. 2's ``tiles / (s mu)`` becomes ``ceil(output tiles / s) ceil(d_red / t_red) / mu``: the
+    output tiles are dealt to the ``s`` SMs in waves and the last wave is as long as a full one
+    (wave quantization, NVIDIA "Matrix Multiplication Background User's Guide", section "Wave
+    Quantization"). Applied to every Eq. 2 GeMM: the linear layers and prefill attention (Eq. 6).
+``overhead_s`` (GPU, float >= 0)
+    A fixed time per batch (kernel launches, scheduling); exists since calibration.
+``linear_law`` (GPU, table)
+    ``kind = "staircase"``: the token-count part of Eq. 7, ``T_Lin(tau) + tau / mu_nLin`` (Eq. 4
+    and the non-linear term of Section 3.2.3), is replaced by ``c + a ceil(tau / b0)`` for
+    ``tau >= 1`` (0 for an empty batch). Attention (Eq. 5-6, unless ``attention = false``) and
+    ``overhead_s`` are still added. The staircase is the empirical batch-time shape of Li, Dai,
+    Peng (2025), "Throughput-optimal scheduling algorithms for LLM inference and AI agents",
+    arXiv:2504.07347 (Fig. 4), which they fit by an affine law (``b0 = 1`` here). Since it replaces
+    the GeMM model, it excludes ``memory_floor``, ``waves``, ``tp > 1`` and ``lm_head``.
+``attention`` (model, bool, default true)
+    ``false`` prices decode (Eq. 5) and prefill (Eq. 6) self-attention at 0, as cost laws that
+    depend on the token count alone assume (e.g. the law above).
+``lm_head`` (model, bool, default false)
+    Eq. 4 as printed runs the vocab projection ``d_out x d_x`` on every batch token. ``true``
+    takes it out of Eq. 4 and runs it on one row per scheduled request, one per decode and one per
+    prefill chunk, as vLLM does (``vllm/v1/worker/gpu_model_runner.py``: ``logits_indices =
+    query_start_loc[1:] - 1``, partial prefills included); each row costs its share of the GeMM at
+    t*, ``ceil(d_out'/t*_row) ceil(d_x/t*_red) / (s mu(t*) t*_col)`` (the engine prices per row,
+    so the column ceiling of this small GeMM is not modelled). It adds the embedding gather,
+    ``2 b d_x`` bytes per token at ``eta_mem B``, and with ``memory_floor`` the weight read of the
+    vocab projection, ``b d_out' d_x / (eta_mem B)``, once per batch (added, not maxed, to the
+    per-row compute: an over-statement of at most the smaller of the two).
+``tp`` (GPU, int >= 1; ``allreduce_latency_s``, ``allreduce_bandwidth_gbs``)
+    Megatron-LM tensor parallelism (Shoeybi et al. 2019, arXiv:1909.08053, Section 3;
+    ``megatron/core/tensor_parallel/layers.py``): fused QKV and gate/up column-parallel (rows /
+    tp), O and down row-parallel (reduction / tp), heads split over the GPUs (KV heads replicated
+    when tp > n_kv_heads, as ``QKVParallelLinear`` in ``vllm/model_executor/layers/linear.py``),
+    the vocab projection split over the vocabulary (``ceil(d_out / tp)`` rows). Each layer adds two
+    all-reduces of ``tau d_x b`` bytes (after attention and after the MLP), plus one for the
+    vocab-parallel embedding when ``lm_head = true``; each takes ``latency + 2 (tp-1)/tp bytes /
+    bandwidth``, with ``bandwidth`` the NCCL bus bandwidth (nccl-tests ``doc/PERFORMANCE.md``:
+    ``busbw = algbw 2 (n-1)/n``). ``tp`` must divide ``n_heads`` and ``d_ff``, and divide or be a
+    multiple of ``n_kv_heads``; the paper's layer has no output projection to split row-wise, so
+    ``tp > 1`` needs ``mode = "real"``. KV memory is not sharded (the engine's memory model is per
+    GPU).
+
+Theorem 1's inputs
+------------------
+With the linear time ``L(tau)`` of a batch (Eq. 4 or the terms above),
+``T_bar^R``'s linear term is ``E[L^P + L^D] l*`` with ``l* = inf_tau L(tau) / tau``, the least
+linear time per token any batching can reach: ``1 / (mu_Lin(t*) t*_col)`` for Eq. 4; with the
+terms, ``min_t sum_GeMMs max(compute per column, activation bytes per column / (eta_mem B))``
+plus the per-token all-reduce and gather bytes (the weight bytes and every per-batch latency are
+amortized over arbitrarily large batches, so they vanish from ``l*``, as ``overhead_s`` does);
+``a / b0`` for the staircase. The non-linear term is 0 under a law. The attention terms are 0
+without attention; with ``waves`` Eq. 6's unwaved minimum stays a valid lower bound. ``lm_head``
+adds ``(E[L^D] + 1) h`` (a request's decodes and at least one prefill chunk), ``h`` the per-row
+time. With TP every width is the per-GPU shard and ``s``, ``mu`` stay per GPU.
+``T^max`` (Eq. 13) becomes ``l (max_t L_t(1) + overhead_s + h + 1/mu_nLin) + N S(l)``: every
+token alone in a batch of one. ``t*`` is unchanged (Assumption 1 is a property of the GPU's tiles)
+and so is RAD's chunk ``t*_lcm``; the minimum ``l*`` may be reached at another tile when a floor
+or waves are on, which is why it is taken over all tiles.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Eq. 2-7, Theorem 1, Eq. 13; the sources named per term above.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from theory.config import read_bool
+from theory.errors import FieldError
+
+GPU_TERM_FIELDS = frozenset({"memory_floor", "waves", "tp", "allreduce_latency_s",
+                             "allreduce_bandwidth_gbs", "linear_law"})
+MODEL_TERM_FIELDS = frozenset({"attention", "lm_head"})
+LAW_KINDS = ("staircase",)
+LM_HEAD = "W_out"  # name of the vocab projection in Model.linear_gemms
+
+
+def ceil_div(a, b):
+    """Exact integer ceiling of a / b for non-negative integer arrays."""
+    return -(-np.asarray(a, dtype=np.int64) // np.asarray(b, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class LinearLaw:
+    """A literature law replacing ``T_Lin(tau) + tau / mu_nLin`` (see the module docstring).
+
+    Attributes
+    ----------
+    kind : str
+        ``"staircase"``: ``c + a ceil(tau / b0)`` for ``tau >= 1``, 0 for ``tau = 0``.
+    c, a : float
+        Seconds per (non-empty) batch and per step of ``b0`` tokens.
+    b0 : int
+        Step width in tokens.
+
+    References
+    ----------
+    Li, Dai, Peng (2025), arXiv:2504.07347, Fig. 4 (staircase batch times).
+    """
+
+    kind: str
+    c: float
+    a: float
+    b0: int
+
+    def time(self, tau) -> np.ndarray:
+        """The law at token counts ``tau`` (0 for an empty batch)."""
+        tau = np.asarray(tau, dtype=np.int64)
+        return np.where(tau > 0, self.c + self.a * ceil_div(tau, self.b0), 0.0)
+
+    @property
+    def per_token_min(self) -> float:
+        """``inf_tau law(tau) / tau = a / b0`` (c is amortized over large batches)."""
+        return self.a / self.b0
+
+
+@dataclass(frozen=True)
+class GpuTerms:
+    """The GPU-side switches (all off by default: Eq. 2-7 exactly).
+
+    Attributes
+    ----------
+    memory_floor, waves : bool
+        Roofline floor per linear GeMM; wave quantization of every Eq. 2 GeMM.
+    tp : int
+        Tensor-parallel degree of the replica.
+    allreduce_latency_s : float
+        Latency of one all-reduce, seconds.
+    allreduce_bandwidth : float or None
+        NCCL bus bandwidth of the interconnect, bytes/s (required when ``tp > 1``).
+    linear_law : LinearLaw or None
+        Replaces ``T_Lin + tau / mu_nLin``.
+    bytes_per_element : int
+        Bytes of one weight or activation element (the profile's ``efficiency.bytes_per_element``).
+    """
+
+    memory_floor: bool = False
+    waves: bool = False
+    tp: int = 1
+    allreduce_latency_s: float = 0.0
+    allreduce_bandwidth: float | None = None
+    linear_law: LinearLaw | None = None
+    bytes_per_element: int = 2
+
+    @property
+    def plain(self) -> bool:
+        """Whether every GPU-side term is off (Eq. 2-4 as printed)."""
+        return not (self.memory_floor or self.waves or self.tp > 1 or self.linear_law is not None)
+
+
+@dataclass(frozen=True)
+class ModelTerms:
+    """The model-side switches: ``attention`` (default on) and ``lm_head`` (default off)."""
+
+    attention: bool = True
+    lm_head: bool = False
+
+    @property
+    def plain(self) -> bool:
+        """Whether the model is priced as Eq. 4-7 print it."""
+        return self.attention and not self.lm_head
+
+
+def _nonneg(table: dict, key: str, where: str, default: float) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < 0:
+        raise FieldError(f"{where}.{key}", value, "a finite number >= 0")
+    return float(value)
+
+
+def _positive(table: dict, key: str, where: str) -> float:
+    if key not in table:
+        raise FieldError(f"{where}.{key}", None, "a value (missing)")
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value <= 0:
+        raise FieldError(f"{where}.{key}", value, "a finite number > 0")
+    return float(value)
+
+
+def _law_from(table, where: str) -> LinearLaw:
+    if not isinstance(table, dict):
+        raise FieldError(where, table, "a table with kind, c, a, b0")
+    unknown = set(table) - {"kind", "c", "a", "b0"}
+    if unknown:
+        raise FieldError(where, sorted(unknown), "only the fields kind, c, a, b0")
+    kind = table.get("kind")
+    if kind not in LAW_KINDS:
+        raise FieldError(f"{where}.kind", kind, f"one of {', '.join(map(repr, LAW_KINDS))}")
+    b0 = table.get("b0")
+    if isinstance(b0, bool) or not isinstance(b0, int) or b0 < 1:
+        raise FieldError(f"{where}.b0", b0, "an integer >= 1 (tokens per step)")
+    return LinearLaw(kind=kind, c=_nonneg(table, "c", where, 0.0), a=_positive(table, "a", where),
+                     b0=int(b0))
+
+
+def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTerms:
+    """Read the GPU-side term fields of a ``[gpus.<key>]`` table (absent fields: off)."""
+    tp = table.get("tp", 1)
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise FieldError(f"{where}.tp", tp, "an integer >= 1 (tensor-parallel degree)")
+    bw = None
+    if "allreduce_bandwidth_gbs" in table:
+        bw = _positive(table, "allreduce_bandwidth_gbs", where) * 1e9
+    elif tp > 1:
+        raise FieldError(f"{where}.allreduce_bandwidth_gbs", None,
+                         f"the interconnect's all-reduce bus bandwidth in GB/s (needed with tp = {tp})")
+    law = _law_from(table["linear_law"], f"{where}.linear_law") if "linear_law" in table else None
+    terms = GpuTerms(memory_floor=read_bool(table, "memory_floor", where, False),
+                     waves=read_bool(table, "waves", where, False), tp=tp,
+                     allreduce_latency_s=_nonneg(table, "allreduce_latency_s", where, 0.0),
+                     allreduce_bandwidth=bw, linear_law=law, bytes_per_element=int(bytes_per_element))
+    if law is not None:
+        for key, on in (("memory_floor", terms.memory_floor), ("waves", terms.waves), ("tp", tp > 1)):
+            if on:
+                raise FieldError(f"{where}.{key}", table[key],
+                                 "off when linear_law is set (the law replaces the GeMM model)")
+    return terms
+
+
+def model_terms_from(table: dict, where: str) -> ModelTerms:
+    """Read the model-side term fields of a ``[models.<key>]`` table (absent fields: Eq. 4-7)."""
+    return ModelTerms(attention=read_bool(table, "attention", where, True),
+                      lm_head=read_bool(table, "lm_head", where, False))
+
+
+def check_tp(tp: int, n_heads: int, n_kv_heads: int, d_ff: int, mode: str, model_key: str,
+             where: str) -> None:
+    """Raise :class:`FieldError` naming ``<where>.tp`` if the model cannot be split ``tp`` ways.
+
+    ``tp`` must divide the query heads and the FFN width; the KV heads are split when ``tp``
+    divides them and replicated when ``tp`` is a multiple of them (vLLM's ``QKVParallelLinear``).
+    """
+    if tp == 1:
+        return
+    if mode != "real":
+        raise FieldError(f"{where}.tp", tp, "1 in mode 'paper' (the paper's layer has no output "
+                         "projection to split row-parallel); use mode 'real'")
+    if n_heads % tp:
+        raise FieldError(f"{where}.tp", tp, f"a divisor of n_heads = {n_heads} of model {model_key}")
+    if (n_kv_heads % tp if tp <= n_kv_heads else tp % n_kv_heads):
+        raise FieldError(f"{where}.tp", tp, f"a divisor or multiple of n_kv_heads = {n_kv_heads} "
+                         f"of model {model_key}")
+    if d_ff % tp:
+        raise FieldError(f"{where}.tp", tp, f"a divisor of d_ff = {d_ff} of model {model_key}")
+
+
+def allreduce_time(terms: GpuTerms, n_bytes) -> np.ndarray:
+    """One all-reduce of ``n_bytes`` per GPU: ``latency + 2 (tp-1)/tp n_bytes / busbw`` (0 if tp = 1).
+
+    References
+    ----------
+    nccl-tests ``doc/PERFORMANCE.md`` (bus bandwidth of all-reduce: ``algbw 2 (n-1)/n``).
+    """
+    n_bytes = np.asarray(n_bytes, dtype=float)
+    if terms.tp == 1:
+        return np.zeros(n_bytes.shape)
+    return terms.allreduce_latency_s + 2.0 * (terms.tp - 1) / terms.tp * n_bytes / terms.allreduce_bandwidth
+
+
+@dataclass(frozen=True, eq=False)
+class LinearTerms:
+    """The linear time of a batch with the GPU-side terms on, in arrays per tile and GeMM.
+
+    ``L(tau) = min_k sum_g count_g G_kg(tau) + tok_s tau + batch_s`` for ``tau >= 1`` with::
+
+        G_kg(tau) = max(C_kg(tau), (wbytes_g + abytes_g tau) / floor_bw)      (floor on)
+        C_kg(tau) = ceil(rows_kg ceil(tau/t_col_k) / s) red_kg / mu_k       (waves on)
+                  = rows_kg ceil(tau/t_col_k) red_kg / (s mu_k)              (waves off)
+
+    or ``law(tau)`` when a law is set. ``rows_kg = ceil(d_row_g / t_row_k)``, ``red_kg =
+    ceil(d_red_g / t_red_k)``.
+    """
+
+    count: np.ndarray  # (G,) int
+    rows: np.ndarray  # (K, G) int
+    red: np.ndarray  # (K, G) int
+    wbytes: np.ndarray  # (G,) weight bytes of one GeMM instance
+    abytes: np.ndarray  # (G,) activation bytes per token (input + output)
+    waves: bool
+    floor_bw: float  # bytes/s of the floor; 0 when the floor is off
+    tok_s: float  # seconds per batch token outside the GeMMs (all-reduce bytes, embedding gather)
+    batch_s: float  # seconds per non-empty batch (all-reduce latencies, vocab-projection weight read)
+    law: LinearLaw | None
+
+    def per_tile(self, tau: np.ndarray, k: int, t_col: int, mu: float, s: int) -> np.ndarray:
+        """``sum_g count_g G_kg(tau)`` at tile index ``k`` (no per-token or per-batch additions)."""
+        cols = ceil_div(tau, t_col)
+        out = np.zeros(tau.shape)
+        for g in range(self.count.size):
+            tiles_out = self.rows[k, g] * cols
+            if self.waves:
+                comp = ceil_div(tiles_out, s) * self.red[k, g] / mu
+            else:
+                comp = tiles_out * self.red[k, g] / (s * mu)
+            if self.floor_bw:
+                comp = np.maximum(comp, (self.wbytes[g] + self.abytes[g] * tau) / self.floor_bw)
+            out = out + self.count[g] * comp
+        return out
+
+    def per_token_limit(self, k: int, t_col: int, mu: float, s: int) -> float:
+        """``lim_tau sum_g count_g G_kg(tau) / tau``, which is also its infimum (see module doc)."""
+        total = 0.0
+        for g in range(self.count.size):
+            comp = self.rows[k, g] * self.red[k, g] / (s * mu * t_col)
+            if self.floor_bw:
+                comp = max(comp, self.abytes[g] / self.floor_bw)
+            total += self.count[g] * comp
+        return total
