@@ -250,8 +250,7 @@ def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_red, all_gemms) -> Lin
             batch_s += b * head.d_row * head.d_red / bw
     if gt.tp > 1:  # two all-reduces per layer, one more for the vocab-parallel embedding
         n_ar = 2 * model.N + (1 if mt.lm_head else 0)
-        per_token = float(allreduce_time(gt, b * model.d_x)) - gt.allreduce_latency_s
-        tok_s += n_ar * per_token
+        tok_s += n_ar * float(allreduce_time(gt, b * model.d_x, latency=False))
         batch_s += n_ar * gt.allreduce_latency_s
     return LinearTerms(
         count=np.array([g.count for g in gemms], dtype=np.int64),

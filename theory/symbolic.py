@@ -9,6 +9,12 @@ per-layer GeMMs, or Eq. 11 equals Eq. 12).
 tiles with their rates as exact rationals (the binary value of each float) and evaluates Eq. 4-7
 with sympy, choosing tiles by ``Min`` over the set as the numeric code does.
 
+Terms beyond Eq. 2 (:mod:`theory.terms`): the twin covers the staircase ``linear_law`` (its
+``c + a ceiling(tau/b0)`` replaces ``T_Lin + tau/mu_nLin``), ``attention = false`` and
+``overhead_s``. The memory floor, waves, ``lm_head`` and tensor parallelism are numeric only:
+:meth:`SymbolicCostModel.from_cost_model` refuses a cost model that has them, and
+``tests/test_cost_terms.py`` checks them against recomputations by hand instead.
+
 References
 ----------
 Bari, Hegde, de Veciana (2025), Eq. 2-7, Eq. 11-13, Eq. 25, Theorems 1-2, Lemmas 3-4.
@@ -22,6 +28,7 @@ from fractions import Fraction
 import sympy as sp
 
 from theory.cost import CostModel
+from theory.errors import FieldError
 from theory.workload import Workload
 
 ceiling = sp.ceiling
@@ -114,9 +121,19 @@ class SymbolicCostModel:
     gemms: tuple  # (count, d_row, d_red)
     mu_nLin: sp.Rational
     overhead: sp.Rational
+    law: tuple | None = None  # (c, a, b0) of a staircase linear law
+    attention: bool = True
 
     @classmethod
     def from_cost_model(cls, cm: CostModel) -> SymbolicCostModel:
+        """The twin of ``cm``; a cost model with a numeric-only term is refused (FieldError)."""
+        numeric_only = [name for name, on in (
+            ("memory_floor", cm.gpu.terms.memory_floor), ("waves", cm.waves),
+            ("tp", cm.gpu.terms.tp > 1), ("lm_head", cm.model.terms.lm_head)) if on]
+        if numeric_only:
+            raise FieldError("cost model", cm.describe(),
+                             f"no numeric-only term for the symbolic twin (has {', '.join(numeric_only)})")
+        law = cm.gpu.terms.linear_law
         return cls(
             s=sp.Integer(cm.s), N=sp.Integer(cm.N), d_pre=sp.Integer(cm.d_pre),
             d_dec=sp.Integer(cm.d_dec),
@@ -124,15 +141,20 @@ class SymbolicCostModel:
                         for r, c, k, m in zip(cm.t_row, cm.t_col, cm.t_red, cm.mu, strict=True)),
             gemv_tiles=tuple((sp.Integer(int(r)), sp.Integer(int(c)), exact(float(m)))
                              for r, c, m in zip(cm.g_row, cm.g_col, cm.mu_gemv, strict=True)),
-            gemms=tuple((g.count, g.d_row, g.d_red) for g in cm.model.linear_gemms(cm.mode)),
-            mu_nLin=exact(cm.mu_nLin), overhead=exact(cm.overhead_s))
+            gemms=tuple((g.count, g.d_row, g.d_red) for g in cm.gemms),
+            mu_nLin=sp.oo if law is not None else exact(cm.mu_nLin), overhead=exact(cm.overhead_s),
+            law=None if law is None else (exact(law.c), exact(law.a), sp.Integer(law.b0)),
+            attention=cm.attention)
 
     def mu_Lin(self, k: int = 0):
         t_row, _, t_red, mu = self.tiles[k]
         return mu_Lin(self.gemms, t_row, t_red, mu, self.s)
 
     def T_Lin(self, tau, tile: int | None = None):
-        """Eq. 4, minimised over tiles (or at tile index ``tile``)."""
+        """Eq. 4, minimised over tiles (or at tile index ``tile``); the law if one is set."""
+        if self.law is not None:
+            c, a, b0 = self.law
+            return c + a * ceiling(tau / b0) if tau != 0 else sp.Integer(0)
         ks = range(len(self.tiles)) if tile is None else [tile]
         return sp.Min(*[linear_time(tau, self.mu_Lin(k), self.tiles[k][1]) for k in ks])
 
@@ -142,14 +164,19 @@ class SymbolicCostModel:
         return linear_time_sum(tau, self.gemms, t_row, t_col, t_red, mu, self.s)
 
     def T_D_SA(self, i):
-        """Eq. 5 (with Eq. 3's 1/s), each GeMV on its fastest tile."""
+        """Eq. 5 (with Eq. 3's 1/s), each GeMV on its fastest tile; 0 without attention."""
+        if not self.attention:
+            return sp.Integer(0)
         d, s = self.d_dec, self.s
         first = sp.Min(*[gemv_time(i, d, r, c, m, s) for r, c, m in self.gemv_tiles])
         second = sp.Min(*[gemv_time(d, i, r, c, m, s) for r, c, m in self.gemv_tiles])
         return first + second
 
     def T_P_SA(self, i, c, tile: int | None = None):
-        """Eq. 6, each of its two GeMMs on its fastest tile (or at tile index ``tile``)."""
+        """Eq. 6, each of its two GeMMs on its fastest tile (or at tile index ``tile``); 0 without
+        attention."""
+        if not self.attention:
+            return sp.Integer(0)
         e = i + c - 1
         d, s = self.d_pre, self.s
         ks = range(len(self.tiles)) if tile is None else [tile]
@@ -162,7 +189,9 @@ class SymbolicCostModel:
         tau = sum(c for _, c in prefill) + len(decode)
         if tau == 0:
             return sp.Integer(0)
-        out = self.T_Lin(sp.Integer(tau)) + sp.Integer(tau) / self.mu_nLin + self.overhead
+        out = self.T_Lin(sp.Integer(tau)) + self.overhead
+        if self.law is None:  # a law includes the non-linear term
+            out += sp.Integer(tau) / self.mu_nLin
         out += self.N * sp.Add(*[self.T_D_SA(sp.Integer(i)) for i in decode])
         out += sp.Add(*[self.T_P_SA(sp.Integer(i), sp.Integer(c)) for i, c in prefill])
         return out
@@ -196,11 +225,15 @@ class SymbolicCostModel:
                       * l_P * (l_P + lcm))
 
     def T_max(self, l_P_max: int, l_D_max: int):
-        """Eq. 13 / Theorem 2: max over tiles of l/mu_Lin(t) + l/mu_nLin + N sum_{i<=l} T^{D,SA}(i)."""
+        """Eq. 13 / Theorem 2: max over tiles of l/mu_Lin(t) + l/mu_nLin + N sum_{i<=l} T^{D,SA}(i),
+        plus l times the per-batch overhead (each token alone is a batch); under a law,
+        ``l (law(1) + overhead)`` and the attention sum."""
         ell = sp.Integer(l_P_max + l_D_max)
+        att = self.N * sp.Add(*[self.T_D_SA(sp.Integer(i)) for i in range(1, l_P_max + l_D_max + 1)])
+        if self.law is not None:
+            return ell * (self.T_Lin(sp.Integer(1)) + self.overhead) + att
         worst = sp.Max(*[ell / self.mu_Lin(k) for k in range(len(self.tiles))])
-        return worst + ell / self.mu_nLin + self.N * sp.Add(
-            *[self.T_D_SA(sp.Integer(i)) for i in range(1, l_P_max + l_D_max + 1)])
+        return worst + ell / self.mu_nLin + att + ell * self.overhead
 
 
 # --- Theorem 1/2 quantities -----------------------------------------------------------------

@@ -303,8 +303,9 @@ def check_tp(tp: int, n_heads: int, n_kv_heads: int, d_ff: int, mode: str, model
         raise FieldError(f"{where}.tp", tp, f"a divisor of d_ff = {d_ff} of model {model_key}")
 
 
-def allreduce_time(terms: GpuTerms, n_bytes) -> np.ndarray:
-    """One all-reduce of ``n_bytes`` per GPU: ``latency + 2 (tp-1)/tp n_bytes / busbw`` (0 if tp = 1).
+def allreduce_time(terms: GpuTerms, n_bytes, latency: bool = True) -> np.ndarray:
+    """One all-reduce of ``n_bytes`` per GPU: ``latency + 2 (tp-1)/tp n_bytes / busbw`` (0 if tp = 1);
+    ``latency=False`` gives the bandwidth part alone.
 
     References
     ----------
@@ -313,7 +314,8 @@ def allreduce_time(terms: GpuTerms, n_bytes) -> np.ndarray:
     n_bytes = np.asarray(n_bytes, dtype=float)
     if terms.tp == 1:
         return np.zeros(n_bytes.shape)
-    return terms.allreduce_latency_s + 2.0 * (terms.tp - 1) / terms.tp * n_bytes / terms.allreduce_bandwidth
+    moved = 2.0 * (terms.tp - 1) / terms.tp * n_bytes / terms.allreduce_bandwidth
+    return terms.allreduce_latency_s + moved if latency else moved
 
 
 @dataclass(frozen=True, eq=False)

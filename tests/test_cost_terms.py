@@ -1,0 +1,393 @@
+"""Cost terms beyond Eq. 2 (theory.terms): each against a recomputation by hand, the TOML checks,
+and the acceptance test: a cost law stated only in TOML runs through bounds, simulate and region
+and the simulated batches last exactly what the law says."""
+
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+from numba import njit
+
+from llmq.cli import main
+from stability.sim.kernels import build_tables, t_lin, t_psa
+from theory.builder import CostSpec, cost_model
+from theory.cost import T_D_SA, T_P_SA, Batch, T_batch, T_Lin, linear_per_token
+from theory.errors import FieldError, LlmqError
+from theory.hardware import get_gpu
+from theory.models import get_model
+from theory.terms import GpuTerms, allreduce_time
+from theory.workload import get_workload
+
+# A tiny GPU (4 SMs, one tile) and a tiny model, so waves and tiles can be counted by hand.
+TINY_GPUS = """
+[gpus.tiny]
+base = "a100"
+sm_count = 4
+tiles = ["128x128x32"]
+{extra}
+"""
+TINY_MODELS = """
+[models.tiny]
+name = "tiny"
+n_layers = 2
+d_model = 256
+n_heads = 2
+n_kv_heads = 2
+head_dim = 128
+d_ff = 512
+vocab = 256
+ffn = "mlp"
+params = 1.0e6
+{extra}
+"""
+
+
+@njit
+def s_step(ct, p):
+    """The engine's decode table step S(p) - S(p - 1)."""
+    return ct.S[p] - ct.S[p - 1]
+
+
+@njit
+def s_any(ct):
+    return np.any(ct.S != 0.0)
+
+
+def tiny(tmp_path, gpu_extra="", model_extra="", mode="paper", name="t"):
+    g, m = tmp_path / f"{name}_gpus.toml", tmp_path / f"{name}_models.toml"
+    g.write_text(TINY_GPUS.format(extra=gpu_extra))
+    m.write_text(TINY_MODELS.format(extra=model_extra))
+    return cost_model(CostSpec("tiny", "tiny", mode, gpu_file=str(g), model_file=str(m)))
+
+
+def gpu_file(tmp_path, text, name="g.toml"):
+    f = tmp_path / name
+    f.write_text(text)
+    return str(f)
+
+
+# --- defaults: every term off is Eq. 2-7 -----------------------------------------------------
+
+
+def test_presets_have_every_term_off():
+    for key in ("a100", "h100", "rtx6000ada"):
+        assert get_gpu(key).terms == GpuTerms()
+        assert cost_model(CostSpec(key)).plain and cost_model(CostSpec(key, mode="real")).plain
+
+
+def test_terms_stated_off_change_nothing(tmp_path):
+    """A GPU and model file that state every switch off give bit-identical times and bounds."""
+    g = gpu_file(tmp_path, '[gpus.off]\nbase = "a100"\nmemory_floor = false\nwaves = false\ntp = 1\n')
+    m = gpu_file(tmp_path, '[models.off]\nbase = "mistral-7b"\nattention = true\nlm_head = false\n',
+                 "m.toml")
+    from theory.bounds import compute_bounds
+
+    w = get_workload("table1")
+    for mode in ("paper", "real"):
+        ref = cost_model(CostSpec("a100", mode=mode))
+        off = cost_model(CostSpec("off", "off", mode, gpu_file=g, model_file=m))
+        tau = np.arange(1, 3000, 7)
+        assert np.array_equal(T_Lin(ref, tau), T_Lin(off, tau))
+        b = Batch.of(prefill=[(1, 300), (257, 100)], decode=[5, 900, 4000])
+        assert T_batch(ref, b) == T_batch(off, b)
+        names = {"gpu": "", "model": ""}
+        assert compute_bounds(ref, w).as_dict() | names == compute_bounds(off, w).as_dict() | names
+
+
+# --- booleans and field errors ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, field", [
+    ('[gpus.x]\nbase = "a100"\nmemory_floor = "false"\n', "gpus.x.memory_floor"),
+    ('[gpus.x]\nbase = "a100"\nwaves = 1\n', "gpus.x.waves"),
+])
+def test_gpu_switch_must_be_a_toml_boolean(tmp_path, text, field):
+    with pytest.raises(FieldError, match=field.replace(".", r"\.")) as err:
+        get_gpu("x", gpu_file(tmp_path, text))
+    assert "boolean" in str(err.value)
+
+
+@pytest.mark.parametrize("key", ["attention", "lm_head"])
+def test_model_switch_must_be_a_toml_boolean(tmp_path, key):
+    f = gpu_file(tmp_path, f'[models.y]\nbase = "mistral-7b"\n{key} = "true"\n', "m.toml")
+    with pytest.raises(FieldError, match=rf"models\.y\.{key}") as err:
+        get_model("y", f)
+    assert "boolean" in str(err.value)
+
+
+def test_scenario_switch_must_be_a_toml_boolean(tmp_path, capsys):
+    f = gpu_file(tmp_path, 'pad = "false"\n', "s.toml")
+    assert main(["bounds", "--config", f]) == 2
+    err = capsys.readouterr().err
+    assert "pad" in err and "boolean" in err
+
+
+@pytest.mark.parametrize("extra, field", [
+    ('memory_floor = true\n[gpus.x.linear_law]\nkind = "staircase"\na = 0.001\nb0 = 64\n',
+     "gpus.x.memory_floor"),
+    ('[gpus.x.linear_law]\nkind = "linear"\na = 0.001\nb0 = 64\n', "gpus.x.linear_law.kind"),
+    ('[gpus.x.linear_law]\nkind = "staircase"\na = 0.001\nb0 = "64"\n', "gpus.x.linear_law.b0"),
+    ('[gpus.x.linear_law]\nkind = "staircase"\nb0 = 64\n', "gpus.x.linear_law.a"),
+    ("tp = 2\n", "gpus.x.allreduce_bandwidth_gbs"),
+    ("tp = 0\n", "gpus.x.tp"),
+])
+def test_bad_term_fields_name_the_field(tmp_path, extra, field):
+    with pytest.raises(FieldError, match=field.replace(".", r"\.")):
+        get_gpu("x", gpu_file(tmp_path, f'[gpus.x]\nbase = "a100"\n{extra}'))
+
+
+def test_lm_head_with_a_law_is_refused(tmp_path):
+    g = gpu_file(tmp_path, '[gpus.x]\nbase = "a100"\n'
+                 '[gpus.x.linear_law]\nkind = "staircase"\na = 1e-3\nb0 = 8\n')
+    m = gpu_file(tmp_path, '[models.y]\nbase = "mistral-7b"\nlm_head = true\n', "m.toml")
+    with pytest.raises(FieldError, match=r"models\.y\.lm_head"):
+        cost_model(CostSpec("x", "y", gpu_file=g, model_file=m))
+
+
+TP = '[gpus.x]\nbase = "a100"\ntp = {tp}\nallreduce_latency_s = 1e-5\nallreduce_bandwidth_gbs = 200\n'
+
+
+@pytest.mark.parametrize("model, tp, mode, expected", [
+    ("mistral-7b", 3, "real", "n_heads = 32"),
+    ("mistral-7b", 64, "real", "n_heads = 32"),
+    ("qwen2-7b", 7, "real", "n_kv_heads = 4"),
+    ("mistral-7b", 2, "paper", "mode 'real'"),
+])
+def test_tp_that_cannot_split_the_model_is_refused(tmp_path, model, tp, mode, expected):
+    g = gpu_file(tmp_path, TP.format(tp=tp))
+    with pytest.raises(FieldError, match=r"gpus\.x\.tp") as err:
+        cost_model(CostSpec("x", model, mode, gpu_file=g))
+    assert expected in str(err.value)
+
+
+# --- the literature law and attention off ------------------------------------------------------
+
+
+def test_staircase_law_replaces_the_token_terms(tmp_path):
+    c, a, b0 = 0.004, 0.0015, 96
+    cm = tiny(tmp_path, f'[gpus.tiny.linear_law]\nkind = "staircase"\nc = {c}\na = {a}\nb0 = {b0}\n')
+    tau = np.array([1, 95, 96, 97, 1000, 20000])
+    expected = [c + a * math.ceil(t / b0) for t in tau]
+    assert T_Lin(cm, tau).tolist() == expected
+    assert T_Lin(cm, 0) == 0.0
+    assert cm.mu_nLin == math.inf  # the law includes the non-linear term
+    assert linear_per_token(cm) == a / b0
+    ct = build_tables(cm, 64)
+    for t in (1, 97, 16383, 16384, 50001):  # inside and past the simulator's table
+        assert t_lin(ct, t) == c + a * math.ceil(t / b0)
+
+
+def test_attention_off_prices_attention_at_zero(tmp_path):
+    on = tiny(tmp_path, name="on")
+    off = tiny(tmp_path, model_extra="attention = false", name="off")
+    assert T_D_SA(on, [5, 300]).min() > 0 and T_P_SA(on, 1, 128) > 0
+    assert T_D_SA(off, [5, 300]).tolist() == [0.0, 0.0]
+    assert T_P_SA(off, [1, 129], [128, 7]).tolist() == [0.0, 0.0]
+    b = Batch.of(prefill=[(1, 100)], decode=[7, 40])
+    assert T_batch(off, b) == float(T_Lin(on, 102)) + 102 / on.mu_nLin
+    ct = build_tables(off, 600)
+    assert t_psa(ct, 1, 200) == 0.0 and not s_any(ct)
+
+
+# --- memory floor, waves, LM head, TP, all-reduce ----------------------------------------------
+
+
+def test_memory_floor_of_one_gemm_is_its_bytes_over_the_bandwidth(tmp_path):
+    """One decode token on an A100 is memory bound: each of Mistral's paper-mode GeMMs takes its
+    weight + activation bytes over eta_mem B, and the linear time is their sum."""
+    g = gpu_file(tmp_path, '[gpus.f]\nbase = "a100"\nmemory_floor = true\n')
+    cm = cost_model(CostSpec("f", gpu_file=g))
+    plain = cost_model(CostSpec("a100"))
+    m, gpu = get_model("mistral-7b"), get_gpu("a100")
+    bw = gpu.eta_mem * gpu.bandwidth
+    d, dx, dff, dout, N = m.d, m.d_x, m.d_ff, m.d_out, m.N
+    # by hand: (count, rows, red) of W_Q/W_K/W_V, W_F1, W_F2, W_out; bytes = 2 (rows red + tau (rows + red))
+    shapes = [(3 * N, d, dx), (N, dff, d), (N, dx, dff), (1, dout, dx)]
+    assert cm.lin.wbytes.tolist() == [2.0 * r * k for _, r, k in shapes]
+    floor_1 = sum(n * 2 * (r * k + 1 * (r + k)) / bw for n, r, k in shapes)
+    # each GeMM is the max of Eq. 2 and its floor, on the linear GeMMs' shared best tile
+    per_tile = []
+    for t, mu in zip(gpu.tiles, gpu.mu, strict=True):
+        comp = [math.ceil(r / t.t_row) * 1 * math.ceil(k / t.t_red) / (gpu.s * mu) for _, r, k in shapes]
+        per_tile.append(sum(n * max(cp, 2 * (r * k + r + k) / bw)
+                            for (n, r, k), cp in zip(shapes, comp, strict=True)))
+    assert float(T_Lin(cm, 1)) == pytest.approx(min(per_tile), rel=1e-12)
+    assert float(T_Lin(cm, 1)) == pytest.approx(floor_1, rel=1e-12)  # every GeMM is memory bound
+    assert float(T_Lin(cm, 1)) > float(T_Lin(plain, 1))
+    # a large batch is compute bound: the floor no longer binds
+    assert float(T_Lin(cm, 8192)) == pytest.approx(float(T_Lin(plain, 8192)), rel=1e-12)
+    # Theorem 1's per-token rate: the compute limit (activation bytes per column are far smaller)
+    assert linear_per_token(cm) == pytest.approx(1 / (plain.mu_Lin[0] * plain.t_col[0]), rel=1e-12)
+
+
+def test_waves_on_a_tiny_gpu(tmp_path):
+    """4 SMs, tile 128x128x32: each GeMM takes ceil(output tiles / 4) waves of d_red/32 steps."""
+    cm = tiny(tmp_path, "waves = true")
+    plain = tiny(tmp_path, name="plain")
+    mu = cm.mu[0]
+    for tau in (1, 128, 129, 300, 513, 20000):
+        cols = math.ceil(tau / 128)
+        # paper mode, N = 2: W_QKV 3N x (256 x 256), W_F1 512 x 256, W_F2 256 x 512, W_out 256 x 256
+        waves = (3 * 2 * math.ceil(2 * cols / 4) * 8 + 2 * math.ceil(4 * cols / 4) * 8
+                 + 2 * math.ceil(2 * cols / 4) * 16 + 1 * math.ceil(2 * cols / 4) * 8)
+        flat = (3 * 2 * 2 * cols * 8 + 2 * 4 * cols * 8 + 2 * 2 * cols * 16 + 2 * cols * 8) / 4
+        assert float(T_Lin(cm, tau)) == pytest.approx(waves / mu, rel=1e-12)
+        assert float(T_Lin(plain, tau)) == pytest.approx(flat / mu, rel=1e-12)
+    # prefill attention PI(R, 1, 128), d = 256: K^T Q has 1 output tile (1 wave) x 8 steps,
+    # V P has 2 output tiles (1 wave) x 4 steps; without waves (8 + 2 x 4) / 4 tile-steps
+    assert float(T_P_SA(cm, 1, 128)) == pytest.approx(2 * (8 + 4) / mu, rel=1e-12)
+    assert float(T_P_SA(plain, 1, 128)) == pytest.approx(2 * (8 + 8) / 4 / mu, rel=1e-12)
+    ct = build_tables(cm, 300)
+    assert t_psa(ct, 1, 128) == pytest.approx(2 * (8 + 4) / mu, rel=1e-12)
+    assert t_lin(ct, 20000) == pytest.approx(float(T_Lin(cm, 20000)), rel=1e-12)  # past the table
+
+
+def test_lm_head_on_output_rows(tmp_path):
+    """lm_head: W_out leaves the per-token sum, each decode and prefill chunk pays one row of it,
+    and every token pays the embedding gather."""
+    cm = tiny(tmp_path, model_extra="lm_head = true", name="lm")
+    plain = tiny(tmp_path, name="plain")
+    gpu, mu = cm.gpu, cm.mu[0]
+    h = math.ceil(256 / 128) * math.ceil(256 / 32) / (4 * mu * 128)  # one column of W_out at t*
+    assert cm.lm_out_s == pytest.approx(h, rel=1e-12)
+    gather = 2 * 2 * 256 / (gpu.eta_mem * gpu.bandwidth)
+    for tau in (1, 130, 1000):
+        cols = math.ceil(tau / 128)
+        no_head = (3 * 2 * 2 * 8 + 2 * 4 * 8 + 2 * 2 * 16) * cols / (4 * mu)
+        assert float(T_Lin(cm, tau)) == pytest.approx(no_head + tau * gather, rel=1e-12)
+    b = Batch.of(prefill=[(1, 100), (129, 30)], decode=[7, 40, 41])
+    expected = (float(T_Lin(cm, b.tau)) + b.tau / cm.mu_nLin + cm.N * float(T_D_SA(cm, [7, 40, 41]).sum())
+                + float(T_P_SA(cm, [1, 129], [100, 30]).sum()) + 5 * h)
+    assert T_batch(cm, b) == pytest.approx(expected, rel=1e-12)
+    ct = build_tables(cm, 600)  # the engine's tables: a row per prefill chunk and per decode
+    assert t_psa(ct, 129, 30) == pytest.approx(float(T_P_SA(cm, 129, 30)) + h, rel=1e-12)
+    assert cm.N * s_step(ct, 41) == pytest.approx(cm.N * float(T_D_SA(cm, 41)) + h, rel=1e-12)
+    from theory.bounds import T_bar_R_terms
+
+    w = get_workload("deterministic:256,20")
+    assert T_bar_R_terms(cm, w)["lm_head"] == pytest.approx(21 * h, rel=1e-12)
+    assert "lm_head" not in T_bar_R_terms(plain, w)
+
+
+def test_tp_split_as_megatron_by_hand(tmp_path):
+    g = gpu_file(tmp_path, TP.format(tp=4))
+    cm = cost_model(CostSpec("x", "mistral-7b", "real", gpu_file=g))
+    # Mistral-7B: 32 heads, 8 KV heads, head_dim 128, d_x 4096, d_ff 14336, vocab 32000
+    shapes = {s.name: (s.count, s.d_row, s.d_red) for s in cm.gemms}
+    assert shapes == {
+        "W_QKV (fused, GQA)": (32, (32 // 4 + 2 * 8 // 4) * 128, 4096),  # column-parallel
+        "W_O": (32, 4096, 32 // 4 * 128),  # row-parallel
+        "W_gate_up (fused)": (32, 2 * 14336 // 4, 4096),  # column-parallel
+        "W_down": (32, 4096, 14336 // 4),  # row-parallel
+        "W_out": (1, 32000 // 4, 4096),  # vocab-parallel
+    }
+    assert (cm.d_pre, cm.d_dec) == (32 // 4 * 128, 8 // 4 * 128)
+    g16 = gpu_file(tmp_path, TP.format(tp=16), "g16.toml")
+    cm16 = cost_model(CostSpec("x", "mistral-7b", "real", gpu_file=g16))
+    qkv16 = next(s for s in cm16.gemms if s.name.startswith("W_QKV"))
+    assert qkv16.d_row == (32 // 16 + 2 * 1) * 128  # tp > n_kv_heads: one replicated KV head each
+    # linear time = Eq. 2 on the shards (shared best tile) + 2 N all-reduces of tau d_x b bytes
+    gpu = get_gpu("a100")
+    for tau in (1, 512, 3000):
+        comp = min(sum(n * math.ceil(r / t.t_row) * math.ceil(tau / t.t_col) * math.ceil(k / t.t_red)
+                       for n, r, k in shapes.values()) / (gpu.s * mu)
+                   for t, mu in zip(gpu.tiles, gpu.mu, strict=True))
+        ar = 2 * 32 * (1e-5 + 2 * 3 / 4 * tau * 4096 * 2 / 200e9)
+        assert float(T_Lin(cm, tau)) == pytest.approx(comp + ar, rel=1e-12)
+
+
+def test_allreduce_law():
+    terms = GpuTerms(tp=8, allreduce_latency_s=7e-6, allreduce_bandwidth=150e9)
+    n = np.array([0.0, 1e6, 3.5e7])
+    by_hand = [7e-6 + 2 * 7 / 8 * x / 150e9 for x in n]
+    assert allreduce_time(terms, n).tolist() == pytest.approx(by_hand, rel=1e-15)
+    assert allreduce_time(GpuTerms(), n).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_symbolic_twin_covers_the_law_and_refuses_numeric_only_terms(tmp_path):
+    import sympy as sp
+
+    from theory.symbolic import SymbolicCostModel
+
+    law = tiny(tmp_path, '[gpus.tiny.linear_law]\nkind = "staircase"\nc = 0.004\na = 0.0015\nb0 = 96\n',
+               "attention = false", name="law")
+    scm = SymbolicCostModel.from_cost_model(law)
+    b = Batch.of(prefill=[(1, 100)], decode=[7, 40])
+    assert float(scm.T_batch([(1, 100)], [7, 40])) == T_batch(law, b)
+    assert scm.T_batch([(1, 100)], [7, 40]) == sp.Rational(0.004) + sp.Rational(0.0015) * 2
+    from theory.bounds import T_max
+
+    assert float(scm.T_max(50, 10)) == pytest.approx(T_max(law, 50, 10), rel=1e-15)
+    with pytest.raises(LlmqError, match="waves"):
+        SymbolicCostModel.from_cost_model(tiny(tmp_path, "waves = true", name="w"))
+
+
+# --- acceptance: a cost law stated only in TOML ----------------------------------------------
+
+C, A, B0 = 0.003, 0.002, 64
+LAW_GPUS = f"""
+[gpus.law]
+base = "a100"
+overhead_s = {C}              # fixed per-batch time c
+[gpus.law.linear_law]
+kind = "staircase"            # + a ceil(tokens / b0)
+a = {A}
+b0 = {B0}
+"""
+LAW_MODELS = """
+[models.noattn]
+base = "mistral-7b"
+attention = false
+"""
+
+
+@pytest.fixture()
+def law_files(tmp_path):
+    return (gpu_file(tmp_path, LAW_GPUS, "law_gpus.toml"),
+            gpu_file(tmp_path, LAW_MODELS, "law_models.toml"))
+
+
+def law_argv(files):
+    return ["--gpu", "law", "--gpu-file", files[0], "--model", "noattn", "--model-file", files[1]]
+
+
+def test_law_in_toml_through_bounds(law_files, capsys):
+    assert main(["bounds", "--json", "--workload", "deterministic:100,20", *law_argv(law_files)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["T_bar_R_s"] == pytest.approx(120 * A / B0, rel=1e-12)  # c amortized; a/b0 per token
+    assert out["T_max_s"] == pytest.approx(120 * (C + A), rel=1e-12)  # each token alone: c + a
+
+
+@pytest.mark.parametrize("scheduler", ["rad", "sarathi"])
+def test_law_in_toml_through_simulate_batches_equal_the_law(law_files, tmp_path, capsys, scheduler):
+    log = tmp_path / f"{scheduler}.csv"
+    argv = ["simulate", *law_argv(law_files), "--scheduler", scheduler, "--workload",
+            "uniform:1-300,1-30", "--requests", "150", "--load", "0.7", "--log", str(log),
+            "--out", str(tmp_path)]
+    assert main(argv) == 0, capsys.readouterr().err
+    with open(log) as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) > 50
+    kinds = set()
+    for row in rows:
+        tokens = int(row["tokens"])
+        assert float(row["duration"]) == C + A * math.ceil(tokens / B0), row
+        kinds.add((int(row["decodes"]) > 0, int(row["prefills"]) > 0))
+    assert (True, False) in kinds or (True, True) in kinds  # decodes were priced, not only prefills
+
+
+def test_law_in_toml_through_region(law_files, tmp_path, capsys):
+    out = tmp_path / "region"
+    argv = ["region", *law_argv(law_files), "--workload", "uniform:1-64,1-40", "--scheduler", "rad",
+            "--loads", "0.5,1.2", "--bisect", "0", "--replicates", "2", "--requests", "200",
+            "--sat-requests", "200", "--workers", "1", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0, capsys.readouterr().err
+    with open(out / "region.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows and {r["tileset"] for r in rows} == {"law"}
+    w = get_workload("uniform:1-64,1-40")
+    lam = float(w.expect(w.L_P + w.L_D)) * A / B0
+    raw = [r for r in rows if r["workload_variant"] == "raw"]
+    assert float(raw[0]["lambda_star"]) == pytest.approx(1 / lam, rel=1e-9)
