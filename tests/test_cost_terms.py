@@ -391,3 +391,22 @@ def test_law_in_toml_through_region(law_files, tmp_path, capsys):
     lam = float(w.expect(w.L_P + w.L_D)) * A / B0
     raw = [r for r in rows if r["workload_variant"] == "raw"]
     assert float(raw[0]["lambda_star"]) == pytest.approx(1 / lam, rel=1e-9)
+
+
+def test_engine_tables_agree_with_the_cost_model_under_every_term(tmp_path):
+    """The compiled kernels price what theory.cost prices, inside and past the linear table, and
+    the verdict's per-request work is T_bar^R's, for floor + waves + lm_head + TP together."""
+    from stability.sim.metrics import optimal_work
+    from theory.bounds import T_bar_R
+
+    g = gpu_file(tmp_path, TP.format(tp=2) + "memory_floor = true\nwaves = true\n")
+    m = gpu_file(tmp_path, '[models.y]\nbase = "mistral-7b"\nlm_head = true\n', "m.toml")
+    cm = cost_model(CostSpec("x", "y", "real", gpu_file=g, model_file=m))
+    assert cm.lin.floor_bw > 0 and cm.lin.waves and cm.lm_out_s > 0 and cm.lin.tok_s > 0
+    ct = build_tables(cm, 5000)
+    for tau in (1, 7, 300, 4097, 16383, 16384, 16385, 40000):
+        assert t_lin(ct, tau) == pytest.approx(float(T_Lin(cm, tau)), rel=1e-13)
+    for i, c in ((1, 256), (513, 100), (2000, 3000)):
+        assert t_psa(ct, i, c) == pytest.approx(float(T_P_SA(cm, i, c)) + cm.lm_out_s, rel=1e-13)
+    w = get_workload("deterministic:512,100")
+    assert optimal_work(cm, [512], [100])[0] == pytest.approx(T_bar_R(cm, w), rel=1e-13)

@@ -8,6 +8,10 @@ split into ``gpu="a100"`` and ``tiles="128x128"`` when the spec is made. Every c
 sweep point and paper check resolves names through :func:`cost_model`; only code that constructs
 a synthetic GPU or model object of its own calls :func:`theory.cost.build_cost_model` directly.
 
+Cost terms beyond Eq. 2 (:mod:`theory.terms`) are not spec fields: they are stated in the GPU
+and model TOML files the spec names (the tensor-parallel degree ``tp`` with the interconnect in the
+GPU file), so the file digests that key the cache here and in the runner already cover them.
+
 References
 ----------
 Bari, Hegde, de Veciana (2025), Section 3.2 (the model a GPU and a layer determine).

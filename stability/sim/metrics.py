@@ -36,20 +36,27 @@ import numpy as np
 from scipy import stats
 
 from stability.sim.engine import TBT_BINS, TBT_LO, TBT_PER_DECADE
-from theory.cost import CostModel, decode_prefix
+from theory.cost import CostModel, decode_prefix, linear_per_token
 from theory.stats import t_quantile
 
 
 def optimal_work(cm: CostModel, L_P, L_D) -> np.ndarray:
-    """T*_R(j) of Eq. 12 for each request: its work at the optimal tile with no padding."""
+    """T*_R(j) of Eq. 12 for each request: its work at the optimal tile with no padding.
+
+    With cost terms on (:mod:`theory.terms`) it is the per-request work behind Theorem 1's
+    ``T_bar^R`` as :func:`theory.bounds.T_bar_R_terms` takes it: linear work at ``l*``, no prefill
+    attention without attention, and ``(L^D + 1) h`` for ``lm_head``.
+    """
     L_P = np.asarray(L_P, dtype=np.int64)
     L_D = np.asarray(L_D, dtype=np.int64)
     t = cm.t_star
     total = L_P + L_D
     S = decode_prefix(cm, int(total.max(initial=1)))
     coef = cm.N * cm.d_pre / (cm.s * cm.mu[0] * t.t_row * t.t_col * t.t_red)
-    return (total / (cm.mu_Lin[0] * t.t_col) + total / cm.mu_nLin + cm.N * (S[total] - S[L_P])
-            + coef * L_P * (L_P + t.t_lcm).astype(float))
+    linear = total / (cm.mu_Lin[0] * t.t_col) if cm.lin is None else total * linear_per_token(cm)
+    prefill = coef * L_P * (L_P + t.t_lcm).astype(float) if cm.attention else 0.0
+    work = linear + total / cm.mu_nLin + cm.N * (S[total] - S[L_P]) + prefill
+    return work + cm.lm_out_s * (L_D + 1) if cm.lm_out_s else work
 
 
 def in_system(arrival, finish, times, weights=None) -> np.ndarray:
