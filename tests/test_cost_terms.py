@@ -410,3 +410,16 @@ def test_engine_tables_agree_with_the_cost_model_under_every_term(tmp_path):
         assert t_psa(ct, i, c) == pytest.approx(float(T_P_SA(cm, i, c)) + cm.lm_out_s, rel=1e-13)
     w = get_workload("deterministic:512,100")
     assert optimal_work(cm, [512], [100])[0] == pytest.approx(T_bar_R(cm, w), rel=1e-13)
+
+
+def test_the_packaged_example_file_builds_every_combination_it_names():
+    from importlib import resources
+
+    path = str(resources.files("theory").joinpath("data", "cost_terms_example.toml"))
+    law = cost_model(CostSpec("lidaipeng", "mistral-no-attention", gpu_file=path, model_file=path))
+    assert law.lin.law is not None and not law.attention
+    assert float(T_Lin(law, 300)) == 0.004 + 0.002 * 2
+    roof = cost_model(CostSpec("a100-roofline", "mistral-lm-head", "real", gpu_file=path, model_file=path))
+    assert roof.lin.floor_bw > 0 and roof.lin.waves and roof.lm_out_s > 0
+    tp = cost_model(CostSpec("a100-nvlink-tp4", "llama-2-70b", "real", gpu_file=path))
+    assert tp.gpu.terms.tp == 4 and tp.d_pre == 64 // 4 * 128

@@ -537,7 +537,18 @@ def _batch_calibration(cm, timings, design, theta, base_theta, tried, free, rel_
 def calibrate(timings: GemmTimings | BatchTimings, base: GPU, model: Model, mode: str = "paper", *,
               tiles: str | None = None, overhead: bool = True, key: str | None = None,
               seed: int = 0) -> Calibration:
-    """Fit GeMM timings with :func:`fit_gemm` or batch timings with :func:`fit_batch`."""
+    """Fit GeMM timings with :func:`fit_gemm` or batch timings with :func:`fit_batch`.
+
+    The fits are linear in Eq. 2-7's rates, so a base profile or model with cost terms beyond
+    Eq. 2 (:mod:`theory.terms`) is refused rather than fitted as if the terms were off.
+    """
+    on = [name for name, value in (("memory_floor", base.terms.memory_floor), ("waves", base.terms.waves),
+                                   ("tp", base.terms.tp > 1), ("linear_law", base.terms.linear_law),
+                                   ("attention", not model.terms.attention),
+                                   ("lm_head", model.terms.lm_head)) if value]
+    if on:
+        raise FieldError("base", f"{base.key} / {model.key}",
+                         f"a profile without cost terms beyond Eq. 2 (has {', '.join(on)})")
     if isinstance(timings, GemmTimings):
         return fit_gemm(timings, base, model, mode, tiles=tiles, overhead=overhead, key=key, seed=seed)
     if tiles:

@@ -14,7 +14,8 @@ Where each switch lives
     overhead_s = 0.0             # fixed time per batch (already existed; Eq. 7 + c)
     tp = 4                       # tensor-parallel degree of the replica (needs mode = "real")
     allreduce_latency_s = 8e-6   # all-reduce law: latency + 2 (tp-1)/tp bytes / bandwidth
-    allreduce_bandwidth_gbs = 230.0   # NCCL bus bandwidth, GB/s (NVLink; PCIe 4.0 x16: ~20)
+    allreduce_bandwidth_gbs = 230.0   # NCCL bus bandwidth, GB/s (illustrative NVLink figure;
+                                      # measure yours with nccl-tests' all_reduce_perf)
 
     [gpus.lidaipeng]
     base = "a100"
