@@ -423,3 +423,14 @@ def test_the_packaged_example_file_builds_every_combination_it_names():
     assert roof.lin.floor_bw > 0 and roof.lin.waves and roof.lm_out_s > 0
     tp = cost_model(CostSpec("a100-nvlink-tp4", "llama-2-70b", "real", gpu_file=path))
     assert tp.gpu.terms.tp == 4 and tp.d_pre == 64 // 4 * 128
+
+
+def test_symbolic_closed_forms_refuse_a_law(tmp_path):
+    from theory.symbolic import SymbolicCostModel
+
+    law = tiny(tmp_path, '[gpus.tiny.linear_law]\nkind = "staircase"\na = 0.001\nb0 = 8\n', name="law")
+    scm = SymbolicCostModel.from_cost_model(law)
+    with pytest.raises(LlmqError, match=r"Eq\. 11"):
+        scm.T_star_R(128, 4)
+    with pytest.raises(LlmqError, match=r"Eq\. 12"):
+        scm.T_star_R_closed(128, 4)

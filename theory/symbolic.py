@@ -200,8 +200,10 @@ class SymbolicCostModel:
         """Eq. 11: one request's optimal effective completion time, summing Eq. 6's no-ceiling
         terms over the chunk set I_j = {(1 + k t*_lcm, t*_lcm)}.
 
-        Requires ``chunk`` (default t*_lcm) to divide ``l_P``.
+        Requires ``chunk`` (default t*_lcm) to divide ``l_P``, and the model as printed (no law,
+        attention on).
         """
+        self._require_printed("Eq. 11")
         t_row, t_col, t_red, mu = self.tiles[0]
         lcm = sp.ilcm(t_row, t_col, t_red) if chunk is None else sp.Integer(chunk)
         if l_P % lcm:
@@ -216,6 +218,7 @@ class SymbolicCostModel:
 
     def T_star_R_closed(self, l_P: int, l_D: int):
         """Eq. 12: the closed form of Eq. 11, with ``N d L^P (L^P + t*_lcm) / (s mu t t t)``."""
+        self._require_printed("Eq. 12")
         t_row, t_col, t_red, mu = self.tiles[0]
         lcm = sp.ilcm(t_row, t_col, t_red)
         total = sp.Integer(l_P + l_D)
@@ -223,6 +226,11 @@ class SymbolicCostModel:
         out += self.N * sp.Add(*[self.T_D_SA(sp.Integer(i)) for i in range(l_P + 1, l_P + l_D + 1)])
         return out + (self.N * self.d_pre / (self.s * mu * t_row * t_col * t_red)
                       * l_P * (l_P + lcm))
+
+    def _require_printed(self, what: str) -> None:
+        if self.law is not None or not self.attention:
+            raise FieldError("symbolic cost model", what,
+                             "the model as printed (no linear_law, attention on) for this closed form")
 
     def T_max(self, l_P_max: int, l_D_max: int):
         """Eq. 13 / Theorem 2: max over tiles of l/mu_Lin(t) + l/mu_nLin + N sum_{i<=l} T^{D,SA}(i),
