@@ -434,3 +434,49 @@ def test_symbolic_closed_forms_refuse_a_law(tmp_path):
         scm.T_star_R(128, 4)
     with pytest.raises(LlmqError, match=r"Eq\. 12"):
         scm.T_star_R_closed(128, 4)
+
+
+def test_allreduce_law_fit_recovers_a_law_and_fits_measured_nccl_times():
+    """The fit recovers a law it was given exactly; on vidur's measured NCCL all-reduce times
+    (A100 and H100 DGX, TP 2-8, messages >= 1 MiB) the law's median relative error is under 10%,
+    and the example file's A100 TP=4 values are that fit."""
+    from importlib import resources
+
+    from theory.config import read_toml
+    from theory.profiles import load_profile
+    from theory.terms import fit_allreduce_law
+
+    b = np.geomspace(2**20, 2**26, 13)
+    lat, bw = fit_allreduce_law(b, 3e-5 + 2 * 3 / 4 * b / 180e9, 4)
+    assert (lat, bw) == (pytest.approx(3e-5, rel=1e-9), pytest.approx(180e9, rel=1e-9))
+    rows = load_profile("vidur_all_reduce").where(operation="all_reduce")
+    for setup in ("a100_dgx", "h100_dgx"):
+        for tp in (2, 4, 8):
+            x = rows[(rows["setup"] == setup) & (rows["tp"] == tp) & (rows["bytes"] >= 2**20)]
+            lat, bw = fit_allreduce_law(x["bytes"], x["seconds"], tp)
+            law = allreduce_time(GpuTerms(tp=tp, allreduce_latency_s=lat, allreduce_bandwidth=bw),
+                                 x["bytes"])
+            assert np.median(np.abs(law / x["seconds"] - 1)) < 0.10, (setup, tp)
+            if (setup, tp) == ("a100_dgx", 4):
+                path = resources.files("theory").joinpath("data", "cost_terms_example.toml")
+                example = read_toml(str(path))
+                gpu = example["gpus"]["a100-nvlink-tp4"]
+                assert gpu["allreduce_latency_s"] == pytest.approx(lat, rel=0.02)
+                assert gpu["allreduce_bandwidth_gbs"] * 1e9 == pytest.approx(bw, rel=0.02)
+
+
+@pytest.mark.parametrize("model", ["mistral-7b", "llama-2-70b", "llama-2-7b"])
+def test_tp_split_agrees_with_the_profiles_statement_of_vidur(model):
+    """theory.profiles states vidur's Megatron split on its own; the two agree wherever tp divides
+    the KV heads."""
+    from theory.profiles import gemm_shape
+
+    m = get_model(model)
+    ops = {"W_QKV (fused, GQA)": "attn_pre_proj", "W_O": "attn_post_proj",
+           "W_gate_up (fused)": "mlp_up_proj", "W_down": "mlp_down_proj"}
+    for tp in (1, 2, 4, 8):
+        if m.n_kv_heads % tp:
+            continue
+        for g in m.linear_gemms("real", tp):
+            if g.name in ops:
+                assert (g.d_row, g.d_red) == gemm_shape(m, ops[g.name], tp), (g.name, tp)
