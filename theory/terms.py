@@ -98,20 +98,37 @@ The terms and what they change
 
 Theorem 1's inputs
 ------------------
-With the linear time ``L(tau)`` of a batch (Eq. 4 or the terms above),
-``T_bar^R``'s linear term is ``E[L^P + L^D] l*`` with ``l* = inf_tau L(tau) / tau``, the least
-linear time per token any batching can reach: ``1 / (mu_Lin(t*) t*_col)`` for Eq. 4; with the
-terms, ``min_t sum_GeMMs max(compute per column, activation bytes per column / (eta_mem B))``
-plus the per-token all-reduce and gather bytes (the weight bytes and every per-batch latency are
-amortized over arbitrarily large batches, so they vanish from ``l*``, as ``overhead_s`` does);
-``a / b0`` for the staircase. The non-linear term is 0 under a law. The attention terms are 0
-without attention; with ``waves`` Eq. 6's unwaved minimum stays a valid lower bound. ``lm_head``
-adds ``(E[L^D] + 1) h`` (a request's decodes and at least one prefill chunk), ``h`` the per-row
-time. With TP every width is the per-GPU shard and ``s``, ``mu`` stay per GPU.
-``T^max`` (Eq. 13) becomes ``l (max_t L_t(1) + overhead_s + h + 1/mu_nLin) + N S(l)``: every
-token alone in a batch of one. ``t*`` is unchanged (Assumption 1 is a property of the GPU's tiles)
-and so is RAD's chunk ``t*_lcm``; the minimum ``l*`` may be reached at another tile when a floor
-or waves are on, which is why it is taken over all tiles.
+Write ``L(tau)`` for a batch's linear time (Eq. 4, or Eq. 4 with the terms). Theorem 1's linear
+term becomes ``E[L^P + L^D] l*`` with ``l* = inf_tau L(tau) / tau``, the least linear time per
+token any batching reaches (:func:`theory.cost.linear_per_token`; ``1 / (mu_Lin(t*) t*_col)`` for
+Eq. 4): each batch's linear time is at least ``tau l*``, so the least mean work stays a lower
+bound and ``lambda* = r / T_bar^R`` an upper bound. Eq. 13's ``T^max`` prices every token alone in
+a batch of one (:func:`theory.cost.linear_single`); each of those ``l = l^{P,max} + l^{D,max}``
+batches also pays the per-batch times. Per term:
+
+* ``memory_floor``: ``l* = min_t sum_GeMMs max(compute per column, activation bytes per column /
+  (eta_mem B))`` (weights are read once per batch and amortize away), which on the presets is
+  Eq. 4's compute rate, so ``T_bar^R`` is unchanged up to rounding; ``T^max`` grows (a one-token batch streams
+  every weight: ``sum_GeMMs`` bytes / ``eta_mem B``).
+* ``waves``: ``l*`` unchanged (``ceil(x/s)/x -> 1/s``); the prefill-attention term keeps Eq. 6's
+  unwaved minimum, still a lower bound (looser); ``T^max`` grows (a one-token GeMM takes a full
+  wave of ``ceil(d_red/t_red)`` steps).
+* ``overhead_s`` ``c``: amortized, so ``T_bar^R`` is unchanged; ``T^max`` gains ``l c``.
+* ``linear_law``: linear term ``E[L^P + L^D] a / b0``, non-linear term 0 (the law includes it);
+  ``T^max = l (c + a + overhead_s) + N S(l)``.
+* ``attention = false``: the decode- and prefill-attention terms of ``T_bar^R`` and the
+  ``N S(l)`` of ``T^max`` are 0.
+* ``lm_head``: ``l*`` loses the vocab projection and gains the gather bytes; ``T_bar^R`` gains
+  ``(E[L^D] + 1) h`` (a request's decodes and at least one prefill chunk; ``h`` the per-row time)
+  and ``T^max`` gains ``l h``.
+* ``tp``: every width is one GPU's shard and ``s``, ``mu`` stay per GPU; ``l*`` gains the
+  per-token all-reduce bytes ``n_ar 2 (tp-1)/tp b d_x / busbw``, latencies amortize away, and
+  ``T^max`` pays ``n_ar`` latencies per token. ``r`` counts TP groups.
+
+``t*`` is unchanged by every term: Assumption 1 is a property of the GPU's tiles, and RAD's chunk
+``t*_lcm`` and Theorem 2's ``t*_col`` keep using it. With a floor or waves ``l*`` is a minimum over
+all tiles (it is reached at t* on the presets); under a law the linear time no longer depends on
+the tile, so ``t*`` only shapes RAD's chunks and the attention terms.
 
 References
 ----------
