@@ -108,8 +108,8 @@ batches also pays the per-batch times. Per term:
 
 * ``memory_floor``: ``l* = min_t sum_GeMMs max(compute per column, activation bytes per column /
   (eta_mem B))`` (weights are read once per batch and amortize away), which on the presets is
-  Eq. 4's compute rate, so ``T_bar^R`` is unchanged up to rounding; ``T^max`` grows (a one-token batch streams
-  every weight: ``sum_GeMMs`` bytes / ``eta_mem B``).
+  Eq. 4's compute rate, so ``T_bar^R`` is unchanged up to rounding; ``T^max`` grows (a one-token
+  batch streams every weight: ``sum_GeMMs`` bytes / ``eta_mem B``).
 * ``waves``: ``l*`` unchanged (``ceil(x/s)/x -> 1/s``); the prefill-attention term keeps Eq. 6's
   unwaved minimum, still a lower bound (looser); ``T^max`` grows (a one-token GeMM takes a full
   wave of ``ceil(d_red/t_red)`` steps).
