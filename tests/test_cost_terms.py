@@ -507,3 +507,29 @@ def test_memory_floor_closes_the_small_batch_gap_on_measured_gemms():
             out.append(best / r["seconds"])
     assert np.median(eq2) < 0.6
     assert abs(np.median(floor) - 1) < 0.15
+
+
+def test_one_gemm_with_terms_and_the_validation_plug_points(tmp_path):
+    """T_GeMM_terms of one GeMM: its bytes over eta_mem B when memory bound, Eq. 2 when compute
+    bound; validate's per-GeMM predictor, TP batch model and all-reduce law use the GPU's terms."""
+    from theory.cost import T_GeMM_terms
+    from theory.validate import NEEDS_TP, allreduce_law, batch_cost_model, predict_gemm
+
+    g = gpu_file(tmp_path, '[gpus.a100]\nmemory_floor = true\nallreduce_latency_s = 4e-5\n'
+                           'allreduce_bandwidth_gbs = 170\n')
+    cm = cost_model(CostSpec("a100", gpu_file=g))
+    plain = cost_model(CostSpec("a100"))
+    gpu = get_gpu("a100")
+    bw = gpu.eta_mem * gpu.bandwidth
+    by_hand = 2 * (4096 * 4096 + 1 * (4096 + 4096)) / bw  # weights + one column in and out, FP16
+    assert float(T_GeMM_terms(cm, 4096, 1, 4096)) == pytest.approx(by_hand, rel=1e-12)
+    assert float(T_GeMM_terms(cm, 4096, 8192, 4096)) == float(T_GeMM_terms(plain, 4096, 8192, 4096))
+    assert float(predict_gemm(cm, 4096, 1, 4096, 1e-6)) == float(T_GeMM_terms(cm, 4096, 1, 4096)) + 1e-6
+    waves = tiny(tmp_path, "waves = true")  # 4 SMs, 128x128x32: 3 x 2 output tiles -> 2 waves of 8 steps
+    assert float(T_GeMM_terms(waves, 384, 256, 256)) == pytest.approx(2 * 8 / waves.mu[0], rel=1e-12)
+    law = allreduce_law(get_gpu("a100", g))
+    assert float(law(np.array([1e6]), 4)[0]) == pytest.approx(4e-5 + 1.5 * 1e6 / 170e9, rel=1e-12)
+    assert allreduce_law(get_gpu("a100")) is None
+    tp4, reason = batch_cost_model("a100", "llama-2-70b", 4, gpu_file=g)
+    assert reason == "" and tp4.gpu.terms.tp == 4 and tp4.d_pre == 64 // 4 * 128
+    assert batch_cost_model("a100", "llama-2-70b", 4) == (None, NEEDS_TP)

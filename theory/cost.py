@@ -69,6 +69,30 @@ def T_GeMM_waves(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
     return ceil_div(out, s) * ceil_div(d_red, t_red) / np.asarray(mu, dtype=float)
 
 
+def T_GeMM_terms(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
+    """One GeMM ``(d_row x d_red) . (d_red x d_col)`` on the GPU of ``cm`` with its GPU-side terms.
+
+    Each tile's Eq. 2 time (:func:`T_GeMM_waves` with ``waves``), at least
+    ``b (d_row d_red + d_col (d_row + d_red)) / (eta_mem B)`` with ``memory_floor``, on the fastest
+    of the GPU's tiles; with both off this is Eq. 2 on the fastest tile. Arguments broadcast.
+    The linear time of a batch (:func:`T_Lin`) is the sum of these over its GeMMs on one shared
+    tile; this per-GeMM form is what per-GeMM measurements are compared with.
+
+    References
+    ----------
+    Eq. 2; :mod:`theory.terms` (memory floor, wave quantization).
+    """
+    d_row, d_col, d_red = (np.asarray(x, dtype=np.int64)[..., None] for x in (d_row, d_col, d_red))
+    gt = cm.gpu.terms
+    law = T_GeMM_waves if gt.waves else T_GeMM
+    out = law(d_row, d_col, d_red, cm.t_row, cm.t_col, cm.t_red, cm.mu, cm.s).min(axis=-1)
+    if gt.memory_floor:
+        b = gt.bytes_per_element
+        n_bytes = b * (d_row * d_red + d_col * (d_row + d_red))[..., 0].astype(float)
+        out = np.maximum(out, n_bytes / (cm.gpu.eta_mem * cm.gpu.bandwidth))
+    return out
+
+
 def T_GeMV(d_row, d_col, t_row, t_col, mu, s):
     """GeMV time, Eq. 3: ceil(d_row/t_row) ceil(d_col/t_col) / (s mu).
 

@@ -24,16 +24,18 @@ its **median** and **90th percentile** (:class:`ErrorStats`). Four predictions (
 What is predicted. The per-GeMM rows of ``vidur_gemm`` by :func:`predict_gemm`, the one per-GeMM
 predictor. Whole-batch rows (``prefill_batch``, ``decode_batch``) by Eq. 7
 (:func:`theory.cost.T_batch`) when the cost model can run their tensor-parallel degree
-(:func:`batch_cost_model`; today only TP 1, and the shipped batch rows are TP 2-8, so they are
-listed as not predicted with the reason). All-reduce rows only where an all-reduce law exists
-(:func:`allreduce_law`; none today). Element-wise kernels (``vidur_kernels``) are listed as not
+(:func:`batch_cost_model`: TP 1 as named, TP > 1 through :mod:`theory.terms` when the GPU profile
+states an all-reduce law; the shipped batch rows are TP 2-8, so without one they are listed as not
+predicted with the reason). All-reduce rows where the GPU profile states an all-reduce law
+(:func:`allreduce_law`; none in the presets). Element-wise kernels (``vidur_kernels``) are listed as not
 predicted: the cost model prices them only as one aggregate ``tau / mu_nLin`` per batch (Section
 3.2.3). Nothing is dropped silently: every row is either scored or counted in
 :attr:`Report.not_predicted` with its reason.
 
-Where better cost terms plug in: :func:`predict_gemm` (per GeMM), :func:`batch_cost_model`
-(tensor parallelism for whole batches) and :func:`allreduce_law` (collectives); each is one
-function whose docstring names the line to change. A user GPU file (``gpu_file``) that overrides
+Where the cost terms (:mod:`theory.terms`) enter: :func:`predict_gemm` (per GeMM:
+``memory_floor``, ``waves``), :func:`batch_cost_model` (tensor parallelism for whole batches) and
+:func:`allreduce_law` (collectives); all come from the GPU profile, so a ``gpu_file`` switching
+them on is validated with them. A user GPU file (``gpu_file``) that overrides
 a preset's fields is validated like the preset itself.
 
 References
@@ -52,11 +54,12 @@ import numpy as np
 
 from theory.builder import CostSpec, cost_model
 from theory.calibrate import Calibration, fit_gemm, staircase_jumps
-from theory.cost import Batch, CostModel, T_batch, T_GeMM, build_cost_model
+from theory.cost import Batch, CostModel, T_batch, T_GeMM_terms, build_cost_model
 from theory.errors import FieldError
 from theory.hardware import GPU, get_gpu, gpu_names
 from theory.models import Model, get_model
 from theory.profiles import VIDUR_GEMMS, VIDUR_KERNELS, Profile, gemm_shape
+from theory.terms import allreduce_time
 from theory.timings import GemmTimings
 
 SCHEMES = ("shipped", "tokens", "models", "paper")
@@ -73,8 +76,9 @@ TARGETS = {  # acceptance targets on the pooled absolute relative errors of one 
 }
 STAIRCASE_AT = (64, 128, 256, 384, 768)
 TOKEN_BANDS = ((1, 16), (17, 128), (129, 1024), (1025, None))  # inclusive; None: no upper end
-NEEDS_TP = "needs tensor parallelism (not yet in the model)"
-NO_ALLREDUCE = "no all-reduce law in the cost model yet"
+NEEDS_TP = ("needs tensor parallelism: an all-reduce law in the GPU profile "
+            "(allreduce_latency_s, allreduce_bandwidth_gbs; theory.terms)")
+NO_ALLREDUCE = "no all-reduce law in the GPU profile (allreduce_bandwidth_gbs; theory.terms)"
 NO_KERNEL_LAW = ("the cost model prices element-wise operations only as one aggregate tau/mu_nLin "
                  "per batch (Section 3.2.3), no per-kernel law")
 NO_PAPER_COUNTERPART = "the paper's layer has no output projection (Section 3.2.1)"
@@ -121,12 +125,10 @@ class ErrorStats:
 def predict_gemm(cm: CostModel, d_row, d_col, d_red, fixed_s: float = 0.0) -> np.ndarray:
     """Predicted seconds of GeMMs ``(d_row x d_red) . (d_red x d_col)`` on the GPU of ``cm``.
 
-    Today: Eq. 2 on the fastest of the GPU's tiles (:func:`_eq2_fastest_tile`), plus ``fixed_s``,
-    the fixed time per GeMM ``c_0`` of a calibration (:mod:`theory.calibrate`; 0 for a preset).
-    When the cost terms of :mod:`theory.cost` (memory floor, wave quantization) land as a
-    per-GeMM function of the cost model, the line marked ``PLUG`` below is the one to change: it
-    calls that function on ``(cm, d_row, d_col, d_red)`` instead, and every scheme, the
-    calibrated ones included (their fitted GPU keeps the preset's switches), goes through it.
+    :func:`theory.cost.T_GeMM_terms`: Eq. 2 on the fastest of the GPU's tiles, with the GPU's
+    cost terms (``memory_floor``, ``waves``; :mod:`theory.terms`) when its profile switches them
+    on, plus ``fixed_s``, the fixed time per GeMM ``c_0`` of a calibration (:mod:`theory.calibrate`;
+    0 for a preset). With the terms off (the presets) this is Eq. 2 on the fastest tile.
 
     Parameters
     ----------
@@ -141,14 +143,7 @@ def predict_gemm(cm: CostModel, d_row, d_col, d_red, fixed_s: float = 0.0) -> np
     ----------
     Eq. 2; the fastest tile per GeMM as in :mod:`theory.cost` (Section 3.2.1).
     """
-    seconds = _eq2_fastest_tile(cm, d_row, d_col, d_red)  # PLUG: theory.cost's per-GeMM time
-    return seconds + fixed_s
-
-
-def _eq2_fastest_tile(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
-    """Eq. 2 on each GeMM's fastest tile of ``cm`` (the minimum over the GPU's tiles)."""
-    d_row, d_col, d_red = (np.asarray(x, dtype=np.int64)[..., None] for x in (d_row, d_col, d_red))
-    return T_GeMM(d_row, d_col, d_red, cm.t_row, cm.t_col, cm.t_red, cm.mu, cm.s).min(axis=-1)
+    return T_GeMM_terms(cm, d_row, d_col, d_red) + fixed_s
 
 
 def paper_shapes(model: Model, operation: str, tp: int) -> tuple[tuple[int, int], ...]:
@@ -179,21 +174,32 @@ def batch_cost_model(gpu: str, model: str, tp: int, *, gpu_file: str | None = No
                      model_file: str | None = None) -> tuple[CostModel | None, str]:
     """The cost model that predicts a whole batch on ``tp`` GPUs, or ``(None, reason)``.
 
-    Today the model has no tensor parallelism, so only ``tp = 1`` is predicted. When it lands,
-    the ``tp > 1`` branch builds the TP cost model instead of returning the reason.
+    ``tp = 1``: the profile as named. ``tp > 1``: the profile with its tensor-parallel degree set
+    to ``tp`` (:mod:`theory.terms`: Megatron split and all-reduces), which needs an all-reduce law
+    in the GPU profile; without one, or when ``tp`` cannot split the model, the reason.
 
     References
     ----------
-    Eq. 7 (one GPU).
+    Eq. 7; :mod:`theory.terms` (tensor parallelism).
     """
-    if tp != 1:
+    if tp == 1:
+        return cost_model(CostSpec(gpu, model, "real", None, gpu_file, model_file)), ""
+    g = get_gpu(gpu, gpu_file)
+    if g.terms.allreduce_bandwidth is None or g.terms.linear_law is not None:
         return None, NEEDS_TP
-    return cost_model(CostSpec(gpu, model, "real", None, gpu_file, model_file)), ""
+    try:
+        return build_cost_model(replace(g, terms=replace(g.terms, tp=tp)), get_model(model, model_file),
+                                "real"), ""
+    except FieldError as err:
+        return None, str(err)
 
 
 def allreduce_law(gpu: GPU) -> Callable[[np.ndarray, int], np.ndarray] | None:
-    """``seconds(bytes, tp)`` of one all-reduce on ``gpu``, or ``None`` without a law (today)."""
-    return None
+    """``seconds(bytes, tp)`` of one all-reduce on ``gpu`` (:func:`theory.terms.allreduce_time`
+    with the profile's latency and bus bandwidth), or ``None`` when the profile states no law."""
+    if gpu.terms.allreduce_bandwidth is None:
+        return None
+    return lambda n_bytes, tp: allreduce_time(replace(gpu.terms, tp=int(tp)), n_bytes)
 
 
 def batch_time(cm: CostModel, operation: str, tokens: int, context: int, generated: int) -> float:
@@ -536,8 +542,19 @@ def _validate_allreduce(report: Report, profile: str, rows: np.ndarray, s: Setti
     rows = rows[rows["operation"] == "all_reduce"]
     for g in sorted(set(rows["gpu"].tolist())):
         part = rows[rows["gpu"] == g]
-        if allreduce_law(get_gpu(g, s.gpu_file)) is None:
+        law = allreduce_law(get_gpu(g, s.gpu_file))
+        if law is None:
             _not_predicted(report, profile, part, NO_ALLREDUCE)
+            continue
+        for tp in sorted(set(part["tp"].tolist())):
+            sel = part[part["tp"] == tp]
+            e = abs_rel_error(sel["seconds"], law(sel["bytes"].astype(float), tp))
+            nan = np.full(e.size, np.nan)
+            report.groups.append({
+                "profile": profile, "gpu": g, "model": "", "tp": tp, "operation": "all_reduce",
+                "n": int(sel.size), **_stats_row({"shipped": e, "tokens": nan, "models": nan, "paper": nan},
+                                                 np.ones(e.size, dtype=bool)),
+                "note": "the GPU profile's all-reduce law (theory.terms), every setup and message size"})
 
 
 def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows, shipped_below: np.ndarray) -> None:
