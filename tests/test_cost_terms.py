@@ -533,3 +533,29 @@ def test_one_gemm_with_terms_and_the_validation_plug_points(tmp_path):
     tp4, reason = batch_cost_model("a100", "llama-2-70b", 4, gpu_file=g)
     assert reason == "" and tp4.gpu.terms.tp == 4 and tp4.d_pre == 64 // 4 * 128
     assert batch_cost_model("a100", "llama-2-70b", 4) == (None, NEEDS_TP)
+
+
+def test_capacity_bound_of_the_toml_law_is_the_staircase_laws(law_files):
+    """theory.capacity states the staircase law on its own (staircase_law); the cost model built
+    from the TOML law gives the same certified bound, and every term combination passes the
+    capacity module's check of its tail slope."""
+    from theory.capacity import capacity_bound, staircase_law
+
+    w = get_workload("uniform:1-300,1-30")
+    cm = cost_model(CostSpec("law", "noattn", gpu_file=law_files[0], model_file=law_files[1]))
+    ref = capacity_bound(staircase_law(C, A, B0), w)
+    got = capacity_bound(cm, w)
+    assert got.bound == pytest.approx(ref.bound, rel=1e-12)
+    assert got.pieces_s == pytest.approx(ref.pieces_s, rel=1e-12)
+
+
+def test_capacity_bound_accepts_every_term(tmp_path):
+    from theory.capacity import capacity_bound
+
+    g = gpu_file(tmp_path, TP.format(tp=2) + "memory_floor = true\nwaves = true\n")
+    m = gpu_file(tmp_path, '[models.y]\nbase = "mistral-7b"\nlm_head = true\n', "m.toml")
+    cm = cost_model(CostSpec("x", "y", "real", gpu_file=g, model_file=m))
+    w = get_workload("uniform:1-300,1-30")
+    bound = capacity_bound(cm, w, horizon=2048)
+    assert 0 < bound.bound < math.inf
+    assert bound.pieces_s["decode_attention"] > cm.lm_out_s * float(w.expect(w.L_D))  # rows included

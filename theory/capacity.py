@@ -134,7 +134,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy.optimize import linprog
 
-from theory.cost import T_D_SA, T_P_SA, Batch, CostModel, T_batch, linear_table
+from theory.cost import T_D_SA, T_P_SA, Batch, CostModel, T_batch, linear_per_token, linear_table
 from theory.errors import FieldError, require_positive, require_positive_int
 from theory.workload import Workload
 
@@ -193,8 +193,12 @@ def law_from_cost_model(cm: CostModel, overhead_s: float | None = None) -> Batch
     Notes
     -----
     ``tail_slope`` is Eq. 4's floor ``min_t 1 / (mu_Lin(t) t_col) + 1 / mu_nLin``, a lower bound
-    on ``G(tau) / tau`` for Eq. 4 and for every term that only adds time; :func:`capacity_bound`
-    checks it on the table. ``split_period`` is the LCM of the tiles' t_col (module docstring).
+    on ``G(tau) / tau`` for Eq. 4; with cost terms on (:mod:`theory.terms`) it is their infimum
+    ``l* + 1 / mu_nLin`` (:func:`theory.cost.linear_per_token`; ``a / b0`` under a staircase law).
+    :func:`capacity_bound` checks it on the table. ``split_period`` is the LCM of the tiles' t_col
+    (module docstring); with ``waves`` or ``lm_head`` (a row per chunk) splitting can cost more, so
+    it is None and the DP tries every size. ``lm_head``'s row per decode and per chunk is part of
+    ``A_D`` and ``A_P``.
 
     References
     ----------
@@ -211,13 +215,17 @@ def law_from_cost_model(cm: CostModel, overhead_s: float | None = None) -> Batch
     def batch_time(prefill=(), decode=()) -> float:
         return T_batch(cm_fixed, Batch.of(prefill=prefill, decode=decode))
 
+    if cm.lin is None:
+        tail_slope = float(np.min(1.0 / (cm.mu_Lin * cm.t_col)) + 1.0 / cm.mu_nLin)
+    else:
+        tail_slope = linear_per_token(cm) + 1.0 / cm.mu_nLin
+    row = cm.lm_out_s  # lm_head: one vocab-projection row per decode and per prefill chunk
     return BatchLaw(
         name=f"{cm.describe()}, c_fix = {float(c_fix):.4g} s", token_time=token_time,
-        fixed_s=float(c_fix),
-        tail_slope=float(np.min(1.0 / (cm.mu_Lin * cm.t_col)) + 1.0 / cm.mu_nLin),
-        decode_attention=lambda i: cm.N * T_D_SA(cm, i),
-        prefill_attention=lambda i, c: T_P_SA(cm, i, c),
-        split_period=int(np.lcm.reduce(cm.t_col)), batch_time=batch_time)
+        fixed_s=float(c_fix), tail_slope=tail_slope,
+        decode_attention=(lambda i: cm.N * T_D_SA(cm, i) + row) if row else (lambda i: cm.N * T_D_SA(cm, i)),
+        prefill_attention=(lambda i, c: T_P_SA(cm, i, c) + row) if row else (lambda i, c: T_P_SA(cm, i, c)),
+        split_period=None if (cm.waves or row) else int(np.lcm.reduce(cm.t_col)), batch_time=batch_time)
 
 
 def staircase_law(c: float, a: float, b0: int) -> BatchLaw:
