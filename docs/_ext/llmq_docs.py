@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 
 from sphinx.application import Sphinx
@@ -40,7 +39,7 @@ def item_label(item: str) -> str:
 
 
 def check_label(check_id: str) -> str:
-    """The reference label of a check's section: ``"eq5.missing_1_over_s"`` -> ``"check-eq5-missing-1-over-s"``."""
+    """The reference label of a check's section: ``"eq5.x_y"`` -> ``"check-eq5-x-y"``."""
     return "check-" + re.sub(r"[^a-z0-9]+", "-", check_id.lower()).strip("-")
 
 
@@ -82,7 +81,7 @@ def paper_map_rst(pm) -> str:
     for e in pm.checks.values():
         out += [f".. _{check_label(e.id)}:", "", e.id, "~" * len(e.id), "",
                 f"**Verdict (recorded): {e.verdict}**", "",
-                f"- **Items**: " + ", ".join(f":ref:`{i} <{item_label(i)}>`" for i in e.items),
+                "- **Items**: " + ", ".join(f":ref:`{i} <{item_label(i)}>`" for i in e.items),
                 f"- **Location**: {_esc(e.location)}", f"- **Claim**: {_esc(e.claim)}",
                 f"- **Method**: {_esc(e.method)}"]
         f = e.finding
@@ -96,8 +95,8 @@ def paper_map_rst(pm) -> str:
                         _indent(json.dumps(f[key], indent=1, ensure_ascii=False), 3)]
         out.append("")
     if not any(e.finding for e in pm.checks.values()):
-        out += [".. note::", "", "   No ``llmq check`` report was found at build time, so the findings are not "
-                "shown; ``llmq check --fast --out out/ci`` writes one.", ""]
+        out += [".. note::", "", "   No ``llmq check`` report was found at build time, so the findings "
+                "are not shown; ``llmq check --fast --out out/ci`` writes one.", ""]
     return "\n".join(out) + "\n"
 
 
