@@ -2,7 +2,8 @@
 
 Every ```` ```bash ```` block of a guide is a test, run with bash in order in one temporary
 directory per guide, with ``llmq`` (and ``python``) on PATH running the checked-out packages.
-Blocks whose first line is ``# slow`` run only when ``LLMQ_HOWTO_SLOW=1`` (CI sets it).
+Blocks whose first line is ``# slow`` run only when ``LLMQ_HOWTO_SLOW=1``; ``LLMQ_HOWTO_SLOW=only``
+runs only them (CI's docs step, after the suite has run the others).
 Background processes a block starts (a Dask scheduler and workers) are ended when it finishes.
 """
 
@@ -17,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 HOWTO = ROOT / "docs" / "howto"
-SLOW = os.environ.get("LLMQ_HOWTO_SLOW") == "1"
+SLOW = os.environ.get("LLMQ_HOWTO_SLOW", "")
 TIMEOUT_S = {False: 60, True: 240}
 
 
@@ -60,8 +61,10 @@ def workdirs(tmp_path_factory) -> dict:
 
 @pytest.mark.parametrize("page,k,code", BLOCKS, ids=[f"{p}-{k}" for p, k, _ in BLOCKS])
 def test_howto_block_runs_as_written(page, k, code, shim, workdirs, tmp_path_factory):
-    if is_slow(code) and not SLOW:
+    if is_slow(code) and SLOW not in ("1", "only"):
         pytest.skip("slow how-to block: set LLMQ_HOWTO_SLOW=1")
+    if SLOW == "only" and not is_slow(code) and page not in {p for p, _, c in BLOCKS if is_slow(c)}:
+        pytest.skip("LLMQ_HOWTO_SLOW=only: a fast block of a guide without slow blocks")
     cwd = workdirs.setdefault(page, tmp_path_factory.mktemp(f"howto-{page}"))
     path = [str(shim), str(Path(sys.executable).parent), os.environ["PATH"]]
     pythonpath = [str(ROOT), str(cwd), *filter(None, [os.environ.get("PYTHONPATH")])]

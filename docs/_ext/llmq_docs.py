@@ -20,11 +20,22 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sphinx.application import Sphinx
-from sphinx.util import logging
+if TYPE_CHECKING:  # the page generator below imports without Sphinx (tests/test_paper_map.py)
+    from sphinx.application import Sphinx
 
-logger = logging.getLogger(__name__)
+
+class _Logger:
+    """Sphinx's logger for this extension, imported on first use."""
+
+    def __getattr__(self, name):
+        from sphinx.util import logging
+
+        return getattr(logging.getLogger(__name__), name)
+
+
+logger = _Logger()
 
 DOCS = Path(__file__).resolve().parents[1]
 ROOT = DOCS.parent
