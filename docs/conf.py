@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
@@ -16,6 +17,10 @@ ROOT = DOCS.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(DOCS / "_ext"))
 os.environ.setdefault("MPLBACKEND", "Agg")
+# autosummary imports every submodule it lists; importing llmq/__main__.py runs the command line
+# on sphinx-build's own arguments. A placeholder module stands in for it (and the module template
+# leaves every __main__ out of the reference).
+sys.modules.setdefault("llmq.__main__", types.ModuleType("llmq.__main__"))
 # notebook kernels started by myst-nb import the same checked-out packages
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
 

@@ -9,7 +9,8 @@ Every row is computed, never kept by hand:
 * the functions, classes and methods that implement an item are found by scanning the docstrings
   of the installed packages (:data:`PACKAGES`, walked with :mod:`pkgutil`, so a module that moves
   is followed) for citations such as "Eq. 7", "Eqs. 23-25", "Lemmas 3-4", "Algorithm 1",
-  "Appendix C.2"; the registered check functions themselves are the checks, not implementations;
+  "Appendix C.2"; the registered check functions are the checks, not implementations, and the
+  check machinery (:data:`NOT_IMPLEMENTATIONS`) is left out;
 * the checks are the registry's (:func:`paper_checks.registry.all_checks`), each listed under
   every item it covers (its ``items``, and the appendix sections of its ``location``);
 * the verdict of a check is the recorded one (``verdicts.json``); the finding, coverage,
@@ -33,6 +34,13 @@ from paper_checks.items import PAPER_ITEMS
 from paper_checks.registry import Check, all_checks
 
 PACKAGES = ("theory", "stability", "paper_checks", "llmq")
+# modules whose docstrings cite items without implementing them: the list of items itself, this
+# map and the check machinery (their docstrings cite items as examples)
+NOT_IMPLEMENTATIONS = ("paper_checks.items", "paper_checks.paper_map", "paper_checks.registry",
+                       "paper_checks.runner", "paper_checks.report")
+# the module docstrings of paper_checks list the items their checks cover: the checks column says
+# that; their functions (the exact computations the checks compare with the printed claims) stay
+CHECKS_PACKAGE = "paper_checks"
 VERDICTS_PATH = Path(__file__).with_name("verdicts.json")
 
 _KINDS = {
@@ -187,7 +195,9 @@ def scan_docstrings(packages: tuple[str, ...] = PACKAGES,
     packages : tuple of str
         Top-level packages, walked recursively.
     exclude : frozenset of str
-        Qualified names to leave out (the registered check functions).
+        Qualified names to leave out (the registered check functions). The modules of
+        :data:`NOT_IMPLEMENTATIONS` and the module docstrings of :data:`CHECKS_PACKAGE` are
+        always left out.
 
     Returns
     -------
@@ -197,7 +207,11 @@ def scan_docstrings(packages: tuple[str, ...] = PACKAGES,
     found: dict[str, list[Implementer]] = {}
     seen = set()
     for mod in _modules(packages):
+        if mod.__name__ in NOT_IMPLEMENTATIONS:
+            continue
         for qual, kind, doc in _documented(mod):
+            if kind == "module" and qual.split(".")[0] == CHECKS_PACKAGE:
+                continue
             if qual in exclude or qual in seen:
                 continue
             seen.add(qual)

@@ -63,6 +63,32 @@ def _indent(text: str, n: int) -> str:
     return "\n".join((" " * n + line) if line else "" for line in text.splitlines())
 
 
+def _grouped(implementers) -> list[str]:
+    """``**module**: f, C.m`` per module, in first-seen order, each name linking to its entry."""
+    groups: dict[str, list] = {}
+    for i in implementers:
+        module = i.name if i.kind == "module" else _module_of(i.name)
+        groups.setdefault(module, [])
+        if i.kind != "module":
+            groups[module].append(i.name)
+    return [f":py:mod:`{m}`" + (": " + ", ".join(f":py:obj:`{n.removeprefix(m + '.')} <{n}>`" for n in names)
+                                if names else "")
+            for m, names in groups.items()]
+
+
+def _module_of(name: str) -> str:
+    import importlib
+
+    parts = name.split(".")
+    for k in range(len(parts) - 1, 0, -1):
+        try:
+            importlib.import_module(".".join(parts[:k]))
+        except ImportError:
+            continue
+        return ".".join(parts[:k])
+    return parts[0]
+
+
 def paper_map_rst(pm) -> str:
     """The paper-map page (reStructuredText) for a :class:`paper_checks.paper_map.PaperMap`."""
     c = pm.counts()
@@ -83,7 +109,7 @@ def paper_map_rst(pm) -> str:
         "   * - Item", "     - Implemented by", "     - Checked by (recorded verdict)",
     ]
     for row in pm.rows:
-        impl = ", ".join(f":py:obj:`{i.name}`" for i in row.implementers) or "—"
+        impl = "; ".join(_grouped(row.implementers)) or "—"
         checks = "; ".join(f":ref:`{cid} <{check_label(cid)}>` **{pm.checks[cid].verdict}**"
                            for cid in row.checks) or "—"
         out += [f"   * - .. _{item_label(row.item)}:", "", f"       **{row.item}**",
