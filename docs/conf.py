@@ -16,7 +16,6 @@ ROOT = DOCS.parent
 # the checked-out packages, not an installed copy, are documented
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(DOCS / "_ext"))
-os.environ.setdefault("MPLBACKEND", "Agg")
 # autosummary imports every submodule it lists; importing llmq/__main__.py runs the command line
 # on sphinx-build's own arguments. A placeholder module stands in for it (and the module template
 # leaves every __main__ out of the reference).
@@ -73,6 +72,8 @@ llmq_known_docstring_issues = (
 # _ext/llmq_docs.py) are rendered as they are; otherwise the repository's notebooks, committed
 # without outputs, are executed here, with a time limit per cell.
 nb_execution_mode = "off" if os.environ.get("LLMQ_DOCS_NOTEBOOKS") else "force"
+if nb_execution_mode == "force":  # the kernels inherit it: figures inline, whatever the shell set
+    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
 nb_execution_timeout = 300
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
