@@ -65,8 +65,9 @@ suppress_warnings = [
 # docutils warnings are listed at the end of the build instead of failing it. Anything else fails.
 llmq_known_docstring_issues = (
     "theory.assumptions",  # "Assumption k: ..." lines followed by indented text: a broken definition list
-    "stability",  # the "Modules" list: a continuation line indented under "slai_study, ..."
 )
+# (a package docstring's "Modules" section, a plain-text table, is shown as a literal block by
+# the llmq_docs extension: no entry is needed for it)
 
 # --- notebooks (myst-nb): copies executed earlier in the same CI run ($LLMQ_DOCS_NOTEBOOKS, see
 # _ext/llmq_docs.py) are rendered as they are; otherwise the repository's notebooks, committed
