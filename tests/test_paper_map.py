@@ -1,0 +1,133 @@
+"""The paper map (paper_checks.paper_map and the page docs/_ext/llmq_docs.py writes from it)."""
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from paper_checks.items import PAPER_ITEMS
+from paper_checks.paper_map import Implementer, build, cited_items, load_report
+from paper_checks.registry import all_checks
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def pm():
+    return build()
+
+
+def resolve(name: str):
+    """The object a qualified name ``package.module.Class.attr`` names (ImportError/AttributeError
+    if there is none)."""
+    parts = name.split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[k:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(name)
+
+
+def test_citations_are_parsed_with_ranges_lists_and_substeps():
+    assert cited_items("Eq. 2-7") == {f"Eq. {k}" for k in range(2, 8)}
+    assert cited_items("Eqs. 23–25 and Lemmas 3-4") == {"Eq. 23", "Eq. 24", "Eq. 25", "Lemma 3", "Lemma 4"}
+    assert cited_items("Eq. 17, 18 and 20; Eq. 10a") == {"Eq. 17", "Eq. 18", "Eq. 20", "Eq. 10"}
+    assert cited_items("Algorithm 1 (RAD), Appendix C.2, Theorem 2's n") == {
+        "Algorithm 1", "Appendix C.2", "Theorem 2"}
+    assert cited_items("no citation: equation of state, lemma") == set()
+
+
+def test_every_numbered_item_has_exactly_one_row(pm):
+    items = [r.item for r in pm.rows]
+    assert len(items) == len(set(items))
+    missing = [i for i in PAPER_ITEMS if i not in items]
+    assert not missing, f"numbered items without a row: {missing}"
+    assert [r.item for r in pm.rows if r.group == "numbered"] == list(PAPER_ITEMS)
+
+
+def test_every_numbered_item_is_checked_and_most_are_implemented(pm):
+    numbered = [r for r in pm.rows if r.group == "numbered"]
+    for row in numbered:
+        assert row.checks, f"{row.item}: no check covers it"
+    # the proof steps of the appendices (Eq. 14-22, Proposition 2, Lemma 1) may have only checks;
+    # the model, the bounds, the theorems and the algorithms must have code that cites them
+    for row in numbered:
+        if row.item.startswith(("Theorem", "Algorithm", "Assumption", "Definition")) or row.item in {
+                f"Eq. {k}" for k in (*range(2, 14), 23, 24, 25)}:
+            assert row.implementers, f"{row.item}: no docstring of the packages cites it"
+
+
+def test_every_row_points_at_objects_that_exist(pm):
+    for row in pm.rows:
+        for impl in row.implementers:
+            obj = resolve(impl.name)
+            assert row.item in cited_items(obj.__doc__ or ""), (row.item, impl.name)
+
+
+def test_a_row_pointing_at_a_missing_function_is_caught():
+    with pytest.raises(AttributeError):
+        resolve(Implementer("theory.cost.no_such_function", "function").name)
+    with pytest.raises(ImportError):
+        resolve("no_such_package.f")
+
+
+def test_checks_are_the_registry_with_their_recorded_verdicts(pm):
+    registered = {c.id for c in all_checks()}
+    recorded = json.loads((ROOT / "paper_checks" / "verdicts.json").read_text(encoding="utf-8"))
+    assert list(pm.checks) == [c.id for c in all_checks()]
+    listed = {cid for row in pm.rows for cid in row.checks}
+    assert listed == registered, registered - listed
+    for entry in pm.checks.values():
+        assert entry.verdict == recorded[entry.id]
+        for item in entry.items:  # a check's items are rows, and the rows list it back
+            row = next(r for r in pm.rows if r.item == item)
+            assert entry.id in row.checks
+
+
+def test_appendix_claims_have_rows_from_the_checks_locations(pm):
+    appendix = {r.item for r in pm.rows if r.group == "appendix"}
+    assert {"Appendix B.1", "Appendix C.2", "Appendix C.3"} <= appendix
+    for item in appendix:
+        row = next(r for r in pm.rows if r.item == item)
+        assert all(item in cited_items(pm.checks[c].location) for c in row.checks)
+
+
+def test_the_report_findings_are_attached(tmp_path):
+    report = tmp_path / "paper_checks.json"
+    report.write_text(json.dumps({"checks": [
+        {"id": "eq5.missing_1_over_s", "summary": "off by 1/s", "correction": "divide by s",
+         "counterexample": {"gpu": "a100"}, "coverage": ""}]}), encoding="utf-8")
+    assert load_report(report) == {"eq5.missing_1_over_s": {
+        "summary": "off by 1/s", "correction": "divide by s", "counterexample": {"gpu": "a100"}}}
+    assert load_report(tmp_path / "absent.json") == {}
+    pm = build(report=report)
+    assert pm.checks["eq5.missing_1_over_s"].finding["correction"] == "divide by s"
+
+
+def test_the_page_links_items_functions_and_checks_both_ways(pm):
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        llmq_docs = importlib.import_module("llmq_docs")
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "_ext"))
+    page = llmq_docs.paper_map_rst(pm)
+    for row in pm.rows:
+        assert f".. _{llmq_docs.item_label(row.item)}:" in page  # the row's anchor
+        for impl in row.implementers:
+            assert f"<{impl.name}>`" in page or f":py:mod:`{impl.name}`" in page  # row -> API reference
+        for cid in row.checks:  # row -> check
+            assert f"`{cid} <{llmq_docs.check_label(cid)}>`" in page
+    for entry in pm.checks.values():  # check -> its section with the verdict, and back to the rows
+        assert f".. _{llmq_docs.check_label(entry.id)}:" in page
+        assert f"**Verdict (recorded): {entry.verdict}**" in page
+        for item in entry.items:
+            assert f"`{item} <{llmq_docs.item_label(item)}>`" in page
+    counts = pm.counts()
+    print("paper map:", ", ".join(f"{k} {v}" for k, v in counts.items()))
+    assert counts["items"] == len(pm.rows) and counts["checks listed"] == len(pm.checks)
