@@ -63,9 +63,7 @@ suppress_warnings = [
 ]
 # Docstrings whose reStructuredText is malformed (to be fixed in their modules, not here): their
 # docutils warnings are listed at the end of the build instead of failing it. Anything else fails.
-llmq_known_docstring_issues = (
-    "theory.assumptions",  # "Assumption k: ..." lines followed by indented text: a broken definition list
-)
+llmq_known_docstring_issues = ()
 # (a package docstring's "Modules" section, a plain-text table, is shown as a literal block by
 # the llmq_docs extension: no entry is needed for it)
 

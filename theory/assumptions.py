@@ -1,13 +1,15 @@
 """Which of the paper's Assumptions 1-4 hold for a GPU, a model and a workload.
 
-Assumption 1: some tile t* reaches the GPU's maximal FLOP rate on large, perfectly tiled GeMMs.
-    Checked: t* maximises ``mu(t) t_row t_col t_red`` over the tile set, and the model's weight and
-    attention dimensions are divisible by t*_row and t*_red so its GeMMs can be perfectly tiled.
-Assumption 2: ``d_col`` GeMVs ``y(i) = A x(i)`` take longer than the one GeMM ``Y = A X``.
-    Checked for every weight matrix ``A`` of the model and every ``d_col`` in 1..``d_col_max``,
-    each side on its fastest tile.
-Assumption 3: L^P is a multiple of t*_lcm almost surely, and lengths are bounded.
-Assumption 4: GPU memory holds the weights plus the KV cache of t*_col requests of maximal length.
+* Assumption 1: some tile t* reaches the GPU's maximal FLOP rate on large, perfectly tiled
+  GeMMs. Checked: t* maximises ``mu(t) t_row t_col t_red`` over the tile set, and the model's
+  weight and attention dimensions are divisible by t*_row and t*_red so its GeMMs can be perfectly
+  tiled.
+* Assumption 2: ``d_col`` GeMVs ``y(i) = A x(i)`` take longer than the one GeMM ``Y = A X``.
+  Checked for every weight matrix ``A`` of the model and every ``d_col`` in 1..``d_col_max``,
+  each side on its fastest tile.
+* Assumption 3: L^P is a multiple of t*_lcm almost surely, and lengths are bounded.
+* Assumption 4: GPU memory holds the weights plus the KV cache of t*_col requests of maximal
+  length.
 
 References
 ----------
