@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stability.runner import Runner, with_seed
+from stability.runner import Cache, Runner, task_key, with_seed
 from stability.sim.simulate import Scenario
-from theory.plan import Candidate, Family, Grid, PlanSpec, SloSpec, build_grid
+from theory.plan import Candidate, Family, Grid, OneGpu, PlanSpec, SloSpec, build_grid, one_gpu_capacity
 from theory.stats import t_interval
 
 CONFIDENCE = 0.95
@@ -100,6 +100,24 @@ def run_plan_task(task: dict) -> dict:
 def _finite(x):
     """A float for strict JSON: NaN and infinities become None."""
     return float(x) if x is not None and math.isfinite(float(x)) else None
+
+
+def cached_capacity(cache: Cache):
+    """:func:`theory.plan.one_gpu_capacity` kept in the runner's cache (keyed by the family, the
+    workload, the GPU and model files' content and the code version), for :func:`theory.plan.build_grid`."""
+
+    def capacity(spec: PlanSpec, fam: Family) -> OneGpu:
+        key = task_key({"kind": "plan_bound", "family": fam.label, "options": list(map(list, fam.options)),
+                        "workload": spec.workload, "gpu_file": spec.gpu_file, "model_file": spec.model_file})
+        hit = cache.get(key)
+        if hit is not None:
+            return OneGpu(**{k: math.nan if v is None else v for k, v in hit.items()})
+        one = one_gpu_capacity(spec, fam)
+        cache.put(key, {"family": fam.label}, {k: _finite(v) for k, v in one.__dict__.items()
+                                               if k != "binds"} | {"binds": one.binds})
+        return one
+
+    return capacity
 
 
 # --- plans --------------------------------------------------------------------------------------
@@ -268,5 +286,5 @@ def smallest_feasible(cands: list[Candidate], evaluate) -> Evaluated | None:
     return evaluate(cands[hi])
 
 
-__all__ = ["CONFIDENCE", "Evaluated", "PlanResult", "judge", "measure", "plan_task", "replicate_seed",
-           "run_plan_task", "scenario_of", "search", "smallest_feasible"]
+__all__ = ["CONFIDENCE", "Evaluated", "PlanResult", "cached_capacity", "judge", "measure", "plan_task",
+           "replicate_seed", "run_plan_task", "scenario_of", "search", "smallest_feasible"]

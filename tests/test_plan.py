@@ -231,3 +231,44 @@ def test_unknown_slo_and_contradictory_limits():
         PlanSpec(rate=1.0, r_min=5, r_max=4).validate()
     with pytest.raises(FieldError, match="rate"):
         PlanSpec(rate=math.nan).validate()
+
+
+def test_one_gpu_bound_equals_the_theorem_at_the_schedulers_memory_fraction():
+    spec = PlanSpec(rate=1.0, workload=W, gpus=("l4",), schedulers=("sarathi", "slai"))
+    cm, w = cost_model(CostSpec("l4", "mistral-7b", "real")), get_workload(W)
+    for fam in families_of(spec):
+        caps = scheduler_caps(fam.scheduler, dict(fam.options))
+        direct = capacity_bound(cm, w, 1, b_max=caps.b_max, max_decodes=caps.max_decodes,
+                                kv_tokens=kv_capacity_tokens(cm, caps.kv_utilization))
+        got = one_gpu_capacity(spec, fam)
+        assert got.bound == pytest.approx(direct.bound, rel=1e-9) and got.binds == direct.binds
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def test_llmq_plan_writes_strict_outputs_with_a_data_dictionary(tmp_path, capsys):
+    import csv
+    import json
+
+    from llmq.cli import main
+    from llmq.plan_output import COLUMNS
+
+    args = ["plan", "--rate", "60", "--workload", W, "--gpus", "a100,l40s", "--schedulers", "sarathi",
+            "--knob", "sarathi.chunk_size=256|512", "--max-gpus", "3", "--requests", "300", "--out",
+            str(tmp_path)]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "pruned by the certified bound" in text and "Student-t" in text
+    assert "cheapest feasible plan" in text
+    data = json.loads((tmp_path / "plan.json").read_text(),
+                      parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    assert data["counts"]["considered"] == 2 * 2 * 3 and data["best"]["feasible"]
+    with open(tmp_path / "plan.csv") as fh:
+        header = next(csv.reader(fh))
+    metrics = [h for h in header if h not in COLUMNS]
+    assert metrics and all(h.split("_lo")[0].split("_hi")[0].split("@")[0] in ("ttft_p50", "ttft_p99",
+                                                                                  "tbt_p99") for h in metrics)
+    assert (tmp_path / "plan.png").stat().st_size > 0 and (tmp_path / "plan.md").exists()
+    assert main([*args, "--min-gpus", "4"]) == 2
+    assert "r_min" in capsys.readouterr().err

@@ -395,25 +395,34 @@ class OneGpu:
 
 
 @cache
-def _one_gpu(gpu: str, model: str, mode: str, gpu_file, model_file, workload: str, b_max, q,
-             kv_util: float) -> OneGpu:
+def _per_gpu_law(gpu: str, model: str, mode: str, gpu_file, model_file, workload: str, b_max, q
+                 ) -> tuple[float, float]:
+    """(compute bound, KV bound per KV token) of one GPU: the KV bound
+    ``M / E[K]`` is linear in the cache size M, so one evaluation serves every memory fraction."""
     from theory.builder import CostSpec, cost_model
-    from theory.capacity import capacity_bound, kv_capacity_tokens
+    from theory.capacity import capacity_bound
     from theory.workload import get_workload
 
     cm = cost_model(CostSpec(gpu, model, mode, None, gpu_file, model_file))
-    kv = kv_capacity_tokens(cm, kv_util)
-    if kv <= 0:  # the weights alone do not fit: no request can be served
-        return OneGpu(0.0, "kv-memory", math.nan, 0.0, 0.0)
-    cap = capacity_bound(cm, get_workload(workload), 1, b_max=b_max, max_decodes=q, kv_tokens=kv)
-    return OneGpu(cap.bound, cap.binds, cap.lam_compute, cap.lam_kv, kv)
+    cap = capacity_bound(cm, get_workload(workload), 1, b_max=b_max, max_decodes=q, kv_tokens=1.0)
+    return cap.lam_compute, cap.lam_kv
 
 
 def one_gpu_capacity(spec: PlanSpec, fam: Family) -> OneGpu:
-    """The certified capacity of one GPU of ``fam`` on the spec's workload (cached per process)."""
+    """The certified capacity of one GPU of ``fam`` on the spec's workload (cached per process):
+    ``min(lam_C, M lam_M(1))`` with M the KV tokens at the scheduler's memory fraction."""
+    from theory.builder import CostSpec, cost_model
+    from theory.capacity import kv_capacity_tokens
+
     caps = scheduler_caps(fam.scheduler, dict(fam.options))
-    return _one_gpu(fam.gpu, fam.model, fam.mode, spec.gpu_file, spec.model_file, spec.workload,
-                    caps.b_max, caps.max_decodes, caps.kv_utilization)
+    cm = cost_model(CostSpec(fam.gpu, fam.model, fam.mode, None, spec.gpu_file, spec.model_file))
+    kv = kv_capacity_tokens(cm, caps.kv_utilization)
+    if kv <= 0:  # the weights alone do not fit: no request can be served
+        return OneGpu(0.0, "kv-memory", math.nan, 0.0, 0.0)
+    lam_c, lam_kv1 = _per_gpu_law(fam.gpu, fam.model, fam.mode, spec.gpu_file, spec.model_file,
+                                  spec.workload, caps.b_max, caps.max_decodes)
+    lam_kv = kv * lam_kv1
+    return OneGpu(min(lam_c, lam_kv), "compute" if lam_c <= lam_kv else "kv-memory", lam_c, lam_kv, kv)
 
 
 @dataclass(frozen=True)
@@ -456,12 +465,13 @@ def families_of(spec: PlanSpec) -> list[Family]:
     return out
 
 
-def build_grid(spec: PlanSpec) -> Grid:
+def build_grid(spec: PlanSpec, capacity=one_gpu_capacity) -> Grid:
     """The candidates of ``spec`` with their certified capacities and prices, pruned and ordered.
 
     Pruning rule: drop ``(family, r)`` when ``fleet_capacity(one GPU's bound, r) < rate``; no
     scheduler, chunking or batching carries the target there (:mod:`theory.capacity`).
     Order: price per hour ascending, then headroom descending, then the family's label.
+    ``capacity(spec, family) -> OneGpu`` computes one GPU's bound (a caller may cache it on disk).
 
     Raises
     ------
@@ -476,7 +486,7 @@ def build_grid(spec: PlanSpec) -> Grid:
     keys = {g: get_gpu(g, spec.gpu_file).key for g in spec.gpu_list}
     gpu_prices = {keys[g]: gpu_price(prices, keys[g], spec.price_file) for g in spec.gpu_list}
     fams = families_of(spec)
-    one = {f: one_gpu_capacity(spec, f) for f in fams}
+    one = {f: capacity(spec, f) for f in fams}
     kept, pruned = [], []
     for f in fams:
         for r in range(spec.r_min, spec.r_max + 1):
