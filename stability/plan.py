@@ -52,30 +52,18 @@ def replicate_seed(seed: int, k: int) -> int:
 
 
 def measure(res) -> dict:
-    """SLO metrics of one run, over all requests (``"all"``) and per class: TTFT P50/P99, TBT P99
-    (from the TBT histograms), and the run's verdict, completions and rejections."""
+    """SLO metrics of one run (detail mode): TTFT P50/P99 and TBT P99 (from the TBT histograms),
+    keyed ``ttft_p50`` etc. for a run with one class and ``ttft_p50@<class>`` per class otherwise,
+    and the run's stability verdict, requests, completions and rejections."""
     rq = res.requests
-    ttft = rq["t_first"] - rq["arrival"]
-    hist, stat = res._tbt_record()
-    from stability.sim import metrics
-
     out = {"verdict": res.verdict().verdict, "completed": int(np.isfinite(rq["t_finish"]).sum()),
            "rejected": int(np.sum(rq["reject"] > 0)), "requests": int(rq["arrival"].size)}
-    groups = {"all": np.ones(ttft.size, dtype=bool)}
-    if len(res.classes) > 1:
-        groups.update({c.name: rq["cls"] == k for k, c in enumerate(res.classes)})
-    for name, mine in groups.items():
-        lat = metrics.summarize_latency(ttft[mine])
-        if name == "all":
-            tbt = metrics.summarize_tbt(hist.sum(axis=0), (stat[:, 0].sum(), stat[:, 1].sum(),
-                                                           stat[:, 2].max()))
-        else:
-            k = [c.name for c in res.classes].index(name)
-            tbt = metrics.summarize_tbt(hist[k], stat[k])
-        suffix = "" if name == "all" else f"@{name}"
-        out[f"ttft_p50{suffix}"] = lat["p50"]
-        out[f"ttft_p99{suffix}"] = lat["p99"]
-        out[f"tbt_p99{suffix}"] = tbt["p99"]
+    classes = res.class_summary()
+    for d in classes:
+        suffix = "" if len(classes) == 1 else f"@{d['name']}"
+        out[f"ttft_p50{suffix}"] = d["ttft"]["p50"]
+        out[f"ttft_p99{suffix}"] = d["ttft"]["p99"]
+        out[f"tbt_p99{suffix}"] = d["tbt"]["p99"]
     return out
 
 
@@ -212,7 +200,7 @@ class PlanResult:
 
 
 def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2,
-           base_seed: int = 0, grid: Grid | None = None) -> PlanResult:
+           base_seed: int = 0, grid: Grid | None = None, stop_early: bool = True) -> PlanResult:
     """Cheapest-first search with early stopping (module docstring).
 
     Parameters
@@ -226,6 +214,10 @@ def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2
         Base of every task's seed.
     grid : Grid, optional
         A grid already built for ``spec``.
+    stop_early : bool
+        Stop at the first family whose cheapest fleet costs at least the best plan, and search
+        only fleets cheaper than it (default). False visits every family and finds each one's
+        smallest feasible fleet: a fuller Pareto front at the price of more simulations.
     """
     grid = grid or build_grid(spec)
     out = PlanResult(spec, grid)
@@ -248,10 +240,10 @@ def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2
     visited = 0
     for fam in order:
         cands = sorted(by_family[fam], key=lambda c: c.r)  # kept r's of a family are contiguous
-        if out.best is not None and cands[0].usd_per_hour >= out.best.candidate.usd_per_hour:
+        if stop_early and out.best is not None and cands[0].usd_per_hour >= out.best.candidate.usd_per_hour:
             break
         visited += 1
-        if out.best is not None:
+        if stop_early and out.best is not None:
             cands = [c for c in cands if c.usd_per_hour < out.best.candidate.usd_per_hour]
         found = smallest_feasible(cands, evaluate)
         if found is not None and (out.best is None

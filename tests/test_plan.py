@@ -171,6 +171,20 @@ def test_pruning_agrees_with_brute_force(tiny):
     assert res.counts["simulated"] + res.counts["saved"] == len(grid.kept)
 
 
+def test_full_front_finds_the_same_best_and_a_non_dominated_front(tiny):
+    spec, runner, res = tiny
+    full = search(spec, runner, grid=res.grid, stop_early=False, **SMALL)
+    assert full.best.candidate.usd_per_hour == res.best.candidate.usd_per_hour
+    assert full.counts["simulated"] >= res.counts["simulated"]
+    assert full.counts["families_visited"] == len({c.family for c in res.grid.kept})
+    key = spec.slo.tail_metric
+    pts = [(e.candidate.usd_per_hour, e.result["metrics"][key][0]) for e in full.front()]
+    feas = [(e.candidate.usd_per_hour, e.result["metrics"][key][0]) for e in full.evaluated if e.feasible]
+    for p in pts:  # nothing feasible is at least as cheap and strictly better, or cheaper and as good
+        assert not any((q[0] <= p[0] and q[1] < p[1]) or (q[0] < p[0] and q[1] <= p[1]) for q in feas)
+    assert all(any(q[0] >= p[0] and q[1] >= p[1] for p in pts) for q in feas)  # the front covers them
+
+
 def test_returned_plans_hold_on_new_seeds_and_longer_runs(tiny, tmp_path):
     from stability.plan import plan_task
 
@@ -227,6 +241,8 @@ def test_unknown_slo_and_contradictory_limits():
         parse_slo("ttft_p90=1")
     with pytest.raises(FieldError, match="slo tbt_p99"):
         parse_slo("tbt_p99=-1")
+    with pytest.raises(FieldError, match="tbt_p99@paying"):
+        PlanSpec(rate=1.0, slo=parse_slo("tbt_p99@paying=0.1")).validate()
     with pytest.raises(FieldError, match="r_min"):
         PlanSpec(rate=1.0, r_min=5, r_max=4).validate()
     with pytest.raises(FieldError, match="rate"):

@@ -358,6 +358,10 @@ class PlanSpec:
                 raise UnknownNameError("mode", mode, ("paper", "real"))
         for s in self.schedulers:
             scheduler_caps(s, {})
+        for s in self.slo.limits:
+            if s.cls != "all":
+                raise FieldError(f"slo {s.key}", s.limit, "a limit over all requests (request classes "
+                                                           "are not planned yet)")
 
 
 def fleet_capacity(one_gpu: float, r: int, planner: str = "random") -> float:

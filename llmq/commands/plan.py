@@ -45,6 +45,9 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=d["seed"], help="base seed (default 0)")
     p.add_argument("--workers", type=int, default=d["workers"], help="processes (default 1)")
     p.add_argument("--out", default=d["out"], help="output directory; results go to OUT (default out)")
+    p.add_argument("--full-front", action="store_true",
+                   help="no early stopping: find every family's smallest feasible fleet (a fuller Pareto "
+                        "front, more simulations)")
     p.add_argument("--json", action="store_true", help="print plan.json instead of the report")
     p.set_defaults(run=run)
 
@@ -103,7 +106,7 @@ def run(args) -> int:
     grid = build_grid(spec, cached_capacity(cache))
     runner = Runner(cache, LocalExecutor(require_positive_int("--workers", args.workers)))
     try:
-        res = search(spec, runner, n_requests, seeds, args.seed, grid)
+        res = search(spec, runner, n_requests, seeds, args.seed, grid, stop_early=not args.full_front)
     finally:
         runner.executor.close()
     elapsed = time.perf_counter() - t0
