@@ -118,7 +118,8 @@ def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows
                  "requests_per_run": n_requests, "seeds": seeds, "confidence": CONFIDENCE},
         "counts": res.counts,
         "prices": {k: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "instance": p.instance,
-                       "provider": p.provider, "source": p.source, "as_of": p.as_of}
+                       "provider": p.provider, "source": p.source, "as_of": p.as_of,
+                       "checked_against_source": p.checked}
                    for k, p in res.grid.prices.items()},
         "one_gpu_certified": {f.label: {"bound": o.bound, "binds": o.binds, "kv_tokens": o.kv_tokens}
                               for f, o in res.grid.one_gpu.items()},

@@ -65,6 +65,8 @@ class Price:
         ``instance_usd_per_hour / gpus_per_instance`` (or a user's direct figure).
     source, instance, provider, as_of : str
         The public price list, the instance type priced there, its provider and date.
+    checked : bool or None
+        Whether the figure was read off the cited page when the file was written (None: not said).
     """
 
     gpu: str
@@ -73,6 +75,7 @@ class Price:
     instance: str = ""
     provider: str = ""
     as_of: str = ""
+    checked: bool | None = None
 
 
 def load_prices(path: str | Path | None = None) -> dict[str, Price]:
@@ -106,7 +109,8 @@ def _price(key: str, t: dict, where: str) -> Price:
                          "usd_per_gpu_hour, or instance_usd_per_hour with gpus_per_instance")
     require_positive(f"{where}: prices.{key} (USD per GPU-hour)", usd)
     return Price(key, float(usd), str(t.get("source", "")), str(t.get("instance", "")),
-                 str(t.get("provider", "")), str(t.get("as_of", "")))
+                 str(t.get("provider", "")), str(t.get("as_of", "")),
+                 t["checked"] if isinstance(t.get("checked"), bool) else None)
 
 
 def gpu_price(prices: dict[str, Price], gpu: str, price_file: str | None = None) -> Price:
