@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from llmq.commands import bounds, calibrate, check, dtmc, region, simulate, slai, validate
+from llmq.commands import bounds, calibrate, check, dtmc, plan, region, simulate, slai, validate
 
-COMMANDS = (region, bounds, simulate, dtmc, slai, check, calibrate, validate)
+COMMANDS = (region, bounds, simulate, dtmc, slai, check, calibrate, validate, plan)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ and :func:`with_seed` derives the task's seed the same way, so a result depends 
 alone: not on the worker, the order, or the number of workers. :class:`Cache` keeps results as
 ``<dir>/<key>.json`` written atomically, so an interrupted sweep loses only the tasks in flight.
 
-One runner serves every sweep: ``llmq region`` and ``llmq slai`` (and the planner to come).
+One runner serves every sweep: ``llmq region``, ``llmq slai`` and ``llmq plan`` (:mod:`stability.plan`).
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ TASK_KINDS = {
     "n_min": "stability.points:run_n_min",
     "dtmc": "stability.points:run_dtmc",
     "slai": "stability.slai.study:run_point_task",
+    "plan": "stability.plan:run_plan_task",
 }
 
 

@@ -1,0 +1,121 @@
+"""``llmq plan``: the cheapest fleet that carries a target rate within its SLOs, with certified bounds."""
+
+from __future__ import annotations
+
+import time
+
+from theory.errors import FieldError, require_positive, require_positive_int
+
+HELP = ("the cheapest fleet (GPU, scheduler and knobs, r) that carries --rate req/s within --slo: "
+        "certified bounds prune, simulations decide; writes OUT/plan.md, .csv, .json, .png")
+DEFAULTS = {"rate": 40.0, "workload": "table1", "slo": "ttft_p50=0.5,tbt_p99=0.1", "gpus": "all",
+            "schedulers": "rad,sarathi,vllm,slai", "max_gpus": 16, "min_gpus": 1, "model": "mistral-7b",
+            "mode": "real", "requests": 2000, "seeds": 2, "seed": 0, "workers": 1, "out": "out"}
+
+
+def add_parser(sub) -> None:
+    """Register ``llmq plan`` and its options on the sub-command parser ``sub``."""
+    d = DEFAULTS
+    p = sub.add_parser("plan", help=HELP, description=HELP + ". Simulations are cached in OUT/plan/cache, "
+                                                             "so an interrupted search resumes.")
+    p.add_argument("--rate", type=float, default=d["rate"], help=f"target req/s (default {d['rate']:g})")
+    p.add_argument("--workload", default=d["workload"],
+                   help="table1, sharegpt4, deterministic:LP,LD, uniform:a-b,c-d or a CSV path "
+                        f"(default {d['workload']})")
+    p.add_argument("--slo", default=d["slo"],
+                   help="limits in seconds: ttft_p50, ttft_p99, tbt_p99 (NAME@CLASS for one class), "
+                        f"or 'stable' (default {d['slo']})")
+    p.add_argument("--gpus", default=d["gpus"], help="comma-separated GPU presets (default: every preset)")
+    p.add_argument("--schedulers", default=d["schedulers"], help=f"default {d['schedulers']}")
+    p.add_argument("--knob", action="append", default=[], metavar="SCHED.NAME=V1|V2",
+                   help="knob values to try, e.g. sarathi.chunk_size=256|512 (repeatable; default: "
+                        "each scheduler's defaults)")
+    p.add_argument("--max-gpus", type=int, default=d["max_gpus"],
+                   help=f"largest fleet (default {d['max_gpus']})")
+    p.add_argument("--min-gpus", type=int, default=d["min_gpus"], help="smallest fleet (default 1)")
+    p.add_argument("--model", default=d["model"], help=f"comma-separated models (default {d['model']})")
+    p.add_argument("--mode", default=d["mode"], help="paper, real or paper,real (default real)")
+    p.add_argument("--price-file", help="TOML overriding or adding GPU prices ([prices.<gpu>], base =)")
+    p.add_argument("--gpu-file", help="TOML file adding or overriding GPU profiles")
+    p.add_argument("--model-file", help="TOML file adding or overriding model profiles")
+    p.add_argument("--requests", type=int, default=d["requests"],
+                   help=f"requests per simulation (default {d['requests']}: small, hence the CIs)")
+    p.add_argument("--seeds", type=int, default=d["seeds"],
+                   help=f"replicates per candidate (default {d['seeds']})")
+    p.add_argument("--seed", type=int, default=d["seed"], help="base seed (default 0)")
+    p.add_argument("--workers", type=int, default=d["workers"], help="processes (default 1)")
+    p.add_argument("--out", default=d["out"], help="output directory; results go to OUT (default out)")
+    p.add_argument("--full-front", action="store_true",
+                   help="no early stopping: find every family's smallest feasible fleet (a fuller Pareto "
+                        "front, more simulations)")
+    p.add_argument("--json", action="store_true", help="print plan.json instead of the report")
+    p.set_defaults(run=run)
+
+
+def parse_knobs(items: list[str]) -> dict:
+    """``["sarathi.chunk_size=256|512"]`` -> ``{"sarathi": ({"chunk_size": 256}, {"chunk_size": 512})}``
+    (several knobs of one scheduler combine as a grid)."""
+    from itertools import product
+
+    from llmq.options import parse_value
+
+    grid: dict = {}
+    for item in items:
+        name, sep, values = str(item).partition("=")
+        sched, dot, knob = name.strip().partition(".")
+        if not (sep and dot and sched and knob and values.strip()):
+            raise FieldError("--knob", item, "SCHEDULER.NAME=V1|V2, e.g. sarathi.chunk_size=256|512")
+        grid.setdefault(sched, {})[knob] = [parse_value(v) for v in values.split("|") if v.strip()]
+    return {s: tuple(dict(zip(k, combo, strict=True)) for combo in product(*k.values()))
+            for s, k in grid.items()}
+
+
+def spec_from(args):
+    """The :class:`theory.plan.PlanSpec` the options describe."""
+    from llmq.options import parse_names
+    from theory.plan import PlanSpec, parse_slo
+
+    gpus = () if str(args.gpus).strip().lower() == "all" else tuple(parse_names(args.gpus))
+    knobs = parse_knobs(args.knob)
+    schedulers = tuple(parse_names(args.schedulers))
+    unknown = sorted(set(knobs) - set(schedulers))
+    if unknown:
+        raise FieldError("--knob", unknown, f"schedulers among --schedulers ({', '.join(schedulers)})")
+    return PlanSpec(rate=float(require_positive("--rate", args.rate)), workload=args.workload,
+                    slo=parse_slo(args.slo), gpus=gpus, models=tuple(parse_names(args.model)),
+                    modes=tuple(parse_names(args.mode)), schedulers=schedulers, knobs=knobs,
+                    r_min=args.min_gpus, r_max=args.max_gpus, price_file=args.price_file,
+                    gpu_file=args.gpu_file, model_file=args.model_file)
+
+
+def run(args) -> int:
+    """Run ``llmq plan`` on the parsed ``args``; the exit code."""
+    from pathlib import Path
+
+    from llmq.plan_output import console_lines, write_outputs
+    from stability.plan import cached_capacity, search
+    from stability.runner import Cache, LocalExecutor, Runner
+    from theory.plan import build_grid
+
+    t0 = time.perf_counter()
+    spec = spec_from(args)
+    n_requests = require_positive_int("--requests", args.requests)
+    seeds = require_positive_int("--seeds", args.seeds)
+    out = Path(args.out)
+    cache = Cache(out / "plan" / "cache")
+    grid = build_grid(spec, cached_capacity(cache))
+    runner = Runner(cache, LocalExecutor(require_positive_int("--workers", args.workers)))
+    try:
+        res = search(spec, runner, n_requests, seeds, args.seed, grid, stop_early=not args.full_front)
+    finally:
+        runner.executor.close()
+    elapsed = time.perf_counter() - t0
+    lines = console_lines(res, n_requests, seeds, elapsed)
+    files = write_outputs(res, out, lines, n_requests, seeds, elapsed)
+    if args.json:
+        print((out / "plan.json").read_text(encoding="utf-8"))
+    else:
+        print("\n".join(lines))
+        print(f"wrote {', '.join(files)} (simulations cached in {out / 'plan' / 'cache'}: "
+              f"{runner.computed} run, {runner.cached} reused)")
+    return 0

@@ -1,0 +1,203 @@
+"""What ``llmq plan`` prints and writes: the counts, the cheapest plan, the Pareto front, and
+``plan.md``, ``plan.csv``, ``plan.json`` (strict: no NaN, with a data dictionary of the CSV
+columns) and ``plan.png`` (price per hour against the tail-latency SLO metric)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from stability.plan import CONFIDENCE, Evaluated, PlanResult
+from theory.io import atomic_write_csv, atomic_write_text
+
+COLUMNS = {
+    "gpu": "GPU preset key",
+    "model": "model preset",
+    "mode": "layer model: paper (the paper's layer) or real (GQA + SwiGLU)",
+    "scheduler": "scheduler name (stability.schedulers)",
+    "knobs": "scheduler options as name=value;... (empty: the scheduler's defaults)",
+    "r": "number of GPUs behind the uniformly random planner (TP = 1: one model replica per GPU)",
+    "usd_per_hour": "r x the GPU's on-demand price per GPU-hour (prices.toml or --price-file), USD",
+    "certified_rps": "certified upper bound on the request rate the fleet can sustain (any scheduler; "
+                     "r x one GPU's bound under random routing), req/s",
+    "binds": "what binds the certified bound: compute or kv-memory",
+    "utilisation": "target rate / certified bound (a lower bound on the load of any deployment)",
+    "headroom": "1 - utilisation",
+    "feasible": "simulation met every SLO (mean over seeds), no seed unstable, no rejection",
+    "missed": "SLOs missed (;-separated), 'stable' for an unstable seed, 'rejections' for refused requests",
+    "metric": "SLO metric key, e.g. ttft_p50, tbt_p99 or tbt_p99@class (columns <metric>, <metric>_lo, "
+              "<metric>_hi: mean over seeds and its Student-t interval, seconds; empty if undefined)",
+    "front": "on the Pareto front of price vs the tail-latency SLO metric",
+    "best": "the cheapest feasible plan",
+}
+
+
+def _clean(x):
+    """Strict-JSON value: NaN and infinities become None; containers recursively."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def _metric_keys(res: PlanResult) -> list[str]:
+    keys: list[str] = []
+    for e in res.evaluated:
+        for k in e.result["metrics"]:
+            if k not in keys:
+                keys.append(k)
+    return keys
+
+
+def plan_row(e: Evaluated, keys: list[str], front: set, best: Evaluated | None) -> dict:
+    """One evaluated candidate as a flat row (see ``COLUMNS``)."""
+    c = e.candidate
+    row = {"gpu": c.family.gpu, "model": c.family.model, "mode": c.family.mode,
+           "scheduler": c.family.scheduler, "knobs": ";".join(f"{k}={v}" for k, v in c.family.options),
+           "r": c.r, "usd_per_hour": c.usd_per_hour, "certified_rps": c.certified, "binds": c.binds,
+           "utilisation": c.utilisation, "headroom": c.headroom, "feasible": e.feasible,
+           "missed": ";".join(e.missed)}
+    for k in keys:
+        mean, lo, hi = e.result["metrics"].get(k, [None, None, None])
+        row[k], row[f"{k}_lo"], row[f"{k}_hi"] = mean, lo, hi
+    row["front"] = id(e) in front
+    row["best"] = best is e
+    return row
+
+
+def _ci(m: list) -> str:
+    mean, lo, hi = m
+    if mean is None:
+        return "n/a"
+    return f"{mean * 1e3:.1f} ms" + (f" [{lo * 1e3:.1f}, {hi * 1e3:.1f}]" if lo is not None else "")
+
+
+def describe(e: Evaluated, slo_keys: list[str]) -> str:
+    """One line: the configuration, price, certified bound, utilisation, SLO figures with CIs."""
+    c = e.candidate
+    figs = ", ".join(f"{k} {_ci(e.result['metrics'][k])}" for k in slo_keys if k in e.result["metrics"])
+    return (f"{c.r} x {c.family.label}: ${c.usd_per_hour:.2f}/h, certified <= {c.certified:.2f} req/s "
+            f"({c.binds}), utilisation {c.utilisation:.1%}, headroom {c.headroom:.1%}; {figs}")
+
+
+def console_lines(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float) -> list[str]:
+    """The report ``llmq plan`` prints."""
+    s = res.spec
+    n = res.counts
+    keys = [x.key for x in s.slo.limits]
+    lines = [f"llmq plan: {s.rate:g} req/s of {s.workload}, SLOs {s.slo.text}, r <= {s.r_max}, "
+             f"{'/'.join(s.models)} ({'/'.join(s.modes)} layers, TP = 1), random routing",
+             f"configurations considered {n['considered']}, pruned by the certified bound {n['pruned']}, "
+             f"simulated {n['simulated']}, simulations saved {n['saved']} "
+             f"(families {n['families']}, visited {n['families_visited']})",
+             f"simulated SLO figures: mean over {seeds} seeds of {n_requests} requests with "
+             f"{CONFIDENCE:.0%} Student-t intervals [low, high]"]
+    if res.best is None:
+        lines.append("no simulated configuration met the SLOs (raise --max-gpus, relax --slo, or "
+                     "simulate longer: see plan.csv for what each missed)")
+    else:
+        lines.append("cheapest feasible plan: " + describe(res.best, keys))
+        lines.append(f"Pareto front (price vs {s.slo.tail_metric or 'price'}, among the simulated plans):")
+        lines += ["  " + describe(e, keys) for e in res.front()]
+    lines.append(f"runtime {elapsed_s:.1f} s")
+    return lines
+
+
+def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows: list[dict]) -> dict:
+    """The whole result as a strict-JSON-able dict."""
+    s = res.spec
+    return _clean({
+        "spec": {"rate": s.rate, "workload": s.workload, "slo": s.slo.text, "gpus": list(s.gpu_list),
+                 "models": list(s.models), "modes": list(s.modes), "schedulers": list(s.schedulers),
+                 "knobs": {k: [dict(x) for x in v] for k, v in s.knobs.items()}, "r_min": s.r_min,
+                 "r_max": s.r_max, "planner": s.planner, "tensor_parallel": 1,
+                 "requests_per_run": n_requests, "seeds": seeds, "confidence": CONFIDENCE},
+        "counts": res.counts,
+        "prices": {k: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "instance": p.instance,
+                       "provider": p.provider, "source": p.source, "as_of": p.as_of,
+                       "checked_against_source": p.checked}
+                   for k, p in res.grid.prices.items()},
+        "one_gpu_certified": {f.label: {"bound": o.bound, "binds": o.binds, "kv_tokens": o.kv_tokens}
+                              for f, o in res.grid.one_gpu.items()},
+        "best": next((r for r in rows if r["best"]), None),
+        "front": [r for r in rows if r["front"]],
+        "evaluated": rows,
+        "columns": COLUMNS,
+        "elapsed_s": elapsed_s,
+    })
+
+
+def markdown(res: PlanResult, lines: list[str], rows: list[dict]) -> str:
+    """``plan.md``: the console report and a table of every simulated candidate."""
+    keys = [x.key for x in res.spec.slo.limits]
+    head = ["GPU", "model", "mode", "scheduler", "knobs", "r", "$/h", "certified req/s", "utilisation",
+            *keys, "feasible"]
+    out = ["# llmq plan", "", *[f"* {x}" for x in lines], "", "## Simulated candidates", "",
+           "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["gpu"], r["model"], r["mode"], r["scheduler"], r["knobs"] or "-", r["r"],
+                 f"{r['usd_per_hour']:.2f}", f"{r['certified_rps']:.2f}", f"{r['utilisation']:.1%}",
+                 *[_ci([r.get(k), r.get(f"{k}_lo"), r.get(f"{k}_hi")]) for k in keys],
+                 "yes" if r["feasible"] else "no (" + r["missed"] + ")"]
+        out.append("| " + " | ".join(str(c) for c in cells) + " |")
+    out += ["", "Prices: " + "; ".join(f"{k} ${p.usd_per_gpu_hour:.3f}/GPU-h ({p.instance}, {p.provider}, "
+                                       f"{p.as_of}, {p.source})" for k, p in res.grid.prices.items()), ""]
+    return "\n".join(out)
+
+
+def plot(res: PlanResult, path: Path) -> Path:
+    """``plan.png``: price per hour against the tail SLO metric of every simulated candidate, the
+    front joined, titled with the model, workload and SLOs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = res.spec
+    key = s.slo.tail_metric
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    front = res.front()
+    if key is not None:
+        for ok, mark, lab in ((True, "o", "feasible"), (False, "x", "missed an SLO")):
+            pts = [(e.candidate.usd_per_hour, e.result["metrics"][key][0]) for e in res.evaluated
+                   if e.feasible == ok and e.result["metrics"].get(key, [None])[0] is not None]
+            if pts:
+                ax.scatter(*zip(*pts, strict=True), marker=mark, label=lab)
+        if front:
+            ax.plot([e.candidate.usd_per_hour for e in front], [e.result["metrics"][key][0] for e in front],
+                    "-", color="k", lw=1, label="Pareto front")
+            for e in front:
+                ax.annotate(f"{e.candidate.r}x{e.candidate.family.gpu}/{e.candidate.family.scheduler}",
+                            (e.candidate.usd_per_hour, e.result["metrics"][key][0]), fontsize=7)
+        limit = next(x.limit for x in s.slo.limits if x.key == key)
+        ax.axhline(limit, ls="--", color="r", lw=1, label=f"SLO {key} = {limit:g} s")
+        ax.set_ylabel(f"{key} (s, mean over seeds)")
+        ax.legend(fontsize=8)
+    ax.set_xlabel("price (USD per hour)")
+    ax.set_title(f"llmq plan: {'/'.join(s.models)} ({'/'.join(s.modes)}), {s.workload}, {s.rate:g} req/s\n"
+                 f"SLOs {s.slo.text}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_outputs(res: PlanResult, out: Path, lines: list[str], n_requests: int, seeds: int,
+                  elapsed_s: float) -> list[str]:
+    """Write ``plan.md``, ``plan.csv``, ``plan.json`` and ``plan.png`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    keys = _metric_keys(res)
+    front = {id(e) for e in res.front()}
+    rows = [plan_row(e, keys, front, res.best) for e in res.evaluated]
+    files = []
+    cols = {k: [("" if r[k] is None else r[k]) for r in rows] for k in (rows[0] if rows else COLUMNS)}
+    files.append(str(atomic_write_csv(out / "plan.csv", cols)))
+    files.append(str(atomic_write_text(out / "plan.json", json.dumps(
+        to_json(res, n_requests, seeds, elapsed_s, rows), indent=1, allow_nan=False) + "\n")))
+    files.append(str(atomic_write_text(out / "plan.md", markdown(res, lines, rows))))
+    files.append(str(plot(res, out / "plan.png")))
+    return files

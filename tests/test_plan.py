@@ -1,0 +1,290 @@
+"""llmq plan: prices, SLOs, the fleet rule, pruning against brute force, re-simulated plans, errors."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import pytest
+
+from stability.plan import judge, search
+from stability.runner import Cache, LocalExecutor, Runner
+from stability.sim.simulate import Scenario, simulate
+from theory.builder import CostSpec, cost_model
+from theory.capacity import capacity_bound, kv_capacity_tokens
+from theory.errors import FieldError, UnknownNameError
+from theory.plan import (
+    InfeasibleTargetError,
+    PlanSpec,
+    build_grid,
+    families_of,
+    fleet_capacity,
+    load_prices,
+    one_gpu_capacity,
+    parse_slo,
+    scheduler_caps,
+)
+from theory.stats import t_interval
+from theory.workload import get_workload
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+W = "uniform:64-320,8-40"  # short requests: tiny simulations
+
+
+# --- prices and SLOs ----------------------------------------------------------------------------
+
+
+def test_prices_are_instance_price_over_gpus_and_cover_every_preset():
+    from importlib import resources
+
+    from theory.hardware import gpu_names
+
+    raw = tomllib.loads(resources.files("theory").joinpath("data", "prices.toml").read_text())["prices"]
+    prices = load_prices()
+    assert set(gpu_names()) <= set(prices)
+    for key, t in raw.items():
+        assert prices[key].usd_per_gpu_hour == t["instance_usd_per_hour"] / t["gpus_per_instance"]
+        assert t["source"].startswith("https://") and t["as_of"]
+
+
+def test_price_file_inherits_and_overrides(tmp_path):
+    f = tmp_path / "p.toml"
+    f.write_text('[prices.h100]\ninstance_usd_per_hour = 16.0\n[prices.mine]\nbase = "a100"\n'
+                 '[prices.flat]\nusd_per_gpu_hour = 2.5\n')
+    p, base = load_prices(f), load_prices()
+    assert p["h100"].usd_per_gpu_hour == 16.0 / 8
+    assert p["mine"].usd_per_gpu_hour == base["a100"].usd_per_gpu_hour
+    assert p["flat"].usd_per_gpu_hour == 2.5
+
+
+def test_slo_parsing():
+    s = parse_slo("ttft_p50=0.5, tbt_p99=0.1,tbt_p99@paying=0.05")
+    assert [(x.key, x.limit) for x in s.limits] == [("ttft_p50", 0.5), ("tbt_p99", 0.1),
+                                                     ("tbt_p99@paying", 0.05)]
+    assert s.tail_metric == "tbt_p99"
+    assert parse_slo("stable").limits == ()
+    res = {"unstable": 0, "rejected": 0, "metrics": {"ttft_p50": [0.4, 0.3, 0.5], "tbt_p99": [0.2, 0.1, 0.3]}}
+    assert judge(res, parse_slo("ttft_p50=0.5,tbt_p99=0.1")) == (False, ("tbt_p99",))
+    assert judge({**res, "unstable": 1}, parse_slo("ttft_p50=0.5")) == (False, ("stable",))
+
+
+def test_scheduler_caps_match_the_schedulers_defaults():
+    from stability.schedulers import get_scheduler
+    from stability.sim.simulate import make_params
+
+    cm = cost_model(CostSpec("a100", "mistral-7b", "real"))
+    for name, budget, seqs in (("sarathi", "chunk_size", "max_num_seqs"),
+                               ("vllm", "max_num_batched_tokens", "max_num_seqs"),
+                               ("slai", "token_budget", "max_num_seqs")):
+        prm = make_params(get_scheduler(name), cm, {})
+        caps = scheduler_caps(name, {})
+        assert caps.b_max == max(getattr(prm, budget), getattr(prm, seqs))
+        assert caps.max_decodes == getattr(prm, seqs)
+        kv = prm.kv.blocks * prm.kv.block_size  # the simulated cache fits in the bound's M
+        assert kv <= kv_capacity_tokens(cm, caps.kv_utilization) < kv + prm.kv.block_size
+    assert scheduler_caps("sarathi", {"chunk_size": 256}).b_max == 256
+
+
+# --- (a) the fleet rule -------------------------------------------------------------------------
+
+
+def test_fleet_bound_is_r_times_one_gpu_and_random_routing_only():
+    cm, w = cost_model(CostSpec("a100", "mistral-7b", "real")), get_workload(W)
+    one = capacity_bound(cm, w, 1, b_max=512, max_decodes=128).bound
+    for r in (2, 3, 5):  # the theorem evaluated with r GPUs, independently
+        assert fleet_capacity(one, r) == pytest.approx(capacity_bound(cm, w, r, b_max=512,
+                                                                      max_decodes=128).bound, rel=1e-12)
+    with pytest.raises(FieldError, match="random"):
+        fleet_capacity(one, 2, "jsq")
+    with pytest.raises(FieldError, match="random"):
+        PlanSpec(rate=1.0, planner="jsq").validate()
+
+
+def _saturated(r: int, seed: int, rate: float) -> float:
+    """Completions per second of r GPUs under random routing while every node is backlogged."""
+    sc = Scenario(gpu="a100", mode="real", workload=W, scheduler="sarathi", options=(("memory", False),),
+                  r=r, planner="random", rate=rate, load=None, n_requests=500 * r, seed=seed)
+    rq = simulate(sc).requests
+    t0, t1 = rq["arrival"][int(0.2 * (rq["arrival"].size - 1))], rq["arrival"][-1]
+    return float(np.sum((rq["t_finish"] > t0) & (rq["t_finish"] <= t1)) / (t1 - t0))
+
+
+def test_simulated_fleet_saturates_at_r_times_one_gpu():
+    cap = capacity_bound(cost_model(CostSpec("a100", "mistral-7b", "real")), get_workload(W), 1).bound
+    one = [_saturated(1, s, 3 * cap) for s in range(3)]
+    two = [_saturated(2, s, 6 * cap) for s in range(3)]
+    ratio, lo, hi = t_interval([b / (2 * a) for a, b in zip(one, two, strict=True)], 0.99)
+    assert lo <= 1.0 <= hi or abs(ratio - 1) < 0.03, (ratio, lo, hi)
+    assert max(one) <= cap and max(two) <= 2 * cap  # and the certified bound holds
+
+
+# --- (b) pruning never drops a plan brute force accepts; (c) plans hold on re-simulation -------
+
+
+def _runner(tmp_path) -> Runner:
+    return Runner(Cache(tmp_path / "cache"), LocalExecutor(1))
+
+
+SMALL = {"n_requests": 300, "seeds": 2}
+
+
+def _tiny_spec(rate: float) -> PlanSpec:
+    return PlanSpec(rate=rate, workload=W, slo=parse_slo("ttft_p50=0.2,tbt_p99=0.1"), gpus=("a100", "l40s"),
+                    schedulers=("sarathi", "rad"), r_min=1, r_max=3)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("plan")
+    probe = _tiny_spec(1.0)
+    one = {f: one_gpu_capacity(probe, f).bound for f in families_of(probe)}
+    rate = 1.3 * max(one.values())  # every family needs >= 2 GPUs: some candidates are pruned
+    spec = _tiny_spec(rate)
+    runner = _runner(tmp)
+    return spec, runner, search(spec, runner, **SMALL)
+
+
+def test_pruning_agrees_with_brute_force(tiny):
+    from stability.plan import judge, plan_task
+
+    spec, runner, res = tiny
+    grid = res.grid
+    assert res.counts["pruned"] > 0 and res.counts["considered"] == len(families_of(spec)) * 3
+    kept = {(c.family, c.r) for c in grid.kept}
+    feasible = {}
+    for c in (*grid.kept, *grid.pruned):  # brute force: simulate every candidate
+        out = runner.run([plan_task(spec, c.family, c.r, base_seed=0, **SMALL)])[0]
+        feasible[(c.family, c.r)] = (judge(out, spec.slo)[0], c.usd_per_hour)
+    accepted = {k for k, (ok, _) in feasible.items() if ok}
+    assert accepted <= kept  # no plan brute force accepts was pruned by the bound
+    for fam in grid.families:  # feasibility is monotone in r (the search's assumption)
+        oks = [feasible[(fam, r)][0] for r in range(spec.r_min, spec.r_max + 1)]
+        assert oks == sorted(oks), (fam.label, oks)
+    cheapest = min((usd for ok, usd in feasible.values() if ok), default=None)
+    got = res.best.candidate.usd_per_hour if res.best else None
+    assert got == cheapest
+    assert res.counts["simulated"] + res.counts["saved"] == len(grid.kept)
+
+
+def test_full_front_finds_the_same_best_and_a_non_dominated_front(tiny):
+    spec, runner, res = tiny
+    full = search(spec, runner, grid=res.grid, stop_early=False, **SMALL)
+    assert full.best.candidate.usd_per_hour == res.best.candidate.usd_per_hour
+    assert full.counts["simulated"] >= res.counts["simulated"]
+    assert full.counts["families_visited"] == len({c.family for c in res.grid.kept})
+    key = spec.slo.tail_metric
+    pts = [(e.candidate.usd_per_hour, e.result["metrics"][key][0]) for e in full.front()]
+    feas = [(e.candidate.usd_per_hour, e.result["metrics"][key][0]) for e in full.evaluated if e.feasible]
+    for p in pts:  # nothing feasible is at least as cheap and strictly better, or cheaper and as good
+        assert not any((q[0] <= p[0] and q[1] < p[1]) or (q[0] < p[0] and q[1] <= p[1]) for q in feas)
+    assert all(any(q[0] >= p[0] and q[1] >= p[1] for p in pts) for q in feas)  # the front covers them
+
+
+def test_returned_plans_hold_on_new_seeds_and_longer_runs(tiny, tmp_path):
+    from stability.plan import plan_task
+
+    spec, _, res = tiny
+    assert res.best is not None
+    runner = _runner(tmp_path)
+    for e in {id(e): e for e in (res.best, *res.front())}.values():
+        c = e.candidate
+        out = runner.run([plan_task(spec, c.family, c.r, n_requests=600, seeds=3, base_seed=1)])[0]
+        assert out["unstable"] == 0 and out["rejected"] == 0
+        for s in spec.slo.limits:
+            mean, lo, _ = out["metrics"][s.key]
+            assert (lo if lo is not None else mean) <= s.limit, (c.family.label, c.r, s.key, out["metrics"])
+
+
+def test_results_do_not_depend_on_the_worker_count(tiny, tmp_path):
+    from stability.plan import plan_task
+
+    spec, _, res = tiny
+    c = res.best.candidate
+    task = plan_task(spec, c.family, c.r, base_seed=0, **SMALL)
+    fresh = Runner(Cache(tmp_path / "c2"), LocalExecutor(2)).run([task, {**task, "seeds": 1}])[0]
+    assert fresh["metrics"] == res.best.result["metrics"]
+
+
+# --- (d) bad input ------------------------------------------------------------------------------
+
+
+def test_infeasible_target_names_the_best_reachable_rate():
+    spec = PlanSpec(rate=1e6, workload=W, gpus=("a100", "l4"), schedulers=("rad",), r_max=2)
+    best = max(2 * capacity_bound(cost_model(CostSpec(g, "mistral-7b", "real")), get_workload(W), 1,
+                                  kv_tokens=kv_capacity_tokens(cost_model(CostSpec(g, "mistral-7b", "real")),
+                                                               0.9)).bound
+               for g in ("a100", "l4"))
+    with pytest.raises(InfeasibleTargetError) as err:
+        build_grid(spec)
+    assert err.value.best_rate == pytest.approx(best, rel=1e-12)
+    assert f"{best:.4g} req/s" in str(err.value) and "a100" in str(err.value) and "compute" in str(err.value)
+
+
+def test_missing_price_names_the_gpu_and_the_file(tmp_path):
+    gpus = tmp_path / "g.toml"
+    gpus.write_text('[gpus.mygpu]\nbase = "a100"\nname = "My GPU"\naliases = []\n')
+    prices = tmp_path / "p.toml"
+    prices.write_text('[prices.h100]\nusd_per_gpu_hour = 3.0\n')
+    spec = PlanSpec(rate=1.0, workload=W, gpus=("mygpu",), schedulers=("rad",), gpu_file=str(gpus),
+                    price_file=str(prices))
+    with pytest.raises(FieldError, match=r"mygpu.*prices\.toml.*p\.toml"):
+        build_grid(spec)
+
+
+def test_unknown_slo_and_contradictory_limits():
+    with pytest.raises(UnknownNameError, match="ttft_p90"):
+        parse_slo("ttft_p90=1")
+    with pytest.raises(FieldError, match="slo tbt_p99"):
+        parse_slo("tbt_p99=-1")
+    with pytest.raises(FieldError, match="tbt_p99@paying"):
+        PlanSpec(rate=1.0, slo=parse_slo("tbt_p99@paying=0.1")).validate()
+    with pytest.raises(FieldError, match="r_min"):
+        PlanSpec(rate=1.0, r_min=5, r_max=4).validate()
+    with pytest.raises(FieldError, match="rate"):
+        PlanSpec(rate=math.nan).validate()
+
+
+def test_one_gpu_bound_equals_the_theorem_at_the_schedulers_memory_fraction():
+    spec = PlanSpec(rate=1.0, workload=W, gpus=("l4",), schedulers=("sarathi", "slai"))
+    cm, w = cost_model(CostSpec("l4", "mistral-7b", "real")), get_workload(W)
+    for fam in families_of(spec):
+        caps = scheduler_caps(fam.scheduler, dict(fam.options))
+        direct = capacity_bound(cm, w, 1, b_max=caps.b_max, max_decodes=caps.max_decodes,
+                                kv_tokens=kv_capacity_tokens(cm, caps.kv_utilization))
+        got = one_gpu_capacity(spec, fam)
+        assert got.bound == pytest.approx(direct.bound, rel=1e-9) and got.binds == direct.binds
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def test_llmq_plan_writes_strict_outputs_with_a_data_dictionary(tmp_path, capsys):
+    import csv
+    import json
+
+    from llmq.cli import main
+    from llmq.plan_output import COLUMNS
+
+    args = ["plan", "--rate", "60", "--workload", W, "--gpus", "a100,l40s", "--schedulers", "sarathi",
+            "--knob", "sarathi.chunk_size=256|512", "--max-gpus", "3", "--requests", "300", "--out",
+            str(tmp_path)]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "pruned by the certified bound" in text and "Student-t" in text
+    assert "cheapest feasible plan" in text
+    data = json.loads((tmp_path / "plan.json").read_text(),
+                      parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    assert data["counts"]["considered"] == 2 * 2 * 3 and data["best"]["feasible"]
+    with open(tmp_path / "plan.csv") as fh:
+        header = next(csv.reader(fh))
+    metrics = [h for h in header if h not in COLUMNS]
+    assert metrics and all(h.split("_lo")[0].split("_hi")[0].split("@")[0] in ("ttft_p50", "ttft_p99",
+                                                                                  "tbt_p99") for h in metrics)
+    assert (tmp_path / "plan.png").stat().st_size > 0 and (tmp_path / "plan.md").exists()
+    assert main([*args, "--min-gpus", "4"]) == 2
+    assert "r_min" in capsys.readouterr().err
