@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
@@ -233,10 +234,13 @@ def run_mutant(m: Mutant, files: list[str], args, expected: dict) -> Outcome:
         repo = make_copy(m, files, base)
         env = {**os.environ, "NUMBA_CACHE_DIR": str(base / "numba"), "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONPATH": str(repo)}
-        rc, tail, sec = run([sys.executable, "-m", "llmq", "check", "--fast", "--quiet", "--expect",
-                             "paper_checks/verdicts.json", "--out", str(base / "check")],
-                            repo, env, args.check_timeout)
-        check = Stage(*classify_check(rc, tail, base / "check" / "paper_checks.json", expected), sec)
+        if args.tests_only:
+            check = Stage(SKIPPED, "--tests-only")
+        else:
+            rc, tail, sec = run([sys.executable, "-m", "llmq", "check", "--fast", "--quiet", "--expect",
+                                 "paper_checks/verdicts.json", "--out", str(base / "check")],
+                                repo, env, args.check_timeout)
+            check = Stage(*classify_check(rc, tail, base / "check" / "paper_checks.json", expected), sec)
         if args.fast_only or not m.tests:
             tests = Stage(SKIPPED, "--fast-only" if args.fast_only else "no test files")
         elif check.status == KILLED and not args.all_stages:
@@ -288,6 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", action="append", metavar="ID", help="run only this mutant (repeatable)")
     p.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1)")
     p.add_argument("--fast-only", action="store_true", help="run only llmq check --fast, no pytest")
+    p.add_argument("--tests-only", action="store_true",
+                   help="run only the pytest stage (to try new tests; the rates then lack the check)")
+    p.add_argument("--resume-from", type=Path, metavar="FILE",
+                   help="run only the mutants that the check did not kill in FILE (an earlier "
+                        "out/mutation.json) and keep FILE's rows for the others: adding tests or "
+                        "checks cannot undo a kill by the recorded checks")
     p.add_argument("--all-stages", action="store_true",
                    help="run the tests even when the check already killed the mutant")
     p.add_argument("--include-equivalent", action="store_true", help="also run equivalent mutants")
@@ -311,6 +321,11 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise SystemExit(f"unknown mutant ids: {', '.join(sorted(unknown))}")
         mutants = [m for m in mutants if m.id in args.only]
+    previous = {}
+    if args.resume_from:
+        previous = {r["id"]: r for r in json.loads(args.resume_from.read_text(encoding="utf-8"))["mutants"]}
+        mutants = [m for m in mutants
+                   if m.id not in previous or previous[m.id]["check"]["status"] != KILLED]
     todo = [m for m in mutants if args.include_equivalent or not m.equivalent]
     expected = json.loads((ROOT / "paper_checks" / "verdicts.json").read_text(encoding="utf-8"))
     files = repo_files()
@@ -323,21 +338,40 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         return o
 
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        outcomes = list(pool.map(one, todo))
-    done = {o.mutant.id: row_of(o) for o in outcomes}
-    for m in mutants:
-        if m.id not in done:
-            done[m.id] = equivalent_row(m)
-    rows = done
+    table = load_table(args.table)
+    old = {}
     if args.merge and args.out.is_file():
         old = {r["id"]: r for r in json.loads(args.out.read_text(encoding="utf-8"))["mutants"]}
-        rows = {**old, **done}
-    table_ids = [m.id for m in load_table(args.table)]
-    ordered = [rows[i] for i in table_ids if i in rows]
-    summary = rates(ordered)
-    summary["seconds_this_run"] = time.perf_counter() - start
-    summary["equivalent"] = sorted(r["id"] for r in ordered if r["equivalent"])
+    done: dict[str, dict] = {}
+    lock = threading.Lock()
+
+    def write() -> tuple[list[dict], dict]:
+        """Rows in table order (this run, then --resume-from, then --merge's file) and rates;
+        written after every mutant, so an interrupted run keeps what it did."""
+        ordered = []
+        for m in table:  # the table decides what is equivalent, not an old file
+            row = done.get(m.id) or previous.get(m.id) or old.get(m.id)
+            if m.equivalent and (row is None or not row["equivalent"]):
+                row = equivalent_row(m)
+            if row is not None:
+                ordered.append({**row, "equivalent": m.equivalent, "reason": m.reason})
+        summary = rates(ordered)
+        summary["seconds_this_run"] = time.perf_counter() - start
+        summary["equivalent"] = sorted(r["id"] for r in ordered if r["equivalent"])
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"summary": summary, "mutants": ordered}, indent=1,
+                                       allow_nan=False) + "\n", encoding="utf-8")
+        return ordered, summary
+
+    def one_and_write(m: Mutant) -> None:
+        o = one(m)
+        with lock:
+            done[m.id] = row_of(o)
+            write()
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(one_and_write, todo))
+    ordered, summary = write()
     print_table(ordered)
     print(f"\nnon-equivalent mutants run: {summary['mutants_run']}; equivalent (not counted): "
           f"{len(summary['equivalent'])}")
@@ -347,9 +381,6 @@ def main(argv: list[str] | None = None) -> int:
           f"{summary['check_kill_rate']:.1%}")
     print(f"survivors: {', '.join(summary['survived']) or 'none'}")
     print(f"run time: {summary['seconds_this_run']:.0f} s")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"summary": summary, "mutants": ordered}, indent=1, allow_nan=False)
-                        + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
     return 0
 
