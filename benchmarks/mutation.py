@@ -237,8 +237,9 @@ def run_mutant(m: Mutant, files: list[str], args, expected: dict) -> Outcome:
         if args.tests_only:
             check = Stage(SKIPPED, "--tests-only")
         else:
+            only = [a for c in args.new_check for a in ("--only", c)]
             rc, tail, sec = run([sys.executable, "-m", "llmq", "check", "--fast", "--quiet", "--expect",
-                                 "paper_checks/verdicts.json", "--out", str(base / "check")],
+                                 "paper_checks/verdicts.json", "--out", str(base / "check"), *only],
                                 repo, env, args.check_timeout)
             check = Stage(*classify_check(rc, tail, base / "check" / "paper_checks.json", expected), sec)
         if args.fast_only or not m.tests:
@@ -298,6 +299,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="run only the mutants that the check did not kill in FILE (an earlier "
                         "out/mutation.json) and keep FILE's rows for the others: adding tests or "
                         "checks cannot undo a kill by the recorded checks")
+    p.add_argument("--new-check", action="append", default=[], metavar="ID",
+                   help="with --resume-from: run only these (newly added) checks; the check stage "
+                        "kills when they move a verdict and otherwise keeps FILE's result (the other "
+                        "checks are seeded and the code they ran is unchanged)")
     p.add_argument("--all-stages", action="store_true",
                    help="run the tests even when the check already killed the mutant")
     p.add_argument("--include-equivalent", action="store_true", help="also run equivalent mutants")
@@ -331,8 +336,17 @@ def main(argv: list[str] | None = None) -> int:
     files = repo_files()
     start = time.perf_counter()
 
+    if args.new_check and not args.resume_from:
+        raise SystemExit("--new-check needs --resume-from")
+
     def one(m: Mutant) -> Outcome:
         o = run_mutant(m, files, args, expected)
+        before = previous.get(m.id)
+        if args.new_check and before is not None and o.check.status != KILLED:
+            o.check = Stage(before["check"]["status"], "new checks moved no verdict; earlier run: "
+                            + before["check"]["detail"], before["check"]["seconds"] + o.check.seconds)
+        elif args.new_check and before is not None:
+            o.check.detail = "new check: " + o.check.detail
         print(f"  {m.id:<28} check {o.check.status:<8} ({o.check.seconds:5.0f} s)  tests "
               f"{o.tests.status:<8} ({o.tests.seconds:5.0f} s)  {o.check.detail or o.tests.detail}"[:160],
               flush=True)
