@@ -104,3 +104,16 @@ def test_a_cycle_from_zero_can_start_n_arrivals():
     s = CycleSampler(CM, w, 2).from_state(0, lam_node=1e7, samples=50)
     assert np.all(s.started == 2) and np.all(s.K == 2)
     assert np.all(s.B == 2)
+
+
+@pytest.mark.parametrize("size", [2, 3, 5, 40])
+def test_mean_ci_is_the_student_t_interval(size):
+    """Every interval of the chain is the Student-t interval of i.i.d. values with size - 1 degrees
+    of freedom, as scipy.stats.t.interval computes it."""
+    from stability.dtmc import mean_ci
+
+    v = np.random.default_rng(size).exponential(2.0, size)
+    m, lo, hi = mean_ci(v, 0.99)
+    want = stats.t.interval(0.99, size - 1, loc=v.mean(), scale=stats.sem(v))
+    assert m == pytest.approx(v.mean(), rel=1e-12)
+    assert (lo, hi) == pytest.approx(want, rel=1e-9)
