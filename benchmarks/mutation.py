@@ -313,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check-timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds")
     p.add_argument("--test-timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds")
     p.add_argument("--list", action="store_true", help="validate and list the table, run nothing")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: rewrite --out from --resume-from and --merge's file")
     args = p.parse_args(argv)
 
     mutants = load_table(args.table)
@@ -331,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         previous = {r["id"]: r for r in json.loads(args.resume_from.read_text(encoding="utf-8"))["mutants"]}
         mutants = [m for m in mutants
                    if m.id not in previous or previous[m.id]["check"]["status"] != KILLED]
-    todo = [m for m in mutants if args.include_equivalent or not m.equivalent]
+    todo = [m for m in mutants if (args.include_equivalent or not m.equivalent) and not args.report_only]
     expected = json.loads((ROOT / "paper_checks" / "verdicts.json").read_text(encoding="utf-8"))
     files = repo_files()
     start = time.perf_counter()
