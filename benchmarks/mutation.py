@@ -362,11 +362,11 @@ def main(argv: list[str] | None = None) -> int:
     lock = threading.Lock()
 
     def write() -> tuple[list[dict], dict]:
-        """Rows in table order (this run, then --resume-from, then --merge's file) and rates;
+        """Rows in table order (this run, then --merge's file, then --resume-from) and rates;
         written after every mutant, so an interrupted run keeps what it did."""
         ordered = []
         for m in table:  # the table decides what is equivalent, not an old file
-            row = done.get(m.id) or previous.get(m.id) or old.get(m.id)
+            row = done.get(m.id) or old.get(m.id) or previous.get(m.id)
             if m.equivalent and (row is None or not row["equivalent"]):
                 row = equivalent_row(m)
             if row is not None:
