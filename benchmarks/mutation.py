@@ -16,10 +16,14 @@ Equivalent mutants (``equivalent = true``, with the reason) are listed but not r
 ``--include-equivalent``) and never enter the rates.
 
 The kill rates, both over the non-equivalent mutants run: overall (check or tests) and
-``llmq check --fast`` alone. Results go to ``out/mutation.json`` (strict JSON). Slow (about a
-minute per mutant); not part of CI::
+``llmq check --fast`` alone. Results go to ``out/mutation.json`` (strict JSON). Slow (from 40 s
+a mutant on an idle machine to 3-4 minutes on a loaded 2-core one); not part of CI::
 
     python benchmarks/mutation.py [--only ID] [--jobs 1] [--fast-only]
+
+After adding tests or checks, ``--resume-from OLD.json`` reruns only the mutants the check did not
+kill in OLD (a kill by seeded checks of unchanged code cannot be undone), and ``--new-check ID``
+then runs only the new checks and keeps OLD's result for the others.
 """
 
 from __future__ import annotations
@@ -268,6 +272,7 @@ def rates(rows: list[dict]) -> dict:
 
 
 def row_of(o: Outcome) -> dict:
+    """The JSON row of one run mutant."""
     m = o.mutant
     return {"id": m.id, "file": m.file, "models": m.models, "equivalent": m.equivalent,
             "reason": m.reason, "tests_run": list(m.tests),
@@ -275,12 +280,14 @@ def row_of(o: Outcome) -> dict:
 
 
 def equivalent_row(m: Mutant) -> dict:
+    """The JSON row of an equivalent mutant that was not run."""
     skipped = {"status": SKIPPED, "detail": "equivalent", "seconds": 0.0}
     return {"id": m.id, "file": m.file, "models": m.models, "equivalent": True, "reason": m.reason,
             "tests_run": list(m.tests), "check": skipped, "tests": skipped, "overall": None}
 
 
 def print_table(rows: list[dict]) -> None:
+    """One line per mutant: the two stages and the overall classification."""
     print(f"{'id':<28} {'check':<9} {'tests':<9} {'overall':<9} models")
     for r in rows:
         overall = r["overall"] or "EQUIV"
@@ -289,6 +296,7 @@ def print_table(rows: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the mutants (see the module docstring); the exit status."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", action="append", metavar="ID", help="run only this mutant (repeatable)")
     p.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1)")
