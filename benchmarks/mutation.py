@@ -231,6 +231,29 @@ def classify_tests(rc: int | None, tail: str, junit: Path) -> tuple[str, str]:
     return SURVIVED, ""
 
 
+def run_tests(files: tuple[str, ...], repo: Path, env: dict, base: Path, timeout: float) -> Stage:
+    """pytest on ``files``; when the process dies (a segfault or abort loses every result), each file
+    again on its own, so that an assertion failure in one file is not hidden by a crash in
+    another."""
+
+    def once(names, tag):
+        junit = base / f"junit-{tag}.xml"
+        rc, tail, sec = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             f"--junitxml={junit}", *names], repo, env, timeout)
+        return Stage(*classify_tests(rc, tail, junit), sec)
+
+    stage = once(files, "all")
+    if stage.status != CRASH or len(files) < 2 or (base / "junit-all.xml").is_file():
+        return stage
+    parts = [once((f,), str(k)) for k, f in enumerate(files)]
+    seconds = stage.seconds + sum(p.seconds for p in parts)
+    for status in (KILLED, CRASH):
+        hit = [f"{f}: {p.detail}" for f, p in zip(files, parts, strict=True) if p.status == status]
+        if hit:
+            return Stage(status, f"(file by file after '{stage.detail}') " + " | ".join(hit), seconds)
+    return Stage(SURVIVED, f"file by file after '{stage.detail}'", seconds)
+
+
 def run_mutant(m: Mutant, files: list[str], args, expected: dict) -> Outcome:
     """Apply ``m`` in a temporary copy and run its stages."""
     with tempfile.TemporaryDirectory(prefix=f"llmq-mut-{m.id}-") as tmp:
@@ -251,10 +274,7 @@ def run_mutant(m: Mutant, files: list[str], args, expected: dict) -> Outcome:
         elif check.status == KILLED and not args.all_stages:
             tests = Stage(SKIPPED, "killed by the check")
         else:
-            junit = base / "junit.xml"
-            rc, tail, sec = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                 f"--junitxml={junit}", *m.tests], repo, env, args.test_timeout)
-            tests = Stage(*classify_tests(rc, tail, junit), sec)
+            tests = run_tests(m.tests, repo, env, base, args.test_timeout)
     return Outcome(m, check, tests)
 
 
