@@ -315,6 +315,23 @@ def print_table(rows: list[dict]) -> None:
               f"{r['models'][:60]}")
 
 
+def markdown(rows: list[dict], summary: dict) -> str:
+    """The results as a markdown table with the two kill rates."""
+    lines = ["| mutant | file | models | check --fast | tests | overall |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        overall = r["overall"] or "equivalent: " + r["reason"]
+        lines.append(f"| `{r['id']}` | `{r['file']}` | {r['models']} | {r['check']['status']} | "
+                     f"{r['tests']['status']} | {overall} |")
+    n = summary["mutants_run"]
+    lines += ["", f"Non-equivalent mutants: {n}; equivalent: {len(summary['equivalent'])}.",
+              f"Killed by tests + check: {summary['killed']}/{n} ({summary['kill_rate']:.1%}); "
+              f"by `llmq check --fast` alone: {summary['killed_by_check']}/{n} "
+              f"({summary['check_kill_rate']:.1%}); crashes (not kills): {summary['crashed']}.",
+              f"Survivors: {', '.join(summary['survived']) or 'none'}. Not killed by the check: "
+              f"{', '.join(summary['not_killed_by_check']) or 'none'}."]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the mutants (see the module docstring); the exit status."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -341,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check-timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds")
     p.add_argument("--test-timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds")
     p.add_argument("--list", action="store_true", help="validate and list the table, run nothing")
+    p.add_argument("--markdown", type=Path, metavar="FILE", help="also write the table as markdown")
     p.add_argument("--report-only", action="store_true",
                    help="run nothing: rewrite --out from --resume-from and --merge's file")
     args = p.parse_args(argv)
@@ -426,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"survivors: {', '.join(summary['survived']) or 'none'}")
     print(f"run time: {summary['seconds_this_run']:.0f} s")
     print(f"wrote {args.out}")
+    if args.markdown:
+        args.markdown.write_text(markdown(ordered, summary), encoding="utf-8")
+        print(f"wrote {args.markdown}")
     return 0
 
 
