@@ -390,7 +390,11 @@ def main(argv: list[str] | None = None) -> int:
     def one(m: Mutant) -> Outcome:
         o = run_mutant(m, files, args, expected)
         before = previous.get(m.id)
-        if args.new_check and before is not None and o.check.status != KILLED:
+        died = before is not None and before["check"]["detail"].startswith(("signal", "timeout", "no report"))
+        if args.new_check and died:  # the whole check died before the new checks (they run last)
+            o.check = Stage(CRASH, "the earlier full check died (the new checks run last): "
+                            + before["check"]["detail"], before["check"]["seconds"] + o.check.seconds)
+        elif args.new_check and before is not None and o.check.status != KILLED:
             o.check = Stage(before["check"]["status"], "new checks moved no verdict; earlier run: "
                             + before["check"]["detail"], before["check"]["seconds"] + o.check.seconds)
         elif args.new_check and before is not None:
