@@ -1,0 +1,207 @@
+"""Checks at settings the other modules leave at their simplest: r > 1 nodes and default parameters.
+
+``sec41.r_nodes`` runs Theorems 1-2 and Lemmas 3-4 with r = 2 and 3 nodes behind the uniformly
+random planner (Section 4.1), where a node sees Poisson arrivals of rate lambda / r: the executed
+cycle DTMC against closed forms in lambda / r, and the bounds against their one-node forms at
+lambda / r. ``alg123.default_parameters`` replays the batch logs of RAD, Algorithm 2 and
+request-level batching run with their default parameters on the GPU presets, chunk by chunk,
+against t*_lcm = LCM(t*_row, t*_col, t*_red) and t*_col taken from the GPU's optimal tile.
+
+Both were added by mutation testing (``benchmarks/mutation.py``): every other check runs r = 1 and
+hands the schedulers explicit parameters, so a node rate lambda where lambda / r belongs, or a
+chunk t*_col where t*_lcm belongs, moved no verdict.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Section 4.1, Theorems 1-2, Lemmas 3-4, Algorithms 1-3.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from paper_checks.common import cost_model
+from paper_checks.registry import Result, Verdict, register
+from paper_checks.simulated import run_gpu, small_tile_cost_model
+from stability.schedulers import get_scheduler
+from theory.cost import Batch, T_batch
+from theory.hardware import get_gpu
+from theory.workload import get_workload
+
+PRESETS = ("a100", "h100", "l4")
+
+
+def _close(a: float, b: float, rel: float = 1e-9) -> bool:
+    return abs(a - b) <= rel * max(abs(a), abs(b))
+
+
+def _deterministic_cycles(cm, r: int, samples: int) -> list[str]:
+    """n = 1, L^P = 16 = t*_lcm, L^D = 8: a cycle is one prefill chunk and 8 single decodes, T in
+    closed form (Eq. 7); the drift is (lambda / r) T - 1 from x >= 1 and (lambda / r) T from
+    x = 0, whose cycle first waits Exp(lambda / r) (mean r / lambda)."""
+    from stability.dtmc import build_chain
+
+    w = get_workload("deterministic:16,8")
+    T = T_batch(cm, Batch.of([(1, 16)], [])) + sum(T_batch(cm, Batch.of([], [i])) for i in range(17, 25))
+    lam = 0.5 * r / T
+    chain = build_chain(cm, w, n=1, lam=lam, r=r, samples=samples, x_max=30)
+    bad = []
+    if not _close(chain.saturated_drift()[0], lam / r * T - 1):
+        bad.append(f"r = {r}: drift at x >= 1 is {chain.saturated_drift()[0]:.6g}, "
+                   f"(lambda / r) T - 1 = {lam / r * T - 1:.6g}")
+    if not _close(float(chain.table["drift"][0]), lam / r * T):
+        bad.append(f"r = {r}: drift at x = 0 is {chain.table['drift'][0]:.6g}, (lambda / r) T = "
+                   f"{lam / r * T:.6g}")
+    if not chain.table["ET_lo"][0] <= r / lam + T <= chain.table["ET_hi"][0]:
+        bad.append(f"r = {r}: E[T | x = 0] CI [{chain.table['ET_lo'][0]:.6g}, "
+                   f"{chain.table['ET_hi'][0]:.6g}] misses r / lambda + T = {r / lam + T:.6g}")
+    return bad
+
+
+def _bounds_scale(r: int) -> list[str]:
+    """Theorem 1 and Lemmas 3-4 at r nodes are the one-node statements at lambda / r."""
+    from theory.bounds import compute_bounds, lemma3_drift_bound, lemma4_bound
+
+    cm, w = cost_model("a100"), get_workload("table1").padded(cost_model("a100").t_lcm)
+    one, many = compute_bounds(cm, w, 1), compute_bounds(cm, w, r)
+    bad = []
+    if not _close(many.lambda_star, r * one.lambda_star):
+        bad.append(f"r = {r}: lambda* = {many.lambda_star:.6g}, r x one node's = {r * one.lambda_star:.6g}")
+    if not _close(many.lemma4_bound_s, one.lemma4_bound_s):  # both at lambda = r (1 - eps) / T_bar^R
+        bad.append(f"r = {r}: Lemma 4 bound {many.lemma4_bound_s:.6g} s, one node's "
+                   f"{one.lemma4_bound_s:.6g} s")
+    lam, n, t_col = 0.9 * many.lambda_star, one.n_min, one.t_col
+    args = (one.T_bar_R_s, t_col, one.T_max_s)
+    if not _close(lemma3_drift_bound(n, lam, r, *args), lemma3_drift_bound(n, lam / r, 1, *args)):
+        bad.append(f"r = {r}: corrected Lemma 3 at lambda differs from one node at lambda / r")
+    if not _close(lemma4_bound(n, one.T_max_s, lam, r), lemma4_bound(n, one.T_max_s, lam / r, 1)):
+        bad.append(f"r = {r}: Lemma 4 at lambda differs from one node at lambda / r")
+    return bad
+
+
+def _theorems_executed(r: int, fast: bool) -> tuple[list[str], dict]:
+    """RAD's executed chain at r nodes: with lambda* = r / T_bar^R, negative drift for x >= n at
+    0.9 lambda* and positive at 1.1 lambda*; compare_with_paper applies Theorem 1 only above."""
+    from stability.dtmc import CycleSampler, build_chain, compare_with_paper
+    from theory.bounds import T_bar_R
+
+    cm = small_tile_cost_model()
+    w = get_workload("uniform:1-64,1-24").padded(cm.t_lcm)
+    n, tbar = 48, T_bar_R(cm, w)
+    sampler = CycleSampler(cm, w, n)
+    sat = sampler.saturated(150 if fast else 600, seed=11)
+    bad, rows = [], {}
+    for load in (0.9, 1.1):
+        lam = load * r / tbar
+        chain = build_chain(cm, w, n, lam, r=r, samples=3 if fast else 10, sampler=sampler, sat=sat,
+                            x_max=n + 40)
+        m, lo, hi = chain.saturated_drift()
+        expected = float(np.mean(lam / r * sat.T - sat.K))
+        info, checks = compare_with_paper(chain, cm, w)
+        names = {c.name: c for c in checks}
+        rows[f"{load} lambda*"] = {"drift": [m, lo, hi], "(lambda / r) E[T] - E[K]": expected,
+                                   "lambda*": info["lambda_star"]}
+        if not _close(m, expected):
+            bad.append(f"r = {r}, {load} lambda*: drift {m:.6g} != (lambda / r) E[T] - E[K] = {expected:.6g}")
+        if not _close(info["lambda_star"], r / tbar):
+            bad.append(f"r = {r}: compare_with_paper's lambda* {info['lambda_star']:.6g} != r / T_bar^R")
+        if load < 1 and not (hi < 0 and "Theorem 1" not in names and names["Lemma 4"].holds
+                             and names["Lemma 3 corrected"].holds):
+            bad.append(f"r = {r}, 0.9 lambda*: drift CI [{lo:.4g}, {hi:.4g}] not below 0, or Lemma 3/4 "
+                       "fail, or Theorem 1 applied below lambda*")
+        if load > 1 and not (lo > 0 and "Theorem 1" in names and names["Theorem 1"].holds):
+            bad.append(f"r = {r}, 1.1 lambda*: drift CI [{lo:.4g}, {hi:.4g}] not above 0 (Theorem 1)")
+    return bad, rows
+
+
+@register("sec41.r_nodes", location="Section 4.1 (uniformly random planner), Theorems 1-2 and Lemmas 3-4 "
+                                    "with r > 1 nodes",
+          items=("Theorem 1", "Theorem 2", "Lemma 3", "Lemma 4"),
+          claim="With r nodes behind the uniformly random planner each node sees Poisson arrivals of rate "
+                "lambda / r: lambda* = r / T_bar^R, Lemmas 3-4 at r nodes are their one-node forms at "
+                "lambda / r, and RAD's cycle chain has negative drift below lambda* and positive above.",
+          method="For r = 2 and 3: the executed cycle DTMC (stability.dtmc) on a deterministic workload "
+                 "against the closed-form drift (lambda / r) T - 1 and E[T | x = 0] = r / lambda + T; "
+                 "theory.bounds at r against one node at lambda / r on the A100 preset; and at r = 2 the "
+                 "executed drift for x >= n = 48 (A100 with one 16x4x16 tile) at 0.9 and 1.1 lambda*.")
+def sec41_r_nodes(fast: bool) -> Result:
+    cm = small_tile_cost_model()
+    bad: list[str] = []
+    for r in (2, 3):
+        bad += _deterministic_cycles(cm, r, 30 if fast else 200)
+        bad += _bounds_scale(r)
+    more, rows = _theorems_executed(2, fast)
+    bad += more
+    if bad:
+        return Result(Verdict.FAIL, f"{len(bad)} r-node statements fail: {bad[0]}",
+                      counterexample={"failures": bad})
+    return Result(Verdict.PASS, "every quantity at r nodes is the one-node quantity at lambda / r; drift "
+                                "< 0 at 0.9 lambda* and > 0 at 1.1 lambda* with r = 2",
+                  coverage="r = 2, 3: deterministic cycles (closed forms), A100 preset bounds; r = 2: "
+                           f"executed chain at n = 48 ({150 if fast else 600} saturated cycles"
+                           f"{', fast subset' if fast else ''})", evidence={"r = 2": rows})
+
+
+def _replay(name: str, gpu: str, requests: int) -> list[str]:
+    """Run ``name`` with its default parameters on a burst and replay its batch log."""
+    cm = cost_model(gpu)
+    t = get_gpu(gpu).optimal_tile()
+    t_lcm, t_col = math.lcm(t.t_row, t.t_col, t.t_red), t.t_col
+    rng = np.random.default_rng(17)
+    L_P = rng.integers(1, 3 * t_lcm + 1, size=requests)
+    L_D = rng.integers(1, 40, size=requests)
+    arrival = np.zeros(requests)
+    sch = get_scheduler(name)
+    params = sch.make_params(cm, n=2 * t_col) if name in ("rad", "alg2") else sch.make_params(cm)
+    run = run_gpu(cm, sch, params, arrival, L_P, L_D, detail=True, log=True)
+    items, batches = run.items, run.batches
+    pre = items["c"] > 0
+    bad = []
+    if name in ("rad", "alg2"):
+        for j in range(requests):
+            mine = np.flatnonzero(pre & (items["request"] == j))
+            mine = mine[np.argsort(items["batch"][mine], kind="stable")]
+            starts = 1 + t_lcm * np.arange(-(-int(L_P[j]) // t_lcm))
+            want_c = np.minimum(t_lcm, L_P[j] - starts + 1)
+            got = list(zip(items["i"][mine].tolist(), items["c"][mine].tolist(), strict=True))
+            if got != list(zip(starts.tolist(), want_c.tolist(), strict=True)):
+                bad.append(f"{name} on {gpu}: request {j} (L^P = {L_P[j]}) got chunks {got[:4]}, "
+                           f"t*_lcm = {t_lcm}")
+                break
+        if np.any(batches["prefills"] > 1) or np.any((batches["prefills"] > 0) & (batches["decodes"] > 0)):
+            bad.append(f"{name} on {gpu}: a prefill chunk shares its batch")
+    else:
+        if batches["prefills"].max() != t_col or np.any(items["i"][pre] != 1) or not np.array_equal(
+                items["c"][pre], L_P[items["request"][pre]]):
+            bad.append(f"{name} on {gpu}: prefill batches of up to {batches['prefills'].max()} whole "
+                       f"prompts, expected up to b = t*_col = {t_col}")
+    if batches["decodes"].max() != t_col:
+        bad.append(f"{name} on {gpu}: decode batches of up to {batches['decodes'].max()} requests, "
+                   f"t*_col = {t_col}")
+    return bad
+
+
+@register("alg123.default_parameters", location="Algorithm 1, lines 6-16; Algorithm 2, lines 4-15; "
+                                                "Algorithm 3, line 14",
+          items=("Algorithm 1", "Algorithm 2", "Algorithm 3"),
+          claim="RAD and Algorithm 2 prefill each prompt alone in chunks of t*_lcm = LCM(t*_row, t*_col, "
+                "t*_red) and decode in batches of at most t*_col; request-level batching admits b = t*_col "
+                "whole prompts.",
+          method="Run each scheduler with its default parameters on a burst of requests on the GPU "
+                 "presets and replay the batch log: every chunk (i, c) against (1 + k t*_lcm, min(t*_lcm, "
+                 "L^P - k t*_lcm)), batch sizes against t*_col, both from the preset's optimal tile.")
+def alg123_default_parameters(fast: bool) -> Result:
+    gpus = PRESETS[:1] if fast else PRESETS
+    bad = []
+    for gpu in gpus:
+        t_col = get_gpu(gpu).optimal_tile().t_col
+        for name in ("rad", "alg2", "request_level"):
+            bad += _replay(name, gpu, 2 * t_col + 7)
+    if bad:
+        return Result(Verdict.FAIL, f"{bad[0]}", counterexample={"failures": bad})
+    return Result(Verdict.PASS, "every logged chunk is t*_lcm (the last one the rest of the prompt), every "
+                                "batch at most t*_col, as Algorithms 1-3 prescribe",
+                  coverage=f"{', '.join(gpus)}{' (fast subset)' if fast else ''}: a burst of 2 t*_col + 7 "
+                           "requests per scheduler, every batch replayed")
