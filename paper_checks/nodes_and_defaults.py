@@ -1,5 +1,5 @@
 """Checks at settings the other modules leave at their simplest: r > 1 nodes, default parameters,
-prompts that are not multiples of t*_lcm.
+prompts that are not multiples of t*_lcm, integer bounds, non-square GeMV tiles.
 
 ``sec41.r_nodes`` runs Theorems 1-2 and Lemmas 3-4 with r = 2 and 3 nodes behind the uniformly
 random planner (Section 4.1), where a node sees Poisson arrivals of rate lambda / r: the executed
@@ -8,7 +8,8 @@ lambda / r. ``alg123.default_parameters`` replays the batch logs of RAD, Algorit
 request-level batching run with their default parameters on the GPU presets, chunk by chunk,
 against t*_lcm = LCM(t*_row, t*_col, t*_red) and t*_col taken from the GPU's optimal tile.
 ``eq7.partial_chunks_and_decode_runs`` sums Eq. 7 over the chunks of prompts that are not
-multiples of t*_lcm, and Eq. 5 over decode runs.
+multiples of t*_lcm, and Eq. 5 over decode runs; ``thm2.n_strictly_above`` sets Theorem 2's n
+against integer bounds; ``eq5.gemv_orientation`` counts Eq. 5's tiles on non-square GeMV tiles.
 
 All were added by mutation testing (``benchmarks/mutation.py``): every other check runs r = 1,
 hands the schedulers explicit parameters and sums RAD's prefill over multiples of t*_lcm only, so
@@ -249,3 +250,77 @@ def eq7_partial_chunks_and_decode_runs(fast: bool) -> Result:
                                 "included; decode runs are Eq. 5 summed over their positions",
                   coverage=f"{cases} prompt lengths and position ranges on {', '.join(gpus)}"
                            f"{' (fast subset)' if fast else ''}")
+
+
+@register("thm2.n_strictly_above", location="Theorem 2: n > (t*_col - 1) T^max / (eps T_bar^R)",
+          items=("Theorem 2",),
+          claim="Theorem 2's n is strictly above its bound: where the bound is an integer, the smallest "
+                "admissible n is that integer plus one.",
+          method="theory.bounds.n_threshold against counting n up in exact rationals, on dyadic T^max, "
+                 "T_bar^R and eps that make the bound an integer (where >= and > differ) and on some that "
+                 "do not.")
+def thm2_n_strictly_above(fast: bool) -> Result:
+    from fractions import Fraction
+
+    from theory.bounds import n_threshold
+
+    cases = [(5, 0.5, 0.25, 0.5), (2, 1.0, 1.0, 0.25), (129, 0.125, 2.0, 0.5), (3, 0.75, 0.5, 0.375),
+             (256, 1.5, 0.75, 0.125), (7, 0.3, 0.2, 0.1), (128, 3.1, 0.07, 0.05)]
+    bad = []
+    for t_col, tmax, tbar, eps in cases:
+        n = 1
+        while not n * Fraction(eps) * Fraction(tbar) > (t_col - 1) * Fraction(tmax):
+            n += 1
+        if n_threshold(t_col, tmax, tbar, eps) != n:
+            bad.append({"t_col": t_col, "T_max": tmax, "T_bar_R": tbar, "eps": eps,
+                        "n_threshold": n_threshold(t_col, tmax, tbar, eps), "smallest n": n})
+    if bad:
+        return Result(Verdict.FAIL, f"theory.bounds.n_threshold misses the strict inequality in {len(bad)} "
+                                    "cases", counterexample={"cases": bad})
+    return Result(Verdict.PASS, "n_threshold is the smallest n strictly above the bound, integer bounds "
+                                "included", coverage=f"{len(cases)} cases, 5 with an integer bound")
+
+
+ASYMMETRIC_GEMV = """
+[gemv]
+rows = [{rows}]
+cols = [{cols}]
+
+[gpus.asym]
+base = "a100"
+"""
+
+
+@register("eq5.gemv_orientation", location="Eq. 5 (from Eq. 3)", items=("Eq. 5",),
+          claim="The decode attention of token i takes (d/t_col) ceil(i/t_row) + ceil(i/t_col) (d/t_row) "
+                "GeMV tiles: K^T q is an i x d GeMV and P V a d x i one.",
+          method="A GPU file with one GeMV tile that is not square (16 x 64, 128 x 16; the presets' tile "
+                 "sets are symmetric, where the orientation cannot show): theory.cost.T_D_SA against the "
+                 "tile count of Eq. 5 over s mu(t_row, t_col), for positions around tile multiples.")
+def eq5_gemv_orientation(fast: bool) -> Result:
+    import tempfile
+    from pathlib import Path
+
+    from theory.cost import T_D_SA, build_cost_model
+    from theory.hardware import load_gpus
+    from theory.models import get_model
+
+    bad, cases = [], 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for rows, cols in ((16, 64), (128, 16)):
+            path = Path(tmp) / f"asym_{rows}x{cols}.toml"
+            path.write_text(ASYMMETRIC_GEMV.format(rows=rows, cols=cols), encoding="utf-8")
+            gpu = load_gpus(path)["asym"]
+            cm = build_cost_model(gpu, get_model("mistral-7b"), "paper")
+            d = cm.d_dec
+            for i in (1, 15, 16, 17, 63, 64, 65, 129, 1000, 4097):
+                tiles = math.ceil(i / rows) * math.ceil(d / cols) + math.ceil(d / rows) * math.ceil(i / cols)
+                cases += 1
+                if not _close(float(T_D_SA(cm, i)), tiles / (gpu.s * gpu.mu_gemv[0]), 1e-12):
+                    bad.append({"gemv tile": f"{rows}x{cols}", "i": i, "T_D_SA": float(T_D_SA(cm, i)),
+                                "Eq. 5": tiles / (gpu.s * gpu.mu_gemv[0])})
+    if bad:
+        return Result(Verdict.FAIL, f"T^D,SA differs from Eq. 5's tile count in {len(bad)} cases",
+                      counterexample={"cases": bad[:5]})
+    return Result(Verdict.PASS, "T^D,SA counts Eq. 5's tiles on non-square GeMV tiles",
+                  coverage=f"{cases} positions on GeMV tiles 16x64 and 128x16 (A100, Mistral-7B)")
