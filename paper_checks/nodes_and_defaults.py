@@ -74,6 +74,14 @@ def _bounds_scale(r: int) -> list[str]:
     bad = []
     if not _close(many.lambda_star, r * one.lambda_star):
         bad.append(f"r = {r}: lambda* = {many.lambda_star:.6g}, r x one node's = {r * one.lambda_star:.6g}")
+    # the corrected lambda* (Theorem 1's erratum): T_bar^R less N d E[L^P] (t*_lcm - 1) / (s mu t t t)
+    t = get_gpu("a100").optimal_tile()
+    coef = cm.N * cm.d_pre / (cm.s * get_gpu("a100").rate(t) * t.t_row * t.t_col * t.t_red)
+    e_lp = sum(float(p) * int(lp) for lp, p in zip(w.L_P, w.p, strict=True))
+    corrected = r / (many.T_bar_R_s - coef * e_lp * (math.lcm(t.t_row, t.t_col, t.t_red) - 1))
+    if not _close(many.lambda_star_corrected, corrected):
+        bad.append(f"r = {r}: corrected lambda* = {many.lambda_star_corrected:.6g}, r over the corrected "
+                   f"T_bar^R = {corrected:.6g}")
     if not _close(many.lemma4_bound_s, one.lemma4_bound_s):  # both at lambda = r (1 - eps) / T_bar^R
         bad.append(f"r = {r}: Lemma 4 bound {many.lemma4_bound_s:.6g} s, one node's "
                    f"{one.lemma4_bound_s:.6g} s")
@@ -126,7 +134,8 @@ def _theorems_executed(r: int, fast: bool) -> tuple[list[str], dict]:
           items=("Theorem 1", "Theorem 2", "Lemma 3", "Lemma 4"),
           claim="With r nodes behind the uniformly random planner each node sees Poisson arrivals of rate "
                 "lambda / r: lambda* = r / T_bar^R, Lemmas 3-4 at r nodes are their one-node forms at "
-                "lambda / r, and RAD's cycle chain has negative drift below lambda* and positive above.",
+                "lambda / r (the corrected lambda* too), and RAD's cycle chain has negative drift below "
+                "lambda* and positive above.",
           method="For r = 2 and 3: the executed cycle DTMC (stability.dtmc) on a deterministic workload "
                  "against the closed-form drift (lambda / r) T - 1 and E[T | x = 0] = r / lambda + T; "
                  "theory.bounds at r against one node at lambda / r on the A100 preset; and at r = 2 the "
@@ -177,6 +186,9 @@ def _replay(name: str, gpu: str, requests: int) -> list[str]:
                 break
         if np.any(batches["prefills"] > 1) or np.any((batches["prefills"] > 0) & (batches["decodes"] > 0)):
             bad.append(f"{name} on {gpu}: a prefill chunk shares its batch")
+        started = run.cycles["started"]
+        if started.max() != params.n:  # the burst fills the first cycle with exactly n requests
+            bad.append(f"{name} on {gpu}: cycles start up to {started.max()} requests, n = {params.n}")
     else:
         if batches["prefills"].max() != t_col or np.any(items["i"][pre] != 1) or not np.array_equal(
                 items["c"][pre], L_P[items["request"][pre]]):
@@ -191,12 +203,13 @@ def _replay(name: str, gpu: str, requests: int) -> list[str]:
 @register("alg123.default_parameters", location="Algorithm 1, lines 6-16; Algorithm 2, lines 4-15; "
                                                 "Algorithm 3, line 14",
           items=("Algorithm 1", "Algorithm 2", "Algorithm 3"),
-          claim="RAD and Algorithm 2 prefill each prompt alone in chunks of t*_lcm = LCM(t*_row, t*_col, "
-                "t*_red) and decode in batches of at most t*_col; request-level batching admits b = t*_col "
-                "whole prompts.",
+          claim="RAD and Algorithm 2 start at most n requests per cycle, prefill each prompt alone in chunks "
+                "of t*_lcm = LCM(t*_row, t*_col, t*_red) and decode in batches of at most t*_col; "
+                "request-level batching admits b = t*_col whole prompts.",
           method="Run each scheduler with its default parameters on a burst of requests on the GPU "
                  "presets and replay the batch log: every chunk (i, c) against (1 + k t*_lcm, min(t*_lcm, "
-                 "L^P - k t*_lcm)), batch sizes against t*_col, both from the preset's optimal tile.")
+                 "L^P - k t*_lcm)), batch sizes against t*_col, both from the preset's optimal tile, and the "
+                 "requests started per cycle against n.")
 def alg123_default_parameters(fast: bool) -> Result:
     gpus = PRESETS[:1] if fast else PRESETS
     bad = []
