@@ -71,6 +71,28 @@ def _deterministic_cycles(cm, r: int, samples: int) -> list[str]:
     return bad
 
 
+def _wald(r: int, samples: int) -> list[str]:
+    """From x < n the arrivals in a cycle are a Poisson process stopped at the cycle's end, so the
+    chain's count B + (lambda / r) exposure has mean (lambda / r) E[T] (Wald's identity)."""
+    from scipy import stats
+
+    from stability.dtmc import CycleSampler
+    from theory.bounds import T_bar_R
+
+    cm = small_tile_cost_model()
+    w = get_workload("uniform:1-64,1-24").padded(cm.t_lcm)
+    lam_node = 0.8 / T_bar_R(cm, w)
+    sampler, bad = CycleSampler(cm, w, 4), []
+    for x in range(4):
+        s = sampler.from_state(x, lam_node, samples, seed=r)
+        diff = s.B + lam_node * s.exposure - lam_node * s.T
+        half = stats.t.ppf(0.9995, diff.size - 1) * diff.std(ddof=1) / np.sqrt(diff.size)
+        if abs(diff.mean()) > half + 1e-12:
+            bad.append(f"r = {r}, x = {x}: E[B + (lambda / r) exposure] - (lambda / r) E[T] = "
+                       f"{diff.mean():.4g} (99.9% half-width {half:.3g})")
+    return bad
+
+
 def _bounds_scale(r: int) -> list[str]:
     """Theorem 1 and Lemmas 3-4 at r nodes are the one-node statements at lambda / r."""
     from theory.bounds import compute_bounds, lemma3_drift_bound, lemma4_bound
@@ -144,7 +166,8 @@ def _theorems_executed(r: int, fast: bool) -> tuple[list[str], dict]:
                 "lambda* and positive above.",
           method="For r = 2 and 3: the executed cycle DTMC (stability.dtmc) on a deterministic workload "
                  "against the closed-form drift (lambda / r) T - 1 and E[T | x = 0] = r / lambda + T, "
-                 "its kernel's rows (laws whose mean jump is that drift); "
+                 "its kernel's rows (laws whose mean jump is that drift), Wald's identity for the "
+                 "arrivals of the cycles from x < n; "
                  "theory.bounds at r against one node at lambda / r on the A100 preset; and at r = 2 the "
                  "executed drift for x >= n = 48 (A100 with one 16x4x16 tile) at 0.9 and 1.1 lambda*.")
 def sec41_r_nodes(fast: bool) -> Result:
@@ -152,6 +175,7 @@ def sec41_r_nodes(fast: bool) -> Result:
     bad: list[str] = []
     for r in (2, 3):
         bad += _deterministic_cycles(cm, r, 30 if fast else 200)
+        bad += _wald(r, 1500 if fast else 4000)
         bad += _bounds_scale(r)
     more, rows = _theorems_executed(2, fast)
     bad += more
@@ -344,3 +368,59 @@ def eq5_gemv_orientation(fast: bool) -> Result:
                       counterexample={"cases": bad[:5]})
     return Result(Verdict.PASS, "T^D,SA counts Eq. 5's tiles on non-square GeMV tiles",
                   coverage=f"{cases} positions on GeMV tiles 16x64 and 128x16 (A100, Mistral-7B)")
+
+
+@register("alg4.sarathi_chunks", location="Algorithm 4, lines 5-17 (corrected), and Sarathi-Serve's "
+                                          "scheduler (Section 5)",
+          items=("Algorithm 4",),
+          claim="Sarathi-Serve prefills a prompt that fits in the free token budget in one chunk of L^P "
+                "tokens (line 12 with L^P - i + 1), admits a request with a chunk, keeps prefill chunks "
+                "within the token budget, and the "
+                "real system runs at most max_num_seqs requests at once.",
+          method="Simulate Algorithm 4 (stability.schedulers.sarathi_paper) and Sarathi-Serve "
+                 "(stability.schedulers.sarathi) on the A100 preset and replay the batch logs: requests "
+                 "arriving one at a time with prompts below the budget (one chunk each, c = L^P); a burst "
+                 "with max_num_seqs = 3 (at most and, once, exactly 3 requests in a batch), every request "
+                 "admitted with its first chunk, chunks adding up to the prompts, batches within the budget.")
+def alg4_sarathi_chunks(fast: bool) -> Result:
+    cm = cost_model("a100")
+    bad = []
+    rng = np.random.default_rng(23)
+    m = 12
+    L_P, L_D = rng.integers(1, 200, size=m), rng.integers(1, 6, size=m)
+    spaced = np.arange(m) * 10.0  # each request alone on the GPU
+    for name, opts in (("sarathi_paper", {"chunk_size": 256}), ("sarathi", {"chunk_size": 256})):
+        sch = get_scheduler(name)
+        run = run_gpu(cm, sch, sch.make_params(cm, **opts), spaced, L_P, L_D, detail=True, log=True)
+        items = run.items
+        pre = items["c"] > 0
+        counts = np.bincount(items["request"][pre], minlength=m)
+        if np.any(counts != 1) or not np.array_equal(items["c"][pre], L_P[items["request"][pre]]):
+            bad.append(f"{name}: prompts below the budget took {counts.tolist()} chunks")
+    burst_m = 20
+    L_P, L_D = rng.integers(1, 300, size=burst_m), rng.integers(5, 40, size=burst_m)
+    for name, opts in (("sarathi", {"chunk_size": 128, "max_num_seqs": 3}),
+                       ("sarathi_paper", {"chunk_size": 128})):
+        sch = get_scheduler(name)
+        run = run_gpu(cm, sch, sch.make_params(cm, **opts), np.zeros(burst_m), L_P, L_D, detail=True,
+                      log=True)
+        b = run.batches
+        per_batch = b["decodes"] + b["prefills"]
+        if name == "sarathi" and per_batch.max() != 3:
+            bad.append(f"sarathi: batches of up to {per_batch.max()} requests with max_num_seqs = 3")
+        it = run.items
+        first = np.full(burst_m, np.inf)
+        np.minimum.at(first, it["request"][it["c"] > 0], b["start"][it["batch"][it["c"] > 0]])
+        if not np.allclose(run.t_start, first, rtol=1e-12, atol=0):
+            bad.append(f"{name}: a request starts before its first chunk runs (admitted without a chunk)")
+        tokens_prefill = np.bincount(run.items["request"], weights=run.items["c"], minlength=burst_m)
+        if not np.array_equal(tokens_prefill, L_P.astype(float)):
+            bad.append(f"{name}: the chunks do not add up to the prompts")
+        over = (b["prefills"] > 0) & (b["tokens"] > opts["chunk_size"]) & (b["decodes"] < opts["chunk_size"])
+        if np.any(over):
+            bad.append(f"{name}: a batch with prefill chunks exceeds the token budget")
+    if bad:
+        return Result(Verdict.FAIL, bad[0], counterexample={"failures": bad})
+    return Result(Verdict.PASS, "one chunk per prompt below the budget, at most max_num_seqs requests per "
+                                "batch, chunks adding up to the prompts, budgets kept",
+                  coverage="A100 preset, Algorithm 4 and Sarathi-Serve: 12 spaced requests, a burst of 20")
