@@ -220,7 +220,11 @@ def classify_tests(rc: int | None, tail: str, junit: Path) -> tuple[str, str]:
         name = f"{case.get('classname', '')}.{case.get('name', '')}"
         for bad in list(case.iter("failure")) + list(case.iter("error")):
             message = (bad.get("message") or "").strip()
-            kind = asserted if bad.tag == "failure" and message.startswith(ASSERTION_KINDS) else raised
+            # Hypothesis reports several distinct failures as one ExceptionGroup: an assertion among
+            # them is an assertion failure
+            grouped = message.startswith("ExceptionGroup") and "AssertionError" in (bad.text or "")
+            assertion = message.startswith(ASSERTION_KINDS) or grouped
+            kind = asserted if bad.tag == "failure" and assertion else raised
             kind.append(f"{name}: {message[:120]}")
     if asserted:
         return KILLED, f"{len(asserted)} failed: " + " | ".join(asserted[:3])

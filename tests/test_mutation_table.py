@@ -49,8 +49,8 @@ def test_a_missing_or_repeated_snippet_is_refused(tmp_path):
         M.load_table(table)
 
 
-def junit(tmp_path, *failures):
-    cases = "".join(f'<testcase classname="t" name="n{k}"><{tag} message="{msg}"/></testcase>'
+def junit(tmp_path, *failures, text=""):
+    cases = "".join(f'<testcase classname="t" name="n{k}"><{tag} message="{msg}">{text}</{tag}></testcase>'
                     for k, (tag, msg) in enumerate(failures))
     path = tmp_path / "j.xml"
     path.write_text(f'<testsuites><testsuite>{cases}<testcase classname="t" name="ok"/></testsuite>'
@@ -64,6 +64,9 @@ def test_assertions_kill_exceptions_crash(tmp_path):
     assert M.classify_tests(1, "", junit(tmp_path, ("failure", "IndexError: index 0")))[0] == M.CRASH
     assert M.classify_tests(1, "", junit(tmp_path, ("error", "collection failure")))[0] == M.CRASH
     assert M.classify_tests(0, "", junit(tmp_path))[0] == M.SURVIVED
+    group = ("failure", "ExceptionGroup: Hypothesis found 2 distinct failures.")
+    assert M.classify_tests(1, "", junit(tmp_path, group, text="E   AssertionError: x"))[0] == M.KILLED
+    assert M.classify_tests(1, "", junit(tmp_path, group, text="E   IndexError: x"))[0] == M.CRASH
     assert M.classify_tests(-11, "", tmp_path / "none.xml")[0] == M.CRASH
     assert M.classify_tests(None, "", tmp_path / "none.xml") == (M.CRASH, "timeout")
 
