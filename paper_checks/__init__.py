@@ -4,9 +4,10 @@ Modules, in paper order: ``section3_model`` (Eq. 2-7, Definitions 1-2, Assumptio
 ``appendix_b`` (Eq. 9-16, Propositions 1-2, Lemma 1), ``section4_theorems`` (Theorems 1-2, RAD's
 principles), ``appendix_c`` (Eq. 17-25, Lemmas 2-4), ``algorithms`` (Algorithms 1-5, run by the
 literal interpreters of ``pseudocode``), ``section5_claims``, ``section67_data`` (Table 1, Eq. 8,
-SLAI's parameters and reported numbers). ``chunking`` holds the exact dynamic programme over chunk
-boundaries; ``registry``, ``runner`` and ``report`` the machinery; ``verdicts.json`` the reviewed
-verdicts CI compares against.
+SLAI's parameters and reported numbers), ``nodes_and_defaults`` (Theorems 1-2 and Lemmas 3-4 at
+r > 1 nodes, Algorithms 1-3 with their default parameters, added by mutation testing).
+``chunking`` holds the exact dynamic programme over chunk boundaries; ``registry``, ``runner`` and
+``report`` the machinery; ``verdicts.json`` the reviewed verdicts CI compares against.
 
 References
 ----------
