@@ -27,10 +27,10 @@ import math
 
 import numpy as np
 
-from paper_checks.common import cost_model
 from paper_checks.registry import Result, Verdict, register
 from paper_checks.simulated import run_gpu, small_tile_cost_model
 from stability.schedulers import get_scheduler
+from theory.builder import CostSpec, cost_model
 from theory.cost import Batch, T_batch
 from theory.hardware import get_gpu
 from theory.workload import get_workload
@@ -97,7 +97,7 @@ def _bounds_scale(r: int) -> list[str]:
     """Theorem 1 and Lemmas 3-4 at r nodes are the one-node statements at lambda / r."""
     from theory.bounds import compute_bounds, lemma3_drift_bound, lemma4_bound
 
-    cm, w = cost_model("a100"), get_workload("table1").padded(cost_model("a100").t_lcm)
+    cm, w = cost_model(CostSpec("a100")), get_workload("table1").padded(cost_model(CostSpec("a100")).t_lcm)
     one, many = compute_bounds(cm, w, 1), compute_bounds(cm, w, r)
     bad = []
     if not _close(many.lambda_star, r * one.lambda_star):
@@ -125,7 +125,8 @@ def _bounds_scale(r: int) -> list[str]:
 def _theorems_executed(r: int, fast: bool) -> tuple[list[str], dict]:
     """RAD's executed chain at r nodes: with lambda* = r / T_bar^R, negative drift for x >= n at
     0.9 lambda* and positive at 1.1 lambda*; compare_with_paper applies Theorem 1 only above."""
-    from stability.dtmc import CycleSampler, build_chain, compare_with_paper
+    from paper_checks.chain_statements import compare_with_paper
+    from stability.dtmc import CycleSampler, build_chain
     from theory.bounds import T_bar_R
 
     cm = small_tile_cost_model()
@@ -191,7 +192,7 @@ def sec41_r_nodes(fast: bool) -> Result:
 
 def _replay(name: str, gpu: str, requests: int) -> list[str]:
     """Run ``name`` with its default parameters on a burst and replay its batch log."""
-    cm = cost_model(gpu)
+    cm = cost_model(CostSpec(gpu))
     t = get_gpu(gpu).optimal_tile()
     t_lcm, t_col = math.lcm(t.t_row, t.t_col, t.t_red), t.t_col
     rng = np.random.default_rng(17)
@@ -272,7 +273,7 @@ def eq7_partial_chunks_and_decode_runs(fast: bool) -> Result:
     gpus = PRESETS[:1] if fast else PRESETS
     bad, cases = [], 0
     for gpu in gpus:
-        cm = cost_model(gpu)
+        cm = cost_model(CostSpec(gpu))
         t = get_gpu(gpu).optimal_tile()
         lcm = math.lcm(t.t_row, t.t_col, t.t_red)
         lengths = sorted({1, 2, lcm - 1, lcm, lcm + 1, 2 * lcm + 3, 3 * lcm - 1, 5 * lcm + lcm // 2})
@@ -383,7 +384,7 @@ def eq5_gemv_orientation(fast: bool) -> Result:
                  "with max_num_seqs = 3 (at most and, once, exactly 3 requests in a batch), every request "
                  "admitted with its first chunk, chunks adding up to the prompts, batches within the budget.")
 def alg4_sarathi_chunks(fast: bool) -> Result:
-    cm = cost_model("a100")
+    cm = cost_model(CostSpec("a100"))
     bad = []
     rng = np.random.default_rng(23)
     m = 12

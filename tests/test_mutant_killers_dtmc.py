@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from stability.dtmc import CycleSampler, build_chain, compare_with_paper
+from paper_checks.chain_statements import compare_with_paper
+from stability.dtmc import CycleSampler, build_chain
 from tests.toys import solo_cost_model
 from theory.bounds import T_bar_R, T_max, n_threshold
 from theory.cost import Batch, T_batch
@@ -107,13 +108,13 @@ def test_a_cycle_from_zero_can_start_n_arrivals():
 
 
 @pytest.mark.parametrize("size", [2, 3, 5, 40])
-def test_mean_ci_is_the_student_t_interval(size):
+def test_t_interval_is_the_student_t_interval(size):
     """Every interval of the chain is the Student-t interval of i.i.d. values with size - 1 degrees
     of freedom, as scipy.stats.t.interval computes it."""
-    from stability.dtmc import mean_ci
+    from theory.stats import t_interval
 
     v = np.random.default_rng(size).exponential(2.0, size)
-    m, lo, hi = mean_ci(v, 0.99)
+    m, lo, hi = t_interval(v, 0.99)
     want = stats.t.interval(0.99, size - 1, loc=v.mean(), scale=stats.sem(v))
     assert m == pytest.approx(v.mean(), rel=1e-12)
     assert (lo, hi) == pytest.approx(want, rel=1e-9)

@@ -20,7 +20,7 @@ from tests.toys import toy_cost_model
 try:  # the simulator modules are moving into stability.sim
     from stability.sim.gpu import run_gpu
 except ImportError:
-    from stability.gpu import run_gpu
+    from stability.sim.gpu import run_gpu
 
 # t* of each toy GPU as its TOML pins it: (t_row, t_col, t_red)
 T_STAR = {"toy2": (8, 2, 8), "toy4": (16, 4, 16), "toy8": (16, 8, 32)}
