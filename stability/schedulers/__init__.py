@@ -1,6 +1,7 @@
 """Schedulers: one module per policy, each a readable compiled loop over the engine's primitives.
 
-Every module defines ``NAME``, ``USES_CYCLES``, a frozen ``Params`` dataclass with ``array()``,
+Every module defines ``NAME``, a frozen ``Params`` dataclass whose ``record()`` returns the
+module-level ``typing.NamedTuple`` its compiled loop reads by name (``prm.budget``),
 ``make_params(cost_model, **options)`` with defaults from the cost model, and the compiled
 ``loop(st, ct, prm, t_stop)``. Adding a scheduler is adding a module and a line below.
 """

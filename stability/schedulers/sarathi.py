@@ -49,8 +49,8 @@ Appendix E.2.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
-import numpy as np
 from numba import njit
 
 from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
@@ -71,8 +71,17 @@ from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
 NAME = "sarathi"
-USES_CYCLES = False
 ORDERS = ("fcfs", "spf")
+
+
+class Record(NamedTuple):
+    """What the compiled loop reads, by name."""
+
+    budget: int  # token budget per batch (chunk_size; decodes count one token each)
+    max_seqs: int  # max_num_seqs: requests holding KV memory (decoding or admitted)
+    spf: bool  # admission order: shortest prefill first, else FCFS
+    limit: int  # max_model_len: longer prompts are rejected
+    kv: KvConfig  # KV memory (stability.sim.memory)
 
 
 @dataclass(frozen=True)
@@ -85,9 +94,10 @@ class Params:
     max_model_len: int
     kv: KvConfig
 
-    def array(self) -> np.ndarray:
-        return np.array([self.chunk_size, self.max_num_seqs, ORDERS.index(self.order),
-                         self.max_model_len, *self.kv.array()], dtype=np.int64)
+    def record(self) -> Record:
+        """The compiled loop's options."""
+        return Record(int(self.chunk_size), int(self.max_num_seqs), self.order == "spf",
+                      int(self.max_model_len), self.kv)
 
 
 def make_params(cm: CostModel, chunk_size: int = 512, max_num_seqs: int = 128, order: str = "fcfs",
@@ -117,8 +127,8 @@ def _admissible(st, budget, max_seqs, spf, limit):
 @njit(cache=True)
 def loop(st, ct, prm, t_stop):
     """Sarathi-Serve's iteration, one batch per decision (decode-only runs as one event)."""
-    budget, max_seqs, spf, limit = prm[0], prm[1], prm[2] == 1, prm[3]
-    kv_setup(st, prm[4], prm[5], prm[6], prm[7], SARATHI)
+    budget, max_seqs, spf, limit = prm.budget, prm.max_seqs, prm.spf, prm.limit
+    kv_setup(st, prm.kv, SARATHI)
     while running(st, t_stop):
         w_refresh(st, spf)
         if st.nd == 0 and st.np == 0 and w_len(st, spf) == 0:

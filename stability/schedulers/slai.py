@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -107,9 +108,24 @@ from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
 NAME = "slai"
-USES_CYCLES = False
 ORDERS = ("fcfs", "spf", "spf_priority")  # codes 0, 1, 2 as in stability.sim.mixed
-HEAD = 15  # fixed entries of Params.array() before the per-class SLOs
+
+
+class Record(NamedTuple):
+    """What the compiled loop reads, by name."""
+
+    budget: int  # token budget per batch (decodes count one token each)
+    alpha: int  # max_num_seqs: requests holding KV memory
+    beta: int  # limit_total_decodes: decodes per batch
+    order: int  # waiting order: index in ORDERS (the ``spf`` code of stability.sim.mixed)
+    limit: int  # max_model_len: longer prompts are rejected
+    dynamic: bool  # delta by the KV use (delta_low / delta_high at memory_limit), else delta
+    delta: float
+    delta_low: float
+    delta_high: float
+    memory_limit: float
+    kv: KvConfig  # KV memory (stability.sim.memory)
+    tbt_slo: np.ndarray  # TBT SLO per class, seconds (float64)
 
 
 @dataclass(frozen=True)
@@ -130,13 +146,12 @@ class Params:
     max_model_len: int
     kv: KvConfig
 
-    def array(self) -> np.ndarray:
-        """All parameters as float64 (integers are exact), the per-class SLOs last."""
-        head = [self.token_budget, self.max_num_seqs, self.limit_total_decodes,
-                ORDERS.index(self.order), self.max_model_len, int(self.dynamic), self.delta,
-                self.delta_low, self.delta_high, self.memory_limit, *self.kv.array(),
-                len(self.tbt_slo)]
-        return np.array([*head, *self.tbt_slo], dtype=np.float64)
+    def record(self) -> Record:
+        """The compiled loop's options."""
+        return Record(int(self.token_budget), int(self.max_num_seqs), int(self.limit_total_decodes),
+                      ORDERS.index(self.order), int(self.max_model_len), bool(self.dynamic),
+                      float(self.delta), float(self.delta_low), float(self.delta_high),
+                      float(self.memory_limit), self.kv, np.array(self.tbt_slo, dtype=np.float64))
 
 
 def _nonneg(name: str, value) -> float:
@@ -215,11 +230,11 @@ def _new_times(st, prm):
     """Post-processing of a batch: every decode whose C is unset (nan: it just emitted a token)
     gets C from the batch's end, then the decode set is re-sorted."""
     t_bar = st.busy / st.n_batch
-    d = offset(st, prm[5] > 0, prm[6], prm[7], prm[8], prm[9])
+    d = offset(st, prm.dynamic, prm.delta, prm.delta_low, prm.delta_high, prm.memory_limit)
     for q in range(st.nd):
         j = st.d_id[q]
         if math.isnan(st.lst[j]):
-            st.lst[j] = last_schedulable_time(st.clock, prm[HEAD + st.cls[j]], d, t_bar)
+            st.lst[j] = last_schedulable_time(st.clock, prm.tbt_slo[st.cls[j]], d, t_bar)
     _sort_decodes(st)
 
 
@@ -324,9 +339,9 @@ def _build_and_run(st, ct, prm, budget, alpha, beta, mode, limit):
 @njit(cache=True)
 def loop(st, ct, prm, t_stop):
     """SLAI's iteration (Section 6), one batch per decision (decode-only runs as one event)."""
-    budget, alpha, beta = int(prm[0]), int(prm[1]), int(prm[2])
-    mode, limit = int(prm[3]), int(prm[4])
-    kv_setup(st, int(prm[10]), int(prm[11]), int(prm[12]), int(prm[13]), SARATHI)
+    budget, alpha, beta = prm.budget, prm.alpha, prm.beta
+    mode, limit = prm.order, prm.limit
+    kv_setup(st, prm.kv, SARATHI)
     while running(st, t_stop):
         w_refresh(st, mode)
         if st.nd == 0 and st.np == 0 and w_len(st, mode) == 0:

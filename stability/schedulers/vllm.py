@@ -34,8 +34,8 @@ Kwon et al. (2023), vLLM / PagedAttention; vllm-project/vllm ``vllm/core/schedul
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
-import numpy as np
 from numba import njit
 
 from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
@@ -56,7 +56,15 @@ from theory.cost import CostModel
 from theory.errors import require_positive_int
 
 NAME = "vllm"
-USES_CYCLES = False
+
+
+class Record(NamedTuple):
+    """What the compiled loop reads, by name."""
+
+    budget: int  # max_num_batched_tokens: prompt tokens of one prefill batch
+    max_seqs: int  # max_num_seqs: requests holding KV memory
+    max_model_len: int  # the prompt limit is min(max_model_len, budget)
+    kv: KvConfig  # KV memory (stability.sim.memory)
 
 
 @dataclass(frozen=True)
@@ -68,9 +76,10 @@ class Params:
     max_model_len: int
     kv: KvConfig
 
-    def array(self) -> np.ndarray:
-        return np.array([self.max_num_batched_tokens, self.max_num_seqs, self.max_model_len,
-                         *self.kv.array()], dtype=np.int64)
+    def record(self) -> Record:
+        """The compiled loop's options."""
+        return Record(int(self.max_num_batched_tokens), int(self.max_num_seqs),
+                      int(self.max_model_len), self.kv)
 
 
 def make_params(cm: CostModel, max_num_batched_tokens: int | None = None, max_num_seqs: int = 256,
@@ -88,9 +97,9 @@ def make_params(cm: CostModel, max_num_batched_tokens: int | None = None, max_nu
 @njit(cache=True)
 def loop(st, ct, prm, t_stop):
     """vLLM v0 ``_schedule_default``, one batch per decision (decode-only runs as one event)."""
-    budget, max_seqs = prm[0], prm[1]
-    limit = min(prm[2], budget)
-    kv_setup(st, prm[3], prm[4], prm[5], prm[6], VLLM)
+    budget, max_seqs = prm.budget, prm.max_seqs
+    limit = min(prm.max_model_len, budget)
+    kv_setup(st, prm.kv, VLLM)
     while running(st, t_stop):
         w_refresh(st, False)
         if w_len(st, False) > 0:                                  # 1. _schedule_prefills

@@ -232,9 +232,10 @@ def pending_at(st, t):
     return st.n_loaded - done - st.n_rej
 
 
-def run_loop(loop, st: State, ct, prm: np.ndarray, t_stop: float = math.inf) -> int:
+def run_loop(loop, st: State, ct, prm: tuple, t_stop: float = math.inf) -> int:
     """Call a scheduler's compiled ``loop`` until it is done or reaches ``t_stop``, growing the
-    batch log whenever it fills. Returns the final code."""
+    batch log whenever it fills. ``prm`` is the scheduler's compiled record (``Params.record()``).
+    Returns the final code."""
     while True:
         code = loop(st, ct, prm, t_stop)
         if code != GROW:
