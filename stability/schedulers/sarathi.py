@@ -55,18 +55,21 @@ from numba import njit
 
 from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
 from stability.sim.memory import (
-    REJ_KV_NEVER,
-    REJ_PROMPT_LIMIT,
     SARATHI,
     KvConfig,
-    can_allocate,
     clean_decode_batches,
     kv_config,
     kv_setup,
-    never_fits,
-    reject,
 )
-from stability.sim.mixed import add_chunk, admit, reserve_decodes, run_mixed, w_head, w_len, w_pop, w_refresh
+from stability.sim.mixed import (
+    add_chunk,
+    admission_would_act,
+    admit_waiting,
+    reserve_decodes,
+    run_mixed,
+    w_len,
+    w_refresh,
+)
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
@@ -114,17 +117,6 @@ def make_params(cm: CostModel, chunk_size: int = 512, max_num_seqs: int = 128, o
 
 
 @njit(cache=True)
-def _admissible(st, budget, max_seqs, spf, limit):
-    """Whether phase 2 could act on the waiting head now (admit it, or reject it)."""
-    if w_len(st, spf) == 0:
-        return False
-    j = w_head(st, spf)
-    if st.pl[j] > limit or never_fits(st, st.pl[j]):
-        return True
-    return can_allocate(st, st.pl[j]) and st.nd + st.np < max_seqs and st.nd < budget
-
-
-@njit(cache=True)
 def loop(st, ct, prm, t_stop):
     """Sarathi-Serve's iteration, one batch per decision (decode-only runs as one event)."""
     budget, max_seqs, spf, limit = prm.budget, prm.max_seqs, prm.spf, prm.limit
@@ -136,7 +128,7 @@ def loop(st, ct, prm, t_stop):
                 return DONE
             continue
         if st.nd > 0 and (st.nd >= budget
-                          or (st.np == 0 and not _admissible(st, budget, max_seqs, spf, limit))):
+                          or (st.np == 0 and not admission_would_act(st, spf, limit, max_seqs))):
             k = clean_decode_batches(st, st.nd, BIG)
             if k > 0:
                 wake = st.nd < budget and (spf or w_len(st, spf) == 0)
@@ -153,22 +145,8 @@ def loop(st, ct, prm, t_stop):
             if c > 0:
                 add_chunk(st, j, c)
                 tokens += c
-        while w_len(st, spf) > 0:                                 # phase 2: new prefills
-            j = w_head(st, spf)
-            if st.pl[j] > limit:
-                reject(st, w_pop(st, spf), REJ_PROMPT_LIMIT)
-                continue
-            if never_fits(st, st.pl[j]):
-                reject(st, w_pop(st, spf), REJ_KV_NEVER)
-                continue
-            if not can_allocate(st, st.pl[j]) or st.nd + st.np >= max_seqs:
-                break
-            c = min(st.pl[j], budget - tokens)
-            if c <= 0:
-                break
-            admit(st, w_pop(st, spf))
-            add_chunk(st, j, c)
-            tokens += c
+        # phase 2: new prefills, chunk min(prompt, budget left)
+        tokens = admit_waiting(st, spf, limit, max_seqs, budget, tokens, True, False)
         if tokens > 0:
             run_mixed(st, ct, st.nd)
         elif w_len(st, spf) > 0:  # an empty GPU that cannot admit its head: a KV accounting bug

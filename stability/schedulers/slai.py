@@ -80,28 +80,22 @@ from numba import njit
 
 from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, move_decode, running, stop_code
 from stability.sim.memory import (
-    REJ_KV_NEVER,
-    REJ_PROMPT_LIMIT,
     SARATHI,
     KvConfig,
     append,
     blocks,
-    can_allocate,
     can_append,
     kv_config,
     kv_setup,
-    never_fits,
-    reject,
 )
 from stability.sim.mixed import (
     add_chunk,
-    admit,
+    admission_would_act,
+    admit_waiting,
     preempt_decode,
     preempt_prefill,
     run_mixed,
-    w_head,
     w_len,
-    w_pop,
     w_refresh,
 )
 from theory.cost import CostModel
@@ -258,18 +252,6 @@ def _reserve(st, q, mode, prefill_victims):
 
 
 @njit(cache=True)
-def _admissible(st, alpha, mode, limit):
-    """Whether step 3 could act on the waiting head now (admit it, or reject it). Admission
-    comes before non-critical decodes, so the decodes do not block it: only memory and alpha."""
-    if w_len(st, mode) == 0:
-        return False
-    j = w_head(st, mode)
-    if st.pl[j] > limit or never_fits(st, st.pl[j]):
-        return True
-    return can_allocate(st, st.pl[j]) and st.nd + st.np < alpha
-
-
-@njit(cache=True)
 def _clean_run(st, k_hi):
     """Largest k <= k_hi such that k decode-only batches of every decode preempt nothing whatever
     their order: the blocks they take stay below the free ones."""
@@ -308,21 +290,10 @@ def _build_and_run(st, ct, prm, budget, alpha, beta, mode, limit):
         c = min(st.pl[j] - st.pg[j], budget - tokens)
         add_chunk(st, j, c)
         tokens += c
-    while w_len(st, mode) > 0 and tokens < budget:                # 3. new prefills
-        j = w_head(st, mode)
-        if st.pl[j] > limit:
-            reject(st, w_pop(st, mode), REJ_PROMPT_LIMIT)
-            continue
-        if never_fits(st, st.pl[j]):
-            reject(st, w_pop(st, mode), REJ_KV_NEVER)
-            continue
-        if not can_allocate(st, st.pl[j]) or st.nd + st.np >= alpha:
-            break
-        c = min(st.pl[j], budget - tokens)
-        admit(st, w_pop(st, mode))
-        st.lst[j] = np.nan  # C is set when its prefill emits a token
-        add_chunk(st, j, c)
-        tokens += c
+    first = st.nbp
+    tokens = admit_waiting(st, mode, limit, alpha, budget, tokens, True, True)  # 3. new prefills
+    for b in range(first, st.nbp):
+        st.lst[st.bp_j[b]] = np.nan  # C is set when its prefill emits a token
     while na < st.nd and na < beta and tokens < budget:           # 4. non-critical decodes
         if _reserve(st, na, mode, False):
             na += 1
@@ -349,7 +320,7 @@ def loop(st, ct, prm, t_stop):
                 return DONE
             continue
         if (st.np == 0 and 0 < st.nd <= min(beta, budget)
-                and not _admissible(st, alpha, mode, limit)):
+                and not admission_would_act(st, mode, limit, alpha)):
             k = _clean_run(st, BIG)
             if k > 0:
                 wake = mode != 0 or w_len(st, mode) == 0

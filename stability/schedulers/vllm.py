@@ -39,19 +39,8 @@ from typing import NamedTuple
 from numba import njit
 
 from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
-from stability.sim.memory import (
-    REJ_KV_NEVER,
-    REJ_PROMPT_LIMIT,
-    VLLM,
-    KvConfig,
-    can_allocate,
-    clean_decode_batches,
-    kv_config,
-    kv_setup,
-    never_fits,
-    reject,
-)
-from stability.sim.mixed import add_chunk, admit, reserve_decodes, run_mixed, w_head, w_len, w_pop, w_refresh
+from stability.sim.memory import VLLM, KvConfig, clean_decode_batches, kv_config, kv_setup
+from stability.sim.mixed import admit_waiting, reserve_decodes, run_mixed, w_len, w_refresh
 from theory.cost import CostModel
 from theory.errors import require_positive_int
 
@@ -105,21 +94,8 @@ def loop(st, ct, prm, t_stop):
         if w_len(st, False) > 0:                                  # 1. _schedule_prefills
             if not log_has_room(st, 1, min(w_len(st, False), max_seqs)):
                 break
-            tokens = 0
-            while w_len(st, False) > 0:
-                j = w_head(st, False)
-                if st.pl[j] > limit:
-                    reject(st, w_pop(st, False), REJ_PROMPT_LIMIT)
-                    continue
-                if never_fits(st, st.pl[j]):
-                    reject(st, w_pop(st, False), REJ_KV_NEVER)
-                    continue
-                if (not can_allocate(st, st.pl[j]) or tokens + st.pl[j] > budget
-                        or st.nd + st.np + 1 > max_seqs):
-                    break
-                admit(st, w_pop(st, False))
-                add_chunk(st, j, st.pl[j])
-                tokens += st.pl[j]
+            # whole prompts while their tokens fit in the budget
+            tokens = admit_waiting(st, False, limit, max_seqs, budget, 0, False, False)
             if tokens > 0:                                        # 2. a prefill-only batch
                 run_mixed(st, ct, 0)
                 continue
