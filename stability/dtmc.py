@@ -108,7 +108,7 @@ class CycleSampler:
         self.params = rad.make_params(cm, n=n, t_col=t_col, chunk=chunk)
         self.n = self.params.n
         self.tables = tables_for(cm, w.L_P, w.L_D, self.params.chunk)
-        self._prm = self.params.array()
+        self._prm = self.params.record()
         # T*_R (Eq. 12) of each support pair, looked up by the key L^P (l^D,max + 1) + L^D
         keys = w.L_P * (w.l_D_max + 1) + w.L_D
         order = np.argsort(keys)

@@ -26,7 +26,7 @@ def simulate(cm, sch, loop, p, arrival, L_P, L_D, slices, log_rows):
     ct = tables_for(cm, L_P, L_D, getattr(p, "chunk", None))
     state = engine.new_state(arrival, L_P, L_D, detail=True, log=True, log_rows=log_rows)
     for t_stop in [*slices, math.inf]:
-        engine.run_loop(getattr(sch, loop), state, ct, p.array(), t_stop)
+        engine.run_loop(getattr(sch, loop), state, ct, p.record(), t_stop)
     cls = np.zeros(len(arrival), dtype=np.int64)
     return collect(state, arrival, L_P, L_D, cls, True)
 

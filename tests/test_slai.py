@@ -23,7 +23,7 @@ from stability.schedulers import get_scheduler
 from stability.schedulers.slai import last_schedulable_time, offset
 from stability.sim import engine
 from stability.sim.gpu import run_gpu
-from stability.sim.memory import SARATHI, allocate, kv_setup
+from stability.sim.memory import SARATHI, KvConfig, allocate, kv_setup
 from stability.sim.simulate import Scenario, simulate
 from tests import reference_sim as ref
 from tests.test_schedulers_vs_reference import BIG, assert_close, assert_same, blocks_of, drawn
@@ -99,7 +99,7 @@ def test_last_schedulable_time_is_eq8():
 def test_dynamic_offset_switches_at_the_memory_threshold(used, expected):
     """delta = 5 below 96% of the KV blocks in use, 10 at or above (Section 7)."""
     st_ = engine.new_state(np.zeros(1), np.array([200]), np.array([1]))
-    kv_setup(st_, 1, 100, 0, 1, SARATHI)
+    kv_setup(st_, KvConfig(True, 100, 1, 0), SARATHI)
     if used:
         allocate(st_, 0, used)
     assert offset(st_, True, 7.0, 5.0, 10.0, 0.96) == expected

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from stability.schedulers.rad import Params, make_params  # same parameters: n, t_col, chunk
+from stability.schedulers.rad import Params, Record, make_params  # same parameters: n, t_col, chunk
 from stability.sim.engine import (
     BIG,
     DONE,
@@ -38,15 +38,14 @@ from stability.sim.engine import (
 )
 
 NAME = "alg2"
-USES_CYCLES = True
 PREFILL, DECODE = 0, 1
-__all__ = ["NAME", "USES_CYCLES", "Params", "loop", "make_params"]
+__all__ = ["NAME", "Params", "Record", "loop", "make_params"]
 
 
 @njit(cache=True)
 def loop(st, ct, prm, t_stop):
     """Algorithm 2, one decision per iteration, until t_stop."""
-    n, t_col = prm[0], prm[1]
+    n, t_col = prm.n, prm.t_col
     while running(st, t_stop):
         see_arrivals(st)
         if st.cyc_open == 0:

@@ -38,6 +38,7 @@ DistServe (OSDI); LLMServe/DistServe @ 82831f1, ``distserve/context_stage_schedu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -61,10 +62,18 @@ from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
 NAME = "distserve"
-USES_CYCLES = False
 DISAGGREGATED = True  # runs as prefill nodes then decode nodes (stability.sim.disaggregated)
 PREFILL_MODES = ("whole", "chunked", "batched")
 WHOLE, CHUNKED, BATCHED = range(3)
+
+
+class Record(NamedTuple):
+    """What the compiled loops read, by name."""
+
+    prefill_mode: int  # WHOLE, CHUNKED or BATCHED
+    max_tokens: int  # prefill_max_tokens of a batched prefill
+    max_batch: int  # prefill_max_batch: requests of a batched prefill
+    decode_cap: int  # decodes per batch on a decode node (0: all)
 
 
 @dataclass(frozen=True)
@@ -80,9 +89,10 @@ class Params:
     link_bandwidth: float  # bytes/s; 0: instantaneous hand-off
     kv_bytes_per_token: int
 
-    def array(self) -> np.ndarray:
-        return np.array([PREFILL_MODES.index(self.prefill_mode), self.prefill_max_tokens,
-                         self.prefill_max_batch, self.decode_cap], dtype=np.int64)
+    def record(self) -> Record:
+        """The compiled loops' options."""
+        return Record(PREFILL_MODES.index(self.prefill_mode), int(self.prefill_max_tokens),
+                      int(self.prefill_max_batch), int(self.decode_cap))
 
     def transfer_time(self, L_P) -> np.ndarray:
         """Seconds to move the KV of prompts of length ``L_P`` to a decode node."""
@@ -126,7 +136,7 @@ def _hand_off(st, ids, n):
 @njit(cache=True)
 def prefill_loop(st, ct, prm, t_stop):
     """Algorithm 5, prefill node (lines 1-11)."""
-    mode, max_tokens, max_batch = prm[0], prm[1], prm[2]
+    mode, max_tokens, max_batch = prm.prefill_mode, prm.max_tokens, prm.max_batch
     ids = np.empty(max(max_batch, 1), dtype=np.int64)
     while running(st, t_stop):
         see_arrivals(st)                                                      # line 3
@@ -159,7 +169,7 @@ def prefill_loop(st, ct, prm, t_stop):
 @njit(cache=True)
 def decode_loop(st, ct, prm, t_stop):
     """Algorithm 5, decode node (lines 12-20)."""
-    cap = prm[3]
+    cap = prm.decode_cap
     while running(st, t_stop):
         see_arrivals(st)                                                      # line 14
         while n_waiting(st) > 0:

@@ -16,8 +16,8 @@ Bari, Hegde, de Veciana (2025), Algorithm 1, Section 4.2, Appendix C.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
-import numpy as np
 from numba import njit
 
 from stability.sim.engine import (
@@ -40,7 +40,13 @@ from theory.cost import CostModel
 from theory.errors import require_positive_int
 
 NAME = "rad"
-USES_CYCLES = True
+
+
+class Record(NamedTuple):
+    """What the compiled loop reads, by name (the chunk is the cost tables' ``ct.chunk``)."""
+
+    n: int  # requests started per cycle (line 6: requests_in_cycle = n)
+    t_col: int  # decode-set size that stops admitting prefills (line 6: |D| = t*_col)
 
 
 @dataclass(frozen=True)
@@ -51,8 +57,9 @@ class Params:
     t_col: int
     chunk: int
 
-    def array(self) -> np.ndarray:
-        return np.array([self.n, self.t_col, self.chunk], dtype=np.int64)
+    def record(self) -> Record:
+        """The compiled loop's options."""
+        return Record(int(self.n), int(self.t_col))
 
 
 def make_params(cm: CostModel, n: int = 1000, t_col: int | None = None, chunk: int | None = None
@@ -66,7 +73,7 @@ def make_params(cm: CostModel, n: int = 1000, t_col: int | None = None, chunk: i
 @njit(cache=True)
 def loop(st, ct, prm, t_stop):
     """Algorithm 1, one decision per iteration, until t_stop."""
-    n, t_col = prm[0], prm[1]
+    n, t_col = prm.n, prm.t_col
     while running(st, t_stop):
         see_arrivals(st)                                                      # line 4
         if st.cyc_open == 0:

@@ -16,6 +16,7 @@ Bari, Hegde, de Veciana (2025), Algorithm 3, Appendix E.1.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -38,8 +39,13 @@ from theory.cost import CostModel
 from theory.errors import require_positive_int
 
 NAME = "request_level"
-USES_CYCLES = False
 DECODE, PREFILL = 0, 1  # mode starts as Decode (line 2)
+
+
+class Record(NamedTuple):
+    """What the compiled loop reads, by name."""
+
+    b: int  # requests prefilled together (line 14)
 
 
 @dataclass(frozen=True)
@@ -48,8 +54,9 @@ class Params:
 
     b: int
 
-    def array(self) -> np.ndarray:
-        return np.array([self.b], dtype=np.int64)
+    def record(self) -> Record:
+        """The compiled loop's options."""
+        return Record(int(self.b))
 
 
 def make_params(cm: CostModel, b: int | None = None) -> Params:
@@ -60,7 +67,7 @@ def make_params(cm: CostModel, b: int | None = None) -> Params:
 @njit(cache=True)
 def loop(st, ct, prm, t_stop):
     """Algorithm 3 (line 5 corrected), one decision per iteration, until t_stop."""
-    b = prm[0]
+    b = prm.b
     ids = np.empty(b, dtype=np.int64)
     while running(st, t_stop):
         see_arrivals(st)                                                      # line 4

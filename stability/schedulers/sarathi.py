@@ -49,30 +49,42 @@ Appendix E.2.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
-import numpy as np
 from numba import njit
 
 from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
 from stability.sim.memory import (
-    REJ_KV_NEVER,
-    REJ_PROMPT_LIMIT,
     SARATHI,
     KvConfig,
-    can_allocate,
     clean_decode_batches,
     kv_config,
     kv_setup,
-    never_fits,
-    reject,
 )
-from stability.sim.mixed import add_chunk, admit, reserve_decodes, run_mixed, w_head, w_len, w_pop, w_refresh
+from stability.sim.mixed import (
+    add_chunk,
+    admission_would_act,
+    admit_waiting,
+    reserve_decodes,
+    run_mixed,
+    w_len,
+    w_refresh,
+)
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
 NAME = "sarathi"
-USES_CYCLES = False
 ORDERS = ("fcfs", "spf")
+
+
+class Record(NamedTuple):
+    """What the compiled loop reads, by name."""
+
+    budget: int  # token budget per batch (chunk_size; decodes count one token each)
+    max_seqs: int  # max_num_seqs: requests holding KV memory (decoding or admitted)
+    spf: bool  # admission order: shortest prefill first, else FCFS
+    limit: int  # max_model_len: longer prompts are rejected
+    kv: KvConfig  # KV memory (stability.sim.memory)
 
 
 @dataclass(frozen=True)
@@ -85,9 +97,10 @@ class Params:
     max_model_len: int
     kv: KvConfig
 
-    def array(self) -> np.ndarray:
-        return np.array([self.chunk_size, self.max_num_seqs, ORDERS.index(self.order),
-                         self.max_model_len, *self.kv.array()], dtype=np.int64)
+    def record(self) -> Record:
+        """The compiled loop's options."""
+        return Record(int(self.chunk_size), int(self.max_num_seqs), self.order == "spf",
+                      int(self.max_model_len), self.kv)
 
 
 def make_params(cm: CostModel, chunk_size: int = 512, max_num_seqs: int = 128, order: str = "fcfs",
@@ -104,21 +117,10 @@ def make_params(cm: CostModel, chunk_size: int = 512, max_num_seqs: int = 128, o
 
 
 @njit(cache=True)
-def _admissible(st, budget, max_seqs, spf, limit):
-    """Whether phase 2 could act on the waiting head now (admit it, or reject it)."""
-    if w_len(st, spf) == 0:
-        return False
-    j = w_head(st, spf)
-    if st.pl[j] > limit or never_fits(st, st.pl[j]):
-        return True
-    return can_allocate(st, st.pl[j]) and st.nd + st.np < max_seqs and st.nd < budget
-
-
-@njit(cache=True)
 def loop(st, ct, prm, t_stop):
     """Sarathi-Serve's iteration, one batch per decision (decode-only runs as one event)."""
-    budget, max_seqs, spf, limit = prm[0], prm[1], prm[2] == 1, prm[3]
-    kv_setup(st, prm[4], prm[5], prm[6], prm[7], SARATHI)
+    budget, max_seqs, spf, limit = prm.budget, prm.max_seqs, prm.spf, prm.limit
+    kv_setup(st, prm.kv, SARATHI)
     while running(st, t_stop):
         w_refresh(st, spf)
         if st.nd == 0 and st.np == 0 and w_len(st, spf) == 0:
@@ -126,7 +128,7 @@ def loop(st, ct, prm, t_stop):
                 return DONE
             continue
         if st.nd > 0 and (st.nd >= budget
-                          or (st.np == 0 and not _admissible(st, budget, max_seqs, spf, limit))):
+                          or (st.np == 0 and not admission_would_act(st, spf, limit, max_seqs))):
             k = clean_decode_batches(st, st.nd, BIG)
             if k > 0:
                 wake = st.nd < budget and (spf or w_len(st, spf) == 0)
@@ -143,22 +145,8 @@ def loop(st, ct, prm, t_stop):
             if c > 0:
                 add_chunk(st, j, c)
                 tokens += c
-        while w_len(st, spf) > 0:                                 # phase 2: new prefills
-            j = w_head(st, spf)
-            if st.pl[j] > limit:
-                reject(st, w_pop(st, spf), REJ_PROMPT_LIMIT)
-                continue
-            if never_fits(st, st.pl[j]):
-                reject(st, w_pop(st, spf), REJ_KV_NEVER)
-                continue
-            if not can_allocate(st, st.pl[j]) or st.nd + st.np >= max_seqs:
-                break
-            c = min(st.pl[j], budget - tokens)
-            if c <= 0:
-                break
-            admit(st, w_pop(st, spf))
-            add_chunk(st, j, c)
-            tokens += c
+        # phase 2: new prefills, chunk min(prompt, budget left)
+        tokens = admit_waiting(st, spf, limit, max_seqs, budget, tokens, True, False)
         if tokens > 0:
             run_mixed(st, ct, st.nd)
         elif w_len(st, spf) > 0:  # an empty GPU that cannot admit its head: a KV accounting bug

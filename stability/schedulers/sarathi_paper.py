@@ -28,8 +28,8 @@ Bari, Hegde, de Veciana (2025), Algorithm 4, Appendix E.2, Section 5.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
-import numpy as np
 from numba import njit
 
 from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
@@ -38,7 +38,12 @@ from theory.cost import CostModel
 from theory.errors import require_positive_int
 
 NAME = "sarathi_paper"
-USES_CYCLES = False
+
+
+class Record(NamedTuple):
+    """What the compiled loop reads, by name."""
+
+    budget: int  # tau_budget, tokens per batch (decodes count one each)
 
 
 @dataclass(frozen=True)
@@ -47,8 +52,9 @@ class Params:
 
     chunk_size: int
 
-    def array(self) -> np.ndarray:
-        return np.array([self.chunk_size], dtype=np.int64)
+    def record(self) -> Record:
+        """The compiled loop's options."""
+        return Record(int(self.chunk_size))
 
 
 def make_params(cm: CostModel, chunk_size: int = 512) -> Params:
@@ -59,7 +65,7 @@ def make_params(cm: CostModel, chunk_size: int = 512) -> Params:
 @njit(cache=True)
 def loop(st, ct, prm, t_stop):
     """Algorithm 4 (lines 11-12 corrected), one batch per decision."""
-    budget = prm[0]
+    budget = prm.budget
     while running(st, t_stop):
         w_refresh(st, False)                                                  # line 3
         if st.nd == 0 and st.np == 0 and w_len(st, False) == 0:

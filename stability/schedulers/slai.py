@@ -73,43 +73,53 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, move_decode, running, stop_code
 from stability.sim.memory import (
-    REJ_KV_NEVER,
-    REJ_PROMPT_LIMIT,
     SARATHI,
     KvConfig,
     append,
     blocks,
-    can_allocate,
     can_append,
     kv_config,
     kv_setup,
-    never_fits,
-    reject,
 )
 from stability.sim.mixed import (
     add_chunk,
-    admit,
+    admission_would_act,
+    admit_waiting,
     preempt_decode,
     preempt_prefill,
     run_mixed,
-    w_head,
     w_len,
-    w_pop,
     w_refresh,
 )
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
 NAME = "slai"
-USES_CYCLES = False
 ORDERS = ("fcfs", "spf", "spf_priority")  # codes 0, 1, 2 as in stability.sim.mixed
-HEAD = 15  # fixed entries of Params.array() before the per-class SLOs
+
+
+class Record(NamedTuple):
+    """What the compiled loop reads, by name."""
+
+    budget: int  # token budget per batch (decodes count one token each)
+    alpha: int  # max_num_seqs: requests holding KV memory
+    beta: int  # limit_total_decodes: decodes per batch
+    order: int  # waiting order: index in ORDERS (the ``spf`` code of stability.sim.mixed)
+    limit: int  # max_model_len: longer prompts are rejected
+    dynamic: bool  # delta by the KV use (delta_low / delta_high at memory_limit), else delta
+    delta: float
+    delta_low: float
+    delta_high: float
+    memory_limit: float
+    kv: KvConfig  # KV memory (stability.sim.memory)
+    tbt_slo: np.ndarray  # TBT SLO per class, seconds (float64)
 
 
 @dataclass(frozen=True)
@@ -130,13 +140,12 @@ class Params:
     max_model_len: int
     kv: KvConfig
 
-    def array(self) -> np.ndarray:
-        """All parameters as float64 (integers are exact), the per-class SLOs last."""
-        head = [self.token_budget, self.max_num_seqs, self.limit_total_decodes,
-                ORDERS.index(self.order), self.max_model_len, int(self.dynamic), self.delta,
-                self.delta_low, self.delta_high, self.memory_limit, *self.kv.array(),
-                len(self.tbt_slo)]
-        return np.array([*head, *self.tbt_slo], dtype=np.float64)
+    def record(self) -> Record:
+        """The compiled loop's options."""
+        return Record(int(self.token_budget), int(self.max_num_seqs), int(self.limit_total_decodes),
+                      ORDERS.index(self.order), int(self.max_model_len), bool(self.dynamic),
+                      float(self.delta), float(self.delta_low), float(self.delta_high),
+                      float(self.memory_limit), self.kv, np.array(self.tbt_slo, dtype=np.float64))
 
 
 def _nonneg(name: str, value) -> float:
@@ -215,11 +224,11 @@ def _new_times(st, prm):
     """Post-processing of a batch: every decode whose C is unset (nan: it just emitted a token)
     gets C from the batch's end, then the decode set is re-sorted."""
     t_bar = st.busy / st.n_batch
-    d = offset(st, prm[5] > 0, prm[6], prm[7], prm[8], prm[9])
+    d = offset(st, prm.dynamic, prm.delta, prm.delta_low, prm.delta_high, prm.memory_limit)
     for q in range(st.nd):
         j = st.d_id[q]
         if math.isnan(st.lst[j]):
-            st.lst[j] = last_schedulable_time(st.clock, prm[HEAD + st.cls[j]], d, t_bar)
+            st.lst[j] = last_schedulable_time(st.clock, prm.tbt_slo[st.cls[j]], d, t_bar)
     _sort_decodes(st)
 
 
@@ -240,18 +249,6 @@ def _reserve(st, q, mode, prefill_victims):
             return False
     append(st, j, p)
     return True
-
-
-@njit(cache=True)
-def _admissible(st, alpha, mode, limit):
-    """Whether step 3 could act on the waiting head now (admit it, or reject it). Admission
-    comes before non-critical decodes, so the decodes do not block it: only memory and alpha."""
-    if w_len(st, mode) == 0:
-        return False
-    j = w_head(st, mode)
-    if st.pl[j] > limit or never_fits(st, st.pl[j]):
-        return True
-    return can_allocate(st, st.pl[j]) and st.nd + st.np < alpha
 
 
 @njit(cache=True)
@@ -293,21 +290,10 @@ def _build_and_run(st, ct, prm, budget, alpha, beta, mode, limit):
         c = min(st.pl[j] - st.pg[j], budget - tokens)
         add_chunk(st, j, c)
         tokens += c
-    while w_len(st, mode) > 0 and tokens < budget:                # 3. new prefills
-        j = w_head(st, mode)
-        if st.pl[j] > limit:
-            reject(st, w_pop(st, mode), REJ_PROMPT_LIMIT)
-            continue
-        if never_fits(st, st.pl[j]):
-            reject(st, w_pop(st, mode), REJ_KV_NEVER)
-            continue
-        if not can_allocate(st, st.pl[j]) or st.nd + st.np >= alpha:
-            break
-        c = min(st.pl[j], budget - tokens)
-        admit(st, w_pop(st, mode))
-        st.lst[j] = np.nan  # C is set when its prefill emits a token
-        add_chunk(st, j, c)
-        tokens += c
+    first = st.nbp
+    tokens = admit_waiting(st, mode, limit, alpha, budget, tokens, True, True)  # 3. new prefills
+    for b in range(first, st.nbp):
+        st.lst[st.bp_j[b]] = np.nan  # C is set when its prefill emits a token
     while na < st.nd and na < beta and tokens < budget:           # 4. non-critical decodes
         if _reserve(st, na, mode, False):
             na += 1
@@ -324,9 +310,9 @@ def _build_and_run(st, ct, prm, budget, alpha, beta, mode, limit):
 @njit(cache=True)
 def loop(st, ct, prm, t_stop):
     """SLAI's iteration (Section 6), one batch per decision (decode-only runs as one event)."""
-    budget, alpha, beta = int(prm[0]), int(prm[1]), int(prm[2])
-    mode, limit = int(prm[3]), int(prm[4])
-    kv_setup(st, int(prm[10]), int(prm[11]), int(prm[12]), int(prm[13]), SARATHI)
+    budget, alpha, beta = prm.budget, prm.alpha, prm.beta
+    mode, limit = prm.order, prm.limit
+    kv_setup(st, prm.kv, SARATHI)
     while running(st, t_stop):
         w_refresh(st, mode)
         if st.nd == 0 and st.np == 0 and w_len(st, mode) == 0:
@@ -334,7 +320,7 @@ def loop(st, ct, prm, t_stop):
                 return DONE
             continue
         if (st.np == 0 and 0 < st.nd <= min(beta, budget)
-                and not _admissible(st, alpha, mode, limit)):
+                and not admission_would_act(st, mode, limit, alpha)):
             k = _clean_run(st, BIG)
             if k > 0:
                 wake = mode != 0 or w_len(st, mode) == 0

@@ -34,29 +34,26 @@ Kwon et al. (2023), vLLM / PagedAttention; vllm-project/vllm ``vllm/core/schedul
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
-import numpy as np
 from numba import njit
 
 from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
-from stability.sim.memory import (
-    REJ_KV_NEVER,
-    REJ_PROMPT_LIMIT,
-    VLLM,
-    KvConfig,
-    can_allocate,
-    clean_decode_batches,
-    kv_config,
-    kv_setup,
-    never_fits,
-    reject,
-)
-from stability.sim.mixed import add_chunk, admit, reserve_decodes, run_mixed, w_head, w_len, w_pop, w_refresh
+from stability.sim.memory import VLLM, KvConfig, clean_decode_batches, kv_config, kv_setup
+from stability.sim.mixed import admit_waiting, reserve_decodes, run_mixed, w_len, w_refresh
 from theory.cost import CostModel
 from theory.errors import require_positive_int
 
 NAME = "vllm"
-USES_CYCLES = False
+
+
+class Record(NamedTuple):
+    """What the compiled loop reads, by name."""
+
+    budget: int  # max_num_batched_tokens: prompt tokens of one prefill batch
+    max_seqs: int  # max_num_seqs: requests holding KV memory
+    max_model_len: int  # the prompt limit is min(max_model_len, budget)
+    kv: KvConfig  # KV memory (stability.sim.memory)
 
 
 @dataclass(frozen=True)
@@ -68,9 +65,10 @@ class Params:
     max_model_len: int
     kv: KvConfig
 
-    def array(self) -> np.ndarray:
-        return np.array([self.max_num_batched_tokens, self.max_num_seqs, self.max_model_len,
-                         *self.kv.array()], dtype=np.int64)
+    def record(self) -> Record:
+        """The compiled loop's options."""
+        return Record(int(self.max_num_batched_tokens), int(self.max_num_seqs),
+                      int(self.max_model_len), self.kv)
 
 
 def make_params(cm: CostModel, max_num_batched_tokens: int | None = None, max_num_seqs: int = 256,
@@ -88,29 +86,16 @@ def make_params(cm: CostModel, max_num_batched_tokens: int | None = None, max_nu
 @njit(cache=True)
 def loop(st, ct, prm, t_stop):
     """vLLM v0 ``_schedule_default``, one batch per decision (decode-only runs as one event)."""
-    budget, max_seqs = prm[0], prm[1]
-    limit = min(prm[2], budget)
-    kv_setup(st, prm[3], prm[4], prm[5], prm[6], VLLM)
+    budget, max_seqs = prm.budget, prm.max_seqs
+    limit = min(prm.max_model_len, budget)
+    kv_setup(st, prm.kv, VLLM)
     while running(st, t_stop):
         w_refresh(st, False)
         if w_len(st, False) > 0:                                  # 1. _schedule_prefills
             if not log_has_room(st, 1, min(w_len(st, False), max_seqs)):
                 break
-            tokens = 0
-            while w_len(st, False) > 0:
-                j = w_head(st, False)
-                if st.pl[j] > limit:
-                    reject(st, w_pop(st, False), REJ_PROMPT_LIMIT)
-                    continue
-                if never_fits(st, st.pl[j]):
-                    reject(st, w_pop(st, False), REJ_KV_NEVER)
-                    continue
-                if (not can_allocate(st, st.pl[j]) or tokens + st.pl[j] > budget
-                        or st.nd + st.np + 1 > max_seqs):
-                    break
-                admit(st, w_pop(st, False))
-                add_chunk(st, j, st.pl[j])
-                tokens += st.pl[j]
+            # whole prompts while their tokens fit in the budget
+            tokens = admit_waiting(st, False, limit, max_seqs, budget, 0, False, False)
             if tokens > 0:                                        # 2. a prefill-only batch
                 run_mixed(st, ct, 0)
                 continue

@@ -69,7 +69,7 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
 
 def _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log, tbt_slo):
     ct = tables_for(cm, L_P, L_D, getattr(params, "chunk", None))
-    node, states = jsq_route(scheduler.loop, ct, params.array(), arrival, L_P, L_D, cls, n_class, r,
+    node, states = jsq_route(scheduler.loop, ct, params.record(), arrival, L_P, L_D, cls, n_class, r,
                              detail, log, tbt_slo=tbt_slo)
     runs = []
     for g, st in enumerate(states):

@@ -85,7 +85,7 @@ def run_disaggregated(cm: CostModel, scheduler: ModuleType, params, arrival, L_P
     arrival = np.asarray(arrival, dtype=np.float64)
     L_P, L_D, cls = np.asarray(L_P), np.asarray(L_D), np.asarray(cls)
     ct = tables_for(cm, L_P, L_D, params.chunk)
-    prm = params.array()
+    prm = params.record()
     n = arrival.size
 
     _, pre_states, pre_ids = _route_and_run(scheduler.prefill_loop, ct, prm, arrival, L_P, L_D, cls,

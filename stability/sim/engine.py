@@ -37,7 +37,7 @@ from numba import njit
 from numba.experimental import structref
 
 from stability.sim.kernels import lin_waste, psa_waste, t_fixed, t_lin, t_psa
-from stability.sim.structs import STATE, State
+from stability.sim.structs import STATE, State, init_state, resize_log
 from theory.errors import FieldError
 
 # --- loop return codes -------------------------------------------------------------------------
@@ -55,116 +55,16 @@ COUNTERS = ("n_batch", "n_event", "n_tokens", "n_dec_tok", "n_pre_tok", "n_not_o
 
 @njit(cache=True)
 def _new_state(arr, lp, ld, cls, t_start, t_first, n_loaded, tbt_slo, detail, log_on, rows):
-    m = arr.size
     st = structref.new(STATE)
-    st.arr = arr
-    st.lp = lp
-    st.ld = ld
-    st.cls = cls
-    st.t_start = t_start
-    st.t_first = t_first
-    st.t_finish = np.full(m, np.nan)
-    st.last_emit = t_first.copy()
-    st.tbt_max = np.zeros(m)
-    st.wq = np.zeros(m + 1, dtype=np.int64)
-    st.d_id = np.zeros(m, dtype=np.int64)
-    st.d_pos = np.zeros(m, dtype=np.int64)
-    st.d_rem = np.zeros(m, dtype=np.int64)
-    st.pl = lp.copy()
-    st.pg = np.zeros(m, dtype=np.int64)
-    st.dr = ld.copy()
-    st.p_id = np.zeros(m, dtype=np.int64)
-    st.bp_j = np.zeros(m, dtype=np.int64)
-    st.bp_c = np.zeros(m, dtype=np.int64)
-    st.hq = np.zeros(m + 1, dtype=np.int64)
-    st.blk = np.zeros(m, dtype=np.int64)
-    st.npre = np.zeros(m, dtype=np.int64)
-    st.rej = np.zeros(m, dtype=np.int64)
-    st.tbt_hist = np.zeros((tbt_slo.size, TBT_BINS))
-    st.tbt_stat = np.zeros((tbt_slo.size, 3))
-    st.tbt_slo = tbt_slo
-    st.n_viol = np.zeros(m, dtype=np.int64)
-    st.lst = np.full(m, np.inf)
-    st.cyc_start = np.zeros(m + 2)
-    st.cyc_end = np.zeros(m + 2)
-    st.cyc_x = np.zeros(m + 2, dtype=np.int64)
-    st.cyc_started = np.zeros(m + 2, dtype=np.int64)
-    st.cyc_done = np.zeros(m + 2, dtype=np.int64)
-    _alloc_log(st, rows, 4 * rows)
-    st.clock = 0.0
-    st.busy = 0.0
-    st.wasted = 0.0
-    st.n_loaded = n_loaded
-    st.last_done = 0
-    st.seen = 0
-    st.wq_head = 0
-    st.wq_len = 0
-    st.nd = 0
-    st.na = 0
-    st.rc = 0
-    st.mode = 0
-    st.n_done = 0
-    st.n_batch = 0
-    st.n_event = 0
-    st.n_tokens = 0
-    st.n_dec_tok = 0
-    st.n_pre_tok = 0
-    st.n_not_opt = 0
-    st.n_cyc = 0
-    st.cyc_open = 0
-    st.n_log = 0
-    st.n_item = 0
-    st.need_grow = 0
-    st.detail = detail
-    st.log_on = log_on
-    st.np = 0
-    st.nbp = 0
-    st.hq_len = 0
-    st.kv_on = 0
-    st.kv_total = 0
-    st.kv_free = 0
-    st.kv_wm = 0
-    st.kv_bs = 1
-    st.kv_rule = 0
-    st.kv_peak = 0
-    st.kv_ready = 0
-    st.n_preempt = 0
-    st.n_rej = 0
-    st.n_lost = 0
-    st.n_recomp = 0
+    init_state(st, arr, lp, ld, cls, t_start, t_first, n_loaded, tbt_slo, detail, log_on, rows,
+               4 * rows, TBT_BINS)
     return st
-
-
-@njit(cache=True)
-def _alloc_log(st, rows, items):
-    st.b_start = np.zeros(rows)
-    st.b_dur = np.zeros(rows)
-    st.b_tau = np.zeros(rows, dtype=np.int64)
-    st.b_nd = np.zeros(rows, dtype=np.int64)
-    st.b_np = np.zeros(rows, dtype=np.int64)
-    st.b_waste = np.zeros(rows)
-    st.it_batch = np.zeros(items, dtype=np.int64)
-    st.it_req = np.zeros(items, dtype=np.int64)
-    st.it_i = np.zeros(items, dtype=np.int64)
-    st.it_c = np.zeros(items, dtype=np.int64)
 
 
 @njit(cache=True)
 def grow_log(st):
     """Double the batch log (keeping its rows); clears the need-grow flag."""
-    b_start, b_dur, b_tau, b_nd, b_np, b_waste = st.b_start, st.b_dur, st.b_tau, st.b_nd, st.b_np, st.b_waste
-    it_batch, it_req, it_i, it_c = st.it_batch, st.it_req, st.it_i, st.it_c
-    _alloc_log(st, max(1024, 2 * b_start.size), max(4096, 2 * it_req.size))
-    st.b_start[: b_start.size] = b_start
-    st.b_dur[: b_dur.size] = b_dur
-    st.b_tau[: b_tau.size] = b_tau
-    st.b_nd[: b_nd.size] = b_nd
-    st.b_np[: b_np.size] = b_np
-    st.b_waste[: b_waste.size] = b_waste
-    st.it_batch[: it_batch.size] = it_batch
-    st.it_req[: it_req.size] = it_req
-    st.it_i[: it_i.size] = it_i
-    st.it_c[: it_c.size] = it_c
+    resize_log(st, max(1024, 2 * st.b_start.size), max(4096, 2 * st.it_req.size))
     st.need_grow = 0
 
 
@@ -232,9 +132,10 @@ def pending_at(st, t):
     return st.n_loaded - done - st.n_rej
 
 
-def run_loop(loop, st: State, ct, prm: np.ndarray, t_stop: float = math.inf) -> int:
+def run_loop(loop, st: State, ct, prm: tuple, t_stop: float = math.inf) -> int:
     """Call a scheduler's compiled ``loop`` until it is done or reaches ``t_stop``, growing the
-    batch log whenever it fills. Returns the final code."""
+    batch log whenever it fills. ``prm`` is the scheduler's compiled record (``Params.record()``).
+    Returns the final code."""
     while True:
         code = loop(st, ct, prm, t_stop)
         if code != GROW:

@@ -73,7 +73,7 @@ def run_gpu(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls
         raise ValueError("arrival times must be sorted")
     ct = tables if tables is not None else tables_for(cm, L_P, L_D, getattr(params, "chunk", None))
     st = engine.new_state(arrival, L_P, L_D, cls, n_class, detail, log, tbt_slo=tbt_slo)
-    prm = params.array()
+    prm = params.record()
     if progress is None or arrival.size == 0:
         engine.run_loop(scheduler.loop, st, ct, prm, math.inf)
     else:

@@ -25,7 +25,8 @@ vllm-project/vllm v0 ``vllm/core/block_manager.py``):
   ignore such requests). Rejected requests never finish and are counted, never lost silently.
 
 The compiled functions below keep the counts in the engine state (``kv_*`` fields and the
-per-request ``blk``); :class:`KvConfig` is what a scheduler's parameters carry.
+per-request ``blk``); :class:`KvConfig` is what a scheduler's parameters carry, and, as the
+sub-record ``prm.kv`` of its compiled record, what its loop hands to :func:`kv_setup`.
 
 Which schedulers model memory: ``sarathi`` and ``vllm`` (on by default, ``memory=False`` turns
 it off). RAD, Algorithm 2, request-level batching, Algorithm 4 (``sarathi_paper``) and DistServe
@@ -41,7 +42,7 @@ de Veciana (2025), Assumption 4.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from numba import njit
 
@@ -59,18 +60,18 @@ REJECT_REASONS = {
 }
 
 
-@dataclass(frozen=True)
-class KvConfig:
-    """KV memory of one GPU as a scheduler sees it (``on=False``: unlimited memory)."""
+class KvConfig(NamedTuple):
+    """KV memory of one GPU as a scheduler sees it (``on=False``: unlimited memory).
+
+    A ``typing.NamedTuple``, so that a compiled loop reads it by name (``prm.kv.blocks``) as a
+    field of its scheduler's record; :func:`kv_config` builds it with exact types (a bool and
+    Python ints), so every scheduler compiles once for it.
+    """
 
     on: bool
     blocks: int
     block_size: int
     watermark_blocks: int
-
-    def array(self) -> list[int]:
-        """(on, total blocks, watermark blocks, block size) for a compiled loop's parameters."""
-        return [int(self.on), self.blocks, self.watermark_blocks, self.block_size]
 
 
 def capacity_blocks(cm: CostModel, gpu_memory_utilization: float = 0.9,
@@ -113,23 +114,24 @@ def kv_config(cm: CostModel, memory: bool, gpu_memory_utilization: float = 0.9,
                              f"room for KV blocks beside {cm.model.key}'s weights on {cm.gpu.key}")
     else:
         blocks = require_positive_int("kv_blocks", kv_blocks)
-    return KvConfig(memory, blocks, block_size, int(watermark * blocks))
+    return KvConfig(bool(memory), int(blocks), int(block_size), int(watermark * blocks))
 
 
 # --- compiled accounting over the engine state ---------------------------------------------------
 
 
 @njit(cache=True)
-def kv_setup(st, on, total, watermark, block_size, rule):
-    """Configure the state's KV memory once (a loop calls this on entry; later calls do nothing)."""
+def kv_setup(st, kv, rule):
+    """Configure the state's KV memory from ``kv`` (a :class:`KvConfig`) and the append ``rule``
+    (``SARATHI`` or ``VLLM``) once: a loop calls this on entry; later calls do nothing."""
     if st.kv_ready:
         return
     st.kv_ready = 1
-    st.kv_on = on
-    st.kv_total = total
-    st.kv_free = total
-    st.kv_wm = watermark
-    st.kv_bs = block_size
+    st.kv_on = 1 if kv.on else 0
+    st.kv_total = kv.blocks
+    st.kv_free = kv.blocks
+    st.kv_wm = kv.watermark_blocks
+    st.kv_bs = kv.block_size
     st.kv_rule = rule
 
 

@@ -49,7 +49,17 @@ from stability.sim.engine import (
     see_arrivals,
 )
 from stability.sim.kernels import lin_waste, psa_waste, t_fixed, t_psa
-from stability.sim.memory import allocate, append, can_append, release
+from stability.sim.memory import (
+    REJ_KV_NEVER,
+    REJ_PROMPT_LIMIT,
+    allocate,
+    append,
+    can_allocate,
+    can_append,
+    never_fits,
+    reject,
+    release,
+)
 
 KEY_SHIFT = 32  # SPF heap key: cls << 58 | pl << 32 | j (the class only under priority)
 CLS_SHIFT = 58  # room for prefill targets below 2**26 tokens and 32 classes
@@ -166,6 +176,76 @@ def add_chunk(st, j, c):
     st.bp_j[b] = j
     st.bp_c[b] = c
     st.nbp = b + 1
+
+
+@njit(cache=True)
+def admission_would_act(st, spf, limit, max_seqs):
+    """Whether :func:`admit_waiting` would act on the waiting head now, budget permitting: admit
+    it (its blocks can be allocated and fewer than ``max_seqs`` requests hold memory) or reject
+    it. While it would not, only a completion can change that (memory is only taken meanwhile),
+    so decode-only batches may run as one event."""
+    if w_len(st, spf) == 0:
+        return False
+    j = w_head(st, spf)
+    if st.pl[j] > limit or never_fits(st, st.pl[j]):
+        return True
+    return can_allocate(st, st.pl[j]) and st.nd + st.np < max_seqs
+
+
+@njit(cache=True)
+def admit_waiting(st, spf, limit, max_seqs, budget, tokens, partial, budget_first):
+    """Admit new prefills from the waiting queue into the batch being built; returns the batch's
+    tokens after them (``tokens`` before).
+
+    Looking at the waiting head (FCFS, or the shortest prefill under ``spf``), in order:
+
+    * a prompt (with recomputed tokens) longer than ``limit`` is rejected (``REJ_PROMPT_LIMIT``),
+      one whose blocks exceed an empty GPU's (vLLM's ``AllocStatus.NEVER``) too
+      (``REJ_KV_NEVER``), and the next head is looked at;
+    * admission stops, head-of-line blocking, when the whole prompt's blocks cannot be allocated
+      (``can_allocate``: free - blocks >= watermark) or ``max_seqs`` requests hold memory
+      (decoding or admitted);
+    * its chunk is ``min(prompt, budget - tokens)`` if ``partial`` (Sarathi-Serve, SLAI: the
+      last admission of a batch may be cut), admission stopping when that is 0; else the whole
+      prompt, admission stopping when it does not fit in ``budget - tokens`` (vLLM);
+    * the head is admitted (its whole prompt's blocks taken, :func:`admit`) and its chunk added.
+
+    ``tokens`` is the budget already spent: Sarathi-Serve and SLAI count the batch's decodes and
+    chunks, vLLM's prefill-only batch starts at 0. ``budget_first`` (SLAI) stops before looking
+    at the head once the budget is spent; otherwise (Sarathi-Serve, vLLM) over-long and never
+    fitting heads are still rejected then.
+
+    References
+    ----------
+    microsoft/sarathi-serve @ 96f9911 ``sarathi/core/scheduler/sarathi_scheduler.py``
+    (``_schedule``, phase 2); vllm-project/vllm v0 ``vllm/core/scheduler.py``
+    (``_schedule_prefills``); agrimUT/SLAI @ 5098a7a ``sarathi/core/scheduler/slai_scheduler.py``;
+    Bari, Hegde, de Veciana (2025), Section 6 (step 3 of SLAI's batch).
+    """
+    while w_len(st, spf) > 0:
+        if budget_first and tokens >= budget:
+            break
+        j = w_head(st, spf)
+        if st.pl[j] > limit:
+            reject(st, w_pop(st, spf), REJ_PROMPT_LIMIT)
+            continue
+        if never_fits(st, st.pl[j]):
+            reject(st, w_pop(st, spf), REJ_KV_NEVER)
+            continue
+        if not can_allocate(st, st.pl[j]) or st.nd + st.np >= max_seqs:
+            break
+        if partial:
+            c = min(st.pl[j], budget - tokens)
+            if c <= 0:
+                break
+        else:
+            c = st.pl[j]
+            if tokens + c > budget:
+                break
+        admit(st, w_pop(st, spf))
+        add_chunk(st, j, c)
+        tokens += c
+    return tokens
 
 
 @njit(cache=True)

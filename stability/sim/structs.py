@@ -5,11 +5,19 @@ does not touch (about 9 ns each, per call); a structref is passed as one pointer
 declared once here with their types; instances are created by cached compiled factories in
 :mod:`stability.sim.kernels` and :mod:`stability.sim.engine`, and read back from Python by compiled
 exporters, so no per-process compilation is needed.
+
+The state's fields come from one table, :data:`STATE_BLOCKS`: each field's name, numba type and
+initial value, in blocks by who uses them (the engine core, KV memory, mixed batches, cycles and
+modes, SLAI). The state type :data:`STATE`, its initialiser :func:`init_state` and the batch log's
+growth (:func:`resize_log`) are generated from it, so a field is added in one place. Reading and
+writing fields in the hot loop is unchanged: plain structref attribute access (the generated code
+runs only when a state is created or its log grows).
 """
 
 from __future__ import annotations
 
-from numba import types
+import numpy as np
+from numba import njit, types
 from numba.experimental import structref
 
 I64 = types.int64
@@ -68,43 +76,129 @@ COSTS = CostsType([
     ("lm_out", F64),  # vocab projection per scheduled request row (lm_head)
 ])
 
-STATE = StateType([
-    # requests (this GPU's, in arrival order)
-    ("arr", FA), ("lp", IA), ("ld", IA), ("cls", IA),
-    ("t_start", FA), ("t_first", FA), ("t_finish", FA), ("last_emit", FA), ("tbt_max", FA),
-    # queues: waiting (ring buffer) and decode phase (id, next position, remaining decodes)
-    ("wq", IA), ("d_id", IA), ("d_pos", IA), ("d_rem", IA),
-    # prefill progress (mixed-batch schedulers): target length (L^P, or prompt + generated
-    # tokens after a recompute preemption), tokens prefilled, decodes left after the prefill
-    ("pl", IA), ("pg", IA), ("dr", IA),
-    # admitted requests in their prefill phase (sorted by arrival index) and the batch being built
-    ("p_id", IA), ("bp_j", IA), ("bp_c", IA),
-    # shortest-prefill-first waiting heap of keys pl << 32 | j
-    ("hq", IA),
-    # KV memory per request: blocks held, preemptions, rejection reason (stability.sim.memory)
-    ("blk", IA), ("npre", IA), ("rej", IA),
-    # TBT record per class: histogram and (count, sum, max); per-class TBT SLO and, per request,
-    # the gaps above its class's SLO
-    ("tbt_hist", FA2), ("tbt_stat", FA2), ("tbt_slo", FA), ("n_viol", IA),
-    # SLO-aware scheduling (stability.schedulers.slai): each decode's last schedulable time C
-    ("lst", FA),
-    # cycles (Algorithms 1-2): start, end, X[c], started, completed
-    ("cyc_start", FA), ("cyc_end", FA), ("cyc_x", IA), ("cyc_started", IA), ("cyc_done", IA),
-    # batch log: one row per batch, one item per iteration
-    ("b_start", FA), ("b_dur", FA), ("b_tau", IA), ("b_nd", IA), ("b_np", IA), ("b_waste", FA),
-    ("it_batch", IA), ("it_req", IA), ("it_i", IA), ("it_c", IA),
-    # scalars
-    ("clock", F64), ("busy", F64), ("wasted", F64),
-    ("n_loaded", I64), ("seen", I64), ("wq_head", I64), ("wq_len", I64),
-    ("nd", I64), ("na", I64), ("rc", I64), ("mode", I64),
-    ("n_done", I64), ("n_batch", I64), ("n_event", I64), ("n_tokens", I64), ("n_dec_tok", I64),
-    ("n_pre_tok", I64), ("n_not_opt", I64), ("n_cyc", I64), ("cyc_open", I64),
-    ("n_log", I64), ("n_item", I64), ("need_grow", I64), ("detail", I64), ("log_on", I64),
-    ("last_done", I64),  # completions at the end of the latest event (join-shortest-queue)
-    ("np", I64), ("nbp", I64), ("hq_len", I64),
-    # KV memory (blocks): on, total, free, watermark, block size, append rule, peak use, set up
-    ("kv_on", I64), ("kv_total", I64), ("kv_free", I64), ("kv_wm", I64), ("kv_bs", I64),
-    ("kv_rule", I64), ("kv_peak", I64), ("kv_ready", I64),
-    # preemptions, rejections, tokens whose KV a preemption discarded, recompute prefills done
-    ("n_preempt", I64), ("n_rej", I64), ("n_lost", I64), ("n_recomp", I64),
-])
+
+
+class Zeros:
+    """Initial value of an array field: zeros of the field's dtype, ``size`` an expression over
+    the initialiser's arguments (e.g. ``"m + 1"``; ``m`` is the state's capacity in requests)."""
+
+    def __init__(self, size: str):
+        self.size = size
+
+    def code(self, typ) -> str:
+        dtype = "np.int64" if typ.dtype == I64 else "np.float64"
+        return f"np.zeros({self.size}, dtype={dtype})"
+
+
+# Each field: (name, numba type, initial value: an expression over the arguments of init_state,
+# or Zeros(size)). The batch log's arrays are sized by ``rows`` (one per batch) and ``items``
+# (one per iteration) and grow; everything else is sized by the capacity m once.
+STATE_BLOCKS: dict[str, list] = {
+    # --- engine core (stability.sim.engine): requests, this GPU's, in arrival order ---------------
+    "requests": [
+        ("arr", FA, "arr"), ("lp", IA, "lp"), ("ld", IA, "ld"), ("cls", IA, "cls"),
+        ("t_start", FA, "t_start"), ("t_first", FA, "t_first"),
+        ("t_finish", FA, "np.full(m, np.nan)"), ("last_emit", FA, "t_first.copy()"),
+        ("tbt_max", FA, Zeros("m")),
+        ("n_loaded", I64, "n_loaded"),  # requests loaded (append_request adds more)
+    ],
+    # --- engine core: the waiting queue (FCFS ring buffer) and the decode set D (id, next
+    # position, remaining decodes), both in order ------------------------------------------------
+    "queues": [
+        ("wq", IA, Zeros("m + 1")), ("wq_head", I64, "0"), ("wq_len", I64, "0"),
+        ("seen", I64, "0"),  # requests whose arrival has been seen
+        ("d_id", IA, Zeros("m")), ("d_pos", IA, Zeros("m")), ("d_rem", IA, Zeros("m")),
+        ("nd", I64, "0"),
+    ],
+    # --- engine core: clock and counters ----------------------------------------------------------
+    "counters": [
+        ("clock", F64, "0.0"), ("busy", F64, "0.0"), ("wasted", F64, "0.0"),
+        ("n_done", I64, "0"), ("n_batch", I64, "0"), ("n_event", I64, "0"), ("n_tokens", I64, "0"),
+        ("n_dec_tok", I64, "0"), ("n_pre_tok", I64, "0"), ("n_not_opt", I64, "0"),
+        ("last_done", I64, "0"),  # completions at the end of the latest event (join-shortest-queue)
+    ],
+    # --- engine core: TBT record per class (histogram; count, sum, max), per-class TBT SLO and, per
+    # request, the gaps above its class's SLO; recorded in detail mode only -----------------------
+    "tbt": [
+        ("tbt_hist", FA2, "np.zeros((tbt_slo.size, bins))"), ("tbt_stat", FA2, "np.zeros((tbt_slo.size, 3))"),
+        ("tbt_slo", FA, "tbt_slo"), ("n_viol", IA, Zeros("m")),
+        ("detail", I64, "detail"),
+    ],
+    # --- engine core: batch log, one row per batch, one item per iteration -----------------------
+    "log": [
+        ("log_on", I64, "log_on"), ("n_log", I64, "0"), ("n_item", I64, "0"),
+        ("need_grow", I64, "0"),
+        ("b_start", FA, Zeros("rows")), ("b_dur", FA, Zeros("rows")), ("b_tau", IA, Zeros("rows")),
+        ("b_nd", IA, Zeros("rows")), ("b_np", IA, Zeros("rows")), ("b_waste", FA, Zeros("rows")),
+        ("it_batch", IA, Zeros("items")), ("it_req", IA, Zeros("items")), ("it_i", IA, Zeros("items")),
+        ("it_c", IA, Zeros("items")),
+    ],
+    # --- KV memory (stability.sim.memory): per request blocks held, preemptions, rejection reason;
+    # on, total, free, watermark, block size, append rule, peak use, set up; preemptions,
+    # rejections, tokens whose KV a preemption discarded, recompute prefills done ----------------
+    "kv": [
+        ("blk", IA, Zeros("m")), ("npre", IA, Zeros("m")), ("rej", IA, Zeros("m")),
+        ("kv_on", I64, "0"), ("kv_total", I64, "0"), ("kv_free", I64, "0"), ("kv_wm", I64, "0"),
+        ("kv_bs", I64, "1"), ("kv_rule", I64, "0"), ("kv_peak", I64, "0"), ("kv_ready", I64, "0"),
+        ("n_preempt", I64, "0"), ("n_rej", I64, "0"), ("n_lost", I64, "0"), ("n_recomp", I64, "0"),
+    ],
+    # --- mixed batches (stability.sim.mixed): prefill target (L^P, or prompt + generated tokens
+    # after a recompute preemption), tokens prefilled, decodes left after the prefill; admitted
+    # requests in their prefill phase P (by arrival index); the batch being built; the
+    # shortest-prefill-first waiting heap of keys pl << 32 | j ------------------------------------
+    "mixed": [
+        ("pl", IA, "lp.copy()"), ("pg", IA, Zeros("m")), ("dr", IA, "ld.copy()"),
+        ("p_id", IA, Zeros("m")), ("np", I64, "0"),
+        ("bp_j", IA, Zeros("m")), ("bp_c", IA, Zeros("m")), ("nbp", I64, "0"),
+        ("hq", IA, Zeros("m + 1")), ("hq_len", I64, "0"),
+    ],
+    # --- cycles (Algorithms 1-2, Appendix C.1: start, end, X[c], started, completed) and the modes
+    # of Algorithms 2-3: requests started in the cycle, mode, active decodes ----------------------
+    "cycles": [
+        ("cyc_start", FA, Zeros("m + 2")), ("cyc_end", FA, Zeros("m + 2")),
+        ("cyc_x", IA, Zeros("m + 2")), ("cyc_started", IA, Zeros("m + 2")),
+        ("cyc_done", IA, Zeros("m + 2")), ("n_cyc", I64, "0"), ("cyc_open", I64, "0"),
+        ("rc", I64, "0"), ("mode", I64, "0"), ("na", I64, "0"),
+    ],
+    # --- SLO-aware scheduling (stability.schedulers.slai): each decode's last schedulable time C --
+    "slai": [
+        ("lst", FA, "np.full(m, np.inf)"),
+    ],
+}
+
+STATE = StateType([(name, typ) for block in STATE_BLOCKS.values() for name, typ, _ in block])
+
+INIT_ARGS = ("st", "arr", "lp", "ld", "cls", "t_start", "t_first", "n_loaded", "tbt_slo", "detail",
+             "log_on", "rows", "items", "bins")
+
+
+def _generate(name: str, args, body: list[str], doc: str):
+    """Compile ``def name(*args): body`` (not cached itself: the cached factories calling it
+    hold its machine code)."""
+    src = f"def {name}({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in body)
+    namespace = {"np": np}
+    exec(compile(src, f"<stability.sim.structs.{name}>", "exec"), namespace)
+    fn = namespace[name]
+    fn.__doc__ = doc
+    return njit(fn)
+
+
+def _init_code(value, typ) -> str:
+    return value.code(typ) if isinstance(value, Zeros) else value
+
+
+init_state = _generate(
+    "init_state", INIT_ARGS,
+    ["m = arr.size"] + [f"st.{name} = {_init_code(value, typ)}" for block in STATE_BLOCKS.values()
+                        for name, typ, value in block],
+    "Set every field of a new state ``st`` to its initial value in :data:`STATE_BLOCKS`.")
+
+LOG_ARRAYS = [(name, typ, value) for name, typ, value in STATE_BLOCKS["log"]
+              if isinstance(value, Zeros) and value.size in ("rows", "items")]
+
+resize_log = _generate(
+    "resize_log", ("st", "rows", "items"),
+    [line for name, typ, value in LOG_ARRAYS
+     for line in (f"old_{name} = st.{name}", f"st.{name} = {value.code(typ)}",
+                  f"st.{name}[: old_{name}.size] = old_{name}")],
+    "Reallocate the batch log for ``rows`` batches and ``items`` iterations, keeping its entries.")
