@@ -1,4 +1,5 @@
-"""Atomic file output: write to a temporary file in the target directory, then rename.
+"""File input and output: one CSV table reader, and atomic output (write to a temporary file in the
+target directory, then rename).
 
 An interrupted run never leaves a half-written results file behind, so a resumed sweep can trust
 every file it finds.
@@ -7,10 +8,13 @@ every file it finds.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import os
 import tempfile
 from pathlib import Path
+
+from theory.errors import ConfigFileError
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
@@ -42,3 +46,29 @@ def atomic_write_csv(path: str | Path, columns: dict) -> Path:
     writer.writerow(names)
     writer.writerows(zip(*(columns[n] for n in names), strict=True))
     return atomic_write_text(path, buf.getvalue())
+
+
+def read_csv_table(path: str | Path, expected: str) -> tuple[list[str], list[dict]]:
+    """The header and rows (dicts, keys stripped) of a CSV file, ``.gz`` or plain, UTF-8 with or
+    without a byte-order mark; errors name the file, and ``expected`` says what the header should
+    hold when the file is empty."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigFileError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise ConfigFileError(f"{path}: is a directory, expected a CSV file") from None
+    try:
+        if path.name.endswith(".gz"):
+            raw = gzip.decompress(raw)
+        reader = csv.DictReader(io.StringIO(raw.decode("utf-8-sig"), newline=""))
+        rows = list(reader)
+        header = [(h or "").strip() for h in (reader.fieldnames or [])]
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigFileError(f"{path}: malformed CSV: {exc}") from None
+    if not header:
+        raise ConfigFileError(f"{path}: empty file; expected a header with {expected}")
+    if not rows:
+        raise ConfigFileError(f"{path}: no data rows")
+    return header, [{(k or "").strip(): v for k, v in row.items()} for row in rows]

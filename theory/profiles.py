@@ -37,9 +37,6 @@ attention heads (tensor parallelism splits heads across GPUs). A UTF-8 byte-orde
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
 import math
 import re
 from dataclasses import dataclass
@@ -48,8 +45,9 @@ from pathlib import Path
 
 import numpy as np
 
-from theory.errors import ConfigFileError, FieldError, UnknownNameError
+from theory.errors import FieldError, UnknownNameError
 from theory.hardware import get_gpu
+from theory.io import read_csv_table
 from theory.models import Model, get_model
 
 ABSENT = -1
@@ -174,27 +172,7 @@ def gemm_shape(model: Model, operation: str, tp: int) -> tuple[int, int]:
 
 
 def _read(path: Path) -> tuple[list[str], list[dict]]:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigFileError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise ConfigFileError(f"{path}: is a directory, expected a CSV file") from None
-    try:
-        if path.name.endswith(".gz"):
-            raw = gzip.decompress(raw)
-        text = raw.decode("utf-8-sig")
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        rows = list(reader)
-        header = [(h or "").strip() for h in (reader.fieldnames or [])]
-    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:
-        raise ConfigFileError(f"{path}: malformed CSV: {exc}") from None
-    if not header:
-        raise ConfigFileError(f"{path}: empty file; expected a header with the columns "
-                              f"{', '.join(REQUIRED)} and a time column")
-    if not rows:
-        raise ConfigFileError(f"{path}: no data rows")
-    return header, [{(k or "").strip(): v for k, v in row.items()} for row in rows]
+    return read_csv_table(path, f"the columns {', '.join(REQUIRED)} and a time column")
 
 
 def _check_header(path: Path, header: list[str]) -> str:

@@ -20,7 +20,6 @@ Bari, Hegde, de Veciana (2025), Section 3.1 (batches), Eq. 2 and Eq. 7.
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from importlib import resources
@@ -29,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from theory.errors import ConfigFileError, FieldError
+from theory.io import read_csv_table
 
 EXAMPLES = {
     # name: packaged file (theory/data/calibration/README.md gives source, commit and license)
@@ -82,22 +82,8 @@ class BatchTimings:
 
 
 def _rows(path: str | Path) -> tuple[list[str], list[dict]]:
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            rows = list(reader)
-            header = [h.strip() for h in (reader.fieldnames or []) if h is not None]
-    except FileNotFoundError:
-        raise ConfigFileError(f"{path}: file not found") from None
-    except (csv.Error, UnicodeDecodeError) as exc:
-        raise ConfigFileError(f"{path}: malformed CSV: {exc}") from None
-    if not header:
-        raise ConfigFileError(f"{path}: empty file; expected a header with GeMM columns "
-                              f"{','.join(GEMM_COLUMNS)} or batch columns {','.join(BATCH_COLUMNS)}")
-    if not rows:
-        raise ConfigFileError(f"{path}: no data rows")
-    rows = [{(k or "").strip(): v for k, v in row.items()} for row in rows]
-    return header, rows
+    return read_csv_table(path, f"GeMM columns {','.join(GEMM_COLUMNS)} or batch columns "
+                                f"{','.join(BATCH_COLUMNS)}")
 
 
 def _missing(path, header: list[str], needed: tuple[str, ...], kind: str) -> None:
