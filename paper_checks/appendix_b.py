@@ -52,7 +52,7 @@ def eq9_core(reduce=max, trials: int = 2000, seed: int = 9) -> tuple[bool, dict 
     return True, None
 
 
-@register("eq9.max_ge_mean", location="Appendix B.1, Eq. 9",
+@register("eq9.max_ge_mean", level="sample", location="Appendix B.1, Eq. 9",
           items=("Eq. 9",),
           claim="The drain time of r nodes (the largest per-node busy time) is at least the mean busy "
                 "time over the nodes.",
@@ -68,7 +68,7 @@ def eq9_max_ge_mean(fast: bool) -> Result:
 # --- Eq. 10 ------------------------------------------------------------------------------------
 
 
-@register("eq10a.ceiling_removal", location="Appendix B.1, Eq. 10 step (a)",
+@register("eq10a.ceiling_removal", level="exhaustive", location="Appendix B.1, Eq. 10 step (a)",
           items=("Eq. 10",),
           claim="Removing the ceilings of Eq. 7 lowers it: ceil(tau/t_col) >= tau/t_col and Eq. 6 with "
                 "ceilings >= Eq. 6 without.",
@@ -114,7 +114,7 @@ def eq10b_core(cms) -> tuple[bool, dict | None, int]:
     return True, None, n
 
 
-@register("eq10b.tile_replacement", location="Appendix B.1, Eq. 10 step (b)",
+@register("eq10b.tile_replacement", level="exhaustive", location="Appendix B.1, Eq. 10 step (b)",
           items=("Eq. 10", "Assumption 1"),
           claim="In the ceiling-free bound, replacing the batch's tile by t* can only lower it "
                 "(this follows from Assumption 1).",
@@ -150,7 +150,7 @@ def coverage(chunks: list[tuple[int, int]], L: int) -> np.ndarray:
     return cnt[1:L + 1]
 
 
-@register("appB.Ij_indices", location="Appendix B.1 after Eq. 10 (I_j), and Appendix C.2 (same set)",
+@register("appB.Ij_indices", level="proof", location="Appendix B.1 after Eq. 10 (I_j), and Appendix C.2 (same set)",
           items=("Eq. 11", "Eq. 23"),
           claim="I_j = {(1, t*_lcm), (t*_lcm + 1, t*_lcm), ..., (L^P - t*_lcm, t*_lcm)} is a chunking of "
                 "the prompt 1..L^P (each token prefilled once), and Eq. 11 summed over it gives Eq. 12.",
@@ -193,7 +193,7 @@ def appB_Ij_indices(fast: bool) -> Result:
                                    "11 summed over it equals Eq. 12's L^P (L^P + t*_lcm) for symbolic m")
 
 
-@register("appB.Ij_optimal_relaxed", location="Appendix B.1, after Eq. 10: 'the optimal set of chunk "
+@register("appB.Ij_optimal_relaxed", level="exhaustive", location="Appendix B.1, after Eq. 10: 'the optimal set of chunk "
                                             "positions and chunk size ... in minimal time is I_j'",
           items=("Eq. 10", "Eq. 11", "Eq. 12"),
           claim="Among all chunkings of a prompt, chunks of t*_lcm (I_j) minimise the prefill attention of "
@@ -261,7 +261,7 @@ def ceiling_gap(gpu_key: str, L_max: int) -> dict:
     return out
 
 
-@register("appB.Ij_optimal_ceil", location="Appendix B.1, I_j and Eq. 12 (as used by Theorem 1 and RAD)",
+@register("appB.Ij_optimal_ceil", level="exhaustive", location="Appendix B.1, I_j and Eq. 12 (as used by Theorem 1 and RAD)",
           items=("Eq. 6", "Eq. 12", "Assumption 1"),
           claim="With Eq. 6's ceilings (the real model), chunks of t*_lcm at tile t* are the cheapest way "
                 "to prefill a prompt of length L^P = m t*_lcm: no chunking costs less than Eq. 12's "
@@ -324,7 +324,7 @@ def eq11_eq12_core(closed=eq12_prefill_term, fast: bool = True) -> tuple[bool, d
     return True, None, n
 
 
-@register("eq11_eq12.closed_form", location="Appendix B.1, Eq. 11 = Eq. 12",
+@register("eq11_eq12.closed_form", level="proof", location="Appendix B.1, Eq. 11 = Eq. 12",
           items=("Eq. 11", "Eq. 12"),
           claim="Summing the ceiling-free attention of Eq. 11 over I_j (chunks of t*_lcm) gives Eq. 12's "
                 "N d L^P (L^P + t*_lcm) / (s mu t*_row t*_col t*_red); the other terms are identical.",
@@ -377,7 +377,7 @@ def corrected_bound_holds(L_max: int) -> tuple[bool, dict]:
     return ok, worst
 
 
-@register("prop1.drain_lower_bound", location="Appendix B.1, Proposition 1",
+@register("prop1.drain_lower_bound", level="sample", location="Appendix B.1, Proposition 1",
           items=("Proposition 1", "Eq. 10", "Eq. 11"),
           claim="Any planner and scheduler need at least (1/r) sum_j T*_R(j) (Eq. 12) to serve k requests.",
           method="Build an explicit schedule on one node (t*_col requests with L^P = t*_lcm, each prompt in "
@@ -414,7 +414,7 @@ def eq12_vectorised(cm, L_P, L_D) -> np.ndarray:
             + cm.N * cm.d_pre / (cm.s * cm.mu[0] * t.t_row * t.t_col * t.t_red) * L_P * (L_P + t.t_lcm))
 
 
-@register("prop2.slln_mean", location="Appendix B.1, Proposition 2; Appendix B.3 step (a) of Eq. 15",
+@register("prop2.slln_mean", level="proof", location="Appendix B.1, Proposition 2; Appendix B.3 step (a) of Eq. 15",
           items=("Proposition 2", "Eq. 15"),
           claim="(1/k) sum_j T*_R(j) -> T_bar^R a.s., i.e. T_bar^R (Theorem 1) is E[T*_R] with T*_R from "
                 "Eq. 12.",
@@ -489,7 +489,7 @@ def rad_alone(cm_star, l_P: int, l_D: int) -> float:
             + l_D * (lin1 + 1 / cm_star.mu_nLin) + cm_star.N * float(cost.T_D_SA(cm_star, j).sum()))
 
 
-@register("eq13.tmax", location="Appendix B.2, Eq. 13 (and Theorem 2's T^max)",
+@register("eq13.tmax", level="exhaustive", location="Appendix B.2, Eq. 13 (and Theorem 2's T^max)",
           items=("Eq. 13",),
           claim="T^max is the time of the worst way to serve a request -- maximal lengths, prefill in "
                 "chunks of 1 without batching, decodes without batching -- so no request needs longer.",
@@ -538,7 +538,7 @@ def eq13_tmax(fast: bool) -> Result:
 # --- Lemma 1 and Eq. 14-16 ----------------------------------------------------------------------
 
 
-@register("lemma1.case_split", location="Appendix B.2, Lemma 1 and its proof",
+@register("lemma1.case_split", level="proof", location="Appendix B.2, Lemma 1 and its proof",
           items=("Lemma 1",),
           claim="The proof by contradiction covers every case: first (1/r) sum T*_R <= t, then (as printed) "
                 "again (1/r) sum T*_R <= t; and its chain t + Q T^max < ... < (1/r) sum T*_R is strict.",
@@ -566,7 +566,7 @@ def lemma1_case_split(fast: bool) -> Result:
                                    "correction of prop1.drain_lower_bound)")
 
 
-@register("eq14.poisson_slln", location="Appendix B.3, Eq. 14",
+@register("eq14.poisson_slln", level="none", location="Appendix B.3, Eq. 14",
           items=("Eq. 14",),
           claim="A(t)/t -> lambda almost surely for a Poisson process of rate lambda.",
           method="none")
@@ -575,7 +575,7 @@ def eq14_poisson_slln(fast: bool) -> Result:
                          "almost-sure limits); no finite computation can refute it")
 
 
-@register("eq15.subsequence", location="Appendix B.3, Eq. 15",
+@register("eq15.subsequence", level="none", location="Appendix B.3, Eq. 15",
           items=("Eq. 15",),
           claim="(1/A(t)) sum_{j <= A(t)} T*_R(j) -> T_bar^R a.s., since A(t) -> infinity a.s.",
           method="none (its algebraic ingredient, T_bar^R = E[T*_R], is prop2.slln_mean)")
@@ -585,7 +585,7 @@ def eq15_subsequence(fast: bool) -> Result:
                          "prop2.slln_mean")
 
 
-@register("eq16.product_of_limits", location="Appendix B.3, Eq. 16 and the definition of alpha",
+@register("eq16.product_of_limits", level="proof", location="Appendix B.3, Eq. 16 and the definition of alpha",
           items=("Eq. 16", "Theorem 1"),
           claim="(1/t) sum_{j<=A(t)} T*_R(j) = (sum/A(t)) (A(t)/t) -> lambda T_bar^R, and then "
                 "lim Q(t)/t >= (lambda T_bar^R / r - 1)/T^max = alpha > 0 when lambda T_bar^R > r.",
@@ -604,7 +604,7 @@ def eq16_product_of_limits(fast: bool) -> Result:
                   coverage="symbolic (all positive S, A, t, lambda, T_bar, r, T^max)")
 
 
-@register("thm1.proof_reference", location="Appendix B.3, 'From Eq. 1 we have ...'",
+@register("thm1.proof_reference", level="proof", location="Appendix B.3, 'From Eq. 1 we have ...'",
           items=("Theorem 1",),
           claim="The inequality (1/t) Q(t) >= ((1/r)(1/t) sum T*_R - 1)/T^max follows from Eq. 1.",
           method="sympy: the inequality is Lemma 1's bound divided by t; Eq. 1 (y = V softmax(K^T q / "

@@ -6,6 +6,7 @@ Eq. 7 with one common tile, t*.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from functools import cache
 
@@ -48,7 +49,8 @@ def frac(x) -> Fraction:
 
 
 def jsonable(obj):
-    """``obj`` with numpy scalars/arrays, tuples, Fractions and sets made JSON-serialisable."""
+    """``obj`` with numpy scalars/arrays, tuples, Fractions and sets made strict-JSON-serialisable
+    (a NaN or infinite float becomes None)."""
     if isinstance(obj, dict):
         return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
@@ -56,7 +58,9 @@ def jsonable(obj):
     if isinstance(obj, np.ndarray):
         return [jsonable(v) for v in obj.tolist()]
     if isinstance(obj, np.generic):
-        return obj.item()
+        return jsonable(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
     if isinstance(obj, Fraction):
         return str(obj) if obj.denominator != 1 else obj.numerator
     if isinstance(obj, (str, int, float, bool)) or obj is None:

@@ -15,6 +15,15 @@ ERRATUM
 NOT_CHECKABLE
     no computation can refute it (``summary`` says why).
 
+Every check states its evidence :class:`Level`: ``proof`` (a symbolic identity or inequality over
+the whole parameter family, by sympy or the SMT solver z3), ``exhaustive`` (every case of a stated
+finite domain), ``statistical`` (a test whose result names the test, its power and a confidence
+interval), ``sample`` (seeded samples or the presets: the claim could fail off them), ``none``
+(NOT_CHECKABLE). A check is *two-sided* when the same code path has been shown to return PASS on
+one input and FAIL or ERRATUM on another (``tests/test_paper_checks_two_sided.py`` feeds each
+check a flipped premise, a corrected statement or a mutated input); only two-sided checks count as
+covering a numbered item of the paper.
+
 Checks register themselves with :func:`register` when their module is imported;
 :func:`all_checks` imports every module of the package in paper order.
 """
@@ -29,7 +38,23 @@ from enum import Enum
 from theory.errors import FieldError, UnknownNameError
 
 MODULES = ("section3_model", "appendix_b", "section4_theorems", "appendix_c", "algorithms",
-           "section5_claims", "section67_data", "nodes_and_defaults")
+           "section5_claims", "section67_data", "nodes_and_defaults", "proofs")
+
+
+class Level(str, Enum):
+    """The strength of a check's evidence (see the module docstring)."""
+
+    PROOF = "proof"
+    EXHAUSTIVE = "exhaustive"
+    STATISTICAL = "statistical"
+    SAMPLE = "sample"
+    NONE = "none"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+STATISTICAL_EVIDENCE = ("test", "power", "ci")  # what a statistical check's evidence must name
 
 
 class Verdict(str, Enum):
@@ -103,6 +128,8 @@ class Check:
         The computation that could refute it.
     run : callable
         ``run(fast: bool) -> Result``; ``fast`` shrinks ranges (the result says so in coverage).
+    level : Level
+        The strength of the evidence the method gives.
     """
 
     id: str
@@ -111,21 +138,48 @@ class Check:
     claim: str
     method: str
     run: Callable[[bool], Result]
+    level: Level = Level.SAMPLE
+
+    def validate(self, result: Result) -> Result:
+        """``result``, once it carries what the check's level promises.
+
+        Raises
+        ------
+        FieldError
+            If a statistical check's evidence does not name its test, power and confidence
+            interval, or a NOT_CHECKABLE verdict comes from a check with a level of evidence.
+        """
+        if result.verdict is Verdict.NOT_CHECKABLE:
+            if self.level is not Level.NONE:
+                raise FieldError(f"{self.id} level", str(self.level), "none, for a NOT_CHECKABLE verdict")
+        elif self.level is Level.NONE:
+            raise FieldError(f"{self.id} verdict", str(result.verdict), "NOT_CHECKABLE, for level none")
+        elif self.level is Level.STATISTICAL:
+            missing = [k for k in STATISTICAL_EVIDENCE if k not in result.evidence]
+            if missing:
+                raise FieldError(f"{self.id} evidence", sorted(result.evidence),
+                                 f"the statistical test's {', '.join(missing)}")
+        return result
 
 
 _REGISTRY: dict[str, Check] = {}
 
 
 def register(id: str, *, location: str, items: tuple[str, ...] | list[str], claim: str,
-             method: str) -> Callable[[Callable[[bool], Result]], Callable[[bool], Result]]:
-    """Decorator: register ``fn(fast) -> Result`` as the check ``id``; a check without a docstring
-    gets one from its location, claim and method."""
+             method: str, level: Level | str
+             ) -> Callable[[Callable[[bool], Result]], Callable[[bool], Result]]:
+    """Decorator: register ``fn(fast) -> Result`` as the check ``id`` with its evidence ``level``;
+    a check without a docstring gets one from its location, claim and method."""
 
     def wrap(fn: Callable[[bool], Result]) -> Callable[[bool], Result]:
         if id in _REGISTRY:
             raise FieldError("check id", id, "an id not registered twice")
+        try:
+            lev = Level(level)
+        except ValueError:
+            raise FieldError(f"{id} level", level, f"one of {[str(v) for v in Level]}") from None
         _REGISTRY[id] = Check(id=id, location=location, items=tuple(items), claim=claim,
-                              method=method, run=fn)
+                              method=method, run=fn, level=lev)
         fn.__doc__ = fn.__doc__ or f"Check {id} ({location}): {claim}\n\nMethod: {method}"
         return fn
 
@@ -162,6 +216,30 @@ def judged(printed_holds: bool, corrected_holds: bool | None = None) -> Verdict:
     if printed_holds:
         return Verdict.PASS
     return Verdict.ERRATUM if corrected_holds else Verdict.FAIL
+
+
+def outcome(printed_holds: bool, *, summary: str, coverage: str, counterexample: dict | None = None,
+            corrected_holds: bool | None = None, correction: str = "", correction_check: str = "",
+            evidence: dict | None = None) -> Result:
+    """The one code path from a computed finding to a :class:`Result`, for either verdict.
+
+    ``printed_holds`` decides PASS; otherwise ``corrected_holds`` decides ERRATUM (with
+    ``correction`` and ``correction_check``) or FAIL. The caller passes ``coverage`` and, when the
+    claim failed, the ``counterexample`` its computation found, so every branch carries its
+    evidence and a check cannot crash merely because the other verdict came out.
+
+    Raises
+    ------
+    FieldError
+        If the claim failed without a counterexample (a bug of the check, not a finding).
+    """
+    verdict = judged(printed_holds, corrected_holds)
+    if verdict is Verdict.PASS:
+        return Result(verdict, summary, coverage=coverage, evidence=evidence or {})
+    if verdict is Verdict.FAIL:
+        correction = correction_check = ""
+    return Result(verdict, summary, coverage=coverage, counterexample=counterexample or {},
+                  correction=correction, correction_check=correction_check, evidence=evidence or {})
 
 
 def not_checkable(because: str) -> Result:

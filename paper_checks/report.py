@@ -1,4 +1,9 @@
-"""The paper-check report: a terminal summary, ``paper_checks.md`` and ``paper_checks.json``."""
+"""The paper-check report: a terminal summary, ``paper_checks.md`` and ``paper_checks.json``.
+
+The JSON is strict (a float NaN or infinity becomes ``null``); each check's entry holds its
+verdict, its evidence level (``proof``, ``exhaustive``, ``statistical``, ``sample``, ``none``) and
+the evidence itself.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from paper_checks.common import jsonable
+from paper_checks.registry import Level
 from paper_checks.runner import CRASH, Outcome, item_index
 from theory.io import atomic_write_text
 
@@ -21,16 +27,23 @@ def counts(outcomes: list[Outcome]) -> dict[str, int]:
     return {v: c[v] for v in ORDER if c[v]}
 
 
-def summary_table(outcomes: list[Outcome], width: int = 110) -> str:
-    """One line per check: id, verdict, seconds, finding (cut to ``width``)."""
-    lines = [f"{'check':<32} {'verdict':<13} {'s':>6}  finding", "-" * width]
+def level_counts(outcomes: list[Outcome]) -> dict[str, int]:
+    """How many checks give each level of evidence."""
+    c = Counter(o.check.level for o in outcomes)
+    return {str(v): c[v] for v in Level if c[v]}
+
+
+def summary_table(outcomes: list[Outcome], width: int = 120) -> str:
+    """One line per check: id, verdict, level, seconds, finding (cut to ``width``)."""
+    lines = [f"{'check':<32} {'verdict':<13} {'level':<11} {'s':>6}  finding", "-" * width]
     for o in outcomes:
         finding = o.result.summary if o.result else o.error.strip().splitlines()[-1]
-        line = f"{o.check.id:<32} {o.verdict:<13} {o.seconds:>6.2f}  {finding}"
+        line = f"{o.check.id:<32} {o.verdict:<13} {o.check.level!s:<11} {o.seconds:>6.2f}  {finding}"
         lines.append(line if len(line) <= width else line[: width - 3] + "...")
     lines.append("-" * width)
     lines.append("  ".join(f"{k} {v}" for k, v in counts(outcomes).items())
                  + f"  ({sum(o.seconds for o in outcomes):.1f} s)")
+    lines.append("evidence: " + "  ".join(f"{k} {v}" for k, v in level_counts(outcomes).items()))
     return "\n".join(lines)
 
 
@@ -38,7 +51,7 @@ def outcome_dict(o: Outcome) -> dict:
     """One check's outcome as JSON-ready data."""
     c, r = o.check, o.result
     d = {"id": c.id, "location": c.location, "items": list(c.items), "claim": c.claim, "method": c.method,
-         "verdict": o.verdict, "seconds": round(o.seconds, 3)}
+         "verdict": o.verdict, "level": str(c.level), "seconds": round(o.seconds, 3)}
     if r is None:
         d["error"] = o.error
         return d
@@ -52,14 +65,19 @@ def outcome_dict(o: Outcome) -> dict:
 
 def to_json(outcomes: list[Outcome], fast: bool) -> dict:
     """The whole report as JSON-ready data."""
-    return {"paper": TITLE, "fast": fast, "counts": counts(outcomes),
+    return {"paper": TITLE, "fast": fast, "counts": counts(outcomes), "levels": level_counts(outcomes),
             "items": {k: [{"check": i, "verdict": v} for i, v in rows]
                       for k, rows in item_index(outcomes).items()},
             "checks": [outcome_dict(o) for o in outcomes]}
 
 
+def to_json_text(outcomes: list[Outcome], fast: bool) -> str:
+    """The whole report as strict JSON text (no NaN or infinity: they are ``null``)."""
+    return json.dumps(jsonable(to_json(outcomes, fast)), indent=1, allow_nan=False) + "\n"
+
+
 def _block(value) -> str:
-    return "```json\n" + json.dumps(jsonable(value), indent=1) + "\n```"
+    return "```json\n" + json.dumps(jsonable(value), indent=1, allow_nan=False) + "\n```"
 
 
 def to_markdown(outcomes: list[Outcome], fast: bool) -> str:
@@ -67,24 +85,27 @@ def to_markdown(outcomes: list[Outcome], fast: bool) -> str:
     out = [f"# Paper checks: {TITLE}", "",
            f"Run: {'fast (CI subset of the ranges)' if fast else 'full'}; "
            + ", ".join(f"{v} {k}" for k, v in counts(outcomes).items())
-           + f"; {sum(o.seconds for o in outcomes):.1f} s.", "",
+           + f"; {sum(o.seconds for o in outcomes):.1f} s. Evidence: "
+           + ", ".join(f"{v} {k}" for k, v in level_counts(outcomes).items()) + ".", "",
            "Verdicts: **PASS** (could have been refuted, was not; coverage given), **FAIL** (false; minimal "
            "counterexample), **ERRATUM** (false as printed, an evident correction holds and is checked), "
-           "**NOT_CHECKABLE** (why).", "",
+           "**NOT_CHECKABLE** (why). Evidence levels: **proof** (symbolic, over the whole parameter "
+           "family), **exhaustive** (every case of a stated finite domain), **statistical** (a test with "
+           "its power and confidence interval), **sample** (seeded samples or presets), **none**.", "",
            "## The paper's numbered items", "", "| item | checks |", "|---|---|"]
     for item, rows in item_index(outcomes).items():
         cell = ", ".join(f"`{i}` {v}" for i, v in rows) if rows else "**no check**"
         out.append(f"| {item} | {cell} |")
-    out += ["", "## Summary", "", "| check | location | verdict | finding |", "|---|---|---|---|"]
+    out += ["", "## Summary", "", "| check | location | verdict | evidence | finding |", "|---|---|---|---|---|"]
     for o in outcomes:
         finding = (o.result.summary if o.result else "crashed").replace("|", "\\|")
         out.append(f"| [`{o.check.id}`](#{o.check.id.replace('.', '').lower()}) | "
-                   f"{o.check.location.replace('|', '/')} | **{o.verdict}** | {finding} |")
+                   f"{o.check.location.replace('|', '/')} | **{o.verdict}** | {o.check.level} | {finding} |")
     out += ["", "## Checks"]
     for o in outcomes:
         d = outcome_dict(o)
         out += ["", f"### {o.check.id}", "", f"**Verdict: {o.verdict}** ({d['seconds']} s)", "",
-                f"- **Location**: {d['location']}",
+                f"- **Evidence level**: {d['level']}", f"- **Location**: {d['location']}",
                 f"- **Items**: {', '.join(d['items']) or '(unnumbered)'}",
                 f"- **Claim**: {d['claim']}", f"- **Method**: {d['method']}"]
         if o.result is None:
@@ -108,5 +129,5 @@ def write_reports(outcomes: list[Outcome], out_dir: str | Path, fast: bool) -> t
     out_dir = Path(out_dir)
     md, js = out_dir / "paper_checks.md", out_dir / "paper_checks.json"
     atomic_write_text(md, to_markdown(outcomes, fast))
-    atomic_write_text(js, json.dumps(to_json(outcomes, fast), indent=1) + "\n")
+    atomic_write_text(js, to_json_text(outcomes, fast))
     return md, js

@@ -48,7 +48,7 @@ def run_checks(ids: list[str] | None = None, fast: bool = False,
     for check in checks:
         start = time.perf_counter()
         try:
-            result, error = check.run(fast), None
+            result, error = check.validate(check.run(fast)), None
         except Exception:  # a crash is reported, never hidden
             result, error = None, traceback.format_exc()
         outcome = Outcome(check, result, error, time.perf_counter() - start)

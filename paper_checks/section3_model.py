@@ -56,7 +56,7 @@ def gemm_tile_pairs(d_row: int, d_col: int, d_red: int, t_row: int, t_col: int, 
     return len(out_tiles) * len(red_tiles)
 
 
-@register("eq2_eq3.tile_counts", location="Section 2.3, Eq. 2 and Eq. 3",
+@register("eq2_eq3.tile_counts", level="exhaustive", location="Section 2.3, Eq. 2 and Eq. 3",
           items=("Eq. 2", "Eq. 3"),
           claim="A GeMM on tiles t_row x t_col x t_red multiplies ceil(d_row/t_row) ceil(d_col/t_col) "
                 "ceil(d_red/t_red) tile pairs (a GeMV: ceil(d_row/t_row) ceil(d_col/t_col) tiles), so "
@@ -141,7 +141,7 @@ def eq4_core(mode: str = "paper", printed: Callable = printed_eq4_sum, gpu_keys=
     return True, None, n
 
 
-@register("eq4.linear_aggregation", location="Section 3.2.1, the display before Eq. 4 and Eq. 4",
+@register("eq4.linear_aggregation", level="exhaustive", location="Section 3.2.1, the display before Eq. 4 and Eq. 4",
           items=("Eq. 4",),
           claim="With model dimensions divisible by the tiles, the linear layers of a batch of tau tokens "
                 "(3N QKV GeMMs d x d_x, N FFN GeMMs d_ff x d and d_x x d_ff, one final d_out x d_x) take "
@@ -177,7 +177,7 @@ def eq3(d_row, d_col, t_row, t_col, mu, s):
     return ceiling(d_row / t_row) * ceiling(d_col / t_col) / (s * mu)
 
 
-@register("eq5.missing_1_over_s", location="Section 3.2.2, Eq. 5",
+@register("eq5.missing_1_over_s", level="proof", location="Section 3.2.2, Eq. 5",
           items=("Eq. 5",),
           claim="Eq. 5, the decode self-attention time at token i, is Eq. 3 applied to its two GeMVs "
                 "(K^T q: i x d; V p: d x i).",
@@ -270,7 +270,7 @@ def eq6_core(printed: Callable = printed_eq6, fast: bool = True) -> tuple[bool, 
     return True, None, n
 
 
-@register("eq6.two_gemms", location="Section 3.2.2, Eq. 6",
+@register("eq6.two_gemms", level="proof", location="Section 3.2.2, Eq. 6",
           items=("Eq. 6",),
           claim="The prefill self-attention of PI(R, i, c) over N layers is two GeMMs, (i+c-1) x d times "
                 "d x c and d x (i+c-1) times (i+c-1) x c, each timed by Eq. 2: that is Eq. 6.",
@@ -329,7 +329,7 @@ def eq7_core(t_batch: Callable = cost.T_batch, k: int = 40, seed: int = 7) -> tu
     return True, None, n
 
 
-@register("eq7.batch_sum", location="Section 3.2.3, Eq. 7",
+@register("eq7.batch_sum", level="sample", location="Section 3.2.3, Eq. 7",
           items=("Eq. 7",),
           claim="A batch's time is the sum of its linear time (Eq. 4), tau / mu_nLin, N T^{D,SA} per "
                 "decode (Eq. 5) and Eq. 6 per prefill chunk, all GeMMs on one tile.",
@@ -347,7 +347,7 @@ def eq7_batch_sum(fast: bool) -> Result:
 # --- Definitions 1-2 ------------------------------------------------------------------------
 
 
-@register("def1.mask", location="Section 3.2.2, the masking matrix M of PI(R, i, c)",
+@register("def1.mask", level="exhaustive", location="Section 3.2.2, the masking matrix M of PI(R, i, c)",
           items=("Definition 1", "Eq. 6"),
           claim="M ((i+c-1) x c) is 1 except where k1 > i and k2 <= k1 - i; so query k2 (token i+k2-1) "
                 "sees exactly the keys of tokens 1..i+k2-1 (causal attention).",
@@ -367,7 +367,7 @@ def def1_mask(fast: bool) -> Result:
                   coverage=f"all i, c in 1..{top}")
 
 
-@register("defs.index_conventions", location="Definitions 1-2, Eq. 5-6, Theorem 1 (T_bar^R)",
+@register("defs.index_conventions", level="exhaustive", location="Definitions 1-2, Eq. 5-6, Theorem 1 (T_bar^R)",
           items=("Definition 1", "Definition 2"),
           claim="PI(R, i, c) covers tokens i..i+c-1 and needs the KV of 1..i-1, so Eq. 6's K has "
                 "i+c-1 rows; a request's decode iterations DI(R, i) run at i = L^P+1..L^P+L^D, so its "
@@ -397,7 +397,7 @@ def defs_index_conventions(fast: bool) -> Result:
                   coverage=f"{n} requests, L^P, L^D in 1..{top}, chunk 2")
 
 
-@register("def2.stop_index", location="Definition 2 and the paragraph after it; Section 2.2",
+@register("def2.stop_index", level="exhaustive", location="Definition 2 and the paragraph after it; Section 2.2",
           items=("Definition 2",),
           claim="DI(R, i) may be scheduled when i is not a prompt token and does not follow the stop token; "
                 "a request thus has exactly the L^D decode iterations that T_bar^R and Eq. 13 count.",
@@ -443,7 +443,7 @@ def _matrix(fn, per_mode: bool) -> tuple[dict, list]:
     return grid, fails
 
 
-@register("assumption1.presets", location="Section 2.3, Assumption 1 and the remark after it",
+@register("assumption1.presets", level="exhaustive", location="Section 2.3, Assumption 1 and the remark after it",
           items=("Assumption 1",),
           claim="Each GPU has a tile t* reaching its maximal FLOP rate on large perfectly tiled GeMMs, and "
                 "the model dimensions are divisible by it; on A100, t* is 128x256 or 256x128 with t_red 32.",
@@ -464,7 +464,7 @@ def assumption1_presets(fast: bool) -> Result:
                   evidence={"tiles tied with t* at maximal FLOP rate": ties})
 
 
-@register("assumption2.presets", location="Section 2.3, Assumption 2",
+@register("assumption2.presets", level="exhaustive", location="Section 2.3, Assumption 2",
           items=("Assumption 2",),
           claim="Computing d_col GeMVs y(i) = A x(i) takes longer than the one GeMM Y = A X.",
           method="theory.assumptions.assumption2: every weight matrix of every model, d_col = 1..4096 "
@@ -478,7 +478,7 @@ def assumption2_presets(fast: bool) -> Result:
                   coverage=f"{len(gpus())} GPUs x {len(models())} models x 2 modes, d_col = 1..{top}")
 
 
-@register("assumption3.workloads", location="Section 4.3, Assumption 3",
+@register("assumption3.workloads", level="exhaustive", location="Section 4.3, Assumption 3",
           items=("Assumption 3",),
           claim="Prompt lengths are multiples of t*_lcm almost surely and bounded, for the workload the "
                 "paper evaluates (openchat_sharegpt4 and its Table 1 fit) on every GPU preset. (The paper "
@@ -505,7 +505,7 @@ def assumption3_workloads(fast: bool) -> Result:
                   evidence={"holds": grid})
 
 
-@register("assumption3.lcm_typo", location="Assumption 3 and the remark after it",
+@register("assumption3.lcm_typo", level="exhaustive", location="Assumption 3 and the remark after it",
           items=("Assumption 3",),
           claim="Assumption 3 asks for multiples of LCM(t*_row, t*_col, t*_row) -- as printed, t*_row twice.",
           method="Compare the printed LCM(t_row, t_col, t_row) with RAD's t*_lcm = LCM(t_row, t_col, t_red) "
@@ -533,7 +533,7 @@ def assumption3_lcm_typo(fast: bool) -> Result:
                                    "there)")
 
 
-@register("assumption4.presets", location="Section 4.3, Assumption 4 and the remark after it",
+@register("assumption4.presets", level="exhaustive", location="Section 4.3, Assumption 4 and the remark after it",
           items=("Assumption 4",),
           claim="Assumption 4 is mild: a node holds the KV cache of t*_col requests of maximal length "
                 "(t*_col is typically 64 or 128) -- in particular in the paper's own setting.",

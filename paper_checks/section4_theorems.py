@@ -20,7 +20,7 @@ import sympy as sp
 
 from paper_checks.chunking import closed_form_units, dp_range, gpu_dp, relaxed_dp
 from paper_checks.common import PAPER_MODEL, gpus, models
-from paper_checks.registry import Result, Verdict, judged, register
+from paper_checks.registry import outcome, Result, Verdict, judged, register
 from theory import cost
 from theory.bounds import T_bar_R_terms, lemma3_drift_bound, n_threshold
 from theory.builder import CostSpec, cost_model
@@ -28,7 +28,7 @@ from theory.hardware import get_gpu
 from theory.workload import Workload, get_workload
 
 
-@register("thm1.symbols", location="Theorem 1 statement: '(t*_row, t*_col) in T_out and t*_col in T_red'",
+@register("thm1.symbols", level="exhaustive", location="Theorem 1 statement: '(t*_row, t*_col) in T_out and t*_col in T_red'",
           items=("Theorem 1",),
           claim="Theorem 1 takes (t*_row, t*_col) in T_out and t*_col in T_red.",
           method="Test the printed membership t*_col in T_red, and the evident t*_red in T_red, on every "
@@ -43,12 +43,15 @@ def thm1_symbols(fast: bool) -> Result:
             cex = {"gpu": g, "t*": str(t), "t*_col": t.t_col, "T_red": T_red}
         printed &= t.t_col in T_red
         corrected &= t.t_red in T_red
-    return Result(judged(printed, corrected), "typo: t*_col in T_red should be t*_red in T_red",
-                  counterexample=cex, correction="(t*_row, t*_col) in T_out and t*_red in T_red",
-                  correction_check=f"t*_red is in T_red on all {len(gpus())} GPU presets")
+    return outcome(printed, corrected_holds=corrected,
+                   summary="t*_col is in T_red on every GPU preset" if printed
+                   else "typo: t*_col in T_red should be t*_red in T_red",
+                   coverage=f"every tile set of the {len(gpus())} GPU presets",
+                   counterexample=cex, correction="(t*_row, t*_col) in T_out and t*_red in T_red",
+                   correction_check=f"t*_red is in T_red on all {len(gpus())} GPU presets")
 
 
-@register("thm1.premises", location="Theorem 1 ('Under Assumptions 1 and 2') vs Appendix B.1 ('By "
+@register("thm1.premises", level="exhaustive", location="Theorem 1 ('Under Assumptions 1 and 2') vs Appendix B.1 ('By "
                                     "Assumption 3, L_j^P is a multiple of t*_lcm')",
           items=("Theorem 1", "Assumption 3"),
           claim="Theorem 1 holds under Assumptions 1 and 2 alone.",
@@ -61,13 +64,15 @@ def thm1_premises(fast: bool) -> Result:
     partitionable = L % t == 0
     L_max = dp_range(True)
     relax_ok = bool(np.array_equal(relaxed_dp(L_max).f, np.arange(L_max + 1) * (np.arange(L_max + 1) + 1)))
-    first = int(L[~partitionable][0])
-    return Result(judged(bool(partitionable.all()), relax_ok),
-                  f"the proof's chunk set exists only for L^P multiple of t*_lcm ({int(partitionable.sum())} "
-                  f"of {L.size} lengths <= 1024): Assumption 3 is a hidden premise of Theorem 1",
-                  counterexample={"t*_lcm": t, "L_P": first,
-                                  "why": f"no chunking into chunks of exactly {t} covers 1..{first}"},
-                  correction="add Assumption 3 to Theorem 1's premises, or use the bound with L^P (L^P + 1) "
+    first = int(L[~partitionable][0]) if not partitionable.all() else None
+    return outcome(bool(partitionable.all()), corrected_holds=relax_ok,
+                   summary=f"the proof's chunk set exists only for L^P multiple of t*_lcm ({int(partitionable.sum())} "
+                           f"of {L.size} lengths <= 1024): Assumption 3 is a hidden premise of Theorem 1"
+                   if first else "chunks of exactly t*_lcm partition every prompt length <= 1024",
+                   coverage=f"prompt lengths 1..{L.size} at t*_lcm = {t}",
+                   counterexample={"t*_lcm": t, "L_P": first,
+                                   "why": f"no chunking into chunks of exactly {t} covers 1..{first}"},
+                   correction="add Assumption 3 to Theorem 1's premises, or use the bound with L^P (L^P + 1) "
                              "(prop1.drain_lower_bound's correction), which holds for every L^P",
                   correction_check=f"the exact relaxed DP minimum is L(L+1) for every L <= {L_max}, whether "
                                    "or not L is a multiple of t*_lcm")
@@ -116,7 +121,7 @@ def grouped_scheduler_drift(gpu: str, L_P: int, L_D: int) -> dict:
             "drift per group at lambda": t.t_col * (lam * W - 1), "stable (drift < 0)": lam * W < 1}
 
 
-@register("thm1.upper_bound", location="Theorem 1 (Section 4.3) and its proof (Appendix B)",
+@register("thm1.upper_bound", level="sample", location="Theorem 1 (Section 4.3) and its proof (Appendix B)",
           items=("Theorem 1", "Eq. 12"),
           claim="If lambda T_bar^R > r, every planner and scheduler is unstable: lambda* = r / T_bar^R "
                 "bounds the stable arrival rates, T_bar^R being the least mean work per request.",
@@ -140,11 +145,12 @@ def thm1_upper_bound(fast: bool) -> Result:
     printed_holds = not (cex["lambda > lambda*"] and cex["stable (drift < 0)"])
     gain = [v["DP at t* (achievable)"]["work (s)"] for v in table.values()]
     rel = [v["T_bar^R (s)"] / x - 1 for v, x in zip(table.values(), gain, strict=True)]
-    return Result(judged(printed_holds, lower_ok),
-                  f"a scheduler with work {cex['work per request W (s)']:.6g} s < T_bar^R = "
+    return outcome(printed_holds, corrected_holds=lower_ok,
+                   coverage=f"{len(table)} GPU x workload cases, exact DP up to L = {L_max}",
+                   summary=f"a scheduler with work {cex['work per request W (s)']:.6g} s < T_bar^R = "
                   f"{cex['T_bar^R (s)']:.6g} s per request is stable above lambda* (a100, L^P = 256); "
                   f"achievable rates exceed lambda* by {min(rel):.3%} to {max(rel):.3%} on the cases of the "
-                  "evidence",
+                  "evidence" if not printed_holds else "the grouped scheduler is not stable above lambda*",
                   counterexample=cex,
                   correction="T_bar^R with E[L^P (L^P + 1)] in place of E[L^P (L^P + t*_lcm)] (the "
                              "relaxation's exact minimum; or, tighter, E[f(L^P)] with f the ceiling DP over "
@@ -156,7 +162,7 @@ def thm1_upper_bound(fast: bool) -> Result:
                   evidence={"mean work per request and lambda (r = 1)": table})
 
 
-@register("thm1.instability", location="Theorem 1, 'lim Q(t)/t > alpha almost surely'",
+@register("thm1.instability", level="sample", location="Theorem 1, 'lim Q(t)/t > alpha almost surely'",
           items=("Theorem 1",),
           claim="Above lambda* every scheduler's queue grows linearly.",
           method="simulation of every scheduler above lambda*")
@@ -182,7 +188,7 @@ def thm1_instability(fast: bool) -> Result:
                   evidence={"schedulers": rows})
 
 
-@register("thm2.threshold", location="Theorem 2, n > (t*_col - 1) T^max / (eps T_bar^R); Lemma 3 step (b)",
+@register("thm2.threshold", level="proof", location="Theorem 2, n > (t*_col - 1) T^max / (eps T_bar^R); Lemma 3 step (b)",
           items=("Theorem 2", "Lemma 3"),
           claim="With n above Theorem 2's threshold, the drift bound of the cycle DTMC (with arrivals at "
                 "rate lambda/r per node) is negative for every lambda <= r (1 - eps) / T_bar^R.",
@@ -242,7 +248,7 @@ def threshold_grid(fast: bool) -> tuple[bool, int, dict | None]:
     return True, n_pts, None
 
 
-@register("thm2.dtmc_threshold", location="Theorem 2's n vs the cycle DTMC",
+@register("thm2.dtmc_threshold", level="sample", location="Theorem 2's n vs the cycle DTMC",
           items=("Theorem 2",),
           claim="With n above Theorem 2's threshold and lambda <= lambda* (1 - eps), the drift of RAD's "
                 "cycle chain is negative for every large x.",
@@ -285,7 +291,7 @@ def thm2_dtmc_threshold(fast: bool) -> Result:
                            "the empirical n_min; 99% CIs over executed cycles", evidence=evidence)
 
 
-@register("sec4.rad_tiling_rare", location="Section 4.2, 'This tiling strategy is violated only in rare "
+@register("sec4.rad_tiling_rare", level="sample", location="Section 4.2, 'This tiling strategy is violated only in rare "
                                            "cases-specifically, near the end of a cycle'",
           items=("Algorithm 1",),
           claim="RAD leaves optimal tiling only rarely, near the end of a cycle.",
@@ -334,7 +340,7 @@ def sec4_rad_tiling_rare(fast: bool) -> Result:
                   evidence={"runs": rows})
 
 
-@register("sec4.rad_optimal_tiling", location="Section 4.2, 'Optimal GeMM tiling' principle of RAD",
+@register("sec4.rad_optimal_tiling", level="exhaustive", location="Section 4.2, 'Optimal GeMM tiling' principle of RAD",
           items=("Algorithm 1", "Assumption 1"),
           claim="RAD's batches -- t*_col decode iterations, or one prefill chunk of t*_lcm tokens at a "
                 "multiple of t*_lcm -- are optimally tiled: every GeMM is perfectly tiled at t*, and t* "
@@ -371,7 +377,7 @@ def sec4_rad_optimal_tiling(fast: bool) -> Result:
                            f"prefill chunks (1 + k t*_lcm, t*_lcm), k < {32 if not fast else 8}")
 
 
-@register("sec4.rad_throughput_optimal", location="Abstract, Section 4 title and Theorem 2's name "
+@register("sec4.rad_throughput_optimal", level="sample", location="Abstract, Section 4 title and Theorem 2's name "
                                                   "('Throughput Optimality of RAD'), Conclusion",
           items=("Theorem 2", "Algorithm 1"),
           claim="RAD (with chunks of t*_lcm) is throughput optimal: no scheduler is stable at a higher "
@@ -397,11 +403,13 @@ def sec4_rad_throughput_optimal(fast: bool) -> Result:
     better = L[at_t.f[L] < closed_form_units(L, t)]
     alt = grouped_scheduler_drift(g, t.t_lcm, 1)
     holds = not (exact and decode_batch_ok and better.size and alt["stable (drift < 0)"])
-    return Result(judged(holds, None),
-                  "RAD's work per request is T*_R exactly in its prefill and at least T*_R's share per "
-                  "decode, while chunks of t*_col do better on every multiple of t*_lcm "
-                  f"({better.size}/{L.size} lengths <= {L_max}); RAD's capacity r/T_bar^R is below the "
-                  "grouped scheduler's",
+    return outcome(holds,
+                   coverage=f"A100 preset, prompt lengths t*_lcm..{L_max} in steps of t*_lcm, exact DP at t*",
+                   summary="no scheduler of the comparison beats RAD's work per request" if holds else
+                   "RAD's work per request is T*_R exactly in its prefill and at least T*_R's share per "
+                   "decode, while chunks of t*_col do better on every multiple of t*_lcm "
+                   f"({better.size}/{L.size} lengths <= {L_max}); RAD's capacity r/T_bar^R is below the "
+                   "grouped scheduler's",
                   counterexample={"gpu": g, "RAD prefill time = Eq. 12 prefill terms (all L)": bool(exact),
                                   "RAD decode batches cost >= their Eq. 12 share": decode_batch_ok,
                                   "better scheduler": alt},

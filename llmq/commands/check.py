@@ -21,43 +21,49 @@ def add_parser(sub) -> None:
     p.add_argument("--record", metavar="FILE", help="write this run's verdicts to FILE (deliberate updates)")
     p.add_argument("--list", action="store_true", help="list the check ids and exit")
     p.add_argument("--quiet", action="store_true", help="print only the summary table")
+    p.add_argument("--json", action="store_true",
+                   help="print the report as strict JSON (NaN as null) instead of the summary table")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
     """Run ``llmq check`` on the parsed ``args``; the exit code."""
     from paper_checks.registry import all_checks
-    from paper_checks.report import summary_table, write_reports
+    from paper_checks.report import summary_table, to_json_text, write_reports
     from paper_checks.runner import load_expected, mismatches, run_checks, verdicts
+    from theory.io import atomic_write_text
 
     if args.list:
         for c in all_checks():
-            print(f"{c.id:<32} {c.location}")
+            print(f"{c.id:<32} {c.level!s:<11} {c.location}")
         return 0
     expected = load_expected(args.expect) if args.expect else None
 
     def progress(o):
-        if not args.quiet:
+        if not (args.quiet or args.json):
             print(f"  {o.verdict:<13} {o.check.id} ({o.seconds:.1f} s)", file=sys.stderr, flush=True)
 
     outcomes = run_checks(args.only, fast=args.fast, progress=progress)
     md, js = write_reports(outcomes, args.out, args.fast)
-    print(summary_table(outcomes))
-    print(f"report: {md}  {js}")
+    if args.json:
+        print(to_json_text(outcomes, args.fast), end="")
+    else:
+        print(summary_table(outcomes))
+        print(f"report: {md}  {js}")
+    log = sys.stderr if args.json else sys.stdout
     status = 0
     crashed = [o.check.id for o in outcomes if o.result is None]
     if crashed:
         print(f"crashed: {', '.join(crashed)}", file=sys.stderr)
         status = 1
     if args.record:
-        with open(args.record, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(verdicts(outcomes), indent=1) + "\n")
-        print(f"recorded verdicts: {args.record}")
+        atomic_write_text(args.record, json.dumps(verdicts(outcomes), indent=1) + "\n")
+        print(f"recorded verdicts: {args.record}", file=log)
     if expected is not None:
         diff = mismatches(outcomes, expected)
         if diff:
             print("verdicts differ from " + args.expect + ":\n  " + "\n  ".join(diff), file=sys.stderr)
             status = 1
         else:
-            print(f"all {len(outcomes)} verdicts match {args.expect}")
+            print(f"all {len(outcomes)} verdicts match {args.expect}", file=log)
     return status
