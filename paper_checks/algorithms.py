@@ -128,7 +128,8 @@ def rad_invariants(run, *, n: int, t_col: int, t_lcm: int) -> list[str]:
     return out
 
 
-@register("alg1.line13", level="exhaustive", location="Algorithm 1, lines 11-15",
+@register("alg1.line13", level="exhaustive",
+          location="Algorithm 1, lines 11-15",
           items=("Algorithm 1",),
           claim="With i starting at 1 and c = min{t*_lcm, L^P(R) - i}, the loop of lines 12-16 prefills the "
                 "prompt in chunks of t*_lcm and stops.",
@@ -153,7 +154,8 @@ def alg1_line13(fast: bool) -> Result:
                   evidence={"under Assumption 3 (L^P = t*_lcm = 2)": a3_case})
 
 
-@register("alg1.invariants", level="exhaustive", location="Algorithm 1 and Section 4.2 (with line 13 corrected)",
+@register("alg1.invariants", level="exhaustive",
+          location="Algorithm 1 and Section 4.2 (with line 13 corrected)",
           items=("Algorithm 1", "Definition 1", "Definition 2"),
           claim="RAD prefills every prompt token exactly once in contiguous chunks covering 1..L^P, never "
                 "has more than t*_col active decode requests, counts at most n requests per cycle and resets "
@@ -193,7 +195,8 @@ def alg2_invariants(run, *, n: int, t_col: int, t_lcm: int) -> list[str]:
     return out
 
 
-@register("alg2.line7", level="exhaustive", location="Algorithm 2, line 7",
+@register("alg2.line7", level="exhaustive",
+          location="Algorithm 2, line 7",
           items=("Algorithm 2",),
           claim="c = min{LCM(t*_row, t*_col, t*_red), L_P(R) - i} with i starting at 1 prefills the prompt.",
           method="As alg1.line13, for Algorithm 2 (with its arrivals erratum corrected, see alg2.arrivals).")
@@ -206,7 +209,8 @@ def alg2_line7(fast: bool) -> Result:
                                    "invariants")
 
 
-@register("alg2.arrivals", level="exhaustive", location="Algorithm 2 (no 'Update P based on new arrivals' line)",
+@register("alg2.arrivals", level="exhaustive",
+          location="Algorithm 2 (no 'Update P based on new arrivals' line)",
           items=("Algorithm 2",),
           claim="Algorithm 2 serves the requests that arrive.",
           method="Run Algorithm 2 as printed (P starts empty and no line adds arrivals) in the literal "
@@ -223,7 +227,8 @@ def alg2_arrivals(fast: bool) -> Result:
                   correction_check=f"alg2.invariants: {runs} corrected runs serve every request")
 
 
-@register("alg2.invariants", level="exhaustive", location="Algorithm 2, Appendix D (corrected)",
+@register("alg2.invariants", level="exhaustive",
+          location="Algorithm 2, Appendix D (corrected)",
           items=("Algorithm 2", "Definition 1", "Definition 2"),
           claim="Algorithm 2 prefills up to n requests per cycle in chunks of t*_lcm, then decodes them with "
                 "at most t*_col active, refilling D_active, and finishes every request.",
@@ -232,7 +237,8 @@ def alg2_invariants_check(fast: bool) -> Result:
     return invariants_result("2", fast, "Algorithm 2", "{runs} runs over the domain of alg1.invariants")
 
 
-@register("alg2.theorem2", level="sample", location="Appendix D: 'Theorem 2 applies when the RAD scheduler is replaced by "
+@register("alg2.theorem2", level="sample",
+          location="Appendix D: 'Theorem 2 applies when the RAD scheduler is replaced by "
                                     "the scheduler in Algorithm 2'",
           items=("Algorithm 2",),
           claim="Algorithm 2 is stable for lambda T_bar^R <= r(1 - eps) with Theorem 2's n (proof omitted).",
@@ -268,7 +274,8 @@ def alg3_invariants(run, *, b: int) -> list[str]:
     return out
 
 
-@register("alg3.line5", level="exhaustive", location="Algorithm 3, lines 2, 5 and 12",
+@register("alg3.line5", level="exhaustive",
+          location="Algorithm 3, lines 2, 5 and 12",
           items=("Algorithm 3",),
           claim="Starting with mode = Decode, lines 5 ('if mode = Prefill') and 12 ('else if mode = "
                 "Prefill') alternate between decode and prefill mode.",
@@ -283,7 +290,8 @@ def alg3_line5(fast: bool) -> Result:
                   correction_check=f"alg3.invariants: {runs} corrected runs serve every request")
 
 
-@register("alg3.invariants", level="exhaustive", location="Algorithm 3, Appendix E.1 (corrected)",
+@register("alg3.invariants", level="exhaustive",
+          location="Algorithm 3, Appendix E.1 (corrected)",
           items=("Algorithm 3", "Definition 1", "Definition 2"),
           claim="Request-level batching prefills up to b whole prompts at a time and admits no new request "
                 "until the current ones finished; every request finishes.",
@@ -306,7 +314,8 @@ def alg4_invariants(run, *, budget: int) -> list[str]:
     return out
 
 
-@register("alg4.termination", level="exhaustive", location="Algorithm 4, lines 11-12",
+@register("alg4.termination", level="exhaustive",
+          location="Algorithm 4, lines 11-12",
           items=("Algorithm 4",),
           claim="The inner loop 'while tau < tau_budget' with c = min{tau_budget - tau, L_j^P - i} fills the "
                 "budget with prefill chunks and terminates.",
@@ -327,7 +336,8 @@ def alg4_termination(fast: bool) -> Result:
                                    "invariants")
 
 
-@register("alg4.invariants", level="exhaustive", location="Algorithm 4, Appendix E.2 (corrected): 'the number of these is "
+@register("alg4.invariants", level="exhaustive",
+          location="Algorithm 4, Appendix E.2 (corrected): 'the number of these is "
                                       "guaranteed to be below the budget'",
           items=("Algorithm 4", "Definition 1", "Definition 2"),
           claim="Sarathi-Serve puts every decode-phase request in every batch, fills the rest of the token "
@@ -343,7 +353,8 @@ def alg4_invariants_check(fast: bool) -> Result:
 # --- Algorithm 5 ------------------------------------------------------------------------------
 
 
-@register("alg5.invariants", level="exhaustive", location="Algorithm 5, Appendix E.3",
+@register("alg5.invariants", level="exhaustive",
+          location="Algorithm 5, Appendix E.3",
           items=("Algorithm 5", "Definition 1", "Definition 2"),
           claim="DistServe prefills each prompt whole on the prefill node, hands it to the decode node, "
                 "which batches the decodes of all its requests; every request finishes.",

@@ -12,6 +12,7 @@ Bari, Hegde, de Veciana (2025), Appendix B (Eq. 9-16, Propositions 1-2, Lemma 1,
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -20,17 +21,18 @@ import sympy as sp
 from paper_checks.chunking import (
     chunk_cost_units,
     closed_form_units,
+    dp_at_tile,
     dp_range,
     gpu_dp,
     grouped_schedule,
     relaxed_dp,
 )
 from paper_checks.common import PAPER_MODEL, PAPER_WORKLOADS, frac, gpus, models, t_star_first, workload
-from paper_checks.registry import Result, Verdict, judged, not_checkable, register
+from paper_checks.registry import Result, Verdict, not_checkable, outcome, register
 from theory import cost
 from theory.bounds import T_bar_R, T_max
 from theory.builder import CostSpec, cost_model
-from theory.hardware import get_gpu
+from theory.hardware import Tile, get_gpu
 from theory.symbolic import SymbolicCostModel
 
 TIE = 1e-12  # relative tolerance for ties between float tile rates of the roofline
@@ -52,7 +54,8 @@ def eq9_core(reduce=max, trials: int = 2000, seed: int = 9) -> tuple[bool, dict 
     return True, None
 
 
-@register("eq9.max_ge_mean", level="sample", location="Appendix B.1, Eq. 9",
+@register("eq9.max_ge_mean", level="sample",
+          location="Appendix B.1, Eq. 9",
           items=("Eq. 9",),
           claim="The drain time of r nodes (the largest per-node busy time) is at least the mean busy "
                 "time over the nodes.",
@@ -68,7 +71,8 @@ def eq9_max_ge_mean(fast: bool) -> Result:
 # --- Eq. 10 ------------------------------------------------------------------------------------
 
 
-@register("eq10a.ceiling_removal", level="exhaustive", location="Appendix B.1, Eq. 10 step (a)",
+@register("eq10a.ceiling_removal", level="exhaustive",
+          location="Appendix B.1, Eq. 10 step (a)",
           items=("Eq. 10",),
           claim="Removing the ceilings of Eq. 7 lowers it: ceil(tau/t_col) >= tau/t_col and Eq. 6 with "
                 "ceilings >= Eq. 6 without.",
@@ -114,7 +118,8 @@ def eq10b_core(cms) -> tuple[bool, dict | None, int]:
     return True, None, n
 
 
-@register("eq10b.tile_replacement", level="exhaustive", location="Appendix B.1, Eq. 10 step (b)",
+@register("eq10b.tile_replacement", level="exhaustive",
+          location="Appendix B.1, Eq. 10 step (b)",
           items=("Eq. 10", "Assumption 1"),
           claim="In the ceiling-free bound, replacing the batch's tile by t* can only lower it "
                 "(this follows from Assumption 1).",
@@ -137,6 +142,9 @@ def printed_Ij(L: int, t: int) -> list[tuple[int, int]]:
     return [(1 + k * t, t) for k in range(L // t - 1)] + [(L - t, t)]
 
 
+PRINTED_IJ = printed_Ij  # the set the check reads as printed (a test feeds it the corrected one)
+
+
 def corrected_Ij(L: int, t: int) -> list[tuple[int, int]]:
     """I_j with its last element (L-t+1, t): chunks (1 + k t, t), k = 0..L/t - 1."""
     return [(1 + k * t, t) for k in range(L // t)]
@@ -150,7 +158,8 @@ def coverage(chunks: list[tuple[int, int]], L: int) -> np.ndarray:
     return cnt[1:L + 1]
 
 
-@register("appB.Ij_indices", level="proof", location="Appendix B.1 after Eq. 10 (I_j), and Appendix C.2 (same set)",
+@register("appB.Ij_indices", level="proof",
+          location="Appendix B.1 after Eq. 10 (I_j), and Appendix C.2 (same set)",
           items=("Eq. 11", "Eq. 23"),
           claim="I_j = {(1, t*_lcm), (t*_lcm + 1, t*_lcm), ..., (L^P - t*_lcm, t*_lcm)} is a chunking of "
                 "the prompt 1..L^P (each token prefilled once), and Eq. 11 summed over it gives Eq. 12.",
@@ -163,9 +172,9 @@ def appB_Ij_indices(fast: bool) -> Result:
     for t in lcms:
         for m in range(2, 33):
             L = m * t
-            cov_p, cov_c = coverage(printed_Ij(L, t), L), coverage(corrected_Ij(L, t), L)
+            cov_p, cov_c = coverage(PRINTED_IJ(L, t), L), coverage(corrected_Ij(L, t), L)
             if bad is None and not np.all(cov_p == 1):
-                bad = {"t*_lcm": t, "L_P": L, "printed I_j": printed_Ij(L, t),
+                bad = {"t*_lcm": t, "L_P": L, "printed I_j": PRINTED_IJ(L, t),
                        "tokens covered twice": (np.flatnonzero(cov_p == 2) + 1).tolist(),
                        "tokens never covered": (np.flatnonzero(cov_p == 0) + 1).tolist()}
             if not np.all(cov_c == 1):
@@ -182,18 +191,21 @@ def appB_Ij_indices(fast: bool) -> Result:
     s_printed = sp.summation(attention(1 + k * t), (k, 0, m - 2)) + attention(L - t)
     corrected_ok = sp.simplify(s_corrected - closed) == 0
     printed_gap = sp.factor(sp.simplify(s_printed - closed))
-    return Result(judged(bad is None, corrected_ok),
-                  "the printed last chunk (L^P - t*_lcm, t*_lcm) re-covers token L^P - t*_lcm and never "
-                  f"covers L^P; Eq. 11 over the printed set = Eq. 12 + ({printed_gap}) in units of Eq. 12's "
-                  "prefactor",
-                  counterexample=bad or {},
+    return outcome(bad is None, corrected_holds=corrected_ok,
+                   summary="the printed I_j covers every prompt token once" if bad is None else
+                   "the printed last chunk (L^P - t*_lcm, t*_lcm) re-covers token L^P - t*_lcm and never "
+                   f"covers L^P; Eq. 11 over the printed set = Eq. 12 + ({printed_gap}) in units of Eq. 12's "
+                   "prefactor",
+                   coverage=f"t*_lcm in {lcms}, L^P = m t*_lcm for m = 2..32; m symbolic in the sums",
+                   counterexample=bad,
                   correction="last element (L^P - t*_lcm + 1, t*_lcm), i.e. I_j = {(1 + k t*_lcm, t*_lcm) : "
                              "k = 0..L^P/t*_lcm - 1}",
                   correction_check=f"covers 1..L^P exactly once for t*_lcm in {lcms}, m = 2..32; sympy: Eq. "
                                    "11 summed over it equals Eq. 12's L^P (L^P + t*_lcm) for symbolic m")
 
 
-@register("appB.Ij_optimal_relaxed", level="exhaustive", location="Appendix B.1, after Eq. 10: 'the optimal set of chunk "
+@register("appB.Ij_optimal_relaxed", level="exhaustive",
+          location="Appendix B.1, after Eq. 10: 'the optimal set of chunk "
                                             "positions and chunk size ... in minimal time is I_j'",
           items=("Eq. 10", "Eq. 11", "Eq. 12"),
           claim="Among all chunkings of a prompt, chunks of t*_lcm (I_j) minimise the prefill attention of "
@@ -202,12 +214,15 @@ def appB_Ij_indices(fast: bool) -> Result:
                  "for every L <= L_max; compare the minimum with L (L + t*_lcm) at every multiple of "
                  "t*_lcm of every GPU preset.")
 def appB_Ij_optimal_relaxed(fast: bool) -> Result:
-    L_max = dp_range(fast)
+    return relaxed_core(dp_range(fast), sorted({get_gpu(g).optimal_tile().t_lcm for g in gpus()}))
+
+
+def relaxed_core(L_max: int, lcms: list[int]) -> Result:
+    """The relaxation's exact DP minimum against L (L + t_lcm) at every multiple of each t_lcm."""
     dp = relaxed_dp(L_max)
     L = np.arange(L_max + 1)
     closed_relaxed = L * (L + 1)
     exact_form = bool(np.array_equal(dp.f, closed_relaxed))
-    lcms = sorted({get_gpu(g).optimal_tile().t_lcm for g in gpus()})
     below = {}
     for t in lcms:
         mult = np.arange(t, L_max + 1, t)
@@ -261,33 +276,63 @@ def ceiling_gap(gpu_key: str, L_max: int) -> dict:
     return out
 
 
-@register("appB.Ij_optimal_ceil", level="exhaustive", location="Appendix B.1, I_j and Eq. 12 (as used by Theorem 1 and RAD)",
+def t_star_shapes() -> list[Tile]:
+    """Every distinct t* of the GPU presets, each in both orientations (t_row x t_col and t_col x
+    t_row: Assumption 1 allows either, e.g. 128x256 or 256x128 on the A100)."""
+    shapes = {get_gpu(g).optimal_tile() for g in gpus()}
+    both = {Tile(a, b, t.t_red) for t in shapes for a, b in ((t.t_row, t.t_col), (t.t_col, t.t_row))}
+    return sorted(both, key=lambda t: (t.t_row, t.t_col, t.t_red))
+
+
+def ceil_core(shapes: list[Tile], L_max: int) -> Result:
+    """Appendix B's optimality of I_j with Eq. 6's ceilings, per tile shape: the exact integer DP
+    over all chunkings at the tile (S-units, so independent of the GPU's rates and of the model)
+    against the closed form L (L + t_lcm) at every multiple of t_lcm up to ``L_max``."""
+    rows, cex = {}, {}
+    for t in shapes:
+        at_t = dp_at_tile(t, L_max)
+        mult = np.arange(t.t_lcm, L_max + 1, t.t_lcm)
+        below = mult[at_t.f[mult] < closed_form_units(mult, t)]
+        rows[str(t)] = {"orientation": "t_row <= t_col" if t.t_row <= t.t_col else "t_row > t_col",
+                        "multiples of t_lcm where a chunking beats L(L + t_lcm)": f"{below.size} of {mult.size}"}
+        if below.size and not cex:
+            L0 = int(below[0])
+            cex = {"tile": str(t), "t_lcm": t.t_lcm, "L_P": L0, "optimal chunking": at_t.chunks(L0),
+                   "its cost (S-units)": int(at_t.f[L0]), "closed form L(L + t_lcm)": int(closed_form_units(L0, t)),
+                   "units": "S = N d / (s mu(t) t_row t_col t_red), Eq. 12's prefactor (any model, any mu)"}
+    failing = [k for k, v in rows.items() if not v["multiples of t_lcm where a chunking beats L(L + "
+                                                    "t_lcm)"].startswith("0 ")]
+    holding = [k for k in rows if k not in failing]
+    return outcome(not failing,
+                   summary=(f"no chunking beats L(L + t_lcm) at tiles {holding}" if not failing else
+                            f"a chunking beats Eq. 12 at {failing} (e.g. {cex['optimal chunking']} costs "
+                            f"{cex['its cost (S-units)']} < {cex['closed form L(L + t_lcm)']}); it holds at "
+                            f"{holding or 'no tile'}: chunks of t_col avoid padding in K^T Q's rows when "
+                            "t_row > t_col"),
+                   coverage=f"{len(shapes)} tile shapes (every distinct t* of the presets, both orientations), "
+                            f"every multiple of t_lcm <= {L_max}, exact integer DP over all chunkings",
+                   counterexample=cex, evidence={"per tile shape": rows})
+
+
+@register("appB.Ij_optimal_ceil", level="exhaustive",
+          location="Appendix B.1, I_j and Eq. 12 (as used by Theorem 1 and RAD)",
           items=("Eq. 6", "Eq. 12", "Assumption 1"),
           claim="With Eq. 6's ceilings (the real model), chunks of t*_lcm at tile t* are the cheapest way "
                 "to prefill a prompt of length L^P = m t*_lcm: no chunking costs less than Eq. 12's "
                 "N d L^P (L^P + t*_lcm) / (s mu t*_row t*_col t*_red).",
-          method="Exact integer DP over all chunk boundaries of Eq. 6 at t* (S-units), for every L <= 8192 "
-                 "(1024 fast), per GPU preset; and a float DP where each GeMM takes its fastest tile of the "
-                 "GPU's set (is t* even the right tile?). Compare with the closed form at every L.")
+          method="Exact integer DP over all chunk boundaries of Eq. 6 (S-units, which depend on the tile "
+                 "shape alone) for every distinct t* of the GPU presets in both orientations, every multiple "
+                 "of t*_lcm <= 8192 (1024 fast); the GPU presets' DP over their whole tile sets (is t* even "
+                 "the right tile?) as evidence.")
 def appB_Ij_optimal_ceil(fast: bool) -> Result:
     L_max = dp_range(fast)
-    per_gpu = {g: ceiling_gap(g, L_max) for g in gpus()}
-    first = next((g for g in gpus() if per_gpu[g].get("L_P") is not None), None)
-    if first is None:
-        return Result(Verdict.PASS, "no chunking beats the closed form",
-                      coverage=f"every L <= {L_max}, {len(gpus())} GPU presets")
-    keys = ("t*", "t*_lcm", "L_P", "optimal chunking at t*", "its cost (S-units)",
-            "closed form L(L + t*_lcm)", "I_j (chunks of t*_lcm) cost at t* (S-units)")
-    cex = {"gpu": first, **{k: per_gpu[first][k] for k in keys},
-           "units": "S = N d / (s mu(t*) t*_row t*_col t*_red), Eq. 12's prefactor (any model, any mu)"}
-    n_fail = sum(per_gpu[g].get("L_P") is not None for g in gpus())
-    over = per_gpu[first]["cost over tiles (S-units)"]
-    return Result(Verdict.FAIL,
-                  f"on {n_fail}/{len(gpus())} GPU presets a chunking beats Eq. 12 at t* (e.g. {first}: "
-                  f"{cex['optimal chunking at t*']} costs {cex['its cost (S-units)']} < "
-                  f"{cex['closed form L(L + t*_lcm)']}); chunks of t*_col avoid padding in K^T Q's rows; "
-                  f"with each GeMM on its best tile of the set (not always t*) the least cost is {over}",
-                  counterexample=cex, evidence={f"per GPU (L <= {L_max})": per_gpu})
+    res = ceil_core(t_star_shapes(), L_max)
+    per_gpu = {g: ceiling_gap(g, min(L_max, 1024)) for g in gpus()}
+    over = {g: v["ratio min over tiles/closed (same L)"] for g, v in per_gpu.items()}
+    return replace(res, evidence={**res.evidence, "presets per t*": {
+        str(t): [g for g in gpus() if get_gpu(g).optimal_tile() == t] for t in t_star_shapes()},
+        "ratio of the DP over each preset's tile set to the closed form at L = t*_lcm, 2, 4, 8 t*_lcm":
+        over})
 
 
 # --- Eq. 11 = Eq. 12 ------------------------------------------------------------------------
@@ -324,7 +369,8 @@ def eq11_eq12_core(closed=eq12_prefill_term, fast: bool = True) -> tuple[bool, d
     return True, None, n
 
 
-@register("eq11_eq12.closed_form", level="proof", location="Appendix B.1, Eq. 11 = Eq. 12",
+@register("eq11_eq12.closed_form", level="proof",
+          location="Appendix B.1, Eq. 11 = Eq. 12",
           items=("Eq. 11", "Eq. 12"),
           claim="Summing the ceiling-free attention of Eq. 11 over I_j (chunks of t*_lcm) gives Eq. 12's "
                 "N d L^P (L^P + t*_lcm) / (s mu t*_row t*_col t*_red); the other terms are identical.",
@@ -341,13 +387,14 @@ def eq11_eq12_closed_form(fast: bool) -> Result:
 # --- Proposition 1 ---------------------------------------------------------------------------
 
 
-def prop1_counterexample(gpu_key: str, model: str = PAPER_MODEL, L_D: int = 1) -> dict:
+def prop1_counterexample(gpu_key: str, model: str = PAPER_MODEL, L_D: int = 1, chunking: str = "dp") -> dict:
     """An explicit schedule of t*_col requests (L^P = t*_lcm, L^D = ``L_D``) on one node whose
-    Eq. 7 time (every GeMM on t*, exact rationals) is below sum_j T*_R(j) (Eq. 12)."""
+    Eq. 7 time (every GeMM on t*, exact rationals) is below sum_j T*_R(j) (Eq. 12): each prompt
+    in the DP-optimal chunks at t* (``chunking="dp"``) or in one chunk of t*_lcm (``"rad"``)."""
     cm = cost_model(CostSpec(gpu_key, model, tiles="t*"))
     t = cm.t_star
     at_t, _ = gpu_dp(gpu_key, t.t_lcm)
-    chunks = at_t.chunks(t.t_lcm)
+    chunks = at_t.chunks(t.t_lcm) if chunking == "dp" else [(1, t.t_lcm)]
     scm = SymbolicCostModel.from_cost_model(cm)
     batches = grouped_schedule(t.t_lcm, L_D, chunks, t.t_col)
     distinct = {(tuple(p), tuple(d)) for p, d in batches}
@@ -377,7 +424,8 @@ def corrected_bound_holds(L_max: int) -> tuple[bool, dict]:
     return ok, worst
 
 
-@register("prop1.drain_lower_bound", level="sample", location="Appendix B.1, Proposition 1",
+@register("prop1.drain_lower_bound", level="sample",
+          location="Appendix B.1, Proposition 1",
           items=("Proposition 1", "Eq. 10", "Eq. 11"),
           claim="Any planner and scheduler need at least (1/r) sum_j T*_R(j) (Eq. 12) to serve k requests.",
           method="Build an explicit schedule on one node (t*_col requests with L^P = t*_lcm, each prompt in "
@@ -390,10 +438,12 @@ def prop1_drain_lower_bound(fast: bool) -> Result:
     broken = [g for g, c in cexs.items() if c["schedule below bound"]]
     ok, worst = corrected_bound_holds(L_max)
     cex = cexs[broken[0]] if broken else {}
-    return Result(judged(not broken, ok),
-                  f"an explicit schedule finishes below (1/r) sum_j T*_R(j) on {len(broken)}/{len(cexs)} GPU "
-                  "presets checked; Eq. 12's L(L + t*_lcm) must be L(L + 1)",
-                  counterexample=cex,
+    return outcome(not broken, corrected_holds=ok,
+                   summary="no schedule built finishes below (1/r) sum_j T*_R(j)" if not broken else
+                   f"an explicit schedule finishes below (1/r) sum_j T*_R(j) on {len(broken)}/{len(cexs)} GPU "
+                   "presets checked; Eq. 12's L(L + t*_lcm) must be L(L + 1)",
+                   coverage=f"{len(cexs)} GPU presets, one explicit schedule each; exact DP up to L = {L_max}",
+                   counterexample=cex,
                   correction="T*_R(j) with L_j^P (L_j^P + 1) in place of L_j^P (L_j^P + t*_lcm): the minimum "
                              "of Eq. 10's ceiling-free bound over all chunkings (chunk size 1)",
                   correction_check=f"exact DP: the relaxation's minimum is L(L+1) for all L <= {L_max}; the "
@@ -414,7 +464,8 @@ def eq12_vectorised(cm, L_P, L_D) -> np.ndarray:
             + cm.N * cm.d_pre / (cm.s * cm.mu[0] * t.t_row * t.t_col * t.t_red) * L_P * (L_P + t.t_lcm))
 
 
-@register("prop2.slln_mean", level="proof", location="Appendix B.1, Proposition 2; Appendix B.3 step (a) of Eq. 15",
+@register("prop2.slln_mean", level="proof",
+          location="Appendix B.1, Proposition 2; Appendix B.3 step (a) of Eq. 15",
           items=("Proposition 2", "Eq. 15"),
           claim="(1/k) sum_j T*_R(j) -> T_bar^R a.s., i.e. T_bar^R (Theorem 1) is E[T*_R] with T*_R from "
                 "Eq. 12.",
@@ -489,7 +540,8 @@ def rad_alone(cm_star, l_P: int, l_D: int) -> float:
             + l_D * (lin1 + 1 / cm_star.mu_nLin) + cm_star.N * float(cost.T_D_SA(cm_star, j).sum()))
 
 
-@register("eq13.tmax", level="exhaustive", location="Appendix B.2, Eq. 13 (and Theorem 2's T^max)",
+@register("eq13.tmax", level="exhaustive",
+          location="Appendix B.2, Eq. 13 (and Theorem 2's T^max)",
           items=("Eq. 13",),
           claim="T^max is the time of the worst way to serve a request -- maximal lengths, prefill in "
                 "chunks of 1 without batching, decodes without batching -- so no request needs longer.",
@@ -521,10 +573,12 @@ def eq13_tmax(fast: bool) -> Result:
         cm = cost_model(CostSpec("a100", PAPER_MODEL, mode))
         ratio = cost.T_P_SA(cm, i, np.ones_like(i)) / (cm.N * cost.T_D_SA(cm, i))
         per_token[mode] = ratio.round(3).tolist()
-    return Result(judged(first_bad is None, rad_ok),
-                  "the described chunk-1 schedule costs more than T^max: T^max prices the prompt tokens "
-                  "with the decode GeMV cost T^{D,SA}(i), not with Eq. 6's chunk-1 GeMMs",
-                  counterexample=first_bad or {},
+    return outcome(first_bad is None, corrected_holds=rad_ok,
+                   summary="no described chunk-1 schedule costs more than T^max" if first_bad is None else
+                   "the described chunk-1 schedule costs more than T^max: T^max prices the prompt tokens "
+                   "with the decode GeMV cost T^{D,SA}(i), not with Eq. 6's chunk-1 GeMMs",
+                   coverage=f"{cases} GPU x model x mode x length cases" + (" (fast subset)" if fast else ""),
+                   counterexample=first_bad,
                   correction="T^max is not the time of the schedule the text describes (that needs Eq. 6 "
                              "for the prompt tokens); what Lemma 1 and Lemma 4 use -- that a request served "
                              "alone by RAD finishes within T^max -- holds",
@@ -538,7 +592,11 @@ def eq13_tmax(fast: bool) -> Result:
 # --- Lemma 1 and Eq. 14-16 ----------------------------------------------------------------------
 
 
-@register("lemma1.case_split", level="proof", location="Appendix B.2, Lemma 1 and its proof",
+LEMMA1_PRINTED_CASES = (lambda x: x <= 0, lambda x: x <= 0)  # Lemma 1's proof: both cases read '<='
+
+
+@register("lemma1.case_split", level="proof",
+          location="Appendix B.2, Lemma 1 and its proof",
           items=("Lemma 1",),
           claim="The proof by contradiction covers every case: first (1/r) sum T*_R <= t, then (as printed) "
                 "again (1/r) sum T*_R <= t; and its chain t + Q T^max < ... < (1/r) sum T*_R is strict.",
@@ -546,16 +604,17 @@ def eq13_tmax(fast: bool) -> Result:
                  "uncovered case; sympy: the chain's last step t + ((1/r) sum - t)/T^max * T^max "
                  "simplifies to (1/r) sum (an equality, printed '<').")
 def lemma1_case_split(fast: bool) -> Result:
-    cases_printed = [lambda x: x <= 0, lambda x: x <= 0]
     cases_fixed = [lambda x: x <= 0, lambda x: x > 0]
     xs = [Fraction(-1), Fraction(0), Fraction(1)]
-    uncovered = [x for x in xs if not any(c(x) for c in cases_printed)]
+    uncovered = [x for x in xs if not any(c(x) for c in LEMMA1_PRINTED_CASES)]
     fixed_ok = all(any(c(x) for c in cases_fixed) for x in xs)
     S, t, T = sp.symbols("S t T_max", positive=True)
     last_step = sp.simplify(t + (S - t) / T * T - S)
-    return Result(judged(not uncovered, fixed_ok),
-                  "the second case repeats '<=' instead of '>': the case (1/r) sum T*_R > t (the one the "
-                  "argument is about) is never stated; the chain's last '<' is an '='",
+    return outcome(not uncovered, corrected_holds=fixed_ok,
+                   summary="the printed cases cover every sign of (1/r) sum T*_R - t" if not uncovered else
+                   "the second case repeats '<=' instead of '>': the case (1/r) sum T*_R > t (the one the "
+                   "argument is about) is never stated; the chain's last '<' is an '='",
+                   coverage="x = (1/r) sum T*_R - t in {-1, 0, 1} (every sign); the chain's step symbolically",
                   counterexample={"x = (1/r) sum T*_R - t": str(uncovered[0]) if uncovered else None,
                                   "printed cases": ["x <= 0", "x <= 0"],
                                   "chain's last step minus right side (sympy)": str(last_step)},
@@ -566,7 +625,8 @@ def lemma1_case_split(fast: bool) -> Result:
                                    "correction of prop1.drain_lower_bound)")
 
 
-@register("eq14.poisson_slln", level="none", location="Appendix B.3, Eq. 14",
+@register("eq14.poisson_slln", level="none",
+          location="Appendix B.3, Eq. 14",
           items=("Eq. 14",),
           claim="A(t)/t -> lambda almost surely for a Poisson process of rate lambda.",
           method="none")
@@ -575,7 +635,8 @@ def eq14_poisson_slln(fast: bool) -> Result:
                          "almost-sure limits); no finite computation can refute it")
 
 
-@register("eq15.subsequence", level="none", location="Appendix B.3, Eq. 15",
+@register("eq15.subsequence", level="none",
+          location="Appendix B.3, Eq. 15",
           items=("Eq. 15",),
           claim="(1/A(t)) sum_{j <= A(t)} T*_R(j) -> T_bar^R a.s., since A(t) -> infinity a.s.",
           method="none (its algebraic ingredient, T_bar^R = E[T*_R], is prop2.slln_mean)")
@@ -585,7 +646,13 @@ def eq15_subsequence(fast: bool) -> Result:
                          "prop2.slln_mean")
 
 
-@register("eq16.product_of_limits", level="proof", location="Appendix B.3, Eq. 16 and the definition of alpha",
+def printed_alpha(lam, T_bar, r, T_max):
+    """alpha of Appendix B.3 as printed: (lambda T_bar^R / r - 1) / T^max."""
+    return ((lam * T_bar) / r - 1) / T_max
+
+
+@register("eq16.product_of_limits", level="proof",
+          location="Appendix B.3, Eq. 16 and the definition of alpha",
           items=("Eq. 16", "Theorem 1"),
           claim="(1/t) sum_{j<=A(t)} T*_R(j) = (sum/A(t)) (A(t)/t) -> lambda T_bar^R, and then "
                 "lim Q(t)/t >= (lambda T_bar^R / r - 1)/T^max = alpha > 0 when lambda T_bar^R > r.",
@@ -594,7 +661,7 @@ def eq15_subsequence(fast: bool) -> Result:
 def eq16_product_of_limits(fast: bool) -> Result:
     S, A, t, lam, Tb, r, Tm = sp.symbols("S A t lambda T_bar r T_max", positive=True)
     ok = sp.simplify(S / A * (A / t) - S / t) == 0
-    alpha = ((lam * Tb) / r - 1) / Tm
+    alpha = printed_alpha(lam, Tb, r, Tm)
     bound = (1 / r * (lam * Tb) - 1) / Tm
     ok &= sp.simplify(alpha - bound) == 0
     ok &= sp.solve_univariate_inequality(alpha > 0, lam, relational=False) == sp.Interval.open(r / Tb, sp.oo)
@@ -604,24 +671,43 @@ def eq16_product_of_limits(fast: bool) -> Result:
                   coverage="symbolic (all positive S, A, t, lambda, T_bar, r, T^max)")
 
 
-@register("thm1.proof_reference", level="proof", location="Appendix B.3, 'From Eq. 1 we have ...'",
+def eq1_statement() -> sp.Basic:
+    """Eq. 1 (schematically): y = V softmax(K^T q / sqrt(d)), the statement B.3 cites."""
+    y, V, K, q, d = sp.symbols("y V K q d")
+    return sp.Eq(y, V * sp.Function("softmax")(K * q / sp.sqrt(d)))
+
+
+CITED_IN_B3 = eq1_statement  # 'From Eq. 1 we have ...'
+
+
+def implies_after_dividing_by_t(cited: sp.Basic, printed: sp.Basic, t: sp.Symbol) -> bool:
+    """Whether ``printed`` is the inequality ``cited`` divided by the positive ``t`` (sympy):
+    same relation, both sides equal to ``cited``'s over t."""
+    if not isinstance(cited, sp.GreaterThan) or not isinstance(printed, sp.GreaterThan):
+        return False
+    return (sp.simplify(cited.lhs / t - printed.lhs) == 0) and (sp.simplify(cited.rhs / t - printed.rhs) == 0)
+
+
+@register("thm1.proof_reference", level="proof",
+          location="Appendix B.3, 'From Eq. 1 we have ...'",
           items=("Theorem 1",),
           claim="The inequality (1/t) Q(t) >= ((1/r)(1/t) sum T*_R - 1)/T^max follows from Eq. 1.",
           method="sympy: the inequality is Lemma 1's bound divided by t; Eq. 1 (y = V softmax(K^T q / "
                  "sqrt(d))) contains no inequality and no Q(t).")
 def thm1_proof_reference(fast: bool) -> Result:
     S, t, r, Tm, Q = sp.symbols("S t r T_max Q", positive=True)
-    y, V, K, q, d = sp.symbols("y V K q d")
-    eq1 = sp.Eq(y, V * sp.Function("softmax")(K * q / sp.sqrt(d)))  # Eq. 1, schematically
     printed = sp.GreaterThan(Q / t, (S / (r * t) - 1) / Tm)
-    shares_symbols = bool(eq1.free_symbols & printed.free_symbols)
-    lemma1 = (S / r - t) / Tm
-    from_lemma1 = sp.simplify(lemma1 / t - printed.rhs) == 0
-    return Result(judged(shares_symbols, from_lemma1),
-                  "the step cites Eq. 1 (the attention formula); it is Lemma 1 divided by t",
-                  counterexample={"cited": "Eq. 1: y = V softmax(K^T q / sqrt(d))", "needed": "Lemma 1",
-                                  "symbols shared by Eq. 1 and the inequality": sorted(
-                                      map(str, eq1.free_symbols & printed.free_symbols))},
+    cited = CITED_IN_B3()
+    lemma1 = sp.GreaterThan(Q, (S / r - t) / Tm)
+    follows_printed, from_lemma1 = implies_after_dividing_by_t(cited, printed, t), \
+        implies_after_dividing_by_t(lemma1, printed, t)
+    return outcome(follows_printed, corrected_holds=from_lemma1,
+                   summary="the step follows from the statement it cites" if follows_printed else
+                   "the step cites Eq. 1 (the attention formula); it is Lemma 1 divided by t",
+                   coverage="symbolic in S, t, r, T^max, Q (all positive)",
+                   counterexample={"cited": str(cited), "needed": "Lemma 1: " + str(lemma1),
+                                   "symbols shared by the cited statement and the inequality": sorted(
+                                       map(str, cited.free_symbols & printed.free_symbols))},
                   correction="'From Lemma 1 we have ...'",
                   correction_check="sympy: Lemma 1's bound (S/r - t)/T^max divided by t equals the printed "
                                    "right side (S/(r t) - 1)/T^max")

@@ -67,7 +67,8 @@ def cycle_rows(run, t_col: int) -> list[dict]:
 # --- C.1: the DTMC ----------------------------------------------------------------------------
 
 
-@register("appC1.measure_steps", level="none", location="Appendix C.1, Eq. 17, 18, 20, 21, 22",
+@register("appC1.measure_steps", level="none",
+          location="Appendix C.1, Eq. 17, 18, 20, 21, 22",
           items=("Eq. 17", "Eq. 18", "Eq. 20", "Eq. 21", "Eq. 22"),
           claim="Strong Markov property of the Poisson process at cycle starts (Eq. 17), measurability of "
                 "the pending set (Eq. 18), and the conditional-independence steps that give Lemma 2 "
@@ -79,7 +80,8 @@ def appC1_measure_steps(fast: bool) -> Result:
                          "2's Markov property, is registered as lemma2.markov (pending)")
 
 
-@register("lemma2.markov", level="sample", location="Appendix C.1, Lemma 2",
+@register("lemma2.markov", level="sample",
+          location="Appendix C.1, Lemma 2",
           items=("Lemma 2",),
           claim="The number of pending requests at cycle starts, X[c], is a Markov chain.",
           method="test X[c+1] independent of X[c-1] given X[c] on simulated cycles")
@@ -110,7 +112,8 @@ def lemma2_markov(fast: bool) -> Result:
                            "level 0.001", evidence=evidence)
 
 
-@register("eq19.state_update", level="exhaustive", location="Appendix C.1, Eq. 19; Appendix C.3 'R[c] subset of X[c] if X[c] >= "
+@register("eq19.state_update", level="exhaustive",
+          location="Appendix C.1, Eq. 19; Appendix C.3 'R[c] subset of X[c] if X[c] >= "
                                         "n'",
           items=("Eq. 19", "Algorithm 1"),
           claim="X[c+1] = X[c] u A[c] \\ R[c] (as sets of requests), and when X[c] >= n the requests "
@@ -145,7 +148,8 @@ def eq19_state_update(fast: bool) -> Result:
 # --- C.2: cycle times -------------------------------------------------------------------------
 
 
-@register("eq23.prefill_mode", level="proof", location="Appendix C.2, T_j^P and Eq. 23",
+@register("eq23.prefill_mode", level="proof",
+          location="Appendix C.2, T_j^P and Eq. 23",
           items=("Eq. 23",),
           claim="Under Assumption 3 RAD prefills request j in time T_j^P (chunks of t*_lcm, alone, at t*), "
                 "and the expected prefill time of n requests is n times the prefill terms of T_bar^R.",
@@ -223,7 +227,8 @@ def toy_chain(rows, cm, t_col: int, run) -> list[tuple[str, float, float]]:
     return out
 
 
-@register("eq24.decode_bound", level="exhaustive", location="Appendix C.2, the chain before Eq. 24, and Eq. 24",
+@register("eq24.decode_bound", level="exhaustive",
+          location="Appendix C.2, the chain before Eq. 24, and Eq. 24",
           items=("Eq. 24", "Lemma 4"),
           claim="In a cycle, the decode-batch time T^DM is at most sum_{R*} T*_D + sum_{R \\ R*} T^{D,max} "
                 "<= sum_R T*_D(j) + |R \\ R*| T^max, with T^{D,max}(j') <= T^max; (Lemma 4) a cycle's busy "
@@ -257,7 +262,8 @@ def eq24_decode_bound(fast: bool) -> Result:
                   evidence={"largest lhs/rhs per inequality": worst})
 
 
-@register("eq25.cycle_bound", level="proof", location="Appendix C.2, Eq. 25",
+@register("eq25.cycle_bound", level="proof",
+          location="Appendix C.2, Eq. 25",
           items=("Eq. 25",),
           claim="E[T^cycle] = E[T^PM] + E[T^DM] <= n T_bar^R + (t*_col - 1) T^max by Eq. 23 and Eq. 24.",
           method="sympy: Eq. 23 + Eq. 24 = n T_bar^R + (t*_col - 1) T^max; theory.bounds.cycle_time_bound "
@@ -281,7 +287,8 @@ def eq25_cycle_bound(fast: bool) -> Result:
                   coverage=f"symbolic; theory.bounds.cycle_time_bound on {len(gpus())} GPUs (table1 padded)")
 
 
-@register("appC2.executed_cycles", level="sample", location="Appendix C.2, Eq. 23-25 in expectation",
+@register("appC2.executed_cycles", level="sample",
+          location="Appendix C.2, Eq. 23-25 in expectation",
           items=("Eq. 23", "Eq. 24", "Eq. 25"),
           claim="The mean cycle time of RAD with >= n pending requests is at most n T_bar^R + (t*_col-1) "
                 "T^max.",
@@ -312,7 +319,8 @@ def appC2_executed_cycles(fast: bool) -> Result:
                   evidence={"cycles": rows})
 
 
-@register("appC2.R_star_count", level="exhaustive", location="Appendix C.2, 'at least n - t*_col + 1 requests ... i.e., "
+@register("appC2.R_star_count", level="exhaustive",
+          location="Appendix C.2, 'at least n - t*_col + 1 requests ... i.e., "
                                          "|R*| >= n - t*_col. Therefore |R \\ R*| <= t*_col - 1'",
           items=("Eq. 24",),
           claim="All decode iterations of at least n - t*_col + 1 requests are optimally tiled, 'i.e.' "
@@ -349,7 +357,8 @@ def appC2_R_star_count(fast: bool) -> Result:
                                    f"{tight} cycles)")
 
 
-@register("appC2.tmax_typo", level="exhaustive", location="Appendix C.2, the bounds on T^B(B_m^D) and T^{D,max}(j'): "
+@register("appC2.tmax_typo", level="exhaustive",
+          location="Appendix C.2, the bounds on T^B(B_m^D) and T^{D,max}(j'): "
                                       "'max over (t_row, t_col) in T_out, t_red in T_out'",
           items=("Eq. 24", "Theorem 2"),
           claim="The maxima in Appendix C.2 run over (t_row, t_col) in T_out and t_red in T_out.",
@@ -399,7 +408,8 @@ def rad_cycle_counterexamples(max_requests: int) -> dict:
     return found
 
 
-@register("lemma3.completes_n", level="exhaustive", location="Appendix C.3, Lemma 3's proof: 'RAD completes exactly n requests "
+@register("lemma3.completes_n", level="exhaustive",
+          location="Appendix C.3, Lemma 3's proof: 'RAD completes exactly n requests "
                                          "in a cycle if there are at least n requests at the start of the "
                                          "cycle' (also C.2)",
           items=("Lemma 3", "Algorithm 1"),
@@ -424,7 +434,8 @@ def lemma3_completes_n(fast: bool) -> Result:
                             "per cycle": per_cycle})
 
 
-@register("lemma3.arrival_rate", level="proof", location="Appendix C.3, 'E[A[c]] = lambda E[C^-1[c+1] - C^-1[c]]'",
+@register("lemma3.arrival_rate", level="proof",
+          location="Appendix C.3, 'E[A[c]] = lambda E[C^-1[c+1] - C^-1[c]]'",
           items=("Lemma 3",),
           claim="The expected number of arrivals to a node during a cycle is lambda times its mean length.",
           method="sympy: a node receives a Poisson process of rate lambda/r (C.1 item 1), so by Wald E[A[c]] "
@@ -447,7 +458,8 @@ def lemma3_arrival_rate(fast: bool) -> Result:
                                    "(lambda/r)(n T_bar^R + (t*_col - 1) T^max)")
 
 
-@register("lemma3.drift", level="sample", location="Appendix C.3, the drift display and steps (a), (b)",
+@register("lemma3.drift", level="sample",
+          location="Appendix C.3, the drift display and steps (a), (b)",
           items=("Lemma 3", "Theorem 2"),
           claim="E[X[c+1] - X[c] | X[c] = x] = n(lambda T_bar/r - 1) + lambda (t*_col - 1) T^max <= -n eps + "
                 "(t*_col - 1) lambda T^max < 0 for x >= n, by Theorem 2's choice of n.",
@@ -483,7 +495,8 @@ def lemma3_drift(fast: bool) -> Result:
                   evidence={"at Theorem 2's n": rows})
 
 
-@register("lemma3.executed_drift", level="sample", location="Appendix C.3, the drift of the cycle DTMC",
+@register("lemma3.executed_drift", level="sample",
+          location="Appendix C.3, the drift of the cycle DTMC",
           items=("Lemma 3",),
           claim="The cycle DTMC's drift for x >= n is below the corrected Lemma 3 bound.",
           method="Build RAD's cycle chain by executing its cycles (stability.dtmc) on an A100 with one "
@@ -520,7 +533,8 @@ def lemma3_executed_drift(fast: bool) -> Result:
 # --- C.4: Lemma 4 and regeneration -----------------------------------------------------------
 
 
-@register("lemma4.bound", level="sample", location="Appendix C.4, Lemma 4 and its proof",
+@register("lemma4.bound", level="sample",
+          location="Appendix C.4, Lemma 4 and its proof",
           items=("Lemma 4",),
           claim="E[cycle length] <= r/lambda + n T^max: a non-empty cycle completes at most n requests, each "
                 "within T^max, and an empty one first waits an expected r/lambda.",
@@ -546,7 +560,8 @@ def lemma4_bound(fast: bool) -> Result:
                   coverage=f"{cases} GPU x workload (padded) maxima; largest ratio {worst:.4f}")
 
 
-@register("thm2.regeneration", level="sample", location="Appendix C.4, proof of Theorem 2 (regeneration at Q = 0)",
+@register("thm2.regeneration", level="sample",
+          location="Appendix C.4, proof of Theorem 2 (regeneration at Q = 0)",
           items=("Theorem 2",),
           claim="Q(t) at a node is a positive-recurrent regenerative process (E[T^regen] < infinity).",
           method="return times to Q = 0 in long simulations")

@@ -158,7 +158,8 @@ def _theorems_executed(r: int, fast: bool) -> tuple[list[str], dict]:
     return bad, rows
 
 
-@register("sec41.r_nodes", level="sample", location="Section 4.1 (uniformly random planner), Theorems 1-2 and Lemmas 3-4 "
+@register("sec41.r_nodes", level="sample",
+          location="Section 4.1 (uniformly random planner), Theorems 1-2 and Lemmas 3-4 "
                                     "with r > 1 nodes",
           items=("Theorem 1", "Theorem 2", "Lemma 3", "Lemma 4"),
           claim="With r nodes behind the uniformly random planner each node sees Poisson arrivals of rate "
@@ -232,7 +233,8 @@ def _replay(name: str, gpu: str, requests: int) -> list[str]:
     return bad
 
 
-@register("alg123.default_parameters", level="sample", location="Algorithm 1, lines 6-16; Algorithm 2, lines 4-15; "
+@register("alg123.default_parameters", level="sample",
+          location="Algorithm 1, lines 6-16; Algorithm 2, lines 4-15; "
                                                 "Algorithm 3, line 14",
           items=("Algorithm 1", "Algorithm 2", "Algorithm 3"),
           claim="RAD and Algorithm 2 start at most n requests per cycle, prefill each prompt alone in chunks "
@@ -257,7 +259,8 @@ def alg123_default_parameters(fast: bool) -> Result:
                            "requests per scheduler, every batch replayed")
 
 
-@register("eq7.partial_chunks_and_decode_runs", level="exhaustive", location="Eq. 5 and Eq. 7 summed over RAD's batches "
+@register("eq7.partial_chunks_and_decode_runs", level="exhaustive",
+          location="Eq. 5 and Eq. 7 summed over RAD's batches "
                                                          "(Algorithm 1, lines 7-16), any prompt length",
           items=("Eq. 5", "Eq. 7", "Algorithm 1"),
           claim="RAD's prefill of a prompt of any length, its last chunk the rest of the prompt, takes the "
@@ -297,7 +300,8 @@ def eq7_partial_chunks_and_decode_runs(fast: bool) -> Result:
                            f"{' (fast subset)' if fast else ''}")
 
 
-@register("thm2.n_strictly_above", level="exhaustive", location="Theorem 2: n > (t*_col - 1) T^max / (eps T_bar^R)",
+@register("thm2.n_strictly_above", level="exhaustive",
+          location="Theorem 2: n > (t*_col - 1) T^max / (eps T_bar^R)",
           items=("Theorem 2",),
           claim="Theorem 2's n is strictly above its bound: where the bound is an integer, the smallest "
                 "admissible n is that integer plus one.",
@@ -336,7 +340,8 @@ base = "a100"
 """
 
 
-@register("eq5.gemv_orientation", level="exhaustive", location="Eq. 5 (from Eq. 3)", items=("Eq. 5",),
+@register("eq5.gemv_orientation", level="exhaustive",
+          location="Eq. 5 (from Eq. 3)", items=("Eq. 5",),
           claim="The decode attention of token i takes (d/t_col) ceil(i/t_row) + ceil(i/t_col) (d/t_row) "
                 "GeMV tiles: K^T q is an i x d GeMV and P V a d x i one.",
           method="A GPU file with one GeMV tile that is not square (16 x 64, 128 x 16; the presets' tile "
@@ -371,7 +376,8 @@ def eq5_gemv_orientation(fast: bool) -> Result:
                   coverage=f"{cases} positions on GeMV tiles 16x64 and 128x16 (A100, Mistral-7B)")
 
 
-@register("alg4.sarathi_chunks", level="sample", location="Algorithm 4, lines 5-17 (corrected), and Sarathi-Serve's "
+@register("alg4.sarathi_chunks", level="sample",
+          location="Algorithm 4, lines 5-17 (corrected), and Sarathi-Serve's "
                                           "scheduler (Section 5)",
           items=("Algorithm 4",),
           claim="Sarathi-Serve prefills a prompt that fits in the free token budget in one chunk of L^P "

@@ -20,7 +20,7 @@ import sympy as sp
 
 from paper_checks.common import PAPER_GPU, PAPER_MODEL, PAPER_WORKLOADS, frac, gpus, models, workload
 from paper_checks.pseudocode import Req, rad, violations
-from paper_checks.registry import Result, Verdict, judged, register
+from paper_checks.registry import Result, Verdict, outcome, register
 from theory import cost
 from theory.assumptions import assumption1, assumption2, assumption3, assumption4
 from theory.builder import CostSpec, cost_model
@@ -56,7 +56,8 @@ def gemm_tile_pairs(d_row: int, d_col: int, d_red: int, t_row: int, t_col: int, 
     return len(out_tiles) * len(red_tiles)
 
 
-@register("eq2_eq3.tile_counts", level="exhaustive", location="Section 2.3, Eq. 2 and Eq. 3",
+@register("eq2_eq3.tile_counts", level="exhaustive",
+          location="Section 2.3, Eq. 2 and Eq. 3",
           items=("Eq. 2", "Eq. 3"),
           claim="A GeMM on tiles t_row x t_col x t_red multiplies ceil(d_row/t_row) ceil(d_col/t_col) "
                 "ceil(d_red/t_red) tile pairs (a GeMV: ceil(d_row/t_row) ceil(d_col/t_col) tiles), so "
@@ -141,7 +142,8 @@ def eq4_core(mode: str = "paper", printed: Callable = printed_eq4_sum, gpu_keys=
     return True, None, n
 
 
-@register("eq4.linear_aggregation", level="exhaustive", location="Section 3.2.1, the display before Eq. 4 and Eq. 4",
+@register("eq4.linear_aggregation", level="exhaustive",
+          location="Section 3.2.1, the display before Eq. 4 and Eq. 4",
           items=("Eq. 4",),
           claim="With model dimensions divisible by the tiles, the linear layers of a batch of tau tokens "
                 "(3N QKV GeMMs d x d_x, N FFN GeMMs d_ff x d and d_x x d_ff, one final d_out x d_x) take "
@@ -171,13 +173,20 @@ def printed_eq5(i, d, t_row, t_col, mu, s):
     return (d / t_col * ceiling(i / t_row) + ceiling(i / t_col) * d / t_row) / mu
 
 
+def corrected_eq5(i, d, t_row, t_col, mu, s):
+    """Eq. 5 with the 1/s that Eq. 3 carries: (d/t_col ceil(i/t_row) + ceil(i/t_col) d/t_row) / (s mu)."""
+    i, d, t_row, t_col, mu, s = sp.sympify((i, d, t_row, t_col, mu, s))
+    return (d / t_col * ceiling(i / t_row) + ceiling(i / t_col) * d / t_row) / (s * mu)
+
+
 def eq3(d_row, d_col, t_row, t_col, mu, s):
     """Eq. 3 as printed: ceil(d_row/t_row) ceil(d_col/t_col) / (s mu)."""
     d_row, d_col, t_row, t_col, mu, s = sp.sympify((d_row, d_col, t_row, t_col, mu, s))
     return ceiling(d_row / t_row) * ceiling(d_col / t_col) / (s * mu)
 
 
-@register("eq5.missing_1_over_s", level="proof", location="Section 3.2.2, Eq. 5",
+@register("eq5.missing_1_over_s", level="proof",
+          location="Section 3.2.2, Eq. 5",
           items=("Eq. 5",),
           claim="Eq. 5, the decode self-attention time at token i, is Eq. 3 applied to its two GeMVs "
                 "(K^T q: i x d; V p: d x i).",
@@ -191,7 +200,7 @@ def eq5_missing_1_over_s(fast: bool) -> Result:
     derived = eq3(i_, d, tr, tc, mu_, s_) + eq3(d, i_, tr, tc, mu_, s_)
     printed = printed_eq5(i_, d, tr, tc, mu_, s_)
     gap = sp.simplify(printed - derived)
-    corrected_ok = sp.simplify(printed / s_ - derived) == 0
+    corrected_ok = sp.simplify(corrected_eq5(i_, d, tr, tc, mu_, s_) - derived) == 0
     from theory import symbolic
     corrected_ok &= sp.simplify(symbolic.decode_attention_time(i_, d, tr, tc, mu_, s_) - derived) == 0
     ratios = {}
@@ -215,16 +224,18 @@ def eq5_missing_1_over_s(fast: bool) -> Result:
            "Eq. 3 + Eq. "
            "3": str(eq3(1, a100.d_dec, 16, 16, 1, a100.s) + eq3(a100.d_dec, 1, 16, 16, 1, a100.s)),
            "printed - derived (symbolic)": str(gap)}
-    return Result(judged(printed_ok, corrected_ok),
-                  "printed Eq. 5 is s times Eq. 3's time (it drops 1/s); divided by s it matches",
-                  counterexample=cex,
-                  correction="T^{D,SA}(i) = (1/(s mu(t_row,t_col))) (d/t_col ceil(i/t_row) + ceil(i/t_col) "
-                             "d/t_row), i.e. Eq. 5 divided by s, as Eq. 3 prescribes",
-                  correction_check="sympy: corrected Eq. 5 - (Eq. 3 + Eq. 3) == 0 for symbolic i, d, tiles; "
-                                   "theory.symbolic's form equals it; theory.cost.T_D_SA equals the "
-                                   "corrected form (fastest GeMV tile per GeMV) on all GPU presets at "
-                                   "i = 1, 17, 513, 4096",
-                  evidence={"printed / derived = s on each GPU": ratios})
+    return outcome(printed_ok, corrected_holds=corrected_ok,
+                   summary="Eq. 5 is Eq. 3 applied to its two GeMVs" if printed_ok else
+                   "printed Eq. 5 is s times Eq. 3's time (it drops 1/s); divided by s it matches",
+                   coverage=f"symbolic i, d, tiles, mu, s; theory.cost on {len(gpus())} GPU presets",
+                   counterexample=cex,
+                   correction="T^{D,SA}(i) = (1/(s mu(t_row,t_col))) (d/t_col ceil(i/t_row) + ceil(i/t_col) "
+                              "d/t_row), i.e. Eq. 5 divided by s, as Eq. 3 prescribes",
+                   correction_check="sympy: corrected Eq. 5 - (Eq. 3 + Eq. 3) == 0 for symbolic i, d, tiles; "
+                                    "theory.symbolic's form equals it; theory.cost.T_D_SA equals the "
+                                    "corrected form (fastest GeMV tile per GeMV) on all GPU presets at "
+                                    "i = 1, 17, 513, 4096",
+                   evidence={"printed / derived = s on each GPU": ratios})
 
 
 # --- Eq. 6: prefill attention ---------------------------------------------------------------
@@ -270,7 +281,8 @@ def eq6_core(printed: Callable = printed_eq6, fast: bool = True) -> tuple[bool, 
     return True, None, n
 
 
-@register("eq6.two_gemms", level="proof", location="Section 3.2.2, Eq. 6",
+@register("eq6.two_gemms", level="proof",
+          location="Section 3.2.2, Eq. 6",
           items=("Eq. 6",),
           claim="The prefill self-attention of PI(R, i, c) over N layers is two GeMMs, (i+c-1) x d times "
                 "d x c and d x (i+c-1) times (i+c-1) x c, each timed by Eq. 2: that is Eq. 6.",
@@ -313,8 +325,10 @@ def random_batches(rng: np.random.Generator, k: int) -> list[tuple[list, list]]:
     return out
 
 
-def eq7_core(t_batch: Callable = cost.T_batch, k: int = 40, seed: int = 7) -> tuple[bool, dict | None, int]:
-    """theory.cost.T_batch with every GeMM on t* vs printed Eq. 7, on ``k`` random batches per GPU."""
+def eq7_core(t_batch: Callable | None = None, k: int = 40, seed: int = 7) -> tuple[bool, dict | None, int]:
+    """theory.cost.T_batch (or ``t_batch``) with every GeMM on t* vs printed Eq. 7, on ``k`` random
+    batches per GPU."""
+    t_batch = t_batch or cost.T_batch
     rng = np.random.default_rng(seed)
     n = 0
     for g in gpus():
@@ -329,7 +343,8 @@ def eq7_core(t_batch: Callable = cost.T_batch, k: int = 40, seed: int = 7) -> tu
     return True, None, n
 
 
-@register("eq7.batch_sum", level="sample", location="Section 3.2.3, Eq. 7",
+@register("eq7.batch_sum", level="sample",
+          location="Section 3.2.3, Eq. 7",
           items=("Eq. 7",),
           claim="A batch's time is the sum of its linear time (Eq. 4), tau / mu_nLin, N T^{D,SA} per "
                 "decode (Eq. 5) and Eq. 6 per prefill chunk, all GeMMs on one tile.",
@@ -347,7 +362,13 @@ def eq7_batch_sum(fast: bool) -> Result:
 # --- Definitions 1-2 ------------------------------------------------------------------------
 
 
-@register("def1.mask", level="exhaustive", location="Section 3.2.2, the masking matrix M of PI(R, i, c)",
+def printed_mask(k1: np.ndarray, k2: np.ndarray, i: int) -> np.ndarray:
+    """The masking matrix M of PI(R, i, c) as printed: 0 where k1 > i and k2 <= k1 - i, else 1."""
+    return np.where((k1 > i) & (k2 <= k1 - i), 0, 1)
+
+
+@register("def1.mask", level="exhaustive",
+          location="Section 3.2.2, the masking matrix M of PI(R, i, c)",
           items=("Definition 1", "Eq. 6"),
           claim="M ((i+c-1) x c) is 1 except where k1 > i and k2 <= k1 - i; so query k2 (token i+k2-1) "
                 "sees exactly the keys of tokens 1..i+k2-1 (causal attention).",
@@ -358,7 +379,7 @@ def def1_mask(fast: bool) -> Result:
         for c in range(1, top + 1):
             k1 = np.arange(1, i + c)[:, None]
             k2 = np.arange(1, c + 1)[None, :]
-            printed = np.where((k1 > i) & (k2 <= k1 - i), 0, 1)
+            printed = printed_mask(k1, k2, i)
             causal = (k1 <= i + k2 - 1).astype(int)
             if not np.array_equal(printed, causal):
                 return Result(Verdict.FAIL, "the printed mask is not causal",
@@ -367,7 +388,8 @@ def def1_mask(fast: bool) -> Result:
                   coverage=f"all i, c in 1..{top}")
 
 
-@register("defs.index_conventions", level="exhaustive", location="Definitions 1-2, Eq. 5-6, Theorem 1 (T_bar^R)",
+@register("defs.index_conventions", level="exhaustive",
+          location="Definitions 1-2, Eq. 5-6, Theorem 1 (T_bar^R)",
           items=("Definition 1", "Definition 2"),
           claim="PI(R, i, c) covers tokens i..i+c-1 and needs the KV of 1..i-1, so Eq. 6's K has "
                 "i+c-1 rows; a request's decode iterations DI(R, i) run at i = L^P+1..L^P+L^D, so its "
@@ -397,7 +419,14 @@ def defs_index_conventions(fast: bool) -> Result:
                   coverage=f"{n} requests, L^P, L^D in 1..{top}, chunk 2")
 
 
-@register("def2.stop_index", level="exhaustive", location="Definition 2 and the paragraph after it; Section 2.2",
+def printed_def2_admits(i: int, L_P: int, stop: int) -> bool:
+    """Definition 2's condition as printed: DI(R, i) when i > L^P and i does not follow the stop
+    token (i > stop is excluded, i = stop is not)."""
+    return i > L_P and not i > stop
+
+
+@register("def2.stop_index", level="exhaustive",
+          location="Definition 2 and the paragraph after it; Section 2.2",
           items=("Definition 2",),
           claim="DI(R, i) may be scheduled when i is not a prompt token and does not follow the stop token; "
                 "a request thus has exactly the L^D decode iterations that T_bar^R and Eq. 13 count.",
@@ -410,7 +439,7 @@ def def2_stop_index(fast: bool) -> Result:
         for L_D in range(1, 51):
             stop = L_P + L_D + 1
             tokens = range(1, stop + 5)
-            printed = [i for i in tokens if i > L_P and not i > stop]
+            printed = [i for i in tokens if printed_def2_admits(i, L_P, stop)]
             corrected = [i for i in tokens if i > L_P and not i >= stop]
             if bad is None and printed != list(range(L_P + 1, L_P + L_D + 1)):
                 bad = {"L_P": L_P, "L_D": L_D, "stop token index": stop, "admitted indices": printed,
@@ -418,14 +447,15 @@ def def2_stop_index(fast: bool) -> Result:
             if corrected != list(range(L_P + 1, L_P + L_D + 1)):
                 return Result(Verdict.FAIL, "even the corrected condition admits other indices",
                               counterexample={"L_P": L_P, "L_D": L_D})
-    return Result(judged(bad is None, True),
-                  "the printed condition also admits DI at the stop token's own index (L^D + 1 "
-                  "iterations, generating a token after stop)",
-                  counterexample=bad or {},
-                  correction="index i must be neither a prompt token nor the stop token nor after it "
-                             "(i <= L^P + L^D)",
-                  correction_check="the corrected condition admits exactly i = L^P+1..L^P+L^D for every "
-                                   "L^P, L^D in 1..50")
+    return outcome(bad is None, corrected_holds=True,
+                   summary="the printed condition admits exactly the L^D decode iterations" if bad is None
+                   else "the printed condition also admits DI at the stop token's own index (L^D + 1 "
+                        "iterations, generating a token after stop)",
+                   coverage="every L^P, L^D in 1..50", counterexample=bad,
+                   correction="index i must be neither a prompt token nor the stop token nor after it "
+                              "(i <= L^P + L^D)",
+                   correction_check="the corrected condition admits exactly i = L^P+1..L^P+L^D for every "
+                                    "L^P, L^D in 1..50")
 
 
 # --- Assumptions 1-4 --------------------------------------------------------------------------
@@ -443,7 +473,8 @@ def _matrix(fn, per_mode: bool) -> tuple[dict, list]:
     return grid, fails
 
 
-@register("assumption1.presets", level="exhaustive", location="Section 2.3, Assumption 1 and the remark after it",
+@register("assumption1.presets", level="exhaustive",
+          location="Section 2.3, Assumption 1 and the remark after it",
           items=("Assumption 1",),
           claim="Each GPU has a tile t* reaching its maximal FLOP rate on large perfectly tiled GeMMs, and "
                 "the model dimensions are divisible by it; on A100, t* is 128x256 or 256x128 with t_red 32.",
@@ -464,7 +495,8 @@ def assumption1_presets(fast: bool) -> Result:
                   evidence={"tiles tied with t* at maximal FLOP rate": ties})
 
 
-@register("assumption2.presets", level="exhaustive", location="Section 2.3, Assumption 2",
+@register("assumption2.presets", level="exhaustive",
+          location="Section 2.3, Assumption 2",
           items=("Assumption 2",),
           claim="Computing d_col GeMVs y(i) = A x(i) takes longer than the one GeMM Y = A X.",
           method="theory.assumptions.assumption2: every weight matrix of every model, d_col = 1..4096 "
@@ -478,7 +510,8 @@ def assumption2_presets(fast: bool) -> Result:
                   coverage=f"{len(gpus())} GPUs x {len(models())} models x 2 modes, d_col = 1..{top}")
 
 
-@register("assumption3.workloads", level="exhaustive", location="Section 4.3, Assumption 3",
+@register("assumption3.workloads", level="exhaustive",
+          location="Section 4.3, Assumption 3",
           items=("Assumption 3",),
           claim="Prompt lengths are multiples of t*_lcm almost surely and bounded, for the workload the "
                 "paper evaluates (openchat_sharegpt4 and its Table 1 fit) on every GPU preset. (The paper "
@@ -505,7 +538,13 @@ def assumption3_workloads(fast: bool) -> Result:
                   evidence={"holds": grid})
 
 
-@register("assumption3.lcm_typo", level="exhaustive", location="Assumption 3 and the remark after it",
+def printed_assumption3_lcm(t_row: int, t_col: int, t_red: int) -> int:
+    """Assumption 3's chunk as printed: LCM(t*_row, t*_col, t*_row) (``t_red`` unused, as printed)."""
+    return math.lcm(t_row, t_col, t_row)
+
+
+@register("assumption3.lcm_typo", level="exhaustive",
+          location="Assumption 3 and the remark after it",
           items=("Assumption 3",),
           claim="Assumption 3 asks for multiples of LCM(t*_row, t*_col, t*_row) -- as printed, t*_row twice.",
           method="Compare the printed LCM(t_row, t_col, t_row) with RAD's t*_lcm = LCM(t_row, t_col, t_red) "
@@ -513,27 +552,32 @@ def assumption3_workloads(fast: bool) -> Result:
 def assumption3_lcm_typo(fast: bool) -> Result:
     powers = [16, 32, 64, 128, 256]
     generic = [(r, c, k) for r in powers for c in powers for k in powers
-               if math.lcm(r, c, r) != math.lcm(r, c, k)]
+               if printed_assumption3_lcm(r, c, k) != math.lcm(r, c, k)]
     preset = [{"gpu": g, "tile": str(t)} for g in gpus() for t in get_gpu(g).tiles
-              if math.lcm(t.t_row, t.t_col, t.t_row) != t.t_lcm]
+              if printed_assumption3_lcm(t.t_row, t.t_col, t.t_red) != t.t_lcm]
     corrected_ok = all(math.lcm(t.t_row, t.t_col, t.t_red) == t.t_lcm
                        for g in gpus() for t in get_gpu(g).tiles)
-    r, c, k = generic[0]
-    cex = {"printed": "LCM(t*_row, t*_col, t*_row)", "intended (Algorithm 1 line 13)": "LCM(t*_row, t*_col, "
-                                                                                       "t*_red)",
-           "tile": f"{r}x{c}x{k}", "printed value": math.lcm(r, c, r), "t*_lcm": math.lcm(r, c, k),
-           "power-of-2 tiles (16..256) where they differ": len(generic),
-           "preset tiles where they differ": len(preset)}
-    return Result(judged(not generic, corrected_ok),
-                  f"typo: t*_row for t*_red; harmless on the presets ({len(preset)} preset tiles differ)",
-                  counterexample=cex,
-                  correction="LCM(t*_row, t*_col, t*_red) (= t*_lcm of Algorithm 1 and Theorem 1)",
-                  correction_check="the corrected LCM equals theory.hardware.Tile.t_lcm, RAD's chunk, on "
-                                   "every tile of every GPU preset (and the printed one coincides with it "
-                                   "there)")
+    cex = {}
+    if generic:
+        r, c, k = generic[0]
+        cex = {"printed": "LCM(t*_row, t*_col, t*_row)", "intended (Algorithm 1 line 13)": "LCM(t*_row, t*_col, "
+                                                                                           "t*_red)",
+               "tile": f"{r}x{c}x{k}", "printed value": printed_assumption3_lcm(r, c, k),
+               "t*_lcm": math.lcm(r, c, k), "power-of-2 tiles (16..256) where they differ": len(generic),
+               "preset tiles where they differ": len(preset)}
+    return outcome(not generic, corrected_holds=corrected_ok,
+                   summary="the printed LCM is t*_lcm on every power-of-2 tile" if not generic else
+                   f"typo: t*_row for t*_red; harmless on the presets ({len(preset)} preset tiles differ)",
+                   coverage=f"{len(powers) ** 3} power-of-2 tiles (16..256) and every preset tile",
+                   counterexample=cex,
+                   correction="LCM(t*_row, t*_col, t*_red) (= t*_lcm of Algorithm 1 and Theorem 1)",
+                   correction_check="the corrected LCM equals theory.hardware.Tile.t_lcm, RAD's chunk, on "
+                                    "every tile of every GPU preset (and the printed one coincides with it "
+                                    "there)")
 
 
-@register("assumption4.presets", level="exhaustive", location="Section 4.3, Assumption 4 and the remark after it",
+@register("assumption4.presets", level="exhaustive",
+          location="Section 4.3, Assumption 4 and the remark after it",
           items=("Assumption 4",),
           claim="Assumption 4 is mild: a node holds the KV cache of t*_col requests of maximal length "
                 "(t*_col is typically 64 or 128) -- in particular in the paper's own setting.",

@@ -28,7 +28,8 @@ from theory.hardware import get_gpu
 from theory.workload import Workload, get_workload
 
 
-@register("thm1.symbols", level="exhaustive", location="Theorem 1 statement: '(t*_row, t*_col) in T_out and t*_col in T_red'",
+@register("thm1.symbols", level="exhaustive",
+          location="Theorem 1 statement: '(t*_row, t*_col) in T_out and t*_col in T_red'",
           items=("Theorem 1",),
           claim="Theorem 1 takes (t*_row, t*_col) in T_out and t*_col in T_red.",
           method="Test the printed membership t*_col in T_red, and the evident t*_red in T_red, on every "
@@ -51,7 +52,8 @@ def thm1_symbols(fast: bool) -> Result:
                    correction_check=f"t*_red is in T_red on all {len(gpus())} GPU presets")
 
 
-@register("thm1.premises", level="exhaustive", location="Theorem 1 ('Under Assumptions 1 and 2') vs Appendix B.1 ('By "
+@register("thm1.premises", level="exhaustive",
+          location="Theorem 1 ('Under Assumptions 1 and 2') vs Appendix B.1 ('By "
                                     "Assumption 3, L_j^P is a multiple of t*_lcm')",
           items=("Theorem 1", "Assumption 3"),
           claim="Theorem 1 holds under Assumptions 1 and 2 alone.",
@@ -121,7 +123,8 @@ def grouped_scheduler_drift(gpu: str, L_P: int, L_D: int) -> dict:
             "drift per group at lambda": t.t_col * (lam * W - 1), "stable (drift < 0)": lam * W < 1}
 
 
-@register("thm1.upper_bound", level="sample", location="Theorem 1 (Section 4.3) and its proof (Appendix B)",
+@register("thm1.upper_bound", level="sample",
+          location="Theorem 1 (Section 4.3) and its proof (Appendix B)",
           items=("Theorem 1", "Eq. 12"),
           claim="If lambda T_bar^R > r, every planner and scheduler is unstable: lambda* = r / T_bar^R "
                 "bounds the stable arrival rates, T_bar^R being the least mean work per request.",
@@ -162,7 +165,8 @@ def thm1_upper_bound(fast: bool) -> Result:
                   evidence={"mean work per request and lambda (r = 1)": table})
 
 
-@register("thm1.instability", level="sample", location="Theorem 1, 'lim Q(t)/t > alpha almost surely'",
+@register("thm1.instability", level="sample",
+          location="Theorem 1, 'lim Q(t)/t > alpha almost surely'",
           items=("Theorem 1",),
           claim="Above lambda* every scheduler's queue grows linearly.",
           method="simulation of every scheduler above lambda*")
@@ -188,7 +192,8 @@ def thm1_instability(fast: bool) -> Result:
                   evidence={"schedulers": rows})
 
 
-@register("thm2.threshold", level="proof", location="Theorem 2, n > (t*_col - 1) T^max / (eps T_bar^R); Lemma 3 step (b)",
+@register("thm2.threshold", level="proof",
+          location="Theorem 2, n > (t*_col - 1) T^max / (eps T_bar^R); Lemma 3 step (b)",
           items=("Theorem 2", "Lemma 3"),
           claim="With n above Theorem 2's threshold, the drift bound of the cycle DTMC (with arrivals at "
                 "rate lambda/r per node) is negative for every lambda <= r (1 - eps) / T_bar^R.",
@@ -248,7 +253,8 @@ def threshold_grid(fast: bool) -> tuple[bool, int, dict | None]:
     return True, n_pts, None
 
 
-@register("thm2.dtmc_threshold", level="sample", location="Theorem 2's n vs the cycle DTMC",
+@register("thm2.dtmc_threshold", level="sample",
+          location="Theorem 2's n vs the cycle DTMC",
           items=("Theorem 2",),
           claim="With n above Theorem 2's threshold and lambda <= lambda* (1 - eps), the drift of RAD's "
                 "cycle chain is negative for every large x.",
@@ -291,7 +297,8 @@ def thm2_dtmc_threshold(fast: bool) -> Result:
                            "the empirical n_min; 99% CIs over executed cycles", evidence=evidence)
 
 
-@register("sec4.rad_tiling_rare", level="sample", location="Section 4.2, 'This tiling strategy is violated only in rare "
+@register("sec4.rad_tiling_rare", level="sample",
+          location="Section 4.2, 'This tiling strategy is violated only in rare "
                                            "cases-specifically, near the end of a cycle'",
           items=("Algorithm 1",),
           claim="RAD leaves optimal tiling only rarely, near the end of a cycle.",
@@ -340,7 +347,8 @@ def sec4_rad_tiling_rare(fast: bool) -> Result:
                   evidence={"runs": rows})
 
 
-@register("sec4.rad_optimal_tiling", level="exhaustive", location="Section 4.2, 'Optimal GeMM tiling' principle of RAD",
+@register("sec4.rad_optimal_tiling", level="exhaustive",
+          location="Section 4.2, 'Optimal GeMM tiling' principle of RAD",
           items=("Algorithm 1", "Assumption 1"),
           claim="RAD's batches -- t*_col decode iterations, or one prefill chunk of t*_lcm tokens at a "
                 "multiple of t*_lcm -- are optimally tiled: every GeMM is perfectly tiled at t*, and t* "
@@ -377,7 +385,8 @@ def sec4_rad_optimal_tiling(fast: bool) -> Result:
                            f"prefill chunks (1 + k t*_lcm, t*_lcm), k < {32 if not fast else 8}")
 
 
-@register("sec4.rad_throughput_optimal", level="sample", location="Abstract, Section 4 title and Theorem 2's name "
+@register("sec4.rad_throughput_optimal", level="sample",
+          location="Abstract, Section 4 title and Theorem 2's name "
                                                   "('Throughput Optimality of RAD'), Conclusion",
           items=("Theorem 2", "Algorithm 1"),
           claim="RAD (with chunks of t*_lcm) is throughput optimal: no scheduler is stable at a higher "

@@ -20,7 +20,8 @@ def sarathi_batches(t_lcm: int, budget: int, step: int, starts) -> list[tuple[in
     return [(nd, i0 + 1, budget - nd) for nd in range(0, budget, step) for i0 in starts]
 
 
-@register("sec5.sarathi_tiling", level="exhaustive", location="Section 5: 'Sarathi-serve maintains optimal resource allocation "
+@register("sec5.sarathi_tiling", level="exhaustive",
+          location="Section 5: 'Sarathi-serve maintains optimal resource allocation "
                                           "but sacrifices optimal GeMM tiling'",
           items=("Algorithm 4",),
           claim="Filling a token budget (a multiple of t*_col) with decodes and then prefill chunks does not "
@@ -68,7 +69,8 @@ def sec5_sarathi_tiling(fast: bool) -> Result:
                   evidence=rows)
 
 
-@register("sec5.rad_tbt", level="exhaustive", location="Section 5: 'in every batch of t*_col decode-iterations, one or more "
+@register("sec5.rad_tbt", level="exhaustive",
+          location="Section 5: 'in every batch of t*_col decode-iterations, one or more "
                                    "requests generate their stop token ... RAD has to complete "
                                    "prefill-phases of an equal number of new requests in between'",
           items=("Algorithm 1",),
@@ -106,7 +108,8 @@ def sec5_rad_tbt(fast: bool) -> Result:
                   coverage=f"{n_events} decode batches with stops in literal RAD runs")
 
 
-@register("sec5.request_level_throughput", level="sample", location="Section 1.1.2 and Section 5 (request-level batching)",
+@register("sec5.request_level_throughput", level="sample",
+          location="Section 1.1.2 and Section 5 (request-level batching)",
           items=("Algorithm 3",),
           claim="Request-level batching loses throughput when total lengths are imbalanced.",
           method="simulated stability boundary of Algorithm 3 vs lambda*")
@@ -126,7 +129,8 @@ def sec5_request_level(fast: bool) -> Result:
                   evidence=evidence)
 
 
-@register("sec5.distserve_throughput", level="sample", location="Section 5: 'Distserve ... sacrifices optimal resource "
+@register("sec5.distserve_throughput", level="sample",
+          location="Section 5: 'Distserve ... sacrifices optimal resource "
                                                 "allocation'",
           items=("Algorithm 5",),
           claim="Static prefill/decode partitioning loses throughput when the prefill/decode work mix "

@@ -81,7 +81,8 @@ def table1_core(which: str, table=TABLE1) -> dict:
                 "median": w.quantile(which, 0.5), "P90": w.quantile(which, 0.9), "std": w.std(which)}}
 
 
-@register("table1.decode_column", level="proof", location="Section 7, Table 1 (decode length: median 415, P90 834, std 101)",
+@register("table1.decode_column", level="proof",
+          location="Section 7, Table 1 (decode length: median 415, P90 834, std 101)",
           items=(),
           claim="One distribution of decode lengths has median 415, P90 834 and standard deviation 101.",
           method="sympy: the least standard deviation compatible with the median and P90 (module docstring) "
@@ -109,7 +110,8 @@ def table1_decode_column(fast: bool) -> Result:
                   evidence=res)
 
 
-@register("table1.prompt_column", level="proof", location="Section 7, Table 1 (prompt length: median 1730, P90 5696, std "
+@register("table1.prompt_column", level="proof",
+          location="Section 7, Table 1 (prompt length: median 1730, P90 5696, std "
                                            "2088)",
           items=(),
           claim="One distribution of prompt lengths has median 1730, P90 5696 and standard deviation 2088.",
@@ -137,7 +139,8 @@ def batch_times_512(model: str = PAPER_MODEL) -> dict:
                 cm, cost.Batch.of(prefill=[(1, 384)], decode=[513] * 128))}
 
 
-@register("eq8.slai_critical", level="sample", location="Section 6, Eq. 8 and Section 7 (delta = 10, or 5/10 dynamic; TBT "
+@register("eq8.slai_critical", level="sample",
+          location="Section 6, Eq. 8 and Section 7 (delta = 10, or 5/10 dynamic; TBT "
                                         "0.1 s and 0.5 s)",
           items=("Eq. 8",),
           claim="With C = e + TBT - delta t_batch, paying users' decodes (TBT 0.1 s) are critical at once "
@@ -167,7 +170,8 @@ def eq8_slai_critical(fast: bool) -> Result:
                   evidence={"t_batch (s)": times, **rows})
 
 
-@register("sec7.slai_parameters", level="exhaustive", location="Section 7: token budget 512, alpha = beta = 128, TBT SLOs "
+@register("sec7.slai_parameters", level="exhaustive",
+          location="Section 7: token budget 512, alpha = beta = 128, TBT SLOs "
                                            "0.1/0.5 s, 8192-token cap",
           items=(),
           claim="The experimental parameters are mutually coherent: the decode limit fits the token budget, "
@@ -196,7 +200,8 @@ def sec7_slai_parameters(fast: bool) -> Result:
                   evidence={**checks, "batch times (s)": times, "t*": str(t)})
 
 
-@register("sec7.reported_numbers", level="exhaustive", location="Abstract, Section 7 and Conclusion (53%, 26%); Appendix F.3 and "
+@register("sec7.reported_numbers", level="exhaustive",
+          location="Abstract, Section 7 and Conclusion (53%, 26%); Appendix F.3 and "
                                            "Figures 9-10 captions",
           items=(),
           claim="TTFT 1.5 s -> 0.7 s is a 53% reduction; capacity 1.15 -> 1.45 req/s is +26%; the capacity "

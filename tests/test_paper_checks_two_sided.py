@@ -1,0 +1,266 @@
+"""Every check can return both verdicts: a flipped premise, a corrected statement or a mutated input
+turns each recorded verdict into the other one.
+
+For each check the recorded verdict (``paper_checks/verdicts.json``, which ``llmq check --fast
+--expect`` reproduces in CI) is one outcome; ``FLIPS[id]`` runs the same check on a changed input
+and must give the other: PASS where the record is FAIL or ERRATUM, FAIL or ERRATUM where it is
+PASS. A check that could only ever return one verdict would have no entry and fail
+``test_every_check_is_two_sided``.
+"""
+
+import json
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy as sp
+
+import paper_checks.appendix_b as appendix_b
+import paper_checks.section3_model as section3
+from paper_checks import proofs
+from paper_checks.registry import Level, Verdict, all_checks, get_check
+from theory import cost
+from theory.bounds import T_bar_R, T_max
+from theory.builder import CostSpec, cost_model
+from theory.cost import build_cost_model
+from theory.hardware import Tile, get_gpu
+from theory.models import get_model
+from theory.workload import get_workload
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED = json.loads((ROOT / "paper_checks" / "verdicts.json").read_text())
+REFUTED = (Verdict.FAIL, Verdict.ERRATUM)
+
+
+def run(check_id):
+    """The check's fast run, validated against its level as the runner does."""
+    check = get_check(check_id)
+    return check.validate(check.run(True))
+
+
+def with_cost_models(monkeypatch, module, change):
+    """Make ``module``'s cost models pass through ``change`` (a mutated input)."""
+    original = module.cost_model
+    monkeypatch.setattr(module, "cost_model", lambda spec: change(original(spec)))
+
+
+def scaled(cm, **factors):
+    """``cm`` with some rate arrays multiplied (index 0 = t*)."""
+    return replace(cm, **{k: getattr(cm, k) * f for k, f in factors.items()})
+
+
+# --- Section 3 -----------------------------------------------------------------------------------
+
+
+def flip_eq2_eq3(mp):
+    original = cost.T_GeMM
+    mp.setattr(cost, "T_GeMM", lambda *a: original(*a) * 2)  # one tile pair counted twice
+    return run("eq2_eq3.tile_counts")
+
+
+def flip_eq4(mp):
+    from theory.models import get_model
+    kind = type(get_model("mistral-7b"))
+    original = kind.linear_gemms
+    mp.setattr(kind, "linear_gemms", lambda self, mode="paper": original(self, mode)[:-1])
+    return run("eq4.linear_aggregation")
+
+
+def flip_eq5(mp):
+    mp.setattr(section3, "printed_eq5", lambda *a: section3.corrected_eq5(*a))  # the 1/s restored
+    return run("eq5.missing_1_over_s")
+
+
+def flip_eq6(mp):
+    original = cost.T_P_SA
+    mp.setattr(cost, "T_P_SA", lambda cm, i, c, tile=None: original(cm, i, c, tile) * 1.001)
+    return run("eq6.two_gemms")
+
+
+def flip_eq7(mp):
+    original = cost.T_batch
+    mp.setattr(cost, "T_batch", lambda cm, b: original(cm, b) + b.tau / cm.mu_nLin)  # tau/mu_nLin twice
+    return run("eq7.batch_sum")
+
+
+def flip_def1(mp):
+    mp.setattr(section3, "printed_mask", lambda k1, k2, i: np.where((k1 > i) & (k2 < k1 - i), 0, 1))
+    return run("def1.mask")
+
+
+def flip_index_conventions(mp):
+    from paper_checks import pseudocode
+    mp.setattr(pseudocode.Run, "next_decode", lambda self, r: r.L_P + self.decoded[r.rid] + 2)
+    return run("defs.index_conventions")
+
+
+def flip_def2(mp):
+    mp.setattr(section3, "printed_def2_admits", lambda i, L_P, stop: L_P < i < stop)  # the corrected one
+    return run("def2.stop_index")
+
+
+def flip_assumption1(mp):
+    with_cost_models(mp, section3, lambda cm: scaled(cm, mu=np.r_[0.5, np.ones(len(cm.tiles) - 1)]))
+    return run("assumption1.presets")
+
+
+def flip_assumption2(mp):
+    with_cost_models(mp, section3, lambda cm: scaled(cm, mu_gemv=1000.0))  # GeMVs 1000x faster
+    return run("assumption2.presets")
+
+
+def flip_assumption3(mp):
+    mp.setattr(section3, "workload", lambda name: get_workload(name).padded(512))  # multiples of every t*_lcm
+    return run("assumption3.workloads")
+
+
+def flip_lcm_typo(mp):
+    mp.setattr(section3, "printed_assumption3_lcm", lambda r, c, k: np.lcm.reduce([r, c, k]))
+    return run("assumption3.lcm_typo")
+
+
+def flip_assumption4(mp):
+    with_cost_models(mp, section3, lambda cm: replace(cm, gpu=replace(cm.gpu, memory_bytes=1e15)))
+    return run("assumption4.presets")
+
+
+# --- Appendix B ----------------------------------------------------------------------------------
+
+
+def flip_eq9(mp):
+    mp.setattr(appendix_b, "eq9_core", partial(appendix_b.eq9_core, reduce=min))  # the drain as the least
+    return run("eq9.max_ge_mean")
+
+
+def flip_eq10a(mp):
+    original = appendix_b.chunk_cost_units
+    mp.setattr(appendix_b, "chunk_cost_units", lambda e, c, t: original(e, c, t) // 3)
+    return run("eq10a.ceiling_removal")
+
+
+def flip_eq10b(mp):
+    slow = replace(get_gpu("a100"), t_star=Tile(64, 64, 32))  # a t* that is not the fastest tile
+    mp.setattr(appendix_b, "cost_model", lambda spec: build_cost_model(
+        slow if spec.gpu == "a100" else get_gpu(spec.gpu), get_model(spec.model), spec.mode))
+    return run("eq10b.tile_replacement")
+
+
+def flip_Ij_indices(mp):
+    mp.setattr(appendix_b, "PRINTED_IJ", appendix_b.corrected_Ij)
+    return run("appB.Ij_indices")
+
+
+def flip_Ij_optimal_relaxed(mp):
+    return appendix_b.relaxed_core(64, [1])  # chunks of one token are the relaxation's optimum
+
+
+def flip_Ij_optimal_ceil(mp):
+    return appendix_b.ceil_core([Tile(128, 256, 32)], 1024)  # the t_row <= t_col orientation
+
+
+def flip_eq11_eq12(mp):
+    mp.setattr(appendix_b, "eq11_eq12_core", partial(appendix_b.eq11_eq12_core, closed=lambda L, t: L * (L + t - 1)))
+    return run("eq11_eq12.closed_form")
+
+
+def flip_prop1(mp):
+    mp.setattr(appendix_b, "prop1_counterexample", partial(appendix_b.prop1_counterexample, chunking="rad"))
+    return run("prop1.drain_lower_bound")
+
+
+def flip_prop2(mp):
+    mp.setattr(appendix_b, "T_bar_R", lambda cm, w: T_bar_R(cm, w) * 1.0001)
+    return run("prop2.slln_mean")
+
+
+def flip_eq13(mp):
+    mp.setattr(appendix_b, "T_max", lambda cm, l_P, l_D: 10 * T_max(cm, l_P, l_D))
+    return run("eq13.tmax")
+
+
+def flip_lemma1(mp):
+    mp.setattr(appendix_b, "LEMMA1_PRINTED_CASES", (lambda x: x <= 0, lambda x: x > 0))
+    return run("lemma1.case_split")
+
+
+def flip_eq16(mp):
+    mp.setattr(appendix_b, "printed_alpha", lambda lam, T_bar, r, T_max: (lam * T_bar - 1) / T_max)  # r lost
+    return run("eq16.product_of_limits")
+
+
+def flip_thm1_reference(mp):
+    S, t, r, Tm, Q = sp.symbols("S t r T_max Q", positive=True)
+    mp.setattr(appendix_b, "CITED_IN_B3", lambda: sp.GreaterThan(Q, (S / r - t) / Tm))  # cites Lemma 1
+    return run("thm1.proof_reference")
+
+
+# --- proofs ---------------------------------------------------------------------------------------
+
+
+def flip_relaxed_bound_proof(mp):
+    return proofs.relaxed_bound_core(1)  # chunks of one token: the claim holds
+
+
+def flip_assumption2_all_d_col(mp):
+    cm = cost_model(CostSpec("a100"))
+    return proofs.assumption2_core([scaled(cm, mu_gemv=1000.0)])
+
+
+def flip_repaired_drift(mp):
+    return proofs.theorem2_drift_core(proofs.printed_cycle_bound)  # K < n allowed, Eq. 25 as printed
+
+
+FLIPS = {
+    "eq2_eq3.tile_counts": flip_eq2_eq3,
+    "eq4.linear_aggregation": flip_eq4,
+    "eq5.missing_1_over_s": flip_eq5,
+    "eq6.two_gemms": flip_eq6,
+    "eq7.batch_sum": flip_eq7,
+    "def1.mask": flip_def1,
+    "defs.index_conventions": flip_index_conventions,
+    "def2.stop_index": flip_def2,
+    "assumption1.presets": flip_assumption1,
+    "assumption2.presets": flip_assumption2,
+    "assumption3.workloads": flip_assumption3,
+    "assumption3.lcm_typo": flip_lcm_typo,
+    "assumption4.presets": flip_assumption4,
+    "eq9.max_ge_mean": flip_eq9,
+    "eq10a.ceiling_removal": flip_eq10a,
+    "eq10b.tile_replacement": flip_eq10b,
+    "appB.Ij_indices": flip_Ij_indices,
+    "appB.Ij_optimal_relaxed": flip_Ij_optimal_relaxed,
+    "appB.Ij_optimal_ceil": flip_Ij_optimal_ceil,
+    "eq11_eq12.closed_form": flip_eq11_eq12,
+    "prop1.drain_lower_bound": flip_prop1,
+    "prop2.slln_mean": flip_prop2,
+    "eq13.tmax": flip_eq13,
+    "lemma1.case_split": flip_lemma1,
+    "eq16.product_of_limits": flip_eq16,
+    "thm1.proof_reference": flip_thm1_reference,
+    "appB.relaxed_bound_proof": flip_relaxed_bound_proof,
+    "assumption2.all_d_col": flip_assumption2_all_d_col,
+    "thm2.repaired_drift": flip_repaired_drift,
+}
+
+
+def checkable():
+    return [c.id for c in all_checks() if c.level is not Level.NONE]
+
+
+@pytest.mark.parametrize("check_id", sorted(FLIPS))
+def test_the_flipped_input_gives_the_other_verdict(check_id, monkeypatch):
+    recorded = Verdict(RECORDED[check_id])
+    flipped = FLIPS[check_id](monkeypatch).verdict
+    assert recorded in (Verdict.PASS, *REFUTED) and flipped in (Verdict.PASS, *REFUTED)
+    assert (recorded is Verdict.PASS) != (flipped is Verdict.PASS), (recorded, flipped)
+
+
+def test_every_check_is_two_sided():
+    assert sorted(FLIPS) == sorted(checkable())
+
+
+def test_not_checkable_is_exactly_level_none():
+    for c in all_checks():
+        assert (RECORDED[c.id] == "NOT_CHECKABLE") == (c.level is Level.NONE), c.id
