@@ -20,12 +20,17 @@ import sympy as sp
 
 from paper_checks.chunking import closed_form_units, dp_range, gpu_dp, relaxed_dp
 from paper_checks.common import PAPER_MODEL, gpus, models
-from paper_checks.registry import outcome, Result, Verdict, judged, register
+from paper_checks.registry import Result, Verdict, judged, outcome, register
 from theory import cost
 from theory.bounds import T_bar_R_terms, lemma3_drift_bound, n_threshold
 from theory.builder import CostSpec, cost_model
-from theory.hardware import get_gpu
+from theory.hardware import Tile, get_gpu
 from theory.workload import Workload, get_workload
+
+
+def printed_thm1_member(t: Tile) -> int:
+    """The component of t* that Theorem 1 requires in T_red, as printed: t*_col."""
+    return t.t_col
 
 
 @register("thm1.symbols", level="exhaustive",
@@ -40,9 +45,10 @@ def thm1_symbols(fast: bool) -> Result:
         gpu = get_gpu(g)
         t = gpu.optimal_tile()
         T_red = sorted({u.t_red for u in gpu.tiles})
-        if t.t_col not in T_red and not cex:
-            cex = {"gpu": g, "t*": str(t), "t*_col": t.t_col, "T_red": T_red}
-        printed &= t.t_col in T_red
+        member = printed_thm1_member(t)
+        if member not in T_red and not cex:
+            cex = {"gpu": g, "t*": str(t), "printed member t*_col": member, "T_red": T_red}
+        printed &= member in T_red
         corrected &= t.t_red in T_red
     return outcome(printed, corrected_holds=corrected,
                    summary="t*_col is in T_red on every GPU preset" if printed
@@ -61,7 +67,11 @@ def thm1_symbols(fast: bool) -> Result:
                  "L <= 1024 for which chunks of exactly t*_lcm can partition 1..L; then check the corrected "
                  "bound L(L+1) (appB / prop1) for every L, which needs no Assumption 3.")
 def thm1_premises(fast: bool) -> Result:
-    t = get_gpu(gpus()[0]).optimal_tile().t_lcm
+    return premises_core(get_gpu(gpus()[0]).optimal_tile().t_lcm, fast)
+
+
+def premises_core(t: int, fast: bool) -> Result:
+    """Whether chunks of exactly ``t`` (= t*_lcm) partition every prompt length <= 1024."""
     L = np.arange(1, 1025)
     partitionable = L % t == 0
     L_max = dp_range(True)
@@ -102,14 +112,14 @@ def work_gaps(gpu: str, w: Workload, L_max: int, model: str = PAPER_MODEL) -> di
     return out
 
 
-def grouped_scheduler_drift(gpu: str, L_P: int, L_D: int) -> dict:
+def grouped_scheduler_drift(gpu: str, L_P: int, L_D: int, chunking: str = "dp") -> dict:
     """A stable scheduler above lambda*: groups of t*_col requests (L^P, L^D deterministic), each prompt
     in the DP-optimal chunks at t*, decodes in full batches. Its work per request W < T_bar^R; at the
     load lambda = (1/T_bar^R + 1/W)/2 > lambda* the queue at group starts, X' = X - t*_col + A with
     A ~ Poisson(lambda t*_col W) when X >= t*_col, has drift t*_col (lambda W - 1) < 0 (Foster)."""
     cm = cost_model(CostSpec(gpu, tiles="t*"))
     t = cm.t_star
-    chunks = gpu_dp(gpu, L_P)[0].chunks(L_P)
+    chunks = gpu_dp(gpu, L_P)[0].chunks(L_P) if chunking == "dp" else [(1, L_P)]  # "rad": one chunk
     pre = sum(cost.T_batch(cm, cost.Batch.of(prefill=[ch])) for ch in chunks)
     dec = sum(cost.T_batch(cm, cost.Batch.of(decode=[L_P + k] * t.t_col)) for k in range(1, L_D + 1))
     W = pre + dec / t.t_col
@@ -171,25 +181,30 @@ def thm1_upper_bound(fast: bool) -> Result:
           claim="Above lambda* every scheduler's queue grows linearly.",
           method="simulation of every scheduler above lambda*")
 def thm1_instability(fast: bool) -> Result:
-    from paper_checks.simulated import default_setting, run
     from stability.schedulers import scheduler_names
 
-    load = 1.05  # above lambda* and above the corrected bound (thm1.upper_bound: +0.04% at most)
-    n_req = 20000 if fast else 100000
+    # above lambda* and above the corrected bound (thm1.upper_bound: +0.04% at most)
+    return instability_core(1.05, 20000 if fast else 100000, scheduler_names())
+
+
+def instability_core(load: float, n_req: int, names: list[str]) -> Result:
+    """Simulate each scheduler of ``names`` at ``load`` x lambda* and judge growth of the work."""
+    from paper_checks.simulated import default_setting, run
+
     rows = {}
-    for name in scheduler_names():
+    for name in names:
         v = run(name, load, n_req, seed=3, **default_setting(name)).verdict()
         rows[name] = {"verdict": v.verdict, "accumulating fraction": v.growth,
                       "99% CI": [v.ci_low, v.ci_high]}
     stable = {k: r for k, r in rows.items() if r["verdict"] != "unstable"}
-    if stable:
-        return Result(Verdict.FAIL, f"not unstable above lambda*: {', '.join(stable)}",
-                      counterexample={"load": load, "schedulers": stable})
-    return Result(Verdict.PASS, f"every scheduler accumulates work at {load} lambda* (RAD: "
-                                f"{rows['rad']['accumulating fraction']:.3f} of the offered work)",
-                  coverage=f"{', '.join(rows)} at {load} x lambda*, {n_req} requests, A100, Mistral-7B, "
-                           "Table-1 padded; verdict by regression of the work in system (99% CI)",
-                  evidence={"schedulers": rows})
+    first = next(iter(rows))
+    return outcome(not stable,
+                   summary=f"not unstable at {load} lambda*: {', '.join(stable)}" if stable else
+                   f"every scheduler accumulates work at {load} lambda* ({first}: "
+                   f"{rows[first]['accumulating fraction']:.3f} of the offered work)",
+                   coverage=f"{', '.join(rows)} at {load} x lambda*, {n_req} requests, A100, Mistral-7B, "
+                            "Table-1 padded; verdict by regression of the work in system (99% CI)",
+                   counterexample={"load": load, "schedulers": stable}, evidence={"schedulers": rows})
 
 
 @register("thm2.threshold", level="proof",
@@ -306,12 +321,17 @@ def thm2_dtmc_threshold(fast: bool) -> Result:
                  "tiled and, for each, whether n requests had started in its cycle (the end of a cycle) or "
                  "no request was waiting (line 6's P = empty branch).")
 def sec4_rad_tiling_rare(fast: bool) -> Result:
+    return tiling_core((0.9,) if fast else (0.7, 0.9, 0.97), 1500 if fast else 3000)
+
+
+def tiling_core(loads: tuple[float, ...], n_requests: int) -> Result:
+    """RAD's batches that are not optimally tiled, at each load of ``loads`` (x lambda*)."""
     from paper_checks.simulated import RAD_N
     from stability.sim.simulate import Scenario, simulate
 
     rows, explained = [], True
-    for load in ((0.9,) if fast else (0.7, 0.9, 0.97)):
-        res = simulate(Scenario(gpu="a100", pad=True, load=load, n_requests=1500 if fast else 3000,
+    for load in loads:
+        res = simulate(Scenario(gpu="a100", pad=True, load=load, n_requests=n_requests,
                                 detail=True, log=True, options=(("n", RAD_N),)))
         rq, log, cyc = res.requests, res.batch_log(), res.runs[0].cycles
         bad = ~log["optimal"]
@@ -327,6 +347,13 @@ def sec4_rad_tiling_rare(fast: bool) -> Result:
                      "fraction of busy time": float(log["duration"][bad].sum() / log["duration"].sum()),
                      "at the end of a cycle (n started)": int(at_end),
                      "no request waiting": int(idle_queue)})
+    return tiling_verdict(rows, explained)
+
+
+def tiling_verdict(rows: list[dict], explained: bool) -> Result:
+    """The verdict on the per-load ``rows`` of :func:`tiling_core`: rare (< 5% of batches) and near
+    the end of a cycle (at least half with n requests started), else ERRATUM when every such batch
+    is explained by line 6 (``explained``)."""
     rare = all(r["fraction of batches"] < 0.05 for r in rows)
     near_end = all(r["at the end of a cycle (n started)"] >= 0.5 * r["not optimally tiled"] for r in rows)
     verdict = judged(rare and near_end, explained)

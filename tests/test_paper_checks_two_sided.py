@@ -19,10 +19,11 @@ import sympy as sp
 
 import paper_checks.appendix_b as appendix_b
 import paper_checks.section3_model as section3
+import paper_checks.section4_theorems as section4
 from paper_checks import proofs
 from paper_checks.registry import Level, Verdict, all_checks, get_check
 from theory import cost
-from theory.bounds import T_bar_R, T_max
+from theory.bounds import T_bar_R, T_max, n_threshold
 from theory.builder import CostSpec, cost_model
 from theory.cost import build_cost_model
 from theory.hardware import Tile, get_gpu
@@ -196,6 +197,55 @@ def flip_thm1_reference(mp):
     return run("thm1.proof_reference")
 
 
+# --- Section 4 -----------------------------------------------------------------------------------
+
+
+def flip_thm1_symbols(mp):
+    mp.setattr(section4, "printed_thm1_member", lambda t: t.t_red)
+    return run("thm1.symbols")
+
+
+def flip_thm1_premises(mp):
+    return section4.premises_core(1, True)  # chunks of one token partition every length
+
+
+def flip_thm1_upper_bound(mp):
+    mp.setattr(section4, "grouped_scheduler_drift", partial(section4.grouped_scheduler_drift, chunking="rad"))
+    return run("thm1.upper_bound")
+
+
+def flip_thm1_instability(mp):
+    return section4.instability_core(0.5, 4000, ["rad"])  # below lambda*: RAD is stable
+
+
+def flip_thm2_threshold(mp):
+    mp.setattr(section4, "n_threshold", lambda *a: max(1, n_threshold(*a) // 2))
+    return run("thm2.threshold")
+
+
+def flip_thm2_dtmc_threshold(mp):
+    import theory.bounds
+    mp.setattr(theory.bounds, "n_threshold", lambda *a: 1)  # far below Theorem 2's n
+    return run("thm2.dtmc_threshold")
+
+
+def flip_rad_tiling_rare(mp):
+    rows = [{"load": 0.9, "batches": 1000, "not optimally tiled": 10, "fraction of batches": 0.01,
+             "fraction of busy time": 0.005, "at the end of a cycle (n started)": 9, "no request waiting": 1}]
+    return section4.tiling_verdict(rows, True)  # a log where RAD leaves optimal tiling rarely, at cycle ends
+
+
+def flip_rad_optimal_tiling(mp):
+    original = cost.T_P_SA
+    mp.setattr(cost, "T_P_SA", lambda cm, i, c, tile=None: original(cm, i, c, tile) * (1.01 if tile == 0 else 1))
+    return run("sec4.rad_optimal_tiling")
+
+
+def flip_rad_throughput_optimal(mp):
+    mp.setattr(section4, "grouped_scheduler_drift", partial(section4.grouped_scheduler_drift, chunking="rad"))
+    return run("sec4.rad_throughput_optimal")
+
+
 # --- proofs ---------------------------------------------------------------------------------------
 
 
@@ -239,6 +289,15 @@ FLIPS = {
     "lemma1.case_split": flip_lemma1,
     "eq16.product_of_limits": flip_eq16,
     "thm1.proof_reference": flip_thm1_reference,
+    "thm1.symbols": flip_thm1_symbols,
+    "thm1.premises": flip_thm1_premises,
+    "thm1.upper_bound": flip_thm1_upper_bound,
+    "thm1.instability": flip_thm1_instability,
+    "thm2.threshold": flip_thm2_threshold,
+    "thm2.dtmc_threshold": flip_thm2_dtmc_threshold,
+    "sec4.rad_tiling_rare": flip_rad_tiling_rare,
+    "sec4.rad_optimal_tiling": flip_rad_optimal_tiling,
+    "sec4.rad_throughput_optimal": flip_rad_throughput_optimal,
     "appB.relaxed_bound_proof": flip_relaxed_bound_proof,
     "assumption2.all_d_col": flip_assumption2_all_d_col,
     "thm2.repaired_drift": flip_repaired_drift,
