@@ -18,9 +18,10 @@ import pytest
 import sympy as sp
 
 import paper_checks.appendix_b as appendix_b
+import paper_checks.appendix_c as appendix_c
 import paper_checks.section3_model as section3
 import paper_checks.section4_theorems as section4
-from paper_checks import proofs
+from paper_checks import proofs, pseudocode
 from paper_checks.registry import Level, Verdict, all_checks, get_check
 from theory import cost
 from theory.bounds import T_bar_R, T_max, n_threshold
@@ -246,6 +247,98 @@ def flip_rad_throughput_optimal(mp):
     return run("sec4.rad_throughput_optimal")
 
 
+# --- Appendix C -----------------------------------------------------------------------------------
+
+
+def flip_lemma2_markov(mp):
+    from paper_checks import simulated
+    original = simulated.small_tile_cycles
+
+    def planted(**kw):  # X[c+1] copies X[c-1]: second-order memory
+        cycles, rest = original(**kw)
+        x = cycles["x"].copy()
+        x[2::2] = x[:-2:2][: x[2::2].size]
+        return {**cycles, "x": x}, rest
+
+    mp.setattr(simulated, "small_tile_cycles", planted)
+    return run("lemma2.markov")
+
+
+def flip_lemma2_markov_exhaustive(mp):
+    def remembers(reqs, **kw):  # cycles of n or n + 1 by the parity of all requests ever seen
+        return pseudocode.rad(reqs, **{**kw, "n": kw["n"] + len(reqs) % 2})
+
+    return appendix_c.markov_core(remembers, 3)
+
+
+def flip_eq19(mp):
+    mp.setattr(appendix_c, "rad", lambda reqs, n, **kw: pseudocode.rad(reqs, n=n + 2, **kw))  # n too small
+    return run("eq19.state_update")
+
+
+def flip_eq23(mp):
+    original = cost.chunked_prefill_time
+    mp.setattr(cost, "chunked_prefill_time", lambda *a, **k: original(*a, **k) * 1.001)
+    return run("eq23.prefill_mode")
+
+
+def flip_eq24(mp):
+    mp.setattr(appendix_c, "T_max", lambda cm, l_P, l_D: T_max(cm, l_P, l_D) / 2)
+    return run("eq24.decode_bound")
+
+
+def flip_eq25(mp):
+    mp.setattr(appendix_c, "cycle_time_bound", lambda n, tb, t_col, tm: n * tb)  # the tiling term lost
+    return run("eq25.cycle_bound")
+
+
+def flip_executed_cycles(mp):
+    import theory.bounds
+    mp.setattr(theory.bounds, "cycle_time_bound", lambda n, tb, t_col, tm: 0.5 * n * tb)
+    return run("appC2.executed_cycles")
+
+
+def flip_R_star(mp):
+    mp.setattr(appendix_c, "R_STAR_PRINTED_OFFSET", 1)  # |R*| >= n - t*_col + 1, as the sentence before
+    return run("appC2.R_star_count")
+
+
+def flip_tmax_typo(mp):
+    mp.setattr(appendix_c, "printed_t_red_range", lambda gpu: {t.t_red for t in gpu.tiles})
+    return run("appC2.tmax_typo")
+
+
+def flip_completes_n(mp):
+    return appendix_c.completes_core(4, 1)  # n = t*_col = 1: a cycle is one request
+
+
+def flip_arrival_rate(mp):
+    mp.setattr(appendix_c, "printed_arrivals", lambda lam, r, E: lam / r * E)
+    return run("lemma3.arrival_rate")
+
+
+def flip_lemma3_drift(mp):
+    return appendix_c.drift_core((1,))  # one node: lambda = lambda / r
+
+
+def flip_executed_drift(mp):
+    import theory.bounds
+    mp.setattr(theory.bounds, "lemma3_drift_bound", lambda *a, **k: -1e9)
+    return run("lemma3.executed_drift")
+
+
+def flip_lemma4(mp):
+    mp.setattr(appendix_c, "T_max", lambda cm, l_P, l_D: T_max(cm, l_P, l_D) / 2)
+    return run("lemma4.bound")
+
+
+def flip_regeneration(mp):
+    from paper_checks import simulated
+    original = simulated.empty_times
+    mp.setattr(simulated, "empty_times", lambda res: original(res) + 0.123)  # returns off the cycle ends
+    return run("thm2.regeneration")
+
+
 # --- proofs ---------------------------------------------------------------------------------------
 
 
@@ -298,6 +391,21 @@ FLIPS = {
     "sec4.rad_tiling_rare": flip_rad_tiling_rare,
     "sec4.rad_optimal_tiling": flip_rad_optimal_tiling,
     "sec4.rad_throughput_optimal": flip_rad_throughput_optimal,
+    "lemma2.markov": flip_lemma2_markov,
+    "lemma2.markov_exhaustive": flip_lemma2_markov_exhaustive,
+    "eq19.state_update": flip_eq19,
+    "eq23.prefill_mode": flip_eq23,
+    "eq24.decode_bound": flip_eq24,
+    "eq25.cycle_bound": flip_eq25,
+    "appC2.executed_cycles": flip_executed_cycles,
+    "appC2.R_star_count": flip_R_star,
+    "appC2.tmax_typo": flip_tmax_typo,
+    "lemma3.completes_n": flip_completes_n,
+    "lemma3.arrival_rate": flip_arrival_rate,
+    "lemma3.drift": flip_lemma3_drift,
+    "lemma3.executed_drift": flip_executed_drift,
+    "lemma4.bound": flip_lemma4,
+    "thm2.regeneration": flip_regeneration,
     "appB.relaxed_bound_proof": flip_relaxed_bound_proof,
     "assumption2.all_d_col": flip_assumption2_all_d_col,
     "thm2.repaired_drift": flip_repaired_drift,
