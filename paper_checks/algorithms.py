@@ -26,9 +26,12 @@ from paper_checks.pseudocode import (
     rad,
     violations,
 )
-from paper_checks.registry import Result, Verdict, judged, register
+from paper_checks.registry import Result, Verdict, outcome, register
 
 STEPS = 400  # step limit for the printed variants: every instance below needs < 100 steps corrected
+# the lines each check runs as printed (keys of paper_checks.pseudocode); () runs the corrected algorithm
+PRINTED = {"alg1.line13": ("line13",), "alg2.line7": ("line7",), "alg2.arrivals": ("no_arrivals",),
+           "alg3.line5": ("line5",), "alg4.line12": ("line12",), "alg4.line11": ("line11",)}
 
 
 def domain(fast: bool) -> dict:
@@ -36,6 +39,11 @@ def domain(fast: bool) -> dict:
     together or staggered; algorithm parameters t*_col 1..3, n 1..4, t*_lcm 1..3, b 1..3, budget 1..4."""
     return {"requests": 3 if fast else 4, "L_P": (1, 2, 3), "L_D": (1, 2), "staggers": (0.0, 1.5),
             "t_col": (1, 2, 3), "n": (1, 2, 3, 4), "t_lcm": (1, 2, 3), "b": (1, 2, 3), "budget": (1, 2, 3, 4)}
+
+
+PASS_SMALLEST = "the algorithm as printed terminates and keeps Definitions 1-2 on every smallest instance"
+SMALLEST_COVERAGE = (f"every list of <= 2 requests at time 0, L^P in 1..4, L^D in 1..2 (step limit {STEPS}); "
+                     "the correction on the exhaustive domain of the invariants check")
 
 
 def smallest_failure(runner: Callable, params: list[dict], printed: tuple[str, ...]) -> dict | None:
@@ -137,19 +145,20 @@ def rad_invariants(run, *, n: int, t_col: int, t_lcm: int) -> list[str]:
                  f"limit {STEPS}); then the corrected c = min{{t*_lcm, L^P(R) - i + 1}} on the same and on "
                  "every instance of alg1.invariants.")
 def alg1_line13(fast: bool) -> Result:
-    bad = smallest_failure(rad, [{"n": 1, "t_col": 1, "t_lcm": 2}], ("line13",))
+    bad = smallest_failure(rad, [{"n": 1, "t_col": 1, "t_lcm": 2}], PRINTED["alg1.line13"])
     a3_case = None
     try:
         rad([Req(0, 2, 1)], n=1, t_col=1, t_lcm=2, printed=("line13",), max_steps=STEPS)
     except NonTerminationError as exc:
         a3_case = {"L_P = t*_lcm": 2, "batches": [its for _, _, its in exc.run.batches[:4]]}
     runs, fail = corrected_runs("1", fast)
-    return Result(judged(bad is None, fail is None),
-                  "the last prompt token is never prefilled: once i = L^P, c = 0 and the loop never ends "
-                  "(under Assumption 3 the first chunk is already t*_lcm - 1 tokens)",
-                  counterexample=bad or {},
-                  correction="c = min{t*_lcm, L^P(R) - i + 1}",
-                  correction_check=f"the corrected loop terminates and satisfies Definitions 1-2 and RAD's "
+    return outcome(bad is None, corrected_holds=fail is None,
+                   summary=PASS_SMALLEST if bad is None else
+                   "the last prompt token is never prefilled: once i = L^P, c = 0 and the loop never ends "
+                   "(under Assumption 3 the first chunk is already t*_lcm - 1 tokens)",
+                   coverage=SMALLEST_COVERAGE, counterexample=bad,
+                   correction="c = min{t*_lcm, L^P(R) - i + 1}",
+                   correction_check=f"the corrected loop terminates and satisfies Definitions 1-2 and RAD's "
                                    f"invariants on all {runs} runs of alg1.invariants",
                   evidence={"under Assumption 3 (L^P = t*_lcm = 2)": a3_case})
 
@@ -201,10 +210,11 @@ def alg2_invariants(run, *, n: int, t_col: int, t_lcm: int) -> list[str]:
           claim="c = min{LCM(t*_row, t*_col, t*_red), L_P(R) - i} with i starting at 1 prefills the prompt.",
           method="As alg1.line13, for Algorithm 2 (with its arrivals erratum corrected, see alg2.arrivals).")
 def alg2_line7(fast: bool) -> Result:
-    bad = smallest_failure(alg2, [{"n": 1, "t_col": 1, "t_lcm": 2}], ("line7",))
+    bad = smallest_failure(alg2, [{"n": 1, "t_col": 1, "t_lcm": 2}], PRINTED["alg2.line7"])
     runs, fail = corrected_runs("2", fast)
-    return Result(judged(bad is None, fail is None), "the same off-by-one as Algorithm 1, line 13",
-                  counterexample=bad or {}, correction="c = min{t*_lcm, L_P(R) - i + 1}",
+    return outcome(bad is None, corrected_holds=fail is None,
+                   summary=PASS_SMALLEST if bad is None else "the same off-by-one as Algorithm 1, line 13",
+                   coverage=SMALLEST_COVERAGE, counterexample=bad, correction="c = min{t*_lcm, L_P(R) - i + 1}",
                   correction_check=f"alg2.invariants: {runs} corrected runs terminate and satisfy all "
                                    "invariants")
 
@@ -217,11 +227,12 @@ def alg2_line7(fast: bool) -> Result:
                  "interpreter with the off-by-one of line 7 corrected; then with 'Update P based on new "
                  "arrivals' before each test of line 4.")
 def alg2_arrivals(fast: bool) -> Result:
-    bad = smallest_failure(alg2, [{"n": 1, "t_col": 1, "t_lcm": 2}], ("no_arrivals",))
+    bad = smallest_failure(alg2, [{"n": 1, "t_col": 1, "t_lcm": 2}], PRINTED["alg2.arrivals"])
     runs, fail = corrected_runs("2", fast)
-    return Result(judged(bad is None, fail is None),
-                  "P is initialised empty and never updated, so the scheduler never schedules a batch",
-                  counterexample=bad or {},
+    return outcome(bad is None, corrected_holds=fail is None,
+                   summary=PASS_SMALLEST if bad is None else
+                   "P is initialised empty and never updated, so the scheduler never schedules a batch",
+                   coverage=SMALLEST_COVERAGE, counterexample=bad,
                   correction="add 'Update P based on new arrivals' (as Algorithm 1, line 4) before each test "
                              "of line 4",
                   correction_check=f"alg2.invariants: {runs} corrected runs serve every request")
@@ -282,11 +293,12 @@ def alg3_invariants(run, *, b: int) -> list[str]:
           method="Run Algorithm 3 as printed in the literal interpreter (step limit); then with line 5 "
                  "testing mode = Decode, exhaustively (alg3.invariants).")
 def alg3_line5(fast: bool) -> Result:
-    bad = smallest_failure(alg3, [{"b": 1}], ("line5",))
+    bad = smallest_failure(alg3, [{"b": 1}], PRINTED["alg3.line5"])
     runs, fail = corrected_runs("3", fast)
-    return Result(judged(bad is None, fail is None),
-                  "both branches test mode = Prefill while mode starts as Decode: nothing is ever scheduled",
-                  counterexample=bad or {}, correction="line 5: if mode = Decode",
+    return outcome(bad is None, corrected_holds=fail is None,
+                   summary=PASS_SMALLEST if bad is None else
+                   "both branches test mode = Prefill while mode starts as Decode: nothing is ever scheduled",
+                   coverage=SMALLEST_COVERAGE, counterexample=bad, correction="line 5: if mode = Decode",
                   correction_check=f"alg3.invariants: {runs} corrected runs serve every request")
 
 
@@ -323,13 +335,16 @@ def alg4_invariants(run, *, budget: int) -> list[str]:
                  "corrected) on the smallest instances; then both corrected, exhaustively (alg4.invariants).")
 def alg4_termination(fast: bool) -> Result:
     p = [{"budget": 2}]
-    bad12 = smallest_failure(alg4, p, ("line12",))
-    bad11 = smallest_failure(alg4, p, ("line11",))
+    bad12 = smallest_failure(alg4, p, PRINTED["alg4.line12"])
+    bad11 = smallest_failure(alg4, p, PRINTED["alg4.line11"])
     runs, fail = corrected_runs("4", fast)
-    return Result(judged(bad11 is None and bad12 is None, fail is None),
-                  "line 12's L^P - i never prefills the last token (c = 0 forever); and even corrected, line "
-                  "11 keeps adding empty chunks once R's prefill is complete before the budget fills",
-                  counterexample={"line 12 as printed": bad12, "line 11 as printed": bad11},
+    holds = bad11 is None and bad12 is None
+    return outcome(holds, corrected_holds=fail is None,
+                   summary=PASS_SMALLEST if holds else
+                   "line 12's L^P - i never prefills the last token (c = 0 forever); and even corrected, line "
+                   "11 keeps adding empty chunks once R's prefill is complete before the budget fills",
+                   coverage=SMALLEST_COVERAGE,
+                   counterexample={"line 12 as printed": bad12, "line 11 as printed": bad11},
                   correction="c = min{tau_budget - tau, L^P(R) - i + 1}, and 'while tau < tau_budget and the "
                              "prefill of R is incomplete'",
                   correction_check=f"alg4.invariants: {runs} corrected runs terminate and satisfy the "

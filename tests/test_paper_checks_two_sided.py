@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
+import paper_checks.algorithms as algorithms
 import paper_checks.appendix_b as appendix_b
 import paper_checks.appendix_c as appendix_c
 import paper_checks.section3_model as section3
@@ -339,6 +340,38 @@ def flip_regeneration(mp):
     return run("thm2.regeneration")
 
 
+# --- Algorithms 1-5 --------------------------------------------------------------------------------
+
+
+def corrected_as_printed(key):
+    def flip(mp):
+        mp.setitem(algorithms.PRINTED, key, ())
+        if key == "alg4.line12":
+            mp.setitem(algorithms.PRINTED, "alg4.line11", ())
+        return run("alg4.termination" if key == "alg4.line12" else key)
+
+    return flip
+
+
+def interpreter_mutated(check_id):
+    def flip(mp):  # DI(R, i) one token late: Definition 2 broken
+        algorithms.corrected_runs.cache_clear()
+        mp.setattr(pseudocode.Run, "next_decode", lambda self, r: r.L_P + self.decoded[r.rid] + 2)
+        try:
+            return run(check_id)
+        finally:
+            algorithms.corrected_runs.cache_clear()
+
+    return flip
+
+
+def flip_alg2_theorem2(mp):
+    from paper_checks import simulated
+    original = simulated.run
+    mp.setattr(simulated, "run", lambda name, load, *a, **k: original(name, load + 0.6, *a, **k))
+    return run("alg2.theorem2")
+
+
 # --- proofs ---------------------------------------------------------------------------------------
 
 
@@ -406,6 +439,17 @@ FLIPS = {
     "lemma3.executed_drift": flip_executed_drift,
     "lemma4.bound": flip_lemma4,
     "thm2.regeneration": flip_regeneration,
+    "alg1.line13": corrected_as_printed("alg1.line13"),
+    "alg1.invariants": interpreter_mutated("alg1.invariants"),
+    "alg2.line7": corrected_as_printed("alg2.line7"),
+    "alg2.arrivals": corrected_as_printed("alg2.arrivals"),
+    "alg2.invariants": interpreter_mutated("alg2.invariants"),
+    "alg2.theorem2": flip_alg2_theorem2,
+    "alg3.line5": corrected_as_printed("alg3.line5"),
+    "alg3.invariants": interpreter_mutated("alg3.invariants"),
+    "alg4.termination": corrected_as_printed("alg4.line12"),
+    "alg4.invariants": interpreter_mutated("alg4.invariants"),
+    "alg5.invariants": interpreter_mutated("alg5.invariants"),
     "appB.relaxed_bound_proof": flip_relaxed_bound_proof,
     "assumption2.all_d_col": flip_assumption2_all_d_col,
     "thm2.repaired_drift": flip_repaired_drift,
