@@ -9,6 +9,7 @@ PASS. A check that could only ever return one verdict would have no entry and fa
 """
 
 import json
+import math
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -20,6 +21,9 @@ import sympy as sp
 import paper_checks.algorithms as algorithms
 import paper_checks.appendix_b as appendix_b
 import paper_checks.appendix_c as appendix_c
+import paper_checks.nodes_and_defaults as nodes
+import paper_checks.section5_claims as section5
+import paper_checks.section67_data as section67
 import paper_checks.section3_model as section3
 import paper_checks.section4_theorems as section4
 from paper_checks import proofs, pseudocode
@@ -372,6 +376,104 @@ def flip_alg2_theorem2(mp):
     return run("alg2.theorem2")
 
 
+# --- Sections 5-7 ----------------------------------------------------------------------------------
+
+
+def flip_sarathi_tiling(mp):
+    mp.setattr(section5, "sarathi_batches", lambda t_lcm, budget, step, starts: [(0, 1, t_lcm)])  # aligned only
+    return run("sec5.sarathi_tiling")
+
+
+def flip_rad_tbt(mp):
+    mp.setattr(section5, "rad", lambda reqs, n, **kw: pseudocode.rad(reqs, n=n + 1, **kw))  # a cycle of n + 1
+    return run("sec5.rad_tbt")
+
+
+def at_load(mp, load):
+    from paper_checks import simulated
+    original = simulated.run
+    mp.setattr(simulated, "run", lambda name, _, *a, **k: original(name, load, *a, **k))
+
+
+def flip_request_level(mp):
+    at_load(mp, 0.3)  # request-level batching keeps up with a light load
+    return run("sec5.request_level_throughput")
+
+
+def flip_distserve(mp):
+    at_load(mp, 0.3)  # every static split keeps up with a light load
+    return run("sec5.distserve_throughput")
+
+
+def flip_table1_decode(mp):
+    table = {**section67.PRINTED_TABLE1, "decode": {**section67.PRINTED_TABLE1["decode"], "std": 266}}
+    mp.setattr(section67, "PRINTED_TABLE1", table)
+    return run("table1.decode_column")
+
+
+def flip_table1_prompt(mp):
+    table = {**section67.PRINTED_TABLE1, "prompt": {**section67.PRINTED_TABLE1["prompt"], "std": 1000}}
+    mp.setattr(section67, "PRINTED_TABLE1", table)
+    return run("table1.prompt_column")
+
+
+def flip_eq8(mp):
+    mp.setattr(section67, "batch_times_512", lambda: {"a 512-token batch": 1e-4})  # paying decodes not critical
+    return run("eq8.slai_critical")
+
+
+def flip_slai_parameters(mp):
+    mp.setattr(section67, "batch_times_512", lambda: {"a 512-token batch": 0.2})  # over the 0.1 s SLO
+    return run("sec7.slai_parameters")
+
+
+def flip_reported_numbers(mp):
+    mp.setattr(section67, "REPORTED_PERCENT", {"TTFT": 54, "capacity": 26})
+    return run("sec7.reported_numbers")
+
+
+# --- r nodes and default parameters ------------------------------------------------------------------
+
+
+def flip_r_nodes(mp):
+    from stability import dtmc
+    original = dtmc.build_chain
+    mp.setattr(dtmc, "build_chain", lambda *a, r=1, **k: original(*a, r=1, **k))  # lambda where lambda/r belongs
+    return run("sec41.r_nodes")
+
+
+def flip_default_parameters(mp):
+    original = nodes.run_gpu
+    mp.setattr(nodes, "run_gpu", lambda cm, sch, params, *a, **k: original(
+        cm, sch, replace(params, chunk=params.chunk // 2) if hasattr(params, "chunk") else params, *a, **k))
+    return run("alg123.default_parameters")
+
+
+def flip_partial_chunks(mp):
+    original = cost.chunked_prefill_time
+    mp.setattr(cost, "chunked_prefill_time", lambda *a, **k: original(*a, **k) * 1.001)
+    return run("eq7.partial_chunks_and_decode_runs")
+
+
+def flip_n_strictly_above(mp):
+    import theory.bounds
+    mp.setattr(theory.bounds, "n_threshold", lambda t_col, tm, tb, eps: max(1, math.ceil((t_col - 1) * tm / (eps * tb))))
+    return run("thm2.n_strictly_above")
+
+
+def flip_gemv_orientation(mp):
+    original = cost.T_D_SA
+    mp.setattr(cost, "T_D_SA", lambda cm, i: original(cm, i) * 1.01)
+    return run("eq5.gemv_orientation")
+
+
+def flip_sarathi_chunks(mp):
+    original = nodes.run_gpu
+    mp.setattr(nodes, "run_gpu", lambda cm, sch, params, arrival, L_P, L_D, **k: original(
+        cm, sch, params, arrival, L_P + 1, L_D, **k))  # the log of other prompts than expected
+    return run("alg4.sarathi_chunks")
+
+
 # --- proofs ---------------------------------------------------------------------------------------
 
 
@@ -450,6 +552,21 @@ FLIPS = {
     "alg4.termination": corrected_as_printed("alg4.line12"),
     "alg4.invariants": interpreter_mutated("alg4.invariants"),
     "alg5.invariants": interpreter_mutated("alg5.invariants"),
+    "sec5.sarathi_tiling": flip_sarathi_tiling,
+    "sec5.rad_tbt": flip_rad_tbt,
+    "sec5.request_level_throughput": flip_request_level,
+    "sec5.distserve_throughput": flip_distserve,
+    "table1.decode_column": flip_table1_decode,
+    "table1.prompt_column": flip_table1_prompt,
+    "eq8.slai_critical": flip_eq8,
+    "sec7.slai_parameters": flip_slai_parameters,
+    "sec7.reported_numbers": flip_reported_numbers,
+    "sec41.r_nodes": flip_r_nodes,
+    "alg123.default_parameters": flip_default_parameters,
+    "eq7.partial_chunks_and_decode_runs": flip_partial_chunks,
+    "thm2.n_strictly_above": flip_n_strictly_above,
+    "eq5.gemv_orientation": flip_gemv_orientation,
+    "alg4.sarathi_chunks": flip_sarathi_chunks,
     "appB.relaxed_bound_proof": flip_relaxed_bound_proof,
     "assumption2.all_d_col": flip_assumption2_all_d_col,
     "thm2.repaired_drift": flip_repaired_drift,
