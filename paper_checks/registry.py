@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from paper_checks.items import PAPER_ITEMS
 from theory.errors import FieldError, UnknownNameError
 
 MODULES = ("section3_model", "appendix_b", "section4_theorems", "appendix_c", "algorithms",
@@ -169,7 +170,14 @@ def register(id: str, *, location: str, items: tuple[str, ...] | list[str], clai
              method: str, level: Level | str
              ) -> Callable[[Callable[[bool], Result]], Callable[[bool], Result]]:
     """Decorator: register ``fn(fast) -> Result`` as the check ``id`` with its evidence ``level``;
-    a check without a docstring gets one from its location, claim and method."""
+    a check without a docstring gets one from its location, claim and method, which must therefore
+    be non-empty, and ``items`` must name numbered items of the paper (:data:`PAPER_ITEMS`).
+
+    Raises
+    ------
+    FieldError
+        If the id is taken, the level unknown, a description empty or an item unknown.
+    """
 
     def wrap(fn: Callable[[bool], Result]) -> Callable[[bool], Result]:
         if id in _REGISTRY:
@@ -178,6 +186,12 @@ def register(id: str, *, location: str, items: tuple[str, ...] | list[str], clai
             lev = Level(level)
         except ValueError:
             raise FieldError(f"{id} level", level, f"one of {[str(v) for v in Level]}") from None
+        for name, text in (("location", location), ("claim", claim), ("method", method)):
+            if not isinstance(text, str) or not text.strip():
+                raise FieldError(f"{id} {name}", text, "a non-empty description")
+        unknown = [k for k in items if k not in PAPER_ITEMS]
+        if unknown:
+            raise FieldError(f"{id} items", unknown, f"numbered items of the paper, among {list(PAPER_ITEMS)}")
         _REGISTRY[id] = Check(id=id, location=location, items=tuple(items), claim=claim,
                               method=method, run=fn, level=lev)
         fn.__doc__ = fn.__doc__ or f"Check {id} ({location}): {claim}\n\nMethod: {method}"
