@@ -26,8 +26,9 @@ import paper_checks.section5_claims as section5
 import paper_checks.section67_data as section67
 import paper_checks.section3_model as section3
 import paper_checks.section4_theorems as section4
-from paper_checks import proofs, pseudocode
+from paper_checks import compiled_rad, proofs, pseudocode, statements
 from paper_checks.registry import Level, Verdict, all_checks, get_check
+from stability.schedulers import get_scheduler
 from theory import cost
 from theory.bounds import T_bar_R, T_max, n_threshold
 from theory.builder import CostSpec, cost_model
@@ -474,6 +475,28 @@ def flip_sarathi_chunks(mp):
     return run("alg4.sarathi_chunks")
 
 
+# --- statements, the compiled RAD ---------------------------------------------------------------------
+
+
+def flip_common_tile(mp):
+    cm = cost_model(CostSpec("a100"))
+    slow = scaled(cm, mu=np.r_[0.5, np.ones(len(cm.tiles) - 1)])  # t* at half its rate
+    return statements.common_tile_core([slow], np.arange(1, 33) * cm.t_star.t_col)
+
+
+def flip_appD(mp):
+    return statements.appD_core(3, algorithm2=pseudocode.rad, algorithm1=pseudocode.alg2)  # roles swapped
+
+
+def flip_fig5c(mp):
+    return statements.fig5c_core(position=1)  # decodes at the first token: nearly free
+
+
+def flip_compiled_replay(mp):
+    rad_sched = get_scheduler("rad")
+    return compiled_rad.replay_core([0], lambda cm, n: rad_sched.make_params(cm, n=n, chunk=cm.t_star.t_col))
+
+
 # --- proofs ---------------------------------------------------------------------------------------
 
 
@@ -567,6 +590,10 @@ FLIPS = {
     "thm2.n_strictly_above": flip_n_strictly_above,
     "eq5.gemv_orientation": flip_gemv_orientation,
     "alg4.sarathi_chunks": flip_sarathi_chunks,
+    "sec321.common_tile": flip_common_tile,
+    "appD.tbt_ttft": flip_appD,
+    "fig5c.decode_pressure": flip_fig5c,
+    "alg1.compiled_replay": flip_compiled_replay,
     "appB.relaxed_bound_proof": flip_relaxed_bound_proof,
     "assumption2.all_d_col": flip_assumption2_all_d_col,
     "thm2.repaired_drift": flip_repaired_drift,
