@@ -214,7 +214,8 @@ def alg2_line7(fast: bool) -> Result:
     runs, fail = corrected_runs("2", fast)
     return outcome(bad is None, corrected_holds=fail is None,
                    summary=PASS_SMALLEST if bad is None else "the same off-by-one as Algorithm 1, line 13",
-                   coverage=SMALLEST_COVERAGE, counterexample=bad, correction="c = min{t*_lcm, L_P(R) - i + 1}",
+                   coverage=SMALLEST_COVERAGE, counterexample=bad,
+                   correction="c = min{t*_lcm, L_P(R) - i + 1}",
                   correction_check=f"alg2.invariants: {runs} corrected runs terminate and satisfy all "
                                    "invariants")
 
@@ -341,7 +342,8 @@ def alg4_termination(fast: bool) -> Result:
     holds = bad11 is None and bad12 is None
     return outcome(holds, corrected_holds=fail is None,
                    summary=PASS_SMALLEST if holds else
-                   "line 12's L^P - i never prefills the last token (c = 0 forever); and even corrected, line "
+                   "line 12's L^P - i never prefills the last token (c = 0 forever); and even corrected, "
+                   "line "
                    "11 keeps adding empty chunks once R's prefill is complete before the budget fills",
                    coverage=SMALLEST_COVERAGE,
                    counterexample={"line 12 as printed": bad12, "line 11 as printed": bad11},

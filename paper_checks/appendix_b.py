@@ -294,11 +294,13 @@ def ceil_core(shapes: list[Tile], L_max: int) -> Result:
         mult = np.arange(t.t_lcm, L_max + 1, t.t_lcm)
         below = mult[at_t.f[mult] < closed_form_units(mult, t)]
         rows[str(t)] = {"orientation": "t_row <= t_col" if t.t_row <= t.t_col else "t_row > t_col",
-                        "multiples of t_lcm where a chunking beats L(L + t_lcm)": f"{below.size} of {mult.size}"}
+                        "multiples of t_lcm where a chunking beats L(L + t_lcm)":
+                            f"{below.size} of {mult.size}"}
         if below.size and not cex:
             L0 = int(below[0])
             cex = {"tile": str(t), "t_lcm": t.t_lcm, "L_P": L0, "optimal chunking": at_t.chunks(L0),
-                   "its cost (S-units)": int(at_t.f[L0]), "closed form L(L + t_lcm)": int(closed_form_units(L0, t)),
+                   "its cost (S-units)": int(at_t.f[L0]),
+                   "closed form L(L + t_lcm)": int(closed_form_units(L0, t)),
                    "units": "S = N d / (s mu(t) t_row t_col t_red), Eq. 12's prefactor (any model, any mu)"}
     failing = [k for k, v in rows.items() if not v["multiples of t_lcm where a chunking beats L(L + "
                                                     "t_lcm)"].startswith("0 ")]
@@ -309,7 +311,8 @@ def ceil_core(shapes: list[Tile], L_max: int) -> Result:
                             f"{cex['its cost (S-units)']} < {cex['closed form L(L + t_lcm)']}); it holds at "
                             f"{holding or 'no tile'}: chunks of t_col avoid padding in K^T Q's rows when "
                             "t_row > t_col"),
-                   coverage=f"{len(shapes)} tile shapes (every distinct t* of the presets, both orientations), "
+                   coverage=f"{len(shapes)} tile shapes (every distinct t* of the presets, both "
+                            "orientations), "
                             f"every multiple of t_lcm <= {L_max}, exact integer DP over all chunkings",
                    counterexample=cex, evidence={"per tile shape": rows})
 
@@ -440,9 +443,11 @@ def prop1_drain_lower_bound(fast: bool) -> Result:
     cex = cexs[broken[0]] if broken else {}
     return outcome(not broken, corrected_holds=ok,
                    summary="no schedule built finishes below (1/r) sum_j T*_R(j)" if not broken else
-                   f"an explicit schedule finishes below (1/r) sum_j T*_R(j) on {len(broken)}/{len(cexs)} GPU "
+                   f"an explicit schedule finishes below (1/r) sum_j T*_R(j) on {len(broken)}/{len(cexs)} "
+                   "GPU "
                    "presets checked; Eq. 12's L(L + t*_lcm) must be L(L + 1)",
-                   coverage=f"{len(cexs)} GPU presets, one explicit schedule each; exact DP up to L = {L_max}",
+                   coverage=f"{len(cexs)} GPU presets, one explicit schedule each; exact DP up to "
+                            f"L = {L_max}",
                    counterexample=cex,
                   correction="T*_R(j) with L_j^P (L_j^P + 1) in place of L_j^P (L_j^P + t*_lcm): the minimum "
                              "of Eq. 10's ceiling-free bound over all chunkings (chunk size 1)",
@@ -614,7 +619,8 @@ def lemma1_case_split(fast: bool) -> Result:
                    summary="the printed cases cover every sign of (1/r) sum T*_R - t" if not uncovered else
                    "the second case repeats '<=' instead of '>': the case (1/r) sum T*_R > t (the one the "
                    "argument is about) is never stated; the chain's last '<' is an '='",
-                   coverage="x = (1/r) sum T*_R - t in {-1, 0, 1} (every sign); the chain's step symbolically",
+                   coverage="x = (1/r) sum T*_R - t in {-1, 0, 1} (every sign); the chain's step "
+                            "symbolically",
                   counterexample={"x = (1/r) sum T*_R - t": str(uncovered[0]) if uncovered else None,
                                   "printed cases": ["x <= 0", "x <= 0"],
                                   "chain's last step minus right side (sympy)": str(last_step)},

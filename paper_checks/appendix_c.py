@@ -139,7 +139,7 @@ def markov_core(scheduler: Callable = rad, max_requests: int = 3) -> Result:
                     n_cyc += 1
                     touched = sorted(before & {r.rid for r in pending})
                     if touched or tail != redo:
-                        first = next((k for k, (x, y) in enumerate(zip(tail, redo)) if x != y),
+                        first = next((k for k, (x, y) in enumerate(zip(tail, redo, strict=False)) if x != y),
                                      min(len(tail), len(redo)))
                         return Result(Verdict.FAIL, "what follows a cycle start depends on more than X[c]",
                                       counterexample={"t_col": t_col, "n": n, "cycle start": start,
@@ -578,8 +578,10 @@ def drift_core(rs: tuple[int, ...]) -> Result:
                    "lambda = r(1-eps)/T_bar^R": lam, "-n eps + (t*_col-1) lambda T^max": printed_b}
     corrected_ok = all(v["corrected drift bound"] < 0 for v in rows.values())
     return outcome(cex is None, corrected_holds=corrected_ok,
-                   summary=f"the printed step (b) is negative at Theorem 2's n for r in {list(rs)}" if cex is None
-                   else "with lambda (not lambda/r) in the second term, step (b) fails for r >= 2 at Theorem 2's "
+                   summary=f"the printed step (b) is negative at Theorem 2's n for r in {list(rs)}"
+                   if cex is None
+                   else "with lambda (not lambda/r) in the second term, step (b) fails for r >= 2 at "
+                   "Theorem 2's "
                    "n; the display is also a bound ('<='), not an equality (it comes from Eq. 25, an "
                    "inequality that executed cycles meet strictly: eq24.decode_bound)",
                    coverage=f"A100 preset, Table-1 padded, eps = 0.1, r in {list(rs)}",
@@ -683,7 +685,8 @@ def lemma4_bound(fast: bool) -> Result:
     if not (algebra and worst <= 1):
         return Result(Verdict.FAIL, "a request served alone by RAD exceeds T^max",
                       counterexample={"largest RAD-alone / T^max": worst})
-    return Result(Verdict.PASS, f"every executed cycle is busy at most n T^max (largest ratio {worst_cycle:.3f}); "
+    return Result(Verdict.PASS, "every executed cycle is busy at most n T^max (largest ratio "
+                                f"{worst_cycle:.3f}); "
                                 "RAD serves any request alone within T^max; the bound's algebra is exact",
                   coverage=f"{n_cyc} executed literal-RAD cycles (toy tiles, n 1..4, <= {3 if fast else 4} "
                            f"requests); {cases} GPU x workload (padded) maxima, largest ratio {worst:.4f}")

@@ -65,7 +65,7 @@ def chunk_cost_identity() -> bool:
     in the ceiling-free bound, so a chunking of L tokens costs L^2 + sum_k c_k^2 (telescoping)."""
     S, c = sp.symbols("S c", integer=True, nonnegative=True)
     e = S + c  # i + c - 1 with i = S + 1
-    return sp.expand(2 * e * c - ((S + c) ** 2 - S ** 2 + c ** 2)) == 0
+    return sp.expand(2 * e * c - ((S + c) ** 2 - S**2 + c**2)) == 0
 
 
 def relaxed_bound_core(t_lcm: int) -> Result:
@@ -85,33 +85,46 @@ def relaxed_bound_core(t_lcm: int) -> Result:
     if not printed_ok:  # the smallest refuting length: the first multiple, m = 1
         printed_ok, cex = prove(L * (L + 1) == L * (L + t_lcm), [m == 1, L == m * t_lcm])
     corrected_ok = square_ok and identity_ok
-    return outcome(printed_ok and corrected_ok, corrected_holds=corrected_ok,
-                   summary=(f"proved: chunks of t*_lcm = {t_lcm} are optimal, cost L(L + {t_lcm})"
-                            if printed_ok and corrected_ok else
-                            "proved: the minimum over all chunkings is L(L+1) (chunks of one token), below "
-                            f"L(L + {t_lcm}) for every L >= 1"),
-                   coverage=f"every prompt length L = m t*_lcm, m >= 1, every chunking (t*_lcm = {t_lcm})",
-                   counterexample={"t*_lcm": t_lcm, **cex,
-                                   "cost of chunks of one token L(L+1)": "L(L+1)" if not cex else
-                                   int(cex["L"]) * (int(cex["L"]) + 1),
-                                   "printed L(L + t*_lcm)": int(cex["L"]) * (int(cex["L"]) + t_lcm)
-                                   if cex else None},
-                   correction="the minimum of Eq. 10's ceiling-free bound over all chunkings is L (L + 1) "
-                              "(chunks of one token), not L (L + t*_lcm)",
-                   correction_check="sympy: 2 (S + c) c = (S + c)^2 - S^2 + c^2, so a chunking costs "
-                                    "L^2 + sum c_k^2; z3: c^2 >= c for every integer c >= 1, with "
-                                    "equality only at c = 1" if corrected_ok else "the proof failed",
-                   evidence={"telescoping identity (sympy)": identity_ok, "c^2 >= c (z3)": square_ok})
+    return outcome(
+        printed_ok and corrected_ok,
+        corrected_holds=corrected_ok,
+        summary=(
+            f"proved: chunks of t*_lcm = {t_lcm} are optimal, cost L(L + {t_lcm})"
+            if printed_ok and corrected_ok
+            else "proved: the minimum over all chunkings is L(L+1) (chunks of one token), below "
+            f"L(L + {t_lcm}) for every L >= 1"
+        ),
+        coverage=f"every prompt length L = m t*_lcm, m >= 1, every chunking (t*_lcm = {t_lcm})",
+        counterexample={
+            "t*_lcm": t_lcm,
+            **cex,
+            "cost of chunks of one token L(L+1)": "L(L+1)"
+            if not cex
+            else int(cex["L"]) * (int(cex["L"]) + 1),
+            "printed L(L + t*_lcm)": int(cex["L"]) * (int(cex["L"]) + t_lcm) if cex else None,
+        },
+        correction="the minimum of Eq. 10's ceiling-free bound over all chunkings is L (L + 1) "
+        "(chunks of one token), not L (L + t*_lcm)",
+        correction_check="sympy: 2 (S + c) c = (S + c)^2 - S^2 + c^2, so a chunking costs "
+        "L^2 + sum c_k^2; z3: c^2 >= c for every integer c >= 1, with "
+        "equality only at c = 1"
+        if corrected_ok
+        else "the proof failed",
+        evidence={"telescoping identity (sympy)": identity_ok, "c^2 >= c (z3)": square_ok},
+    )
 
 
-@register("appB.relaxed_bound_proof", level="proof",
-          location="Appendix B.1, after Eq. 10: the optimal chunk set I_j and Eq. 12's L^P (L^P + t*_lcm)",
-          items=("Eq. 10", "Eq. 12", "Proposition 1"),
-          claim="Chunks of t*_lcm minimise the ceiling-free prefill attention of Eq. 10 over all "
-                "chunkings, at cost L^P (L^P + t*_lcm).",
-          method="sympy: the cost of a chunking telescopes to L^2 + sum c_k^2; z3: c^2 >= c for integers "
-                 "c >= 1 (equality iff c = 1), so the minimum is L (L + 1); z3 then decides L (L + 1) = "
-                 "L (L + t*_lcm) for all multiples L of each GPU preset's t*_lcm.")
+@register(
+    "appB.relaxed_bound_proof",
+    level="proof",
+    location="Appendix B.1, after Eq. 10: the optimal chunk set I_j and Eq. 12's L^P (L^P + t*_lcm)",
+    items=("Eq. 10", "Eq. 12", "Proposition 1"),
+    claim="Chunks of t*_lcm minimise the ceiling-free prefill attention of Eq. 10 over all "
+    "chunkings, at cost L^P (L^P + t*_lcm).",
+    method="sympy: the cost of a chunking telescopes to L^2 + sum c_k^2; z3: c^2 >= c for integers "
+    "c >= 1 (equality iff c = 1), so the minimum is L (L + 1); z3 then decides L (L + 1) = "
+    "L (L + t*_lcm) for all multiples L of each GPU preset's t*_lcm.",
+)
 def appB_relaxed_bound_proof(fast: bool) -> Result:
     from theory.hardware import get_gpu
 
@@ -138,37 +151,62 @@ def assumption2_core(cms: Iterable[CostModel]) -> Result:
     n, worst, cex = 0, None, {}
     for cm in cms:
         for g in cm.model.linear_gemms(cm.mode):
-            gemm1 = min(Fraction(-(-g.d_row // int(cm.t_row[k])) * -(-g.d_red // int(cm.t_red[k])))
-                        / (cm.s * frac(cm.mu[k])) for k in range(len(cm.tiles)))
-            gemv = min(Fraction(-(-g.d_row // int(cm.g_row[k])) * -(-g.d_red // int(cm.g_col[k])))
-                       / (cm.s * frac(cm.mu_gemv[k])) for k in range(len(cm.mu_gemv)))
+            gemm1 = min(
+                Fraction(-(-g.d_row // int(cm.t_row[k])) * -(-g.d_red // int(cm.t_red[k])))
+                / (cm.s * frac(cm.mu[k]))
+                for k in range(len(cm.tiles))
+            )
+            gemv = min(
+                Fraction(-(-g.d_row // int(cm.g_row[k])) * -(-g.d_red // int(cm.g_col[k])))
+                / (cm.s * frac(cm.mu_gemv[k]))
+                for k in range(len(cm.mu_gemv))
+            )
             ratio = gemv / gemm1
             n += 1
             if worst is None or ratio < worst:
                 worst = ratio
             if ratio <= 1 and not cex:
-                cex = {"gpu": cm.gpu.key, "model": cm.model.key, "mode": cm.mode, "weight": g.name,
-                       "d_col": 1, "GeMV time (s)": float(gemv), "GeMM time (s)": float(gemm1)}
+                cex = {
+                    "gpu": cm.gpu.key,
+                    "model": cm.model.key,
+                    "mode": cm.mode,
+                    "weight": g.name,
+                    "d_col": 1,
+                    "GeMV time (s)": float(gemv),
+                    "GeMM time (s)": float(gemm1),
+                }
     holds = lemma_ok and not cex
-    return outcome(holds, summary=(f"proved for every d_col >= 1: the d_col = 1 ratio GeMV/GeMM is >= "
-                                   f"{float(worst):.4g} > 1 on every weight, and ceil(d/t) <= d" if holds else
-                                   "one GeMV is not slower than the GeMM with one column"),
-                   coverage=f"every d_col >= 1, {n} (cost model, weight matrix) cases",
-                   counterexample=cex or {"lemma ceil(d/t) <= d": lemma_ok},
-                   evidence={"z3: ceil(d/t) <= d for d, t >= 1": lemma_ok,
-                             "least GeMV/GeMM ratio at d_col = 1": float(worst) if worst is not None else None})
+    return outcome(
+        holds,
+        summary=(
+            f"proved for every d_col >= 1: the d_col = 1 ratio GeMV/GeMM is >= "
+            f"{float(worst):.4g} > 1 on every weight, and ceil(d/t) <= d"
+            if holds
+            else "one GeMV is not slower than the GeMM with one column"
+        ),
+        coverage=f"every d_col >= 1, {n} (cost model, weight matrix) cases",
+        counterexample=cex or {"lemma ceil(d/t) <= d": lemma_ok},
+        evidence={
+            "z3: ceil(d/t) <= d for d, t >= 1": lemma_ok,
+            "least GeMV/GeMM ratio at d_col = 1": float(worst) if worst is not None else None,
+        },
+    )
 
 
-@register("assumption2.all_d_col", level="proof",
-          location="Section 2.3, Assumption 2",
-          items=("Assumption 2",),
-          claim="Computing d_col GeMVs y(i) = A x(i) takes longer than the one GeMM Y = A X, for every d_col.",
-          method="z3: ceil(d/t) <= d for integers d, t >= 1, so the best GeMM grows at most linearly in "
-                 "d_col from d_col = 1; exact rationals at d_col = 1 on every weight of every GPU x model x "
-                 "mode (each side on its fastest tile).")
+@register(
+    "assumption2.all_d_col",
+    level="proof",
+    location="Section 2.3, Assumption 2",
+    items=("Assumption 2",),
+    claim="Computing d_col GeMVs y(i) = A x(i) takes longer than the one GeMM Y = A X, for every d_col.",
+    method="z3: ceil(d/t) <= d for integers d, t >= 1, so the best GeMM grows at most linearly in "
+    "d_col from d_col = 1; exact rationals at d_col = 1 on every weight of every GPU x model x "
+    "mode (each side on its fastest tile).",
+)
 def assumption2_all_d_col(fast: bool) -> Result:
-    return assumption2_core(cost_model(CostSpec(g, mk, mode)) for g in gpus() for mk in models()
-                            for mode in ("paper", "real"))
+    return assumption2_core(
+        cost_model(CostSpec(g, mk, mode)) for g in gpus() for mk in models() for mode in ("paper", "real")
+    )
 
 
 # --- Theorem 2 with the corrected Eq. 25 -----------------------------------------------------------
@@ -197,29 +235,53 @@ def theorem2_drift_core(bound: Callable = repaired_cycle_bound) -> Result:
     """
     R = z3.Reals("lam r T_bar T_max eps theta n t_col ET EK p")
     lam, r, T_bar, T_max, eps, theta, n, t_col, ET, EK, p = R
-    premises = [r >= 1, T_bar > 0, T_max >= 0, eps > 0, eps < 1, theta > 0, theta <= 1,
-                lam * T_bar == theta * r * (1 - eps), t_col >= 1, n >= 1,
-                n * eps * T_bar > (t_col - 1) * T_max, p >= 0, p <= 1, EK >= 1, EK <= n, EK >= p * n,
-                ET >= 0, bound(ET, EK, p, n, T_bar, t_col, T_max)]
+    premises = [
+        r >= 1,
+        T_bar > 0,
+        T_max >= 0,
+        eps > 0,
+        eps < 1,
+        theta > 0,
+        theta <= 1,
+        lam * T_bar == theta * r * (1 - eps),
+        t_col >= 1,
+        n >= 1,
+        n * eps * T_bar > (t_col - 1) * T_max,
+        p >= 0,
+        p <= 1,
+        EK >= 1,
+        EK <= n,
+        EK >= p * n,
+        ET >= 0,
+        bound(ET, EK, p, n, T_bar, t_col, T_max),
+    ]
     ok, cex = prove(lam / r * ET - EK < 0, premises)
-    return outcome(ok, summary=("proved: drift < 0 above n for every load below the bound, with the "
-                                "corrected Eq. 25" if ok else
-                                "the drift need not be negative: a cycle that ends early (K < n) keeps the "
-                                "whole (t*_col - 1) T^max of Eq. 25"),
-                   coverage="every r >= 1, T_bar^R > 0, T^max >= 0, eps in (0, 1), lambda <= r (1 - eps) / "
-                            "T_bar^R, n above Theorem 2's threshold, every law of K in [1, n]",
-                   counterexample=cex)
+    return outcome(
+        ok,
+        summary=(
+            "proved: drift < 0 above n for every load below the bound, with the corrected Eq. 25"
+            if ok
+            else "the drift need not be negative: a cycle that ends early (K < n) keeps the "
+            "whole (t*_col - 1) T^max of Eq. 25"
+        ),
+        coverage="every r >= 1, T_bar^R > 0, T^max >= 0, eps in (0, 1), lambda <= r (1 - eps) / "
+        "T_bar^R, n above Theorem 2's threshold, every law of K in [1, n]",
+        counterexample=cex,
+    )
 
 
-@register("thm2.repaired_drift", level="proof",
-          location="Theorem 2 and Appendix C.2 (Eq. 25, Lemma 3)",
-          items=("Theorem 2", "Eq. 25", "Lemma 3"),
-          claim="With the corrected Eq. 25 (a cycle that ends before n requests started loses no time to "
-                "tiling), the cycle chain's drift is negative above Theorem 2's n for every lambda <= "
-                "r (1 - eps) / T_bar^R: RAD is stable, although a cycle may complete fewer than n "
-                "requests (lemma3.completes_n).",
-          method="z3 over the reals: the premises (the load, the threshold, 1 <= K <= n, the corrected Eq. 25, "
-                 "drift = (lambda/r) E[T] - E[K]) imply drift < 0; with the printed Eq. 25 in its place "
-                 "z3 finds a counterexample.")
+@register(
+    "thm2.repaired_drift",
+    level="proof",
+    location="Theorem 2 and Appendix C.2 (Eq. 25, Lemma 3)",
+    items=("Theorem 2", "Eq. 25", "Lemma 3"),
+    claim="With the corrected Eq. 25 (a cycle that ends before n requests started loses no time to "
+    "tiling), the cycle chain's drift is negative above Theorem 2's n for every lambda <= "
+    "r (1 - eps) / T_bar^R: RAD is stable, although a cycle may complete fewer than n "
+    "requests (lemma3.completes_n).",
+    method="z3 over the reals: the premises (the load, the threshold, 1 <= K <= n, the corrected Eq. 25, "
+    "drift = (lambda/r) E[T] - E[K]) imply drift < 0; with the printed Eq. 25 in its place "
+    "z3 finds a counterexample.",
+)
 def thm2_repaired_drift(fast: bool) -> Result:
     return theorem2_drift_core()

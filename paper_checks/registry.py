@@ -192,7 +192,8 @@ def register(id: str, *, location: str, items: tuple[str, ...] | list[str], clai
                 raise FieldError(f"{id} {name}", text, "a non-empty description")
         unknown = [k for k in items if k not in PAPER_ITEMS]
         if unknown:
-            raise FieldError(f"{id} items", unknown, f"numbered items of the paper, among {list(PAPER_ITEMS)}")
+            raise FieldError(f"{id} items", unknown,
+                             f"numbered items of the paper, among {list(PAPER_ITEMS)}")
         _REGISTRY[id] = Check(id=id, location=location, items=tuple(items), claim=claim,
                               method=method, run=fn, level=lev)
         fn.__doc__ = fn.__doc__ or f"Check {id} ({location}): {claim}\n\nMethod: {method}"

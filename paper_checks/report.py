@@ -96,7 +96,8 @@ def to_markdown(outcomes: list[Outcome], fast: bool) -> str:
     for item, rows in item_index(outcomes).items():
         cell = ", ".join(f"`{i}` {v}" for i, v in rows) if rows else "**no check**"
         out.append(f"| {item} | {cell} |")
-    out += ["", "## Summary", "", "| check | location | verdict | evidence | finding |", "|---|---|---|---|---|"]
+    out += ["", "## Summary", "", "| check | location | verdict | evidence | finding |",
+            "|---|---|---|---|---|"]
     for o in outcomes:
         finding = (o.result.summary if o.result else "crashed").replace("|", "\\|")
         out.append(f"| [`{o.check.id}`](#{o.check.id.replace('.', '').lower()}) | "

@@ -560,7 +560,8 @@ def assumption3_lcm_typo(fast: bool) -> Result:
     cex = {}
     if generic:
         r, c, k = generic[0]
-        cex = {"printed": "LCM(t*_row, t*_col, t*_row)", "intended (Algorithm 1 line 13)": "LCM(t*_row, t*_col, "
+        cex = {"printed": "LCM(t*_row, t*_col, t*_row)",
+               "intended (Algorithm 1 line 13)": "LCM(t*_row, t*_col, "
                                                                                            "t*_red)",
                "tile": f"{r}x{c}x{k}", "printed value": printed_assumption3_lcm(r, c, k),
                "t*_lcm": math.lcm(r, c, k), "power-of-2 tiles (16..256) where they differ": len(generic),

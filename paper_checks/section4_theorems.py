@@ -78,7 +78,8 @@ def premises_core(t: int, fast: bool) -> Result:
     relax_ok = bool(np.array_equal(relaxed_dp(L_max).f, np.arange(L_max + 1) * (np.arange(L_max + 1) + 1)))
     first = int(L[~partitionable][0]) if not partitionable.all() else None
     return outcome(bool(partitionable.all()), corrected_holds=relax_ok,
-                   summary=f"the proof's chunk set exists only for L^P multiple of t*_lcm ({int(partitionable.sum())} "
+                   summary=f"the proof's chunk set exists only for L^P multiple of t*_lcm "
+                           f"({int(partitionable.sum())} "
                            f"of {L.size} lengths <= 1024): Assumption 3 is a hidden premise of Theorem 1"
                    if first else "chunks of exactly t*_lcm partition every prompt length <= 1024",
                    coverage=f"prompt lengths 1..{L.size} at t*_lcm = {t}",

@@ -102,7 +102,8 @@ def table1_decode_column(fast: bool) -> Result:
     slack = float(min_std_closed_form(415, 834, mass_high=Fraction(1, 10) - Fraction(1, 30731))[0])
     feasible = res["printed std feasible"]
     return outcome(feasible, corrected_holds=trace_ok,
-                   summary=f"feasible: the printed std is at least {res['least possible std']:.2f}" if feasible else
+                   summary=f"feasible: the printed std is at least {res['least possible std']:.2f}"
+                   if feasible else
                    f"no law with median 415 and P90 834 has std below {res['least possible std']:.2f} "
                    f"(= 419/sqrt(12)); the trace has std {tr['std']:.1f}",
                    coverage="every law on the integers (exact bound, sympy), confirmed by an LP over laws on "

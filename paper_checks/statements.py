@@ -32,30 +32,47 @@ def common_tile_core(cms: Iterable[CostModel], taus: np.ndarray) -> Result:
     n, cex = 0, {}
     for cm in cms:
         for g in cm.model.linear_gemms(cm.mode):
-            times = np.array([cost.T_GeMM(g.d_row, taus, g.d_red, cm.t_row[k], cm.t_col[k], cm.t_red[k],
-                                          cm.mu[k], cm.s) for k in range(len(cm.tiles))])
+            times = np.array(
+                [
+                    cost.T_GeMM(g.d_row, taus, g.d_red, cm.t_row[k], cm.t_col[k], cm.t_red[k], cm.mu[k], cm.s)
+                    for k in range(len(cm.tiles))
+                ]
+            )
             n += taus.size
             worse = np.flatnonzero(times[0] > times.min(axis=0) * (1 + TIE))
             if worse.size and not cex:
                 j = int(worse[0])
                 k = int(np.argmin(times[:, j]))
-                cex = {"gpu": cm.gpu.key, "model": cm.model.key, "weight": g.name, "tau": int(taus[j]),
-                       "t*": str(cm.tiles[0]), "faster tile": str(cm.tiles[k]),
-                       "time at t* / best": float(times[0, j] / times[k, j])}
-    return outcome(not cex, summary="t* is a fastest tile for every linear GeMM of every model at once" if not cex
-                   else "a linear GeMM is faster on another tile than t*",
-                   coverage=f"{n} (GPU, model, weight, tau) cases, tau = the multiples of t*_col up to 4096",
-                   counterexample=cex)
+                cex = {
+                    "gpu": cm.gpu.key,
+                    "model": cm.model.key,
+                    "weight": g.name,
+                    "tau": int(taus[j]),
+                    "t*": str(cm.tiles[0]),
+                    "faster tile": str(cm.tiles[k]),
+                    "time at t* / best": float(times[0, j] / times[k, j]),
+                }
+    return outcome(
+        not cex,
+        summary="t* is a fastest tile for every linear GeMM of every model at once"
+        if not cex
+        else "a linear GeMM is faster on another tile than t*",
+        coverage=f"{n} (GPU, model, weight, tau) cases, tau = the multiples of t*_col up to 4096",
+        counterexample=cex,
+    )
 
 
-@register("sec321.common_tile", level="exhaustive",
-          location="Section 3.2.1: 'a common tile configuration across transformations, as Assumption 1 "
-                   "implies a single tile configuration can achieve optimal performance across different GeMM "
-                   "dimensions'",
-          items=("Eq. 4", "Assumption 1"),
-          claim="One tile, t*, is optimal for every linear GeMM of the model at once.",
-          method="Eq. 2 on every tile of each GPU preset for every linear weight of every model (paper mode), "
-                 "tau every multiple of t*_col up to 4096: t*'s time against the fastest tile's.")
+@register(
+    "sec321.common_tile",
+    level="exhaustive",
+    location="Section 3.2.1: 'a common tile configuration across transformations, as Assumption 1 "
+    "implies a single tile configuration can achieve optimal performance across different GeMM "
+    "dimensions'",
+    items=("Eq. 4", "Assumption 1"),
+    claim="One tile, t*, is optimal for every linear GeMM of the model at once.",
+    method="Eq. 2 on every tile of each GPU preset for every linear weight of every model (paper mode), "
+    "tau every multiple of t*_col up to 4096: t*'s time against the fastest tile's.",
+)
 def sec321_common_tile(fast: bool) -> Result:
     cms = [cost_model(CostSpec(g, mk)) for g in gpus() for mk in (models()[:2] if fast else models())]
     return common_tile_core(cms, np.arange(1, 4097 // cms[0].t_star.t_col + 1) * cms[0].t_star.t_col)
@@ -81,8 +98,9 @@ def latencies(run) -> tuple[list[int], list[int]]:
     return [first[r] for r in sorted(first)], [gaps.get(r, 0) for r in sorted(first)]
 
 
-def appD_core(max_requests: int, n_values=(1, 2, 3, 4), t_cols=(1, 2, 3), algorithm2=alg2,
-              algorithm1=rad) -> Result:
+def appD_core(
+    max_requests: int, n_values=(1, 2, 3, 4), t_cols=(1, 2, 3), algorithm2=alg2, algorithm1=rad
+) -> Result:
     """On every burst of small requests: Algorithm 2 runs each request's decode iterations in
     consecutive batches (TBT of one batch), and its mean TTFT is at least RAD's, RAD's largest TBT at
     least Algorithm 2's (Appendix D: 'complementary to the RAD scheduler'). ``algorithm2`` and
@@ -97,24 +115,38 @@ def appD_core(max_requests: int, n_values=(1, 2, 3, 4), t_cols=(1, 2, 3), algori
                 tbt_rad = max(tbt_rad, max(r[1]))
                 ok = max(a[1]) <= 1 and np.mean(a[0]) >= np.mean(r[0]) and max(r[1]) >= max(a[1])
                 if not ok and not cex:
-                    cex = {"t_col": t_col, "n": n, "requests (L_P, L_D), all at 0": [(q.L_P, q.L_D) for q in reqs],
-                           "Algorithm 2: TTFT, TBT (batches)": a, "RAD: TTFT, TBT (batches)": r}
-    return outcome(not cex, summary=("Algorithm 2 decodes every request in consecutive batches and never has a "
-                                     f"lower mean TTFT than RAD, whose TBT reaches {tbt_rad} batches") if not cex
-                   else "Algorithm 2's TBT or TTFT is not the complement of RAD's on an instance",
-                   coverage=f"{cases} bursts of <= {max_requests} requests (L^P, L^D in 1..3), t*_col in {t_cols}, "
-                            f"n in {n_values}, literal interpreters, unit batch times",
-                   counterexample=cex)
+                    cex = {
+                        "t_col": t_col,
+                        "n": n,
+                        "requests (L_P, L_D), all at 0": [(q.L_P, q.L_D) for q in reqs],
+                        "Algorithm 2: TTFT, TBT (batches)": a,
+                        "RAD: TTFT, TBT (batches)": r,
+                    }
+    return outcome(
+        not cex,
+        summary=(
+            "Algorithm 2 decodes every request in consecutive batches and never has a "
+            f"lower mean TTFT than RAD, whose TBT reaches {tbt_rad} batches"
+        )
+        if not cex
+        else "Algorithm 2's TBT or TTFT is not the complement of RAD's on an instance",
+        coverage=f"{cases} bursts of <= {max_requests} requests (L^P, L^D in 1..3), t*_col in {t_cols}, "
+        f"n in {n_values}, literal interpreters, unit batch times",
+        counterexample=cex,
+    )
 
 
-@register("appD.tbt_ttft", level="exhaustive",
-          location="Appendix D, the paragraph after Algorithm 2",
-          items=("Algorithm 2", "Algorithm 1"),
-          claim="Under Algorithm 2 a request's decode iterations run in consecutive batches (low TBT) but its "
-                "first token waits for the cycle's n prefills (high TTFT); RAD is the complement (higher TBT, "
-                "lower TTFT).",
-          method="The literal interpreters of Algorithms 1 and 2 on every burst of small requests: the largest "
-                 "gap between a request's decode batches, and the mean number of batches to its first decode.")
+@register(
+    "appD.tbt_ttft",
+    level="exhaustive",
+    location="Appendix D, the paragraph after Algorithm 2",
+    items=("Algorithm 2", "Algorithm 1"),
+    claim="Under Algorithm 2 a request's decode iterations run in consecutive batches (low TBT) but its "
+    "first token waits for the cycle's n prefills (high TTFT); RAD is the complement (higher TBT, "
+    "lower TTFT).",
+    method="The literal interpreters of Algorithms 1 and 2 on every burst of small requests: the largest "
+    "gap between a request's decode batches, and the mean number of batches to its first decode.",
+)
 def appD_tbt_ttft(fast: bool) -> Result:
     return appD_core(3 if fast else 4)
 
@@ -127,30 +159,43 @@ def fig5c_core(position: int = 513, budget: int = 512) -> Result:
     tokens, for N = 0..budget - 1, on the paper's GPU and model (real mode)."""
     cm = cost_model(CostSpec(PAPER_GPU, PAPER_MODEL, "real"))
     N = np.arange(0, budget)
-    t = np.array([cost.T_batch(cm, cost.Batch.of(prefill=[(1, budget - k)], decode=[position] * int(k)))
-                  for k in N])
+    t = np.array(
+        [cost.T_batch(cm, cost.Batch.of(prefill=[(1, budget - k)], decode=[position] * int(k))) for k in N]
+    )
     step = cm.t_star.t_col // 4
     coarse = t[::step]
     rising = bool(np.all(np.diff(coarse) >= 0))
     growth = float(t[-1] / t[0])
     holds = rising and growth >= 1.5
-    return outcome(holds, summary=(f"the batch time grows with the decodes in it: x{growth:.2f} from N = 0 to "
-                                   f"{budget - 1} (Eq. 7)" if holds else
-                                   f"the batch time barely grows with the decodes (x{growth:.3f})"),
-                   coverage=f"{PAPER_GPU}, {PAPER_MODEL} (real mode), budget {budget}, decodes at token "
-                            f"{position}, N = 0..{budget - 1} (non-decreasing on steps of {step})",
-                   counterexample={"position": position, "t(0) (s)": float(t[0]), f"t({budget - 1}) (s)": float(t[-1]),
-                                   "non-decreasing on steps": rising},
-                   evidence={"t(N) at N = 0, 128, 256, 384, 511 (s)": [float(t[k]) for k in (0, 128, 256, 384, 511)]})
+    return outcome(
+        holds,
+        summary=(
+            f"the batch time grows with the decodes in it: x{growth:.2f} from N = 0 to {budget - 1} (Eq. 7)"
+            if holds
+            else f"the batch time barely grows with the decodes (x{growth:.3f})"
+        ),
+        coverage=f"{PAPER_GPU}, {PAPER_MODEL} (real mode), budget {budget}, decodes at token "
+        f"{position}, N = 0..{budget - 1} (non-decreasing on steps of {step})",
+        counterexample={
+            "position": position,
+            "t(0) (s)": float(t[0]),
+            f"t({budget - 1}) (s)": float(t[-1]),
+            "non-decreasing on steps": rising,
+        },
+        evidence={"t(N) at N = 0, 128, 256, 384, 511 (s)": [float(t[k]) for k in (0, 128, 256, 384, 511)]},
+    )
 
 
-@register("fig5c.decode_pressure", level="exhaustive",
-          location="Section 6.1.3 and Fig. 5c",
-          items=("Eq. 7",),
-          claim="At a fixed token budget of 512, a batch takes significantly longer as decode iterations (at "
-                "token 513) replace prefill tokens.",
-          method="Eq. 7 (theory.cost.T_batch) on the RTX 6000 Ada with Mistral-7B, real mode, for every N: "
-                 "non-decreasing on steps of t*_col/4 decodes and at least 1.5 times longer at N = 511 than at 0.")
+@register(
+    "fig5c.decode_pressure",
+    level="exhaustive",
+    location="Section 6.1.3 and Fig. 5c",
+    items=("Eq. 7",),
+    claim="At a fixed token budget of 512, a batch takes significantly longer as decode iterations (at "
+    "token 513) replace prefill tokens.",
+    method="Eq. 7 (theory.cost.T_batch) on the RTX 6000 Ada with Mistral-7B, real mode, for every N: "
+    "non-decreasing on steps of t*_col/4 decodes and at least 1.5 times longer at N = 511 than at 0.",
+)
 def fig5c_decode_pressure(fast: bool) -> Result:
     return fig5c_core()
 
@@ -158,14 +203,19 @@ def fig5c_decode_pressure(fast: bool) -> Result:
 # --- measurements ----------------------------------------------------------------------------------
 
 
-@register("sec7.measured_results", level="none",
-          location="Section 7 and Appendix F (Figs. 6-10), Fig. 5a-5b",
-          items=(),
-          claim="SLAI lowers the median TTFT by 53% and raises capacity by 26% against Sarathi-Serve; Fig. 5a's "
-                "TTFT against the token budget and Fig. 5b's memory against concurrency.",
-          method="none")
+@register(
+    "sec7.measured_results",
+    level="none",
+    location="Section 7 and Appendix F (Figs. 6-10), Fig. 5a-5b",
+    items=(),
+    claim="SLAI lowers the median TTFT by 53% and raises capacity by 26% against Sarathi-Serve; Fig. 5a's "
+    "TTFT against the token budget and Fig. 5b's memory against concurrency.",
+    method="none",
+)
 def sec7_measured_results(fast: bool) -> Result:
-    return not_checkable("they are measurements of vLLM-based schedulers on the authors' RTX 6000 Ada "
-                         "(latencies, kernel-launch and synchronisation overheads, memory in use) that "
-                         "need that GPU and the authors' code; Eq. 7 has no launch overhead, and the "
-                         "arithmetic of the printed percentages is sec7.reported_numbers")
+    return not_checkable(
+        "they are measurements of vLLM-based schedulers on the authors' RTX 6000 Ada "
+        "(latencies, kernel-launch and synchronisation overheads, memory in use) that "
+        "need that GPU and the authors' code; Eq. 7 has no launch overhead, and the "
+        "arithmetic of the printed percentages is sec7.reported_numbers"
+    )

@@ -122,7 +122,8 @@ def replay_def2():
     run = pseudocode.rad([pseudocode.Req(0, L_P, L_D)], n=1, t_col=1, t_lcm=2)
     executed = [it[2] for _, _, its in run.batches for it in its if it[0] == "DI"]
     assert executed == [4, 5] and stop not in executed
-    assert section3.printed_def2_admits(stop, L_P, stop) and not section3.printed_def2_admits(stop + 1, L_P, stop)
+    assert section3.printed_def2_admits(stop, L_P, stop)
+    assert not section3.printed_def2_admits(stop + 1, L_P, stop)
 
 
 def replay_lcm_typo():
@@ -487,7 +488,8 @@ def test_registering_a_check_without_its_description_is_refused():
     from theory.errors import FieldError
 
     for bad in ({"claim": ""}, {"method": " "}, {"items": ("Eq. 99",)}, {"level": "hunch"}):
-        kw = {"location": "nowhere", "items": ("Eq. 2",), "claim": "c", "method": "m", "level": "sample"} | bad
+        kw = {"location": "nowhere", "items": ("Eq. 2",), "claim": "c", "method": "m",
+              "level": "sample"} | bad
         with pytest.raises(FieldError):
             register("test.refused", **kw)(lambda fast: None)
     assert "test.refused" not in _REGISTRY

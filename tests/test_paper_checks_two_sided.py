@@ -22,10 +22,10 @@ import paper_checks.algorithms as algorithms
 import paper_checks.appendix_b as appendix_b
 import paper_checks.appendix_c as appendix_c
 import paper_checks.nodes_and_defaults as nodes
-import paper_checks.section5_claims as section5
-import paper_checks.section67_data as section67
 import paper_checks.section3_model as section3
 import paper_checks.section4_theorems as section4
+import paper_checks.section5_claims as section5
+import paper_checks.section67_data as section67
 from paper_checks import compiled_rad, proofs, pseudocode, statements
 from paper_checks.registry import Level, Verdict, all_checks, get_check
 from stability.schedulers import get_scheduler
@@ -70,6 +70,7 @@ def flip_eq2_eq3(mp):
 
 def flip_eq4(mp):
     from theory.models import get_model
+
     kind = type(get_model("mistral-7b"))
     original = kind.linear_gemms
     mp.setattr(kind, "linear_gemms", lambda self, mode="paper": original(self, mode)[:-1])
@@ -100,6 +101,7 @@ def flip_def1(mp):
 
 def flip_index_conventions(mp):
     from paper_checks import pseudocode
+
     mp.setattr(pseudocode.Run, "next_decode", lambda self, r: r.L_P + self.decoded[r.rid] + 2)
     return run("defs.index_conventions")
 
@@ -150,8 +152,13 @@ def flip_eq10a(mp):
 
 def flip_eq10b(mp):
     slow = replace(get_gpu("a100"), t_star=Tile(64, 64, 32))  # a t* that is not the fastest tile
-    mp.setattr(appendix_b, "cost_model", lambda spec: build_cost_model(
-        slow if spec.gpu == "a100" else get_gpu(spec.gpu), get_model(spec.model), spec.mode))
+    mp.setattr(
+        appendix_b,
+        "cost_model",
+        lambda spec: build_cost_model(
+            slow if spec.gpu == "a100" else get_gpu(spec.gpu), get_model(spec.model), spec.mode
+        ),
+    )
     return run("eq10b.tile_replacement")
 
 
@@ -169,7 +176,9 @@ def flip_Ij_optimal_ceil(mp):
 
 
 def flip_eq11_eq12(mp):
-    mp.setattr(appendix_b, "eq11_eq12_core", partial(appendix_b.eq11_eq12_core, closed=lambda L, t: L * (L + t - 1)))
+    mp.setattr(
+        appendix_b, "eq11_eq12_core", partial(appendix_b.eq11_eq12_core, closed=lambda L, t: L * (L + t - 1))
+    )
     return run("eq11_eq12.closed_form")
 
 
@@ -232,19 +241,31 @@ def flip_thm2_threshold(mp):
 
 def flip_thm2_dtmc_threshold(mp):
     import theory.bounds
+
     mp.setattr(theory.bounds, "n_threshold", lambda *a: 1)  # far below Theorem 2's n
     return run("thm2.dtmc_threshold")
 
 
 def flip_rad_tiling_rare(mp):
-    rows = [{"load": 0.9, "batches": 1000, "not optimally tiled": 10, "fraction of batches": 0.01,
-             "fraction of busy time": 0.005, "at the end of a cycle (n started)": 9, "no request waiting": 1}]
+    rows = [
+        {
+            "load": 0.9,
+            "batches": 1000,
+            "not optimally tiled": 10,
+            "fraction of batches": 0.01,
+            "fraction of busy time": 0.005,
+            "at the end of a cycle (n started)": 9,
+            "no request waiting": 1,
+        }
+    ]
     return section4.tiling_verdict(rows, True)  # a log where RAD leaves optimal tiling rarely, at cycle ends
 
 
 def flip_rad_optimal_tiling(mp):
     original = cost.T_P_SA
-    mp.setattr(cost, "T_P_SA", lambda cm, i, c, tile=None: original(cm, i, c, tile) * (1.01 if tile == 0 else 1))
+    mp.setattr(
+        cost, "T_P_SA", lambda cm, i, c, tile=None: original(cm, i, c, tile) * (1.01 if tile == 0 else 1)
+    )
     return run("sec4.rad_optimal_tiling")
 
 
@@ -258,6 +279,7 @@ def flip_rad_throughput_optimal(mp):
 
 def flip_lemma2_markov(mp):
     from paper_checks import simulated
+
     original = simulated.small_tile_cycles
 
     def planted(**kw):  # X[c+1] copies X[c-1]: second-order memory
@@ -300,6 +322,7 @@ def flip_eq25(mp):
 
 def flip_executed_cycles(mp):
     import theory.bounds
+
     mp.setattr(theory.bounds, "cycle_time_bound", lambda n, tb, t_col, tm: 0.5 * n * tb)
     return run("appC2.executed_cycles")
 
@@ -329,6 +352,7 @@ def flip_lemma3_drift(mp):
 
 def flip_executed_drift(mp):
     import theory.bounds
+
     mp.setattr(theory.bounds, "lemma3_drift_bound", lambda *a, **k: -1e9)
     return run("lemma3.executed_drift")
 
@@ -340,6 +364,7 @@ def flip_lemma4(mp):
 
 def flip_regeneration(mp):
     from paper_checks import simulated
+
     original = simulated.empty_times
     mp.setattr(simulated, "empty_times", lambda res: original(res) + 0.123)  # returns off the cycle ends
     return run("thm2.regeneration")
@@ -372,6 +397,7 @@ def interpreter_mutated(check_id):
 
 def flip_alg2_theorem2(mp):
     from paper_checks import simulated
+
     original = simulated.run
     mp.setattr(simulated, "run", lambda name, load, *a, **k: original(name, load + 0.6, *a, **k))
     return run("alg2.theorem2")
@@ -381,7 +407,9 @@ def flip_alg2_theorem2(mp):
 
 
 def flip_sarathi_tiling(mp):
-    mp.setattr(section5, "sarathi_batches", lambda t_lcm, budget, step, starts: [(0, 1, t_lcm)])  # aligned only
+    mp.setattr(
+        section5, "sarathi_batches", lambda t_lcm, budget, step, starts: [(0, 1, t_lcm)]
+    )  # aligned only
     return run("sec5.sarathi_tiling")
 
 
@@ -392,6 +420,7 @@ def flip_rad_tbt(mp):
 
 def at_load(mp, load):
     from paper_checks import simulated
+
     original = simulated.run
     mp.setattr(simulated, "run", lambda name, _, *a, **k: original(name, load, *a, **k))
 
@@ -419,7 +448,9 @@ def flip_table1_prompt(mp):
 
 
 def flip_eq8(mp):
-    mp.setattr(section67, "batch_times_512", lambda: {"a 512-token batch": 1e-4})  # paying decodes not critical
+    mp.setattr(
+        section67, "batch_times_512", lambda: {"a 512-token batch": 1e-4}
+    )  # paying decodes not critical
     return run("eq8.slai_critical")
 
 
@@ -438,15 +469,23 @@ def flip_reported_numbers(mp):
 
 def flip_r_nodes(mp):
     from stability import dtmc
+
     original = dtmc.build_chain
-    mp.setattr(dtmc, "build_chain", lambda *a, r=1, **k: original(*a, r=1, **k))  # lambda where lambda/r belongs
+    mp.setattr(
+        dtmc, "build_chain", lambda *a, r=1, **k: original(*a, r=1, **k)
+    )  # lambda where lambda/r belongs
     return run("sec41.r_nodes")
 
 
 def flip_default_parameters(mp):
     original = nodes.run_gpu
-    mp.setattr(nodes, "run_gpu", lambda cm, sch, params, *a, **k: original(
-        cm, sch, replace(params, chunk=params.chunk // 2) if hasattr(params, "chunk") else params, *a, **k))
+    mp.setattr(
+        nodes,
+        "run_gpu",
+        lambda cm, sch, params, *a, **k: original(
+            cm, sch, replace(params, chunk=params.chunk // 2) if hasattr(params, "chunk") else params, *a, **k
+        ),
+    )
     return run("alg123.default_parameters")
 
 
@@ -458,7 +497,12 @@ def flip_partial_chunks(mp):
 
 def flip_n_strictly_above(mp):
     import theory.bounds
-    mp.setattr(theory.bounds, "n_threshold", lambda t_col, tm, tb, eps: max(1, math.ceil((t_col - 1) * tm / (eps * tb))))
+
+    mp.setattr(
+        theory.bounds,
+        "n_threshold",
+        lambda t_col, tm, tb, eps: max(1, math.ceil((t_col - 1) * tm / (eps * tb))),
+    )
     return run("thm2.n_strictly_above")
 
 
@@ -470,8 +514,11 @@ def flip_gemv_orientation(mp):
 
 def flip_sarathi_chunks(mp):
     original = nodes.run_gpu
-    mp.setattr(nodes, "run_gpu", lambda cm, sch, params, arrival, L_P, L_D, **k: original(
-        cm, sch, params, arrival, L_P + 1, L_D, **k))  # the log of other prompts than expected
+    mp.setattr(
+        nodes,
+        "run_gpu",
+        lambda cm, sch, params, arrival, L_P, L_D, **k: original(cm, sch, params, arrival, L_P + 1, L_D, **k),
+    )  # the log of other prompts than expected
     return run("alg4.sarathi_chunks")
 
 
