@@ -285,3 +285,114 @@ def theorem2_drift_core(bound: Callable = repaired_cycle_bound) -> Result:
 )
 def thm2_repaired_drift(fast: bool) -> Result:
     return theorem2_drift_core()
+
+
+# --- Eq. 7 for a symbolic batch -------------------------------------------------------------------
+
+
+def printed_eq7_linear(tau, chunks, decodes, t_col):
+    """The column blocks of Eq. 7's linear term as printed: ceil(tau / t_col), tau the batch's tokens
+    (one GeMM per weight over all of them)."""
+    return sp.ceiling(tau / t_col)
+
+
+def eq7_core(linear_blocks: Callable = printed_eq7_linear, shapes=((1, 0), (0, 1), (1, 1), (2, 3))) -> Result:
+    """Eq. 7, proved by sympy for a batch of m prefill chunks and k decodes with every position,
+    chunk size, tile, rate and model dimension symbolic (dimensions multiples of their tiles), for
+    each (m, k) of ``shapes``: the batch built from its GeMMs -- each weight once over the batch's
+    tau tokens (Eq. 2), tau / mu_nLin, per decode the GeMVs K^T q and V p (Eq. 3), per chunk the
+    GeMMs K^T Q and V P (Eq. 2) -- equals Eq. 7 (Eq. 4's mu_Lin, Eq. 5 with its 1/s, Eq. 6) and the
+    project's symbolic twin :func:`theory.symbolic.batch_time`."""
+    from theory import symbolic
+
+    tr, tc, tk, gr, gc, D, N = sp.symbols("t_row t_col t_red g_row g_col D N", integer=True, positive=True)
+    mu, mug, s, mun = sp.symbols("mu mu_gemv s mu_nLin", positive=True)
+    n1, n2, a1, a2, b1, b2 = sp.symbols("n1 n2 a1 a2 b1 b2", integer=True, positive=True)
+    d = D * tr * tk * gr * gc  # attention width, a multiple of every tile dimension
+    gemms = [(n1, a1 * tr, b1 * tk), (n2, a2 * tr, b2 * tk)]
+    mu_lin = s * mu / sp.Add(*[n * sp.ceiling(r / tr) * sp.ceiling(k / tk) for n, r, k in gemms])  # Eq. 4
+
+    def dsa(i):  # Eq. 5 with the 1/s of Eq. 3
+        return ((d / gc) * sp.ceiling(i / gr) + sp.ceiling(i / gc) * (d / gr)) / (s * mug)
+
+    bad = {}
+    for m, k in shapes:
+        ii = sp.symbols(f"i0:{m}", integer=True, positive=True)
+        cc = sp.symbols(f"c0:{m}", integer=True, positive=True)
+        pp = sp.symbols(f"p0:{k}", integer=True, positive=True)
+        chunks, tau = list(zip(ii, cc, strict=True)), sp.Add(*cc) + k
+        built = (
+            sp.Add(*[n * symbolic.gemm_time(r, tau, q, tr, tc, tk, mu, s) for n, r, q in gemms]) + tau / mun
+        )
+        built += N * sp.Add(
+            *[symbolic.gemv_time(p, d, gr, gc, mug, s) + symbolic.gemv_time(d, p, gr, gc, mug, s) for p in pp]
+        )
+        built += sp.Add(
+            *[
+                N
+                * (
+                    symbolic.gemm_time(i + c - 1, c, d, tr, tc, tk, mu, s)
+                    + symbolic.gemm_time(d, c, i + c - 1, tr, tc, tk, mu, s)
+                )
+                for i, c in chunks
+            ]
+        )
+        printed = linear_blocks(tau, chunks, pp, tc) / mu_lin + tau / mun + N * sp.Add(*[dsa(p) for p in pp])
+        printed += sp.Add(
+            *[
+                N
+                / (s * mu)
+                * (
+                    sp.ceiling((i + c - 1) / tr) * sp.ceiling(c / tc) * d / tk
+                    + d / tr * sp.ceiling(c / tc) * sp.ceiling((i + c - 1) / tk)
+                )
+                for i, c in chunks
+            ]
+        )
+        twin = symbolic.batch_time(
+            chunks,
+            list(pp),
+            N=N,
+            d=d,
+            mu_lin=mu_lin,
+            mu_nLin=mun,
+            t_row=tr,
+            t_col=tc,
+            t_red=tk,
+            mu=mu,
+            s=s,
+            t_dsa=dsa,
+        )
+        gap, twin_gap = sp.simplify(built - printed), sp.simplify(twin - built)
+        if (gap != 0 or twin_gap != 0) and not bad:
+            bad = {
+                "prefill chunks m": m,
+                "decodes k": k,
+                "built from the GeMMs - Eq. 7": str(gap),
+                "theory.symbolic.batch_time - built": str(twin_gap),
+            }
+    return outcome(
+        not bad,
+        summary="proved: Eq. 7 is the batch's GeMMs timed by Eq. 2-3 (one GeMM per weight over its "
+        "tau tokens), and theory.symbolic.batch_time is Eq. 7"
+        if not bad
+        else "Eq. 7 differs from the batch built from its GeMMs",
+        coverage=f"batches of (prefill chunks, decodes) in {list(shapes)}, every position, chunk size, "
+        "tile, rate and model dimension symbolic",
+        counterexample=bad,
+    )
+
+
+@register(
+    "eq7.symbolic_batch",
+    level="proof",
+    location="Section 3.2.3, Eq. 7",
+    items=("Eq. 7", "Eq. 4"),
+    claim="A batch's time is the sum of its linear time over all its tau tokens (Eq. 4), tau / mu_nLin, "
+    "N T^{D,SA} per decode (Eq. 5) and Eq. 6 per prefill chunk, all GeMMs on one tile.",
+    method="sympy: build the batch from its GeMMs and GeMVs (Eq. 2-3) with symbolic positions, sizes, tiles "
+    "and dimensions, for several numbers of chunks and decodes, and compare with printed Eq. 7 and "
+    "with theory.symbolic.batch_time.",
+)
+def eq7_symbolic_batch(fast: bool) -> Result:
+    return eq7_core()

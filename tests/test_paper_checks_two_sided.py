@@ -556,6 +556,15 @@ def flip_assumption2_all_d_col(mp):
     return proofs.assumption2_core([scaled(cm, mu_gemv=1000.0)])
 
 
+def flip_eq7_symbolic(mp):
+    def per_request(tau, chunks, decodes, t_col):  # each iteration's own linear GeMMs: no batching
+        return sp.Add(*[sp.ceiling(c / t_col) for _, c in chunks]) + len(decodes) * sp.ceiling(
+            sp.Integer(1) / t_col
+        )
+
+    return proofs.eq7_core(per_request)
+
+
 def flip_repaired_drift(mp):
     return proofs.theorem2_drift_core(proofs.printed_cycle_bound)  # K < n allowed, Eq. 25 as printed
 
@@ -644,6 +653,7 @@ FLIPS = {
     "appB.relaxed_bound_proof": flip_relaxed_bound_proof,
     "assumption2.all_d_col": flip_assumption2_all_d_col,
     "thm2.repaired_drift": flip_repaired_drift,
+    "eq7.symbolic_batch": flip_eq7_symbolic,
 }
 
 
