@@ -66,3 +66,31 @@ def jsonable(obj):
     if isinstance(obj, (str, int, float, bool)) or obj is None:
         return obj
     return str(obj)
+
+
+def bound_test(samples, bound: float, confidence: float = 0.99, effect: float = 0.1) -> dict:
+    """A one-sided test that the mean of ``samples`` is at most ``bound``: it rejects (the bound
+    fails) when the lower end of the two-sided ``confidence`` t-interval exceeds it. Returns the
+    test, the interval and its power against a mean ``effect`` x |bound| above the bound (normal
+    approximation, ``Phi(effect |bound| / se - z)``), the evidence a ``statistical`` check reports.
+
+    References
+    ----------
+    The t-interval is :func:`theory.stats.t_interval`; the power formula is the standard one for a
+    one-sided z-test (e.g. Casella and Berger, Statistical Inference, Section 8.3).
+    """
+    from scipy.stats import norm
+
+    from theory.stats import t_interval
+
+    x = np.asarray(samples, dtype=float)
+    mean, lo, hi = t_interval(x, confidence)
+    se = float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else math.inf
+    z = float(norm.ppf(0.5 + confidence / 2))
+    delta = effect * abs(bound)
+    power = float(norm.cdf(delta / se - z)) if se > 0 else 1.0
+    return {"test": f"one-sided: reject 'mean <= bound' when the lower end of the {confidence:.0%} "
+                    f"t-interval exceeds the bound ({x.size} samples)",
+            "ci": [lo, hi], "mean": mean, "bound": bound, "rejected": bool(lo > bound),
+            "power": {"against a mean above the bound by": delta, "probability of rejecting": power}}
+
