@@ -174,8 +174,8 @@ def lemma2_markov_exhaustive(fast: bool) -> Result:
                 "completed in cycle c were all pending at its start.",
           method="Run the literal RAD interpreter on every small instance (up to 4 requests, lengths in "
                  "{1, 2, 3}, arrivals together or staggered, t*_col in {1, 2, 3}, n in 1..4) and compare the "
-                 "sets at every cycle boundary (A[c] = arrivals in (start, end]); given the sets' definitions "
-                 "the identity tests that each cycle starts where the previous one ended.")
+                 "sets at every cycle boundary (A[c] = arrivals in (start, end]); given the sets' "
+                 "definitions the identity tests that each cycle starts where the previous one ended.")
 def eq19_state_update(fast: bool) -> Result:
     n_cycles = 0
     sizes = 3 if fast else 4
