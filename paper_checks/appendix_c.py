@@ -19,6 +19,7 @@ from functools import cache
 
 import numpy as np
 import sympy as sp
+import z3
 
 from paper_checks.common import bound_test, gpus, workload
 from paper_checks.pseudocode import Req, instances, rad
@@ -552,16 +553,29 @@ def lemma3_arrival_rate(fast: bool) -> Result:
                                    "(lambda/r)(n T_bar^R + (t*_col - 1) T^max)")
 
 
-@register("lemma3.drift", level="sample",
+@register("lemma3.drift", level="proof",
           location="Appendix C.3, the drift display and steps (a), (b)",
           items=("Lemma 3", "Theorem 2"),
           claim="E[X[c+1] - X[c] | X[c] = x] = n(lambda T_bar/r - 1) + lambda (t*_col - 1) T^max <= -n eps + "
                 "(t*_col - 1) lambda T^max < 0 for x >= n, by Theorem 2's choice of n.",
-          method="Evaluate the printed chain at Theorem 2's smallest n (theory.bounds.n_threshold) and "
-                 "lambda = r(1-eps)/T_bar^R on real presets with r = 1, 2, 4; the corrected chain (lambda/r, "
-                 "'<=') is proved by thm2.threshold.")
+          method="z3 over the reals: step (b) as printed and with lambda/r, for every T_bar^R, T^max, eps, "
+                 "t*_col, n above Theorem 2's threshold and r in {1, 2, 4}; evaluated at Theorem 2's "
+                 "smallest n on the A100 preset (the corrected chain is also proved by thm2.threshold).")
 def lemma3_drift(fast: bool) -> Result:
     return drift_core((1, 2, 4))
+
+
+def step_b_proof(rs: tuple[int, ...], rate_over_r: bool) -> tuple[bool, dict]:
+    """z3 over the reals: -n eps + (t*_col - 1) rate T^max < 0 for every T_bar^R > 0, T^max >= 0,
+    eps in (0, 1), t*_col >= 1, n above Theorem 2's threshold and r in ``rs``, at lambda =
+    r (1 - eps) / T_bar^R, with rate lambda as printed or lambda / r (``rate_over_r``)."""
+    from paper_checks.proofs import prove
+
+    r, tb, tm, eps, tc, n, lam = z3.Reals("r T_bar T_max eps t_col n lam")
+    rate = lam / r if rate_over_r else lam
+    premises = [z3.Or(*[r == v for v in rs]), tb > 0, tm >= 0, eps > 0, eps < 1, tc >= 1,
+                n * eps * tb > (tc - 1) * tm, lam * tb == r * (1 - eps)]
+    return prove(-n * eps + (tc - 1) * rate * tm < 0, premises)
 
 
 def drift_core(rs: tuple[int, ...]) -> Result:
@@ -582,6 +596,12 @@ def drift_core(rs: tuple[int, ...]) -> Result:
                    "t*_col": t_col, "T_bar^R (s)": tb, "T^max (s)": tm, "n (Theorem 2)": n,
                    "lambda = r(1-eps)/T_bar^R": lam, "-n eps + (t*_col-1) lambda T^max": printed_b}
     corrected_ok = all(v["corrected drift bound"] < 0 for v in rows.values())
+    printed_proved, z3_cex = step_b_proof(rs, rate_over_r=False)
+    corrected_proved, _ = step_b_proof(rs, rate_over_r=True)
+    if not printed_proved and cex is None:
+        cex = {"z3 counterexample to step (b) as printed": z3_cex}
+    cex = cex if cex is None else {**cex, "z3": z3_cex}
+    corrected_ok = corrected_ok and corrected_proved
     return outcome(cex is None, corrected_holds=corrected_ok,
                    summary=f"the printed step (b) is negative at Theorem 2's n for r in {list(rs)}"
                    if cex is None
@@ -589,7 +609,8 @@ def drift_core(rs: tuple[int, ...]) -> Result:
                    "Theorem 2's "
                    "n; the display is also a bound ('<='), not an equality (it comes from Eq. 25, an "
                    "inequality that executed cycles meet strictly: eq24.decode_bound)",
-                   coverage=f"A100 preset, Table-1 padded, eps = 0.1, r in {list(rs)}",
+                   coverage=f"z3: every T_bar^R, T^max, eps, t*_col and n above the threshold, r in "
+                            f"{list(rs)}; evaluated on the A100 preset, Table-1 padded, eps = 0.1",
                    counterexample=cex,
                   correction="E[X[c+1] - X[c] | X[c] = x] <= n(lambda T_bar^R / r - 1) + (lambda/r)(t*_col - "
                              "1) T^max <= -n eps + (1-eps)(t*_col-1) T^max / T_bar^R < 0",
