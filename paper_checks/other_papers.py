@@ -250,8 +250,8 @@ def judge_unstable_below(capacity: float, measured: dict) -> Result:
         return Result(Verdict.FAIL, f"{', '.join(reach)} reach the capacity {capacity:.6g}: no instability "
                                     "below it on this instance", counterexample=case)
     return Result(Verdict.PASS, "unstable below capacity: " + ", ".join(
-        f"{n} saturates at {m[0] / capacity:.3f} x capacity (unstable at {0.5 * (m[2] + capacity):.4g} req/s)"
-        for n, m in measured.items()),
+        f"{n} saturates at {m[0] / capacity:.3f} x capacity (CI up to {m[2]:.4g} req/s: rates from there "
+        f"to {capacity:.4g} outgrow it)" for n, m in measured.items()),
                   coverage=f"vLLM v0 (prefill-first, no chunking) and request-level batching, budget "
                            f"{LDP_BUDGET}, {LDP_WORKLOAD}, 3 replicates", evidence=case)
 
