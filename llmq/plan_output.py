@@ -17,10 +17,12 @@ COLUMNS = {
     "mode": "layer model: paper (the paper's layer) or real (GQA + SwiGLU)",
     "scheduler": "scheduler name (stability.schedulers)",
     "knobs": "scheduler options as name=value;... (empty: the scheduler's defaults)",
-    "r": "number of GPUs behind the uniformly random planner (TP = 1: one model replica per GPU)",
-    "usd_per_hour": "r x the GPU's on-demand price per GPU-hour (prices.toml or --price-file), USD",
+    "tp": "tensor-parallel degree: GPUs per model replica (theory/data/tensor_parallel.toml)",
+    "r": "number of model replicas behind the uniformly random planner",
+    "gpus": "GPUs of the fleet: r x tp",
+    "usd_per_hour": "gpus x the GPU's on-demand price per GPU-hour (prices.toml or --price-file), USD",
     "certified_rps": "certified upper bound on the request rate the fleet can sustain (any scheduler; "
-                     "r x one GPU's bound under random routing), req/s",
+                     "r x one replica's bound under random routing), req/s",
     "binds": "what binds the certified bound: compute or kv-memory",
     "utilisation": "target rate / certified bound (a lower bound on the load of any deployment)",
     "headroom": "1 - utilisation",
@@ -58,7 +60,8 @@ def plan_row(e: Evaluated, keys: list[str], front: set, best: Evaluated | None) 
     c = e.candidate
     row = {"gpu": c.family.gpu, "model": c.family.model, "mode": c.family.mode,
            "scheduler": c.family.scheduler, "knobs": ";".join(f"{k}={v}" for k, v in c.family.options),
-           "r": c.r, "usd_per_hour": c.usd_per_hour, "certified_rps": c.certified, "binds": c.binds,
+           "tp": c.family.tp, "r": c.r, "gpus": c.gpus, "usd_per_hour": c.usd_per_hour,
+           "certified_rps": c.certified, "binds": c.binds,
            "utilisation": c.utilisation, "headroom": c.headroom, "feasible": e.feasible,
            "missed": ";".join(e.missed)}
     for k in keys:
@@ -80,7 +83,8 @@ def describe(e: Evaluated, slo_keys: list[str]) -> str:
     """One line: the configuration, price, certified bound, utilisation, SLO figures with CIs."""
     c = e.candidate
     figs = ", ".join(f"{k} {_ci(e.result['metrics'][k])}" for k in slo_keys if k in e.result["metrics"])
-    return (f"{c.r} x {c.family.label}: ${c.usd_per_hour:.2f}/h, certified <= {c.certified:.2f} req/s "
+    gpus = f" ({c.gpus} GPUs)" if c.family.tp > 1 else ""
+    return (f"{c.r} x {c.family.label}{gpus}: ${c.usd_per_hour:.2f}/h, certified <= {c.certified:.2f} req/s "
             f"({c.binds}), utilisation {c.utilisation:.1%}, headroom {c.headroom:.1%}; {figs}")
 
 
@@ -90,7 +94,8 @@ def console_lines(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float
     n = res.counts
     keys = [x.key for x in s.slo.limits]
     lines = [f"llmq plan: {s.rate:g} req/s of {s.workload}, SLOs {s.slo.text}, r <= {s.r_max}, "
-             f"{'/'.join(s.models)} ({'/'.join(s.modes)} layers, TP = 1), random routing",
+             f"{'/'.join(s.models)} ({'/'.join(s.modes)} layers, TP "
+             f"{'/'.join(map(str, s.tp)) if s.tp else 'where the model needs it'}), random routing",
              f"configurations considered {n['considered']}, pruned by the certified bound {n['pruned']}, "
              f"simulated {n['simulated']}, simulations saved {n['saved']} "
              f"(families {n['families']}, visited {n['families_visited']})",
@@ -114,7 +119,7 @@ def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows
         "spec": {"rate": s.rate, "workload": s.workload, "slo": s.slo.text, "gpus": list(s.gpu_list),
                  "models": list(s.models), "modes": list(s.modes), "schedulers": list(s.schedulers),
                  "knobs": {k: [dict(x) for x in v] for k, v in s.knobs.items()}, "r_min": s.r_min,
-                 "r_max": s.r_max, "planner": s.planner, "tensor_parallel": 1,
+                 "r_max": s.r_max, "planner": s.planner, "tp": list(s.tp) or "auto",
                  "requests_per_run": n_requests, "seeds": seeds, "confidence": CONFIDENCE},
         "counts": res.counts,
         "prices": {k: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "instance": p.instance,
@@ -134,12 +139,12 @@ def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows
 def markdown(res: PlanResult, lines: list[str], rows: list[dict]) -> str:
     """``plan.md``: the console report and a table of every simulated candidate."""
     keys = [x.key for x in res.spec.slo.limits]
-    head = ["GPU", "model", "mode", "scheduler", "knobs", "r", "$/h", "certified req/s", "utilisation",
+    head = ["GPU", "model", "mode", "scheduler", "knobs", "tp", "r", "$/h", "certified req/s", "utilisation",
             *keys, "feasible"]
     out = ["# llmq plan", "", *[f"* {x}" for x in lines], "", "## Simulated candidates", "",
            "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["gpu"], r["model"], r["mode"], r["scheduler"], r["knobs"] or "-", r["r"],
+        cells = [r["gpu"], r["model"], r["mode"], r["scheduler"], r["knobs"] or "-", r["tp"], r["r"],
                  f"{r['usd_per_hour']:.2f}", f"{r['certified_rps']:.2f}", f"{r['utilisation']:.1%}",
                  *[_ci([r.get(k), r.get(f"{k}_lo"), r.get(f"{k}_hi")]) for k in keys],
                  "yes" if r["feasible"] else "no (" + r["missed"] + ")"]
@@ -171,7 +176,7 @@ def plot(res: PlanResult, path: Path) -> Path:
             ax.plot([e.candidate.usd_per_hour for e in front], [e.result["metrics"][key][0] for e in front],
                     "-", color="k", lw=1, label="Pareto front")
             for e in front:
-                ax.annotate(f"{e.candidate.r}x{e.candidate.family.gpu}/{e.candidate.family.scheduler}",
+                ax.annotate(f"{e.candidate.r}x{e.candidate.family.gpu_key}/{e.candidate.family.scheduler}",
                             (e.candidate.usd_per_hour, e.result["metrics"][key][0]), fontsize=7)
         limit = next(x.limit for x in s.slo.limits if x.key == key)
         ax.axhline(limit, ls="--", color="r", lw=1, label=f"SLO {key} = {limit:g} s")

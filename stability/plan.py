@@ -96,7 +96,8 @@ def cached_capacity(cache: Cache):
 
     def capacity(spec: PlanSpec, fam: Family) -> OneGpu:
         key = task_key({"kind": "plan_bound", "family": fam.label, "options": list(map(list, fam.options)),
-                        "workload": spec.workload, "gpu_file": spec.gpu_file, "model_file": spec.model_file})
+                        "workload": spec.workload, "gpu_file": spec.gpu_file, "model_file": spec.model_file,
+                        "tp": fam.tp})
         hit = cache.get(key)
         if hit is not None:
             return OneGpu(**{k: math.nan if v is None else v for k, v in hit.items()})
@@ -146,17 +147,20 @@ def judge(result: dict, slo: SloSpec) -> tuple[bool, tuple]:
     return not missed, tuple(missed)
 
 
-def scenario_of(spec: PlanSpec, fam: Family, r: int, n_requests: int) -> Scenario:
-    """The scenario of a candidate at the target rate (detail mode: TBT histograms)."""
-    return Scenario(gpu=fam.gpu, model=fam.model, mode=fam.mode, workload=spec.workload,
-                    gpu_file=spec.gpu_file, model_file=spec.model_file, scheduler=fam.scheduler,
+def scenario_of(spec: PlanSpec, fam: Family, r: int, n_requests: int, gpu_file: str | None = None
+                ) -> Scenario:
+    """The scenario of a candidate at the target rate (detail mode: TBT histograms); ``gpu_file``
+    is the grid's (holding the TP groups' profiles), by default the spec's."""
+    return Scenario(gpu=fam.gpu_key, model=fam.model, mode=fam.mode, workload=spec.workload,
+                    gpu_file=gpu_file or spec.gpu_file, model_file=spec.model_file, scheduler=fam.scheduler,
                     options=fam.options, r=r, planner=spec.planner, rate=float(spec.rate), load=None,
                     n_requests=n_requests, seed=0, detail=True)
 
 
-def plan_task(spec: PlanSpec, fam: Family, r: int, n_requests: int, seeds: int, base_seed: int) -> dict:
-    """The runner task of one candidate, seeded from its content."""
-    sc = scenario_of(spec, fam, r, n_requests).to_dict()  # its seed: the task's, per replicate
+def plan_task(spec: PlanSpec, fam: Family, r: int, n_requests: int, seeds: int, base_seed: int,
+              gpu_file: str | None = None) -> dict:
+    """The runner task of one candidate, seeded from its content (``gpu_file``: the grid's)."""
+    sc = scenario_of(spec, fam, r, n_requests, gpu_file).to_dict()  # its seed: the task's, per replicate
     return with_seed({"kind": "plan", "scenario": sc, "seeds": int(seeds)}, base_seed)
 
 
@@ -230,7 +234,7 @@ def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2
 
     def evaluate(c: Candidate) -> Evaluated:
         if (c.family, c.r) not in memo:
-            task = plan_task(spec, c.family, c.r, n_requests, seeds, base_seed)
+            task = plan_task(spec, c.family, c.r, n_requests, seeds, base_seed, grid.gpu_file)
             res = runner.run([task])[0]
             ok, missed = judge(res, spec.slo)
             memo[(c.family, c.r)] = e = Evaluated(c, res, ok, missed)

@@ -149,26 +149,53 @@ def tiny(tmp_path_factory):
     return spec, runner, search(spec, runner, **SMALL)
 
 
-def test_pruning_agrees_with_brute_force(tiny):
+def _agrees_with_brute_force(spec, runner, res) -> None:
+    """Simulate every candidate of the grid, pruned or not: nothing brute force accepts was pruned,
+    feasibility is monotone in r, and the search's best is brute force's cheapest."""
     from stability.plan import judge, plan_task
 
-    spec, runner, res = tiny
     grid = res.grid
-    assert res.counts["pruned"] > 0 and res.counts["considered"] == len(families_of(spec)) * 3
     kept = {(c.family, c.r) for c in grid.kept}
     feasible = {}
-    for c in (*grid.kept, *grid.pruned):  # brute force: simulate every candidate
-        out = runner.run([plan_task(spec, c.family, c.r, base_seed=0, **SMALL)])[0]
-        feasible[(c.family, c.r)] = (judge(out, spec.slo)[0], c.usd_per_hour)
+    for c in (*grid.kept, *grid.pruned):
+        task = plan_task(spec, c.family, c.r, base_seed=0, gpu_file=grid.gpu_file, **SMALL)
+        if grid.one_gpu[c.family].kv_tokens <= 0:  # the simulator refuses a model that does not fit
+            with pytest.raises(FieldError, match="room for KV blocks"):
+                runner.run([task])
+            feasible[(c.family, c.r)] = (False, c.usd_per_hour)
+            continue
+        feasible[(c.family, c.r)] = (judge(runner.run([task])[0], spec.slo)[0], c.usd_per_hour)
     accepted = {k for k, (ok, _) in feasible.items() if ok}
     assert accepted <= kept  # no plan brute force accepts was pruned by the bound
     for fam in grid.families:  # feasibility is monotone in r (the search's assumption)
-        oks = [feasible[(fam, r)][0] for r in range(spec.r_min, spec.r_max + 1)]
+        oks = [ok for (f, _), (ok, _) in sorted(feasible.items(), key=lambda kv: kv[0][1]) if f == fam]
         assert oks == sorted(oks), (fam.label, oks)
     cheapest = min((usd for ok, usd in feasible.values() if ok), default=None)
     got = res.best.candidate.usd_per_hour if res.best else None
     assert got == cheapest
     assert res.counts["simulated"] + res.counts["saved"] == len(grid.kept)
+
+
+def test_pruning_agrees_with_brute_force(tiny):
+    spec, runner, res = tiny
+    assert res.counts["pruned"] > 0 and res.counts["considered"] == len(families_of(spec)) * 3
+    _agrees_with_brute_force(spec, runner, res)
+
+
+def test_pruning_agrees_with_brute_force_on_tensor_parallel_groups(tmp_path):
+    def tp_spec(rate):
+        return PlanSpec(rate=rate, workload=W, slo=parse_slo("ttft_p50=0.5,tbt_p99=0.2"), gpus=("a100",),
+                        models=("llama-2-70b",), schedulers=("vllm", "sarathi"), tp=(2, 4), r_max=8)
+
+    fams = families_of(tp_spec(1.0))
+    assert sorted((f.scheduler, f.tp) for f in fams) == [("sarathi", 2), ("sarathi", 4), ("vllm", 2),
+                                                          ("vllm", 4)]
+    one = [o.bound for o in build_grid(tp_spec(1e-3), tp_dir=tmp_path).one_gpu.values()]
+    spec = tp_spec(1.3 * max(one))  # two replicas at least
+    runner = _runner(tmp_path)
+    res = search(spec, runner, **SMALL)
+    assert res.counts["considered"] == 2 * (4 + 2) and res.counts["pruned"] >= 4
+    _agrees_with_brute_force(spec, runner, res)
 
 
 def test_full_front_finds_the_same_best_and_a_non_dominated_front(tiny):

@@ -30,8 +30,12 @@ def add_parser(sub) -> None:
     p.add_argument("--knob", action="append", default=[], metavar="SCHED.NAME=V1|V2",
                    help="knob values to try, e.g. sarathi.chunk_size=256|512 (repeatable; default: "
                         "each scheduler's defaults)")
+    p.add_argument("--tp", default="auto",
+                   help="tensor-parallel degrees to try, e.g. 1,2,4, where a GPU offers them "
+                        "(theory/data/tensor_parallel.toml); default auto: the smallest degree whose "
+                        "weight shard leaves room for KV cache")
     p.add_argument("--max-gpus", type=int, default=d["max_gpus"],
-                   help=f"largest fleet (default {d['max_gpus']})")
+                   help=f"largest fleet in GPUs (default {d['max_gpus']})")
     p.add_argument("--min-gpus", type=int, default=d["min_gpus"], help="smallest fleet (default 1)")
     p.add_argument("--model", default=d["model"], help=f"comma-separated models (default {d['model']})")
     p.add_argument("--mode", default=d["mode"], help="paper, real or paper,real (default real)")
@@ -70,6 +74,20 @@ def parse_knobs(items: list[str]) -> dict:
             for s, k in grid.items()}
 
 
+def parse_tp(text: str) -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``; anything but positive integers is an error naming ``--tp``."""
+    out = []
+    for item in str(text).split(","):
+        try:
+            k = int(item)
+        except ValueError:
+            raise FieldError("--tp", item, "'auto' or comma-separated integers >= 1, e.g. 1,2,4") from None
+        if k < 1:
+            raise FieldError("--tp", k, "integers >= 1")
+        out.append(k)
+    return out
+
+
 def spec_from(args):
     """The :class:`theory.plan.PlanSpec` the options describe."""
     from llmq.options import parse_names
@@ -81,9 +99,10 @@ def spec_from(args):
     unknown = sorted(set(knobs) - set(schedulers))
     if unknown:
         raise FieldError("--knob", unknown, f"schedulers among --schedulers ({', '.join(schedulers)})")
+    tp = () if str(args.tp).strip().lower() == "auto" else tuple(parse_tp(args.tp))
     return PlanSpec(rate=float(require_positive("--rate", args.rate)), workload=args.workload,
                     slo=parse_slo(args.slo), gpus=gpus, models=tuple(parse_names(args.model)),
-                    modes=tuple(parse_names(args.mode)), schedulers=schedulers, knobs=knobs,
+                    modes=tuple(parse_names(args.mode)), schedulers=schedulers, knobs=knobs, tp=tp,
                     r_min=args.min_gpus, r_max=args.max_gpus, price_file=args.price_file,
                     gpu_file=args.gpu_file, model_file=args.model_file)
 
@@ -103,7 +122,7 @@ def run(args) -> int:
     seeds = require_positive_int("--seeds", args.seeds)
     out = Path(args.out)
     cache = Cache(out / "plan" / "cache")
-    grid = build_grid(spec, cached_capacity(cache))
+    grid = build_grid(spec, cached_capacity(cache), tp_dir=out / "plan")
     runner = Runner(cache, LocalExecutor(require_positive_int("--workers", args.workers)))
     try:
         res = search(spec, runner, n_requests, seeds, args.seed, grid, stop_early=not args.full_front)
