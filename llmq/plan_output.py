@@ -8,7 +8,7 @@ import json
 import math
 from pathlib import Path
 
-from stability.plan import CONFIDENCE, Evaluated, PlanResult
+from stability.plan import CONFIDENCE, Evaluated, PlanResult, Verified
 from theory.io import atomic_write_csv, atomic_write_text
 
 COLUMNS = {
@@ -88,12 +88,23 @@ def describe(e: Evaluated, slo_keys: list[str]) -> str:
             f"({c.binds}), utilisation {c.utilisation:.1%}, headroom {c.headroom:.1%}; {figs}")
 
 
-def console_lines(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float) -> list[str]:
-    """The report ``llmq plan`` prints."""
+def verification_line(v: Verified, keys: list[str]) -> str:
+    """One re-simulated plan: whether it holds, and its SLO figures with intervals."""
+    c = v.plan.candidate
+    figs = ", ".join(f"{k} {_ci(v.result['metrics'][k])}" for k in keys if k in v.result["metrics"])
+    verdict = "holds" if v.holds else "REFUTED (" + ", ".join(v.refuted) + ")"
+    return f"{c.r} x {c.family.label}: {verdict}; {figs}"
+
+
+def console_lines(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float,
+                  checked: list[Verified] | None = None) -> list[str]:
+    """The report ``llmq plan`` prints (with the re-simulations of ``--verify`` if given)."""
     s = res.spec
     n = res.counts
     keys = [x.key for x in s.slo.limits]
-    lines = [f"llmq plan: {s.rate:g} req/s of {s.workload}, SLOs {s.slo.text}, r <= {s.r_max}, "
+    load = (f"trace {s.trace} (mean {s.rate:.4g} req/s)" if s.trace else f"{s.rate:g} req/s of {s.workload}")
+    classes = (", classes " + ",".join(f"{c[0]}:{c[1]:g}" for c in s.classes)) if s.classes else ""
+    lines = [f"llmq plan: {load}{classes}, SLOs {s.slo.text}, GPUs <= {s.r_max}, "
              f"{'/'.join(s.models)} ({'/'.join(s.modes)} layers, TP "
              f"{'/'.join(map(str, s.tp)) if s.tp else 'where the model needs it'}), random routing",
              f"configurations considered {n['considered']}, pruned by the certified bound {n['pruned']}, "
@@ -108,15 +119,29 @@ def console_lines(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float
         lines.append("cheapest feasible plan: " + describe(res.best, keys))
         lines.append(f"Pareto front (price vs {s.slo.tail_metric or 'price'}, among the simulated plans):")
         lines += ["  " + describe(e, keys) for e in res.front()]
+    if checked is not None and res.best is not None:
+        v0 = checked[0].result
+        runs = f"{len(v0['replicates'])} x {v0['replicates'][0]['requests']} requests"
+        held = sum(v.holds for v in checked)
+        lines.append(f"re-simulated with new seeds ({runs}): {held} of {len(checked)} plans hold "
+                     f"(an SLO is refuted when its whole {CONFIDENCE:.0%} interval lies above the limit)")
+        lines += ["  " + verification_line(v, keys) for v in checked]
     lines.append(f"runtime {elapsed_s:.1f} s")
     return lines
 
 
-def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows: list[dict]) -> dict:
+def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows: list[dict],
+            checked: list[Verified] | None = None) -> dict:
     """The whole result as a strict-JSON-able dict."""
     s = res.spec
+    verification = None if checked is None else [
+        {"label": v.plan.candidate.family.label, "r": v.plan.candidate.r, "holds": v.holds,
+         "refuted": list(v.refuted), "metrics": v.result["metrics"],
+         "replicates": len(v.result["replicates"]), "requests_per_run": v.result["replicates"][0]["requests"]}
+        for v in checked]
     return _clean({
-        "spec": {"rate": s.rate, "workload": s.workload, "slo": s.slo.text, "gpus": list(s.gpu_list),
+        "spec": {"rate": s.rate, "trace": s.trace, "classes": [list(c) for c in s.classes],
+                 "workload": s.workload, "slo": s.slo.text, "gpus": list(s.gpu_list),
                  "models": list(s.models), "modes": list(s.modes), "schedulers": list(s.schedulers),
                  "knobs": {k: [dict(x) for x in v] for k, v in s.knobs.items()}, "r_min": s.r_min,
                  "r_max": s.r_max, "planner": s.planner, "tp": list(s.tp) or "auto",
@@ -130,6 +155,7 @@ def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows
                               for f, o in res.grid.one_gpu.items()},
         "best": next((r for r in rows if r["best"]), None),
         "front": [r for r in rows if r["front"]],
+        "verification": verification,
         "evaluated": rows,
         "columns": COLUMNS,
         "elapsed_s": elapsed_s,
@@ -192,7 +218,7 @@ def plot(res: PlanResult, path: Path) -> Path:
 
 
 def write_outputs(res: PlanResult, out: Path, lines: list[str], n_requests: int, seeds: int,
-                  elapsed_s: float) -> list[str]:
+                  elapsed_s: float, checked: list[Verified] | None = None) -> list[str]:
     """Write ``plan.md``, ``plan.csv``, ``plan.json`` and ``plan.png`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     keys = _metric_keys(res)
@@ -202,7 +228,7 @@ def write_outputs(res: PlanResult, out: Path, lines: list[str], n_requests: int,
     cols = {k: [("" if r[k] is None else r[k]) for r in rows] for k in (rows[0] if rows else COLUMNS)}
     files.append(str(atomic_write_csv(out / "plan.csv", cols)))
     files.append(str(atomic_write_text(out / "plan.json", json.dumps(
-        to_json(res, n_requests, seeds, elapsed_s, rows), indent=1, allow_nan=False) + "\n")))
+        to_json(res, n_requests, seeds, elapsed_s, rows, checked), indent=1, allow_nan=False) + "\n")))
     files.append(str(atomic_write_text(out / "plan.md", markdown(res, lines, rows))))
     files.append(str(plot(res, out / "plan.png")))
     return files

@@ -268,7 +268,7 @@ def test_unknown_slo_and_contradictory_limits():
         parse_slo("ttft_p90=1")
     with pytest.raises(FieldError, match="slo tbt_p99"):
         parse_slo("tbt_p99=-1")
-    with pytest.raises(FieldError, match="tbt_p99@paying"):
+    with pytest.raises(UnknownNameError, match="slo tbt_p99@paying"):
         PlanSpec(rate=1.0, slo=parse_slo("tbt_p99@paying=0.1")).validate()
     with pytest.raises(FieldError, match="r_min"):
         PlanSpec(rate=1.0, r_min=5, r_max=4).validate()
@@ -315,3 +315,113 @@ def test_llmq_plan_writes_strict_outputs_with_a_data_dictionary(tmp_path, capsys
     assert (tmp_path / "plan.png").stat().st_size > 0 and (tmp_path / "plan.md").exists()
     assert main([*args, "--min-gpus", "4"]) == 2
     assert "r_min" in capsys.readouterr().err
+
+
+# --- the search's steps, workers, verification --------------------------------------------------
+
+
+def test_feasibility_steps_find_the_first_feasible_of_every_monotone_pattern():
+    from stability.plan import Evaluated, feasibility_steps
+
+    for n in range(1, 10):
+        for first in range(n + 1):  # feasible from index `first` on (n: none)
+            cands = [f"c{k}" for k in range(n)]
+            steps, probes = feasibility_steps(cands), 0
+            try:
+                probe = next(steps)
+                while True:
+                    probes += 1
+                    k = cands.index(probe)
+                    probe = steps.send(Evaluated(probe, {}, k >= first, ()))
+            except StopIteration as done:
+                got = done.value
+            assert (got.candidate if got else None) == (cands[first] if first < n else None)
+            assert probes <= 2 * math.ceil(math.log2(n)) + 1
+
+
+def test_search_gives_the_same_plan_for_one_or_two_workers(tiny, tmp_path):
+    spec, _, res = tiny
+    runner = Runner(Cache(tmp_path / "c2"), LocalExecutor(2))
+    try:
+        two = search(spec, runner, grid=res.grid, parallel=2, **SMALL)
+    finally:
+        runner.executor.close()
+    one, other = res.best.candidate, two.best.candidate
+    assert (other.family, other.r) == (one.family, one.r)
+    assert two.best.result["metrics"] == res.best.result["metrics"]
+    assert runner.computed == two.counts["simulated"]  # nothing came from the first search's cache
+
+
+def test_verify_resimulates_with_new_seeds(tiny, tmp_path):
+    from stability.plan import verify
+
+    res = tiny[2]
+    checked = verify(res, _runner(tmp_path), n_requests=600, seeds=3)
+    assert checked[0].plan is res.best and all(v.holds for v in checked)
+    v = checked[0]
+    assert len(v.result["replicates"]) == 3 and v.result["replicates"][0]["requests"] == 600
+    ttft = [r["ttft_p50"] for r in v.result["replicates"]]
+    assert ttft != [r["ttft_p50"] for r in res.best.result["replicates"]][:3]
+
+
+# --- request classes and traces -----------------------------------------------------------------
+
+
+def test_class_slos_join_the_spec_and_unknown_classes_are_named():
+    from theory.plan import with_class_slos
+
+    classes = (("paying", 0.2, 0.05), ("free", 0.8, 0.5))
+    slo = with_class_slos(parse_slo("ttft_p50=0.2,ttft_p99@free=2"), classes)
+    assert {s.key: s.limit for s in slo.limits} == {"ttft_p50": 0.2, "ttft_p99@free": 2.0,
+                                                    "tbt_p99@paying": 0.05, "tbt_p99@free": 0.5}
+    PlanSpec(rate=1.0, slo=slo, classes=classes).validate()
+    with pytest.raises(FieldError, match=r"slo tbt_p99@paying.*0\.05"):
+        with_class_slos(parse_slo("tbt_p99@paying=0.2"), classes)
+    with pytest.raises(UnknownNameError, match="gold"):
+        PlanSpec(rate=1.0, slo=parse_slo("ttft_p50@gold=1"), classes=classes).validate()
+    with pytest.raises(UnknownNameError, match="--classes"):
+        PlanSpec(rate=1.0, slo=parse_slo("ttft_p50@gold=1")).validate()
+
+
+def test_per_class_metrics_are_each_class_s_own():
+    from stability.plan import measure
+
+    sc = Scenario(gpu="a100", mode="real", workload=W, scheduler="slai", rate=40.0, load=None,
+                  n_requests=800, seed=3, detail=True, classes=(("paying", 0.3, 0.05), ("free", 0.7, 0.5)))
+    res = simulate(sc)
+    m = measure(res)
+    rq = res.requests
+    ttft = rq["t_first"] - rq["arrival"]
+    for k, name in enumerate(("paying", "free")):
+        mine = (rq["cls"] == k) & np.isfinite(ttft)
+        assert m[f"ttft_p50@{name}"] == pytest.approx(np.percentile(ttft[mine], 50), rel=1e-12)
+        assert m[f"tbt_p99@{name}"] == res.class_summary()[k]["tbt"]["p99"]
+    assert m["ttft_p99"] == pytest.approx(np.percentile(ttft[np.isfinite(ttft)], 99), rel=1e-12)
+    lo, hi = sorted((m["tbt_p99@paying"], m["tbt_p99@free"]))
+    assert lo <= m["tbt_p99"] <= hi  # the P99 of the union lies between the classes' P99s
+
+
+def test_llmq_plan_replays_a_trace_at_its_own_rate(tmp_path, capsys):
+    import json
+
+    from llmq.cli import main
+
+    rng = np.random.default_rng(5)
+    n = 400
+    t = np.cumsum(rng.exponential(1 / 30.0, n))
+    lp, ld = rng.integers(64, 321, n), rng.integers(8, 41, n)
+    f = tmp_path / "trace.csv"
+    f.write_text("arrival_time,prompt_len,output_len\n" + "".join(
+        f"{a:.9f},{p},{d}\n" for a, p, d in zip(t, lp, ld, strict=True)))
+    args = ["plan", "--trace", str(f), "--gpus", "a100,l4", "--schedulers", "sarathi", "--max-gpus", "3",
+            "--slo", "ttft_p50=0.5", "--out", str(tmp_path / "o")]
+    assert main(args) == 0
+    data = json.loads((tmp_path / "o" / "plan.json").read_text())
+    rate = (n - 1) / (round(t[-1], 9) - round(t[0], 9))
+    assert data["spec"]["rate"] == pytest.approx(rate, rel=1e-9) and data["spec"]["workload"] == str(f)
+    assert data["best"] is not None
+    runs = [json.loads(p.read_text())["result"] for p in (tmp_path / "o" / "plan" / "cache").glob("*.json")]
+    reps = [r for x in runs for r in x.get("replicates", [])]
+    assert reps and all(r["requests"] == n for r in reps)  # every simulation replays the whole trace
+    assert main([*args, "--rate", "3"]) == 2
+    assert "--rate" in capsys.readouterr().err

@@ -339,6 +339,13 @@ class PlanSpec:
     planner : str
         Only ``"random"`` (the fleet rule is proven for it).
     price_file, gpu_file, model_file : str or None
+    classes : tuple
+        Request classes ``((name, probability, TBT SLO s), ...)`` as :class:`stability.sim.simulate.Scenario`
+        takes them (empty: one class). Each class's TBT SLO joins ``slo`` as ``tbt_p99@<name>``
+        (:func:`with_class_slos`); SLO keys ``<metric>@<class>`` must name a class.
+    trace : str or None
+        A CSV trace with ``arrival_time`` replayed whole as the load; ``rate`` is then its mean rate
+        and ``workload`` its path (the length law of the bound).
     """
 
     rate: float
@@ -356,6 +363,8 @@ class PlanSpec:
     price_file: str | None = None
     gpu_file: str | None = None
     model_file: str | None = None
+    classes: tuple = ()
+    trace: str | None = None
 
     @property
     def gpu_list(self) -> tuple:
@@ -386,10 +395,35 @@ class PlanSpec:
         for k in self.tp:
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise FieldError("tp", k, "tensor-parallel degrees, integers >= 1")
+        names = [str(c[0]) for c in self.classes]
         for s in self.slo.limits:
-            if s.cls != "all":
-                raise FieldError(f"slo {s.key}", s.limit, "a limit over all requests (request classes "
-                                                           "are not planned yet)")
+            if s.cls != "all" and s.cls not in names:
+                raise UnknownNameError(f"request class of slo {s.key}", s.cls,
+                                       names or ["(none: give --classes)"])
+        if self.trace is not None and self.workload != self.trace:
+            raise FieldError("workload", self.workload, f"the trace {self.trace} itself when a trace is "
+                                                        "the load (its lengths are the workload)")
+
+
+def with_class_slos(slo: SloSpec, classes) -> SloSpec:
+    """``slo`` with each class's TBT SLO as a ``tbt_p99@<class>`` limit (a finite one), so that a
+    plan meets every class's own target.
+
+    Raises
+    ------
+    FieldError
+        If ``slo`` already limits ``tbt_p99@<class>`` to another value (contradictory limits).
+    """
+    limits = {s.key: s for s in slo.limits}
+    for name, _, tbt in classes:
+        key = f"tbt_p99@{name}"
+        if not math.isfinite(float(tbt)):
+            continue
+        if key in limits and limits[key].limit != float(tbt):
+            raise FieldError(f"slo {key}", limits[key].limit,
+                             f"the class's own TBT SLO {float(tbt):g} s (--classes), or no {key} limit")
+        limits.setdefault(key, Slo("tbt_p99", str(name), float(tbt)))
+    return SloSpec(tuple(limits.values()))
 
 
 def fleet_capacity(one_gpu: float, r: int, planner: str = "random") -> float:
@@ -588,4 +622,4 @@ class InfeasibleTargetError(FieldError):
 __all__ = ["KV_UTILIZATION_UNMODELLED", "PLAN_SCHEDULERS", "PRICE_FILE", "SLO_NAMES", "Candidate", "Caps",
            "Family", "Grid", "InfeasibleTargetError", "OneGpu", "PlanSpec", "Price", "Slo", "SloSpec",
            "build_grid", "families_of", "fleet_capacity", "gpu_price", "load_prices", "one_gpu_capacity",
-           "parse_slo", "scheduler_caps", "tp_degrees"]
+           "parse_slo", "scheduler_caps", "tp_degrees", "with_class_slos"]
