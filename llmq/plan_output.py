@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 from stability.plan import CONFIDENCE, Evaluated, PlanResult, Verified
+from stability.plan_mixed import MixResult
 from theory.io import atomic_write_csv, atomic_write_text
 
 COLUMNS = {
@@ -96,9 +97,28 @@ def verification_line(v: Verified, keys: list[str]) -> str:
     return f"{c.r} x {c.family.label}: {verdict}; {figs}"
 
 
+def mix_lines(mixes: MixResult, keys: list[str]) -> list[str]:
+    """What the search over mixed fleets found."""
+    n = mixes.counts
+    head = (f"mixed fleets (two GPU kinds, capacity-proportional random router) cheaper than the best pure "
+            f"plan: considered {n['considered']}, pruned by the certified bound (sum of the members') "
+            f"{n['pruned']}, simulated {n['simulated']}, skipped {n['skipped']} (a larger mix of the same "
+            f"kinds missed)")
+    if mixes.best is not None:
+        b = mixes.best
+        figs = ", ".join(f"{k} {_ci(b.result['metrics'][k])}" for k in keys if k in b.result["metrics"])
+        return [head, f"a mix beats every pure fleet: {b.mix.label}, ${b.mix.usd_per_hour:.2f}/h "
+                      f"(best pure ${mixes.below:.2f}/h), certified <= {b.mix.certified:.2f} req/s, "
+                      f"utilisation {b.mix.utilisation:.1%}; {figs}"]
+    why = (f"the budget of {n['budget']} simulations ran out" if n["exhausted"]
+           else "every cheaper mix is pruned by the bound or missed an SLO")
+    return [head, f"no mix beats the best pure fleet ({why})"]
+
+
 def console_lines(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float,
-                  checked: list[Verified] | None = None) -> list[str]:
-    """The report ``llmq plan`` prints (with the re-simulations of ``--verify`` if given)."""
+                  checked: list[Verified] | None = None, mixes: MixResult | None = None) -> list[str]:
+    """The report ``llmq plan`` prints (with the re-simulations of ``--verify`` and the mixed
+    fleets of ``--mixed`` if given)."""
     s = res.spec
     n = res.counts
     keys = [x.key for x in s.slo.limits]
@@ -119,6 +139,8 @@ def console_lines(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float
         lines.append("cheapest feasible plan: " + describe(res.best, keys))
         lines.append(f"Pareto front (price vs {s.slo.tail_metric or 'price'}, among the simulated plans):")
         lines += ["  " + describe(e, keys) for e in res.front()]
+    if mixes is not None:
+        lines += mix_lines(mixes, keys)
     if checked is not None and res.best is not None:
         v0 = checked[0].result
         runs = f"{len(v0['replicates'])} x {v0['replicates'][0]['requests']} requests"
@@ -130,8 +152,23 @@ def console_lines(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float
     return lines
 
 
+def mix_json(mixes: MixResult | None) -> dict | None:
+    """The search over mixed fleets as JSON: counts, the price to beat, every simulated mix."""
+    if mixes is None:
+        return None
+    return {"counts": mixes.counts, "best_pure_usd_per_hour": mixes.below, "beats_pure": mixes.beats_pure,
+            "router": "random, each request to a member with probability proportional to its certified "
+                      "capacity (theory/mixed_fleet.py)",
+            "simulated": [{"members": [{"gpu": f.gpu_key, "tp": f.tp, "replicas": n}
+                                       for f, n in e.mix.members],
+                           "label": e.mix.label, "usd_per_hour": e.mix.usd_per_hour,
+                           "certified_rps": e.mix.certified, "utilisation": e.mix.utilisation,
+                           "feasible": e.feasible, "missed": list(e.missed), "metrics": e.result["metrics"]}
+                          for e in mixes.evaluated]}
+
+
 def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows: list[dict],
-            checked: list[Verified] | None = None) -> dict:
+            checked: list[Verified] | None = None, mixes: MixResult | None = None) -> dict:
     """The whole result as a strict-JSON-able dict."""
     s = res.spec
     verification = None if checked is None else [
@@ -156,6 +193,7 @@ def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows
         "best": next((r for r in rows if r["best"]), None),
         "front": [r for r in rows if r["front"]],
         "verification": verification,
+        "mixed": mix_json(mixes),
         "evaluated": rows,
         "columns": COLUMNS,
         "elapsed_s": elapsed_s,
@@ -218,7 +256,8 @@ def plot(res: PlanResult, path: Path) -> Path:
 
 
 def write_outputs(res: PlanResult, out: Path, lines: list[str], n_requests: int, seeds: int,
-                  elapsed_s: float, checked: list[Verified] | None = None) -> list[str]:
+                  elapsed_s: float, checked: list[Verified] | None = None,
+                  mixes: MixResult | None = None) -> list[str]:
     """Write ``plan.md``, ``plan.csv``, ``plan.json`` and ``plan.png`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     keys = _metric_keys(res)
@@ -228,7 +267,7 @@ def write_outputs(res: PlanResult, out: Path, lines: list[str], n_requests: int,
     cols = {k: [("" if r[k] is None else r[k]) for r in rows] for k in (rows[0] if rows else COLUMNS)}
     files.append(str(atomic_write_csv(out / "plan.csv", cols)))
     files.append(str(atomic_write_text(out / "plan.json", json.dumps(
-        to_json(res, n_requests, seeds, elapsed_s, rows, checked), indent=1, allow_nan=False) + "\n")))
+        to_json(res, n_requests, seeds, elapsed_s, rows, checked, mixes), indent=1, allow_nan=False) + "\n")))
     files.append(str(atomic_write_text(out / "plan.md", markdown(res, lines, rows))))
     files.append(str(plot(res, out / "plan.png")))
     return files

@@ -51,21 +51,27 @@ def replicate_seed(seed: int, k: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(k)]).generate_state(1)[0])
 
 
-def measure(res) -> dict:
-    """SLO metrics of one run (detail mode): TTFT P50/P99 and TBT P99 (from the TBT histograms)
-    over every request, keyed ``ttft_p50`` etc., and per request class, keyed ``ttft_p50@<class>``,
-    when the scenario has classes; and the run's stability verdict, requests, completions and
-    rejections."""
+VERDICT_ORDER = ("stable", "inconclusive", "unstable")  # the worst member decides a fleet's verdict
+
+
+def measure(*results) -> dict:
+    """SLO metrics of one run, or of the independent runs of a mixed fleet's members taken as one
+    system (detail mode): TTFT P50/P99 and TBT P99 (from the TBT histograms) over every request,
+    keyed ``ttft_p50`` etc., and per request class, keyed ``ttft_p50@<class>``, when the scenario
+    has classes; the stability verdict (the worst member's), requests, completions and rejections."""
     from stability.sim.metrics import histogram_quantile, summarize_latency
 
-    rq = res.requests
-    out = {"verdict": res.verdict().verdict, "completed": int(np.isfinite(rq["t_finish"]).sum()),
-           "rejected": int(np.sum(rq["reject"] > 0)), "requests": int(rq["arrival"].size)}
-    hist = sum(run.tbt_hist for run in res.runs)  # (class, bin) counts of every TBT gap
-    ttft = rq["t_first"] - rq["arrival"]
+    rqs = [res.requests for res in results]
+    out = {"verdict": max((res.verdict().verdict for res in results), key=VERDICT_ORDER.index),
+           "completed": int(sum(np.isfinite(rq["t_finish"]).sum() for rq in rqs)),
+           "rejected": int(sum(np.sum(rq["reject"] > 0) for rq in rqs)),
+           "requests": int(sum(rq["arrival"].size for rq in rqs))}
+    hist = sum(run.tbt_hist for res in results for run in res.runs)  # (class, bin) counts of TBT gaps
+    ttft = np.concatenate([rq["t_first"] - rq["arrival"] for rq in rqs])
+    cls = np.concatenate([rq["cls"] for rq in rqs])
     groups = [("", np.ones(ttft.size, dtype=bool), hist.sum(axis=0))]
-    if res.scenario.classes:
-        groups += [(f"@{c.name}", rq["cls"] == k, hist[k]) for k, c in enumerate(res.classes)]
+    if results[0].scenario.classes:
+        groups += [(f"@{c.name}", cls == k, hist[k]) for k, c in enumerate(results[0].classes)]
     for suffix, mine, h in groups:
         lat = summarize_latency(ttft[mine])
         out[f"ttft_p50{suffix}"] = lat["p50"]
@@ -84,12 +90,18 @@ def run_plan_task(task: dict) -> dict:
     reps = [measure(simulate(Scenario.from_dict({**task["scenario"],
                                                  "seed": replicate_seed(task["seed"], k)})))
             for k in range(int(task["seeds"]))]
+    return {**summarize_replicates(reps), "r": base.r, "rate": base.rate}
+
+
+def summarize_replicates(reps: list[dict]) -> dict:
+    """Replicates' metrics, per metric ``[mean, low, high]`` (Student-t, 95 %), unstable seeds and
+    rejections, in strict-JSON form."""
     keys = [k for k in reps[0] if k.startswith(("ttft_", "tbt_"))]
     ci = {k: [_finite(x) for x in t_interval([r[k] for r in reps], CONFIDENCE)] for k in keys}
     return {"replicates": [{k: _finite(v) if isinstance(v, float) else v for k, v in r.items()}
                            for r in reps],
             "metrics": ci, "unstable": sum(r["verdict"] == "unstable" for r in reps),
-            "rejected": sum(r["rejected"] for r in reps), "r": base.r, "rate": base.rate}
+            "rejected": sum(r["rejected"] for r in reps)}
 
 
 def _finite(x):

@@ -70,6 +70,11 @@ def add_parser(sub) -> None:
     p.add_argument("--full-front", action="store_true",
                    help="no early stopping: find every family's smallest feasible fleet (a fuller Pareto "
                         "front, more simulations)")
+    p.add_argument("--mixed", action="store_true",
+                   help="also try two-GPU-kind fleets behind a capacity-proportional random router, "
+                        "cheaper than the best pure fleet, and say whether one beats every pure fleet")
+    p.add_argument("--mix-budget", type=int, default=8,
+                   help="most mixed fleets simulated (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print plan.json instead of the report")
     p.set_defaults(run=run)
 
@@ -165,6 +170,7 @@ def run(args) -> int:
 
     from llmq.plan_output import console_lines, write_outputs
     from stability.plan import cached_capacity, search, verify
+    from stability.plan_mixed import search_mixes
     from stability.runner import Cache, DaskExecutor, LocalExecutor, Runner
     from theory.plan import build_grid
 
@@ -174,6 +180,9 @@ def run(args) -> int:
     seeds = require_positive_int("--seeds", args.seeds)
     workers = require_positive_int("--workers", args.workers)
     verify_requests = require_positive_int("--verify-requests", args.verify_requests)
+    budget = require_positive_int("--mix-budget", args.mix_budget)
+    if args.mixed and args.trace:
+        raise FieldError("--mixed", True, "no --trace (a mixed fleet splits Poisson arrivals)")
     out = Path(args.out)
     cache = Cache(out / "plan" / "cache")
     grid = build_grid(spec, cached_capacity(cache), tp_dir=out / "plan")
@@ -181,12 +190,13 @@ def run(args) -> int:
     try:
         res = search(spec, runner, n_requests, seeds, args.seed, grid, stop_early=not args.full_front,
                      parallel=workers)
+        mixes = search_mixes(res, runner, n_requests, seeds, args.seed, budget) if args.mixed else None
         checked = verify(res, runner, verify_requests, seeds + 1, args.seed) if args.verify else None
     finally:
         runner.executor.close()
     elapsed = time.perf_counter() - t0
-    lines = console_lines(res, n_requests, seeds, elapsed, checked)
-    files = write_outputs(res, out, lines, n_requests, seeds, elapsed, checked)
+    lines = console_lines(res, n_requests, seeds, elapsed, checked, mixes)
+    files = write_outputs(res, out, lines, n_requests, seeds, elapsed, checked, mixes)
     if args.json:
         print((out / "plan.json").read_text(encoding="utf-8"))
     else:
