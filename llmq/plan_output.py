@@ -11,6 +11,7 @@ from pathlib import Path
 from stability.plan import CONFIDENCE, Evaluated, PlanResult, Verified
 from stability.plan_mixed import MixResult
 from theory.io import atomic_write_csv, atomic_write_text
+from theory.plan import scheduler_caps
 
 COLUMNS = {
     "gpu": "GPU preset key",
@@ -25,6 +26,8 @@ COLUMNS = {
     "certified_rps": "certified upper bound on the request rate the fleet can sustain (any scheduler; "
                      "r x one replica's bound under random routing), req/s",
     "binds": "what binds the certified bound: compute or kv-memory",
+    "memory_simulated": "whether the simulation models KV memory (false for rad, Assumption 4: there the "
+                        "certified bound's KV part alone accounts for it)",
     "utilisation": "target rate / certified bound (a lower bound on the load of any deployment)",
     "headroom": "1 - utilisation",
     "feasible": "simulation met every SLO (mean over seeds), no seed unstable, no rejection",
@@ -63,6 +66,7 @@ def plan_row(e: Evaluated, keys: list[str], front: set, best: Evaluated | None) 
            "scheduler": c.family.scheduler, "knobs": ";".join(f"{k}={v}" for k, v in c.family.options),
            "tp": c.family.tp, "r": c.r, "gpus": c.gpus, "usd_per_hour": c.usd_per_hour,
            "certified_rps": c.certified, "binds": c.binds,
+           "memory_simulated": scheduler_caps(c.family.scheduler, dict(c.family.options)).memory_modelled,
            "utilisation": c.utilisation, "headroom": c.headroom, "feasible": e.feasible,
            "missed": ";".join(e.missed)}
     for k in keys:

@@ -425,3 +425,22 @@ def test_llmq_plan_replays_a_trace_at_its_own_rate(tmp_path, capsys):
     assert reps and all(r["requests"] == n for r in reps)  # every simulation replays the whole trace
     assert main([*args, "--rate", "3"]) == 2
     assert "--rate" in capsys.readouterr().err
+
+
+def test_rad_is_pruned_by_the_kv_bound_its_simulation_cannot_see(tmp_path):
+    """RAD's simulation grants unlimited KV memory (Assumption 4), so only the bound's KV part
+    keeps the planner from RAD fleets whose cache cannot hold the load."""
+    spec = PlanSpec(rate=1e-3, workload="table1", gpus=("a100",), models=("llama-2-70b",),
+                    schedulers=("rad",), r_max=2)
+    grid = build_grid(spec, tp_dir=tmp_path)
+    from dataclasses import replace
+
+    (fam, one), = grid.one_gpu.items()
+    assert fam.tp == 2 and one.binds == "kv-memory" and one.lam_kv < one.lam_compute
+    rate = 0.5 * (one.lam_kv + one.lam_compute)  # within compute, beyond the KV cache
+    with pytest.raises(InfeasibleTargetError, match="KV memory") as err:
+        build_grid(replace(spec, rate=rate), tp_dir=tmp_path)
+    assert err.value.best_rate == pytest.approx(one.lam_kv, rel=1e-12)
+    sc = Scenario(gpu=fam.gpu_key, gpu_file=grid.gpu_file, model="llama-2-70b", mode="real",
+                  workload="table1", scheduler="rad", rate=rate, load=None, n_requests=3000, seed=1)
+    assert simulate(sc).verdict().verdict != "unstable"  # the memoryless simulation would accept it
