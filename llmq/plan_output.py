@@ -39,6 +39,28 @@ COLUMNS = {
 }
 
 
+FIELDS = {
+    "spec": "the question: target rate (req/s; a trace's mean rate), trace, request classes (name, "
+            "probability, TBT SLO s), workload, SLOs, candidates, fleet limits in GPUs, TP degrees",
+    "counts": "configurations considered, pruned by the certified bound, simulated, saved; families",
+    "prices": "price per GPU-hour of each GPU and its source; checked_against_source false: transcribed, "
+              "not re-read from the page",
+    "one_gpu_certified": "per family (label <gpu[-tpK]>/<model>/<mode>/<scheduler>): one replica's certified "
+                         "bound (req/s), what binds it, its KV-cache tokens",
+    "best": "the cheapest feasible plan (a row, see columns)",
+    "front": "the Pareto front of price vs the tail SLO metric (rows)",
+    "evaluated": "every simulated candidate (rows)",
+    "verification": "--verify: the best plan and the front re-simulated with new seeds and longer runs; "
+                    "holds false when an SLO's whole interval lies above its limit, a seed is unstable or "
+                    "a request rejected (refuted names which); metrics as [mean, low, high] seconds",
+    "mixed": "--mixed: two-GPU-kind fleets cheaper than the best pure plan behind a capacity-proportional "
+             "random router: counts, the price to beat, whether a mix beats every pure fleet, each simulated "
+             "mix with its members, price, certified bound (sum of the members'), metrics [mean, low, high]",
+    "columns": "what each row field means",
+    "elapsed_s": "wall-clock seconds of the whole run",
+}
+
+
 def _clean(x):
     """Strict-JSON value: NaN and infinities become None; containers recursively."""
     if isinstance(x, float):
@@ -200,6 +222,7 @@ def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows
         "mixed": mix_json(mixes),
         "evaluated": rows,
         "columns": COLUMNS,
+        "fields": FIELDS,
         "elapsed_s": elapsed_s,
     })
 

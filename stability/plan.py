@@ -18,7 +18,11 @@ The search (:func:`search`):
   rate, each node of r GPUs sees Poisson(lam / r): more GPUs only lower every node's load. This
   is an assumption about the schedulers' latency (lower load never hurts), not a theorem; the
   brute-force comparison of tests/test_plan.py checks it on a small grid;
-* only fleets cheaper than the best plan so far are simulated.
+* only fleets cheaper than the best plan so far are simulated;
+* ``parallel`` families are searched at once, their probes sent to the runner as one batch (a
+  process pool or a Dask cluster): the best plan does not depend on it.
+
+:func:`verify` re-simulates the returned plans with new seeds and longer runs.
 
 A plan is *feasible* when no seed's stability verdict is ``unstable``, no request was rejected,
 and every SLO's mean over the seeds is within its limit; the interval of each is reported.

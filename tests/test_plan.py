@@ -300,13 +300,17 @@ def test_llmq_plan_writes_strict_outputs_with_a_data_dictionary(tmp_path, capsys
     args = ["plan", "--rate", "60", "--workload", W, "--gpus", "a100,l40s", "--schedulers", "sarathi",
             "--knob", "sarathi.chunk_size=256|512", "--max-gpus", "3", "--requests", "300", "--out",
             str(tmp_path)]
-    assert main(args) == 0
+    assert main([*args, "--verify", "--verify-requests", "600", "--mixed"]) == 0
     text = capsys.readouterr().out
     assert "pruned by the certified bound" in text and "Student-t" in text
-    assert "cheapest feasible plan" in text
+    assert "cheapest feasible plan" in text and "re-simulated with new seeds" in text
+    assert "mixed fleets" in text
     data = json.loads((tmp_path / "plan.json").read_text(),
                       parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
     assert data["counts"]["considered"] == 2 * 2 * 3 and data["best"]["feasible"]
+    assert set(data) - {"fields"} == set(data["fields"])  # every top-level field is described
+    assert data["verification"] and all(v["requests_per_run"] == 600 for v in data["verification"])
+    assert data["mixed"]["counts"]["considered"] >= data["mixed"]["counts"]["pruned"]
     with open(tmp_path / "plan.csv") as fh:
         header = next(csv.reader(fh))
     metrics = [h for h in header if h not in COLUMNS]
