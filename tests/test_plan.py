@@ -356,6 +356,23 @@ def test_search_gives_the_same_plan_for_one_or_two_workers(tiny, tmp_path):
     assert runner.computed == two.counts["simulated"]  # nothing came from the first search's cache
 
 
+def test_search_on_a_dask_cluster_gives_the_same_plan(tiny, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    from stability.runner import DaskExecutor
+
+    spec, _, res = tiny
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        runner = Runner(Cache(tmp_path / "dask"), DaskExecutor(cluster.scheduler_address))
+        try:
+            remote = search(spec, runner, grid=res.grid, parallel=2, **SMALL)
+        finally:
+            runner.executor.close()
+    assert (remote.best.candidate.family, remote.best.candidate.r) == (res.best.candidate.family,
+                                                                       res.best.candidate.r)
+    assert remote.best.result["metrics"] == res.best.result["metrics"] and runner.computed > 0
+
+
 def test_verify_resimulates_with_new_seeds(tiny, tmp_path):
     from stability.plan import verify
 

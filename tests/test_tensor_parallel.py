@@ -98,3 +98,11 @@ def test_grid_prices_groups_as_tp_gpus_and_prunes_what_cannot_hold_the_model(tmp
     explicit = PlanSpec(rate=1.0, workload=W, models=("llama-2-70b",), gpus=("a100", "l40s"),
                         schedulers=("sarathi",), tp=(2, 4, 3), r_max=8)
     assert sorted((f.gpu, f.tp) for f in families_of(explicit)) == [("a100", 2), ("a100", 4)]
+
+
+def test_a_model_no_planned_gpu_holds_is_a_clear_error(tmp_path):
+    from theory.plan import InfeasibleTargetError
+
+    spec = PlanSpec(rate=1.0, workload=W, models=("llama-2-70b",), gpus=("l4", "l40s"), schedulers=("vllm",))
+    with pytest.raises(InfeasibleTargetError, match=r"0 req/s.*no room for KV cache.*--tp"):
+        build_grid(spec, tp_dir=tmp_path)

@@ -606,8 +606,10 @@ class InfeasibleTargetError(FieldError):
         replicas = spec.r_max // best.tp
         self.best_rate = fleet_capacity(one.bound, replicas, spec.planner)
         self.best_family = best
+        advice = "raise --max-gpus or lower --rate"
         if one.kv_tokens <= 0:
             why = "KV memory: the model's weights leave no room for KV cache on any planned GPU or TP group"
+            advice = "plan GPUs that hold the model, alone or in a TP group (--gpus, --tp)"
         elif one.binds == "compute":
             why = "compute"
         else:
@@ -615,7 +617,7 @@ class InfeasibleTargetError(FieldError):
         LlmqError.__init__(self, (
             f"rate: expected a target some configuration can carry, got {spec.rate:g} req/s; the best "
             f"reachable certified rate is {self.best_rate:.4g} req/s with {replicas} x {best.label} "
-            f"({one.bound:.4g} req/s per replica, bound by {why}); raise --max-gpus or lower --rate"))
+            f"({one.bound:.4g} req/s per replica, bound by {why}); {advice}"))
         self.field, self.value, self.expected = "rate", spec.rate, "a reachable target"
 
 
