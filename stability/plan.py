@@ -302,7 +302,10 @@ def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2
                 cands = [c for c in cands if c.usd_per_hour < out.best.candidate.usd_per_hour]
             visited += 1
             steps = feasibility_steps(cands)
-            active.append((steps, next(steps)))
+            try:
+                active.append((steps, next(steps)))
+            except StopIteration:  # no candidate left in this family
+                continue
         nxt = []
         for (steps, _), e in zip(active, evaluate_all([p for _, p in active]), strict=True):
             try:
