@@ -40,7 +40,7 @@ from theory.errors import FieldError, UnknownNameError
 
 MODULES = ("section3_model", "appendix_b", "section4_theorems", "appendix_c", "algorithms",
            "section5_claims", "section67_data", "nodes_and_defaults", "proofs",
-           "compiled_rad", "statements")
+           "compiled_rad", "statements", "other_papers")
 
 
 class Level(str, Enum):

@@ -26,12 +26,13 @@ import paper_checks.section3_model as section3
 import paper_checks.section4_theorems as section4
 import paper_checks.section5_claims as section5
 import paper_checks.section67_data as section67
-from paper_checks import compiled_rad, proofs, pseudocode, statements
+from paper_checks import compiled_rad, other_papers, proofs, pseudocode, statements
 from paper_checks.registry import Level, Verdict, all_checks, get_check
 from stability.schedulers import get_scheduler
 from theory import cost
 from theory.bounds import T_bar_R, T_max, n_threshold
 from theory.builder import CostSpec, cost_model
+from theory.capacity import capacity_bound, rad_overhead_rate_bound
 from theory.cost import build_cost_model
 from theory.hardware import Tile, get_gpu
 from theory.models import get_model
@@ -544,6 +545,31 @@ def flip_compiled_replay(mp):
     return compiled_rad.replay_core([0], lambda cm, n: rad_sched.make_params(cm, n=n, chunk=cm.t_star.t_col))
 
 
+# --- other papers ----------------------------------------------------------------------------------
+
+
+def flip_other_thm1_overhead(mp):
+    cm, w = other_papers._overhead_case()
+    certified = capacity_bound(cm, w, b_max=other_papers.OVERHEAD_BUDGET).bound
+    return other_papers.judge_capacity_claim(certified, cm, w, other_papers.OVERHEAD_BUDGET, "certified")
+
+
+def flip_other_thm2_rad_overhead(mp):
+    cm, w = other_papers._overhead_case(overhead_s=0.0)  # no per-batch overhead
+    feasible, at = other_papers._best_lockstep(cm, w)
+    return other_papers.judge_rad(cm, w, other_papers.EPSILON, rad_overhead_rate_bound(cm, w), feasible, at)
+
+
+def flip_other_ldp_work_conserving(mp):
+    return other_papers.judge_work_conserving(
+        11.0, 10.0, {"sarathi": (9.95, 9.9, 10.0)}
+    )  # a claim above the bound
+
+
+def flip_other_ldp_unstable_below(mp):
+    return other_papers.judge_unstable_below(10.0, {"vllm": (10.2, 10.1, 10.3)})  # a policy reaching capacity
+
+
 # --- proofs ---------------------------------------------------------------------------------------
 
 
@@ -650,6 +676,10 @@ FLIPS = {
     "appD.tbt_ttft": flip_appD,
     "fig5c.decode_pressure": flip_fig5c,
     "alg1.compiled_replay": flip_compiled_replay,
+    "other.thm1_overhead": flip_other_thm1_overhead,
+    "other.thm2_rad_overhead": flip_other_thm2_rad_overhead,
+    "other.ldp_work_conserving": flip_other_ldp_work_conserving,
+    "other.ldp_unstable_below": flip_other_ldp_unstable_below,
     "appB.relaxed_bound_proof": flip_relaxed_bound_proof,
     "assumption2.all_d_col": flip_assumption2_all_d_col,
     "thm2.repaired_drift": flip_repaired_drift,
