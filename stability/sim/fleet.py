@@ -104,7 +104,8 @@ def _check(members: Sequence[Member], router: str) -> None:
     for m in members:
         if isinstance(m.count, bool) or not isinstance(m.count, (int, np.integer)) or m.count < 1:
             raise FieldError("member count", m.count, "an integer >= 1")
-        if not (isinstance(m.weight, (int, float)) and math.isfinite(m.weight) and m.weight > 0):
+        if router != "jsq" and not (isinstance(m.weight, (int, float)) and math.isfinite(m.weight)
+                                    and m.weight > 0):
             raise FieldError("member weight", m.weight, "a finite capacity > 0 (req/s)")
         if getattr(m.scheduler, "DISAGGREGATED", False):
             raise FieldError("member scheduler", m.scheduler.NAME, "a scheduler that runs on one node")
