@@ -22,7 +22,9 @@ The planner knows the certified bounds, not the capacities, so it routes in prop
 c_i / C_i``, which the simulation decides. By the same thinning, the independent subsystems
 "kind i: n_i replicas, uniformly random routing, Poisson rate ``lam n_i C_i / sum_j n_j C_j``"
 are the mixed fleet in distribution, so a mix is simulated as its members, with no new engine
-code. Join-the-shortest-queue across unequal GPUs couples the members and is not planned.
+code. Join-the-shortest-queue across unequal GPUs couples the members and is simulated as one
+system (:mod:`stability.sim.fleet`); ``sum_i n_i C_i`` bounds it too, as it bounds every router
+that does not look at the arriving request's own lengths (the fleet bound stated there).
 
 References
 ----------
