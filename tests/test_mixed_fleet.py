@@ -128,6 +128,21 @@ def test_state_dependent_mixes_pruning_agrees_with_brute_force_and_the_search_fi
         assert mixes.beats_pure
 
 
+def test_a_family_that_certifies_nothing_joins_no_mix():
+    from types import SimpleNamespace
+
+    from theory.plan import Family, OneGpu
+
+    fams = [Family(g, "m", "real", "sarathi", ()) for g in ("a", "b", "c")]
+    bounds = {"a": 10.0, "b": 0.0, "c": 4.0}
+    one = {f: OneGpu(bounds[f.gpu], "compute", 0, 0, 0) for f in fams}
+    grid = SimpleNamespace(families=fams, one_gpu=one,
+                           prices={g: SimpleNamespace(usd_per_gpu_hour=1.0) for g in bounds})
+    spec = SimpleNamespace(rate=5.0, r_min=1, r_max=3)
+    kinds = {tuple(f.gpu for f, _ in m.members) for m in mix_grid(grid, spec).kept}
+    assert kinds == {("a", "c")}
+
+
 def test_mixes_refuse_a_trace():
     from stability.plan import PlanResult
 

@@ -112,10 +112,12 @@ def mix_grid(grid, spec, below: float | None = None) -> MixGrid:
     """Every mix of two families of ``grid`` that differ in GPU only (same model, mode, scheduler
     and knobs), ``a`` and ``b >= 1`` replicas within ``spec.r_min``..``spec.r_max`` GPUs, priced
     below ``below`` (a mix can only beat the pure fleets by costing less than the best of them);
-    kept when the certified sum reaches ``spec.rate``. Order: price, then headroom, then label."""
+    kept when the certified sum reaches ``spec.rate``. A family whose one replica certifies nothing
+    (its weights leave no KV room) joins no mix: it would carry no traffic and only add cost.
+    Order: price, then headroom, then label."""
     prices = {g: p.usd_per_gpu_hour for g, p in grid.prices.items()}
     limit = math.inf if below is None else float(below)
-    fams = list(grid.families)
+    fams = [f for f in grid.families if grid.one_gpu[f].bound > 0]
     kept, considered, pruned = [], 0, 0
     for i, fa in enumerate(fams):
         for fb in fams[i + 1:]:
