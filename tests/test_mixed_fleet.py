@@ -108,7 +108,9 @@ def test_state_dependent_mixes_pruning_agrees_with_brute_force_and_the_search_fi
     (same router) rejects, and the search returns the cheapest mix brute force accepts below the
     best pure plan. At 75 req/s no single A100 carries the load and four L4s certify less, so
     pure fleets need two A100s; behind SED one A100 and one L4 meet the SLOs for less (the L4 is
-    sent a request only when the A100 holds proportionally more), which the planner must find."""
+    sent a request only when the A100 holds proportionally more), which the planner must find,
+    while behind JSQ, which sends a request to the L4 whenever it holds no more pending requests
+    than the A100, no cheaper mix does."""
     runner = Runner(Cache(tmp_path / "c"), LocalExecutor(1))
     res = search(replace(_spec(75.0), gpus=("a100", "l4")), runner, **SMALL)
     kept = {m.label for m in mix_grid(res.grid, res.spec).kept}
@@ -123,9 +125,7 @@ def test_state_dependent_mixes_pruning_agrees_with_brute_force_and_the_search_fi
     cheaper = [usd for ok, usd in brute.values() if ok and usd < res.best.candidate.usd_per_hour]
     assert mixes.router == router and not mixes.counts["exhausted"]
     assert (mixes.best.mix.usd_per_hour if mixes.best else None) == (min(cheaper) if cheaper else None)
-    assert mixes.beats_pure == bool(cheaper)
-    if router == "sed":
-        assert mixes.beats_pure
+    assert mixes.beats_pure == bool(cheaper) == (router == "sed")
 
 
 def test_a_family_that_certifies_nothing_joins_no_mix():

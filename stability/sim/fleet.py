@@ -13,17 +13,22 @@ numbered member by member. The routers (:mod:`stability.sim.routing`):
 
 Which rule for unequal GPUs. Fewest-pending JSQ ignores speed: at light load the slow GPUs receive
 as many requests as the fast ones, and their requests wait longer. Normalising by capacity (SED)
-sends a request to a slow GPU only when the fast ones hold proportionally more work. Both use all
-members when queues grow (a backlogged node receives nothing while another is shorter), and
-both are offered; ``"jsq"`` is the default because it needs no capacity estimate.
+sends a request to a slow GPU only when the fast ones hold proportionally more work. Under
+either rule a node receives nothing while another is sufficiently shorter, so no member is fed
+beyond what it drains while another idles; that they carry up to the sum of the members'
+capacities is checked by simulation (tests/test_fleet.py), not proven here. Both are offered;
+``"jsq"`` is the default because it needs no capacity estimate, ``"sed"`` serves unequal GPUs
+better: in tests/test_mixed_fleet.py one A100 and one L4 meet a TBT P99 SLO at 75 req/s behind
+SED and miss it behind JSQ, which sends a request to the L4 whenever it holds no more pending
+requests than the A100.
 
 Fleet bound (any router that does not look at the arriving request's own lengths: all three).
 Node g alone certifies ``c_g`` (:mod:`theory.capacity`): its proof charges each request ``j``
 served by g a GPU-time ``w_j^g`` with ``sum_{j finished on g by t} w_j^g <= t`` for any schedule,
 and ``E[w^g] = 1 / c_g`` (and likewise for KV-token-seconds). Such a router's choice for request
 ``j`` depends on the past only, so the lengths routed to g are i.i.d. with the workload's law
-(Doob's optional skipping) and the SLLN gives ``A_g(t) <= c_g t + Q_g(t) w_max + o(t)``, ``A_g``
-the requests routed to g by t and ``Q_g`` those unfinished. Summed over nodes,
+(Doob's optional skipping) and the SLLN gives ``A_g(t) <= c_g (t + Q_g(t) w_max) + o(t)``,
+``A_g`` the requests routed to g by t and ``Q_g`` those unfinished. Summed over nodes,
 ``Q(t) >= (lam - sum_g c_g) t / (w_max max_g c_g) + o(t)``: no such router carries more than the
 sum of the members' certified bounds, which is therefore a certified bound for the fleet behind
 JSQ or SED too. The router can at most keep every member fully used.
@@ -34,9 +39,10 @@ JSQ or SED too. The router can at most keep every member fully used.
 
 References
 ----------
-Bari, Hegde, de Veciana (2025), Section 3 (resource planner), Section 4.1; W. Whitt (1986),
-"Deciding which queue to join: some counterexamples", Operations Research 34(1), 55-62; the
-optional-skipping theorem (J. L. Doob, *Stochastic Processes*, 1953, Chapter III, Theorem 5.2).
+Bari, Hegde, de Veciana (2025), Section 3 (resource planner), Section 4.1, Theorem 1; J. Selen,
+I. Adan, S. Kapodistria, J. van Leeuwaarden (2016), "Steady-state analysis of shortest expected
+delay routing", Queueing Systems 84, 309-354 (the SED rule); J. L. Doob (1936), "Note on
+probability", Annals of Mathematics 37, 363-367 (optional skipping).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ parameter record: GPUs of several kinds, :mod:`stability.sim.fleet`), by one of 
 
 * fewest pending requests (``weights=None``), the rule above;
 * shortest expected delay (``weights`` ``w_g > 0``, a node's capacity): the node minimising
-  ``(pending_g + 1) / w_g``, ties to the lowest index (Whitt 1986). With equal weights it picks
+  ``(pending_g + 1) / w_g``, ties to the lowest index (Selen et al. 2016). With equal weights it picks
   the node JSQ picks.
 
 Neither rule looks at the arriving request's own lengths, so the lengths a node receives stay
@@ -21,9 +21,9 @@ i.i.d. with the workload's law (Doob's optional-skipping theorem), which the fle
 
 References
 ----------
-Bari, Hegde, de Veciana (2025), Section 3 (resource planner), Section 4.1. W. Whitt (1986),
-"Deciding which queue to join: some counterexamples", Operations Research 34(1), 55-62 (the
-shortest-expected-delay rule).
+Bari, Hegde, de Veciana (2025), Section 3 (resource planner), Section 4.1. J. Selen, I. Adan,
+S. Kapodistria, J. van Leeuwaarden (2016), "Steady-state analysis of shortest expected delay
+routing", Queueing Systems 84, 309-354.
 """
 
 from __future__ import annotations
