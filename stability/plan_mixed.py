@@ -19,8 +19,10 @@ The search (:func:`search_mixes`) looks only at mixes cheaper than the best pure
 can beat every pure fleet), whose certified capacity, the sum of the members' certified bounds,
 reaches the target. They are simulated cheapest first until one meets the SLOs; a mix is skipped
 without simulation when a mix of the same two kinds with at least as many replicas of each has
-missed (feasibility is assumed monotone in each count, as in r for pure fleets), and at most
-``budget`` simulations are spent.
+missed (feasibility is assumed monotone in each count, as in r for pure fleets; behind JSQ an
+added slow replica is also one more place a request can land and be served slowly, so there it is
+an assumption the brute-force comparisons of tests/test_mixed_fleet.py check on a small grid), and
+at most ``budget`` simulations are spent.
 
 References
 ----------

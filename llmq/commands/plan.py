@@ -71,8 +71,8 @@ def add_parser(sub) -> None:
                    help="no early stopping: find every family's smallest feasible fleet (a fuller Pareto "
                         "front, more simulations)")
     p.add_argument("--mixed", action="store_true",
-                   help="also try two-GPU-kind fleets behind a capacity-proportional random router, "
-                        "cheaper than the best pure fleet, and say whether one beats every pure fleet")
+                   help="also try two-GPU-kind fleets behind --router, cheaper than the best pure "
+                        "fleet, and say whether one beats every pure fleet")
     p.add_argument("--router", default="random",
                    help="the mixed fleets' router: random (capacity-proportional split), jsq (join the "
                         "replica with the fewest pending requests) or sed (shortest expected delay: "
