@@ -15,10 +15,21 @@ from pathlib import Path
 import numpy as np
 
 from theory.io import atomic_write_csv, atomic_write_text
-from theory.validate import COLUMNS, NULL_MEANING, SCHEME_MEANING, SCHEMES, STEP_SCHEMES, TARGETS, Report
+from theory.validate import (
+    COLUMNS,
+    NULL_MEANING,
+    SCHEME_MEANING,
+    SCHEMES,
+    STEP_SCHEMES,
+    STEP_TOLERANCE,
+    TARGETS,
+    Report,
+    staircase_verdict,
+)
 
 SCHEMA = "llmq.validate/1"
-LABEL = {"shipped": "shipped", "tokens": "held-out tokens", "models": "held-out models", "paper": "paper"}
+LABEL = {"roofline": "roofline", "shipped": "shipped", "tokens": "held-out tokens",
+         "models": "held-out models", "paper": "paper"}
 
 
 def _clean(x):
@@ -81,8 +92,22 @@ def console_lines(report: Report, files: list[str]) -> list[str]:
     out += ["", "acceptance per GPU (held-out tokens: median <= 5%, p90 <= 12%; "
                 "across models: median <= 10%):"]
     out += [f"  {gpu_verdict(row)}" for row in report.gpus]
+    if report.staircase:
+        out += ["", f"A100 staircase, Llama-2-7B TP 1 (step heights, |shipped - measured| <= "
+                    f"{STEP_TOLERANCE:.0%} points): {staircase_line(report)}"]
+        out += [f"  {r['operation']:<15} after {r['after']:>4}: measured {_pct(r['measured']):>6}, "
+                f"shipped {_pct(r['shipped']):>6} ({'ok' if r['shipped_within'] else 'MISS'})"
+                for r in report.staircase if r["operation"] == "layer"]
     out += ["", "wrote " + ", ".join(files)]
     return out
+
+
+def staircase_line(report: Report) -> str:
+    """The staircase verdict in words: the layer's steps and the per-GeMM steps reproduced."""
+    v = staircase_verdict(report.staircase)
+    per = sum(c["within"] for c in v["per_gemm"].values()), sum(c["steps"] for c in v["per_gemm"].values())
+    return (f"layer {v['layer']['within']}/{v['layer']['steps']} steps within "
+            f"({'holds' if v['holds'] else 'MISSED'}); single GeMMs {per[0]}/{per[1]}")
 
 
 def _not_predicted_by_reason(report: Report) -> list[tuple[str, int, str]]:
@@ -119,6 +144,14 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
         "groups": report.groups,
         "not_predicted": report.not_predicted,
         "staircase": report.staircase,
+        "staircase_verdict": staircase_verdict(report.staircase) if report.staircase else None,
+        "staircase_columns": {
+            "after, next": "token counts: the step is T(next) / T(after) - 1",
+            "measured, <scheme>": "relative step height measured and predicted (shipped: the real-mode "
+                                  "preset; calibrated: the held-out-token fit on every point; models: the "
+                                  "fit without the model)",
+            "<scheme>_within": f"|predicted - measured| <= {STEP_TOLERANCE} (absolute: percentage points)",
+            "operation": "a GeMM of the layer, or 'layer': the sum of its four GeMMs (Eq. 4's linear time)"},
         "fits": report.fits,
         "files": files,
     }
@@ -170,8 +203,12 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
     lines += _md_table(["GPU", "model", "TP", "operation", "after", "next", "measured", *STEP_SCHEMES],
                        [[r["gpu"], r["model"], r["tp"], r["operation"], r["after"], r["next"],
                          _pct(r["measured"]), *(_pct(r[k]) for k in STEP_SCHEMES)] for r in report.staircase])
+    if report.staircase:
+        lines += ["", f"Step heights reproduced within {STEP_TOLERANCE:.0%} points by `shipped`: "
+                      f"{staircase_line(report)}."]
     lines += ["", "`calibrated`: the held-out-token fit evaluated on every point; `models`: the fit "
-              "without the model.", "", "## Data dictionary (validate.csv)", ""]
+              "without the model; `layer`: the sum of the four GeMMs.", "",
+              "## Data dictionary (validate.csv)", ""]
     lines += _md_table(["column", "meaning"], [[k, v] for k, v in COLUMNS.items()])
     lines += ["", NULL_MEANING + ".", "", "Files: " + ", ".join(files), ""]
     return "\n".join(lines)
