@@ -217,6 +217,12 @@ def test_quick_json_is_strict_and_names_every_gpu_of_the_data(quick_json):
      "row 1", "'tp'"),  # the header lacks a column
     ("source,gpu,setup,model,tp,operation,tokens,seconds\nvidur,a100,,llama-2-7b,1,mlp_up_proj,8,1e-4\n"
      "vidur,a100,,llama-2-7b,1,mlp_up_proj,,1e-4\n", "row 3", "'tokens'"),  # a row lacks a cell
+    ("source,gpu,setup,model,tp,operation,tokens,latency\nvidur,a100,,llama-2-7b,1,mlp_up_proj,8,0.1\n",
+     "row 1", "'latency'"),  # a time column whose unit cannot be told
+    ("source,gpu,setup,model,tp,operation,tokens,time_ms\nvidur,a100,,llama-2-7b,1,mlp_up_proj,8,0.1\n"
+     "vidur,a100,,llama-2-7b,1,mlp_up_proj,16,-0.2\n", "row 3", "'time_ms'"),  # a negative time
+    ("source,gpu,setup,model,tp,operation,tokens,seconds\nvidur,a100,,internlm-20b,3,mlp_up_proj,8,1e-4\n",
+     "row 2", "'tp'"),  # TP 3 does not divide InternLM-20B's 40 heads
 ])
 def test_a_bad_profile_exits_2_naming_file_row_and_column(tmp_path, capsys, text, row, column):
     bad = tmp_path / "bad.csv"
