@@ -3,21 +3,27 @@
 Every row of a profile in :mod:`theory.profiles` is one measured operation. This module predicts
 each row that the cost model can express and scores the prediction by its absolute relative error
 ``|predicted / measured - 1|``, summarised per group (GPU x model x TP x operation) and pooled by
-its **median** and **90th percentile** (:class:`ErrorStats`). Four predictions (*schemes*):
+its **median** and **90th percentile** (:class:`ErrorStats`). Five predictions (*schemes*):
 
+``roofline``
+    The GPU preset's roofline (``theory/data/gpus.toml``: one rate per tile, no measured data) and
+    the served layer's GeMM shapes (``real`` mode, :func:`theory.profiles.gemm_shape`), Eq. 2 on
+    each GeMM's fastest tile.
 ``shipped``
-    The GPU preset as shipped (``theory/data/gpus.toml``: one roofline per tile) and the served
-    layer's GeMM shapes (``real`` mode, :func:`theory.profiles.gemm_shape`), Eq. 2 on each GeMM's
-    fastest tile.
+    The GPU preset as ``real`` mode uses it: for A100, H100 and A40 the shipped calibration
+    (:mod:`theory.presets_fit`, fitted on the full profile's training token counts, so not a
+    held-out figure on those rows), for the other GPUs the roofline.
 ``tokens``
-    The preset calibrated (:func:`theory.calibrate.fit_gemm`: per-tile rates and a fixed time
-    ``c_0`` per GeMM) on the GPU's rows whose token count is *not* held out, scored on the rows
-    whose token count is: every ``k``-th distinct token count of the GPU (:func:`token_split`).
+    The roofline preset calibrated (:func:`theory.calibrate.fit_gemm`: per-tile rates, a fixed
+    time ``c_0`` per GeMM and, with ``Settings.floor`` and ``Settings.waves`` (default), the
+    achievable DRAM bandwidth of the memory floor and wave quantization) on the GPU's rows whose
+    token count is *not* held out, scored on the rows whose token count is: every ``k``-th
+    distinct token count of the GPU (:func:`token_split`).
 ``models``
     Leave one model out: for each model, the preset calibrated on the GPU's rows of the *other*
     models, scored on that model's rows (:func:`model_folds`).
 ``paper``
-    The preset as shipped on the paper's layer (``paper`` mode, Section 3.2.1: one attention head
+    The roofline preset on the paper's layer (``paper`` mode, Section 3.2.1: one attention head
     of width ``d``, separate ``W_Q, W_K, W_V`` of ``d x d_x``, a two-matrix FFN, no output
     projection), for reference (:func:`paper_shapes`).
 
@@ -27,9 +33,10 @@ predictor. Whole-batch rows (``prefill_batch``, ``decode_batch``) by Eq. 7
 (:func:`batch_cost_model`: TP 1 as named, TP > 1 through :mod:`theory.terms` when the GPU profile
 states an all-reduce law; the shipped batch rows are TP 2-8, so without one they are listed as not
 predicted with the reason). All-reduce rows where the GPU profile states an all-reduce law
-(:func:`allreduce_law`; none in the presets). Element-wise kernels (``vidur_kernels``) are listed as not
-predicted: the cost model prices them only as one aggregate ``tau / mu_nLin`` per batch (Section
-3.2.3). Nothing is dropped silently: every row is either scored or counted in
+(:func:`allreduce_law`; the calibrated A100 and H100 presets state one). Element-wise kernels
+(``vidur_kernels``) are listed as not predicted: the cost model prices them only as one
+aggregate ``tau / mu_nLin`` per batch (Section 3.2.3). Nothing is dropped silently: every row is
+either scored or counted in
 :attr:`Report.not_predicted` with its reason.
 
 Where the cost terms (:mod:`theory.terms`) enter: :func:`predict_gemm` (per GeMM:
