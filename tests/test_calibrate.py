@@ -343,6 +343,20 @@ def test_cli_fits_the_shipped_example_and_writes_the_profile(capsys, tmp_path):
     assert row["error"]["rel_rmse"] < row["base_error"]["rel_rmse"]
 
 
+def test_cli_fits_the_floor_and_waves_and_the_profile_reproduces_the_fit(capsys, tmp_path):
+    code, out, _ = run(capsys, "calibrate", "--out", str(tmp_path), "--json", "--floor", "--waves")
+    row = json.loads(out)
+    assert code == 0
+    names = {p["name"]: p for p in row["parameters"]}
+    floor = names["eta_mem B (memory floor)"]
+    assert 0 < floor["value"] < 2039  # GB/s, below the A100's datasheet bandwidth
+    gpu = load_gpus(row["written"])[row["key"]]
+    assert gpu.terms.memory_floor and gpu.terms.waves
+    assert gpu.eta_mem * gpu.bandwidth == pytest.approx(floor["value"] * 1e9, rel=1e-12)
+    plain = json.loads(run(capsys, "calibrate", "--out", str(tmp_path), "--json", "--key", "p")[1])
+    assert row["error"]["rel_rmse"] < plain["error"]["rel_rmse"]  # the terms explain more
+
+
 def test_cli_batch_timings(capsys, tmp_path, true_cost_model):
     t = batch_timings(true_cost_model, 6, n=60)
     rows = ["prefill_tokens,prefill_start,decode_count,decode_positions,seconds"]
