@@ -128,6 +128,7 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
     doc = {
         "schema": SCHEMA,
         "settings": {"every": s.every, "max_train": s.max_train, "seed": s.seed, "quick": s.quick,
+                     "fit_memory_floor": s.floor, "fit_waves": s.waves,
                      "gpus": list(s.gpus) or "all", "models": list(s.models) or "all",
                      "gpu_file": s.gpu_file, "model_file": s.model_file},
         "schemes": SCHEME_MEANING,
@@ -168,9 +169,11 @@ def _md_table(header: list[str], rows: list[list]) -> list[str]:
 def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -> str:
     """The Markdown report: verdicts, per GPU x TP, groups, not predicted, staircase, dictionary."""
     s = report.settings
+    terms = ", ".join(n for n, on in (("the memory floor", s.floor), ("waves", s.waves)) if on) or "no term"
     lines = ["# llmq validate: predicted vs measured", "",
              f"Settings: hold out every k-th distinct token count, k = {s.every}; at most {s.max_train} "
-             f"training rows per calibration; seed {s.seed}; {'quick subset' if s.quick else 'all rows'}"
+             f"training rows per calibration; seed {s.seed}; calibrations fit {terms} with the tile "
+             f"rates and c_0; {'quick subset' if s.quick else 'all rows'}"
              + (f"; {elapsed_s:.1f} s" if elapsed_s is not None else "") + ".", "",
              "Error: |predicted / measured - 1| per point; median and 90th percentile (numpy's linear "
              "interpolation). Schemes:", ""]
@@ -189,9 +192,9 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
                         for r in report.bands])
     lines += ["", "\"shipped below measured\": the fraction of the band's points the shipped preset "
               "under-predicts. Eq. 2 charges a GeMM its tiles at a compute rate; a GeMM over few "
-              "tokens is bound by reading its weights from DRAM, which no term of the presets "
-              "prices yet (no memory floor), so a band where nearly every point is under-predicted "
-              "is where that term is missing."]
+              "tokens is bound by reading its weights from DRAM, which the roofline presets do not "
+              "price (the calibrated presets have the memory floor), so a band where nearly every "
+              "point is under-predicted is where that term is missing."]
     lines += ["", "## Per GPU x model x TP x operation, median / p90", ""]
     lines += _md_table(["GPU", "model", "TP", "operation", "n", *(LABEL[x] for x in SCHEMES), "note"],
                        [[r["gpu"], r["model"], r["tp"], r["operation"], r["n"], *_stat_cells(r), r["note"]]
