@@ -46,3 +46,22 @@ def test_provenance_and_which_gpus_are_calibrated():
                            [SHIPPED["gpus"][key]["mu"][str(t)] for t in gpu.tiles])
     for key in set(gpu_names()) - set(calibrated_keys()):
         assert get_gpu(key, calibrated=True).calibration == "roofline, uncalibrated"
+
+
+def test_paper_mode_uses_the_roofline_presets_unchanged():
+    """Paper mode never sees the calibration: its GPU is the roofline preset field for field, and
+    so are its bounds."""
+    from theory.bounds import compute_bounds
+    from theory.builder import CostSpec, cost_model
+    from theory.cost import build_cost_model
+    from theory.models import get_model
+    from theory.workload import get_workload
+
+    w = get_workload("table1")
+    for key in calibrated_keys():
+        paper = cost_model(CostSpec(key, "mistral-7b", "paper"))
+        roofline = get_gpu(key)
+        assert paper.gpu == roofline and not paper.gpu.calibrated and paper.plain
+        by_hand = build_cost_model(roofline, get_model("mistral-7b"), "paper")
+        assert compute_bounds(paper, w).as_dict() == compute_bounds(by_hand, w).as_dict()
+        assert cost_model(CostSpec(key, "mistral-7b", "real")).gpu != roofline  # real mode: calibrated
