@@ -40,7 +40,7 @@ CALIBRATED_FILE = "calibrated_gpus.toml"
 _GPU_FIELDS = {
     "name", "aliases", "arch", "sm_count", "peak_fp16_tflops", "clock_mhz", "memory_gb",
     "bandwidth_gbs", "smem_per_block_kib", "tileset", "source", "base", "eta_mma", "rho_l2",
-    "eta_mem", "mu", "mu_gemv", "mu_nLin", "overhead_s", "t_star", "tiles", *GPU_TERM_FIELDS,
+    "eta_mem", "mu", "mu_gemv", "mu_nLin", "overhead_s", "t_star", "tiles", "calibration", *GPU_TERM_FIELDS,
 }
 
 
@@ -327,7 +327,7 @@ def _build_gpu(key: str, table: dict, data: dict) -> GPU:
                gemv_tiles=tuple(gemv_tiles), mu_gemv=tuple(mu_gemv), eta_mem=eff["eta_mem"],
                mu_nLin=mu_nLin, overhead_s=float(overhead), t_star=t_star,
                source=str(table.get("source", "")), arch=str(table.get("arch", "")),
-               terms=gpu_terms_from(table, where, b))
+               terms=gpu_terms_from(table, where, b), calibration=str(table.get("calibration", ROOFLINE)))
 
 
 def _merged_tables(user: dict | None) -> tuple[dict, dict]:
@@ -366,15 +366,30 @@ def load_gpus(path: str | Path | None = None, calibrated: bool = False) -> dict[
     if user is not None and not isinstance(user.get("gpus", {}), dict):
         raise ConfigFileError(f"{path}: [gpus] must be a table of GPU tables")
     data, tables = _merged_tables(user)
-    gpus = {key: _build_gpu(key, table, data) for key, table in tables.items()}
     if calibrated:
-        cal = _calibrated_data()
-        for key, fields in cal.get("gpus", {}).items():
-            if key in gpus and key not in (user or {}).get("gpus", {}):
-                table = {**tables[key], **fields}
-                gpus[key] = replace(_build_gpu(key, table, data),
-                                    calibration=str(cal["provenance"][key]["summary"]))
-    return gpus
+        tables = {key: _calibrated_table(key, table, user) for key, table in tables.items()}
+    return {key: _build_gpu(key, table, data) for key, table in tables.items()}
+
+
+def _calibrated_table(key: str, table: dict, user: dict | None) -> dict:
+    """``table`` with the shipped calibration of preset ``key`` laid over it (and its provenance in
+    ``calibration``), unless there is none or the user file states ``key``."""
+    cal = _calibrated_data()
+    if key not in cal.get("gpus", {}) or key in (user or {}).get("gpus", {}):
+        return table
+    return {**table, **cal["gpus"][key], "calibration": str(cal["provenance"][key]["summary"])}
+
+
+def gpu_table(key: str, path: str | Path | None = None, calibrated: bool = False) -> dict:
+    """The fields of GPU ``key`` as written, with ``base =`` inheritance resolved (presets merged
+    with the user TOML at ``path``): what a derived profile copies. With ``calibrated`` the shipped
+    calibration is laid over it as :func:`load_gpus` does (real mode), so a derived profile keeps
+    it and says so (``calibration``)."""
+    user = read_toml(path) if path is not None else None
+    tables = _merged_tables(user)[1]
+    if key not in tables:
+        raise UnknownNameError("GPU", key, list(tables))
+    return dict(_calibrated_table(key, tables[key], user) if calibrated else tables[key])
 
 
 @cache
@@ -408,6 +423,6 @@ def get_gpu(name: str, path: str | Path | None = None, calibrated: bool = False)
 
 __all__ = [
     "CALIBRATED_FILE", "GPU", "ROOFLINE", "GemvTile", "LlmqError", "Tile", "calibrated_keys",
-    "gemm_tile_rate", "gemv_tile_rate", "get_gpu",
-    "gpu_names", "load_gpus", "parse_tile", "tile_fits",
+    "gemm_tile_rate", "gemv_tile_rate", "get_gpu", "gpu_names", "gpu_table", "load_gpus", "parse_tile",
+    "tile_fits",
 ]
