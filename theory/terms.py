@@ -1,7 +1,10 @@
 """Cost terms beyond Eq. 2: switchable options stated in the GPU and model TOML files.
 
-Every term is off by default, so the presets and ``paper`` mode give Eq. 2-7 exactly; a
-:class:`theory.cost.CostModel` whose terms are all off takes the unchanged Eq. 4-7 code paths.
+Every term is off by default, so the roofline presets and ``paper`` mode give Eq. 2-7 exactly; a
+:class:`theory.cost.CostModel` whose terms are all off takes the unchanged Eq. 4-7 code paths. In
+``real`` mode the GPUs with public measurements (A100, H100, A40) use their shipped calibration
+(``theory/data/calibrated_gpus.toml``, :mod:`theory.presets_fit`), which switches ``memory_floor``,
+``waves`` and ``gemm_overhead_s`` on and states an all-reduce law where one was measured.
 
 Where each switch lives
 -----------------------
@@ -12,6 +15,7 @@ Where each switch lives
     memory_floor = true          # each GeMM: max(Eq. 2 time, bytes / (eta_mem B))
     waves = true                 # each GeMM: ceil(output tiles / s) waves, not tiles / s
     overhead_s = 0.0             # fixed time per batch (already existed; Eq. 7 + c)
+    gemm_overhead_s = 4.2e-6     # fixed time per linear GeMM (the calibrated A100's c_0)
     tp = 4                       # tensor-parallel degree of the replica (needs mode = "real")
     allreduce_latency_s = 4.6e-5 # all-reduce law: latency + 2 (tp-1)/tp bytes / bandwidth
     allreduce_bandwidth_gbs = 171.0   # NCCL bus bandwidth, GB/s: fit_allreduce_law on the
