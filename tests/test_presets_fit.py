@@ -65,3 +65,18 @@ def test_paper_mode_uses_the_roofline_presets_unchanged():
         by_hand = build_cost_model(roofline, get_model("mistral-7b"), "paper")
         assert compute_bounds(paper, w).as_dict() == compute_bounds(by_hand, w).as_dict()
         assert cost_model(CostSpec(key, "mistral-7b", "real")).gpu != roofline  # real mode: calibrated
+
+
+def test_one_all_reduce_law_over_several_group_sizes_is_recovered():
+    """fit_allreduce_law with one tp per point: latency + 2 (tp-1)/tp bytes / busbw, computed here
+    from known values over TP 2, 4, 8, comes back exactly; a bad tp is refused by name."""
+    from theory.errors import FieldError
+    from theory.terms import fit_allreduce_law
+
+    b = np.tile(np.geomspace(2**20, 2**26, 7), 3)
+    tp = np.repeat([2, 4, 8], 7)
+    t = 3e-5 + 2 * (tp - 1) / tp * b / 240e9
+    lat, bw = fit_allreduce_law(b, t, tp)
+    assert lat == pytest.approx(3e-5, rel=1e-9) and bw == pytest.approx(240e9, rel=1e-9)
+    with pytest.raises(FieldError, match="tp"):
+        fit_allreduce_law(b, t, np.where(tp == 8, 1, tp))
