@@ -520,8 +520,15 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
         st.wasted += k * w
         if w > 1e-12 * t_lin(ct, na):
             st.n_not_opt += k
-    # advance positions; remove completed requests, keeping the order of the rest; with KV
-    # memory on, each request's blocks grow to cover its last position and completions free them
+    return advance_decodes(st, na, k)
+
+
+@njit(cache=True)
+def advance_decodes(st, na, k):
+    """The first ``na`` decode entries ran k decode iterations ending at the clock: advance their
+    positions and remove the completed ones, keeping the order of the rest; with KV memory on,
+    each request's blocks grow to cover its last position (the peak is taken there) and
+    completions free them. Returns how many completed."""
     done = 0
     w_pos = 0
     nd = st.nd

@@ -74,6 +74,9 @@ COSTS = CostsType([
     ("tok_s", F64), ("batch_s", F64),  # per-token and per-batch linear additions
     ("waves", I64), ("att", I64),  # wave quantization on; attention priced
     ("lm_out", F64),  # vocab projection per scheduled request row (lm_head)
+    # per tile, ceil(d / t_red) / (s mu) and ceil(d / t_row) / (s mu): Eq. 6's factors that do
+    # not depend on the chunk (t_psa without waves)
+    ("psa_qk", FA), ("psa_pv", FA),
 ])
 
 
