@@ -83,10 +83,11 @@ from stability.sim.memory import (
     SARATHI,
     KvConfig,
     append,
-    blocks,
     can_append,
+    growth,
     kv_config,
     kv_setup,
+    slack_below,
 )
 from stability.sim.mixed import (
     add_chunk,
@@ -259,13 +260,11 @@ def _clean_run(st, k_hi):
         return k_hi
     for q in range(st.nd):
         k_hi = min(k_hi, st.d_rem[q])
+    below = slack_below(st, st.nd)
     lo, hi = 0, k_hi
     while lo < hi:
         k = (lo + hi + 1) // 2
-        grow = 0
-        for q in range(st.nd):
-            grow += blocks(st, st.d_pos[q] + k - 1) - st.blk[st.d_id[q]]
-        if grow < st.kv_free:
+        if growth(st, below, st.nd, k) < st.kv_free:
             lo = k
         else:
             hi = k - 1

@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit
 from numba.experimental import structref
 
-from stability.sim.kernels import lin_waste, psa_waste, t_fixed, t_lin, t_psa
+from stability.sim.kernels import ceil_udiv, lin_waste, psa_waste, t_fixed, t_lin, t_psa
 from stability.sim.structs import STATE, State, init_state, resize_log
 from theory.errors import FieldError
 
@@ -540,7 +540,7 @@ def advance_decodes(st, na, k):
             st.d_rem[q] -= k
             if st.kv_on:
                 j = st.d_id[q]
-                need = (st.d_pos[q] - 1 + st.kv_bs - 1) // st.kv_bs
+                need = ceil_udiv(st.d_pos[q] - 1, st.kv_bs)
                 grown += need - st.blk[j]
                 st.blk[j] = need
                 if st.d_rem[q] == 0:

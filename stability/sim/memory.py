@@ -44,8 +44,10 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
 from numba import njit
 
+from stability.sim.kernels import ceil_udiv
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
@@ -137,8 +139,8 @@ def kv_setup(st, kv, rule):
 
 @njit(cache=True)
 def blocks(st, x):
-    """Blocks covering the KV of x tokens: ceil(x / block_size)."""
-    return (x + st.kv_bs - 1) // st.kv_bs
+    """Blocks covering the KV of x >= 0 tokens: ceil(x / block_size)."""
+    return ceil_udiv(x, st.kv_bs)
 
 
 @njit(cache=True)
@@ -210,6 +212,34 @@ def _growth(st, na, k, first, last):
 
 
 @njit(cache=True)
+def slack_below(st, m):
+    """Counts ``below[b] = #{q < m : o_q < b}`` (b = 0..B) of the slack ``o_q = B blk_q - (p_q -
+    1)`` of the first m decode entries: the positions left in their blocks. Empty when some slack
+    lies outside [0, B) (never after the engine's own allocations; then :func:`growth` counts
+    entry by entry)."""
+    bs = st.kv_bs
+    below = np.zeros(bs + 1, dtype=np.int64)
+    for q in range(m):
+        o = st.blk[st.d_id[q]] * bs - (st.d_pos[q] - 1)
+        if o < 0 or o >= bs:
+            return np.zeros(0, dtype=np.int64)
+        below[o + 1] += 1
+    for b in range(1, bs + 1):
+        below[b] += below[b - 1]
+    return below
+
+
+@njit(cache=True)
+def growth(st, below, m, k):
+    """Blocks the first m decode entries take over k >= 0 batches, in O(1) from their slack counts
+    (:func:`slack_below`): an entry with slack o takes ceil((k - o) / B) >= 0 blocks, i.e. with
+    k = a B + b, a blocks plus one when o < b."""
+    if below.size == 0:
+        return _growth(st, m, k, 0, m)
+    return m * (k // st.kv_bs) + below[k % st.kv_bs]
+
+
+@njit(cache=True)
 def clean_decode_batches(st, na, k_hi):
     """Largest k <= k_hi such that k decode-only batches over the first ``na`` decode entries
     trigger no preemption, so they can run as one event.
@@ -225,13 +255,15 @@ def clean_decode_batches(st, na, k_hi):
     for q in range(na):  # the run ends at the first completion anyway
         k_hi = min(k_hi, st.d_rem[q])
     free = st.kv_free
+    m = na if st.kv_rule == VLLM else na - 1  # Sarathi-Serve: the last entry counts one batch less
+    below = slack_below(st, m)
     lo, hi = 0, k_hi  # invariant: k = lo is clean
     while lo < hi:
         k = (lo + hi + 1) // 2
         if st.kv_rule == VLLM:
-            ok = _growth(st, na, k, 0, na) <= free
+            ok = growth(st, below, m, k) <= free
         else:
-            ok = _growth(st, na, k, 0, na - 1) + _growth(st, na, k - 1, na - 1, na) < free
+            ok = growth(st, below, m, k) + _growth(st, na, k - 1, na - 1, na) < free
         if ok:
             lo = k
         else:
