@@ -260,11 +260,11 @@ def _clean_run(st, k_hi):
         return k_hi
     for q in range(st.nd):
         k_hi = min(k_hi, st.d_rem[q])
-    below = slack_below(st, st.nd)
+    counted = slack_below(st, st.nd)
     lo, hi = 0, k_hi
     while lo < hi:
         k = (lo + hi + 1) // 2
-        if growth(st, below, st.nd, k) < st.kv_free:
+        if growth(st, counted, st.nd, k) < st.kv_free:
             lo = k
         else:
             hi = k - 1

@@ -457,16 +457,50 @@ def decode_cum(st, ct, na, k):
 
 
 @njit(cache=True)
-def first_batch_reaching(st, ct, na, k_hi, horizon):
-    """Smallest k in [1, k_hi] whose batches end at or after ``horizon`` (k_hi if none does)."""
-    lo, hi = 1, k_hi
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if decode_cum(st, ct, na, mid) >= horizon:
-            hi = mid
+def first_batch_reaching(st, ct, na, k_hi, horizon, cum_hi):
+    """Smallest k in [1, k_hi] whose batches end at or after ``horizon`` (k_hi if none does),
+    and their time; ``cum_hi`` is the time of all k_hi batches.
+
+    The cumulative time is nearly linear in k (batch times grow only with the positions), so the
+    search interpolates first: it keeps a < k <= b with cum(a) < horizon <= cum(b), probes the
+    interpolated k and its neighbour (two O(|D|) probes when the guess is right, as it nearly
+    always is), and bisects what is left after three rounds. The answer is the bisection's.
+    """
+    a, ca = 0, 0.0  # the times of a and b batches
+    b, cb = k_hi, cum_hi
+    if cb < horizon:
+        return b, cb
+    rounds = 0
+    while b - a > 1:
+        if rounds < 3 and cb > ca:
+            g = a + math.ceil((b - a) * ((horizon - ca) / (cb - ca)))
+            g = min(max(g, a + 1), b - 1)
+            cg = decode_cum(st, ct, na, g)
+            if cg >= horizon:
+                b, cb = g, cg
+                if b - 1 > a:  # its left neighbour decides at once when the guess was right
+                    c1 = decode_cum(st, ct, na, b - 1)
+                    if c1 < horizon:
+                        a, ca = b - 1, c1
+                    else:
+                        b, cb = b - 1, c1
+            else:
+                a, ca = g, cg
+                if a + 1 < b:
+                    c1 = decode_cum(st, ct, na, a + 1)
+                    if c1 >= horizon:
+                        b, cb = a + 1, c1
+                    else:
+                        a, ca = a + 1, c1
+            rounds += 1
         else:
-            lo = mid + 1
-    return lo
+            mid = (a + b) // 2
+            cm = decode_cum(st, ct, na, mid)
+            if cm >= horizon:
+                b, cb = mid, cm
+            else:
+                a, ca = mid, cm
+    return b, cb
 
 
 @njit(cache=True)
@@ -483,8 +517,11 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
     horizon = t_stop - now
     if interruptible and st.seen < st.n_loaded:
         horizon = min(horizon, st.arr[st.seen] - now)
-    if horizon < math.inf and decode_cum(st, ct, na, k) >= horizon:
-        k = first_batch_reaching(st, ct, na, k, horizon)
+    total = -1.0  # the run's time, once known
+    if horizon < math.inf:
+        total = decode_cum(st, ct, na, k)
+        if total >= horizon:
+            k, total = first_batch_reaching(st, ct, na, k, horizon, total)
     if st.log_on and not log_has_room(st, k, k * na):
         return -1
     st.n_event += 1
@@ -510,7 +547,8 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
             t = t_end
         st.clock = t
     else:
-        total = decode_cum(st, ct, na, k)
+        if total < 0.0:
+            total = decode_cum(st, ct, na, k)
         st.clock = now + total
         st.n_batch += k
         st.n_tokens += k * na

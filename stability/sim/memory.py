@@ -135,6 +135,7 @@ def kv_setup(st, kv, rule):
     st.kv_wm = kv.watermark_blocks
     st.kv_bs = kv.block_size
     st.kv_rule = rule
+    st.kv_below = np.zeros(kv.block_size + 1, dtype=np.int64)
 
 
 @njit(cache=True)
@@ -213,30 +214,31 @@ def _growth(st, na, k, first, last):
 
 @njit(cache=True)
 def slack_below(st, m):
-    """Counts ``below[b] = #{q < m : o_q < b}`` (b = 0..B) of the slack ``o_q = B blk_q - (p_q -
-    1)`` of the first m decode entries: the positions left in their blocks. Empty when some slack
-    lies outside [0, B) (never after the engine's own allocations; then :func:`growth` counts
-    entry by entry)."""
+    """Fill ``st.kv_below[b] = #{q < m : o_q < b}`` (b = 0..B) with the slack ``o_q = B blk_q -
+    (p_q - 1)`` of the first m decode entries: the positions left in their blocks. Returns False
+    when some slack lies outside [0, B) (never after the engine's own allocations; then
+    :func:`growth` counts entry by entry)."""
     bs = st.kv_bs
-    below = np.zeros(bs + 1, dtype=np.int64)
+    below = st.kv_below
+    below[:] = 0
     for q in range(m):
         o = st.blk[st.d_id[q]] * bs - (st.d_pos[q] - 1)
         if o < 0 or o >= bs:
-            return np.zeros(0, dtype=np.int64)
+            return False
         below[o + 1] += 1
     for b in range(1, bs + 1):
         below[b] += below[b - 1]
-    return below
+    return True
 
 
 @njit(cache=True)
-def growth(st, below, m, k):
+def growth(st, counted, m, k):
     """Blocks the first m decode entries take over k >= 0 batches, in O(1) from their slack counts
-    (:func:`slack_below`): an entry with slack o takes ceil((k - o) / B) >= 0 blocks, i.e. with
-    k = a B + b, a blocks plus one when o < b."""
-    if below.size == 0:
+    when ``counted`` (:func:`slack_below`): an entry with slack o takes ceil((k - o) / B) >= 0
+    blocks, i.e. with k = a B + b, a blocks plus one when o < b."""
+    if not counted:
         return _growth(st, m, k, 0, m)
-    return m * (k // st.kv_bs) + below[k % st.kv_bs]
+    return m * (k // st.kv_bs) + st.kv_below[k % st.kv_bs]
 
 
 @njit(cache=True)
@@ -256,14 +258,14 @@ def clean_decode_batches(st, na, k_hi):
         k_hi = min(k_hi, st.d_rem[q])
     free = st.kv_free
     m = na if st.kv_rule == VLLM else na - 1  # Sarathi-Serve: the last entry counts one batch less
-    below = slack_below(st, m)
+    counted = slack_below(st, m)
     lo, hi = 0, k_hi  # invariant: k = lo is clean
     while lo < hi:
         k = (lo + hi + 1) // 2
         if st.kv_rule == VLLM:
-            ok = growth(st, below, m, k) <= free
+            ok = growth(st, counted, m, k) <= free
         else:
-            ok = growth(st, below, m, k) + _growth(st, na, k - 1, na - 1, na) < free
+            ok = growth(st, counted, m, k) + _growth(st, na, k - 1, na - 1, na) < free
         if ok:
             lo = k
         else:

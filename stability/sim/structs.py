@@ -144,6 +144,7 @@ STATE_BLOCKS: dict[str, list] = {
         ("kv_on", I64, "0"), ("kv_total", I64, "0"), ("kv_free", I64, "0"), ("kv_wm", I64, "0"),
         ("kv_bs", I64, "1"), ("kv_rule", I64, "0"), ("kv_peak", I64, "0"), ("kv_ready", I64, "0"),
         ("n_preempt", I64, "0"), ("n_rej", I64, "0"), ("n_lost", I64, "0"), ("n_recomp", I64, "0"),
+        ("kv_below", IA, Zeros("1")),  # scratch: slack counts of the decode entries (memory.slack_below)
     ],
     # --- mixed batches (stability.sim.mixed): prefill target (L^P, or prompt + generated tokens
     # after a recompute preemption), tokens prefilled, decodes left after the prefill; admitted
