@@ -242,6 +242,25 @@ def growth(st, counted, m, k):
 
 
 @njit(cache=True)
+def min_remaining(st, na, k_hi):
+    """min(k_hi, decodes left of each of the first ``na`` entries): a run ends at a completion."""
+    for q in range(na):
+        k_hi = min(k_hi, st.d_rem[q])
+    return k_hi
+
+
+@njit(cache=True)
+def ample_blocks(st, na, k):
+    """Whether the free blocks exceed what the first ``na`` decode entries can take in k batches:
+    when every entry's blocks cover its stored tokens (``B blk >= p - 1``), k batches take at
+    most ``ceil(k / B) <= k // B + 1`` blocks each."""
+    for q in range(na):
+        if st.blk[st.d_id[q]] * st.kv_bs < st.d_pos[q] - 1:
+            return False
+    return na * (k // st.kv_bs + 1) < st.kv_free
+
+
+@njit(cache=True)
 def clean_decode_batches(st, na, k_hi):
     """Largest k <= k_hi such that k decode-only batches over the first ``na`` decode entries
     trigger no preemption, so they can run as one event.
@@ -250,12 +269,14 @@ def clean_decode_batches(st, na, k_hi):
     under vLLM's rule iff G(m + 1) > F (some decode needs a block and none is left), and under
     Sarathi-Serve's iff F <= G'(m + 1) + g_last(m), where G' counts all entries but the last and
     g_last the last one (some decode finds free = 0 before its turn). Both sides grow with m, so
-    the first preempting batch is found by binary search.
+    the first preempting batch is found by binary search, unless the free blocks exceed any
+    growth of the run (the usual case), which two passes settle.
     """
     if st.kv_on == 0:
         return k_hi
-    for q in range(na):  # the run ends at the first completion anyway
-        k_hi = min(k_hi, st.d_rem[q])
+    k_hi = min_remaining(st, na, k_hi)  # the run ends at the first completion anyway
+    if ample_blocks(st, na, k_hi):
+        return k_hi
     free = st.kv_free
     m = na if st.kv_rule == VLLM else na - 1  # Sarathi-Serve: the last entry counts one batch less
     counted = slack_below(st, m)
