@@ -147,7 +147,8 @@ def loop(st, ct, prm, t_stop):
                 if decode_run(st, ct, st.nd, wake, t_stop, k) < 0:
                     break
                 continue
-        if st.np > 0 and st.detail == 0 and st.nd < budget:  # a prompt that fills the budget
+        if st.np > 0 and st.detail == 0 and st.nd < budget and budget - st.nd <= cap:
+            # a prompt whose next chunks (not capped below the budget left) fill the budget
             if chunk_run(st, ct, st.p_id[0], budget - st.nd, t_stop) >= 0:
                 continue
         if not log_has_room(st, 1, st.nd + st.np + min(w_len(st, spf), budget)):
