@@ -8,13 +8,20 @@ arrivals at 90% of lambda*, one GPU. Figures printed:
   in detail mode (every TBT gap recorded);
 * engine events and batches per request;
 * the naive reference (tests/reference_sim.py: plain Python, one batch at a time) on the same
-  requests, and the ratio engine / reference;
+  20,000 requests (RAD), and the ratio engine / reference;
 * the time to the first result in a fresh process with an empty numba cache (compilation) and
   with a warm cache;
 * peak resident memory of a 1,000,000-request RAD run (per-token data is summarised in
-  histograms, so memory grows with requests, not tokens).
+  histograms, so memory grows with requests, not tokens);
+* a scaling table: RAD's requests/s and peak resident memory (fresh process each) by number of
+  requests and of GPUs r (load 0.9 of r lambda*, random routing): 10^4 and 10^5 requests on
+  r = 1, 8, 64 by default, 10^4 ... 10^7 on r = 1, 4, 16, 64 with ``--scaling``. Cost is linear in
+  requests (not tokens) and memory grows by a fixed number of bytes per request.
 
-Run from the repository root: ``python benchmarks/bench_simulator.py [--quick]``.
+Times are CPU seconds of the simulating process (``time.process_time``: the simulator is
+single-threaded, and a loaded machine distorts wall time), best of two.
+
+Run from the repository root: ``python benchmarks/bench_simulator.py [--quick] [--scaling]``.
 """
 
 from __future__ import annotations
@@ -39,28 +46,68 @@ simulate(Scenario(pad=True, n_requests=2000, scheduler="{scheduler}"))
 print(time.time() - t)
 """
 
-PEAK_RSS = """
-import resource
+# Peak resident memory of the child itself: Linux's VmHWM (ru_maxrss would include the parent's
+# peak, which a forked child inherits), in MB.
+PEAK_MB = """
+def peak_mb():
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(x.split()[1]) for x in f if x.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+"""
+
+PEAK_RSS = PEAK_MB + """
 from stability.sim.simulate import Scenario, simulate
 res = simulate(Scenario(pad=True, n_requests={n}, options=(("n", 2000),)))
 assert res.counters()["n_done"] == {n}
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(peak_mb())
 """
 
 
-def child(code: str, env: dict | None = None) -> float:
+SCALE = PEAK_MB + """
+import time
+from stability.sim.simulate import Scenario, simulate
+sc = Scenario(pad=True, load=0.9, r={r}, n_requests={n}, options=(("n", 2000),))
+simulate(Scenario(pad=True, load=0.9, r={r}, n_requests=500, options=(("n", 2000),)))
+t = time.process_time()
+res = simulate(sc)
+seconds = time.process_time() - t
+assert res.counters()["n_done"] == {n}
+print(seconds, peak_mb())
+"""
+
+
+def child(code: str, env: dict | None = None) -> list[float]:
+    """Run ``code`` in a fresh interpreter; the numbers on its last output line."""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=ROOT, env={**os.environ, **(env or {})})
-    return float(out.stdout.strip().splitlines()[-1])
+    return [float(x) for x in out.stdout.strip().splitlines()[-1].split()]
 
 
 def timed(fn, repeat: int = 3) -> float:
+    """Least CPU time of ``repeat`` calls of ``fn``."""
     best = float("inf")
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = time.process_time()
         fn()
-        best = min(best, time.perf_counter() - t)
+        best = min(best, time.process_time() - t)
     return best
+
+
+def scaling_table(sizes: tuple[int, ...], gpus: tuple[int, ...]) -> None:
+    """RAD's requests/s and peak memory by requests and GPUs, each run in a fresh process; the
+    memory per request is the growth over the smallest run on the same r."""
+    print("\nScaling (RAD, n = 2000, load 0.9, random routing; fresh process per run)")
+    print(f"{'requests':>12}{'r':>5}{'req/s':>14}{'peak MB':>10}{'bytes/req':>11}")
+    for r in gpus:
+        base = None
+        for n in sizes:
+            seconds, rss = child(SCALE.format(n=n, r=r))
+            per = "" if base is None else f"{(rss - base[1]) * 2**20 / (n - base[0]):,.0f}"
+            base = base or (n, rss)
+            print(f"{n:>12,}{r:>5}{n / seconds:>14,.0f}{rss:>10,.0f}{per:>11}", flush=True)
 
 
 def main() -> None:
@@ -72,9 +119,11 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
+    parser.add_argument("--scaling", action="store_true",
+                        help="scaling table up to 10^7 requests and 64 GPUs (minutes, < 8 GB)")
     args = parser.parse_args()
     n_fast = 20_000 if args.quick else 200_000
-    n_ref = 200 if args.quick else 2_000
+    n_ref = 2_000 if args.quick else 20_000
     n_rss = 100_000 if args.quick else 1_000_000
 
     base = Scenario(pad=True, load=0.9)
@@ -121,13 +170,18 @@ def main() -> None:
           f"engine / reference = {ref_s / engine_s:,.0f}x; identical finish times: {same}")
 
     with tempfile.TemporaryDirectory() as cache:
-        cold = child(FIRST_RESULT.format(scheduler="rad"), {"NUMBA_CACHE_DIR": cache})
-        warm = child(FIRST_RESULT.format(scheduler="rad"), {"NUMBA_CACHE_DIR": cache})
+        cold = child(FIRST_RESULT.format(scheduler="rad"), {"NUMBA_CACHE_DIR": cache})[0]
+        warm = child(FIRST_RESULT.format(scheduler="rad"), {"NUMBA_CACHE_DIR": cache})[0]
     print(f"first RAD result in a fresh process: {cold:.1f} s with an empty numba cache "
           f"(compilation), {warm:.1f} s with the cache warm")
 
-    rss = child(PEAK_RSS.format(n=n_rss))
+    rss = child(PEAK_RSS.format(n=n_rss))[0]
     print(f"peak RSS of a {n_rss:,}-request RAD run (fast mode): {rss:,.0f} MB")
+
+    if args.scaling:
+        scaling_table((10_000, 100_000, 1_000_000, 10_000_000), (1, 4, 16, 64))
+    else:
+        scaling_table((10_000, 100_000), (1, 8, 64))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,10 @@ A run of decode-only batches is one event (``decode_run``) while nothing could j
 partial prefill with budget left and a waiting head that cannot be admitted (FCFS: that only
 changes at a completion, memory only shrinks meanwhile), cut before the first batch that would
 preempt (:func:`stability.sim.memory.clean_decode_batches`) and, when an arrival could be admitted,
-at the first batch boundary after it. Other batches are built and run one at a time.
+at the first batch boundary after it. In fast mode, a run of batches in which every decode and
+a chunk of the oldest partial prefill spend the whole budget is one event too
+(:func:`stability.sim.mixed.chunk_run`): nothing can be admitted during it. Other batches are
+built and run one at a time.
 
 References
 ----------
@@ -66,6 +69,7 @@ from stability.sim.mixed import (
     add_chunk,
     admission_would_act,
     admit_waiting,
+    chunk_run,
     reserve_decodes,
     run_mixed,
     w_len,
@@ -142,6 +146,10 @@ def loop(st, ct, prm, t_stop):
                 wake = st.nd < budget and (spf or w_len(st, spf) == 0)
                 if decode_run(st, ct, st.nd, wake, t_stop, k) < 0:
                     break
+                continue
+        if st.np > 0 and st.detail == 0 and st.nd < budget and budget - st.nd <= cap:
+            # a prompt whose next chunks (not capped below the budget left) fill the budget
+            if chunk_run(st, ct, st.p_id[0], budget - st.nd, t_stop) >= 0:
                 continue
         if not log_has_room(st, 1, st.nd + st.np + min(w_len(st, spf), budget)):
             break

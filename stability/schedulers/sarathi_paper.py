@@ -15,7 +15,9 @@ Evident corrections of the printed pseudo-code:
 There is no admission limit and no memory model: P is every arrived request not yet prefilled
 (the paper's Assumption 4 setting). Where nothing can join the decode set (no prefill-phase
 request, or the budget spent by decodes) the decode batches run as one event until the next
-completion, cut after an arrival when one could join.
+completion, cut after an arrival when one could join. In fast mode, the batches in which the
+decodes and a chunk of the oldest prefill-phase request spend the whole budget run as one event
+too (:func:`stability.sim.mixed.chunk_run`).
 
 Option: ``chunk_size`` (tau_budget, default 512; the paper's Section 5 takes it as a multiple of
 t*_col).
@@ -33,7 +35,7 @@ from typing import NamedTuple
 from numba import njit
 
 from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
-from stability.sim.mixed import add_chunk, admit, run_mixed, w_len, w_pop, w_refresh
+from stability.sim.mixed import add_chunk, admit, chunk_run, run_mixed, w_len, w_pop, w_refresh
 from theory.cost import CostModel
 from theory.errors import require_positive_int
 
@@ -77,6 +79,9 @@ def loop(st, ct, prm, t_stop):
             if decode_run(st, ct, st.nd, st.nd < budget, t_stop, BIG) < 0:
                 break
             continue
+        if st.np > 0 and st.detail == 0:  # the oldest prefill fills the budget batch after batch
+            if chunk_run(st, ct, st.p_id[0], budget - st.nd, t_stop) >= 0:
+                continue
         if not log_has_room(st, 1, st.nd + st.np + min(w_len(st, False), budget)):
             break
         tau = st.nd                                                           # lines 5-9

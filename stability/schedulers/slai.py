@@ -82,11 +82,14 @@ from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, move
 from stability.sim.memory import (
     SARATHI,
     KvConfig,
+    ample_blocks,
     append,
-    blocks,
     can_append,
+    growth,
     kv_config,
     kv_setup,
+    min_remaining,
+    slack_below,
 )
 from stability.sim.mixed import (
     add_chunk,
@@ -257,15 +260,14 @@ def _clean_run(st, k_hi):
     their order: the blocks they take stay below the free ones."""
     if st.kv_on == 0:
         return k_hi
-    for q in range(st.nd):
-        k_hi = min(k_hi, st.d_rem[q])
+    k_hi = min_remaining(st, st.nd, k_hi)
+    if ample_blocks(st, st.nd, k_hi):
+        return k_hi
+    counted = slack_below(st, st.nd)
     lo, hi = 0, k_hi
     while lo < hi:
         k = (lo + hi + 1) // 2
-        grow = 0
-        for q in range(st.nd):
-            grow += blocks(st, st.d_pos[q] + k - 1) - st.blk[st.d_id[q]]
-        if grow < st.kv_free:
+        if growth(st, counted, st.nd, k) < st.kv_free:
             lo = k
         else:
             hi = k - 1

@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit
 from numba.experimental import structref
 
-from stability.sim.kernels import lin_waste, psa_waste, t_fixed, t_lin, t_psa
+from stability.sim.kernels import ceil_udiv, lin_waste, psa_waste, t_fixed, t_lin, t_psa
 from stability.sim.structs import STATE, State, init_state, resize_log
 from theory.errors import FieldError
 
@@ -457,16 +457,50 @@ def decode_cum(st, ct, na, k):
 
 
 @njit(cache=True)
-def first_batch_reaching(st, ct, na, k_hi, horizon):
-    """Smallest k in [1, k_hi] whose batches end at or after ``horizon`` (k_hi if none does)."""
-    lo, hi = 1, k_hi
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if decode_cum(st, ct, na, mid) >= horizon:
-            hi = mid
+def first_batch_reaching(st, ct, na, k_hi, horizon, cum_hi):
+    """Smallest k in [1, k_hi] whose batches end at or after ``horizon`` (k_hi if none does),
+    and their time; ``cum_hi`` is the time of all k_hi batches.
+
+    The cumulative time is nearly linear in k (batch times grow only with the positions), so the
+    search interpolates first: it keeps a < k <= b with cum(a) < horizon <= cum(b), probes the
+    interpolated k and its neighbour (two O(|D|) probes when the guess is right, as it nearly
+    always is), and bisects what is left after three rounds. The answer is the bisection's.
+    """
+    a, ca = 0, 0.0  # the times of a and b batches
+    b, cb = k_hi, cum_hi
+    if cb < horizon:
+        return b, cb
+    rounds = 0
+    while b - a > 1:
+        if rounds < 3 and cb > ca:
+            g = a + math.ceil((b - a) * ((horizon - ca) / (cb - ca)))
+            g = min(max(g, a + 1), b - 1)
+            cg = decode_cum(st, ct, na, g)
+            if cg >= horizon:
+                b, cb = g, cg
+                if b - 1 > a:  # its left neighbour decides at once when the guess was right
+                    c1 = decode_cum(st, ct, na, b - 1)
+                    if c1 < horizon:
+                        a, ca = b - 1, c1
+                    else:
+                        b, cb = b - 1, c1
+            else:
+                a, ca = g, cg
+                if a + 1 < b:
+                    c1 = decode_cum(st, ct, na, a + 1)
+                    if c1 >= horizon:
+                        b, cb = a + 1, c1
+                    else:
+                        a, ca = a + 1, c1
+            rounds += 1
         else:
-            lo = mid + 1
-    return lo
+            mid = (a + b) // 2
+            cm = decode_cum(st, ct, na, mid)
+            if cm >= horizon:
+                b, cb = mid, cm
+            else:
+                a, ca = mid, cm
+    return b, cb
 
 
 @njit(cache=True)
@@ -483,8 +517,11 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
     horizon = t_stop - now
     if interruptible and st.seen < st.n_loaded:
         horizon = min(horizon, st.arr[st.seen] - now)
-    if horizon < math.inf and decode_cum(st, ct, na, k) >= horizon:
-        k = first_batch_reaching(st, ct, na, k, horizon)
+    total = -1.0  # the run's time, once known
+    if horizon < math.inf:
+        total = decode_cum(st, ct, na, k)
+        if total >= horizon:
+            k, total = first_batch_reaching(st, ct, na, k, horizon, total)
     if st.log_on and not log_has_room(st, k, k * na):
         return -1
     st.n_event += 1
@@ -510,7 +547,8 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
             t = t_end
         st.clock = t
     else:
-        total = decode_cum(st, ct, na, k)
+        if total < 0.0:
+            total = decode_cum(st, ct, na, k)
         st.clock = now + total
         st.n_batch += k
         st.n_tokens += k * na
@@ -520,8 +558,15 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
         st.wasted += k * w
         if w > 1e-12 * t_lin(ct, na):
             st.n_not_opt += k
-    # advance positions; remove completed requests, keeping the order of the rest; with KV
-    # memory on, each request's blocks grow to cover its last position and completions free them
+    return advance_decodes(st, na, k)
+
+
+@njit(cache=True)
+def advance_decodes(st, na, k):
+    """The first ``na`` decode entries ran k decode iterations ending at the clock: advance their
+    positions and remove the completed ones, keeping the order of the rest; with KV memory on,
+    each request's blocks grow to cover its last position (the peak is taken there) and
+    completions free them. Returns how many completed."""
     done = 0
     w_pos = 0
     nd = st.nd
@@ -533,7 +578,7 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
             st.d_rem[q] -= k
             if st.kv_on:
                 j = st.d_id[q]
-                need = (st.d_pos[q] - 1 + st.kv_bs - 1) // st.kv_bs
+                need = ceil_udiv(st.d_pos[q] - 1, st.kv_bs)
                 grown += need - st.blk[j]
                 st.blk[j] = need
                 if st.d_rem[q] == 0:

@@ -55,7 +55,7 @@ def _make_costs(t_row, t_col, t_red, mu, inv_mu_lin, S, lin, pre_time, s, N, d_p
 
 @njit(cache=True)
 def _set_terms(ct, lin_kind, law_c, law_a, law_b0, g_count, g_rows, g_red, g_wbytes, g_abytes,
-               floor_bw, tok_s, batch_s, waves, att, lm_out):
+               floor_bw, tok_s, batch_s, waves, att, lm_out, psa_qk, psa_pv):
     ct.lin_kind = lin_kind
     ct.law_c = law_c
     ct.law_a = law_a
@@ -71,6 +71,8 @@ def _set_terms(ct, lin_kind, law_c, law_a, law_b0, g_count, g_rows, g_red, g_wby
     ct.waves = waves
     ct.att = att
     ct.lm_out = lm_out
+    ct.psa_qk = psa_qk
+    ct.psa_pv = psa_pv
 
 
 def _terms_args(cm: CostModel) -> tuple:
@@ -88,8 +90,12 @@ def _terms_args(cm: CostModel) -> tuple:
              np.ascontiguousarray(lt.red, dtype=np.int64), lt.wbytes.astype(np.float64),
              lt.abytes.astype(np.float64))
         floor_bw, tok_s, batch_s = float(lt.floor_bw), float(lt.tok_s), float(lt.batch_s)
+    rate = cm.s * cm.mu.astype(np.float64)
+    d = int(cm.d_pre)
+    psa_qk = -(-d // cm.t_red.astype(np.int64)) / rate
+    psa_pv = -(-d // cm.t_row.astype(np.int64)) / rate
     return (kind, float(law_c), float(law_a), int(law_b0), *g, floor_bw, tok_s, batch_s,
-            int(cm.waves), int(cm.attention), float(cm.lm_out_s))
+            int(cm.waves), int(cm.attention), float(cm.lm_out_s), psa_qk, psa_pv)
 
 
 def build_tables(cm: CostModel, max_pos: int, chunk: int | None = None) -> Costs:
@@ -116,6 +122,12 @@ def build_tables(cm: CostModel, max_pos: int, chunk: int | None = None) -> Costs
 @njit(cache=True)
 def ceil_div(a, b):
     return -(-a // b)
+
+
+@njit(cache=True)
+def ceil_udiv(a, b):
+    """ceil(a / b) for a >= 0, b >= 1, in unsigned arithmetic (half the cost of ``ceil_div``)."""
+    return np.int64((np.uint64(a) + np.uint64(b - 1)) // np.uint64(b))
 
 
 @njit(cache=True)
@@ -168,23 +180,22 @@ def t_psa(ct, i, c):
     if ct.att == 0:
         return ct.lm_out
     e = i + c - 1
-    d = ct.d_pre
     qk = np.inf
     pv = np.inf
-    s_i = np.int64(ct.s)
-    for k in range(ct.t_col.size):
-        cols = ceil_div(c, ct.t_col[k])
-        if ct.waves:
+    if ct.waves:
+        d = ct.d_pre
+        s_i = np.int64(ct.s)
+        for k in range(ct.t_col.size):
+            cols = ceil_div(c, ct.t_col[k])
             v1 = ceil_div(ceil_div(e, ct.t_row[k]) * cols, s_i) * ceil_div(d, ct.t_red[k]) / ct.mu[k]
             v2 = ceil_div(ceil_div(d, ct.t_row[k]) * cols, s_i) * ceil_div(e, ct.t_red[k]) / ct.mu[k]
-        else:
-            rate = ct.s * ct.mu[k]
-            v1 = ceil_div(e, ct.t_row[k]) * cols * ceil_div(d, ct.t_red[k]) / rate
-            v2 = ceil_div(d, ct.t_row[k]) * cols * ceil_div(e, ct.t_red[k]) / rate
-        if v1 < qk:
-            qk = v1
-        if v2 < pv:
-            pv = v2
+            qk = min(qk, v1)
+            pv = min(pv, v2)
+    else:  # the chunk-free factors ceil(d / t) / (s mu) are tabulated (psa_qk, psa_pv)
+        for k in range(ct.t_col.size):
+            cols = ceil_udiv(c, ct.t_col[k])
+            qk = min(qk, (ceil_udiv(e, ct.t_row[k]) * cols) * ct.psa_qk[k])
+            pv = min(pv, (ceil_udiv(e, ct.t_red[k]) * cols) * ct.psa_pv[k])
     return ct.N * (qk + pv) + ct.lm_out
 
 

@@ -44,8 +44,10 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
 from numba import njit
 
+from stability.sim.kernels import ceil_udiv
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 from theory.terms import shard_memory
@@ -136,12 +138,13 @@ def kv_setup(st, kv, rule):
     st.kv_wm = kv.watermark_blocks
     st.kv_bs = kv.block_size
     st.kv_rule = rule
+    st.kv_below = np.zeros(kv.block_size + 1, dtype=np.int64)
 
 
 @njit(cache=True)
 def blocks(st, x):
-    """Blocks covering the KV of x tokens: ceil(x / block_size)."""
-    return (x + st.kv_bs - 1) // st.kv_bs
+    """Blocks covering the KV of x >= 0 tokens: ceil(x / block_size)."""
+    return ceil_udiv(x, st.kv_bs)
 
 
 @njit(cache=True)
@@ -213,6 +216,54 @@ def _growth(st, na, k, first, last):
 
 
 @njit(cache=True)
+def slack_below(st, m):
+    """Fill ``st.kv_below[b] = #{q < m : o_q < b}`` (b = 0..B) with the slack ``o_q = B blk_q -
+    (p_q - 1)`` of the first m decode entries: the positions left in their blocks. Returns False
+    when some slack lies outside [0, B) (never after the engine's own allocations; then
+    :func:`growth` counts entry by entry)."""
+    bs = st.kv_bs
+    below = st.kv_below
+    below[:] = 0
+    for q in range(m):
+        o = st.blk[st.d_id[q]] * bs - (st.d_pos[q] - 1)
+        if o < 0 or o >= bs:
+            return False
+        below[o + 1] += 1
+    for b in range(1, bs + 1):
+        below[b] += below[b - 1]
+    return True
+
+
+@njit(cache=True)
+def growth(st, counted, m, k):
+    """Blocks the first m decode entries take over k >= 0 batches, in O(1) from their slack counts
+    when ``counted`` (:func:`slack_below`): an entry with slack o takes ceil((k - o) / B) >= 0
+    blocks, i.e. with k = a B + b, a blocks plus one when o < b."""
+    if not counted:
+        return _growth(st, m, k, 0, m)
+    return m * (k // st.kv_bs) + st.kv_below[k % st.kv_bs]
+
+
+@njit(cache=True)
+def min_remaining(st, na, k_hi):
+    """min(k_hi, decodes left of each of the first ``na`` entries): a run ends at a completion."""
+    for q in range(na):
+        k_hi = min(k_hi, st.d_rem[q])
+    return k_hi
+
+
+@njit(cache=True)
+def ample_blocks(st, na, k):
+    """Whether the free blocks exceed what the first ``na`` decode entries can take in k batches:
+    when every entry's blocks cover its stored tokens (``B blk >= p - 1``), k batches take at
+    most ``ceil(k / B) <= k // B + 1`` blocks each."""
+    for q in range(na):
+        if st.blk[st.d_id[q]] * st.kv_bs < st.d_pos[q] - 1:
+            return False
+    return na * (k // st.kv_bs + 1) < st.kv_free
+
+
+@njit(cache=True)
 def clean_decode_batches(st, na, k_hi):
     """Largest k <= k_hi such that k decode-only batches over the first ``na`` decode entries
     trigger no preemption, so they can run as one event.
@@ -221,20 +272,24 @@ def clean_decode_batches(st, na, k_hi):
     under vLLM's rule iff G(m + 1) > F (some decode needs a block and none is left), and under
     Sarathi-Serve's iff F <= G'(m + 1) + g_last(m), where G' counts all entries but the last and
     g_last the last one (some decode finds free = 0 before its turn). Both sides grow with m, so
-    the first preempting batch is found by binary search.
+    the first preempting batch is found by binary search, unless the free blocks exceed any
+    growth of the run (the usual case), which two passes settle.
     """
     if st.kv_on == 0:
         return k_hi
-    for q in range(na):  # the run ends at the first completion anyway
-        k_hi = min(k_hi, st.d_rem[q])
+    k_hi = min_remaining(st, na, k_hi)  # the run ends at the first completion anyway
+    if ample_blocks(st, na, k_hi):
+        return k_hi
     free = st.kv_free
+    m = na if st.kv_rule == VLLM else na - 1  # Sarathi-Serve: the last entry counts one batch less
+    counted = slack_below(st, m)
     lo, hi = 0, k_hi  # invariant: k = lo is clean
     while lo < hi:
         k = (lo + hi + 1) // 2
         if st.kv_rule == VLLM:
-            ok = _growth(st, na, k, 0, na) <= free
+            ok = growth(st, counted, m, k) <= free
         else:
-            ok = _growth(st, na, k, 0, na - 1) + _growth(st, na, k - 1, na - 1, na) < free
+            ok = growth(st, counted, m, k) + _growth(st, na, k - 1, na - 1, na) < free
         if ok:
             lo = k
         else:

@@ -10,7 +10,10 @@ decode entries run (the first ``na``, one DI each) and adding chunks ``PI(R, pg 
 
     T_B = T_Lin(tau) + tau / mu_nLin + N sum_D T^{D,SA}(p) + sum_P T^{P,SA}(i, c)  (+ overhead),
 
-computed in O(batch size). A request whose last prompt chunk runs emits a token: its first, or,
+computed in O(batch size). While one admitted prompt is long enough to fill the budget left by
+the decodes batch after batch, those batches differ only in positions: :func:`chunk_run` runs
+them as one event (their decode attention from the prefix sums ``S``, as a decode run does). A
+request whose last prompt chunk runs emits a token: its first, or,
 after a preemption, the token its interrupted decode would have produced.
 
 Preemption is by recompute (Sarathi-Serve ``base_scheduler._preempt``, vLLM v0
@@ -39,6 +42,7 @@ import math
 from numba import njit
 
 from stability.sim.engine import (
+    advance_decodes,
     count_batch,
     log_batch,
     log_item,
@@ -56,6 +60,7 @@ from stability.sim.memory import (
     append,
     can_allocate,
     can_append,
+    clean_decode_batches,
     never_fits,
     reject,
     release,
@@ -419,4 +424,121 @@ def run_mixed(st, ct, na):
     st.np = w
     st.n_done += done
     st.last_done = done
+    return done
+
+
+# --- runs of identical mixed batches -----------------------------------------------------------
+
+
+@njit(cache=True)
+def _run_att(st, ct, k):
+    """N sum_D (S(p + k - 1) - S(p - 1)): the decode attention of k batches over every entry."""
+    att = 0.0
+    for q in range(st.nd):
+        p = st.d_pos[q]
+        att += ct.S[p + k - 1] - ct.S[p - 1]
+    return ct.N * att
+
+
+@njit(cache=True)
+def _run_psa(ct, i0, c, k):
+    """Prefill attention of the chunks PI(R, i0 + m c, c), m < k."""
+    psa = 0.0
+    for m in range(k):
+        psa += t_psa(ct, i0 + m * c, c)
+    return psa
+
+
+@njit(cache=True)
+def _decode_att(st, ct, m):
+    """N sum_D T^{D,SA} of the m-th batch (from 0) of a run over every decode entry."""
+    att = 0.0
+    for q in range(st.nd):
+        p = st.d_pos[q] + m
+        att += ct.S[p] - ct.S[p - 1]
+    return ct.N * att
+
+
+@njit(cache=True)
+def chunk_run(st, ct, j, c, t_stop):
+    """Run, as one event, the batches that each hold one DI for every decode entry and the next
+    chunk ``PI(R_j, pg_j + 1, c)`` of request j, back to back: while j's prompt has ``c`` tokens
+    left for every batch (its last chunk may end it), no decode completes before the last batch,
+    and no batch would preempt (:func:`stability.sim.memory.clean_decode_batches`); cut at the
+    first batch ending at or after ``t_stop``. A scheduler calls it when its next batches are
+    exactly these and nothing could join them (the budget is spent by the decodes and the chunk,
+    so the waiting queue only changes by arrivals, which are seen after the run). Fast mode only
+    (no TBT gap or batch-log row is recorded). Returns how many requests finished, or -1 when
+    fewer than two such batches would run (the caller then builds the batch itself).
+
+    Batch m lasts ``T_fixed(|D| + c) + N sum_q T^{D,SA}(p_q + m) + T^{P,SA}(pg + 1 + m c, c)``
+    (Eq. 7), so the run costs O(|D| + k) instead of O(k |D|).
+    """
+    nd = st.nd
+    k = (st.pl[j] - st.pg[j]) // c
+    for q in range(nd):
+        k = min(k, st.d_rem[q])
+    if k >= 2 and nd > 0:
+        k = clean_decode_batches(st, nd, k)
+    if k < 2:
+        return -1
+    now = st.clock
+    tau = nd + c
+    fixed = t_fixed(ct, tau)
+    i0 = st.pg[j] + 1
+    lw = lin_waste(ct, tau)
+    att = _run_att(st, ct, k)
+    horizon = t_stop - now
+    if horizon < math.inf and k * fixed + att + _run_psa(ct, i0, c, k) >= horizon:
+        lo, hi = 1, k  # the first batch ending at or after t_stop
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if mid * fixed + _run_att(st, ct, mid) + _run_psa(ct, i0, c, mid) >= horizon:
+                hi = mid
+            else:
+                lo = mid + 1
+        k = lo
+        att = _run_att(st, ct, k)
+    # one pass over the chunks: their attention, the time lost to tiling, and how many batches
+    # are not optimal (waste above 1e-12 of the batch's time, which needs the batch's own decode
+    # attention only when the bounds 0 <= att_m <= att do not decide)
+    psa = 0.0
+    wasted = 0.0
+    not_opt = 0
+    for m in range(k):
+        i = i0 + m * c
+        a = t_psa(ct, i, c)
+        psa += a
+        w = lw + psa_waste(ct, i, c, a)
+        wasted += w
+        if w > 1e-12 * (fixed + a + att):
+            not_opt += 1
+        elif w > 1e-12 * (fixed + a) and w > 1e-12 * (fixed + _decode_att(st, ct, m) + a):
+            not_opt += 1
+    total = k * fixed + att + psa
+    st.n_event += 1
+    st.n_batch += k
+    st.n_tokens += k * tau
+    st.n_dec_tok += k * nd
+    st.n_pre_tok += k * c
+    st.busy += total
+    st.wasted += wasted
+    st.n_not_opt += not_opt
+    t = now + total
+    st.clock = t
+    done = advance_decodes(st, nd, k)
+    if math.isnan(st.t_start[j]):
+        st.t_start[j] = now
+    st.pg[j] += k * c
+    if st.pg[j] == st.pl[j]:
+        fin = _prefill_complete(st, j, t)
+        w = 0
+        for q in range(st.np):
+            if st.p_id[q] != j:
+                st.p_id[w] = st.p_id[q]
+                w += 1
+        st.np = w
+        st.n_done += fin
+        st.last_done += fin
+        done += fin
     return done

@@ -74,6 +74,9 @@ COSTS = CostsType([
     ("tok_s", F64), ("batch_s", F64),  # per-token and per-batch linear additions
     ("waves", I64), ("att", I64),  # wave quantization on; attention priced
     ("lm_out", F64),  # vocab projection per scheduled request row (lm_head)
+    # per tile, ceil(d / t_red) / (s mu) and ceil(d / t_row) / (s mu): Eq. 6's factors that do
+    # not depend on the chunk (t_psa without waves)
+    ("psa_qk", FA), ("psa_pv", FA),
 ])
 
 
@@ -141,6 +144,7 @@ STATE_BLOCKS: dict[str, list] = {
         ("kv_on", I64, "0"), ("kv_total", I64, "0"), ("kv_free", I64, "0"), ("kv_wm", I64, "0"),
         ("kv_bs", I64, "1"), ("kv_rule", I64, "0"), ("kv_peak", I64, "0"), ("kv_ready", I64, "0"),
         ("n_preempt", I64, "0"), ("n_rej", I64, "0"), ("n_lost", I64, "0"), ("n_recomp", I64, "0"),
+        ("kv_below", IA, Zeros("1")),  # scratch: slack counts of the decode entries (memory.slack_below)
     ],
     # --- mixed batches (stability.sim.mixed): prefill target (L^P, or prompt + generated tokens
     # after a recompute preemption), tokens prefilled, decodes left after the prefill; admitted
