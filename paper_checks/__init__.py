@@ -4,7 +4,8 @@ Modules, in paper order: ``section3_model`` (Eq. 2-7, Definitions 1-2, Assumptio
 ``appendix_b`` (Eq. 9-16, Propositions 1-2, Lemma 1), ``section4_theorems`` (Theorems 1-2, RAD's
 principles), ``appendix_c`` (Eq. 17-25, Lemmas 2-4), ``algorithms`` (Algorithms 1-5, run by the
 literal interpreters of ``pseudocode``), ``section5_claims``, ``section67_data`` (Table 1, Eq. 8,
-SLAI's parameters and reported numbers), ``nodes_and_defaults`` (Theorems 1-2 and Lemmas 3-4 at
+SLAI's parameters and reported numbers), ``slai_steps`` (SLAI's batch construction, Section 6,
+replayed on the simulator's batch log), ``nodes_and_defaults`` (Theorems 1-2 and Lemmas 3-4 at
 r > 1 nodes, Algorithms 1-3 with their default parameters, added by mutation testing), ``proofs``
 (sympy and z3 proofs over whole parameter families: the relaxed chunking bound, Assumption 2 for
 every d_col, Eq. 7 for symbolic batches, Theorem 2's drift with the corrected Eq. 25),

@@ -39,7 +39,7 @@ from paper_checks.items import PAPER_ITEMS
 from theory.errors import FieldError, UnknownNameError
 
 MODULES = ("section3_model", "appendix_b", "section4_theorems", "appendix_c", "algorithms",
-           "section5_claims", "section67_data", "nodes_and_defaults", "proofs",
+           "section5_claims", "section67_data", "slai_steps", "nodes_and_defaults", "proofs",
            "compiled_rad", "statements", "other_papers")
 
 
