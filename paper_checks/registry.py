@@ -171,13 +171,16 @@ def register(id: str, *, location: str, items: tuple[str, ...] | list[str], clai
              method: str, level: Level | str
              ) -> Callable[[Callable[[bool], Result]], Callable[[bool], Result]]:
     """Decorator: register ``fn(fast) -> Result`` as the check ``id`` with its evidence ``level``;
-    a check without a docstring gets one from its location, claim and method, which must therefore
-    be non-empty, and ``items`` must name numbered items of the paper (:data:`PAPER_ITEMS`).
+    a check without a docstring gets :func:`card` (its location, claim, method and level), which
+    must therefore be non-empty, and ``items`` must name numbered items of the paper
+    (:data:`PAPER_ITEMS`).
 
     Raises
     ------
     FieldError
-        If the id is taken, the level unknown, a description empty or an item unknown.
+        If the id is taken, the level unknown, a description empty, an item unknown, or the
+        docstring (its own or the generated one) does not name the location, the claim, the
+        method and the evidence level (:func:`docstring_misses`).
     """
 
     def wrap(fn: Callable[[bool], Result]) -> Callable[[bool], Result]:
@@ -194,12 +197,33 @@ def register(id: str, *, location: str, items: tuple[str, ...] | list[str], clai
         if unknown:
             raise FieldError(f"{id} items", unknown,
                              f"numbered items of the paper, among {list(PAPER_ITEMS)}")
-        _REGISTRY[id] = Check(id=id, location=location, items=tuple(items), claim=claim,
-                              method=method, run=fn, level=lev)
-        fn.__doc__ = fn.__doc__ or f"Check {id} ({location}): {claim}\n\nMethod: {method}"
+        check = Check(id=id, location=location, items=tuple(items), claim=claim, method=method,
+                      run=fn, level=lev)
+        fn.__doc__ = fn.__doc__ or card(check)
+        missing = docstring_misses(check)
+        if missing:
+            raise FieldError(f"{id} docstring", fn.__doc__,
+                             f"a docstring naming the check's {', '.join(missing)}")
+        _REGISTRY[id] = check
         return fn
 
     return wrap
+
+
+def card(check: Check) -> str:
+    """The docstring :func:`register` gives a check function: id, location, claim, method and
+    evidence level."""
+    return (f"Check {check.id} ({check.location}): {check.claim}\n\nMethod: {check.method}\n\n"
+            f"Evidence: {check.level}.")
+
+
+def docstring_misses(check: Check) -> list[str]:
+    """What the docstring of ``check``'s function fails to name, among its location, claim,
+    method and evidence level (``"Evidence: <level>"``); empty when it names them all."""
+    doc = check.run.__doc__ or ""
+    parts = (("location", check.location), ("claim", check.claim), ("method", check.method),
+             ("evidence level", f"Evidence: {check.level}"))
+    return [name for name, text in parts if text not in doc]
 
 
 def all_checks() -> list[Check]:
