@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 from llmq.options import add_common, build_cost_model_from, build_workload_from, resolve
+from llmq.output import print_json
 
 HELP = "T_bar^R, T^max, lambda*, t*_lcm, Theorem 2's n and the cycle bounds (Theorems 1-2)"
 
@@ -12,7 +11,7 @@ HELP = "T_bar^R, T^max, lambda*, t*_lcm, Theorem 2's n and the cycle bounds (The
 def add_parser(sub) -> None:
     """Register ``llmq bounds`` and its options on the sub-command parser ``sub``."""
     p = sub.add_parser("bounds", help=HELP, description=HELP)
-    add_common(p, defaults={"epsilon": 0.1, "token_budget": None})
+    add_common(p, defaults={"epsilon": 0.1, "token_budget": None}, omit=("out", "seed"))
     p.add_argument("--epsilon", type=float, help="Theorem 2's margin eps in (0, 1) (default 0.1)")
     p.add_argument("--token-budget", type=int,
                    help="tokens per batch at most, for the certified capacity (default: no budget)")
@@ -64,7 +63,7 @@ def run(args) -> int:
     names = gpu_names() if str(values["gpu"]).lower() == "all" else [values["gpu"]]
     rows = [_row(values, name) for name in names]
     if values["json"]:
-        print(json.dumps(rows if len(names) > 1 else rows[0], indent=2))
+        print_json(rows if len(names) > 1 else rows[0])
         return 0
     first = rows[0]
     print(f"model {first['model']} ({first['mode']} mode), workload {first['workload']}, "

@@ -3,10 +3,8 @@ paper's Appendix C statements set against it."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from llmq.options import add_common, build_cost_model_from, build_workload_from, parse_floats, resolve
+from llmq.output import out_dir, print_json
 
 HELP = ("RAD's cycle DTMC (Appendix C) by executing Algorithm 1: drift with CIs, E[T | x], "
         "stationary law, classes; Eq. 25, Lemmas 3-4, Theorem 2's n vs the empirical n")
@@ -51,6 +49,7 @@ def run(args) -> int:
     from theory.bounds import T_bar_R, lemma3_drift_bound
 
     values = resolve(args)
+    out = out_dir(values["out"])
     epsilons = parse_floats("epsilon", values["epsilon"], "comma-separated numbers in (0, 1)") \
         if values["n_min"] else []
     cm = build_cost_model_from(values)
@@ -73,7 +72,7 @@ def run(args) -> int:
             res = empirical_n_min(cm, w, eps, values["samples"], values["seed"], values["confidence"])
             n_mins.append({"epsilon": eps, "n_min": res.n_min, "n_threshold": res.n_threshold,
                            "drift_at_n_min": list(res.drift)})
-    plot = plot_drift(chain, Path(values["out"]) / "dtmc_drift.png", lemma3, printed,
+    plot = plot_drift(chain, out / "dtmc_drift.png", lemma3, printed,
                       f"RAD cycle DTMC, {cm.gpu.key}, {w.name}, n = {chain.n}, "
                       f"lambda = {lam / lam_star:.3g} lambda*")
     result = {
@@ -95,7 +94,7 @@ def run(args) -> int:
         "n_min": n_mins, "plot": str(plot),
     }
     if values["json"]:
-        print(json.dumps(result, indent=2))
+        print_json(result)
         return 0
     _print(result, chain, lemma3)
     return 0

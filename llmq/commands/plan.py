@@ -90,18 +90,19 @@ def spec_from(args):
 
 def run(args) -> int:
     """Run ``llmq plan`` on the parsed ``args``; the exit code."""
-    from pathlib import Path
-
+    from llmq.output import out_dir
     from llmq.plan_output import console_lines, write_outputs
     from stability.plan import cached_capacity, search
     from stability.runner import Cache, LocalExecutor, Runner
+    from theory.errors import require_seed
     from theory.plan import build_grid
 
     t0 = time.perf_counter()
+    out = out_dir(args.out)
+    require_seed("--seed", args.seed)
     spec = spec_from(args)
     n_requests = require_positive_int("--requests", args.requests)
     seeds = require_positive_int("--seeds", args.seeds)
-    out = Path(args.out)
     cache = Cache(out / "plan" / "cache")
     grid = build_grid(spec, cached_capacity(cache))
     runner = Runner(cache, LocalExecutor(require_positive_int("--workers", args.workers)))

@@ -3,11 +3,10 @@ set against Theorem 1's lambda* and Theorem 2's guarantee (see :mod:`stability.r
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
 from llmq.options import add_common, parse_floats, parse_ints, parse_names, parse_options, resolve
+from llmq.output import out_dir, print_json
 from theory.errors import FieldError
 
 HELP = ("the main job: sweep lambda per GPU tile set, scheduler and r, locate each stability "
@@ -117,7 +116,7 @@ def run(args) -> int:
     from stability import region
 
     values = resolve(args)
-    out = Path(values["out"])
+    out = out_dir(values["out"])
     if values["plot_only"]:
         files = region.plot_outputs(region.read_csv(values["plot_only"]), out)
         for name, path in files.items():
@@ -125,6 +124,10 @@ def run(args) -> int:
         return 0
     notes: list[str] = []
     spec = spec_from(values, notes)
+    spec.validate()
+    region.check_same_sweep(spec, out)
+    if values["cache"]:
+        out_dir(values["cache"], "--cache")
     for note in notes:
         print(f"note: {note}")
     res = region.run_sweep(spec, values["cache"] or out / "cache", values["workers"], values["dask"],
@@ -132,9 +135,8 @@ def run(args) -> int:
     files = region.write_outputs(res, out)
     table = region.boundary_rows(res)
     if values["json"]:
-        print(json.dumps({"boundaries": table, "files": {k: str(v) for k, v in files.items()},
-                          "tasks": {"computed": res.computed, "cached": res.cached}},
-                         indent=2, default=str))
+        print_json({"boundaries": table, "files": {k: str(v) for k, v in files.items()},
+                    "tasks": {"computed": res.computed, "cached": res.cached}})
         return 0
     _print(table, res, files)
     return 0

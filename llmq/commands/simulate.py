@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 from llmq.options import add_common, parse_options, resolve
+from llmq.output import check_output_file, print_json
 
 HELP = "simulate a scheduler on r GPUs at a rate or load; TTFT/TBT, throughput, stability verdict"
 
@@ -14,7 +13,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("simulate", help=HELP, description=HELP)
     add_common(p, defaults={"scheduler": "rad", "rate": None, "load": 0.9, "requests": 20000,
                             "planner": "random", "option": [], "fast": False, "log": None,
-                            "trace": None, "workers": 1, "classes": None, "total_cap": None})
+                            "trace": None, "workers": 1, "classes": None, "total_cap": None},
+               omit=("out",))
     p.add_argument("--scheduler", help="rad, alg2, request_level, ... (default rad)")
     rate = p.add_mutually_exclusive_group()
     rate.add_argument("--rate", type=float, help="arrival rate into the system, requests/s")
@@ -60,6 +60,8 @@ def run(args) -> int:
     from theory.io import atomic_write_csv
 
     values = resolve(args)
+    if values["log"]:
+        check_output_file(values["log"], "--log")
     sc = scenario_from(values)
     with tqdm(total=sc.n_requests, unit="req", disable=values["json"] or sc.n_requests < 50000,
               desc=f"{sc.scheduler} on {sc.r} x {sc.gpu}") as bar:
@@ -68,7 +70,7 @@ def run(args) -> int:
     if values["log"]:
         atomic_write_csv(values["log"], res.batch_log())
     if values["json"]:
-        print(json.dumps(summary, indent=2))
+        print_json(summary)
         return 0
     _print(summary, res)
     if values["log"]:

@@ -19,7 +19,6 @@ Bari, Hegde, de Veciana (2025), Section 7, Appendix F.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -42,7 +41,7 @@ from stability.slai.study import (
     run_tasks,
     tasks_at,
 )
-from theory.io import atomic_write_csv, atomic_write_text
+from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
 
 
 def n_points(study: Study) -> int:
@@ -85,8 +84,13 @@ def length_laws(study: Study) -> list[str]:
 
 
 def markdown(study: Study, table: list[dict], verdicts: dict) -> str:
-    """The paper-vs-llmq tables (one per panel) and the claims, as markdown."""
-    lines = ["# SLAI, Section 7: paper vs llmq", "",
+    """The paper-vs-llmq tables (one per panel) and the claims, as markdown; a smoke-test study
+    (``llmq slai --quick``) says so above the tables and in each one's heading."""
+    smoke = ("**Smoke test (`--quick`)**: too few requests and replicates to judge the paper's "
+             "numbers or claims; the intervals are wide and may cross zero. It checks that the "
+             "pipeline runs end to end; `llmq slai` without `--quick` is the experiment.")
+    lines = ["# SLAI, Section 7: paper vs llmq" + (" (smoke test)" if study.smoke else ""), "",
+             *([smoke, ""] if study.smoke else []),
              f"Mistral-7B on an RTX 6000 Ada, KV memory model on; {study.seeds} replicates of "
              f"{study.n_requests} Poisson requests per point; 95% Student-t intervals over "
              "replicates; capacity = largest rate with median TTFT <= 0.5 s and every class's P99 "
@@ -95,7 +99,8 @@ def markdown(study: Study, table: list[dict], verdicts: dict) -> str:
              "paying), the paper's being 1.6 req/s.", "", *length_laws(study)]
     for panel in study.panels:
         rows = [r for r in table if r["panel"] == panel.key]
-        lines += [f"## {panel.label}", "", "| quantity | paper | llmq (95% CI) | llmq / paper |",
+        heading = f"## {panel.label}" + (" (smoke test: see above)" if study.smoke else "")
+        lines += [heading, "", "| quantity | paper | llmq (95% CI) | llmq / paper |",
                   "|---|---|---|---|"]
         for r in rows:
             interval = (f" [{_fmt(r['llmq_lo'])}, {_fmt(r['llmq_hi'])}]"
@@ -126,7 +131,7 @@ def write_outputs(study: Study, rows: list[dict], out: str | Path, figures: bool
         "table_csv": atomic_write_csv(out / "paper_vs_llmq.csv",
                                       {k: [t[k] for t in table] for k in table[0]}),
         "table_md": atomic_write_text(out / "paper_vs_llmq.md", markdown(study, table, verdicts)),
-        "claims": atomic_write_text(out / "claims.json", json.dumps(verdicts, indent=2)),
+        "claims": atomic_write_json(out / "claims.json", verdicts),
     }
     if figures:
         written.update(write_figures(study, rows, agg, out))
