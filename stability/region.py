@@ -72,6 +72,7 @@ DEFAULT_SCHEDULERS = ("rad", "sarathi", "request_level")
 DEFAULT_LOADS = (0.5, 0.8, 0.9, 0.95, 1.0, 1.05, 1.2)
 MAX_LOAD = 4.0  # largest load (x lambda*) tried when looking for an unstable run
 N_FALLBACK = 2000  # RAD's n when the empirical search finds none up to its cap
+N_MAX = 1 << 14  # the cap of that search, and the largest n a sweep accepts
 
 
 # --- the sweep's description -------------------------------------------------------------------
@@ -172,6 +173,12 @@ class SweepSpec:
             shares = self.two_class[2]
             if not shares or any(not 0 <= s <= 1 for s in shares):
                 raise FieldError("shares", list(shares), "class-1 shares in [0, 1]")
+        rad_n = dict(dict(self.options).get("rad", ())).get("n", "auto")
+        if rad_n != "auto" and (isinstance(rad_n, bool) or not isinstance(rad_n, int)
+                                or not 1 <= rad_n <= N_MAX):
+            raise FieldError("--option rad.n", rad_n, f"'auto' or an integer in [1, {N_MAX}] (the "
+                                                      "largest n the auto search tries; a cycle of "
+                                                      "n requests is simulated per DTMC sample)")
         for tileset in self.tilesets:
             cost_model(self.cost_spec(tileset))  # unknown GPU, model or tile
 
@@ -367,7 +374,7 @@ def _resolve_rad_n(spec: SweepSpec, runner: Runner) -> dict:
         return {}
     workloads = [spec.two_class[0]] if spec.two_class else [spec.workload]
     tasks = [with_seed({"kind": "n_min", **_base(spec, t, "pad", workloads[0]),
-                        "epsilon": spec.epsilon, "samples": spec.dtmc_samples, "n_max": 1 << 14},
+                        "epsilon": spec.epsilon, "samples": spec.dtmc_samples, "n_max": N_MAX},
                        spec.seed) for t in spec.tilesets]
     return {t: res["n_min"] or N_FALLBACK
             for t, res in zip(spec.tilesets, runner.run(tasks), strict=True)}
