@@ -40,8 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one ``llmq`` command; bad input exits with status 2 and a one-line message, Ctrl-C with
-    status 130 and one line (how many runs are cached where, for a sweep)."""
+    """Run one ``llmq`` command; bad input exits with status 2 and a one-line message, a failing
+    file system (a full disk) with status 1 and one line, Ctrl-C with status 130 and one line (how
+    many runs are cached where, for a sweep)."""
     from theory.errors import LlmqError
 
     args = build_parser().parse_args(argv)
@@ -50,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     except LlmqError as exc:
         print(f"llmq {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the environment, not the input: a full disk, a vanished directory
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"llmq {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as exc:
         print(f"llmq {args.command}: {exc or 'interrupted'}", file=sys.stderr)
         return 130
