@@ -319,7 +319,9 @@ def _column(path, rows, name, kind) -> np.ndarray:
         if kind is int and not value.is_integer():
             raise ConfigFileError(f"{path}: column {name!r}, row {k + 2}: {raw!r} is not an integer")
         out.append(value)
-    return np.asarray(out, dtype=np.int64 if kind is int else float)
+    # token counts stay floats when an int64 cannot hold them: _lengths rejects them by value
+    fits = kind is int and all(abs(v) < 2.0**62 for v in out)
+    return np.asarray(out, dtype=np.int64 if fits else float)
 
 
 @dataclass(frozen=True, eq=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from llmq.options import add_common, build_cost_model_from, build_workload_from, resolve
 from llmq.output import print_json
+from theory.errors import require_positive_int
 
 HELP = "T_bar^R, T^max, lambda*, t*_lcm, Theorem 2's n and the cycle bounds (Theorems 1-2)"
 
@@ -60,6 +61,8 @@ def run(args) -> int:
     from theory.hardware import gpu_names
 
     values = resolve(args)
+    if values["token_budget"] is not None:
+        require_positive_int("--token-budget", values["token_budget"])
     names = gpu_names() if str(values["gpu"]).lower() == "all" else [values["gpu"]]
     rows = [_row(values, name) for name in names]
     if values["json"]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from llmq.options import add_common, parse_options, resolve
 from llmq.output import check_output_file, print_json
+from theory.errors import require_positive_int
 
 HELP = "simulate a scheduler on r GPUs at a rate or load; TTFT/TBT, throughput, stability verdict"
 
@@ -60,6 +61,7 @@ def run(args) -> int:
     from theory.io import atomic_write_csv
 
     values = resolve(args)
+    require_positive_int("--workers", values["workers"])
     if values["log"]:
         check_output_file(values["log"], "--log")
     sc = scenario_from(values)
