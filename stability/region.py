@@ -55,7 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stability.points import workload
+from stability.points import N_FALLBACK, N_MAX, workload
 from stability.runner import (
     Cache,
     DaskExecutor,
@@ -65,14 +65,13 @@ from stability.runner import (
     with_seed,
 )
 from theory.builder import CostSpec, cost_model
+from theory.defaults import EPSILON
 from theory.errors import FieldError, UnknownNameError
 from theory.io import NULL_MEANING, atomic_write_json, json_load_exact, json_text
 
 DEFAULT_SCHEDULERS = ("rad", "sarathi", "request_level")
 DEFAULT_LOADS = (0.5, 0.8, 0.9, 0.95, 1.0, 1.05, 1.2)
 MAX_LOAD = 4.0  # largest load (x lambda*) tried when looking for an unstable run
-N_FALLBACK = 2000  # RAD's n when the empirical search finds none up to its cap
-N_MAX = 1 << 14  # the cap of that search, and the largest n a sweep accepts
 
 
 # --- the sweep's description -------------------------------------------------------------------
@@ -122,7 +121,7 @@ class SweepSpec:
     replicates: int = 4
     sat_requests: int = 300000
     confidence: float = 0.95
-    epsilon: float = 0.01
+    epsilon: float = EPSILON
     dtmc_samples: int = 100
     two_class: tuple = ()
     seed: int = 0

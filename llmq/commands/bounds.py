@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from llmq.options import add_common, build_cost_model_from, build_workload_from, resolve
 from llmq.output import print_json
+from theory.defaults import EPSILON
 from theory.errors import require_positive_int
 
 HELP = "T_bar^R, T^max, lambda*, t*_lcm, Theorem 2's n and the cycle bounds (Theorems 1-2)"
@@ -12,8 +13,8 @@ HELP = "T_bar^R, T^max, lambda*, t*_lcm, Theorem 2's n and the cycle bounds (The
 def add_parser(sub) -> None:
     """Register ``llmq bounds`` and its options on the sub-command parser ``sub``."""
     p = sub.add_parser("bounds", help=HELP, description=HELP)
-    add_common(p, defaults={"epsilon": 0.1, "token_budget": None}, omit=("out", "seed"))
-    p.add_argument("--epsilon", type=float, help="Theorem 2's margin eps in (0, 1) (default 0.1)")
+    add_common(p, defaults={"epsilon": EPSILON, "token_budget": None}, omit=("out", "seed"))
+    p.add_argument("--epsilon", type=float, help=f"Theorem 2's margin eps in (0, 1) (default {EPSILON})")
     p.add_argument("--token-budget", type=int,
                    help="tokens per batch at most, for the certified capacity (default: no budget)")
     p.set_defaults(run=run)

@@ -7,6 +7,7 @@ import os
 
 from llmq.options import add_common, parse_floats, parse_ints, parse_names, parse_options, resolve
 from llmq.output import out_dir, print_json
+from theory.defaults import RAD_N
 from theory.errors import FieldError
 
 HELP = ("the main job: sweep lambda per GPU tile set, scheduler and r, locate each stability "
@@ -35,7 +36,7 @@ def add_parser(sub) -> None:
                                        "those not registered in this build are skipped)")
     p.add_argument("--option", action="append", metavar="SCHED.NAME=VALUE",
                    help="scheduler option, e.g. --option rad.n=2000 (RAD's n defaults to 'auto': "
-                        "the DTMC's empirical n_min at --epsilon)")
+                        "the DTMC's empirical n_min at --epsilon; see theory.defaults)")
     variant = p.add_mutually_exclusive_group()
     variant.add_argument("--raw", action="store_true", default=None,
                          help="only raw prompts (default: both padded and raw)")
@@ -74,7 +75,7 @@ def _options(items) -> tuple:
         if not dot or "=" not in rest:
             raise FieldError("--option", item, "SCHEDULER.NAME=VALUE, e.g. rad.n=2000")
         per.setdefault(sched.strip(), []).append(rest)
-    out = {"rad": (("n", "auto"),)}
+    out = {"rad": (("n", RAD_N),)}
     for sched, opts in per.items():
         out[sched] = tuple(sorted({**dict(out.get(sched, ())), **dict(parse_options(opts))}.items()))
     return tuple(sorted(out.items()))

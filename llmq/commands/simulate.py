@@ -23,7 +23,8 @@ def add_parser(sub) -> None:
     p.add_argument("--requests", type=int, help="number of requests (default 20000)")
     p.add_argument("--planner", choices=["random", "round_robin", "jsq"], help="resource planner")
     p.add_argument("--option", action="append", metavar="NAME=VALUE",
-                   help="scheduler option, e.g. --option n=2000 (repeatable)")
+                   help="scheduler option, e.g. --option n=2000 (repeatable); RAD's n defaults to "
+                        "'auto': the DTMC's empirical n_min at eps (theory.defaults)")
     p.add_argument("--fast", action="store_true", default=None,
                    help="skip per-token TBT recording (event skipping only)")
     p.add_argument("--log", metavar="batches.csv", help="write every batch with its contents")
@@ -53,6 +54,21 @@ def scenario_from(values: dict):
         if values["classes"] else (), total_cap=values["total_cap"])
 
 
+def _rad_n(values: dict) -> tuple:
+    """The scheduler options with RAD's n resolved when it is ``auto`` or not given
+    (:data:`theory.defaults.RAD_N`: the empirical n_min at :data:`theory.defaults.EPSILON`)."""
+    from llmq.options import build_cost_model_from
+    from stability.points import auto_rad_n
+    from theory.defaults import EPSILON, RAD_N
+    from theory.workload import get_workload
+
+    options = dict(parse_options(values["option"]))
+    if values["scheduler"] == "rad" and str(options.get("n", RAD_N)).strip().lower() == RAD_N:
+        cm = build_cost_model_from(values)
+        options["n"] = auto_rad_n(cm, get_workload(values["workload"]), EPSILON, values["seed"])
+    return tuple(sorted(options.items()))
+
+
 def run(args) -> int:
     """Run ``llmq simulate`` on the parsed ``args``; the exit code."""
     from tqdm import tqdm
@@ -64,6 +80,7 @@ def run(args) -> int:
     require_positive_int("--workers", values["workers"])
     if values["log"]:
         check_output_file(values["log"], "--log")
+    values = {**values, "option": dict(_rad_n(values))}
     sc = scenario_from(values)
     with tqdm(total=sc.n_requests, unit="req", disable=values["json"] or sc.n_requests < 50000,
               desc=f"{sc.scheduler} on {sc.r} x {sc.gpu}") as bar:
