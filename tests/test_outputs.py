@@ -4,6 +4,7 @@ columns are all described in region.json's data dictionary, and ``llmq --version
 
 import io
 import json
+import re
 import stat
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -34,7 +35,7 @@ def outputs(tmp_path_factory):
         "bounds": ["bounds", "--json", *g],
         "bounds_all": ["bounds", "--json", "--gpu", "all"],
         "simulate": ["simulate", "--json", *g, "--requests", "400", "--scheduler", "rad",
-                     "--option", "n=8"],
+                     "--option", "n=8", "--log", str(tmp / "simulate" / "batches.csv")],
         "dtmc": ["dtmc", "--json", *g, "--n", "4", "--samples", "20", "--out", str(tmp / "dtmc")],
         "region": ["region", "--json", *g, "--scheduler", "rad,request_level", "--raw", "--loads",
                    "0.6,1.1", "--bisect", "0", "--requests", "1000", "--replicates", "2",
@@ -98,6 +99,31 @@ def test_region_csv_columns_are_in_the_data_dictionary(outputs):
     header = (tmp / "region" / "region.csv").read_text(encoding="utf-8").splitlines()[0].split(",")
     described = strict((tmp / "region" / "region.json").read_text(encoding="utf-8"))["columns"]["region.csv"]
     assert header == list(described) and all(described[c] for c in header)
+
+
+def test_every_csv_has_a_data_dictionary(outputs):
+    """Beside it (``<stem>.columns.json``) or in the JSON file of its command."""
+    tmp, _ = outputs
+    in_json = {"region.csv": ("region.json", lambda d: d["columns"]["region.csv"]),
+               "validate.csv": ("validate.json", lambda d: d["columns"]),
+               "plan.csv": ("plan.json", lambda d: d["columns"])}
+    csvs = list(tmp.rglob("*.csv"))
+    assert {p.name for p in csvs} >= {"region.csv", "validate.csv", "plan.csv", "batches.csv",
+                                      "points.csv", "paper_vs_llmq.csv"}
+    for path in csvs:
+        header = path.read_text(encoding="utf-8").splitlines()[0].split(",")
+        if path.name in in_json:
+            name, get = in_json[path.name]
+            described = get(strict((path.parent / name).read_text(encoding="utf-8")))
+        else:
+            side = strict(path.with_name(path.stem + ".columns.json").read_text(encoding="utf-8"))
+            assert side["file"] == path.name
+            described = side["columns"]
+        # plan.csv: one family of columns per latency metric, described by its "metric" entry
+        family = re.compile(r"(ttft|tbt|latency)_(p\d+|mean)(@\w+)?(_lo|_hi)?") if "metric" in described \
+            else None
+        missing = [c for c in header if not described.get(c) and not (family and family.fullmatch(c))]
+        assert not missing, (path.name, missing)
 
 
 def test_quick_slai_says_it_is_a_smoke_test(outputs):

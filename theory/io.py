@@ -134,9 +134,21 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_csv(path: str | Path, columns: dict) -> Path:
-    """Write equal-length ``columns`` (name -> sequence) as a CSV file, atomically."""
+def atomic_write_csv(path: str | Path, columns: dict, dictionary: dict | None = None) -> Path:
+    """Write equal-length ``columns`` (name -> sequence) as a CSV file, atomically.
+
+    ``dictionary`` (column -> unit and meaning, every column) is written beside it as
+    ``<stem>.columns.json``, the CSV's data dictionary; a CSV whose columns a JSON file of its own
+    describes (``region.json``) goes without.
+    """
     names = list(columns)
+    if dictionary is not None:
+        missing = [n for n in names if not dictionary.get(n)]
+        if missing:
+            raise ValueError(f"{path}: the data dictionary does not describe {missing}")
+        atomic_write_json(Path(path).with_name(Path(path).name.removesuffix(".csv") + ".columns.json"),
+                          {"file": Path(path).name, "columns": {n: dictionary[n] for n in names},
+                           "null": "an empty cell, or nan/inf: " + NULL_MEANING.removeprefix("null: ")})
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(names)

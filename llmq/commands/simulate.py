@@ -9,6 +9,21 @@ from theory.errors import require_positive_int
 HELP = "simulate a scheduler on r GPUs at a rate or load; TTFT/TBT, throughput, stability verdict"
 
 
+# the data dictionary of --log (written beside it as <name>.columns.json)
+BATCH_LOG_COLUMNS = {
+    "node": "index of the GPU (node) that ran the batch, 0 .. r - 1",
+    "start": "s; simulated time the batch started",
+    "duration": "s; its execution time T_B (Eq. 7 with the GPU's tiles)",
+    "tokens": "tokens processed: prefill chunk tokens plus one per decode",
+    "decodes": "decode iterations in the batch",
+    "prefills": "prefill chunks in the batch",
+    "optimal": "true if every GeMM ran on an optimal tile (no time lost to tiling)",
+    "wasted_fraction": "fraction of the batch's time lost to non-optimal tiling",
+    "prefill_chunks": "space-separated request:i:c -- request's prefill from token i, c tokens",
+    "decode_positions": "space-separated request:i -- request's decode at context position i",
+}
+
+
 def add_parser(sub) -> None:
     """Register ``llmq simulate`` and its options on the sub-command parser ``sub``."""
     p = sub.add_parser("simulate", help=HELP, description=HELP)
@@ -87,7 +102,7 @@ def run(args) -> int:
         res = simulate(sc, workers=values["workers"], progress=bar.update)
     summary = res.summary()
     if values["log"]:
-        atomic_write_csv(values["log"], res.batch_log())
+        atomic_write_csv(values["log"], res.batch_log(), BATCH_LOG_COLUMNS)
     if values["json"]:
         print_json(summary)
         return 0

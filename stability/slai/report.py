@@ -43,6 +43,34 @@ from stability.slai.study import (
 )
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
 
+_METRICS = {
+    "ttft_p50": "s; median time to first token", "ttft_mean": "s; mean time to first token",
+    "t_bar_batch": "s; mean batch execution time", "kv_peak": "peak KV-cache occupancy (fraction)",
+    "preemptions": "requests preempted (KV memory full)",
+    **{f"{c}_{k}": f"{unit}; {c} class: {what}" for c in ("paying", "free") for k, unit, what in (
+        ("tbt_p99", "s", "99th percentile time between tokens"), ("ttft_p50", "s", "median TTFT"),
+        ("ttft_mean", "s", "mean TTFT"), ("gaps_within", "fraction", "token gaps within the TBT SLO"))},
+}
+# the data dictionaries of points.csv and paper_vs_llmq.csv (written beside them)
+POINTS_COLUMNS = {
+    "panel": "panel key: layer mode, workload, paying share (and _floor with the weight-streaming floor)",
+    "policy": "scheduling policy (POLICIES)", "rate": "req/s; arrival rate",
+    "op": "true at the panel's operating point, false in the rate sweep",
+    "replicates": "independent replicates (seeds) averaged",
+    "tbt_met": "fraction of replicates meeting every class's P99 TBT SLO",
+    **{k: f"{v} (mean over replicates)" for k, v in _METRICS.items()},
+    **{f"{k}_lo": f"lower limit of the 95% t-interval of {k}" for k in _METRICS},
+    **{f"{k}_hi": f"upper limit of the 95% t-interval of {k}" for k in _METRICS},
+}
+TABLE_COLUMNS = {
+    "panel": "panel key (as in points.csv)", "mode": "layer mode: paper or real",
+    "workload": "length law", "paying": "share of paying requests",
+    "floor": "true with the weight-streaming floor on every batch",
+    "quantity": "what is compared, with its unit in brackets", "paper": "the paper's value",
+    "llmq": "llmq's value", "llmq_lo": "lower limit of llmq's 95% interval",
+    "llmq_hi": "upper limit of llmq's 95% interval", "llmq_over_paper": "llmq / paper",
+}
+
 
 def n_points(study: Study) -> int:
     """Points the study simulates (sweep and operating points)."""
@@ -127,9 +155,10 @@ def write_outputs(study: Study, rows: list[dict], out: str | Path, figures: bool
     table = paper_table(rows, study.panels)
     verdicts = {p.key: claims(agg, p.key) for p in study.panels}
     written = {
-        "points": atomic_write_csv(out / "points.csv", {k: [a[k] for a in agg] for k in agg[0]}),
+        "points": atomic_write_csv(out / "points.csv", {k: [a[k] for a in agg] for k in agg[0]},
+                                   POINTS_COLUMNS),
         "table_csv": atomic_write_csv(out / "paper_vs_llmq.csv",
-                                      {k: [t[k] for t in table] for k in table[0]}),
+                                      {k: [t[k] for t in table] for k in table[0]}, TABLE_COLUMNS),
         "table_md": atomic_write_text(out / "paper_vs_llmq.md", markdown(study, table, verdicts)),
         "claims": atomic_write_json(out / "claims.json", verdicts),
     }
