@@ -194,3 +194,24 @@ def test_kill_9_at_any_time_then_resume_is_byte_identical(gpu_file, reference, t
         assert main(argv(gpu_file, out)) == 0
     assert (out / "region.csv").read_bytes() == reference[0]
     no_partial_files(out)
+
+
+def test_one_progress_bar_over_the_whole_job_with_its_phases_named(gpu_file, tmp_path, capsys):
+    """The bar's total bounds the job from the start (it never reaches 100% and drops back), its
+    description names each phase, and it ends at 100%."""
+    import re
+
+    from stability.region import max_runs
+
+    spec = SweepSpec(tilesets=("solo2",), gpu_file=gpu_file, workload="uniform:1-64,1-40",
+                     schedulers=("rad", "request_level"), variants=("pad",), loads=(0.6, 1.1), bisect=2,
+                     n_requests=1000, replicates=2, sat_requests=2000, epsilon=0.1)
+    res = run_sweep(spec, tmp_path / "cache", progress=True)
+    err = capsys.readouterr().err
+    frames = [f for f in re.split(r"[\r\n]+", err) if "%|" in f]
+    percents = [int(re.search(r"(\d+)%\|", f).group(1)) for f in frames]
+    totals = {int(re.search(r"/(\d+) runs", f).group(1)) for f in frames[:-1]}
+    assert percents == sorted(percents) and percents[-1] == 100  # never drops back
+    assert totals == {max_runs(spec)} and res.computed <= max_runs(spec)
+    for phase in ("RAD's n", "DTMC predictions", "grid and saturation runs", "bisection 1/2", "done"):
+        assert any(phase in f for f in frames), phase

@@ -91,7 +91,8 @@ def run(args) -> int:
             n_mins.append({"epsilon": eps, "n_min": res.n_min, "n_threshold": res.n_threshold,
                            "drift_at_n_min": list(res.drift)})
     plot = plot_drift(chain, out / "dtmc_drift.png", lemma3, printed,
-                      f"RAD cycle DTMC, {cm.gpu.key}, {w.name}, n = {chain.n}, "
+                      f"RAD cycle DTMC, {cm.gpu.key}, {cm.model.key} ({values['mode']}), {w.name}, "
+                      f"n = {chain.n}, "
                       f"lambda = {lam / lam_star:.3g} lambda*")
     result = {
         "gpu": cm.gpu.key, "model": cm.model.key, "workload": w.name, **info,
