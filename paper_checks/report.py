@@ -8,7 +8,7 @@ from pathlib import Path
 
 from paper_checks.common import jsonable
 from paper_checks.runner import CRASH, Outcome, item_index
-from theory.io import atomic_write_text
+from theory.io import atomic_write_json, atomic_write_text
 
 ORDER = ("PASS", "FAIL", "ERRATUM", "NOT_CHECKABLE", CRASH)
 TITLE = ("Optimal Scheduling Algorithms for LLM Inference: Theory and Practice "
@@ -108,5 +108,5 @@ def write_reports(outcomes: list[Outcome], out_dir: str | Path, fast: bool) -> t
     out_dir = Path(out_dir)
     md, js = out_dir / "paper_checks.md", out_dir / "paper_checks.json"
     atomic_write_text(md, to_markdown(outcomes, fast))
-    atomic_write_text(js, json.dumps(to_json(outcomes, fast), indent=1) + "\n")
+    atomic_write_json(js, to_json(outcomes, fast))
     return md, js

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 HELP = "run the paper's claims as executable checks; write out/paper_checks.md and .json"
@@ -50,8 +49,9 @@ def run(args) -> int:
         print(f"crashed: {', '.join(crashed)}", file=sys.stderr)
         status = 1
     if args.record:
-        with open(args.record, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(verdicts(outcomes), indent=1) + "\n")
+        from theory.io import atomic_write_json
+
+        atomic_write_json(args.record, verdicts(outcomes))  # 0644, strict JSON
         print(f"recorded verdicts: {args.record}")
     if expected is not None:
         diff = mismatches(outcomes, expected)
