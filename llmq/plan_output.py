@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from stability.plan import CONFIDENCE, Evaluated, PlanResult
+from stability.plan import CONFIDENCE, Evaluated, PlanResult, Verified
+from stability.plan_mixed import MixResult
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
+from theory.plan import scheduler_caps
 
 COLUMNS = {
     "gpu": "GPU preset key",
@@ -16,11 +18,15 @@ COLUMNS = {
     "mode": "layer model: paper (the paper's layer) or real (GQA + SwiGLU)",
     "scheduler": "scheduler name (stability.schedulers)",
     "knobs": "scheduler options as name=value;... (empty: the scheduler's defaults)",
-    "r": "number of GPUs behind the uniformly random planner (TP = 1: one model replica per GPU)",
-    "usd_per_hour": "r x the GPU's on-demand price per GPU-hour (prices.toml or --price-file), USD",
+    "tp": "tensor-parallel degree: GPUs per model replica (theory/data/tensor_parallel.toml)",
+    "r": "number of model replicas behind the uniformly random planner",
+    "gpus": "GPUs of the fleet: r x tp",
+    "usd_per_hour": "gpus x the GPU's on-demand price per GPU-hour (prices.toml or --price-file), USD",
     "certified_rps": "certified upper bound on the request rate the fleet can sustain (any scheduler; "
-                     "r x one GPU's bound under random routing), req/s",
+                     "r x one replica's bound under random routing), req/s",
     "binds": "what binds the certified bound: compute or kv-memory",
+    "memory_simulated": "whether the simulation models KV memory (false for rad, Assumption 4: there the "
+                        "certified bound's KV part alone accounts for it)",
     "utilisation": "target rate / certified bound (a lower bound on the load of any deployment)",
     "headroom": "1 - utilisation",
     "feasible": "simulation met every SLO (mean over seeds), no seed unstable, no rejection",
@@ -29,6 +35,28 @@ COLUMNS = {
               "<metric>_hi: mean over seeds and its Student-t interval, seconds; empty if undefined)",
     "front": "on the Pareto front of price vs the tail-latency SLO metric",
     "best": "the cheapest feasible plan",
+}
+
+
+FIELDS = {
+    "spec": "the question: target rate (req/s; a trace's mean rate), trace, request classes (name, "
+            "probability, TBT SLO s), workload, SLOs, candidates, fleet limits in GPUs, TP degrees",
+    "counts": "configurations considered, pruned by the certified bound, simulated, saved; families",
+    "prices": "price per GPU-hour of each GPU and its source; checked_against_source false: transcribed, "
+              "not re-read from the page",
+    "one_gpu_certified": "per family (label <gpu[-tpK]>/<model>/<mode>/<scheduler>): one replica's certified "
+                         "bound (req/s), what binds it, its KV-cache tokens",
+    "best": "the cheapest feasible plan (a row, see columns)",
+    "front": "the Pareto front of price vs the tail SLO metric (rows)",
+    "evaluated": "every simulated candidate (rows)",
+    "verification": "--verify: the best plan and the front re-simulated with new seeds and longer runs; "
+                    "holds false when an SLO's whole interval lies above its limit, a seed is unstable or "
+                    "a request rejected (refuted names which); metrics as [mean, low, high] seconds",
+    "mixed": "--mixed: two-GPU-kind fleets cheaper than the best pure plan behind a capacity-proportional "
+             "random router: counts, the price to beat, whether a mix beats every pure fleet, each simulated "
+             "mix with its members, price, certified bound (sum of the members'), metrics [mean, low, high]",
+    "columns": "what each row field means",
+    "elapsed_s": "wall-clock seconds of the whole run",
 }
 
 
@@ -57,7 +85,9 @@ def plan_row(e: Evaluated, keys: list[str], front: set, best: Evaluated | None) 
     c = e.candidate
     row = {"gpu": c.family.gpu, "model": c.family.model, "mode": c.family.mode,
            "scheduler": c.family.scheduler, "knobs": ";".join(f"{k}={v}" for k, v in c.family.options),
-           "r": c.r, "usd_per_hour": c.usd_per_hour, "certified_rps": c.certified, "binds": c.binds,
+           "tp": c.family.tp, "r": c.r, "gpus": c.gpus, "usd_per_hour": c.usd_per_hour,
+           "certified_rps": c.certified, "binds": c.binds,
+           "memory_simulated": scheduler_caps(c.family.scheduler, dict(c.family.options)).memory_modelled,
            "utilisation": c.utilisation, "headroom": c.headroom, "feasible": e.feasible,
            "missed": ";".join(e.missed)}
     for k in keys:
@@ -79,17 +109,49 @@ def describe(e: Evaluated, slo_keys: list[str]) -> str:
     """One line: the configuration, price, certified bound, utilisation, SLO figures with CIs."""
     c = e.candidate
     figs = ", ".join(f"{k} {_ci(e.result['metrics'][k])}" for k in slo_keys if k in e.result["metrics"])
-    return (f"{c.r} x {c.family.label}: ${c.usd_per_hour:.2f}/h, certified <= {c.certified:.2f} req/s "
+    gpus = f" ({c.gpus} GPUs)" if c.family.tp > 1 else ""
+    return (f"{c.r} x {c.family.label}{gpus}: ${c.usd_per_hour:.2f}/h, certified <= {c.certified:.2f} req/s "
             f"({c.binds}), utilisation {c.utilisation:.1%}, headroom {c.headroom:.1%}; {figs}")
 
 
-def console_lines(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float) -> list[str]:
-    """The report ``llmq plan`` prints."""
+def verification_line(v: Verified, keys: list[str]) -> str:
+    """One re-simulated plan: whether it holds, and its SLO figures with intervals."""
+    c = v.plan.candidate
+    figs = ", ".join(f"{k} {_ci(v.result['metrics'][k])}" for k in keys if k in v.result["metrics"])
+    verdict = "holds" if v.holds else "REFUTED (" + ", ".join(v.refuted) + ")"
+    return f"{c.r} x {c.family.label}: {verdict}; {figs}"
+
+
+def mix_lines(mixes: MixResult, keys: list[str]) -> list[str]:
+    """What the search over mixed fleets found."""
+    n = mixes.counts
+    head = (f"mixed fleets (two GPU kinds, capacity-proportional random router) cheaper than the best pure "
+            f"plan: considered {n['considered']}, pruned by the certified bound (sum of the members') "
+            f"{n['pruned']}, simulated {n['simulated']}, skipped {n['skipped']} (a larger mix of the same "
+            f"kinds missed)")
+    if mixes.best is not None:
+        b = mixes.best
+        figs = ", ".join(f"{k} {_ci(b.result['metrics'][k])}" for k in keys if k in b.result["metrics"])
+        return [head, f"a mix beats every pure fleet: {b.mix.label}, ${b.mix.usd_per_hour:.2f}/h "
+                      f"(best pure ${mixes.below:.2f}/h), certified <= {b.mix.certified:.2f} req/s, "
+                      f"utilisation {b.mix.utilisation:.1%}; {figs}"]
+    why = (f"the budget of {n['budget']} simulations ran out" if n["exhausted"]
+           else "every cheaper mix is pruned by the bound or missed an SLO")
+    return [head, f"no mix beats the best pure fleet ({why})"]
+
+
+def console_lines(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float,
+                  checked: list[Verified] | None = None, mixes: MixResult | None = None) -> list[str]:
+    """The report ``llmq plan`` prints (with the re-simulations of ``--verify`` and the mixed
+    fleets of ``--mixed`` if given)."""
     s = res.spec
     n = res.counts
     keys = [x.key for x in s.slo.limits]
-    lines = [f"llmq plan: {s.rate:g} req/s of {s.workload}, SLOs {s.slo.text}, r <= {s.r_max}, "
-             f"{'/'.join(s.models)} ({'/'.join(s.modes)} layers, TP = 1), random routing",
+    load = (f"trace {s.trace} (mean {s.rate:.4g} req/s)" if s.trace else f"{s.rate:g} req/s of {s.workload}")
+    classes = (", classes " + ",".join(f"{c[0]}:{c[1]:g}" for c in s.classes)) if s.classes else ""
+    lines = [f"llmq plan: {load}{classes}, SLOs {s.slo.text}, GPUs <= {s.r_max}, "
+             f"{'/'.join(s.models)} ({'/'.join(s.modes)} layers, TP "
+             f"{'/'.join(map(str, s.tp)) if s.tp else 'where the model needs it'}), random routing",
              f"configurations considered {n['considered']}, pruned by the certified bound {n['pruned']}, "
              f"simulated {n['simulated']}, simulations saved {n['saved']} "
              f"(families {n['families']}, visited {n['families_visited']})",
@@ -102,18 +164,49 @@ def console_lines(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float
         lines.append("cheapest feasible plan: " + describe(res.best, keys))
         lines.append(f"Pareto front (price vs {s.slo.tail_metric or 'price'}, among the simulated plans):")
         lines += ["  " + describe(e, keys) for e in res.front()]
+    if mixes is not None:
+        lines += mix_lines(mixes, keys)
+    if checked is not None and res.best is not None:
+        v0 = checked[0].result
+        runs = f"{len(v0['replicates'])} x {v0['replicates'][0]['requests']} requests"
+        held = sum(v.holds for v in checked)
+        lines.append(f"re-simulated with new seeds ({runs}): {held} of {len(checked)} plans hold "
+                     f"(an SLO is refuted when its whole {CONFIDENCE:.0%} interval lies above the limit)")
+        lines += ["  " + verification_line(v, keys) for v in checked]
     lines.append(f"runtime {elapsed_s:.1f} s")
     return lines
 
 
-def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows: list[dict]) -> dict:
+def mix_json(mixes: MixResult | None) -> dict | None:
+    """The search over mixed fleets as JSON: counts, the price to beat, every simulated mix."""
+    if mixes is None:
+        return None
+    return {"counts": mixes.counts, "best_pure_usd_per_hour": mixes.below, "beats_pure": mixes.beats_pure,
+            "router": "random, each request to a member with probability proportional to its certified "
+                      "capacity (theory/mixed_fleet.py)",
+            "simulated": [{"members": [{"gpu": f.gpu_key, "tp": f.tp, "replicas": n}
+                                       for f, n in e.mix.members],
+                           "label": e.mix.label, "usd_per_hour": e.mix.usd_per_hour,
+                           "certified_rps": e.mix.certified, "utilisation": e.mix.utilisation,
+                           "feasible": e.feasible, "missed": list(e.missed), "metrics": e.result["metrics"]}
+                          for e in mixes.evaluated]}
+
+
+def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows: list[dict],
+            checked: list[Verified] | None = None, mixes: MixResult | None = None) -> dict:
     """The whole result as a strict-JSON-able dict."""
     s = res.spec
+    verification = None if checked is None else [
+        {"label": v.plan.candidate.family.label, "r": v.plan.candidate.r, "holds": v.holds,
+         "refuted": list(v.refuted), "metrics": v.result["metrics"],
+         "replicates": len(v.result["replicates"]), "requests_per_run": v.result["replicates"][0]["requests"]}
+        for v in checked]
     return _clean({
-        "spec": {"rate": s.rate, "workload": s.workload, "slo": s.slo.text, "gpus": list(s.gpu_list),
+        "spec": {"rate": s.rate, "trace": s.trace, "classes": [list(c) for c in s.classes],
+                 "workload": s.workload, "slo": s.slo.text, "gpus": list(s.gpu_list),
                  "models": list(s.models), "modes": list(s.modes), "schedulers": list(s.schedulers),
                  "knobs": {k: [dict(x) for x in v] for k, v in s.knobs.items()}, "r_min": s.r_min,
-                 "r_max": s.r_max, "planner": s.planner, "tensor_parallel": 1,
+                 "r_max": s.r_max, "planner": s.planner, "tp": list(s.tp) or "auto",
                  "requests_per_run": n_requests, "seeds": seeds, "confidence": CONFIDENCE},
         "counts": res.counts,
         "prices": {k: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "instance": p.instance,
@@ -124,8 +217,11 @@ def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows
                               for f, o in res.grid.one_gpu.items()},
         "best": next((r for r in rows if r["best"]), None),
         "front": [r for r in rows if r["front"]],
+        "verification": verification,
+        "mixed": mix_json(mixes),
         "evaluated": rows,
         "columns": COLUMNS,
+        "fields": FIELDS,
         "elapsed_s": elapsed_s,
     })
 
@@ -133,12 +229,12 @@ def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows
 def markdown(res: PlanResult, lines: list[str], rows: list[dict]) -> str:
     """``plan.md``: the console report and a table of every simulated candidate."""
     keys = [x.key for x in res.spec.slo.limits]
-    head = ["GPU", "model", "mode", "scheduler", "knobs", "r", "$/h", "certified req/s", "utilisation",
+    head = ["GPU", "model", "mode", "scheduler", "knobs", "tp", "r", "$/h", "certified req/s", "utilisation",
             *keys, "feasible"]
     out = ["# llmq plan", "", *[f"* {x}" for x in lines], "", "## Simulated candidates", "",
            "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["gpu"], r["model"], r["mode"], r["scheduler"], r["knobs"] or "-", r["r"],
+        cells = [r["gpu"], r["model"], r["mode"], r["scheduler"], r["knobs"] or "-", r["tp"], r["r"],
                  f"{r['usd_per_hour']:.2f}", f"{r['certified_rps']:.2f}", f"{r['utilisation']:.1%}",
                  *[_ci([r.get(k), r.get(f"{k}_lo"), r.get(f"{k}_hi")]) for k in keys],
                  "yes" if r["feasible"] else "no (" + r["missed"] + ")"]
@@ -170,7 +266,7 @@ def plot(res: PlanResult, path: Path) -> Path:
             ax.plot([e.candidate.usd_per_hour for e in front], [e.result["metrics"][key][0] for e in front],
                     "-", color="k", lw=1, label="Pareto front")
             for e in front:
-                ax.annotate(f"{e.candidate.r}x{e.candidate.family.gpu}/{e.candidate.family.scheduler}",
+                ax.annotate(f"{e.candidate.r}x{e.candidate.family.gpu_key}/{e.candidate.family.scheduler}",
                             (e.candidate.usd_per_hour, e.result["metrics"][key][0]), fontsize=7)
         limit = next(x.limit for x in s.slo.limits if x.key == key)
         ax.axhline(limit, ls="--", color="r", lw=1, label=f"SLO {key} = {limit:g} s")
@@ -186,7 +282,8 @@ def plot(res: PlanResult, path: Path) -> Path:
 
 
 def write_outputs(res: PlanResult, out: Path, lines: list[str], n_requests: int, seeds: int,
-                  elapsed_s: float) -> list[str]:
+                  elapsed_s: float, checked: list[Verified] | None = None,
+                  mixes: MixResult | None = None) -> list[str]:
     """Write ``plan.md``, ``plan.csv``, ``plan.json`` and ``plan.png`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     keys = _metric_keys(res)
@@ -195,7 +292,8 @@ def write_outputs(res: PlanResult, out: Path, lines: list[str], n_requests: int,
     files = []
     cols = {k: [("" if r[k] is None else r[k]) for r in rows] for k in (rows[0] if rows else COLUMNS)}
     files.append(str(atomic_write_csv(out / "plan.csv", cols)))
-    files.append(str(atomic_write_json(out / "plan.json", to_json(res, n_requests, seeds, elapsed_s, rows))))
+    files.append(str(atomic_write_json(out / "plan.json",
+                                       to_json(res, n_requests, seeds, elapsed_s, rows, checked, mixes))))
     files.append(str(atomic_write_text(out / "plan.md", markdown(res, lines, rows))))
     files.append(str(plot(res, out / "plan.png")))
     return files

@@ -57,7 +57,7 @@ _CITATION = re.compile(
     r"\b(Eqs?\.|Equations?|Assumptions?|Propositions?|Lemmas?|Theorems?|Definitions?|Algorithms?)"
     rf"\s*({_NUM}(?:\s*(?:,|and|&)\s*{_NUM})*)")
 _APPENDIX = re.compile(r"\bAppendix\s+([A-Z](?:\.\d+)?)\b")
-_LOCATION_HEAD = re.compile(r"^(Table\s+\d+|Section\s+\d+|Abstract)")
+_LOCATION_HEAD = re.compile(r"^(Table\s+\d+|Section\s+\d+|Abstract|Other papers)")
 
 
 def cited_items(text: str) -> set[str]:

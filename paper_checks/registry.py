@@ -29,7 +29,7 @@ from enum import Enum
 from theory.errors import FieldError, UnknownNameError
 
 MODULES = ("section3_model", "appendix_b", "section4_theorems", "appendix_c", "algorithms",
-           "section5_claims", "section67_data", "nodes_and_defaults")
+           "section5_claims", "section67_data", "nodes_and_defaults", "other_papers")
 
 
 class Verdict(str, Enum):

@@ -9,6 +9,9 @@ schedulers  one module per policy, each a readable compiled loop over the engine
 runner      the one cached, resumable runner of sweep points (in process, process pool or Dask).
 dtmc        RAD's cycle DTMC (Appendix C) built by executing its cycles; drift, stationary law.
 region      capacity-region sweeps (tile set x scheduler x r x lambda) and their verdicts.
+attain      a policy that attains the certified capacity of :mod:`theory.capacity`, and saturated
+            throughput over a fixed window (count and work-weighted).
+memory_bound  the KV-memory bound against the memory-enabled simulator where memory binds.
 plot        the drift, stability-region and two-class figures.
 slai        Section 7 reproduced: SLAI vs Sarathi-Serve vs vLLM (``llmq slai``).
 """

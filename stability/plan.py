@@ -18,7 +18,11 @@ The search (:func:`search`):
   rate, each node of r GPUs sees Poisson(lam / r): more GPUs only lower every node's load. This
   is an assumption about the schedulers' latency (lower load never hurts), not a theorem; the
   brute-force comparison of tests/test_plan.py checks it on a small grid;
-* only fleets cheaper than the best plan so far are simulated.
+* only fleets cheaper than the best plan so far are simulated;
+* ``parallel`` families are searched at once, their probes sent to the runner as one batch (a
+  process pool or a Dask cluster): the best plan does not depend on it.
+
+:func:`verify` re-simulates the returned plans with new seeds and longer runs.
 
 A plan is *feasible* when no seed's stability verdict is ``unstable``, no request was rejected,
 and every SLO's mean over the seeds is within its limit; the interval of each is reported.
@@ -51,19 +55,32 @@ def replicate_seed(seed: int, k: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(k)]).generate_state(1)[0])
 
 
-def measure(res) -> dict:
-    """SLO metrics of one run (detail mode): TTFT P50/P99 and TBT P99 (from the TBT histograms),
-    keyed ``ttft_p50`` etc. for a run with one class and ``ttft_p50@<class>`` per class otherwise,
-    and the run's stability verdict, requests, completions and rejections."""
-    rq = res.requests
-    out = {"verdict": res.verdict().verdict, "completed": int(np.isfinite(rq["t_finish"]).sum()),
-           "rejected": int(np.sum(rq["reject"] > 0)), "requests": int(rq["arrival"].size)}
-    classes = res.class_summary()
-    for d in classes:
-        suffix = "" if len(classes) == 1 else f"@{d['name']}"
-        out[f"ttft_p50{suffix}"] = d["ttft"]["p50"]
-        out[f"ttft_p99{suffix}"] = d["ttft"]["p99"]
-        out[f"tbt_p99{suffix}"] = d["tbt"]["p99"]
+VERDICT_ORDER = ("stable", "inconclusive", "unstable")  # the worst member decides a fleet's verdict
+
+
+def measure(*results) -> dict:
+    """SLO metrics of one run, or of the independent runs of a mixed fleet's members taken as one
+    system (detail mode): TTFT P50/P99 and TBT P99 (from the TBT histograms) over every request,
+    keyed ``ttft_p50`` etc., and per request class, keyed ``ttft_p50@<class>``, when the scenario
+    has classes; the stability verdict (the worst member's), requests, completions and rejections."""
+    from stability.sim.metrics import histogram_quantile, summarize_latency
+
+    rqs = [res.requests for res in results]
+    out = {"verdict": max((res.verdict().verdict for res in results), key=VERDICT_ORDER.index),
+           "completed": int(sum(np.isfinite(rq["t_finish"]).sum() for rq in rqs)),
+           "rejected": int(sum(np.sum(rq["reject"] > 0) for rq in rqs)),
+           "requests": int(sum(rq["arrival"].size for rq in rqs))}
+    hist = sum(run.tbt_hist for res in results for run in res.runs)  # (class, bin) counts of TBT gaps
+    ttft = np.concatenate([rq["t_first"] - rq["arrival"] for rq in rqs])
+    cls = np.concatenate([rq["cls"] for rq in rqs])
+    groups = [("", np.ones(ttft.size, dtype=bool), hist.sum(axis=0))]
+    if results[0].scenario.classes:
+        groups += [(f"@{c.name}", cls == k, hist[k]) for k, c in enumerate(results[0].classes)]
+    for suffix, mine, h in groups:
+        lat = summarize_latency(ttft[mine])
+        out[f"ttft_p50{suffix}"] = lat["p50"]
+        out[f"ttft_p99{suffix}"] = lat["p99"]
+        out[f"tbt_p99{suffix}"] = histogram_quantile(h, 0.99)
     return out
 
 
@@ -77,12 +94,18 @@ def run_plan_task(task: dict) -> dict:
     reps = [measure(simulate(Scenario.from_dict({**task["scenario"],
                                                  "seed": replicate_seed(task["seed"], k)})))
             for k in range(int(task["seeds"]))]
+    return {**summarize_replicates(reps), "r": base.r, "rate": base.rate}
+
+
+def summarize_replicates(reps: list[dict]) -> dict:
+    """Replicates' metrics, per metric ``[mean, low, high]`` (Student-t, 95 %), unstable seeds and
+    rejections, in strict-JSON form."""
     keys = [k for k in reps[0] if k.startswith(("ttft_", "tbt_"))]
     ci = {k: [_finite(x) for x in t_interval([r[k] for r in reps], CONFIDENCE)] for k in keys}
     return {"replicates": [{k: _finite(v) if isinstance(v, float) else v for k, v in r.items()}
                            for r in reps],
             "metrics": ci, "unstable": sum(r["verdict"] == "unstable" for r in reps),
-            "rejected": sum(r["rejected"] for r in reps), "r": base.r, "rate": base.rate}
+            "rejected": sum(r["rejected"] for r in reps)}
 
 
 def _finite(x):
@@ -96,7 +119,8 @@ def cached_capacity(cache: Cache):
 
     def capacity(spec: PlanSpec, fam: Family) -> OneGpu:
         key = task_key({"kind": "plan_bound", "family": fam.label, "options": list(map(list, fam.options)),
-                        "workload": spec.workload, "gpu_file": spec.gpu_file, "model_file": spec.model_file})
+                        "workload": spec.workload, "gpu_file": spec.gpu_file, "model_file": spec.model_file,
+                        "tp": fam.tp})
         hit = cache.get(key)
         if hit is not None:
             return OneGpu(**{k: math.nan if v is None else v for k, v in hit.items()})
@@ -146,17 +170,31 @@ def judge(result: dict, slo: SloSpec) -> tuple[bool, tuple]:
     return not missed, tuple(missed)
 
 
-def scenario_of(spec: PlanSpec, fam: Family, r: int, n_requests: int) -> Scenario:
-    """The scenario of a candidate at the target rate (detail mode: TBT histograms)."""
-    return Scenario(gpu=fam.gpu, model=fam.model, mode=fam.mode, workload=spec.workload,
-                    gpu_file=spec.gpu_file, model_file=spec.model_file, scheduler=fam.scheduler,
-                    options=fam.options, r=r, planner=spec.planner, rate=float(spec.rate), load=None,
-                    n_requests=n_requests, seed=0, detail=True)
+def scenario_of(spec: PlanSpec, fam: Family, r: int, n_requests: int, gpu_file: str | None = None
+                ) -> Scenario:
+    """The scenario of a candidate at the target rate, or replaying the spec's whole trace (detail
+    mode: TBT histograms); ``gpu_file`` is the grid's (holding the TP groups' profiles), by default
+    the spec's."""
+    if spec.trace is not None:
+        n_requests = trace_rows(spec.trace)
+    return Scenario(gpu=fam.gpu_key, model=fam.model, mode=fam.mode, workload=spec.workload,
+                    gpu_file=gpu_file or spec.gpu_file, model_file=spec.model_file, scheduler=fam.scheduler,
+                    options=fam.options, r=r, planner=spec.planner,
+                    rate=None if spec.trace else float(spec.rate), load=None, n_requests=n_requests,
+                    seed=0, detail=True, trace=spec.trace, classes=tuple(map(tuple, spec.classes)))
 
 
-def plan_task(spec: PlanSpec, fam: Family, r: int, n_requests: int, seeds: int, base_seed: int) -> dict:
-    """The runner task of one candidate, seeded from its content."""
-    sc = scenario_of(spec, fam, r, n_requests).to_dict()  # its seed: the task's, per replicate
+def trace_rows(path: str) -> int:
+    """Requests in the trace at ``path``."""
+    from theory.workload import read_trace
+
+    return int(read_trace(path).L_P.size)
+
+
+def plan_task(spec: PlanSpec, fam: Family, r: int, n_requests: int, seeds: int, base_seed: int,
+              gpu_file: str | None = None) -> dict:
+    """The runner task of one candidate, seeded from its content (``gpu_file``: the grid's)."""
+    sc = scenario_of(spec, fam, r, n_requests, gpu_file).to_dict()  # its seed: the task's, per replicate
     return with_seed({"kind": "plan", "scenario": sc, "seeds": int(seeds)}, base_seed)
 
 
@@ -200,14 +238,16 @@ class PlanResult:
 
 
 def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2,
-           base_seed: int = 0, grid: Grid | None = None, stop_early: bool = True) -> PlanResult:
+           base_seed: int = 0, grid: Grid | None = None, stop_early: bool = True,
+           parallel: int = 1) -> PlanResult:
     """Cheapest-first search with early stopping (module docstring).
 
     Parameters
     ----------
     spec : PlanSpec
     runner : Runner
-        The one runner (its cache makes the search resumable).
+        The one runner (its cache makes the search resumable; its executor runs a batch of tasks
+        on local processes or a Dask cluster).
     n_requests, seeds : int
         Requests per simulation and replicates per candidate.
     base_seed : int
@@ -218,7 +258,14 @@ def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2
         Stop at the first family whose cheapest fleet costs at least the best plan, and search
         only fleets cheaper than it (default). False visits every family and finds each one's
         smallest feasible fleet: a fuller Pareto front at the price of more simulations.
+    parallel : int
+        Families searched at once: their next probes go to the runner as one batch. The best plan
+        does not depend on it (each family's search sees only its own results, tasks are seeded
+        by content, and ties go to the family first in the order); more families may be
+        simulated than with 1.
     """
+    from collections import deque
+
     grid = grid or build_grid(spec)
     out = PlanResult(spec, grid)
     by_family: dict = {}
@@ -226,57 +273,142 @@ def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2
         by_family.setdefault(c.family, []).append(c)
     order = sorted(by_family, key=lambda f: (by_family[f][0].usd_per_hour, -by_family[f][0].headroom,
                                              f.label))
+    rank = {f: k for k, f in enumerate(order)}
     memo: dict = {}
 
-    def evaluate(c: Candidate) -> Evaluated:
-        if (c.family, c.r) not in memo:
-            task = plan_task(spec, c.family, c.r, n_requests, seeds, base_seed)
-            res = runner.run([task])[0]
+    def evaluate_all(cands: list[Candidate]) -> list[Evaluated]:
+        todo = list({(c.family, c.r): c for c in cands if (c.family, c.r) not in memo}.values())
+        tasks = [plan_task(spec, c.family, c.r, n_requests, seeds, base_seed, grid.gpu_file) for c in todo]
+        for c, res in zip(todo, runner.run(tasks) if tasks else [], strict=True):
             ok, missed = judge(res, spec.slo)
             memo[(c.family, c.r)] = e = Evaluated(c, res, ok, missed)
             out.evaluated.append(e)
-        return memo[(c.family, c.r)]
+        return [memo[(c.family, c.r)] for c in cands]
 
-    visited = 0
-    for fam in order:
-        cands = sorted(by_family[fam], key=lambda c: c.r)  # kept r's of a family are contiguous
-        if stop_early and out.best is not None and cands[0].usd_per_hour >= out.best.candidate.usd_per_hour:
-            break
-        visited += 1
-        if stop_early and out.best is not None:
-            cands = [c for c in cands if c.usd_per_hour < out.best.candidate.usd_per_hour]
-        found = smallest_feasible(cands, evaluate)
-        if found is not None and (out.best is None
-                                  or found.candidate.usd_per_hour < out.best.candidate.usd_per_hour):
-            out.best = found
+    def better(e: Evaluated | None) -> bool:
+        b = out.best
+        return e is not None and (b is None or (e.candidate.usd_per_hour, rank[e.candidate.family])
+                                  < (b.candidate.usd_per_hour, rank[b.candidate.family]))
+
+    pending, active, visited = deque(order), [], 0
+    while pending or active:
+        while pending and len(active) < max(1, int(parallel)):
+            fam = pending.popleft()
+            cands = sorted(by_family[fam], key=lambda c: c.r)  # kept r's of a family are contiguous
+            if stop_early and out.best is not None:
+                if cands[0].usd_per_hour >= out.best.candidate.usd_per_hour:
+                    pending.clear()  # families come cheapest first: none after this can win
+                    break
+                cands = [c for c in cands if c.usd_per_hour < out.best.candidate.usd_per_hour]
+            visited += 1
+            steps = feasibility_steps(cands)
+            try:
+                active.append((steps, next(steps)))
+            except StopIteration:  # no candidate left in this family
+                continue
+        nxt = []
+        for (steps, _), e in zip(active, evaluate_all([p for _, p in active]), strict=True):
+            try:
+                nxt.append((steps, steps.send(e)))
+            except StopIteration as done:
+                if better(done.value):
+                    out.best = done.value
+        active = nxt
     out.counts = {"considered": grid.considered, "pruned": len(grid.pruned), "simulated": len(memo),
                   "saved": len(grid.kept) - len(memo), "families": len(grid.families),
                   "families_visited": visited}
     return out
 
 
-def smallest_feasible(cands: list[Candidate], evaluate) -> Evaluated | None:
-    """The feasible candidate of smallest r among ``cands`` (sorted by r), by exponential then
-    binary search, assuming feasibility is monotone in r; None if the largest is infeasible."""
+@dataclass(frozen=True)
+class Verified:
+    """A returned plan re-simulated independently: new seeds, a longer run.
+
+    Attributes
+    ----------
+    plan : Evaluated
+        The plan as the search found it.
+    result : dict
+        The new ``plan`` task's result.
+    holds : bool
+        No seed unstable, no rejection, and no SLO's interval lies wholly above its limit (the
+        interval's low end is within it: the SLO is not refuted at the interval's confidence).
+    refuted : tuple of str
+        The SLO keys (or ``"stable"``, ``"rejections"``) that failed.
+    """
+
+    plan: Evaluated
+    result: dict
+    holds: bool
+    refuted: tuple
+
+
+VERIFY_SEED_OFFSET = 1_000_003  # base seed of the re-simulations: base_seed + this
+
+
+def verify(res: PlanResult, runner: Runner, n_requests: int, seeds: int, base_seed: int = 0
+           ) -> list[Verified]:
+    """Re-simulate the best plan and the Pareto front with seeds the search never used
+    (``base_seed + VERIFY_SEED_OFFSET``) and ``n_requests`` requests (a longer run than the
+    search's; a trace is replayed whole) over ``seeds`` replicates, all in one batch."""
+    plans = list({id(e): e for e in ([res.best] if res.best else []) + res.front()}.values())
+    tasks = [plan_task(res.spec, e.candidate.family, e.candidate.r, n_requests, seeds,
+                       base_seed + VERIFY_SEED_OFFSET, res.grid.gpu_file) for e in plans]
+    out = []
+    for e, result in zip(plans, runner.run(tasks) if tasks else [], strict=True):
+        refuted = ["stable"] if result["unstable"] else []
+        refuted += ["rejections"] if result["rejected"] else []
+        for slo in res.spec.slo.limits:
+            mean, lo, _ = result["metrics"].get(slo.key, [None, None, None])
+            low = lo if lo is not None else mean
+            if low is None or low > slo.limit:
+                refuted.append(slo.key)
+        out.append(Verified(e, result, not refuted, tuple(refuted)))
+    return out
+
+
+def feasibility_steps(cands: list[Candidate]):
+    """The search for the feasible candidate of smallest r among ``cands`` (sorted by r), by
+    exponential then binary search, assuming feasibility is monotone in r, as a generator: it
+    yields the candidate to evaluate next, is sent its :class:`Evaluated`, and returns the
+    smallest feasible one (None if the largest is infeasible or there is none)."""
     if not cands:
         return None
-    lo, step, hi = 0, 1, None  # invariant: every index < lo is infeasible
+    lo, step, hi, found = 0, 1, None, None  # every index < lo is infeasible; found is cands[hi]
     while hi is None:
         k = min(lo + step - 1, len(cands) - 1)
-        if evaluate(cands[k]).feasible:
-            hi = k
+        e = yield cands[k]
+        if e.feasible:
+            hi, found = k, e
         elif k == len(cands) - 1:
             return None
         else:
             lo, step = k + 1, step * 2
     while lo < hi:
         mid = (lo + hi) // 2
-        if evaluate(cands[mid]).feasible:
-            hi = mid
+        e = yield cands[mid]
+        if e.feasible:
+            hi, found = mid, e
         else:
             lo = mid + 1
-    return evaluate(cands[hi])
+    return found
 
 
-__all__ = ["CONFIDENCE", "Evaluated", "PlanResult", "cached_capacity", "judge", "measure", "plan_task",
-           "replicate_seed", "run_plan_task", "scenario_of", "search", "smallest_feasible"]
+__all__ = [
+    "CONFIDENCE",
+    "VERIFY_SEED_OFFSET",
+    "Evaluated",
+    "PlanResult",
+    "Verified",
+    "cached_capacity",
+    "feasibility_steps",
+    "judge",
+    "measure",
+    "plan_task",
+    "replicate_seed",
+    "run_plan_task",
+    "scenario_of",
+    "search",
+    "trace_rows",
+    "verify",
+]

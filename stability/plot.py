@@ -6,7 +6,8 @@ Every function takes plain results (a :class:`stability.dtmc.CycleChain`, or row
 
 References
 ----------
-Bari, Hegde, de Veciana (2025), Theorem 1 (lambda*), Theorem 2 (lambda* (1 - eps)), Lemma 3.
+Bari, Hegde, de Veciana (2025), Theorem 1 (lambda*), Theorem 2 (lambda* (1 - eps)), Lemma 3;
+the certified capacity of :mod:`theory.capacity`.
 """
 
 from __future__ import annotations
@@ -96,8 +97,9 @@ def _num(v) -> float:
 def plot_region(rows: list[dict], boundaries: list[dict], path: str | Path) -> Path:
     """Stability region per tile set: one row of panels per (tile set, r), lambda on the x-axis
     (left: every run; right: zoomed on the boundaries), one lane per (scheduler, workload variant)
-    with each run's verdict, the boundary with its CI, RAD's DTMC prediction, lambda* (Theorem 1)
-    and lambda* (1 - eps) (Theorem 2) marked."""
+    with each run's verdict, the boundary with its CI, RAD's DTMC prediction, lambda* (Theorem 1),
+    lambda* (1 - eps) (Theorem 2) and the certified bound of :mod:`theory.capacity` (rows with a
+    ``certified_bound``) marked."""
     plt = _pyplot()
     panels = sorted({(b["tileset"], int(b["r"])) for b in boundaries})
     height = 1.6 + 0.55 * _lanes(boundaries, panels)
@@ -111,7 +113,7 @@ def plot_region(rows: list[dict], boundaries: list[dict], path: str | Path) -> P
         lo = min(min(_num(b["ci_low"]), _num(b["theorem2"]) if b["workload_variant"] == "pad"
                      else np.inf) for b in series)
         hi = max(max(_num(b["lambda_star"]), _num(b["ci_high"]) if np.isfinite(_num(b["ci_high"]))
-                     else 0) for b in series)
+                     else 0, np.nan_to_num(_num(b.get("certified_bound")))) for b in series)
         if np.isfinite(lo) and hi > lo:
             row[1].set_xlim(lo - 0.15 * (hi - lo), hi + 0.15 * (hi - lo))
         row[1].set_yticklabels([])
@@ -125,7 +127,9 @@ def plot_region(rows: list[dict], boundaries: list[dict], path: str | Path) -> P
                            label="cycle DTMC (RAD)"),
                 plt.Line2D([], [], color="black", label="lambda* pad (Thm 1)"),
                 plt.Line2D([], [], color="black", ls="--", label="lambda* raw (Thm 1)"),
-                plt.Line2D([], [], color="tab:red", ls=":", label="lambda*(1-eps) (Thm 2)")]
+                plt.Line2D([], [], color="tab:red", ls=":", label="lambda*(1-eps) (Thm 2)"),
+                plt.Line2D([], [], color="tab:olive", ls="-.", label="certified bound pad"),
+                plt.Line2D([], [], color="tab:olive", ls=(0, (1, 3)), label="certified bound raw")]
     fig.legend(handles=handles, fontsize=8, loc="lower center", ncol=5, bbox_to_anchor=(0.5, 0.0))
     fig.suptitle(_region_title(boundaries), fontsize=10)
     fig.text(0.5, 0.0, CAPTION, ha="center", va="top", fontsize=7, wrap=True)
@@ -174,6 +178,10 @@ def _region_panel(ax, rows, series) -> None:
                    else "--", lw=0.9)
         if b["workload_variant"] == "pad":
             ax.axvline(_num(b["theorem2"]), color="tab:red", ls=":", lw=0.9)
+        cert = _num(b.get("certified_bound"))
+        if np.isfinite(cert):
+            ax.axvline(cert, color="tab:olive", ls="-." if b["workload_variant"] == "pad" else (0, (1, 3)),
+                       lw=1.1)
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.set_ylim(-0.7, len(labels) - 0.3)
     ax.set_xlabel("arrival rate lambda (requests/s)", fontsize=8)

@@ -24,7 +24,9 @@ How the boundary and its CI are formed.
   meets ``[lambda_lo (1 - g_high(lambda_lo)), lambda_hi]``.
 
 Set against: lambda* = r / T_bar^R (Theorem 1: no scheduler is stable above it; a boundary whose
-whole CI lies above lambda* is flagged ``exceeds_lambda_star``), Theorem 2's lambda* (1 - eps) for
+whole CI lies above lambda* is flagged ``exceeds_lambda_star``), the certified capacity of
+:mod:`theory.capacity` (DP-minimal work, the per-batch overhead of the cost model: in
+``region.json`` and the plot), Theorem 2's lambda* (1 - eps) for
 RAD, and for RAD the cycle-DTMC prediction ``r E[K] / E[T]`` at the n it runs with
 (:mod:`stability.dtmc`). RAD's n is ``auto`` by default: the empirical smallest n with negative
 executed drift at lambda* (1 - eps) on the padded workload (Theorem 2's own threshold is
@@ -51,6 +53,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -201,6 +204,7 @@ class Series:
     share_1: float = float("nan")
     T_bar_1: float = float("nan")
     T_bar_2: float = float("nan")
+    certified: float = float("nan")  # theory.capacity's bound for the series' cost model (any scheduler)
 
     @property
     def name(self) -> str:
@@ -219,7 +223,18 @@ def _theory(spec: SweepSpec, tileset: str, law: str, variant: str, r: int) -> di
     pad = variant == "pad"
     n_thr = n_threshold(cm.t_star.t_col, T_max(cm, w.l_P_max, w.l_D_max), tbar, spec.epsilon)
     return {"lambda_star": lam_star, "theorem2": lam_star * (1 - spec.epsilon) if pad else float("nan"),
-            "epsilon": spec.epsilon, "n_threshold": n_thr if pad else None}
+            "epsilon": spec.epsilon, "n_threshold": n_thr if pad else None,
+            "certified": _certified(spec.cost_spec(tileset), law, variant, r)}
+
+
+@cache
+def _certified(cost_spec: CostSpec, law: str, variant: str, r: int) -> float:
+    """The certified capacity of :mod:`theory.capacity` (no token budget, no KV limit: a bound on
+    every scheduler and planner of the sweep, with the cost model's per-batch overhead)."""
+    from theory.capacity import capacity_bound
+
+    cm = cost_model(cost_spec)
+    return capacity_bound(cm, workload(law, cm.t_lcm if variant == "pad" else None), r).bound
 
 
 def build_series(spec: SweepSpec, rad_n: dict) -> list[Series]:
@@ -504,7 +519,8 @@ def _series_fields(s: Series) -> dict:
             "workload_variant": s.variant, "class_1": s.class_1, "class_2": s.class_2,
             "share_1": s.share_1, "T_bar_1": s.T_bar_1, "T_bar_2": s.T_bar_2,
             "lambda_star": s.lambda_star, "theorem2": s.theorem2, "epsilon": s.epsilon,
-            "n_threshold": s.n_threshold if s.n_threshold is not None else ""}
+            "n_threshold": s.n_threshold if s.n_threshold is not None else "",
+            "certified_bound": s.certified}  # in region.json and the plot; not a region.csv column
 
 
 def _model(spec: SweepSpec) -> str:
@@ -544,8 +560,12 @@ def write_outputs(result: SweepResult, out: str | Path) -> dict:
     atomic_write_csv(out / "region.csv", {c: [row[c] for row in table] for c in columns})
     summary = {"spec": asdict(result.spec), "code_version": code_version(),
                "columns": {"region.csv": {c: COLUMNS[c] for c in columns},
-                           "runs (boundaries: one per series, same columns, plus the number of runs)":
-                               "as region.csv", "null": NULL_MEANING},
+                           "runs": "one per run, the columns of region.csv and certified_bound",
+                           "boundaries": {"(one per series)": "the series' columns of region.csv, and",
+                                          "certified_bound": "req/s; the certified capacity of "
+                                          "theory.capacity for the series' cost model (any scheduler)",
+                                          "runs": "runs of the series (verdict and saturation)"},
+                           "null": NULL_MEANING},
                "rad_n": result.rad_n, "boundaries": boundary_rows(result), "runs": table,
                "tasks": {"computed": result.computed, "cached": result.cached},
                "elapsed_s": result.elapsed_s}
@@ -593,7 +613,8 @@ def plot_outputs(table: list[dict], out: str | Path) -> dict:
 
 
 def read_csv(path: str | Path) -> list[dict]:
-    """Rows of a ``region.csv`` (strings, as the plots accept)."""
+    """Rows of a ``region.csv`` (strings, as the plots accept), with each series' certified bound
+    from the ``region.json`` beside it when there is one (the CSV's columns predate it)."""
     import csv
 
     path = Path(path)
@@ -606,4 +627,13 @@ def read_csv(path: str | Path) -> list[dict]:
     if not table or missing:
         raise FieldError("--plot-only", str(path), f"a region.csv with rows and the columns "
                                                    f"{sorted(missing) or 'series, rate, ...'}")
+    summary = path.with_suffix(".json")
+    if summary.is_file():
+        try:
+            bounds = {b["series"]: b.get("certified_bound")
+                      for b in json_load_exact(summary.read_text(encoding="utf-8")).get("boundaries", [])}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            bounds = {}  # not a region.json: the plot goes without the certified line
+        for row in table:
+            row.setdefault("certified_bound", bounds.get(row["series"]))
     return table

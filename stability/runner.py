@@ -76,6 +76,7 @@ TASK_KINDS = {
     "dtmc": "stability.points:run_dtmc",
     "slai": "stability.slai.study:run_point_task",
     "plan": "stability.plan:run_plan_task",
+    "plan_mixed": "stability.plan_mixed:run_mixed_task",
 }
 
 

@@ -30,7 +30,7 @@ from paper_checks.runner import run_checks
 from theory import cost
 from theory.bounds import T_bar_R, T_max, lambda_star, n_threshold
 from theory.builder import CostSpec, cost_model
-from theory.cost import Batch, build_cost_model, tiling_efficiency
+from theory.cost import Batch, T_batch, build_cost_model, tiling_efficiency
 from theory.errors import UnknownNameError
 from theory.hardware import Tile, get_gpu
 from theory.models import get_model
@@ -270,6 +270,32 @@ def replay_rad_tiling_not_rare():
         assert not bad or (not pre and len(dec) < cm.t_star.t_col)
 
 
+def _overhead_a100():
+    cm = replace(build_cost_model(get_gpu("a100"), get_model("mistral-7b")), overhead_s=0.005)
+    return cm, get_workload("deterministic:512,64")
+
+
+def replay_thm1_overhead():
+    # theory.cost alone: a batch of tau decodes at position 1 costs G(tau) + c_fix + tau N T_D_SA(1),
+    # so min_tau<=2048 (G + c) / tau per token plus the forced decode attention (prefill attention
+    # left out: a weaker bound) already falls below lambda*
+    cm, w = _overhead_a100()
+    a1 = cm.N * float(cost.T_D_SA(cm, np.array([1]))[0])
+    per_tok = min((T_batch(cm, Batch.of(decode=[1] * tau)) - tau * a1) / tau for tau in range(1, 2049))
+    dec = cm.N * float(np.sum(cost.T_D_SA(cm, np.arange(513, 577))))
+    assert 1 / (576 * per_tok + dec) < lambda_star(cm, w) * 0.99
+
+
+def replay_thm2_rad_overhead():
+    # RAD's own work per request is Eq. 12's T_bar^R (512 is a multiple of t*_lcm), and each of its
+    # ceil(512 / t*_lcm) lone chunks and >= 64 / t*_col decode batches pays c_fix
+    cm, w = _overhead_a100()
+    t = cm.t_star
+    assert 512 % t.t_lcm == 0
+    batches = 512 // t.t_lcm + 64 / t.t_col
+    assert 1 / (T_bar_R(cm, w) + 0.005 * batches) < 0.9 * lambda_star(cm, w)
+
+
 REPLAYS = {
     "eq5.missing_1_over_s": replay_eq5,
     "def2.stop_index": replay_def2,
@@ -299,6 +325,8 @@ REPLAYS = {
     "alg3.line5": replay_algorithm_literals,
     "alg4.termination": replay_algorithm_literals,
     "table1.decode_column": replay_table1,
+    "other.thm1_overhead": replay_thm1_overhead,
+    "other.thm2_rad_overhead": replay_thm2_rad_overhead,
 }
 
 

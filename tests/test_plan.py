@@ -149,26 +149,53 @@ def tiny(tmp_path_factory):
     return spec, runner, search(spec, runner, **SMALL)
 
 
-def test_pruning_agrees_with_brute_force(tiny):
+def _agrees_with_brute_force(spec, runner, res) -> None:
+    """Simulate every candidate of the grid, pruned or not: nothing brute force accepts was pruned,
+    feasibility is monotone in r, and the search's best is brute force's cheapest."""
     from stability.plan import judge, plan_task
 
-    spec, runner, res = tiny
     grid = res.grid
-    assert res.counts["pruned"] > 0 and res.counts["considered"] == len(families_of(spec)) * 3
     kept = {(c.family, c.r) for c in grid.kept}
     feasible = {}
-    for c in (*grid.kept, *grid.pruned):  # brute force: simulate every candidate
-        out = runner.run([plan_task(spec, c.family, c.r, base_seed=0, **SMALL)])[0]
-        feasible[(c.family, c.r)] = (judge(out, spec.slo)[0], c.usd_per_hour)
+    for c in (*grid.kept, *grid.pruned):
+        task = plan_task(spec, c.family, c.r, base_seed=0, gpu_file=grid.gpu_file, **SMALL)
+        if grid.one_gpu[c.family].kv_tokens <= 0:  # the simulator refuses a model that does not fit
+            with pytest.raises(FieldError, match="room for KV blocks"):
+                runner.run([task])
+            feasible[(c.family, c.r)] = (False, c.usd_per_hour)
+            continue
+        feasible[(c.family, c.r)] = (judge(runner.run([task])[0], spec.slo)[0], c.usd_per_hour)
     accepted = {k for k, (ok, _) in feasible.items() if ok}
     assert accepted <= kept  # no plan brute force accepts was pruned by the bound
     for fam in grid.families:  # feasibility is monotone in r (the search's assumption)
-        oks = [feasible[(fam, r)][0] for r in range(spec.r_min, spec.r_max + 1)]
+        oks = [ok for (f, _), (ok, _) in sorted(feasible.items(), key=lambda kv: kv[0][1]) if f == fam]
         assert oks == sorted(oks), (fam.label, oks)
     cheapest = min((usd for ok, usd in feasible.values() if ok), default=None)
     got = res.best.candidate.usd_per_hour if res.best else None
     assert got == cheapest
     assert res.counts["simulated"] + res.counts["saved"] == len(grid.kept)
+
+
+def test_pruning_agrees_with_brute_force(tiny):
+    spec, runner, res = tiny
+    assert res.counts["pruned"] > 0 and res.counts["considered"] == len(families_of(spec)) * 3
+    _agrees_with_brute_force(spec, runner, res)
+
+
+def test_pruning_agrees_with_brute_force_on_tensor_parallel_groups(tmp_path):
+    def tp_spec(rate):
+        return PlanSpec(rate=rate, workload=W, slo=parse_slo("ttft_p50=0.5,tbt_p99=0.2"), gpus=("a100",),
+                        models=("llama-2-70b",), schedulers=("vllm", "sarathi"), tp=(2, 4), r_max=8)
+
+    fams = families_of(tp_spec(1.0))
+    assert sorted((f.scheduler, f.tp) for f in fams) == [("sarathi", 2), ("sarathi", 4), ("vllm", 2),
+                                                          ("vllm", 4)]
+    one = [o.bound for o in build_grid(tp_spec(1e-3), tp_dir=tmp_path).one_gpu.values()]
+    spec = tp_spec(1.3 * max(one))  # two replicas at least
+    runner = _runner(tmp_path)
+    res = search(spec, runner, **SMALL)
+    assert res.counts["considered"] == 2 * (4 + 2) and res.counts["pruned"] >= 4
+    _agrees_with_brute_force(spec, runner, res)
 
 
 def test_full_front_finds_the_same_best_and_a_non_dominated_front(tiny):
@@ -241,7 +268,7 @@ def test_unknown_slo_and_contradictory_limits():
         parse_slo("ttft_p90=1")
     with pytest.raises(FieldError, match="slo tbt_p99"):
         parse_slo("tbt_p99=-1")
-    with pytest.raises(FieldError, match="tbt_p99@paying"):
+    with pytest.raises(UnknownNameError, match="slo tbt_p99@paying"):
         PlanSpec(rate=1.0, slo=parse_slo("tbt_p99@paying=0.1")).validate()
     with pytest.raises(FieldError, match="r_min"):
         PlanSpec(rate=1.0, r_min=5, r_max=4).validate()
@@ -273,13 +300,17 @@ def test_llmq_plan_writes_strict_outputs_with_a_data_dictionary(tmp_path, capsys
     args = ["plan", "--rate", "60", "--workload", W, "--gpus", "a100,l40s", "--schedulers", "sarathi",
             "--knob", "sarathi.chunk_size=256|512", "--max-gpus", "3", "--requests", "300", "--out",
             str(tmp_path)]
-    assert main(args) == 0
+    assert main([*args, "--verify", "--verify-requests", "600", "--mixed"]) == 0
     text = capsys.readouterr().out
     assert "pruned by the certified bound" in text and "Student-t" in text
-    assert "cheapest feasible plan" in text
+    assert "cheapest feasible plan" in text and "re-simulated with new seeds" in text
+    assert "mixed fleets" in text
     data = json.loads((tmp_path / "plan.json").read_text(),
                       parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
     assert data["counts"]["considered"] == 2 * 2 * 3 and data["best"]["feasible"]
+    assert set(data) - {"fields"} == set(data["fields"])  # every top-level field is described
+    assert data["verification"] and all(v["requests_per_run"] == 600 for v in data["verification"])
+    assert data["mixed"]["counts"]["considered"] >= data["mixed"]["counts"]["pruned"]
     with open(tmp_path / "plan.csv") as fh:
         header = next(csv.reader(fh))
     metrics = [h for h in header if h not in COLUMNS]
@@ -288,3 +319,149 @@ def test_llmq_plan_writes_strict_outputs_with_a_data_dictionary(tmp_path, capsys
     assert (tmp_path / "plan.png").stat().st_size > 0 and (tmp_path / "plan.md").exists()
     assert main([*args, "--min-gpus", "4"]) == 2
     assert "r_min" in capsys.readouterr().err
+
+
+# --- the search's steps, workers, verification --------------------------------------------------
+
+
+def test_feasibility_steps_find_the_first_feasible_of_every_monotone_pattern():
+    from stability.plan import Evaluated, feasibility_steps
+
+    for n in range(1, 10):
+        for first in range(n + 1):  # feasible from index `first` on (n: none)
+            cands = [f"c{k}" for k in range(n)]
+            steps, probes = feasibility_steps(cands), 0
+            try:
+                probe = next(steps)
+                while True:
+                    probes += 1
+                    k = cands.index(probe)
+                    probe = steps.send(Evaluated(probe, {}, k >= first, ()))
+            except StopIteration as done:
+                got = done.value
+            assert (got.candidate if got else None) == (cands[first] if first < n else None)
+            assert probes <= 2 * math.ceil(math.log2(n)) + 1
+
+
+def test_search_gives_the_same_plan_for_one_or_two_workers(tiny, tmp_path):
+    spec, _, res = tiny
+    runner = Runner(Cache(tmp_path / "c2"), LocalExecutor(2))
+    try:
+        two = search(spec, runner, grid=res.grid, parallel=2, **SMALL)
+    finally:
+        runner.executor.close()
+    one, other = res.best.candidate, two.best.candidate
+    assert (other.family, other.r) == (one.family, one.r)
+    assert two.best.result["metrics"] == res.best.result["metrics"]
+    assert runner.computed == two.counts["simulated"]  # nothing came from the first search's cache
+
+
+def test_search_on_a_dask_cluster_gives_the_same_plan(tiny, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    from stability.runner import DaskExecutor
+
+    spec, _, res = tiny
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        runner = Runner(Cache(tmp_path / "dask"), DaskExecutor(cluster.scheduler_address))
+        try:
+            remote = search(spec, runner, grid=res.grid, parallel=2, **SMALL)
+        finally:
+            runner.executor.close()
+    assert (remote.best.candidate.family, remote.best.candidate.r) == (res.best.candidate.family,
+                                                                       res.best.candidate.r)
+    assert remote.best.result["metrics"] == res.best.result["metrics"] and runner.computed > 0
+
+
+def test_verify_resimulates_with_new_seeds(tiny, tmp_path):
+    from stability.plan import verify
+
+    res = tiny[2]
+    checked = verify(res, _runner(tmp_path), n_requests=600, seeds=3)
+    assert checked[0].plan is res.best and all(v.holds for v in checked)
+    v = checked[0]
+    assert len(v.result["replicates"]) == 3 and v.result["replicates"][0]["requests"] == 600
+    ttft = [r["ttft_p50"] for r in v.result["replicates"]]
+    assert ttft != [r["ttft_p50"] for r in res.best.result["replicates"]][:3]
+
+
+# --- request classes and traces -----------------------------------------------------------------
+
+
+def test_class_slos_join_the_spec_and_unknown_classes_are_named():
+    from theory.plan import with_class_slos
+
+    classes = (("paying", 0.2, 0.05), ("free", 0.8, 0.5))
+    slo = with_class_slos(parse_slo("ttft_p50=0.2,ttft_p99@free=2"), classes)
+    assert {s.key: s.limit for s in slo.limits} == {"ttft_p50": 0.2, "ttft_p99@free": 2.0,
+                                                    "tbt_p99@paying": 0.05, "tbt_p99@free": 0.5}
+    PlanSpec(rate=1.0, slo=slo, classes=classes).validate()
+    with pytest.raises(FieldError, match=r"slo tbt_p99@paying.*0\.05"):
+        with_class_slos(parse_slo("tbt_p99@paying=0.2"), classes)
+    with pytest.raises(UnknownNameError, match="gold"):
+        PlanSpec(rate=1.0, slo=parse_slo("ttft_p50@gold=1"), classes=classes).validate()
+    with pytest.raises(UnknownNameError, match="--classes"):
+        PlanSpec(rate=1.0, slo=parse_slo("ttft_p50@gold=1")).validate()
+
+
+def test_per_class_metrics_are_each_class_s_own():
+    from stability.plan import measure
+
+    sc = Scenario(gpu="a100", mode="real", workload=W, scheduler="slai", rate=40.0, load=None,
+                  n_requests=800, seed=3, detail=True, classes=(("paying", 0.3, 0.05), ("free", 0.7, 0.5)))
+    res = simulate(sc)
+    m = measure(res)
+    rq = res.requests
+    ttft = rq["t_first"] - rq["arrival"]
+    for k, name in enumerate(("paying", "free")):
+        mine = (rq["cls"] == k) & np.isfinite(ttft)
+        assert m[f"ttft_p50@{name}"] == pytest.approx(np.percentile(ttft[mine], 50), rel=1e-12)
+        assert m[f"tbt_p99@{name}"] == res.class_summary()[k]["tbt"]["p99"]
+    assert m["ttft_p99"] == pytest.approx(np.percentile(ttft[np.isfinite(ttft)], 99), rel=1e-12)
+    lo, hi = sorted((m["tbt_p99@paying"], m["tbt_p99@free"]))
+    assert lo <= m["tbt_p99"] <= hi  # the P99 of the union lies between the classes' P99s
+
+
+def test_llmq_plan_replays_a_trace_at_its_own_rate(tmp_path, capsys):
+    import json
+
+    from llmq.cli import main
+
+    rng = np.random.default_rng(5)
+    n = 400
+    t = np.cumsum(rng.exponential(1 / 30.0, n))
+    lp, ld = rng.integers(64, 321, n), rng.integers(8, 41, n)
+    f = tmp_path / "trace.csv"
+    f.write_text("arrival_time,prompt_len,output_len\n" + "".join(
+        f"{a:.9f},{p},{d}\n" for a, p, d in zip(t, lp, ld, strict=True)))
+    args = ["plan", "--trace", str(f), "--gpus", "a100,l4", "--schedulers", "sarathi", "--max-gpus", "3",
+            "--slo", "ttft_p50=0.5", "--out", str(tmp_path / "o")]
+    assert main(args) == 0
+    data = json.loads((tmp_path / "o" / "plan.json").read_text())
+    rate = (n - 1) / (round(t[-1], 9) - round(t[0], 9))
+    assert data["spec"]["rate"] == pytest.approx(rate, rel=1e-9) and data["spec"]["workload"] == str(f)
+    assert data["best"] is not None
+    runs = [json.loads(p.read_text())["result"] for p in (tmp_path / "o" / "plan" / "cache").glob("*.json")]
+    reps = [r for x in runs for r in x.get("replicates", [])]
+    assert reps and all(r["requests"] == n for r in reps)  # every simulation replays the whole trace
+    assert main([*args, "--rate", "3"]) == 2
+    assert "--rate" in capsys.readouterr().err
+
+
+def test_rad_is_pruned_by_the_kv_bound_its_simulation_cannot_see(tmp_path):
+    """RAD's simulation grants unlimited KV memory (Assumption 4), so only the bound's KV part
+    keeps the planner from RAD fleets whose cache cannot hold the load."""
+    spec = PlanSpec(rate=1e-3, workload="table1", gpus=("a100",), models=("llama-2-70b",),
+                    schedulers=("rad",), r_max=2)
+    grid = build_grid(spec, tp_dir=tmp_path)
+    from dataclasses import replace
+
+    (fam, one), = grid.one_gpu.items()
+    assert fam.tp == 2 and one.binds == "kv-memory" and one.lam_kv < one.lam_compute
+    rate = 0.5 * (one.lam_kv + one.lam_compute)  # within compute, beyond the KV cache
+    with pytest.raises(InfeasibleTargetError, match="KV memory") as err:
+        build_grid(replace(spec, rate=rate), tp_dir=tmp_path)
+    assert err.value.best_rate == pytest.approx(one.lam_kv, rel=1e-12)
+    sc = Scenario(gpu=fam.gpu_key, gpu_file=grid.gpu_file, model="llama-2-70b", mode="real",
+                  workload="table1", scheduler="rad", rate=rate, load=None, n_requests=3000, seed=1)
+    assert simulate(sc).verdict().verdict != "unstable"  # the memoryless simulation would accept it

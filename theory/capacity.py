@@ -136,6 +136,7 @@ from scipy.optimize import linprog
 
 from theory.cost import T_D_SA, T_P_SA, Batch, CostModel, T_batch, linear_per_token, linear_table
 from theory.errors import FieldError, require_positive, require_positive_int
+from theory.terms import shard_memory
 from theory.workload import Workload
 
 DEFAULT_HORIZON = 8192  # batch sizes tabulated when b_max is None (the tail beyond is bounded by sigma)
@@ -517,11 +518,13 @@ def kv_token_seconds(law: BatchLaw, w: Workload, b_max: int | None = None,
 def kv_capacity_tokens(cm: CostModel, gpu_memory_utilization: float = 0.9) -> float:
     """KV-cache tokens that fit beside the weights in ``gpu_memory_utilization`` of one GPU's memory
     (the ``M`` of the KV-memory bound): ``(u M_gpu - W) / b_kv`` with ``b_kv`` the model's KV bytes per
-    token; 0.9 is vLLM's default ``gpu_memory_utilization`` (vllm-project/vllm, ``EngineArgs``)."""
+    token; 0.9 is vLLM's default ``gpu_memory_utilization`` (vllm-project/vllm, ``EngineArgs``).
+    For a tensor-parallel replica, ``W`` and ``b_kv`` are one GPU's shares
+    (:func:`theory.terms.shard_memory`), and the result is the replica's capacity."""
     if not 0 < gpu_memory_utilization <= 1:
         raise FieldError("gpu_memory_utilization", gpu_memory_utilization, "a fraction in (0, 1]")
-    usable = gpu_memory_utilization * cm.gpu.memory_bytes - cm.model.weight_bytes()
-    return max(0.0, usable / cm.model.kv_bytes_per_token())
+    weights, kv_per_token = shard_memory(cm.model, cm.gpu.terms.tp)
+    return max(0.0, (gpu_memory_utilization * cm.gpu.memory_bytes - weights) / kv_per_token)
 
 
 def capacity_bound(law: BatchLaw | CostModel, w: Workload, r: int = 1, *, b_max: int | None = None,

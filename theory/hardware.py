@@ -341,6 +341,15 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GPU]:
     return {key: _build_gpu(key, table, data) for key, table in tables.items()}
 
 
+def gpu_table(key: str, path: str | Path | None = None) -> dict:
+    """The fields of GPU ``key`` as written, with ``base =`` inheritance resolved (presets merged
+    with the user TOML at ``path``): what a derived profile copies."""
+    tables = _merged_tables(read_toml(path) if path is not None else None)[1]
+    if key not in tables:
+        raise UnknownNameError("GPU", key, list(tables))
+    return dict(tables[key])
+
+
 @cache
 def _preset_gpus() -> dict[str, GPU]:
     return load_gpus(None)
@@ -371,5 +380,5 @@ def get_gpu(name: str, path: str | Path | None = None) -> GPU:
 
 __all__ = [
     "GPU", "GemvTile", "LlmqError", "Tile", "gemm_tile_rate", "gemv_tile_rate", "get_gpu",
-    "gpu_names", "load_gpus", "parse_tile", "tile_fits",
+    "gpu_names", "gpu_table", "load_gpus", "parse_tile", "tile_fits",
 ]

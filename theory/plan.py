@@ -25,7 +25,9 @@ needs no simulation:
   target cannot carry it under any scheduler, so it is pruned without simulation. The rest are
   ordered cheapest first (price per hour, then larger headroom).
 
-Tensor parallelism is not planned yet: every GPU serves a whole model replica (TP = 1).
+* **Tensor parallelism** (:mod:`theory.tensor_parallel`): a replica is one GPU or a TP group of
+  k GPUs; the bound and the simulator price the group (its shards and all-reduces), r counts
+  replicas, and a fleet of r groups costs r k GPUs.
 
 References
 ----------
@@ -262,11 +264,20 @@ class Family:
     mode: str
     scheduler: str
     options: tuple  # ((name, value), ...), sorted
+    tp: int = 1
+
+    @property
+    def gpu_key(self) -> str:
+        """The GPU profile one replica runs on: the GPU, or its ``tp``-GPU group
+        (:func:`theory.tensor_parallel.variant_key`)."""
+        from theory.tensor_parallel import variant_key
+
+        return variant_key(self.gpu, self.tp)
 
     @property
     def label(self) -> str:
         knobs = ",".join(f"{k}={v}" for k, v in self.options)
-        return f"{self.gpu}/{self.model}/{self.mode}/{self.scheduler}" + (f"[{knobs}]" if knobs else "")
+        return f"{self.gpu_key}/{self.model}/{self.mode}/{self.scheduler}" + (f"[{knobs}]" if knobs else "")
 
 
 @dataclass(frozen=True)
@@ -277,8 +288,9 @@ class Candidate:
     ----------
     family : Family
     r : int
+        Replicas (each of ``family.tp`` GPUs).
     usd_per_hour : float
-        ``r`` times the GPU's hourly price.
+        ``r tp`` times the GPU's hourly price.
     certified : float
         Certified fleet capacity, req/s (:func:`fleet_capacity`).
     binds : str
@@ -299,6 +311,11 @@ class Candidate:
         """``1 - utilisation``: the fraction of the certified capacity left above the target."""
         return 1.0 - self.utilisation
 
+    @property
+    def gpus(self) -> int:
+        """GPUs of the fleet: replicas times the tensor-parallel degree."""
+        return self.r * self.family.tp
+
 
 @dataclass(frozen=True)
 class PlanSpec:
@@ -311,14 +328,24 @@ class PlanSpec:
     slo : SloSpec
     gpus, models, modes, schedulers : tuple of str
         ``gpus`` empty: every GPU preset.
+    tp : tuple of int
+        Tensor-parallel degrees tried where a GPU offers them (:mod:`theory.tensor_parallel`);
+        empty: per GPU and model the smallest degree whose weight shard leaves room for KV cache.
     knobs : dict
         ``{scheduler: ({option: value}, ...)}``: the knob settings tried per scheduler (a
         scheduler not named runs with its defaults).
     r_min, r_max : int
-        Fleet sizes tried.
+        Fleet sizes tried, in GPUs (a fleet of r replicas of TP degree k has r k GPUs).
     planner : str
         Only ``"random"`` (the fleet rule is proven for it).
     price_file, gpu_file, model_file : str or None
+    classes : tuple
+        Request classes ``((name, probability, TBT SLO s), ...)`` as :class:`stability.sim.simulate.Scenario`
+        takes them (empty: one class). Each class's TBT SLO joins ``slo`` as ``tbt_p99@<name>``
+        (:func:`with_class_slos`); SLO keys ``<metric>@<class>`` must name a class.
+    trace : str or None
+        A CSV trace with ``arrival_time`` replayed whole as the load; ``rate`` is then its mean rate
+        and ``workload`` its path (the length law of the bound).
     """
 
     rate: float
@@ -328,6 +355,7 @@ class PlanSpec:
     models: tuple = ("mistral-7b",)
     modes: tuple = ("real",)
     schedulers: tuple = PLAN_SCHEDULERS
+    tp: tuple = ()
     knobs: dict = field(default_factory=dict)
     r_min: int = 1
     r_max: int = 16
@@ -335,6 +363,8 @@ class PlanSpec:
     price_file: str | None = None
     gpu_file: str | None = None
     model_file: str | None = None
+    classes: tuple = ()
+    trace: str | None = None
 
     @property
     def gpu_list(self) -> tuple:
@@ -362,10 +392,38 @@ class PlanSpec:
                 raise UnknownNameError("mode", mode, ("paper", "real"))
         for s in self.schedulers:
             scheduler_caps(s, {})
+        for k in self.tp:
+            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise FieldError("tp", k, "tensor-parallel degrees, integers >= 1")
+        names = [str(c[0]) for c in self.classes]
         for s in self.slo.limits:
-            if s.cls != "all":
-                raise FieldError(f"slo {s.key}", s.limit, "a limit over all requests (request classes "
-                                                           "are not planned yet)")
+            if s.cls != "all" and s.cls not in names:
+                raise UnknownNameError(f"request class of slo {s.key}", s.cls,
+                                       names or ["(none: give --classes)"])
+        if self.trace is not None and self.workload != self.trace:
+            raise FieldError("workload", self.workload, f"the trace {self.trace} itself when a trace is "
+                                                        "the load (its lengths are the workload)")
+
+
+def with_class_slos(slo: SloSpec, classes) -> SloSpec:
+    """``slo`` with each class's TBT SLO as a ``tbt_p99@<class>`` limit (a finite one), so that a
+    plan meets every class's own target.
+
+    Raises
+    ------
+    FieldError
+        If ``slo`` already limits ``tbt_p99@<class>`` to another value (contradictory limits).
+    """
+    limits = {s.key: s for s in slo.limits}
+    for name, _, tbt in classes:
+        key = f"tbt_p99@{name}"
+        if not math.isfinite(float(tbt)):
+            continue
+        if key in limits and limits[key].limit != float(tbt):
+            raise FieldError(f"slo {key}", limits[key].limit,
+                             f"the class's own TBT SLO {float(tbt):g} s (--classes), or no {key} limit")
+        limits.setdefault(key, Slo("tbt_p99", str(name), float(tbt)))
+    return SloSpec(tuple(limits.values()))
 
 
 def fleet_capacity(one_gpu: float, r: int, planner: str = "random") -> float:
@@ -423,11 +481,11 @@ def one_gpu_capacity(spec: PlanSpec, fam: Family) -> OneGpu:
     from theory.capacity import kv_capacity_tokens
 
     caps = scheduler_caps(fam.scheduler, dict(fam.options))
-    cm = cost_model(CostSpec(fam.gpu, fam.model, fam.mode, None, spec.gpu_file, spec.model_file))
+    cm = cost_model(CostSpec(fam.gpu_key, fam.model, fam.mode, None, spec.gpu_file, spec.model_file))
     kv = kv_capacity_tokens(cm, caps.kv_utilization)
     if kv <= 0:  # the weights alone do not fit: no request can be served
         return OneGpu(0.0, "kv-memory", math.nan, 0.0, 0.0)
-    lam_c, lam_kv1 = _per_gpu_law(fam.gpu, fam.model, fam.mode, spec.gpu_file, spec.model_file,
+    lam_c, lam_kv1 = _per_gpu_law(fam.gpu_key, fam.model, fam.mode, spec.gpu_file, spec.model_file,
                                   spec.workload, caps.b_max, caps.max_decodes)
     lam_kv = kv * lam_kv1
     return OneGpu(min(lam_c, lam_kv), "compute" if lam_c <= lam_kv else "kv-memory", lam_c, lam_kv, kv)
@@ -448,6 +506,8 @@ class Grid:
         Candidates whose certified capacity is below the target.
     prices : dict
         ``{gpu: Price}`` of the GPUs in the grid.
+    gpu_file : str or None
+        The GPU file every run of the grid uses: the spec's, with the TP groups' profiles added.
     """
 
     families: tuple
@@ -455,31 +515,55 @@ class Grid:
     kept: tuple
     pruned: tuple
     prices: dict
+    gpu_file: str | None = None
 
     @property
     def considered(self) -> int:
         return len(self.kept) + len(self.pruned)
 
 
+def tp_degrees(spec: PlanSpec, gpu, model, mode: str, utilization: float) -> tuple[int, ...]:
+    """The TP degrees planned for ``model`` on ``gpu`` in ``mode``: those of ``spec.tp`` the GPU
+    offers and the model splits into, or (``spec.tp`` empty) the smallest degree whose weight shard
+    leaves room for KV cache in the scheduler's memory fraction ``utilization``
+    (:func:`theory.tensor_parallel.auto_degree`)."""
+    from theory.tensor_parallel import auto_degree, degrees, splits
+
+    if not spec.tp:
+        return (auto_degree(gpu, model, mode, utilization),)
+    return tuple(k for k in spec.tp if k in degrees(gpu.key) and splits(model, k, mode))
+
+
 def families_of(spec: PlanSpec) -> list[Family]:
-    """Every GPU x model x mode x scheduler x knob setting of the spec."""
+    """Every GPU x model x mode x TP degree x scheduler x knob setting of the spec."""
+    from theory.hardware import get_gpu
+    from theory.models import get_model
+
     out = []
-    for gpu in spec.gpu_list:
+    for name in spec.gpu_list:
+        gpu = get_gpu(name, spec.gpu_file)
         for model in spec.models:
+            m = get_model(model, spec.model_file)
             for mode in spec.modes:
                 for s in spec.schedulers:
                     for knobs in spec.knobs.get(s, ({},)):
-                        out.append(Family(gpu, model, mode, s, tuple(sorted(dict(knobs).items()))))
+                        u = scheduler_caps(s, dict(knobs)).kv_utilization
+                        for tp in tp_degrees(spec, gpu, m, mode, u):
+                            out.append(Family(gpu.key, model, mode, s, tuple(sorted(dict(knobs).items())),
+                                              tp))
     return out
 
 
-def build_grid(spec: PlanSpec, capacity=one_gpu_capacity) -> Grid:
+def build_grid(spec: PlanSpec, capacity=one_gpu_capacity, tp_dir: str | Path | None = None) -> Grid:
     """The candidates of ``spec`` with their certified capacities and prices, pruned and ordered.
 
-    Pruning rule: drop ``(family, r)`` when ``fleet_capacity(one GPU's bound, r) < rate``; no
+    Pruning rule: drop ``(family, r)`` when ``fleet_capacity(one replica's bound, r) < rate``; no
     scheduler, chunking or batching carries the target there (:mod:`theory.capacity`).
+    Fleets of r replicas of TP degree k hold ``r k`` GPUs, between ``r_min`` and ``r_max``.
     Order: price per hour ascending, then headroom descending, then the family's label.
-    ``capacity(spec, family) -> OneGpu`` computes one GPU's bound (a caller may cache it on disk).
+    ``capacity(spec, family) -> OneGpu`` computes one replica's bound (a caller may cache it on
+    disk); the GPU file of the TP groups (:func:`theory.tensor_parallel.variant_file`) is written
+    into ``tp_dir`` (default: a directory under the system's temporary directory).
 
     Raises
     ------
@@ -487,44 +571,57 @@ def build_grid(spec: PlanSpec, capacity=one_gpu_capacity) -> Grid:
         If the spec is contradictory, a GPU has no price, or no candidate's certified capacity
         reaches the target (naming the best reachable rate, its configuration and what binds).
     """
+    import tempfile
+    from dataclasses import replace
+
+    from theory.hardware import get_gpu
+    from theory.tensor_parallel import variant_file
+
     spec.validate()
     prices = load_prices(spec.price_file)
-    from theory.hardware import get_gpu
-
     keys = {g: get_gpu(g, spec.gpu_file).key for g in spec.gpu_list}
     gpu_prices = {keys[g]: gpu_price(prices, keys[g], spec.price_file) for g in spec.gpu_list}
     fams = families_of(spec)
-    one = {f: capacity(spec, f) for f in fams}
+    gpu_file = variant_file({(f.gpu, f.tp) for f in fams}, spec.gpu_file,
+                            tp_dir or Path(tempfile.gettempdir()) / "llmq-plan")
+    one = {f: capacity(replace(spec, gpu_file=gpu_file), f) for f in fams}
     kept, pruned = [], []
     for f in fams:
-        for r in range(spec.r_min, spec.r_max + 1):
+        for r in range(max(1, -(-spec.r_min // f.tp)), spec.r_max // f.tp + 1):
             cert = fleet_capacity(one[f].bound, r, spec.planner)
-            c = Candidate(f, r, r * gpu_prices[keys[f.gpu]].usd_per_gpu_hour, cert, one[f].binds,
+            c = Candidate(f, r, r * f.tp * gpu_prices[f.gpu].usd_per_gpu_hour, cert, one[f].binds,
                           spec.rate / cert if cert > 0 else math.inf)
             (kept if cert >= spec.rate else pruned).append(c)
     if not kept:
-        best = max(fams, key=lambda f: one[f].bound)
+        best = max(fams, key=lambda f: fleet_capacity(one[f].bound, spec.r_max // f.tp, spec.planner))
         raise InfeasibleTargetError(spec, best, one[best])
     kept.sort(key=lambda c: (c.usd_per_hour, -c.headroom, c.family.label))
-    return Grid(tuple(fams), one, tuple(kept), tuple(pruned), gpu_prices)
+    return Grid(tuple(fams), one, tuple(kept), tuple(pruned), gpu_prices, gpu_file)
 
 
 class InfeasibleTargetError(FieldError):
     """No candidate's certified capacity reaches the target rate."""
 
     def __init__(self, spec: PlanSpec, best: Family, one: OneGpu):
-        self.best_rate = fleet_capacity(one.bound, spec.r_max, spec.planner)
+        replicas = spec.r_max // best.tp
+        self.best_rate = fleet_capacity(one.bound, replicas, spec.planner)
         self.best_family = best
-        why = ("compute" if one.binds == "compute"
-               else f"KV memory ({one.kv_tokens:.0f} tokens per GPU)")
+        advice = "raise --max-gpus or lower --rate"
+        if one.kv_tokens <= 0:
+            why = "KV memory: the model's weights leave no room for KV cache on any planned GPU or TP group"
+            advice = "plan GPUs that hold the model, alone or in a TP group (--gpus, --tp)"
+        elif one.binds == "compute":
+            why = "compute"
+        else:
+            why = f"KV memory ({one.kv_tokens:.0f} tokens per replica)"
         LlmqError.__init__(self, (
             f"rate: expected a target some configuration can carry, got {spec.rate:g} req/s; the best "
-            f"reachable certified rate is {self.best_rate:.4g} req/s with {spec.r_max} x {best.label} "
-            f"({one.bound:.4g} req/s per GPU, bound by {why}); raise --max-gpus or lower --rate"))
+            f"reachable certified rate is {self.best_rate:.4g} req/s with {replicas} x {best.label} "
+            f"({one.bound:.4g} req/s per replica, bound by {why}); {advice}"))
         self.field, self.value, self.expected = "rate", spec.rate, "a reachable target"
 
 
 __all__ = ["KV_UTILIZATION_UNMODELLED", "PLAN_SCHEDULERS", "PRICE_FILE", "SLO_NAMES", "Candidate", "Caps",
            "Family", "Grid", "InfeasibleTargetError", "OneGpu", "PlanSpec", "Price", "Slo", "SloSpec",
            "build_grid", "families_of", "fleet_capacity", "gpu_price", "load_prices", "one_gpu_capacity",
-           "parse_slo", "scheduler_caps"]
+           "parse_slo", "scheduler_caps", "tp_degrees", "with_class_slos"]

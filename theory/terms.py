@@ -93,8 +93,9 @@ The terms and what they change
     times, and on the packaged vidur NCCL profiles (A100/H100 DGX, TP 2-8, >= 1 MiB) the law's
     median relative error is under 10%. ``tp`` must divide ``n_heads`` and ``d_ff``, and divide or be a
     multiple of ``n_kv_heads``; the paper's layer has no output projection to split row-wise, so
-    ``tp > 1`` needs ``mode = "real"``. KV memory is not sharded (the engine's memory model is per
-    GPU).
+    ``tp > 1`` needs ``mode = "real"``. Weights and KV cache are sharded over the group
+    (:func:`shard_memory`): the KV bound's ``M`` and the simulator's KV blocks count the tokens
+    one GPU of the group has room for, which is the group's capacity.
 
 Theorem 1's inputs
 ------------------
@@ -321,6 +322,26 @@ def check_tp(tp: int, n_heads: int, n_kv_heads: int, d_ff: int, mode: str, model
                          f"of model {model_key}")
     if d_ff % tp:
         raise FieldError(f"{where}.tp", tp, f"a divisor of d_ff = {d_ff} of model {model_key}")
+
+
+def shard_memory(model, tp: int, bytes_per_element: int = 2) -> tuple[float, float]:
+    """(weight bytes, KV bytes per token) that one GPU of a ``tp``-way tensor-parallel replica holds.
+
+    Every weight matrix is split ``tp`` ways (Megatron-LM; the embedding and the vocab projection
+    over the vocabulary), except that when ``tp > n_kv_heads`` each GPU keeps one whole K and V
+    head, so the K and V projections are replicated ``tp / n_kv_heads`` times; the norms'
+    replicas (under 0.01 % of the weights) are not counted. Each GPU caches the K and V of its own
+    ``max(n_kv_heads / tp, 1)`` heads for every token of the replica, as vLLM sizes its cache
+    (``ModelConfig.get_num_kv_heads``: ``max(1, total_num_kv_heads // tensor_parallel_size)``,
+    vllm-project/vllm ``vllm/config.py``). ``tp = 1`` gives the whole model's
+    ``weight_bytes()`` and ``kv_bytes_per_token()``.
+    """
+    weights = model.weight_bytes(bytes_per_element) / tp
+    heads = max(model.n_kv_heads / tp, 1.0)
+    if tp > model.n_kv_heads:  # one whole K and V head per GPU, not its 1/tp share
+        kv_proj = 2.0 * model.N * model.d_x * model.head_dim * bytes_per_element
+        weights += kv_proj * (1.0 - model.n_kv_heads / tp)
+    return weights, model.kv_bytes_per_token(bytes_per_element) * heads / model.n_kv_heads
 
 
 def allreduce_time(terms: GpuTerms, n_bytes, latency: bool = True) -> np.ndarray:

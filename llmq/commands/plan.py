@@ -8,7 +8,8 @@ from theory.errors import FieldError, require_positive, require_positive_int
 
 HELP = ("the cheapest fleet (GPU, scheduler and knobs, r) that carries --rate req/s within --slo: "
         "certified bounds prune, simulations decide; writes OUT/plan.md, .csv, .json, .png")
-DEFAULTS = {"rate": 40.0, "workload": "table1", "slo": "ttft_p50=0.5,tbt_p99=0.1", "gpus": "all",
+DEFAULTS = {"rate": 40.0, "verify_requests": 6000, "workload": "table1", "slo": "ttft_p50=0.5,tbt_p99=0.1",
+            "gpus": "all",
             "schedulers": "rad,sarathi,vllm,slai", "max_gpus": 16, "min_gpus": 1, "model": "mistral-7b",
             "mode": "real", "requests": 2000, "seeds": 2, "seed": 0, "workers": 1, "out": "out"}
 
@@ -18,7 +19,14 @@ def add_parser(sub) -> None:
     d = DEFAULTS
     p = sub.add_parser("plan", help=HELP, description=HELP + ". Simulations are cached in OUT/plan/cache, "
                                                              "so an interrupted search resumes.")
-    p.add_argument("--rate", type=float, default=d["rate"], help=f"target req/s (default {d['rate']:g})")
+    p.add_argument("--rate", type=float, default=None,
+                   help=f"target req/s (default {d['rate']:g}; not with --trace)")
+    p.add_argument("--trace", metavar="CSV",
+                   help="replay this trace (columns arrival_time, prompt_len, output_len) as the load: "
+                        "its mean rate is the target, its lengths the workload")
+    p.add_argument("--classes", metavar="NAME:PROB:TBT,...",
+                   help="request classes, e.g. paying:0.05:0.1,free:0.95:0.5: each class's TBT SLO "
+                        "becomes a tbt_p99@NAME limit, and --slo may limit NAME@CLASS metrics")
     p.add_argument("--workload", default=d["workload"],
                    help="table1, sharegpt4, deterministic:LP,LD, uniform:a-b,c-d or a CSV path "
                         f"(default {d['workload']})")
@@ -30,8 +38,12 @@ def add_parser(sub) -> None:
     p.add_argument("--knob", action="append", default=[], metavar="SCHED.NAME=V1|V2",
                    help="knob values to try, e.g. sarathi.chunk_size=256|512 (repeatable; default: "
                         "each scheduler's defaults)")
+    p.add_argument("--tp", default="auto",
+                   help="tensor-parallel degrees to try, e.g. 1,2,4, where a GPU offers them "
+                        "(theory/data/tensor_parallel.toml); default auto: the smallest degree whose "
+                        "weight shard leaves room for KV cache")
     p.add_argument("--max-gpus", type=int, default=d["max_gpus"],
-                   help=f"largest fleet (default {d['max_gpus']})")
+                   help=f"largest fleet in GPUs (default {d['max_gpus']})")
     p.add_argument("--min-gpus", type=int, default=d["min_gpus"], help="smallest fleet (default 1)")
     p.add_argument("--model", default=d["model"], help=f"comma-separated models (default {d['model']})")
     p.add_argument("--mode", default=d["mode"], help="paper, real or paper,real (default real)")
@@ -43,11 +55,26 @@ def add_parser(sub) -> None:
     p.add_argument("--seeds", type=int, default=d["seeds"],
                    help=f"replicates per candidate (default {d['seeds']})")
     p.add_argument("--seed", type=int, default=d["seed"], help="base seed (default 0)")
-    p.add_argument("--workers", type=int, default=d["workers"], help="processes (default 1)")
+    p.add_argument("--workers", type=int, default=d["workers"],
+                   help="processes, and families searched at once (default 1; the plan is the same "
+                        "for any number)")
+    p.add_argument("--dask", metavar="tcp://HOST:PORT",
+                   help="run the simulations on this Dask scheduler (--workers families at once)")
+    p.add_argument("--verify", action="store_true",
+                   help="re-simulate the returned plans with new seeds and longer runs "
+                        f"(--verify-requests, default {d['verify_requests']}) and say whether each "
+                        "still meets its SLOs within the interval")
+    p.add_argument("--verify-requests", type=int, default=d["verify_requests"],
+                   help="requests per re-simulation (default %(default)s)")
     p.add_argument("--out", default=d["out"], help="output directory; results go to OUT (default out)")
     p.add_argument("--full-front", action="store_true",
                    help="no early stopping: find every family's smallest feasible fleet (a fuller Pareto "
                         "front, more simulations)")
+    p.add_argument("--mixed", action="store_true",
+                   help="also try two-GPU-kind fleets behind a capacity-proportional random router, "
+                        "cheaper than the best pure fleet, and say whether one beats every pure fleet")
+    p.add_argument("--mix-budget", type=int, default=8,
+                   help="most mixed fleets simulated (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print plan.json instead of the report")
     p.set_defaults(run=run)
 
@@ -70,10 +97,24 @@ def parse_knobs(items: list[str]) -> dict:
             for s, k in grid.items()}
 
 
+def parse_tp(text: str) -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``; anything but positive integers is an error naming ``--tp``."""
+    out = []
+    for item in str(text).split(","):
+        try:
+            k = int(item)
+        except ValueError:
+            raise FieldError("--tp", item, "'auto' or comma-separated integers >= 1, e.g. 1,2,4") from None
+        if k < 1:
+            raise FieldError("--tp", k, "integers >= 1")
+        out.append(k)
+    return out
+
+
 def spec_from(args):
     """The :class:`theory.plan.PlanSpec` the options describe."""
     from llmq.options import parse_names
-    from theory.plan import PlanSpec, parse_slo
+    from theory.plan import PlanSpec, parse_slo, with_class_slos
 
     gpus = () if str(args.gpus).strip().lower() == "all" else tuple(parse_names(args.gpus))
     knobs = parse_knobs(args.knob)
@@ -81,19 +122,55 @@ def spec_from(args):
     unknown = sorted(set(knobs) - set(schedulers))
     if unknown:
         raise FieldError("--knob", unknown, f"schedulers among --schedulers ({', '.join(schedulers)})")
-    return PlanSpec(rate=float(require_positive("--rate", args.rate)), workload=args.workload,
-                    slo=parse_slo(args.slo), gpus=gpus, models=tuple(parse_names(args.model)),
-                    modes=tuple(parse_names(args.mode)), schedulers=schedulers, knobs=knobs,
+    tp = () if str(args.tp).strip().lower() == "auto" else tuple(parse_tp(args.tp))
+    classes = parse_class_option(args.classes)
+    rate, workload = args.rate, args.workload
+    if args.trace:
+        if rate is not None:
+            raise FieldError("--rate", rate, "no rate with --trace (the trace's arrivals are the load)")
+        if workload != DEFAULTS["workload"]:
+            raise FieldError("--workload", workload, "no workload with --trace (its lengths are it)")
+        rate, workload = trace_rate(args.trace), args.trace
+    return PlanSpec(rate=float(require_positive("--rate", DEFAULTS["rate"] if rate is None else rate)),
+                    workload=workload, slo=with_class_slos(parse_slo(args.slo), classes), gpus=gpus,
+                    models=tuple(parse_names(args.model)),
+                    modes=tuple(parse_names(args.mode)), schedulers=schedulers, knobs=knobs, tp=tp,
                     r_min=args.min_gpus, r_max=args.max_gpus, price_file=args.price_file,
-                    gpu_file=args.gpu_file, model_file=args.model_file)
+                    gpu_file=args.gpu_file, model_file=args.model_file, classes=classes, trace=args.trace)
+
+
+def parse_class_option(text: str | None) -> tuple:
+    """``--classes`` as ``((name, probability, TBT SLO), ...)``
+    (:func:`stability.sim.classes.parse_classes`)."""
+    from stability.sim.classes import parse_classes
+
+    return tuple((c.name, c.prob, c.tbt_slo) for c in parse_classes(text)) if text else ()
+
+
+def trace_rate(path: str) -> float:
+    """The mean arrival rate of a trace, ``(n - 1) / (last - first arrival)``, as the simulator
+    measures a replayed trace's rate."""
+    import numpy as np
+
+    from theory.workload import read_trace
+
+    t = read_trace(path).arrival_time
+    if t is None:
+        raise FieldError(f"{path}: arrival_time", None, "a column of arrival times (seconds)")
+    t = np.asarray(t, dtype=float)
+    if t.size < 2 or not np.all(np.diff(t) >= 0) or t[-1] <= t[0]:
+        raise FieldError(f"{path}: arrival_time", t.size,
+                         "at least two non-decreasing arrival times spanning some time")
+    return float((t.size - 1) / (t[-1] - t[0]))
 
 
 def run(args) -> int:
     """Run ``llmq plan`` on the parsed ``args``; the exit code."""
     from llmq.output import out_dir
     from llmq.plan_output import console_lines, write_outputs
-    from stability.plan import cached_capacity, search
-    from stability.runner import Cache, LocalExecutor, Runner
+    from stability.plan import cached_capacity, search, verify
+    from stability.plan_mixed import search_mixes
+    from stability.runner import Cache, DaskExecutor, LocalExecutor, Runner
     from theory.errors import require_seed
     from theory.plan import build_grid
 
@@ -103,16 +180,24 @@ def run(args) -> int:
     spec = spec_from(args)
     n_requests = require_positive_int("--requests", args.requests)
     seeds = require_positive_int("--seeds", args.seeds)
+    workers = require_positive_int("--workers", args.workers)
+    verify_requests = require_positive_int("--verify-requests", args.verify_requests)
+    budget = require_positive_int("--mix-budget", args.mix_budget)
+    if args.mixed and args.trace:
+        raise FieldError("--mixed", True, "no --trace (a mixed fleet splits Poisson arrivals)")
     cache = Cache(out / "plan" / "cache")
-    grid = build_grid(spec, cached_capacity(cache))
-    runner = Runner(cache, LocalExecutor(require_positive_int("--workers", args.workers)))
+    grid = build_grid(spec, cached_capacity(cache), tp_dir=out / "plan")
+    runner = Runner(cache, DaskExecutor(args.dask) if args.dask else LocalExecutor(workers))
     try:
-        res = search(spec, runner, n_requests, seeds, args.seed, grid, stop_early=not args.full_front)
+        res = search(spec, runner, n_requests, seeds, args.seed, grid, stop_early=not args.full_front,
+                     parallel=workers)
+        mixes = search_mixes(res, runner, n_requests, seeds, args.seed, budget) if args.mixed else None
+        checked = verify(res, runner, verify_requests, seeds + 1, args.seed) if args.verify else None
     finally:
         runner.executor.close()
     elapsed = time.perf_counter() - t0
-    lines = console_lines(res, n_requests, seeds, elapsed)
-    files = write_outputs(res, out, lines, n_requests, seeds, elapsed)
+    lines = console_lines(res, n_requests, seeds, elapsed, checked, mixes)
+    files = write_outputs(res, out, lines, n_requests, seeds, elapsed, checked, mixes)
     if args.json:
         print((out / "plan.json").read_text(encoding="utf-8"))
     else:

@@ -15,7 +15,8 @@ Follows ``sarathi/core/scheduler/sarathi_scheduler.py`` (microsoft/sarathi-serve
    ``max_num_seqs`` requests are running, or when the budget is spent; each admitted request
    gets the chunk ``min(prompt, budget - tokens)``.
 
-Options: ``chunk_size`` (the token budget, default 512), ``max_num_seqs`` (128),
+Options: ``chunk_size`` (the token budget, default 512), ``max_num_seqs`` (128), ``max_chunk``
+(largest prefill chunk, default the budget: an addition for :mod:`stability.attain`),
 ``order`` (``"fcfs"``, or ``"spf"``: admission picks the shortest prefill among the arrived
 waiting requests, ties by arrival, still blocking at the first that does not fit, as SLAI's
 SPF mode does), ``max_model_len`` (prompt limit, 8192 as Table 1's length cap) and the memory
@@ -85,6 +86,7 @@ class Record(NamedTuple):
     spf: bool  # admission order: shortest prefill first, else FCFS
     limit: int  # max_model_len: longer prompts are rejected
     kv: KvConfig  # KV memory (stability.sim.memory)
+    max_chunk: int  # largest prefill chunk (the budget when not capped)
 
 
 @dataclass(frozen=True)
@@ -96,30 +98,36 @@ class Params:
     order: str
     max_model_len: int
     kv: KvConfig
+    max_chunk: int | None = None
 
     def record(self) -> Record:
         """The compiled loop's options."""
+        cap = self.chunk_size if self.max_chunk is None else min(self.max_chunk, self.chunk_size)
         return Record(int(self.chunk_size), int(self.max_num_seqs), self.order == "spf",
-                      int(self.max_model_len), self.kv)
+                      int(self.max_model_len), self.kv, int(cap))
 
 
 def make_params(cm: CostModel, chunk_size: int = 512, max_num_seqs: int = 128, order: str = "fcfs",
                 max_model_len: int = 8192, memory: bool = True, gpu_memory_utilization: float = 0.8,
-                block_size: int = 16, watermark: float = 0.01, kv_blocks: int | None = None) -> Params:
+                block_size: int = 16, watermark: float = 0.01, kv_blocks: int | None = None,
+                max_chunk: int | None = None) -> Params:
     """Sarathi-Serve's defaults (``sarathi/config/config.py``): chunk 512, 128 sequences, 80% of
-    the GPU memory, blocks of 16 tokens, 1% watermark."""
+    the GPU memory, blocks of 16 tokens, 1% watermark; ``max_chunk`` (not a Sarathi-Serve option,
+    default: the budget) caps each prefill chunk while batches still fill to the budget, which the
+    capacity-attaining policy of :mod:`stability.attain` needs when the budget is large."""
     if order not in ORDERS:
         raise FieldError("order", order, "one of " + ", ".join(ORDERS))
     return Params(require_positive_int("chunk_size", chunk_size),
                   require_positive_int("max_num_seqs", max_num_seqs), order,
                   require_positive_int("max_model_len", max_model_len),
-                  kv_config(cm, memory, gpu_memory_utilization, block_size, watermark, kv_blocks))
+                  kv_config(cm, memory, gpu_memory_utilization, block_size, watermark, kv_blocks),
+                  None if max_chunk is None else require_positive_int("max_chunk", max_chunk))
 
 
 @njit(cache=True)
 def loop(st, ct, prm, t_stop):
     """Sarathi-Serve's iteration, one batch per decision (decode-only runs as one event)."""
-    budget, max_seqs, spf, limit = prm.budget, prm.max_seqs, prm.spf, prm.limit
+    budget, max_seqs, spf, limit, cap = prm.budget, prm.max_seqs, prm.spf, prm.limit, prm.max_chunk
     kv_setup(st, prm.kv, SARATHI)
     while running(st, t_stop):
         w_refresh(st, spf)
@@ -142,11 +150,20 @@ def loop(st, ct, prm, t_stop):
         for q in range(st.np):                                    # phase 1b: partial prefills
             j = st.p_id[q]
             c = min(st.pl[j] - st.pg[j], budget - tokens)
+            c = min(c, cap)
             if c > 0:
                 add_chunk(st, j, c)
                 tokens += c
         # phase 2: new prefills, chunk min(prompt, budget left)
-        tokens = admit_waiting(st, spf, limit, max_seqs, budget, tokens, True, False)
+        if cap >= budget:
+            tokens = admit_waiting(st, spf, limit, max_seqs, budget, tokens, True, False)
+        else:  # one admission per call, each chunk at most cap, until the budget is spent
+            while True:
+                spent = admit_waiting(st, spf, limit, max_seqs, min(budget, tokens + cap), tokens,
+                                      True, False)
+                if spent == tokens:
+                    break
+                tokens = spent
         if tokens > 0:
             run_mixed(st, ct, st.nd)
         elif w_len(st, spf) > 0:  # an empty GPU that cannot admit its head: a KV accounting bug

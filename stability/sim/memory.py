@@ -48,6 +48,7 @@ from numba import njit
 
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
+from theory.terms import shard_memory
 
 BLOCK_SIZE = 16  # tokens per KV block (vLLM and Sarathi-Serve default)
 WATERMARK = 0.01  # fraction of blocks kept free at admission (both systems)
@@ -76,9 +77,11 @@ class KvConfig(NamedTuple):
 
 def capacity_blocks(cm: CostModel, gpu_memory_utilization: float = 0.9,
                     block_size: int = BLOCK_SIZE) -> int:
-    """KV blocks that fit beside the weights in ``gpu_memory_utilization`` of the GPU's memory."""
-    usable = gpu_memory_utilization * cm.gpu.memory_bytes - cm.model.weight_bytes()
-    per_block = cm.model.kv_bytes_per_token() * block_size
+    """KV blocks that fit beside the weights in ``gpu_memory_utilization`` of the GPU's memory
+    (one GPU's shares of both for a tensor-parallel replica: :func:`theory.terms.shard_memory`)."""
+    weights, kv_per_token = shard_memory(cm.model, cm.gpu.terms.tp)
+    usable = gpu_memory_utilization * cm.gpu.memory_bytes - weights
+    per_block = kv_per_token * block_size
     return max(0, math.floor(usable / per_block))
 
 

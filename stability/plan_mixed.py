@@ -1,0 +1,140 @@
+"""Mixed fleets in the planner's search: simulate the two-kind mixes cheaper than the best pure plan.
+
+A mix of ``n_i`` replicas of kinds i behind the capacity-proportional random router is simulated
+as its members' independent subsystems, each at its share ``lam n_i C_i / sum_j n_j C_j`` of the
+target rate (:mod:`theory.mixed_fleet`: Poisson thinning makes the two the same system in
+distribution); the members' runs are measured as one system (:func:`stability.plan.measure`).
+
+The search (:func:`search_mixes`) looks only at mixes cheaper than the best pure plan (only they
+can beat every pure fleet), whose certified capacity, the sum of the members' certified bounds,
+reaches the target. They are simulated cheapest first until one meets the SLOs; a mix is skipped
+without simulation when a mix of the same two kinds with at least as many replicas of each has
+missed (feasibility is assumed monotone in each count, as in r for pure fleets), and at most
+``budget`` simulations are spent.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Section 4.1; :mod:`theory.mixed_fleet`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stability.plan import PlanResult, judge, measure, replicate_seed, scenario_of, summarize_replicates
+from stability.runner import Runner, with_seed
+from stability.sim.simulate import Scenario
+from theory.errors import FieldError
+from theory.mixed_fleet import MixCandidate, member_rates, mix_grid
+
+MIN_MEMBER_REQUESTS = 100  # requests simulated for the smallest member of a mix
+
+
+def run_mixed_task(task: dict) -> dict:
+    """The runner's ``plan_mixed`` task: ``{"kind": "plan_mixed", "members": [Scenario.to_dict(),
+    ...], "seeds": k, "seed": s}``; replicate k runs member m with the m-th seed spawned from
+    :func:`stability.plan.replicate_seed` ``(s, k)`` and measures the members as one system."""
+    from stability.sim.simulate import simulate
+
+    reps = []
+    for k in range(int(task["seeds"])):
+        seeds = np.random.SeedSequence(replicate_seed(task["seed"], k)).generate_state(len(task["members"]))
+        reps.append(measure(*(simulate(Scenario.from_dict({**m, "seed": int(sd)}))
+                              for m, sd in zip(task["members"], seeds, strict=True))))
+    return {**summarize_replicates(reps), "r": [m["r"] for m in task["members"]],
+            "rate": sum(m["rate"] for m in task["members"])}
+
+
+def mixed_task(res: PlanResult, mix: MixCandidate, n_requests: int, seeds: int, base_seed: int) -> dict:
+    """The runner task of a mix: each member at its share of the rate (routing weights: the
+    members' certified one-replica bounds), with its share of ``n_requests`` (at least
+    ``MIN_MEMBER_REQUESTS``), seeded from the task's content."""
+    spec, grid = res.spec, res.grid
+    counts = [n for _, n in mix.members]
+    rates = member_rates(spec.rate, [grid.one_gpu[f].bound for f, _ in mix.members], counts)
+    members = []
+    for (fam, n), rate in zip(mix.members, rates, strict=True):
+        share = max(MIN_MEMBER_REQUESTS, round(n_requests * rate / spec.rate))
+        sc = scenario_of(spec, fam, n, share, grid.gpu_file)
+        members.append(Scenario.from_dict({**sc.to_dict(), "rate": float(rate)}).to_dict())
+    return with_seed({"kind": "plan_mixed", "members": members, "seeds": int(seeds)}, base_seed)
+
+
+@dataclass(frozen=True)
+class MixEvaluated:
+    """A simulated mix: its ``plan_mixed`` result, whether it met the SLOs, what it missed."""
+
+    mix: MixCandidate
+    result: dict
+    feasible: bool
+    missed: tuple
+
+
+@dataclass
+class MixResult:
+    """What the search over mixes found.
+
+    Attributes
+    ----------
+    evaluated : list of MixEvaluated
+        Every simulated mix, in the order simulated.
+    best : MixEvaluated or None
+        The cheapest feasible mix found.
+    counts : dict
+        ``considered`` (mixes cheaper than the best pure plan), ``pruned`` (certified sum below
+        the target), ``simulated``, ``skipped`` (dominated by a missed mix), ``budget``,
+        ``exhausted`` (whether the budget ran out before the search ended).
+    below : float
+        The price a mix had to beat (the best pure plan's; infinite without one).
+    """
+
+    evaluated: list = field(default_factory=list)
+    best: MixEvaluated | None = None
+    counts: dict = field(default_factory=dict)
+    below: float = float("inf")
+
+    @property
+    def beats_pure(self) -> bool:
+        """Whether a mix meets the SLOs for less than every pure fleet that does."""
+        return self.best is not None
+
+
+def search_mixes(res: PlanResult, runner: Runner, n_requests: int, seeds: int, base_seed: int = 0,
+                 budget: int = 8) -> MixResult:
+    """Cheapest-first search over the two-kind mixes cheaper than ``res.best`` (module docstring)."""
+    if res.spec.trace is not None:
+        raise FieldError("--mixed", True, "no --trace (a mix splits Poisson arrivals)")
+    below = res.best.candidate.usd_per_hour if res.best is not None else None
+    grid = mix_grid(res.grid, res.spec, below)
+    out = MixResult(below=grid.below)
+    missed: list[MixCandidate] = []
+    skipped = 0
+    for mix in grid.kept:
+        if any(_dominated(mix, m) for m in missed):
+            skipped += 1
+            continue
+        if len(out.evaluated) >= budget:
+            break
+        result = runner.run([mixed_task(res, mix, n_requests, seeds, base_seed)])[0]
+        ok, why = judge(result, res.spec.slo)
+        out.evaluated.append(MixEvaluated(mix, result, ok, why))
+        if ok:
+            out.best = out.evaluated[-1]
+            break
+        missed.append(mix)
+    done = out.best is not None or len(out.evaluated) + skipped == len(grid.kept)
+    out.counts = {"considered": grid.considered, "pruned": grid.pruned, "simulated": len(out.evaluated),
+                  "skipped": skipped, "budget": int(budget), "exhausted": not done}
+    return out
+
+
+def _dominated(mix: MixCandidate, missed: MixCandidate) -> bool:
+    """Whether ``mix`` has the kinds of ``missed`` and no more replicas of either."""
+    kinds = [f for f, _ in mix.members]
+    return kinds == [f for f, _ in missed.members] and all(
+        n <= m for (_, n), (_, m) in zip(mix.members, missed.members, strict=True))
+
+
+__all__ = ["MIN_MEMBER_REQUESTS", "MixEvaluated", "MixResult", "mixed_task", "run_mixed_task", "search_mixes"]

@@ -1,0 +1,100 @@
+"""Tests of stability.attain and stability.memory_bound: the window estimator against closed forms,
+the certified charge against theory.capacity's pieces, Sarathi-Serve's chunk cap, and small
+versions of the capacity table and of the memory-bound check (including a wrong bound caught).
+
+The full table is ``benchmarks/capacity_table.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from stability.attain import attain_cell, attaining_policy, request_charge, window_throughput
+from stability.memory_bound import CASES, KV_TOKENS, memory_check
+from stability.sim.simulate import Scenario, cost_model_of, simulate, workload_of
+from theory.capacity import capacity_bound
+from theory.errors import FieldError
+
+
+def test_window_throughput_counts_a_fixed_window():
+    # arrivals at 0..99 s, each done 0.5 s later: the window (19, 99] holds the 80 completions
+    # 19.5..98.5, one per second
+    arrival = np.arange(100.0)
+    m = window_throughput(arrival, arrival + 0.5, np.zeros(100, dtype=int), 1)
+    assert m["completions"] == 80
+    assert m["rate"] == pytest.approx(1.0)
+
+
+def test_window_throughput_is_not_moved_by_a_clump():
+    # 50 completions in one instant at the window's end: (k - 1) / span would count them over the
+    # first-to-last span; the window divides by its own length
+    arrival = np.linspace(0.0, 100.0, 200)
+    finish = np.concatenate([np.linspace(30.0, 60.0, 150), np.full(50, 99.0)])
+    m = window_throughput(arrival, finish, np.zeros(200, dtype=int), 1, warmup=0.2)
+    t0 = arrival[int(0.2 * 199)]
+    assert m["rate"] == pytest.approx(np.sum(finish > t0) / (100.0 - t0))
+
+
+def test_window_throughput_rejects_a_bad_warmup():
+    with pytest.raises(FieldError, match="warmup"):
+        window_throughput(np.arange(3.0), np.arange(3.0), np.zeros(3, dtype=int), 1, warmup=1.0)
+
+
+@pytest.mark.parametrize("gpu", ["a100", "l4"])
+def test_request_charge_averages_to_the_bounds_work(gpu):
+    sc = Scenario(gpu=gpu, pad=True)
+    cm = cost_model_of(sc)
+    w = workload_of(sc, cm)
+    charge = request_charge(cm, w)
+    assert w.expect(charge(w.L_P, w.L_D)) == pytest.approx(capacity_bound(cm, w).work_per_request_s,
+                                                            rel=1e-9)
+
+
+def test_attaining_budget_closes_the_gap_it_states(tmp_path):
+    path = tmp_path / "g.toml"
+    path.write_text('[gpus.a100_c]\nbase = "a100"\noverhead_s = 0.005\n')
+    sc = Scenario(gpu="a100_c", gpu_file=str(path), pad=True)
+    cm = cost_model_of(sc)
+    w = workload_of(sc, cm)
+    pol = attaining_policy(cm, w)
+    assert pol.epsilon <= 0.005
+    assert pol.epsilon == pytest.approx(1 - capacity_bound(cm, w, b_max=pol.budget).bound
+                                        / capacity_bound(cm, w).bound)
+    # one doubling less leaves more than eps: the budget is the smallest of the doubling sequence
+    assert 1 - capacity_bound(cm, w, b_max=pol.budget // 2).bound / pol.bound > 0.005
+
+
+def test_sarathi_chunk_cap_caps_chunks_and_fills_the_budget():
+    sc = Scenario(gpu="a100", scheduler="sarathi", pad=True, load=4.0, n_requests=300, detail=True,
+                  log=True, options=(("chunk_size", 2048), ("max_chunk", 256), ("max_num_seqs", 2048),
+                                     ("memory", False)))
+    log = simulate(sc).batch_log()
+    chunks = np.array([int(x.split(":")[2]) for cell in log["prefill_chunks"] if cell
+                       for x in cell.split()])
+    assert chunks.size > 0 and chunks.max() <= 256
+    # under backlog a batch takes several capped chunks and fills to the budget
+    assert log["prefills"].max() >= 8 and np.sum(log["tokens"] == 2048) >= 100
+    base = replace(sc, options=(("chunk_size", 512),), detail=False, log=False, load=0.9)
+    same = replace(base, options=(("chunk_size", 512), ("max_chunk", 512)))
+    assert np.array_equal(simulate(base).requests["t_finish"], simulate(same).requests["t_finish"])
+
+
+def test_small_capacity_table_cell():
+    """A100, paper mode, padded: no scheduler above the bound, the policy within max(1%, CI)."""
+    cell = attain_cell("a100", "paper", "pad", replicates=2, n_requests=6000,
+                       schedulers=(("rad", (("n", 2000),)),))
+    assert cell["saturated"]
+    assert cell["none_exceeds"] and cell["attains"], cell["runs"]
+    assert cell["runs"]["rad"]["work"][0] <= cell["bound"] * 1.01
+
+
+def test_memory_bound_is_met_and_a_wrong_bound_is_caught(tmp_path):
+    ok = memory_check(tmp_path, replicates=3, n_requests=4000, cases=CASES[:1])
+    assert ok["binds"] == "kv-memory"
+    assert ok["met"] and ok["never_exceeded"], ok["cases"]
+    wrong = memory_check(tmp_path, replicates=2, n_requests=2000, kv_tokens=KV_TOKENS // 2,
+                         cases=CASES[:1])
+    assert not wrong["never_exceeded"]

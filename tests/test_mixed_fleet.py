@@ -1,0 +1,109 @@
+"""Mixed fleets: the capacity of a capacity-proportional random split is the members' sum, the
+mixes' pruning agrees with brute force, and the planner says whether a mix beats the pure fleets."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from stability.plan import judge, search
+from stability.plan_mixed import mixed_task, search_mixes
+from stability.runner import Cache, LocalExecutor, Runner
+from stability.sim.simulate import Scenario, simulate
+from theory.errors import FieldError
+from theory.mixed_fleet import member_rates, mix_grid, mixed_capacity
+from theory.plan import PlanSpec, parse_slo
+from theory.workload import get_workload
+
+W = "uniform:64-320,8-40"
+SMALL = {"n_requests": 300, "seeds": 2}
+
+
+def test_capacity_rule_and_proportional_rates():
+    assert mixed_capacity([3.0, 5.0], [2, 1]) == 11.0
+    assert member_rates(11.0, [3.0, 5.0], [2, 1]) == pytest.approx([6.0, 5.0])  # each replica at 1
+    with pytest.raises(FieldError, match="counts"):
+        mixed_capacity([3.0], [1, 2])
+
+
+def _saturated(gpu: str, seed: int) -> float:
+    """Completions per second of one GPU kept backlogged by arrivals at twice its certified bound
+    (Sarathi, memory not modelled), after the first fifth of the run."""
+    from theory.builder import CostSpec, cost_model
+    from theory.capacity import capacity_bound
+
+    bound = capacity_bound(cost_model(CostSpec(gpu, "mistral-7b", "real")), get_workload(W), 1).bound
+    sc = Scenario(gpu=gpu, mode="real", workload=W, scheduler="sarathi", options=(("memory", False),),
+                  rate=2 * bound, load=None, n_requests=3000, seed=seed)
+    rq = simulate(sc).requests
+    t0, t1 = rq["arrival"][600], rq["arrival"][-1]
+    return float(np.sum((rq["t_finish"] > t0) & (rq["t_finish"] <= t1)) / (t1 - t0))
+
+
+def _split_verdicts(tmp_path, caps: dict, weights: dict, lam: float, n: int = 10000) -> dict:
+    """One Poisson stream of rate lam, each request sent to GPU g with probability weights[g] /
+    sum(weights): every GPU's share replayed as a trace; the stability verdict of each."""
+    rng = np.random.default_rng(11)
+    t = np.cumsum(rng.exponential(1.0 / lam, n))
+    lp, ld = get_workload(W).sample(n, rng)
+    gpus = list(caps)
+    p = np.array([weights[g] for g in gpus]) / sum(weights.values())
+    kind = rng.choice(len(gpus), size=n, p=p)
+    out = {}
+    for k, g in enumerate(gpus):
+        f = tmp_path / f"{g}-{lam:.3f}.csv"
+        m = kind == k
+        f.write_text("arrival_time,prompt_len,output_len\n" + "".join(
+            f"{a:.9f},{x},{y}\n" for a, x, y in zip(t[m], lp[m], ld[m], strict=True)))
+        sc = Scenario(gpu=g, mode="real", scheduler="sarathi", options=(("memory", False),), trace=str(f),
+                      workload=str(f), n_requests=n, seed=0)
+        out[g] = simulate(sc).verdict().verdict
+    return out
+
+
+def test_a_heterogeneous_fleet_carries_the_sum_of_its_members_capacities(tmp_path):
+    caps = {g: float(np.mean([_saturated(g, s) for s in range(2)])) for g in ("a100", "l4")}
+    total = sum(caps.values())
+    below = _split_verdicts(tmp_path, caps, caps, 0.8 * total)
+    above = _split_verdicts(tmp_path, caps, caps, 1.25 * total)
+    assert "unstable" not in below.values(), below
+    assert set(above.values()) == {"unstable"}, above
+    even = _split_verdicts(tmp_path, caps, {g: 1.0 for g in caps}, 0.8 * total)
+    assert even["l4"] == "unstable"  # an even split overloads the slower GPU below the sum
+
+
+def _spec(rate: float) -> PlanSpec:
+    return PlanSpec(rate=rate, workload=W, slo=parse_slo("ttft_p50=0.2,tbt_p99=0.1"),
+                    gpus=("a100", "l4", "l40s"), schedulers=("sarathi",), r_max=4)
+
+
+def test_mix_pruning_agrees_with_brute_force_and_the_search_finds_the_cheapest(tmp_path):
+    runner = Runner(Cache(tmp_path / "c"), LocalExecutor(1))
+    res = search(_spec(60.0), runner, **SMALL)
+    one = {f.gpu: res.grid.one_gpu[f].bound for f in res.grid.families}
+    everything = mix_grid(res.grid, res.spec)  # no price limit: every mix of the grid
+    n_mixes = sum(sum(1 for a in range(1, 4) for b in range(1, 5 - a)) for _ in range(3))
+    assert everything.considered == n_mixes
+    for m in everything.kept:
+        assert m.certified == pytest.approx(sum(n * one[f.gpu] for f, n in m.members), rel=1e-12)
+    brute = {}
+    pruned_too = mix_grid(res.grid, replace(res.spec, rate=1e-9))  # nothing pruned
+    for m in pruned_too.kept:  # simulate every mix, pruned or not
+        ok, _ = judge(runner.run([mixed_task(res, m, seeds=2, n_requests=300, base_seed=0)])[0], res.spec.slo)
+        brute[m.label] = (ok, m.usd_per_hour)
+    kept = {m.label for m in everything.kept}
+    assert {lab for lab, (ok, _) in brute.items() if ok} <= kept  # no mix brute force accepts was pruned
+    mixes = search_mixes(res, runner, base_seed=0, budget=50, **SMALL)
+    cheaper = [usd for ok, usd in brute.values() if ok and usd < res.best.candidate.usd_per_hour]
+    assert (mixes.best.mix.usd_per_hour if mixes.best else None) == (min(cheaper) if cheaper else None)
+    assert mixes.beats_pure == bool(cheaper) and not mixes.counts["exhausted"]
+
+
+def test_mixes_refuse_a_trace():
+    from stability.plan import PlanResult
+
+    spec = PlanSpec(rate=1.0, workload="t.csv", trace="t.csv")
+    with pytest.raises(FieldError, match="--mixed"):
+        search_mixes(PlanResult(spec, None), None, 10, 1)
