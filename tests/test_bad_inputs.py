@@ -83,7 +83,7 @@ case("bounds epsilon text", ["bounds", "--epsilon", "small"], "--epsilon: invali
 for cmd in ("region", "dtmc", "calibrate", "validate", "plan"):
     case(f"{cmd} --out is a file", [cmd, "--out", "{d}/afile"], "this is an existing file")
     case(f"{cmd} --out on a missing parent", [cmd, "--out", "{d}/no/such/dir"], "does not exist")
-    case(f"{cmd} --out under a file", [cmd, "--out", "{d}/afile/sub"], "does not exist")
+    case(f"{cmd} --out under a file", [cmd, "--out", "{d}/afile/sub"], "afile is a file")
 case("slai --out is a file", ["slai", "--out", "{d}/afile"], "this is an existing file")
 case("slai --out on a missing parent", ["slai", "--out", "{d}/no/such/dir"], "does not exist")
 case("simulate --log is a directory", ["simulate", "--log", "{d}"], "this is a directory")

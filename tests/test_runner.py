@@ -114,7 +114,7 @@ def test_an_unusable_out_is_rejected_before_any_work(gpu_file, tmp_path, capsys)
     afile = tmp_path / "file"
     afile.write_text("x")
     cases = ((afile, "this is an existing file"), (tmp_path / "no" / "such" / "dir", "does not exist"),
-             (afile / "sub", "does not exist"))
+             (afile / "sub", "is a file"))
     for out, says in cases:
         t0 = time.perf_counter()
         assert main(argv(gpu_file, out)) == 2

@@ -87,29 +87,35 @@ def atomic_write_json(path: str | Path, obj, indent: int | None = 1) -> Path:
 
 def check_output_dir(path: str | Path, field: str = "--out") -> Path:
     """``path`` if results can be written there; else a :class:`theory.errors.FieldError` naming
-    ``field``, raised before any computing: the path is a file, its parent does not exist, or the
-    directory (or the parent it would be created in) is not writable."""
+    ``field``, raised before any computing: the path is a file, its parent does not exist or is a
+    file, or the directory (or the parent it would be created in) is not writable."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise FieldError(field, str(path), "a directory (this is an existing file)")
     if not path.exists():
-        parent = path.absolute().parent
-        if not parent.is_dir():
-            raise FieldError(field, str(path), f"a directory in an existing one ({parent} does not exist)")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise FieldError(field, str(path), f"a writable location ({parent} is not writable)")
+        _check_parent(path, field, str(path))
     elif not os.access(path, os.W_OK | os.X_OK):
         raise FieldError(field, str(path), "a writable directory")
     return path
 
 
+def _check_parent(path: Path, field: str, given: str) -> None:
+    """The directory ``path`` would be created in exists and is writable."""
+    parent = path.absolute().parent
+    if parent.exists() and not parent.is_dir():
+        raise FieldError(field, given, f"a location in a directory ({parent} is a file)")
+    if not parent.is_dir():
+        raise FieldError(field, given, f"a location in an existing directory ({parent} does not exist)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise FieldError(field, given, f"a writable location ({parent} is not writable)")
+
+
 def check_output_file(path: str | Path, field: str) -> Path:
-    """``path`` if a file can be written there (:func:`check_output_dir` on its directory, and not
-    an existing directory itself)."""
+    """``path`` if a file can be written there: not a directory, in an existing, writable one."""
     path = Path(path)
     if path.is_dir():
         raise FieldError(field, str(path), "a file name (this is a directory)")
-    check_output_dir(path.absolute().parent, field)
+    _check_parent(path, field, str(path))
     return path
 
 
