@@ -52,9 +52,10 @@ FIELDS = {
     "verification": "--verify: the best plan and the front re-simulated with new seeds and longer runs; "
                     "holds false when an SLO's whole interval lies above its limit, a seed is unstable or "
                     "a request rejected (refuted names which); metrics as [mean, low, high] seconds",
-    "mixed": "--mixed: two-GPU-kind fleets cheaper than the best pure plan behind a capacity-proportional "
-             "random router: counts, the price to beat, whether a mix beats every pure fleet, each simulated "
-             "mix with its members, price, certified bound (sum of the members'), metrics [mean, low, high]",
+    "mixed": "--mixed: two-GPU-kind fleets cheaper than the best pure plan behind the --router (router, "
+             "router_rule; pure fleets behind random routing): counts, the price to beat, whether a mix "
+             "beats every pure fleet, each simulated mix with its members, price, certified bound (sum of "
+             "the members', valid for every router), metrics [mean, low, high]",
     "columns": "what each row field means",
     "elapsed_s": "wall-clock seconds of the whole run",
 }
@@ -122,10 +123,20 @@ def verification_line(v: Verified, keys: list[str]) -> str:
     return f"{c.r} x {c.family.label}: {verdict}; {figs}"
 
 
+ROUTER_TEXT = {
+    "random": "capacity-proportional random router: each request to a member with probability "
+              "proportional to its certified capacity (theory/mixed_fleet.py)",
+    "jsq": "JSQ router: each request to the replica with the fewest pending requests, ties to the "
+           "lowest index (stability/sim/fleet.py)",
+    "sed": "SED router: each request to the replica with the least (pending requests + 1) / certified "
+           "capacity (stability/sim/fleet.py)",
+}
+
+
 def mix_lines(mixes: MixResult, keys: list[str]) -> list[str]:
     """What the search over mixed fleets found."""
     n = mixes.counts
-    head = (f"mixed fleets (two GPU kinds, capacity-proportional random router) cheaper than the best pure "
+    head = (f"mixed fleets (two GPU kinds, {ROUTER_TEXT[mixes.router]}) cheaper than the best pure "
             f"plan: considered {n['considered']}, pruned by the certified bound (sum of the members') "
             f"{n['pruned']}, simulated {n['simulated']}, skipped {n['skipped']} (a larger mix of the same "
             f"kinds missed)")
@@ -182,8 +193,7 @@ def mix_json(mixes: MixResult | None) -> dict | None:
     if mixes is None:
         return None
     return {"counts": mixes.counts, "best_pure_usd_per_hour": mixes.below, "beats_pure": mixes.beats_pure,
-            "router": "random, each request to a member with probability proportional to its certified "
-                      "capacity (theory/mixed_fleet.py)",
+            "router": mixes.router, "router_rule": ROUTER_TEXT[mixes.router],
             "simulated": [{"members": [{"gpu": f.gpu_key, "tp": f.tp, "replicas": n}
                                        for f, n in e.mix.members],
                            "label": e.mix.label, "usd_per_hour": e.mix.usd_per_hour,

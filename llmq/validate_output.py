@@ -14,10 +14,21 @@ from pathlib import Path
 import numpy as np
 
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
-from theory.validate import COLUMNS, NULL_MEANING, SCHEME_MEANING, SCHEMES, STEP_SCHEMES, TARGETS, Report
+from theory.validate import (
+    COLUMNS,
+    NULL_MEANING,
+    SCHEME_MEANING,
+    SCHEMES,
+    STEP_SCHEMES,
+    STEP_TOLERANCE,
+    TARGETS,
+    Report,
+    staircase_verdict,
+)
 
 SCHEMA = "llmq.validate/1"
-LABEL = {"shipped": "shipped", "tokens": "held-out tokens", "models": "held-out models", "paper": "paper"}
+LABEL = {"roofline": "roofline", "shipped": "shipped", "tokens": "held-out tokens",
+         "models": "held-out models", "paper": "paper"}
 
 
 def _clean(x):
@@ -80,8 +91,22 @@ def console_lines(report: Report, files: list[str]) -> list[str]:
     out += ["", "acceptance per GPU (held-out tokens: median <= 5%, p90 <= 12%; "
                 "across models: median <= 10%):"]
     out += [f"  {gpu_verdict(row)}" for row in report.gpus]
+    if report.staircase:
+        out += ["", f"A100 staircase, Llama-2-7B TP 1 (step heights, |shipped - measured| <= "
+                    f"{STEP_TOLERANCE:.0%} points): {staircase_line(report)}"]
+        out += [f"  {r['operation']:<15} after {r['after']:>4}: measured {_pct(r['measured']):>6}, "
+                f"shipped {_pct(r['shipped']):>6} ({'ok' if r['shipped_within'] else 'MISS'})"
+                for r in report.staircase if r["operation"] == "layer"]
     out += ["", "wrote " + ", ".join(files)]
     return out
+
+
+def staircase_line(report: Report) -> str:
+    """The staircase verdict in words: the layer's steps and the per-GeMM steps reproduced."""
+    v = staircase_verdict(report.staircase)
+    per = sum(c["within"] for c in v["per_gemm"].values()), sum(c["steps"] for c in v["per_gemm"].values())
+    return (f"layer {v['layer']['within']}/{v['layer']['steps']} steps within "
+            f"({'holds' if v['holds'] else 'MISSED'}); single GeMMs {per[0]}/{per[1]}")
 
 
 def _not_predicted_by_reason(report: Report) -> list[tuple[str, int, str]]:
@@ -102,6 +127,7 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
     doc = {
         "schema": SCHEMA,
         "settings": {"every": s.every, "max_train": s.max_train, "seed": s.seed, "quick": s.quick,
+                     "fit_memory_floor": s.floor, "fit_waves": s.waves,
                      "gpus": list(s.gpus) or "all", "models": list(s.models) or "all",
                      "gpu_file": s.gpu_file, "model_file": s.model_file},
         "schemes": SCHEME_MEANING,
@@ -118,6 +144,14 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
         "groups": report.groups,
         "not_predicted": report.not_predicted,
         "staircase": report.staircase,
+        "staircase_verdict": staircase_verdict(report.staircase) if report.staircase else None,
+        "staircase_columns": {
+            "after, next": "token counts: the step is T(next) / T(after) - 1",
+            "measured, <scheme>": "relative step height measured and predicted (shipped: the real-mode "
+                                  "preset; calibrated: the held-out-token fit on every point; models: the "
+                                  "fit without the model)",
+            "<scheme>_within": f"|predicted - measured| <= {STEP_TOLERANCE} (absolute: percentage points)",
+            "operation": "a GeMM of the layer, or 'layer': the sum of its four GeMMs (Eq. 4's linear time)"},
         "fits": report.fits,
         "files": files,
     }
@@ -134,9 +168,11 @@ def _md_table(header: list[str], rows: list[list]) -> list[str]:
 def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -> str:
     """The Markdown report: verdicts, per GPU x TP, groups, not predicted, staircase, dictionary."""
     s = report.settings
+    terms = ", ".join(n for n, on in (("the memory floor", s.floor), ("waves", s.waves)) if on) or "no term"
     lines = ["# llmq validate: predicted vs measured", "",
              f"Settings: hold out every k-th distinct token count, k = {s.every}; at most {s.max_train} "
-             f"training rows per calibration; seed {s.seed}; {'quick subset' if s.quick else 'all rows'}"
+             f"training rows per calibration; seed {s.seed}; calibrations fit {terms} with the tile "
+             f"rates and c_0; {'quick subset' if s.quick else 'all rows'}"
              + (f"; {elapsed_s:.1f} s" if elapsed_s is not None else "") + ".", "",
              "Error: |predicted / measured - 1| per point; median and 90th percentile (numpy's linear "
              "interpolation). Schemes:", ""]
@@ -155,9 +191,9 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
                         for r in report.bands])
     lines += ["", "\"shipped below measured\": the fraction of the band's points the shipped preset "
               "under-predicts. Eq. 2 charges a GeMM its tiles at a compute rate; a GeMM over few "
-              "tokens is bound by reading its weights from DRAM, which no term of the presets "
-              "prices yet (no memory floor), so a band where nearly every point is under-predicted "
-              "is where that term is missing."]
+              "tokens is bound by reading its weights from DRAM, which the roofline presets do not "
+              "price (the calibrated presets have the memory floor), so a band where nearly every "
+              "point is under-predicted is where that term is missing."]
     lines += ["", "## Per GPU x model x TP x operation, median / p90", ""]
     lines += _md_table(["GPU", "model", "TP", "operation", "n", *(LABEL[x] for x in SCHEMES), "note"],
                        [[r["gpu"], r["model"], r["tp"], r["operation"], r["n"], *_stat_cells(r), r["note"]]
@@ -169,8 +205,12 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
     lines += _md_table(["GPU", "model", "TP", "operation", "after", "next", "measured", *STEP_SCHEMES],
                        [[r["gpu"], r["model"], r["tp"], r["operation"], r["after"], r["next"],
                          _pct(r["measured"]), *(_pct(r[k]) for k in STEP_SCHEMES)] for r in report.staircase])
+    if report.staircase:
+        lines += ["", f"Step heights reproduced within {STEP_TOLERANCE:.0%} points by `shipped`: "
+                      f"{staircase_line(report)}."]
     lines += ["", "`calibrated`: the held-out-token fit evaluated on every point; `models`: the fit "
-              "without the model.", "", "## Data dictionary (validate.csv)", ""]
+              "without the model; `layer`: the sum of the four GeMMs.", "",
+              "## Data dictionary (validate.csv)", ""]
     lines += _md_table(["column", "meaning"], [[k, v] for k, v in COLUMNS.items()])
     lines += ["", NULL_MEANING + ".", "", "Files: " + ", ".join(files), ""]
     return "\n".join(lines)

@@ -1,16 +1,28 @@
 """Mixed fleets in the planner's search: simulate the two-kind mixes cheaper than the best pure plan.
 
-A mix of ``n_i`` replicas of kinds i behind the capacity-proportional random router is simulated
-as its members' independent subsystems, each at its share ``lam n_i C_i / sum_j n_j C_j`` of the
-target rate (:mod:`theory.mixed_fleet`: Poisson thinning makes the two the same system in
-distribution); the members' runs are measured as one system (:func:`stability.plan.measure`).
+Routers (``router``):
+
+* ``"random"`` (default): the capacity-proportional random router. A mix of ``n_i`` replicas of
+  kinds i is simulated as its members' independent subsystems, each at its share
+  ``lam n_i C_i / sum_j n_j C_j`` of the target rate (:mod:`theory.mixed_fleet`: Poisson thinning
+  makes the two the same system in distribution).
+* ``"jsq"`` (fewest pending requests) and ``"sed"`` (shortest expected delay, weights the
+  members' certified bounds ``C_i``): one Poisson stream at the target rate into every replica of
+  the mix, advanced together (:func:`stability.sim.fleet.simulate_fleet`).
+
+Either way the members' runs are measured as one system (:func:`stability.plan.measure`). The
+pruning is the same for every router: no router that ignores the arriving request's own lengths
+carries more than ``sum_i n_i C_i`` (:mod:`stability.sim.fleet`, fleet bound). Pure fleets are
+planned behind the random router whatever ``router`` says.
 
 The search (:func:`search_mixes`) looks only at mixes cheaper than the best pure plan (only they
 can beat every pure fleet), whose certified capacity, the sum of the members' certified bounds,
 reaches the target. They are simulated cheapest first until one meets the SLOs; a mix is skipped
 without simulation when a mix of the same two kinds with at least as many replicas of each has
-missed (feasibility is assumed monotone in each count, as in r for pure fleets), and at most
-``budget`` simulations are spent.
+missed (feasibility is assumed monotone in each count, as in r for pure fleets; behind JSQ an
+added slow replica is also one more place a request can land and be served slowly, so there it is
+an assumption the brute-force comparisons of tests/test_mixed_fleet.py check on a small grid), and
+at most ``budget`` simulations are spent.
 
 References
 ----------
@@ -25,8 +37,9 @@ import numpy as np
 
 from stability.plan import PlanResult, judge, measure, replicate_seed, scenario_of, summarize_replicates
 from stability.runner import Runner, with_seed
+from stability.sim.fleet import ROUTERS, simulate_fleet
 from stability.sim.simulate import Scenario
-from theory.errors import FieldError
+from theory.errors import FieldError, UnknownNameError
 from theory.mixed_fleet import MixCandidate, member_rates, mix_grid
 
 MIN_MEMBER_REQUESTS = 100  # requests simulated for the smallest member of a mix
@@ -35,25 +48,43 @@ MIN_MEMBER_REQUESTS = 100  # requests simulated for the smallest member of a mix
 def run_mixed_task(task: dict) -> dict:
     """The runner's ``plan_mixed`` task: ``{"kind": "plan_mixed", "members": [Scenario.to_dict(),
     ...], "seeds": k, "seed": s}``; replicate k runs member m with the m-th seed spawned from
-    :func:`stability.plan.replicate_seed` ``(s, k)`` and measures the members as one system."""
+    :func:`stability.plan.replicate_seed` ``(s, k)`` and measures the members as one system. With
+    ``"router": "jsq"`` or ``"sed"`` (and ``"weights"``) the members share one arrival stream at
+    their common rate, replicate k seeded ``replicate_seed(s, k)``
+    (:func:`stability.sim.fleet.simulate_fleet`)."""
     from stability.sim.simulate import simulate
 
+    router = task.get("router", "random")
     reps = []
     for k in range(int(task["seeds"])):
-        seeds = np.random.SeedSequence(replicate_seed(task["seed"], k)).generate_state(len(task["members"]))
-        reps.append(measure(*(simulate(Scenario.from_dict({**m, "seed": int(sd)}))
-                              for m, sd in zip(task["members"], seeds, strict=True))))
-    return {**summarize_replicates(reps), "r": [m["r"] for m in task["members"]],
-            "rate": sum(m["rate"] for m in task["members"])}
+        seed = replicate_seed(task["seed"], k)
+        if router == "random":
+            seeds = np.random.SeedSequence(seed).generate_state(len(task["members"]))
+            reps.append(measure(*(simulate(Scenario.from_dict({**m, "seed": int(sd)}))
+                                  for m, sd in zip(task["members"], seeds, strict=True))))
+        else:
+            reps.append(measure(*simulate_fleet([Scenario.from_dict({**m, "seed": seed})
+                                                 for m in task["members"]], router, task["weights"])))
+    rate = sum(m["rate"] for m in task["members"]) if router == "random" else task["members"][0]["rate"]
+    return {**summarize_replicates(reps), "r": [m["r"] for m in task["members"]], "rate": rate}
 
 
-def mixed_task(res: PlanResult, mix: MixCandidate, n_requests: int, seeds: int, base_seed: int) -> dict:
-    """The runner task of a mix: each member at its share of the rate (routing weights: the
-    members' certified one-replica bounds), with its share of ``n_requests`` (at least
-    ``MIN_MEMBER_REQUESTS``), seeded from the task's content."""
+def mixed_task(res: PlanResult, mix: MixCandidate, n_requests: int, seeds: int, base_seed: int,
+               router: str = "random") -> dict:
+    """The runner task of a mix, seeded from the task's content. Random router: each member at its
+    share of the rate (routing weights: the members' certified one-replica bounds), with its share
+    of ``n_requests`` (at least ``MIN_MEMBER_REQUESTS``). JSQ or SED: every member at the target
+    rate and ``n_requests`` (one shared stream), the certified bounds as weights."""
     spec, grid = res.spec, res.grid
     counts = [n for _, n in mix.members]
-    rates = member_rates(spec.rate, [grid.one_gpu[f].bound for f, _ in mix.members], counts)
+    bounds = [grid.one_gpu[f].bound for f, _ in mix.members]
+    if router not in ROUTERS:
+        raise UnknownNameError("router", router, ROUTERS)
+    if router != "random":
+        members = [scenario_of(spec, fam, n, n_requests, grid.gpu_file).to_dict() for fam, n in mix.members]
+        return with_seed({"kind": "plan_mixed", "router": router, "members": members,
+                          "weights": [float(b) for b in bounds], "seeds": int(seeds)}, base_seed)
+    rates = member_rates(spec.rate, bounds, counts)
     members = []
     for (fam, n), rate in zip(mix.members, rates, strict=True):
         share = max(MIN_MEMBER_REQUESTS, round(n_requests * rate / spec.rate))
@@ -88,12 +119,15 @@ class MixResult:
         ``exhausted`` (whether the budget ran out before the search ended).
     below : float
         The price a mix had to beat (the best pure plan's; infinite without one).
+    router : str
+        The mixes' router: ``"random"``, ``"jsq"`` or ``"sed"`` (module docstring).
     """
 
     evaluated: list = field(default_factory=list)
     best: MixEvaluated | None = None
     counts: dict = field(default_factory=dict)
     below: float = float("inf")
+    router: str = "random"
 
     @property
     def beats_pure(self) -> bool:
@@ -102,13 +136,16 @@ class MixResult:
 
 
 def search_mixes(res: PlanResult, runner: Runner, n_requests: int, seeds: int, base_seed: int = 0,
-                 budget: int = 8) -> MixResult:
-    """Cheapest-first search over the two-kind mixes cheaper than ``res.best`` (module docstring)."""
+                 budget: int = 8, router: str = "random") -> MixResult:
+    """Cheapest-first search over the two-kind mixes cheaper than ``res.best``, behind ``router``
+    (module docstring)."""
     if res.spec.trace is not None:
         raise FieldError("--mixed", True, "no --trace (a mix splits Poisson arrivals)")
+    if router not in ROUTERS:
+        raise UnknownNameError("router", router, ROUTERS)
     below = res.best.candidate.usd_per_hour if res.best is not None else None
     grid = mix_grid(res.grid, res.spec, below)
-    out = MixResult(below=grid.below)
+    out = MixResult(below=grid.below, router=router)
     missed: list[MixCandidate] = []
     skipped = 0
     for mix in grid.kept:
@@ -117,7 +154,7 @@ def search_mixes(res: PlanResult, runner: Runner, n_requests: int, seeds: int, b
             continue
         if len(out.evaluated) >= budget:
             break
-        result = runner.run([mixed_task(res, mix, n_requests, seeds, base_seed)])[0]
+        result = runner.run([mixed_task(res, mix, n_requests, seeds, base_seed, router)])[0]
         ok, why = judge(result, res.spec.slo)
         out.evaluated.append(MixEvaluated(mix, result, ok, why))
         if ok:

@@ -14,7 +14,7 @@ import tomli_w
 
 from llmq.cli import main
 from theory.calibrate import fit_batch, fit_gemm, profile_toml, staircase_jumps, write_profile
-from theory.cost import Batch, T_batch, T_GeMM, build_cost_model
+from theory.cost import Batch, T_batch, T_GeMM, T_GeMM_terms, build_cost_model
 from theory.errors import FieldError
 from theory.hardware import get_gpu, load_gpus
 from theory.models import get_model
@@ -75,6 +75,52 @@ def test_gemm_fit_with_half_percent_noise_recovers_the_main_tiles_to_one_percent
     assert np.max(np.abs(fitted_mu(cal)[ident] / mu[ident] - 1)) < 0.01
     assert cal.parameters[-1].value == pytest.approx(c0, rel=0.01)
     assert 0.004 < cal.error.rel_rmse < 0.006  # the fit explains everything but the noise
+
+
+def terms_truth(seed, folder, n=500):
+    """GeMM timings from the cost model itself (theory.cost.T_GeMM_terms) on an A100 with the
+    memory floor and waves on, seeded per-tile rates in [0.7, 1.3] x the preset's, an achievable
+    bandwidth of 0.7 x 2039 GB/s and c_0 = 4 us; a third of the GeMMs have 1-64 tokens (the
+    floor binds there), and the TP shards of the served layers are among the shapes."""
+    rng = np.random.default_rng(seed)
+    mu = np.array(A100.mu) * np.exp(rng.uniform(np.log(0.7), np.log(1.3), len(A100.tiles)))
+    mu_table = {str(t): float(m) for t, m in zip(A100.tiles, mu, strict=True)}
+    table = {"gpus": {"truth": {"base": "a100", "mu": mu_table, "memory_floor": True, "waves": True,
+                                "eta_mem": 0.7}}}
+    path = folder / "truth.toml"
+    path.write_text(tomli_w.dumps(table))
+    truth = load_gpus(path)["truth"]
+    d_row, d_red = rng.integers(1, 16385, n), rng.integers(1, 16385, n)
+    d_col = np.where(rng.random(n) < 1 / 3, rng.integers(1, 65, n), rng.integers(1, 4097, n))
+    c0 = 4e-6
+    seconds = T_GeMM_terms(build_cost_model(truth, LLAMA, "real"), d_row, d_col, d_red) + c0
+    return rng, truth, (d_row, d_col, d_red, np.ones(n, dtype=np.int64)), seconds, c0
+
+
+@pytest.mark.parametrize("seed", [2, 6])
+def test_gemm_fit_with_every_term_on_recovers_rates_bandwidth_and_c0(seed, tmp_path):
+    rng, truth, shape, seconds, c0 = terms_truth(seed, tmp_path)
+    base = get_gpu("a100")  # the roofline preset: start and fallback; the fit switches the terms on
+    cal = fit_gemm(GemmTimings(*shape, seconds), base, LLAMA, "real", floor=True, waves=True)
+    assert cal.error.max_rel_error < 1e-6
+    by_name = {p.name: p for p in cal.parameters}
+    floor = by_name["eta_mem B (memory floor)"]
+    assert floor.identified and floor.value == pytest.approx(0.7 * 2039, rel=1e-6)
+    assert by_name["c_0 (per GeMM)"].value == pytest.approx(c0, rel=1e-6)
+    ident = [k for k, p in enumerate(cal.parameters[:len(truth.mu)]) if p.identified]
+    assert ident
+    np.testing.assert_allclose(fitted_mu(cal)[ident], np.array(truth.mu)[ident], rtol=1e-6)
+    # with 1% noise the bandwidth and c_0 come back to 1%
+    noisy = seconds * (1 + 0.01 * rng.standard_normal(seconds.size))
+    cal = fit_gemm(GemmTimings(*shape, noisy), base, LLAMA, "real", floor=True, waves=True)
+    by_name = {p.name: p for p in cal.parameters}
+    assert by_name["eta_mem B (memory floor)"].value == pytest.approx(0.7 * 2039, rel=0.01)
+    assert by_name["c_0 (per GeMM)"].value == pytest.approx(c0, rel=0.05)
+    # the written profile switches both terms on and reproduces the fit through the loader
+    gpu = load_gpus(write_profile(cal, tmp_path / "terms.toml"))[cal.key]
+    assert gpu.terms.memory_floor and gpu.terms.waves
+    again = T_GeMM_terms(build_cost_model(gpu, LLAMA, "real"), *shape[:3]) + by_name["c_0 (per GeMM)"].value
+    np.testing.assert_allclose(again, cal.predicted, rtol=1e-9)
 
 
 def test_transformer_shapes_leave_tiles_of_one_t_col_interchangeable(tmp_path):
@@ -295,6 +341,20 @@ def test_cli_fits_the_shipped_example_and_writes_the_profile(capsys, tmp_path):
     assert code == 0 and row["key"] == "k" and len(row["residuals"]) == 1044
     assert row["written"] == str(out_dir / "k.toml") and "k" in load_gpus(out_dir / "k.toml")
     assert row["error"]["rel_rmse"] < row["base_error"]["rel_rmse"]
+
+
+def test_cli_fits_the_floor_and_waves_and_the_profile_reproduces_the_fit(capsys, tmp_path):
+    code, out, _ = run(capsys, "calibrate", "--out", str(tmp_path), "--json", "--floor", "--waves")
+    row = json.loads(out)
+    assert code == 0
+    names = {p["name"]: p for p in row["parameters"]}
+    floor = names["eta_mem B (memory floor)"]
+    assert 0 < floor["value"] < 2039  # GB/s, below the A100's datasheet bandwidth
+    gpu = load_gpus(row["written"])[row["key"]]
+    assert gpu.terms.memory_floor and gpu.terms.waves
+    assert gpu.eta_mem * gpu.bandwidth == pytest.approx(floor["value"] * 1e9, rel=1e-12)
+    plain = json.loads(run(capsys, "calibrate", "--out", str(tmp_path), "--json", "--key", "p")[1])
+    assert row["error"]["rel_rmse"] < plain["error"]["rel_rmse"]  # the terms explain more
 
 
 def test_cli_batch_timings(capsys, tmp_path, true_cost_model):

@@ -37,6 +37,22 @@ def test_bounds_all_gpus_table(capsys):
     assert code == 0 and len(json.loads(out)) >= 6
 
 
+def test_bounds_marks_which_gpu_rates_are_calibrated(capsys):
+    """Real mode uses the shipped calibration where public data exist; every other GPU, and paper
+    mode always, says "roofline, uncalibrated"."""
+    from theory.hardware import calibrated_keys
+
+    code, out, _ = run(capsys, "bounds", "--gpu", "all", "--mode", "real", "--json")
+    assert code == 0
+    rates = {r["gpu"]: r["gpu_rates"] for r in json.loads(out)}
+    assert {g for g, v in rates.items() if v != "roofline, uncalibrated"} == set(calibrated_keys())
+    assert all("vidur_gemm" in rates[g] for g in calibrated_keys())
+    code, out, _ = run(capsys, "bounds", "--gpu", "all", "--mode", "real")
+    assert "\nl4 " in out and out.count("roofline, uncalibrated") == len(rates) - len(calibrated_keys())
+    code, out, _ = run(capsys, "bounds", "--gpu", "all", "--mode", "paper", "--json")
+    assert {r["gpu_rates"] for r in json.loads(out)} == {"roofline, uncalibrated"}
+
+
 def test_config_file_and_cli_precedence(capsys, tmp_path):
     f = tmp_path / "s.toml"
     f.write_text('gpu = "h100"\nworkload = "deterministic:512,64"\ngpus_r = 2\nepsilon = 0.2\n')

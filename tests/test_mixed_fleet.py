@@ -101,6 +101,48 @@ def test_mix_pruning_agrees_with_brute_force_and_the_search_finds_the_cheapest(t
     assert mixes.beats_pure == bool(cheaper) and not mixes.counts["exhausted"]
 
 
+@pytest.mark.parametrize("router", ["jsq", "sed"])
+def test_state_dependent_mixes_pruning_agrees_with_brute_force_and_the_search_finds_the_cheapest(
+        tmp_path, router):
+    """Behind JSQ or SED the certified sum still prunes only mixes that brute-force simulation
+    (same router) rejects, and the search returns the cheapest mix brute force accepts below the
+    best pure plan. At 75 req/s no single A100 carries the load and four L4s certify less, so
+    pure fleets need two A100s; behind SED one A100 and one L4 meet the SLOs for less (the L4 is
+    sent a request only when the A100 holds proportionally more), which the planner must find,
+    while behind JSQ, which sends a request to the L4 whenever it holds no more pending requests
+    than the A100, no cheaper mix does."""
+    runner = Runner(Cache(tmp_path / "c"), LocalExecutor(1))
+    res = search(replace(_spec(75.0), gpus=("a100", "l4")), runner, **SMALL)
+    kept = {m.label for m in mix_grid(res.grid, res.spec).kept}
+    brute = {}
+    for m in mix_grid(res.grid, replace(res.spec, rate=1e-9)).kept:  # every mix, pruned or not
+        task = mixed_task(res, m, seeds=2, n_requests=300, base_seed=0, router=router)
+        assert task["router"] == router and [s["r"] for s in task["members"]] == [n for _, n in m.members]
+        ok, _ = judge(runner.run([task])[0], res.spec.slo)
+        brute[m.label] = (ok, m.usd_per_hour)
+    assert {lab for lab, (ok, _) in brute.items() if ok} <= kept
+    mixes = search_mixes(res, runner, base_seed=0, budget=50, router=router, **SMALL)
+    cheaper = [usd for ok, usd in brute.values() if ok and usd < res.best.candidate.usd_per_hour]
+    assert mixes.router == router and not mixes.counts["exhausted"]
+    assert (mixes.best.mix.usd_per_hour if mixes.best else None) == (min(cheaper) if cheaper else None)
+    assert mixes.beats_pure == bool(cheaper) == (router == "sed")
+
+
+def test_a_family_that_certifies_nothing_joins_no_mix():
+    from types import SimpleNamespace
+
+    from theory.plan import Family, OneGpu
+
+    fams = [Family(g, "m", "real", "sarathi", ()) for g in ("a", "b", "c")]
+    bounds = {"a": 10.0, "b": 0.0, "c": 4.0}
+    one = {f: OneGpu(bounds[f.gpu], "compute", 0, 0, 0) for f in fams}
+    grid = SimpleNamespace(families=fams, one_gpu=one,
+                           prices={g: SimpleNamespace(usd_per_gpu_hour=1.0) for g in bounds})
+    spec = SimpleNamespace(rate=5.0, r_min=1, r_max=3)
+    kinds = {tuple(f.gpu for f, _ in m.members) for m in mix_grid(grid, spec).kept}
+    assert kinds == {("a", "c")}
+
+
 def test_mixes_refuse_a_trace():
     from stability.plan import PlanResult
 

@@ -164,9 +164,13 @@ def test_bad_token_count(tmp_path, value):
         load_profile(_write(tmp_path, f"{HEADER}\n{line}\n"))
 
 
-def test_tp_must_divide_the_heads(tmp_path):
-    line = GOOD.replace("llama-2-7b,2,", "internlm-20b,3,")  # InternLM-20B has 40 heads
-    with pytest.raises(FieldError, match=r"bad.csv: row 2, column 'tp'.*40 attention heads"):
+@pytest.mark.parametrize("model, tp, why", [
+    ("internlm-20b", 3, "n_heads = 40"),  # 40 heads
+    ("internlm-20b", 5, "d_ff = 13824"),  # 5 divides the 40 heads but not the FFN width
+])
+def test_tp_must_split_the_model(tmp_path, model, tp, why):
+    line = GOOD.replace("llama-2-7b,2,", f"{model},{tp},")
+    with pytest.raises(FieldError, match=rf"bad.csv: row 2, column 'tp'.*{why}.*got {tp}"):
         load_profile(_write(tmp_path, f"{HEADER}\n{line}\n"))
 
 

@@ -10,7 +10,7 @@ from theory.capacity import kv_capacity_tokens
 from theory.config import read_toml
 from theory.cost import Batch, T_batch
 from theory.errors import FieldError
-from theory.hardware import get_gpu
+from theory.hardware import get_gpu, gpu_table
 from theory.models import get_model
 from theory.plan import PlanSpec, build_grid, families_of, load_prices
 from theory.tensor_parallel import allreduce_law, auto_degree, degrees, variant_file, variant_text
@@ -52,12 +52,22 @@ def test_groups_are_the_listed_degrees_with_the_fitted_law(tmp_path):
     lat, bw = allreduce_law("a100", 4)
     assert table["a100-tp4"]["allreduce_latency_s"] == lat and table["a100-tp4"]["tp"] == 4
     assert table["a100-tp4"]["allreduce_bandwidth_gbs"] == pytest.approx(bw / 1e9, rel=1e-15)
-    # the example file's hand-written A100 TP=4 group (the same vidur fit, rounded) prices batches alike
+    # the example file's hand-written A100 TP=4 group (the same vidur fit, rounded) prices batches
+    # alike; a group runs in real mode, so it carries the A100's real-mode calibration, which the
+    # example's group (a user key, built on the roofline) gets here by hand
     from importlib import resources
 
+    import tomli_w
+
     example = str(resources.files("theory").joinpath("data", "cost_terms_example.toml"))
+    law = read_toml(example)["gpus"]["a100-nvlink-tp4"]
+    calibrated = {k: v for k, v in gpu_table("a100", calibrated=True).items() if k != "aliases"}
+    assert table["a100-tp4"]["mu"] == calibrated["mu"] and "vidur_gemm" in calibrated["calibration"]
+    ref_file = tmp_path / "ref.toml"
+    ref_file.write_text(tomli_w.dumps({"gpus": {"ref": {**calibrated, **{k: law[k] for k in (
+        "tp", "allreduce_latency_s", "allreduce_bandwidth_gbs")}}}}))
     mine = cost_model(CostSpec("a100-tp4", "llama-2-70b", "real", None, f))
-    ref = cost_model(CostSpec("a100-nvlink-tp4", "llama-2-70b", "real", None, example))
+    ref = cost_model(CostSpec("ref", "llama-2-70b", "real", None, str(ref_file)))
     for batch in (Batch.of(prefill=[(1, 512)]), Batch.of(decode=[700] * 64),
                   Batch.of(prefill=[(1, 256)], decode=[900] * 32)):
         assert T_batch(mine, batch) == pytest.approx(T_batch(ref, batch), rel=0.01)

@@ -8,6 +8,10 @@ split into ``gpu="a100"`` and ``tiles="128x128"`` when the spec is made. Every c
 sweep point and paper check resolves names through :func:`cost_model`; only code that constructs
 a synthetic GPU or model object of its own calls :func:`theory.cost.build_cost_model` directly.
 
+In ``real`` mode a GPU preset with a shipped calibration (:mod:`theory.presets_fit`, fitted to
+public measured profiles) is used calibrated; ``paper`` mode always uses the roofline presets, so
+the paper's numbers stay exact.
+
 Cost terms beyond Eq. 2 (:mod:`theory.terms`) are not spec fields: they are stated in the GPU
 and model TOML files the spec names (the tensor-parallel degree ``tp`` with the interconnect in the
 GPU file), so the file digests that key the cache here and in the runner already cover them.
@@ -88,7 +92,7 @@ def _cost_model(spec: CostSpec, _digests: tuple) -> CostModel:
     from theory.hardware import get_gpu
     from theory.models import get_model
 
-    gpu = get_gpu(spec.gpu, spec.gpu_file)
+    gpu = get_gpu(spec.gpu, spec.gpu_file, calibrated=spec.mode == "real")
     if spec.tiles:
         gpu = gpu.restrict(str(gpu.optimal_tile()) if spec.tiles == "t*" else spec.tiles)
     return build_cost_model(gpu, get_model(spec.model, spec.model_file), spec.mode)

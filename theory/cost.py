@@ -74,7 +74,8 @@ def T_GeMM_terms(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
 
     Each tile's Eq. 2 time (:func:`T_GeMM_waves` with ``waves``), at least
     ``b (d_row d_red + d_col (d_row + d_red)) / (eta_mem B)`` with ``memory_floor``, on the fastest
-    of the GPU's tiles; with both off this is Eq. 2 on the fastest tile. Arguments broadcast.
+    of the GPU's tiles, plus ``gemm_overhead_s``; with the terms off this is Eq. 2 on the fastest
+    tile. Arguments broadcast.
     The linear time of a batch (:func:`T_Lin`) is the sum of these over its GeMMs on one shared
     tile; this per-GeMM form is what per-GeMM measurements are compared with.
 
@@ -90,7 +91,7 @@ def T_GeMM_terms(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
         b = gt.bytes_per_element
         n_bytes = b * (d_row * d_red + d_col * (d_row + d_red))[..., 0].astype(float)
         out = np.maximum(out, n_bytes / (cm.gpu.eta_mem * cm.gpu.bandwidth))
-    return out
+    return out + gt.gemm_overhead_s
 
 
 def T_GeMV(d_row, d_col, t_row, t_col, mu, s):
@@ -266,7 +267,8 @@ def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_red, all_gemms) -> Lin
     gt, mt = gpu.terms, model.terms
     b = gt.bytes_per_element
     bw = gpu.eta_mem * gpu.bandwidth
-    tok_s = batch_s = 0.0
+    tok_s = 0.0
+    batch_s = gt.gemm_overhead_s * sum(g.count for g in gemms)
     if mt.lm_head:  # embedding gather: read and write d_x elements per token
         tok_s += 2.0 * b * model.d_x / bw
         if gt.memory_floor:  # the vocab projection's weights are read once per batch

@@ -35,10 +35,12 @@ from theory.errors import ConfigFileError, FieldError, LlmqError, UnknownNameErr
 from theory.terms import GPU_TERM_FIELDS, GpuTerms, gpu_terms_from
 
 KIB = 1024
+ROOFLINE = "roofline, uncalibrated"
+CALIBRATED_FILE = "calibrated_gpus.toml"
 _GPU_FIELDS = {
     "name", "aliases", "arch", "sm_count", "peak_fp16_tflops", "clock_mhz", "memory_gb",
     "bandwidth_gbs", "smem_per_block_kib", "tileset", "source", "base", "eta_mma", "rho_l2",
-    "eta_mem", "mu", "mu_gemv", "mu_nLin", "overhead_s", "t_star", "tiles", *GPU_TERM_FIELDS,
+    "eta_mem", "mu", "mu_gemv", "mu_nLin", "overhead_s", "t_star", "tiles", "calibration", *GPU_TERM_FIELDS,
 }
 
 
@@ -153,6 +155,9 @@ class GPU:
     terms : GpuTerms
         Cost terms beyond Eq. 2 (memory floor, waves, tensor parallelism, a linear law), all off
         by default; see :mod:`theory.terms` for the TOML fields.
+    calibration : str
+        Where the rates come from: :data:`ROOFLINE` (the per-tile roofline of ``gpus.toml``, no
+        measured data), or the provenance of the shipped calibration (``calibrated_gpus.toml``).
     """
 
     key: str
@@ -174,6 +179,12 @@ class GPU:
     arch: str = ""
     notes: tuple[str, ...] = field(default=(), compare=False)
     terms: GpuTerms = field(default_factory=GpuTerms)
+    calibration: str = field(default=ROOFLINE, compare=False)
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the profile's rates were fitted to public measurements."""
+        return self.calibration != ROOFLINE
 
     def rate(self, tile: Tile) -> float:
         """mu(t) of a usable tile (Eq. 2)."""
@@ -316,7 +327,7 @@ def _build_gpu(key: str, table: dict, data: dict) -> GPU:
                gemv_tiles=tuple(gemv_tiles), mu_gemv=tuple(mu_gemv), eta_mem=eff["eta_mem"],
                mu_nLin=mu_nLin, overhead_s=float(overhead), t_star=t_star,
                source=str(table.get("source", "")), arch=str(table.get("arch", "")),
-               terms=gpu_terms_from(table, where, b))
+               terms=gpu_terms_from(table, where, b), calibration=str(table.get("calibration", ROOFLINE)))
 
 
 def _merged_tables(user: dict | None) -> tuple[dict, dict]:
@@ -332,27 +343,58 @@ def _merged_tables(user: dict | None) -> tuple[dict, dict]:
     return data, inherit(presets, (user or {}).get("gpus", {}), "GPU")
 
 
-def load_gpus(path: str | Path | None = None) -> dict[str, GPU]:
-    """All GPU profiles: the presets, plus or overridden by the user TOML at ``path``."""
+@cache
+def _calibrated_data() -> dict:
+    return read_packaged(CALIBRATED_FILE)
+
+
+def calibrated_keys() -> list[str]:
+    """The GPU presets with a shipped calibration (``theory/data/calibrated_gpus.toml``)."""
+    return list(_calibrated_data().get("gpus", {}))
+
+
+def load_gpus(path: str | Path | None = None, calibrated: bool = False) -> dict[str, GPU]:
+    """All GPU profiles: the presets, plus or overridden by the user TOML at ``path``.
+
+    With ``calibrated`` a preset that has a shipped calibration (``calibrated_gpus.toml``, written
+    by :mod:`theory.presets_fit` from the public profiles) gets its fitted fields on top of the
+    preset's, and says so in :attr:`GPU.calibration`; the others stay roofline profiles. A key the
+    user file states is built from the roofline preset tables (a user file is the user's own
+    model of the card; ``base = "a100"`` names the roofline preset).
+    """
     user = read_toml(path) if path is not None else None
     if user is not None and not isinstance(user.get("gpus", {}), dict):
         raise ConfigFileError(f"{path}: [gpus] must be a table of GPU tables")
     data, tables = _merged_tables(user)
+    if calibrated:
+        tables = {key: _calibrated_table(key, table, user) for key, table in tables.items()}
     return {key: _build_gpu(key, table, data) for key, table in tables.items()}
 
 
-def gpu_table(key: str, path: str | Path | None = None) -> dict:
+def _calibrated_table(key: str, table: dict, user: dict | None) -> dict:
+    """``table`` with the shipped calibration of preset ``key`` laid over it (and its provenance in
+    ``calibration``), unless there is none or the user file states ``key``."""
+    cal = _calibrated_data()
+    if key not in cal.get("gpus", {}) or key in (user or {}).get("gpus", {}):
+        return table
+    return {**table, **cal["gpus"][key], "calibration": str(cal["provenance"][key]["summary"])}
+
+
+def gpu_table(key: str, path: str | Path | None = None, calibrated: bool = False) -> dict:
     """The fields of GPU ``key`` as written, with ``base =`` inheritance resolved (presets merged
-    with the user TOML at ``path``): what a derived profile copies."""
-    tables = _merged_tables(read_toml(path) if path is not None else None)[1]
+    with the user TOML at ``path``): what a derived profile copies. With ``calibrated`` the shipped
+    calibration is laid over it as :func:`load_gpus` does (real mode), so a derived profile keeps
+    it and says so (``calibration``)."""
+    user = read_toml(path) if path is not None else None
+    tables = _merged_tables(user)[1]
     if key not in tables:
         raise UnknownNameError("GPU", key, list(tables))
-    return dict(tables[key])
+    return dict(_calibrated_table(key, tables[key], user) if calibrated else tables[key])
 
 
 @cache
-def _preset_gpus() -> dict[str, GPU]:
-    return load_gpus(None)
+def _preset_gpus(calibrated: bool = False) -> dict[str, GPU]:
+    return load_gpus(None, calibrated)
 
 
 def gpu_names() -> list[str]:
@@ -360,15 +402,16 @@ def gpu_names() -> list[str]:
     return list(_preset_data()["gpus"])
 
 
-def get_gpu(name: str, path: str | Path | None = None) -> GPU:
-    """A GPU profile by key or alias (case-insensitive), optionally from a user TOML.
+def get_gpu(name: str, path: str | Path | None = None, calibrated: bool = False) -> GPU:
+    """A GPU profile by key or alias (case-insensitive), optionally from a user TOML; with
+    ``calibrated`` the shipped calibration where one exists (:func:`load_gpus`).
 
     Tile restrictions (``"a100:128x128"``) are the business of :class:`theory.builder.CostSpec`.
     """
     if not isinstance(name, str) or not name.strip():
         raise FieldError("gpu", name, "a GPU name such as 'a100'")
     base = name.strip()
-    gpus = load_gpus(path) if path is not None else _preset_gpus()
+    gpus = load_gpus(path, calibrated) if path is not None else _preset_gpus(calibrated)
     tables = _merged_tables(read_toml(path) if path is not None else None)[1]
     wanted = base.lower()
     for key, gpu in gpus.items():
@@ -379,6 +422,7 @@ def get_gpu(name: str, path: str | Path | None = None) -> GPU:
 
 
 __all__ = [
-    "GPU", "GemvTile", "LlmqError", "Tile", "gemm_tile_rate", "gemv_tile_rate", "get_gpu",
-    "gpu_names", "gpu_table", "load_gpus", "parse_tile", "tile_fits",
+    "CALIBRATED_FILE", "GPU", "ROOFLINE", "GemvTile", "LlmqError", "Tile", "calibrated_keys",
+    "gemm_tile_rate", "gemv_tile_rate", "get_gpu", "gpu_names", "gpu_table", "load_gpus", "parse_tile",
+    "tile_fits",
 ]

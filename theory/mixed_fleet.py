@@ -22,7 +22,9 @@ The planner knows the certified bounds, not the capacities, so it routes in prop
 c_i / C_i``, which the simulation decides. By the same thinning, the independent subsystems
 "kind i: n_i replicas, uniformly random routing, Poisson rate ``lam n_i C_i / sum_j n_j C_j``"
 are the mixed fleet in distribution, so a mix is simulated as its members, with no new engine
-code. Join-the-shortest-queue across unequal GPUs couples the members and is not planned.
+code. Join-the-shortest-queue across unequal GPUs couples the members and is simulated as one
+system (:mod:`stability.sim.fleet`); ``sum_i n_i C_i`` bounds it too, as it bounds every router
+that does not look at the arriving request's own lengths (the fleet bound stated there).
 
 References
 ----------
@@ -110,10 +112,12 @@ def mix_grid(grid, spec, below: float | None = None) -> MixGrid:
     """Every mix of two families of ``grid`` that differ in GPU only (same model, mode, scheduler
     and knobs), ``a`` and ``b >= 1`` replicas within ``spec.r_min``..``spec.r_max`` GPUs, priced
     below ``below`` (a mix can only beat the pure fleets by costing less than the best of them);
-    kept when the certified sum reaches ``spec.rate``. Order: price, then headroom, then label."""
+    kept when the certified sum reaches ``spec.rate``. A family whose one replica certifies nothing
+    (its weights leave no KV room) joins no mix: it would carry no traffic and only add cost.
+    Order: price, then headroom, then label."""
     prices = {g: p.usd_per_gpu_hour for g, p in grid.prices.items()}
     limit = math.inf if below is None else float(below)
-    fams = list(grid.families)
+    fams = [f for f in grid.families if grid.one_gpu[f].bound > 0]
     kept, considered, pruned = [], 0, 0
     for i, fa in enumerate(fams):
         for fb in fams[i + 1:]:

@@ -15,7 +15,7 @@ source     yes      short name of the public source (``vidur``, ``splitwise-sim`
 gpu        yes      llmq GPU preset key of the card measured (``a100``, ``h100``, ``a40``)
 setup      no       the source's own name for the machine or setting (``a100_dgx``, ``h100-80gb``)
 model      yes      llmq model preset key; empty for model-independent rows (collectives)
-tp         yes      tensor-parallel degree (GPUs sharing each layer); must divide the model's heads
+tp         yes      tensor-parallel degree (GPUs sharing each layer); must split the model (see below)
 operation  yes      what was timed: a GeMM or kernel name (:data:`VIDUR_GEMMS`, :data:`VIDUR_KERNELS`),
                     ``prefill_batch``, ``decode_batch`` or ``all_reduce``
 tokens     per op   tokens in the batch (rows of the activations the operation runs over)
@@ -30,8 +30,9 @@ src_rows   no       how many source rows were aggregated (by median) into this r
 
 An empty integer cell means "not applicable" and loads as :data:`ABSENT` (-1). The loader refuses
 a time column whose unit it cannot tell (``time``, ``latency``, ``duration``...), negative, zero or
-non-finite times, non-integer counts, unknown GPUs and models, and a ``tp`` that does not divide the model's
-attention heads (tensor parallelism splits heads across GPUs). A UTF-8 byte-order mark is accepted;
+non-finite times, non-integer counts, unknown GPUs and models, and a ``tp`` that cannot split the
+model as tensor parallelism does (:func:`theory.terms.check_tp`: it divides the attention heads and
+the FFN width, and divides the KV heads or is a multiple of them). A UTF-8 byte-order mark is accepted;
 ``.csv.gz`` files are read through gzip.
 """
 
@@ -49,6 +50,7 @@ from theory.errors import FieldError, UnknownNameError
 from theory.hardware import get_gpu
 from theory.io import read_csv_table
 from theory.models import Model, get_model
+from theory.terms import check_tp
 
 ABSENT = -1
 TIME_UNITS = {"seconds": 1.0, "time_s": 1.0, "time_ms": 1e-3, "time_us": 1e-6}
@@ -234,9 +236,10 @@ def _check_row(path: Path, line: int, row: dict, time_col: str, scale: float,
             model = get_model(rec["model"])
         except UnknownNameError as exc:
             raise FieldError(where("model"), rec["model"], f"a model preset ({exc})") from None
-        if model.n_heads % rec["tp"]:
-            raise FieldError(where("tp"), rec["tp"],
-                             f"a divisor of {model.key}'s {model.n_heads} attention heads")
+        try:  # the Megatron split of theory.terms: heads, KV heads (or replicate them), FFN width
+            check_tp(rec["tp"], model.n_heads, model.n_kv_heads, model.d_ff, "real", model.key, "tp")
+        except FieldError as exc:
+            raise FieldError(where("tp"), rec["tp"], exc.expected) from None
         checked[(rec["model"], rec["tp"])] = None
     return rec
 

@@ -143,7 +143,8 @@ def variant_text(groups, gpu_file: str | None = None) -> str:
         if tp == 1:
             continue
         lat, bw = allreduce_law(gpu, tp)
-        table = {k: v for k, v in gpu_table(gpu, gpu_file).items() if k != "base"}
+        # tp > 1 runs in real mode only, so the group copies the real-mode (calibrated) table
+        table = {k: v for k, v in gpu_table(gpu, gpu_file, calibrated=True).items() if k != "base"}
         table.update(name=f"{table.get('name', gpu)} x{tp} (TP)", aliases=[], tp=tp,
                      allreduce_latency_s=lat, allreduce_bandwidth_gbs=bw / 1e9)
         out += _toml_table(f"gpus.{variant_key(gpu, tp)}", table)

@@ -1,7 +1,10 @@
 """Cost terms beyond Eq. 2: switchable options stated in the GPU and model TOML files.
 
-Every term is off by default, so the presets and ``paper`` mode give Eq. 2-7 exactly; a
-:class:`theory.cost.CostModel` whose terms are all off takes the unchanged Eq. 4-7 code paths.
+Every term is off by default, so the roofline presets and ``paper`` mode give Eq. 2-7 exactly; a
+:class:`theory.cost.CostModel` whose terms are all off takes the unchanged Eq. 4-7 code paths. In
+``real`` mode the GPUs with public measurements (A100, H100, A40) use their shipped calibration
+(``theory/data/calibrated_gpus.toml``, :mod:`theory.presets_fit`), which switches ``memory_floor``,
+``waves`` and ``gemm_overhead_s`` on and states an all-reduce law where one was measured.
 
 Where each switch lives
 -----------------------
@@ -12,6 +15,7 @@ Where each switch lives
     memory_floor = true          # each GeMM: max(Eq. 2 time, bytes / (eta_mem B))
     waves = true                 # each GeMM: ceil(output tiles / s) waves, not tiles / s
     overhead_s = 0.0             # fixed time per batch (already existed; Eq. 7 + c)
+    gemm_overhead_s = 4.2e-6     # fixed time per linear GeMM (the calibrated A100's c_0)
     tp = 4                       # tensor-parallel degree of the replica (needs mode = "real")
     allreduce_latency_s = 4.6e-5 # all-reduce law: latency + 2 (tp-1)/tp bytes / bandwidth
     allreduce_bandwidth_gbs = 171.0   # NCCL bus bandwidth, GB/s: fit_allreduce_law on the
@@ -59,6 +63,12 @@ The terms and what they change
     Quantization"). Applied to every Eq. 2 GeMM: the linear layers and prefill attention (Eq. 6).
 ``overhead_s`` (GPU, float >= 0)
     A fixed time per batch (kernel launches, scheduling); exists since calibration.
+``gemm_overhead_s`` (GPU, float >= 0)
+    A fixed time ``c_0`` per linear GeMM: each batch pays ``c_0`` times the model's number of
+    linear GeMMs (Eq. 4's sum, ``N`` layers), and each GeMM alone pays ``c_0``
+    (:func:`theory.cost.T_GeMM_terms`). It is the per-GeMM intercept that
+    :func:`theory.calibrate.fit_gemm` fits (kernel prologue and epilogue, launch gaps inside a
+    kernel's timed range); a GPU property, so one calibrated profile serves every model.
 ``linear_law`` (GPU, table)
     ``kind = "staircase"``: the token-count part of Eq. 7, ``T_Lin(tau) + tau / mu_nLin`` (Eq. 4
     and the non-linear term of Section 3.2.3), is replaced by ``c + a ceil(tau / b0)`` for
@@ -115,6 +125,7 @@ batches also pays the per-batch times. Per term:
   unwaved minimum, still a lower bound (looser); ``T^max`` grows (a one-token GeMM takes a full
   wave of ``ceil(d_red/t_red)`` steps).
 * ``overhead_s`` ``c``: amortized, so ``T_bar^R`` is unchanged; ``T^max`` gains ``l c``.
+* ``gemm_overhead_s`` ``c_0``: as ``overhead_s`` with ``c = c_0`` times the linear GeMMs of a batch.
 * ``linear_law``: linear term ``E[L^P + L^D] a / b0``, non-linear term 0 (the law includes it);
   ``T^max = l (c + a + overhead_s) + N S(l)``.
 * ``attention = false``: the decode- and prefill-attention terms of ``T_bar^R`` and the
@@ -146,7 +157,7 @@ import numpy as np
 from theory.config import read_bool
 from theory.errors import FieldError
 
-GPU_TERM_FIELDS = frozenset({"memory_floor", "waves", "tp", "allreduce_latency_s",
+GPU_TERM_FIELDS = frozenset({"memory_floor", "waves", "gemm_overhead_s", "tp", "allreduce_latency_s",
                              "allreduce_bandwidth_gbs", "linear_law"})
 MODEL_TERM_FIELDS = frozenset({"attention", "lm_head"})
 LAW_KINDS = ("staircase",)
@@ -200,6 +211,8 @@ class GpuTerms:
     ----------
     memory_floor, waves : bool
         Roofline floor per linear GeMM; wave quantization of every Eq. 2 GeMM.
+    gemm_overhead_s : float
+        Fixed seconds per linear GeMM.
     tp : int
         Tensor-parallel degree of the replica.
     allreduce_latency_s : float
@@ -214,6 +227,7 @@ class GpuTerms:
 
     memory_floor: bool = False
     waves: bool = False
+    gemm_overhead_s: float = 0.0
     tp: int = 1
     allreduce_latency_s: float = 0.0
     allreduce_bandwidth: float | None = None
@@ -223,7 +237,8 @@ class GpuTerms:
     @property
     def plain(self) -> bool:
         """Whether every GPU-side term is off (Eq. 2-4 as printed)."""
-        return not (self.memory_floor or self.waves or self.tp > 1 or self.linear_law is not None)
+        return not (self.memory_floor or self.waves or self.gemm_overhead_s or self.tp > 1
+                    or self.linear_law is not None)
 
 
 @dataclass(frozen=True)
@@ -286,11 +301,13 @@ def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTe
                          f"the interconnect's all-reduce bus bandwidth in GB/s (needed with tp = {tp})")
     law = _law_from(table["linear_law"], f"{where}.linear_law") if "linear_law" in table else None
     terms = GpuTerms(memory_floor=read_bool(table, "memory_floor", where, False),
-                     waves=read_bool(table, "waves", where, False), tp=tp,
+                     waves=read_bool(table, "waves", where, False),
+                     gemm_overhead_s=_nonneg(table, "gemm_overhead_s", where, 0.0), tp=tp,
                      allreduce_latency_s=_nonneg(table, "allreduce_latency_s", where, 0.0),
                      allreduce_bandwidth=bw, linear_law=law, bytes_per_element=int(bytes_per_element))
     if law is not None:
-        for key, on in (("memory_floor", terms.memory_floor), ("waves", terms.waves), ("tp", tp > 1)):
+        for key, on in (("memory_floor", terms.memory_floor), ("waves", terms.waves),
+                        ("gemm_overhead_s", terms.gemm_overhead_s > 0), ("tp", tp > 1)):
             if on:
                 raise FieldError(f"{where}.{key}", table[key],
                                  "off when linear_law is set (the law replaces the GeMM model)")
@@ -359,7 +376,7 @@ def allreduce_time(terms: GpuTerms, n_bytes, latency: bool = True) -> np.ndarray
     return terms.allreduce_latency_s + moved if latency else moved
 
 
-def fit_allreduce_law(n_bytes, seconds, tp: int) -> tuple[float, float]:
+def fit_allreduce_law(n_bytes, seconds, tp: int | np.ndarray) -> tuple[float, float]:
     """Fit ``allreduce_latency_s`` and the bus bandwidth (bytes/s) of :func:`allreduce_time` to
     measured all-reduce times, minimising the squared relative error (non-negative coefficients).
 
@@ -368,8 +385,9 @@ def fit_allreduce_law(n_bytes, seconds, tp: int) -> tuple[float, float]:
     n_bytes, seconds : array_like
         Message sizes per GPU and measured times (e.g. nccl-tests' ``all_reduce_perf``, or the
         packaged ``vidur_all_reduce`` profile of :mod:`theory.profiles`).
-    tp : int
-        Number of GPUs in the all-reduce (>= 2).
+    tp : int or array_like of int
+        Number of GPUs in the all-reduce (>= 2), one for all points or one per point (one law
+        for several group sizes on the same interconnect).
 
     Returns
     -------
@@ -378,13 +396,14 @@ def fit_allreduce_law(n_bytes, seconds, tp: int) -> tuple[float, float]:
     """
     from scipy.optimize import nnls
 
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 2:
-        raise FieldError("tp", tp, "an integer >= 2 (GPUs in the all-reduce)")
     b = np.asarray(n_bytes, dtype=float)
     t = np.asarray(seconds, dtype=float)
+    n = np.broadcast_to(np.asarray(tp), b.shape) if b.ndim else np.asarray(tp)
+    if n.dtype.kind not in "iu" or n.dtype == bool or np.any(n < 2):
+        raise FieldError("tp", tp, "integers >= 2 (GPUs in the all-reduce)")
     if b.size < 2 or b.shape != t.shape or np.any(t <= 0) or np.any(b <= 0):
         raise FieldError("seconds", t.size, "at least two positive (bytes, seconds) pairs")
-    design = np.c_[np.ones_like(b), 2.0 * (tp - 1) / tp * b] / t[:, None]
+    design = np.c_[np.ones_like(b), 2.0 * (n - 1) / n * b] / t[:, None]
     (latency, inv_bw), _ = nnls(design, np.ones(b.size))
     if inv_bw <= 0:
         raise FieldError("n_bytes", (float(b.min()), float(b.max())),

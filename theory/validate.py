@@ -3,21 +3,27 @@
 Every row of a profile in :mod:`theory.profiles` is one measured operation. This module predicts
 each row that the cost model can express and scores the prediction by its absolute relative error
 ``|predicted / measured - 1|``, summarised per group (GPU x model x TP x operation) and pooled by
-its **median** and **90th percentile** (:class:`ErrorStats`). Four predictions (*schemes*):
+its **median** and **90th percentile** (:class:`ErrorStats`). Five predictions (*schemes*):
 
+``roofline``
+    The GPU preset's roofline (``theory/data/gpus.toml``: one rate per tile, no measured data) and
+    the served layer's GeMM shapes (``real`` mode, :func:`theory.profiles.gemm_shape`), Eq. 2 on
+    each GeMM's fastest tile.
 ``shipped``
-    The GPU preset as shipped (``theory/data/gpus.toml``: one roofline per tile) and the served
-    layer's GeMM shapes (``real`` mode, :func:`theory.profiles.gemm_shape`), Eq. 2 on each GeMM's
-    fastest tile.
+    The GPU preset as ``real`` mode uses it: for A100, H100 and A40 the shipped calibration
+    (:mod:`theory.presets_fit`, fitted on the full profile's training token counts, so not a
+    held-out figure on those rows), for the other GPUs the roofline.
 ``tokens``
-    The preset calibrated (:func:`theory.calibrate.fit_gemm`: per-tile rates and a fixed time
-    ``c_0`` per GeMM) on the GPU's rows whose token count is *not* held out, scored on the rows
-    whose token count is: every ``k``-th distinct token count of the GPU (:func:`token_split`).
+    The roofline preset calibrated (:func:`theory.calibrate.fit_gemm`: per-tile rates, a fixed
+    time ``c_0`` per GeMM and, with ``Settings.floor`` and ``Settings.waves`` (default), the
+    achievable DRAM bandwidth of the memory floor and wave quantization) on the GPU's rows whose
+    token count is *not* held out, scored on the rows whose token count is: every ``k``-th
+    distinct token count of the GPU (:func:`token_split`).
 ``models``
     Leave one model out: for each model, the preset calibrated on the GPU's rows of the *other*
     models, scored on that model's rows (:func:`model_folds`).
 ``paper``
-    The preset as shipped on the paper's layer (``paper`` mode, Section 3.2.1: one attention head
+    The roofline preset on the paper's layer (``paper`` mode, Section 3.2.1: one attention head
     of width ``d``, separate ``W_Q, W_K, W_V`` of ``d x d_x``, a two-matrix FFN, no output
     projection), for reference (:func:`paper_shapes`).
 
@@ -27,9 +33,10 @@ predictor. Whole-batch rows (``prefill_batch``, ``decode_batch``) by Eq. 7
 (:func:`batch_cost_model`: TP 1 as named, TP > 1 through :mod:`theory.terms` when the GPU profile
 states an all-reduce law; the shipped batch rows are TP 2-8, so without one they are listed as not
 predicted with the reason). All-reduce rows where the GPU profile states an all-reduce law
-(:func:`allreduce_law`; none in the presets). Element-wise kernels (``vidur_kernels``) are listed as not
-predicted: the cost model prices them only as one aggregate ``tau / mu_nLin`` per batch (Section
-3.2.3). Nothing is dropped silently: every row is either scored or counted in
+(:func:`allreduce_law`; the calibrated A100 and H100 presets state one). Element-wise kernels
+(``vidur_kernels``) are listed as not predicted: the cost model prices them only as one
+aggregate ``tau / mu_nLin`` per batch (Section 3.2.3). Nothing is dropped silently: every row is
+either scored or counted in
 :attr:`Report.not_predicted` with its reason.
 
 Where the cost terms (:mod:`theory.terms`) enter: :func:`predict_gemm` (per GeMM:
@@ -62,9 +69,11 @@ from theory.profiles import VIDUR_GEMMS, VIDUR_KERNELS, Profile, gemm_shape
 from theory.terms import allreduce_time
 from theory.timings import GemmTimings
 
-SCHEMES = ("shipped", "tokens", "models", "paper")
+SCHEMES = ("roofline", "shipped", "tokens", "models", "paper")
 SCHEME_MEANING = {
-    "shipped": "GPU preset as shipped (roofline per tile), served layer shapes (real mode)",
+    "roofline": "GPU preset's roofline per tile, no calibration, served layer shapes (real mode)",
+    "shipped": "GPU preset as real mode ships it (calibrated where public data exist, else the "
+               "roofline), served layer shapes",
     "tokens": "preset calibrated on the other token counts, scored on held-out token counts",
     "models": "preset calibrated on the other models of the GPU, scored on the held-out model",
     "paper": "GPU preset as shipped, the paper's single-head 2-matrix-FFN layer (paper mode)",
@@ -75,6 +84,7 @@ TARGETS = {  # acceptance targets on the pooled absolute relative errors of one 
     "models_median": 0.10,
 }
 STAIRCASE_AT = (64, 128, 256, 384, 768)
+STEP_TOLERANCE = 0.10  # step heights: |predicted - measured| <= 10 percentage points
 TOKEN_BANDS = ((1, 16), (17, 128), (129, 1024), (1025, None))  # inclusive; None: no upper end
 NEEDS_TP = ("needs tensor parallelism: an all-reduce law in the GPU profile "
             "(allreduce_latency_s, allreduce_bandwidth_gbs; theory.terms)")
@@ -184,7 +194,7 @@ def batch_cost_model(gpu: str, model: str, tp: int, *, gpu_file: str | None = No
     """
     if tp == 1:
         return cost_model(CostSpec(gpu, model, "real", None, gpu_file, model_file)), ""
-    g = get_gpu(gpu, gpu_file)
+    g = get_gpu(gpu, gpu_file, calibrated=True)
     if g.terms.allreduce_bandwidth is None or g.terms.linear_law is not None:
         return None, NEEDS_TP
     try:
@@ -297,7 +307,8 @@ def _subsample(n: int, limit: int) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class GpuFit:
-    """A GPU preset calibrated on some GeMM rows: its fitted GPU, ``c_0`` and the fit itself."""
+    """A GPU preset calibrated on some GeMM rows: its fitted GPU (with ``gemm_overhead_s = c_0``),
+    ``c_0`` and the fit itself."""
 
     gpu: GPU
     c0: float
@@ -306,12 +317,15 @@ class GpuFit:
 
 
 def fit_gpu(base: GPU, train: GemmRows, *, max_train: int = 8000, seed: int = 0,
-            model_file: str | None = None) -> GpuFit:
-    """Calibrate ``base``'s tile rates and ``c_0`` on the rows ``train`` only.
+            model_file: str | None = None, floor: bool = True, waves: bool = True) -> GpuFit:
+    """Calibrate ``base``'s tile rates, ``c_0`` and (with ``floor``) the achievable DRAM
+    bandwidth on the rows ``train`` only, with the ``memory_floor`` and ``waves`` terms as asked.
 
     At most ``max_train`` rows enter the fit, evenly spaced over ``train`` (deterministic). The
     fitted GPU keeps the base profile's tiles with the fitted rates (tiles never fastest keep
-    their bound, :func:`theory.calibrate.fit_gemm`).
+    their bound, :func:`theory.calibrate.fit_gemm`), the fitted ``eta_mem``, and the terms
+    switched as fitted with ``gemm_overhead_s = c_0`` (:mod:`theory.terms`), so that
+    :func:`predict_gemm` on it reproduces the fit.
 
     References
     ----------
@@ -321,10 +335,12 @@ def fit_gpu(base: GPU, train: GemmRows, *, max_train: int = 8000, seed: int = 0,
         raise FieldError("training rows", 0, f"at least one GeMM row of {base.key} to calibrate on")
     sub = train.take(_subsample(len(train), max_train))
     cal = fit_gemm(sub.timings(), base, get_model(str(sub.model[0]), model_file), "real",
-                   key=f"{base.key}-validate", seed=seed)
+                   key=f"{base.key}-validate", seed=seed, floor=floor, waves=waves)
     mu = tuple(float(cal.profile["mu"][str(t)]) for t in base.tiles)
-    c0 = next((p.value for p in cal.parameters if p.name.startswith("c_0")), 0.0)
-    return GpuFit(replace(base, key=cal.key, mu=mu), float(c0), cal, len(sub))
+    c0 = float(next((p.value for p in cal.parameters if p.name.startswith("c_0")), 0.0))
+    eta_mem = float(cal.profile.get("eta_mem", base.eta_mem))
+    terms = replace(base.terms, memory_floor=floor, waves=waves, gemm_overhead_s=c0)
+    return GpuFit(replace(base, key=cal.key, mu=mu, eta_mem=eta_mem, terms=terms), c0, cal, len(sub))
 
 
 def predict_rows(rows: GemmRows, cm_of: Callable[[str], CostModel], fixed_s: float = 0.0) -> np.ndarray:
@@ -355,11 +371,14 @@ def predict_paper(rows: GemmRows, cm_of: Callable[[str], CostModel],
 
 @dataclass(frozen=True)
 class Settings:
-    """What a validation run did: held-out stride, training cap, seed, subset, user files."""
+    """What a validation run did: held-out stride, training cap, seed, the terms the calibrations
+    fit (``floor``: memory floor, ``waves``), subset, user files."""
 
     every: int = 4
     max_train: int = 8000
     seed: int = 0
+    floor: bool = True
+    waves: bool = True
     quick: bool = False
     gpus: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
@@ -468,17 +487,21 @@ def _validate_gemm(report: Report, profile: str, data: GemmRows,
             return cost_model(CostSpec(g, m, mode, None, s.gpu_file, s.model_file))
 
         idx = np.flatnonzero(on)
+        pred["roofline"][idx] = predict_rows(
+            rows, lambda m, base=base: build_cost_model(base, get_model(m, s.model_file), "real"))
         pred["shipped"][idx] = predict_rows(rows, shipped)
         pred["paper"][idx] = predict_paper(rows, lambda m: shipped(m, "paper"), s.model_file)
         held = token_split(rows.tokens, s.every)
-        fit = fit_gpu(base, rows.take(~held), max_train=s.max_train, seed=s.seed, model_file=s.model_file)
+        fit = fit_gpu(base, rows.take(~held), max_train=s.max_train, seed=s.seed, model_file=s.model_file,
+                      floor=s.floor, waves=s.waves)
         report.fits[f"{g} tokens"] = _fit_summary(fit)
-        calibrated[idx] = predict_rows(rows, _fitted(fit, s), fit.c0)
+        calibrated[idx] = predict_rows(rows, _fitted(fit, s))
         pred["tokens"][idx[held]] = calibrated[idx[held]]
         for m, mask in model_folds(rows.model):
-            fit = fit_gpu(base, rows.take(~mask), max_train=s.max_train, seed=s.seed, model_file=s.model_file)
+            fit = fit_gpu(base, rows.take(~mask), max_train=s.max_train, seed=s.seed,
+                          model_file=s.model_file, floor=s.floor, waves=s.waves)
             report.fits[f"{g} without {m}"] = _fit_summary(fit)
-            pred["models"][idx[mask]] = predict_rows(rows.take(mask), _fitted(fit, s), fit.c0)
+            pred["models"][idx[mask]] = predict_rows(rows.take(mask), _fitted(fit, s))
     errors = {k: abs_rel_error(data.seconds, v) for k, v in pred.items()}
     below = pred["shipped"] < data.seconds
     keys = sorted(set(zip(data.gpu.tolist(), data.model.tolist(), data.tp.tolist(), data.operation.tolist(),
@@ -510,6 +533,8 @@ def _fit_summary(fit: GpuFit) -> dict:
     err = fit.calibration.error
     won = [p.name for p in fit.calibration.parameters if p.note.startswith("fastest tile")]
     return {"n_train": fit.n_train, "c0_s": fit.c0, "train_rel_rmse": err.rel_rmse,
+            "memory_floor": fit.gpu.terms.memory_floor, "waves": fit.gpu.terms.waves,
+            "eta_mem": fit.gpu.eta_mem,
             "winning_tiles": won,
             "mu": {str(t): float(m) for t, m in zip(fit.gpu.tiles, fit.gpu.mu, strict=True)}}
 
@@ -532,8 +557,7 @@ def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Setting
             e = abs_rel_error(part["seconds"], pred)
             nan = np.full(e.size, np.nan)
             row = {"profile": profile, "gpu": g, "model": m, "tp": tp, "operation": op, "n": int(part.size),
-                   **_stats_row({"shipped": e, "tokens": nan, "models": nan, "paper": nan},
-                                np.ones(e.size, dtype=bool)),
+                   **_stats_row({**dict.fromkeys(SCHEMES, nan), "shipped": e}, np.ones(e.size, dtype=bool)),
                    "note": "whole batches: scored as shipped only (no batch calibration split)"}
             report.groups.append(row)
 
@@ -542,19 +566,20 @@ def _validate_allreduce(report: Report, profile: str, rows: np.ndarray, s: Setti
     rows = rows[rows["operation"] == "all_reduce"]
     for g in sorted(set(rows["gpu"].tolist())):
         part = rows[rows["gpu"] == g]
-        law = allreduce_law(get_gpu(g, s.gpu_file))
+        law = allreduce_law(get_gpu(g, s.gpu_file, calibrated=True))
         if law is None:
             _not_predicted(report, profile, part, NO_ALLREDUCE)
             continue
-        for tp in sorted(set(part["tp"].tolist())):
-            sel = part[part["tp"] == tp]
+        for setup, tp in sorted(set(zip(part["setup"].tolist(), part["tp"].tolist(), strict=True))):
+            sel = part[(part["setup"] == setup) & (part["tp"] == tp)]
             e = abs_rel_error(sel["seconds"], law(sel["bytes"].astype(float), tp))
             nan = np.full(e.size, np.nan)
             report.groups.append({
                 "profile": profile, "gpu": g, "model": "", "tp": tp, "operation": "all_reduce",
-                "n": int(sel.size), **_stats_row({"shipped": e, "tokens": nan, "models": nan, "paper": nan},
+                "n": int(sel.size), **_stats_row({**dict.fromkeys(SCHEMES, nan), "shipped": e},
                                                  np.ones(e.size, dtype=bool)),
-                "note": "the GPU profile's all-reduce law (theory.terms), every setup and message size"})
+                "note": f"setup {setup}: the GPU profile's all-reduce law (theory.terms), every message "
+                        "size (the law is fitted on the DGX node, >= 1 MiB: theory.presets_fit)"})
 
 
 def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows, shipped_below: np.ndarray) -> None:
@@ -591,20 +616,31 @@ def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows, shipped
 def staircase(report: Report, data: GemmRows, gpu: str = "a100", model: str = "llama-2-7b", tp: int = 1,
               at=STAIRCASE_AT) -> list[dict]:
     """Relative step heights ``T(next tokens) / T(tokens) - 1`` after each count in ``at``,
-    measured and under each scheme, per GeMM of ``model`` on ``gpu`` at ``tp``.
+    measured and under each scheme, per GeMM of ``model`` on ``gpu`` at ``tp`` and for the layer
+    (``operation = "layer"``: the sum of the four GeMMs at each token count, the linear time a
+    batch pays per layer, Eq. 4).
 
     Uses the predictions of :func:`validate` (``report.series``); a scheme that did not predict a
-    point gives ``None``. Empty when the data have no such rows.
+    point gives ``None``. ``"<scheme>_within"`` says whether the predicted height is within
+    :data:`STEP_TOLERANCE` (absolute, i.e. percentage points) of the measured one. Empty when the
+    data have no such rows.
 
     References
     ----------
     Eq. 2 (the ceilings make the staircase); :func:`theory.calibrate.staircase_jumps`.
     """
+    series = {op: report.series[(gpu, model, tp, op)] for op in VIDUR_GEMMS
+              if (gpu, model, tp, op) in report.series}
+    if len(series) == len(VIDUR_GEMMS):
+        common = series[VIDUR_GEMMS[0]]["token_count"]
+        for ser in series.values():
+            common = np.intersect1d(common, ser["token_count"])
+        layer = {"token_count": common}
+        for k in ("measured", *STEP_SCHEMES):
+            layer[k] = sum(ser[k][np.isin(ser["token_count"], common)] for ser in series.values())
+        series["layer"] = layer
     out = []
-    for op in VIDUR_GEMMS:
-        ser = report.series.get((gpu, model, tp, op))
-        if ser is None:
-            continue
+    for op, ser in series.items():
         n = ser["token_count"].size
         timings = GemmTimings(np.ones(n, dtype=np.int64), ser["token_count"], np.ones(n, dtype=np.int64),
                               np.ones(n, dtype=np.int64), ser["measured"])
@@ -612,9 +648,26 @@ def staircase(report: Report, data: GemmRows, gpu: str = "a100", model: str = "l
         for j in staircase_jumps(timings, preds, at):
             row = {"gpu": gpu, "model": model, "tp": tp, "operation": op, "after": j["at"], "next": j["next"],
                    "measured": j["measured"]}
-            row |= {k: (j[k] if np.isfinite(j[k]) else None) for k in preds}
+            for k in preds:
+                ok = bool(np.isfinite(j[k]))
+                row[k] = j[k] if ok else None
+                row[f"{k}_within"] = bool(abs(j[k] - j["measured"]) <= STEP_TOLERANCE) if ok else None
             out.append(row)
     return out
+
+
+def staircase_verdict(steps: list[dict], scheme: str = "shipped") -> dict:
+    """How many step heights ``scheme`` reproduces within :data:`STEP_TOLERANCE`, for the layer
+    and per GeMM, and whether every layer step is (the acceptance criterion)."""
+    def count(rows):
+        judged = [r[f"{scheme}_within"] for r in rows if r[f"{scheme}_within"] is not None]
+        return {"within": int(sum(judged)), "steps": len(judged)}
+
+    layer = [r for r in steps if r["operation"] == "layer"]
+    per_op = {op: count([r for r in steps if r["operation"] == op]) for op in VIDUR_GEMMS}
+    return {"scheme": scheme, "tolerance": STEP_TOLERANCE, "positions": list(STAIRCASE_AT),
+            "layer": count(layer), "per_gemm": per_op,
+            "holds": bool(layer) and all(r[f"{scheme}_within"] for r in layer)}
 
 
 def step_positions(tokens, seconds, threshold: float = 0.10) -> np.ndarray:
@@ -706,6 +759,7 @@ __all__ = [
     "predict_paper",
     "predict_rows",
     "staircase",
+    "staircase_verdict",
     "token_split",
     "validate",
 ]

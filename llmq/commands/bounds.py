@@ -28,6 +28,7 @@ def _row(values: dict, gpu_name: str) -> dict:
     w = build_workload_from(values, cm)
     row = compute_bounds(cm, w, values["gpus_r"], values["epsilon"]).as_dict()
     row["gpu_name"] = cm.gpu.name
+    row["gpu_rates"] = cm.gpu.calibration  # "roofline, uncalibrated" or the calibration's provenance
     row["certified"] = _certified(cm, w, values["gpus_r"], row["lambda_star"], values["token_budget"])
     row["assumptions"] = {a.name: {"holds": a.holds, "detail": a.detail}
                           for a in check_assumptions(cm, w)}
@@ -59,7 +60,7 @@ def _certified(cm, w, r: int, lam_star: float, b_max: int | None) -> dict:
 
 def run(args) -> int:
     """Run ``llmq bounds`` on the parsed ``args``; the exit code."""
-    from theory.hardware import gpu_names
+    from theory.hardware import ROOFLINE, gpu_names
 
     values = resolve(args)
     if values["token_budget"] is not None:
@@ -73,7 +74,8 @@ def run(args) -> int:
     print(f"model {first['model']} ({first['mode']} mode), workload {first['workload']}, "
           f"r = {first['r']}, epsilon = {first['epsilon']}")
     header = (f"{'GPU':<16}{'t*':>12}{'t_lcm':>7}{'T_bar^R ms':>12}{'T^max s':>10}"
-              f"{'lambda* req/s':>15}{'certified':>11}{'binds':>10}{'n_min':>10}{'Eq.25 s':>10}  A1 A2 A3 A4")
+              f"{'lambda* req/s':>15}{'certified':>11}{'binds':>10}{'n_min':>10}{'Eq.25 s':>10}  A1 A2 A3 A4"
+              "  rates")
     print(header)
     print("-" * len(header))
     for row in rows:
@@ -81,7 +83,11 @@ def run(args) -> int:
         print(f"{row['gpu']:<16}{row['t_star']:>12}{row['t_lcm']:>7}{row['T_bar_R_s'] * 1e3:>12.1f}"
               f"{row['T_max_s']:>10.1f}{row['lambda_star']:>15.3f}{row['certified']['bound']:>11.3f}"
               f"{row['certified']['binds']:>10}{row['n_min']:>10}"
-              f"{row['cycle_bound_s']:>10.0f}   {flags}")
+              f"{row['cycle_bound_s']:>10.0f}   {flags}"
+              f"  {'calibrated' if row['gpu_rates'] != ROOFLINE else ROOFLINE}")
+    for row in rows:
+        if row["gpu_rates"] != ROOFLINE:
+            print(f"  {row['gpu']} rates: {row['gpu_rates']}")
     print(f"\nlambda* with the corrected T_bar^R (erratum prop1.drain_lower_bound; a valid upper bound): "
           f"{first['lambda_star_corrected']:.4f} req/s, "
           f"+{first['lambda_star_corrected'] / first['lambda_star'] - 1:.3%}  [{first['gpu']}]")

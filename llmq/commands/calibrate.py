@@ -14,6 +14,8 @@ DEFAULTS = {
     "mode": "real",
     "tiles": None,
     "no_overhead": False,
+    "floor": False,
+    "waves": False,
     "key": None,
     "out": "out",
     "steps": None,
@@ -38,6 +40,11 @@ def add_parser(sub) -> None:
                                    "'256x128x32,128x64' (as --tiles in every command)")
     p.add_argument("--no-overhead", action="store_true", default=None,
                    help="fit no fixed time per GeMM / per batch (the paper's Eq. 2 and Eq. 7)")
+    p.add_argument("--floor", action="store_true", default=None,
+                   help="GeMM timings: fit the memory floor's achievable DRAM bandwidth with the rates "
+                        "(the profile gets memory_floor = true and the fitted eta_mem; theory.terms)")
+    p.add_argument("--waves", action="store_true", default=None,
+                   help="GeMM timings: fit with wave quantization (the profile gets waves = true)")
     p.add_argument("--key", help="key of the fitted profile (default <gpu>-calibrated)")
     p.add_argument("--out", help="output directory; the profile is written to OUT/<key>.toml (default out)")
     p.add_argument("--steps", help="GeMM timings: print the jumps after these d_col, e.g. '128,256,384'")
@@ -104,7 +111,7 @@ def run(args) -> int:
         raise FieldError("gpu", values["gpu"], "a GPU preset (choose a tile subset with --tiles)")
     cal = calibrate(timings, base, get_model(values["model"]), values["mode"],
                     tiles=values["tiles"], overhead=not values["no_overhead"], key=values["key"],
-                    seed=values["seed"])
+                    seed=values["seed"], floor=bool(values["floor"]), waves=bool(values["waves"]))
     jumps = []
     if steps and isinstance(timings, GemmTimings):
         jumps = staircase_jumps(timings, {"model": cal.predicted, "base": cal.base_predicted}, steps)

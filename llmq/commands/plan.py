@@ -71,8 +71,13 @@ def add_parser(sub) -> None:
                    help="no early stopping: find every family's smallest feasible fleet (a fuller Pareto "
                         "front, more simulations)")
     p.add_argument("--mixed", action="store_true",
-                   help="also try two-GPU-kind fleets behind a capacity-proportional random router, "
-                        "cheaper than the best pure fleet, and say whether one beats every pure fleet")
+                   help="also try two-GPU-kind fleets behind --router, cheaper than the best pure "
+                        "fleet, and say whether one beats every pure fleet")
+    p.add_argument("--router", default="random",
+                   help="the mixed fleets' router: random (capacity-proportional split), jsq (join the "
+                        "replica with the fewest pending requests) or sed (shortest expected delay: "
+                        "pending + 1 over the certified capacity); pure fleets are planned behind "
+                        "random routing (default %(default)s)")
     p.add_argument("--mix-budget", type=int, default=8,
                    help="most mixed fleets simulated (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print plan.json instead of the report")
@@ -171,7 +176,8 @@ def run(args) -> int:
     from stability.plan import cached_capacity, search, verify
     from stability.plan_mixed import search_mixes
     from stability.runner import Cache, DaskExecutor, LocalExecutor, Runner
-    from theory.errors import require_seed
+    from stability.sim.fleet import ROUTERS
+    from theory.errors import UnknownNameError, require_seed
     from theory.plan import build_grid
 
     t0 = time.perf_counter()
@@ -185,13 +191,18 @@ def run(args) -> int:
     budget = require_positive_int("--mix-budget", args.mix_budget)
     if args.mixed and args.trace:
         raise FieldError("--mixed", True, "no --trace (a mixed fleet splits Poisson arrivals)")
+    if args.router not in ROUTERS:
+        raise UnknownNameError("--router", args.router, ROUTERS)
+    if args.router != "random" and not args.mixed:
+        raise FieldError("--router", args.router, "random, or --mixed as well (it routes the mixed fleets)")
     cache = Cache(out / "plan" / "cache")
     grid = build_grid(spec, cached_capacity(cache), tp_dir=out / "plan")
     runner = Runner(cache, DaskExecutor(args.dask) if args.dask else LocalExecutor(workers))
     try:
         res = search(spec, runner, n_requests, seeds, args.seed, grid, stop_early=not args.full_front,
                      parallel=workers)
-        mixes = search_mixes(res, runner, n_requests, seeds, args.seed, budget) if args.mixed else None
+        mixes = (search_mixes(res, runner, n_requests, seeds, args.seed, budget, args.router)
+                 if args.mixed else None)
         checked = verify(res, runner, verify_requests, seeds + 1, args.seed) if args.verify else None
     finally:
         runner.executor.close()

@@ -1,0 +1,82 @@
+"""The shipped calibrated presets (theory/data/calibrated_gpus.toml): refitting from the packaged
+profiles reproduces them, their provenance states the split and residuals, and only GPUs with
+public data are calibrated."""
+
+import numpy as np
+import pytest
+
+from theory.config import read_packaged
+from theory.hardware import CALIBRATED_FILE, calibrated_keys, get_gpu, gpu_names
+from theory.presets_fit import fit_allreduce, fit_preset
+from theory.profiles import load_profile
+
+SHIPPED = read_packaged(CALIBRATED_FILE)
+
+
+def test_refitting_a40_reproduces_the_shipped_preset():
+    fields, prov = fit_preset("a40", load_profile("vidur_gemm").rows)
+    shipped = SHIPPED["gpus"]["a40"]
+    assert set(fields) == set(shipped)
+    for k, v in fields.items():
+        if k == "mu":
+            assert v == pytest.approx(shipped["mu"], rel=1e-9)
+        else:
+            assert v == pytest.approx(shipped[k], rel=1e-9)
+    assert prov["held_out_error"] == pytest.approx(SHIPPED["provenance"]["a40"]["held_out_error"], rel=1e-9)
+
+
+def test_the_all_reduce_law_is_refitted_from_the_dgx_profile():
+    fields, prov = fit_allreduce("h100")
+    assert fields == pytest.approx({k: SHIPPED["gpus"]["h100"][k] for k in fields}, rel=1e-9)
+    assert prov["allreduce_setup"] == "h100_dgx" and prov["allreduce_error"]["median"] < 0.1
+    assert fit_allreduce("a40") is None  # vidur has no A40 network profile
+
+
+def test_provenance_and_which_gpus_are_calibrated():
+    assert calibrated_keys() == ["a100", "a40", "h100"]
+    for key in calibrated_keys():
+        prov = SHIPPED["provenance"][key]
+        assert prov["profile"] == "vidur_gemm"
+        assert "7d47513363ec447a741ac5e47241580b47724fbf" in prov["source"]
+        assert "held out" in prov["split"] and prov["n_train"] > 0 and prov["n_held_out"] > 0
+        assert 0 < prov["held_out_error"]["median"] < prov["held_out_error"]["p90"] < 1
+        gpu = get_gpu(key, calibrated=True)
+        assert gpu.calibrated and gpu.calibration == prov["summary"]
+        assert np.allclose([gpu.mu[gpu.tiles.index(t)] for t in gpu.tiles],
+                           [SHIPPED["gpus"][key]["mu"][str(t)] for t in gpu.tiles])
+    for key in set(gpu_names()) - set(calibrated_keys()):
+        assert get_gpu(key, calibrated=True).calibration == "roofline, uncalibrated"
+
+
+def test_paper_mode_uses_the_roofline_presets_unchanged():
+    """Paper mode never sees the calibration: its GPU is the roofline preset field for field, and
+    so are its bounds."""
+    from theory.bounds import compute_bounds
+    from theory.builder import CostSpec, cost_model
+    from theory.cost import build_cost_model
+    from theory.models import get_model
+    from theory.workload import get_workload
+
+    w = get_workload("table1")
+    for key in calibrated_keys():
+        paper = cost_model(CostSpec(key, "mistral-7b", "paper"))
+        roofline = get_gpu(key)
+        assert paper.gpu == roofline and not paper.gpu.calibrated and paper.plain
+        by_hand = build_cost_model(roofline, get_model("mistral-7b"), "paper")
+        assert compute_bounds(paper, w).as_dict() == compute_bounds(by_hand, w).as_dict()
+        assert cost_model(CostSpec(key, "mistral-7b", "real")).gpu != roofline  # real mode: calibrated
+
+
+def test_one_all_reduce_law_over_several_group_sizes_is_recovered():
+    """fit_allreduce_law with one tp per point: latency + 2 (tp-1)/tp bytes / busbw, computed here
+    from known values over TP 2, 4, 8, comes back exactly; a bad tp is refused by name."""
+    from theory.errors import FieldError
+    from theory.terms import fit_allreduce_law
+
+    b = np.tile(np.geomspace(2**20, 2**26, 7), 3)
+    tp = np.repeat([2, 4, 8], 7)
+    t = 3e-5 + 2 * (tp - 1) / tp * b / 240e9
+    lat, bw = fit_allreduce_law(b, t, tp)
+    assert lat == pytest.approx(3e-5, rel=1e-9) and bw == pytest.approx(240e9, rel=1e-9)
+    with pytest.raises(FieldError, match="tp"):
+        fit_allreduce_law(b, t, np.where(tp == 8, 1, tp))

@@ -1,0 +1,159 @@
+"""The shipped calibrated GPU presets: fitted to the packaged public profiles, with provenance.
+
+``python -m theory.presets_fit`` rewrites ``theory/data/calibrated_gpus.toml``. For every GPU preset
+with GeMM rows in the packaged ``vidur_gemm`` profile (A100, H100, A40):
+
+* the per-tile rates ``mu(t)``, the achievable DRAM bandwidth (``eta_mem``, the ``memory_floor``
+  term) and the fixed time per GeMM (``gemm_overhead_s``), with ``waves`` on, are fitted by
+  :func:`theory.validate.fit_gpu` (:func:`theory.calibrate.fit_gemm`) on the **training split**
+  of :func:`theory.validate.token_split`: every model and TP of the GPU, the token counts *not*
+  held out (every ``every``-th distinct count is held out), at most ``max_train`` evenly spaced
+  rows. So ``llmq validate``'s held-out-token figures score exactly these presets on points they
+  were not fitted to;
+* where the packaged ``vidur_all_reduce`` profile measures the GPU's DGX node (A100, H100), the
+  all-reduce law (``allreduce_latency_s``, ``allreduce_bandwidth_gbs``) is fitted to every group
+  size of that node (TP 2, 4, 8) and message sizes of at least 1 MiB
+  (:func:`theory.terms.fit_allreduce_law`), so that ``tp > 1`` can be asked of the preset.
+
+The file holds ``[gpus.<key>]`` (the fitted fields, laid over the roofline preset of
+``gpus.toml`` in ``real`` mode by :func:`theory.hardware.load_gpus`) and ``[provenance.<key>]``
+(profile, source commit, split, sizes and residuals). GPUs without public data keep the roofline
+and report themselves as ``roofline, uncalibrated``.
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Eq. 2; :mod:`theory.terms`. Data: microsoft/vidur @
+7d47513363ec447a741ac5e47241580b47724fbf (``theory/data/profiles/README.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import tomli_w
+
+from theory.hardware import CALIBRATED_FILE, get_gpu
+from theory.io import atomic_write_text
+from theory.profiles import load_profile
+from theory.terms import fit_allreduce_law
+from theory.validate import abs_rel_error, fit_gpu, gemm_rows, predict_rows, token_split
+
+GEMM_PROFILE = "vidur_gemm"
+ALLREDUCE_PROFILE = "vidur_all_reduce"
+SOURCE = "microsoft/vidur @ 7d47513363ec447a741ac5e47241580b47724fbf"
+ALLREDUCE_SETUP = {"a100": "a100_dgx", "h100": "h100_dgx"}  # the node the compute profile's card is in
+MIN_ALLREDUCE_BYTES = 1 << 20  # below 1 MiB the time is latency-dominated and not linear in bytes
+
+
+def _stats(errors: np.ndarray) -> dict:
+    return {"n": int(errors.size), "median": float(np.median(errors)),
+            "p90": float(np.percentile(errors, 90))}
+
+
+def fit_allreduce(gpu: str) -> tuple[dict, dict] | None:
+    """The all-reduce law fields of ``gpu`` and their provenance, or ``None`` without data."""
+    setup = ALLREDUCE_SETUP.get(gpu)
+    if setup is None:
+        return None
+    rows = load_profile(ALLREDUCE_PROFILE).rows
+    rows = rows[(rows["gpu"] == gpu) & (rows["setup"] == setup) & (rows["bytes"] >= MIN_ALLREDUCE_BYTES)]
+    if not rows.size:
+        return None
+    b, t, tp = rows["bytes"].astype(float), rows["seconds"].astype(float), rows["tp"].astype(np.int64)
+    latency, bw = fit_allreduce_law(b, t, tp)
+    pred = latency + 2.0 * (tp - 1) / tp * b / bw
+    fields = {"allreduce_latency_s": latency, "allreduce_bandwidth_gbs": bw / 1e9}
+    return fields, {"allreduce_profile": ALLREDUCE_PROFILE, "allreduce_setup": setup,
+                    "allreduce_rows": f"bytes >= {MIN_ALLREDUCE_BYTES}, tp {sorted(set(tp.tolist()))}",
+                    "allreduce_error": _stats(abs_rel_error(t, pred))}
+
+
+def fit_preset(gpu: str, rows: np.ndarray, *, every: int = 4, max_train: int = 8000,
+               seed: int = 0) -> tuple[dict, dict]:
+    """The calibrated fields of ``gpu`` and their provenance (module docstring).
+
+    Parameters
+    ----------
+    gpu : str
+        A GPU preset key with rows in ``rows``.
+    rows : numpy.ndarray
+        The rows of the ``vidur_gemm`` profile (:func:`theory.profiles.load_profile`).
+    every, max_train, seed : int
+        Held-out stride of :func:`theory.validate.token_split`, training cap and seed of the fit.
+    """
+    base = get_gpu(gpu)
+    data = gemm_rows(rows[rows["gpu"] == gpu])
+    held = token_split(data.tokens, every)
+    fit = fit_gpu(base, data.take(~held), max_train=max_train, seed=seed)
+    g = fit.gpu
+    fields = {"mu": {str(t): float(m) for t, m in zip(g.tiles, g.mu, strict=True)},
+              "eta_mem": float(g.eta_mem), "memory_floor": True, "waves": True,
+              "gemm_overhead_s": float(fit.c0)}
+    pred = predict_rows(data, lambda m: _cost_model(g, m))
+    err = abs_rel_error(data.seconds, pred)
+    won = [p.name for p in fit.calibration.parameters if p.note.startswith("fastest tile")]
+    prov = {"profile": GEMM_PROFILE, "source": SOURCE,
+            "split": (f"training rows: the token counts not held out by theory.validate.token_split "
+                      f"(every {every}th distinct token count held out), all models and TP of {gpu}; "
+                      f"at most {max_train} evenly spaced rows, seed {seed}"),
+            "n_train": fit.n_train, "n_held_out": int(held.sum()),
+            "terms": "memory_floor, waves, gemm_overhead_s",
+            "winning_tiles": won,
+            "train_error": _stats(err[~held]), "held_out_error": _stats(err[held])}
+    ar = fit_allreduce(gpu)
+    if ar is not None:
+        fields |= ar[0]
+        prov |= ar[1]
+    prov["summary"] = (f"calibrated on {GEMM_PROFILE} ({SOURCE[:22]}), token-count training split; "
+                       f"held-out median {prov['held_out_error']['median']:.1%}, "
+                       f"p90 {prov['held_out_error']['p90']:.1%}")
+    return fields, prov
+
+
+def _cost_model(gpu, model: str):
+    from theory.cost import build_cost_model
+    from theory.models import get_model
+
+    return build_cost_model(gpu, get_model(model), "real")
+
+
+def fit_presets(*, every: int = 4, max_train: int = 8000, seed: int = 0) -> dict:
+    """``{"gpus": {key: fields}, "provenance": {key: ...}}`` for every GPU of ``vidur_gemm``."""
+    rows = load_profile(GEMM_PROFILE).rows
+    out: dict = {"gpus": {}, "provenance": {}}
+    for gpu in sorted(set(rows["gpu"].tolist())):
+        out["gpus"][gpu], out["provenance"][gpu] = fit_preset(gpu, rows, every=every,
+                                                              max_train=max_train, seed=seed)
+    return out
+
+
+HEADER = """\
+# Calibrated GPU presets, written by `python -m theory.presets_fit` (do not edit by hand).
+# [gpus.<key>]: fields laid over the roofline preset of gpus.toml in real mode (theory.hardware);
+# paper mode never uses them. [provenance.<key>]: the profile, the split the fit saw, residuals
+# (absolute relative error |predicted/measured - 1| of each GeMM row: median and 90th percentile).
+# Method and data: theory/presets_fit.py, theory/data/profiles/README.md.
+"""
+
+
+def presets_toml(presets: dict) -> str:
+    """The file's text: :data:`HEADER` and the TOML of :func:`fit_presets`."""
+    return HEADER + "\n" + tomli_w.dumps(presets)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the calibrated presets (default: the packaged ``calibrated_gpus.toml``)."""
+    parser = argparse.ArgumentParser(prog="python -m theory.presets_fit", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=None, help="file to write (default: the packaged one)")
+    args = parser.parse_args(argv)
+    out = args.out or Path(str(resources.files("theory").joinpath("data", CALIBRATED_FILE)))
+    atomic_write_text(out, presets_toml(fit_presets()))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
