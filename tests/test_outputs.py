@@ -28,6 +28,7 @@ def outputs(tmp_path_factory):
     import stability.slai.study as study
 
     tmp = tmp_path_factory.mktemp("outputs")
+    (tmp / "simulate").mkdir()  # --log's directory must exist
     gpus = tmp / "solo.toml"
     gpus.write_text(SOLO_TOML)
     g = ["--gpu-file", str(gpus), *SOLO]
