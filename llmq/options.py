@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from theory.config import read_toml
-from theory.errors import FieldError
+from theory.errors import FieldError, require_seed
 
 COMMON_DEFAULTS = {
     "gpu": "a100",
@@ -30,18 +30,22 @@ COMMON_DEFAULTS = {
 
 
 def add_common(parser: argparse.ArgumentParser, *, defaults: dict | None = None,
-               overrides: dict | None = None) -> None:
+               overrides: dict | None = None, omit: tuple[str, ...] = ()) -> None:
     """Add the options every command shares; their defaults live in ``defaults``.
 
     ``overrides`` maps an option's name (``"gpus_r"``) to the ``add_argument`` keywords a command
-    changes (e.g. ``{"type": str, "help": "..."}`` where ``--gpus-r`` takes a list).
+    changes (e.g. ``{"type": str, "help": "..."}`` where ``--gpus-r`` takes a list); ``omit`` names
+    the shared options a command has no use for, which it then does not offer (nor accept in a
+    config file).
     """
-    d = {**COMMON_DEFAULTS, **(defaults or {})}
+    d = {k: v for k, v in {**COMMON_DEFAULTS, **(defaults or {})}.items() if k not in omit}
     over = overrides or {}
     parser.set_defaults(_defaults=d)
 
     def add(flag: str, **kwargs) -> None:
-        parser.add_argument(flag, **{**kwargs, **over.get(flag[2:].replace("-", "_"), {})})
+        name = flag[2:].replace("-", "_")
+        if name not in omit:
+            parser.add_argument(flag, **{**kwargs, **over.get(name, {})})
 
     parser.add_argument("--config", help="TOML scenario file with any of these options")
     add("--gpu", help=f"GPU preset, alias or key of --gpu-file (default {d['gpu']})")
@@ -153,6 +157,8 @@ def resolve(args: argparse.Namespace) -> dict:
         cli = getattr(args, key, None)
         if cli is not None:
             values[key] = cli
+    if "seed" in values:
+        require_seed("seed", values["seed"])
     return values
 
 

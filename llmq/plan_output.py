@@ -4,13 +4,12 @@ columns) and ``plan.png`` (price per hour against the tail-latency SLO metric)."
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 from stability.plan import CONFIDENCE, Evaluated, PlanResult, Verified
 from stability.plan_mixed import MixResult
-from theory.io import atomic_write_csv, atomic_write_text
+from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
 from theory.plan import scheduler_caps
 
 COLUMNS = {
@@ -303,8 +302,8 @@ def write_outputs(res: PlanResult, out: Path, lines: list[str], n_requests: int,
     files = []
     cols = {k: [("" if r[k] is None else r[k]) for r in rows] for k in (rows[0] if rows else COLUMNS)}
     files.append(str(atomic_write_csv(out / "plan.csv", cols)))
-    files.append(str(atomic_write_text(out / "plan.json", json.dumps(
-        to_json(res, n_requests, seeds, elapsed_s, rows, checked, mixes), indent=1, allow_nan=False) + "\n")))
+    files.append(str(atomic_write_json(out / "plan.json",
+                                       to_json(res, n_requests, seeds, elapsed_s, rows, checked, mixes))))
     files.append(str(atomic_write_text(out / "plan.md", markdown(res, lines, rows))))
     files.append(str(plot(res, out / "plan.png")))
     return files

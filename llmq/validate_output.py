@@ -8,13 +8,12 @@ columns (``columns``), which the Markdown report repeats.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 
-from theory.io import atomic_write_csv, atomic_write_text
+from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
 from theory.validate import (
     COLUMNS,
     NULL_MEANING,
@@ -274,7 +273,6 @@ def write_outputs(report: Report, out: Path, elapsed_s: float | None = None) -> 
     files = [str(out / f"validate.{ext}") for ext in ("md", "csv", "json")] + figures
     cols = {k: [("" if r.get(k) is None else r.get(k)) for r in report.groups] for k in COLUMNS}
     atomic_write_csv(out / "validate.csv", cols)
-    atomic_write_text(out / "validate.json",
-                      json.dumps(to_json(report, files, elapsed_s), indent=1, allow_nan=False) + "\n")
+    atomic_write_json(out / "validate.json", to_json(report, files, elapsed_s))
     atomic_write_text(out / "validate.md", markdown(report, files, elapsed_s))
     return files

@@ -63,6 +63,7 @@ from theory.errors import FieldError, require_positive_int
 from theory.workload import Workload
 
 ATTAIN_EPS = 0.005  # largest gap the budget's capped bound may leave to the uncapped one
+START_BUDGET = 512  # Sarathi-Serve's default chunk_size, the first budget tried when the bound names none
 MAX_BUDGET = 1 << 16  # largest token budget tried
 SAT_LOAD = 1.5  # saturation runs offer this multiple of the certified bound
 
@@ -123,7 +124,10 @@ def attaining_policy(cm: CostModel, w: Workload, r: int = 1, eps: float = ATTAIN
         raise FieldError("eps", eps, "a number in [0, 1)")
     max_budget = require_positive_int("max_budget", max_budget)
     bound = capacity_bound(cm, w, r).bound
-    budget = capacity_bound(cm, w, r, overhead_s=0.0).best_batch_tokens
+    # the best batch size without the fixed time per batch; with per-GeMM fixed times or a
+    # memory floor the infimum is only approached as batches grow (None): start at Sarathi-Serve's
+    # default budget and let the doubling below close the gap
+    budget = capacity_bound(cm, w, r, overhead_s=0.0).best_batch_tokens or START_BUDGET
     at = capacity_bound(cm, w, r, b_max=budget).bound
     while 1 - at / bound > eps and 2 * budget <= max_budget:
         budget *= 2

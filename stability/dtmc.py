@@ -54,6 +54,7 @@ from theory.stats import t_interval
 from theory.workload import Workload
 
 MAX_STATES = 4000  # largest truncation a default may choose (GTH is cubic in the states)
+MAX_MATRIX_BYTES = 1 << 31  # largest transition matrix (8-byte floats) an explicit truncation may ask
 
 
 @dataclass(frozen=True, eq=False)
@@ -370,6 +371,13 @@ def build_chain(cm: CostModel, w: Workload, n: int, lam: float, r: int = 1,
     r = require_positive_int("r", r)
     if not 0 < confidence < 1:
         raise FieldError("confidence", confidence, "a number in (0, 1)")
+    if sampler is None and isinstance(n, (int, np.integer)) and n >= MAX_STATES:
+        raise FieldError("n", n, f"RAD's n below {MAX_STATES:,} for the cycle DTMC (the chain has more "
+                                 "than n states, and GTH elimination is cubic in them)")
+    if x_max is not None and not isinstance(x_max, bool) and isinstance(x_max, (int, np.integer)) \
+            and (x_max + 1) ** 2 * 8 > MAX_MATRIX_BYTES:
+        raise FieldError("truncate (x_max)", x_max, f"a truncation whose transition matrix fits in "
+                                                    f"{MAX_MATRIX_BYTES >> 30} GiB (x_max <= 16383)")
     sampler = sampler or CycleSampler(cm, w, n)
     n = sampler.n
     lam_node = lam / r

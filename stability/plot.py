@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stability.points import G_MIN
 from theory.io import atomic_write_bytes
 
 COLORS = {"rad": "tab:blue", "sarathi": "tab:orange", "sarathi_paper": "tab:brown",
@@ -118,7 +119,8 @@ def plot_region(rows: list[dict], boundaries: list[dict], path: str | Path) -> P
         row[1].set_yticklabels([])
         row[0].set_title(f"{tileset}, r = {r}", fontsize=9, loc="left")
         row[1].set_title("zoom on the boundaries", fontsize=9, loc="left")
-    handles = [plt.Line2D([], [], marker=m, ls="", color="black", label=v) for v, m in MARKERS.items()]
+    handles = [plt.Line2D([], [], marker=m, ls="", color="black", label=f"run: {v}")
+               for v, m in MARKERS.items()]
     handles += [plt.Line2D([], [], lw=6, alpha=0.45, color="gray", label="boundary CI"),
                 plt.Line2D([], [], marker="|", ms=12, ls="", color="black", label="boundary"),
                 plt.Line2D([], [], marker="D", ms=5, ls="", color="black", mfc="none",
@@ -129,8 +131,25 @@ def plot_region(rows: list[dict], boundaries: list[dict], path: str | Path) -> P
                 plt.Line2D([], [], color="tab:olive", ls="-.", label="certified bound pad"),
                 plt.Line2D([], [], color="tab:olive", ls=(0, (1, 3)), label="certified bound raw")]
     fig.legend(handles=handles, fontsize=8, loc="lower center", ncol=5, bbox_to_anchor=(0.5, 0.0))
+    fig.suptitle(_region_title(boundaries), fontsize=10)
+    fig.text(0.5, 0.0, CAPTION, ha="center", va="top", fontsize=7, wrap=True)
     fig.tight_layout(rect=(0, 0.75 / height, 1, 1))
     return _save(fig, path)
+
+
+CAPTION = ("run verdicts: stable / unstable / inconclusive (the growth interval of the work in system "
+           f"neither excludes nor exceeds the {G_MIN:.1%} threshold). '!' after a lane: its boundary CI lies "
+           "above lambda* (a violation of Theorem 1); '?': the CI misses the bisection bracket; "
+           "a boundary without its bar: the CI is open above (a saturation run's queue emptied).")
+
+
+def _region_title(boundaries: list[dict]) -> str:
+    """GPU tile sets, model, workload and schedulers of a region figure."""
+    def names(key: str) -> str:
+        return ", ".join(sorted({str(b.get(key) or "?") for b in boundaries}))
+
+    return (f"Stability region: {names('tileset')}; {names('model')}; workload {names('workload')}; "
+            f"schedulers {names('scheduler')}")
 
 
 def _region_panel(ax, rows, series) -> None:
@@ -152,7 +171,9 @@ def _region_panel(ax, rows, series) -> None:
             ax.plot([_num(b["dtmc_low"]), _num(b["dtmc_high"])], [lane + 0.25] * 2, color="black",
                     lw=1)
         opts = f" [{b['options']}]" if b.get("options") else ""
-        labels.append(f"{b['scheduler']}{opts} ({b['workload_variant']})")
+        flags = ("!" if _flag(b.get("exceeds_lambda_star")) else "") \
+            + ("?" if not _flag(b.get("consistent", True)) else "")
+        labels.append(f"{b['scheduler']}{opts} ({b['workload_variant']}){' ' + flags if flags else ''}")
         ax.axvline(_num(b["lambda_star"]), color="black", ls="-" if b["workload_variant"] == "pad"
                    else "--", lw=0.9)
         if b["workload_variant"] == "pad":
@@ -164,6 +185,11 @@ def _region_panel(ax, rows, series) -> None:
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.set_ylim(-0.7, len(labels) - 0.3)
     ax.set_xlabel("arrival rate lambda (requests/s)", fontsize=8)
+
+
+def _flag(value) -> bool:
+    """A boolean from region.csv (``"True"``/``"False"``) or from memory."""
+    return value is True or str(value).strip().lower() == "true"
 
 
 def _lanes(boundaries, panels) -> int:
@@ -199,7 +225,7 @@ def plot_two_class(boundaries: list[dict], path: str | Path) -> Path:
         ax.set_ylim(bottom=0)
         ax.set_xlabel(f"λ1 ({series[0]['class_1']}) req/s")
         ax.set_ylabel(f"λ2 ({series[0]['class_2']}) req/s")
-        ax.set_title(f"{tileset}, r = {r}, {variant}", fontsize=9)
+        ax.set_title(f"{tileset}, r = {r}, {variant}, {series[0].get('model') or '?'}", fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
     return _save(fig, path)

@@ -16,6 +16,8 @@ import numpy as np
 from theory.builder import CostSpec, cost_model
 
 G_MIN = 0.002  # a run is unstable when its accumulating fraction g exceeds this with confidence
+N_FALLBACK = 2000  # RAD's n when the empirical search finds none up to its cap
+N_MAX = 1 << 14  # the cap of that search, and the largest n a sweep accepts
 
 
 @cache
@@ -71,6 +73,16 @@ def _dtmc_inputs(task: dict):
     cm = cost_model(CostSpec(task["tileset"], task["model"], task["mode"], gpu_file=task["gpu_file"],
                              model_file=task.get("model_file")))
     return cm, workload(task["workload"], cm.t_lcm if task["variant"] == "pad" else None)
+
+
+def auto_rad_n(cm, w, epsilon: float, seed: int, samples: int = 100) -> int:
+    """RAD's n when it is ``"auto"`` (:data:`theory.defaults.RAD_N`): the empirical smallest n with
+    negative executed drift at lambda* (1 - epsilon) on ``w`` padded to t*_lcm, or ``N_FALLBACK``
+    if none up to ``N_MAX`` (:func:`stability.dtmc.empirical_n_min`)."""
+    from stability.dtmc import empirical_n_min
+
+    res = empirical_n_min(cm, w.padded(cm.t_lcm), epsilon, samples, seed, n_max=N_MAX)
+    return res.n_min or N_FALLBACK
 
 
 def run_n_min(task: dict) -> dict:

@@ -49,7 +49,6 @@ Bari, Hegde, de Veciana (2025), Theorems 1-2, Section 4.1 (uniformly random plan
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
@@ -59,7 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stability.points import workload
+from stability.points import N_FALLBACK, N_MAX, workload
 from stability.runner import (
     Cache,
     DaskExecutor,
@@ -69,13 +68,13 @@ from stability.runner import (
     with_seed,
 )
 from theory.builder import CostSpec, cost_model
+from theory.defaults import EPSILON
 from theory.errors import FieldError, UnknownNameError
-from theory.io import atomic_write_text
+from theory.io import NULL_MEANING, atomic_write_json, json_load_exact, json_text
 
 DEFAULT_SCHEDULERS = ("rad", "sarathi", "request_level")
 DEFAULT_LOADS = (0.5, 0.8, 0.9, 0.95, 1.0, 1.05, 1.2)
 MAX_LOAD = 4.0  # largest load (x lambda*) tried when looking for an unstable run
-N_FALLBACK = 2000  # RAD's n when the empirical search finds none up to its cap
 
 
 # --- the sweep's description -------------------------------------------------------------------
@@ -125,7 +124,7 @@ class SweepSpec:
     replicates: int = 4
     sat_requests: int = 300000
     confidence: float = 0.95
-    epsilon: float = 0.01
+    epsilon: float = EPSILON
     dtmc_samples: int = 100
     two_class: tuple = ()
     seed: int = 0
@@ -176,6 +175,12 @@ class SweepSpec:
             shares = self.two_class[2]
             if not shares or any(not 0 <= s <= 1 for s in shares):
                 raise FieldError("shares", list(shares), "class-1 shares in [0, 1]")
+        rad_n = dict(dict(self.options).get("rad", ())).get("n", "auto")
+        if rad_n != "auto" and (isinstance(rad_n, bool) or not isinstance(rad_n, int)
+                                or not 1 <= rad_n <= N_MAX):
+            raise FieldError("--option rad.n", rad_n, f"'auto' or an integer in [1, {N_MAX}] (the "
+                                                      "largest n the auto search tries; a cycle of "
+                                                      "n requests is simulated per DTMC sample)")
         for tileset in self.tilesets:
             cost_model(self.cost_spec(tileset))  # unknown GPU, model or tile
 
@@ -312,11 +317,20 @@ def run_sweep(spec: SweepSpec, cache_dir: str | Path, workers: int = 1, dask: st
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=0, unit="run", desc="llmq region", dynamic_ncols=True)
-    runner = Runner(Cache(cache_dir), executor, bar, on_result)
+        bar = tqdm(total=max_runs(spec), unit=" runs", dynamic_ncols=True,
+                   bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}{unit} "
+                              "[{elapsed}<{remaining}]")
+    runner = Runner(Cache(cache_dir), executor, bar, on_result, grow_total=False)
+
+    def phase(name: str) -> None:
+        if bar is not None:
+            bar.set_description_str(f"llmq region, {name}")
+
     try:
+        phase("RAD's n (DTMC search; the first runs compile the simulator)")
         rad_n = _resolve_rad_n(spec, runner)
         series = build_series(spec, rad_n)
+        phase("DTMC predictions")
         result = SweepResult(spec, series, rad_n=rad_n)
         result.dtmc = _dtmc_predictions(spec, series, runner)
         rates: list[list[tuple[str, float]]] = [
@@ -325,6 +339,7 @@ def run_sweep(spec: SweepSpec, cache_dir: str | Path, workers: int = 1, dask: st
                       for k in range(spec.replicates)] for s in series]
         done: list[list] = [[] for _ in series]
         for step in range(spec.bisect + 1):
+            phase("grid and saturation runs" if step == 0 else f"bisection {step}/{spec.bisect}")
             batch = [(i, role, _sim_task(spec, series[i], lam)) for i, new in enumerate(rates)
                      for role, lam in new]
             if step == 0:
@@ -342,6 +357,10 @@ def run_sweep(spec: SweepSpec, cache_dir: str | Path, workers: int = 1, dask: st
                 s, [(t["rate"], r) for role, t, r in done[i] if role != "saturation"],
                 [(t["rate"], r) for role, t, r in done[i] if role == "saturation"],
                 spec.confidence, result.dtmc.get(i)))
+        if bar is not None:  # bisection may stop early: the job is done
+            phase("done")
+            bar.total = bar.n
+            bar.refresh()
     finally:
         if bar is not None:
             bar.close()
@@ -351,13 +370,25 @@ def run_sweep(spec: SweepSpec, cache_dir: str | Path, workers: int = 1, dask: st
     return result
 
 
+def max_runs(spec: SweepSpec) -> int:
+    """The most tasks a sweep can run (the progress bar's total): RAD's n searches, the DTMC
+    predictions, then per series the grid, the saturation runs and one run per bisection step."""
+    per_series = len(spec.rs) * len(spec.variants) * (len(spec.two_class[2]) if spec.two_class else 1)
+    n_series = len(spec.tilesets) * len(spec.schedulers) * per_series
+    rad = "rad" in spec.schedulers
+    auto = rad and dict(dict(spec.options).get("rad", ())).get("n", "auto") == "auto"
+    n_rad = len(spec.tilesets) * per_series if rad else 0
+    return (len(spec.tilesets) if auto else 0) + n_rad \
+        + n_series * (len(spec.loads) + spec.replicates + spec.bisect)
+
+
 def _resolve_rad_n(spec: SweepSpec, runner: Runner) -> dict:
     """RAD's n per tile set when ``n = auto``: the empirical n_min at eps on the padded workload."""
     if "rad" not in spec.schedulers or dict(dict(spec.options).get("rad", ())).get("n", "auto") != "auto":
         return {}
     workloads = [spec.two_class[0]] if spec.two_class else [spec.workload]
     tasks = [with_seed({"kind": "n_min", **_base(spec, t, "pad", workloads[0]),
-                        "epsilon": spec.epsilon, "samples": spec.dtmc_samples, "n_max": 1 << 14},
+                        "epsilon": spec.epsilon, "samples": spec.dtmc_samples, "n_max": N_MAX},
                        spec.seed) for t in spec.tilesets]
     return {t: res["n_min"] or N_FALLBACK
             for t, res in zip(spec.tilesets, runner.run(tasks), strict=True)}
@@ -423,7 +454,7 @@ def boundary(s: Series, pts: list[tuple[float, dict]], sat: list[tuple[float, di
 
 # --- outputs --------------------------------------------------------------------------------------
 
-SERIES_COLUMNS = ("series", "tileset", "scheduler", "options", "r", "workload", "workload_variant",
+SERIES_COLUMNS = ("series", "model", "tileset", "scheduler", "options", "r", "workload", "workload_variant",
                   "class_1", "class_2", "share_1", "T_bar_1", "T_bar_2", "lambda_star", "theorem2",
                   "epsilon", "n_threshold")
 BOUNDARY_COLUMNS = ("boundary", "ci_low", "ci_high", "ratio", "saturated", "consistent",
@@ -431,6 +462,55 @@ BOUNDARY_COLUMNS = ("boundary", "ci_low", "ci_high", "ratio", "saturated", "cons
                     "dtmc_high")
 POINT_COLUMNS = ("role", "rate", "load", "n_requests", "seed", "verdict", "growth", "g_low", "g_high",
                  "completed", "throughput", "sat_throughput", "min_pending")
+
+# the data dictionary of region.csv (and of region.json's rows): column -> unit and meaning
+COLUMNS = {
+    "series": "name of the series: tile set, scheduler[options], r, workload variant, workload",
+    "model": "model preset and layer mode of the sweep",
+    "tileset": "GPU preset, optionally restricted to tiles (a100:128x128)",
+    "scheduler": "scheduler name (stability.schedulers)",
+    "options": "scheduler options NAME=VALUE, space-separated (RAD's n resolved from 'auto')",
+    "r": "number of inference nodes (GPUs)",
+    "workload": "length law of the requests (prompt, decode lengths)",
+    "workload_variant": "pad: prompts padded to multiples of t*_lcm (Assumption 3); raw: as drawn",
+    "class_1": "two-class sweeps: length law of class 1 (empty otherwise)",
+    "class_2": "two-class sweeps: length law of class 2 (empty otherwise)",
+    "share_1": "two-class sweeps: class-1 share of the arrivals, in [0, 1] (empty/null otherwise)",
+    "T_bar_1": "s; two-class sweeps: T_bar^R of class 1 alone (Eq. 8)",
+    "T_bar_2": "s; two-class sweeps: T_bar^R of class 2 alone (Eq. 8)",
+    "lambda_star": "req/s; Theorem 1's upper bound r / T_bar^R for this series' workload",
+    "theorem2": "req/s; Theorem 2's guarantee lambda* (1 - epsilon) for RAD (pad variant only)",
+    "epsilon": "Theorem 2's margin epsilon (dimensionless)",
+    "n_threshold": "requests per cycle; Theorem 2's sufficient n at epsilon (pad variant only)",
+    "boundary": "req/s; the empirical stability boundary: mean throughput of the saturation runs",
+    "ci_low": "req/s; lower limit of the boundary's t-interval at the sweep's confidence",
+    "ci_high": "req/s; upper limit of the boundary's t-interval (inf/null: open above, a saturation "
+               "run's queue emptied)",
+    "ratio": "boundary / lambda_star",
+    "saturated": "true if every saturation run kept a backlog on every node (else a lower bound)",
+    "consistent": "true if the boundary's CI meets the verdict bisection bracket",
+    "exceeds_lambda_star": "true if the whole CI lies above lambda* (a violation of Theorem 1)",
+    "bracket_low": "req/s; highest stable-looking rate below the lowest unstable rate, less its "
+                   "growth (nan/null: none)",
+    "bracket_high": "req/s; lowest rate judged unstable (inf/null: none found up to 4 lambda*)",
+    "dtmc_boundary": "req/s; RAD's cycle-DTMC prediction r E[K]/E[T] at its n (nan/null: not RAD)",
+    "dtmc_low": "req/s; lower limit of the DTMC prediction's interval",
+    "dtmc_high": "req/s; upper limit of the DTMC prediction's interval",
+    "role": "what the run is for: grid, search, bisect (verdict runs) or saturation",
+    "rate": "req/s; arrival rate into the system",
+    "load": "rate / lambda_star",
+    "n_requests": "requests simulated in the run (all nodes)",
+    "seed": "the run's seed, derived from the task's content and --seed",
+    "verdict": "stable, unstable, or inconclusive (the growth interval neither excludes nor exceeds "
+               "the practical threshold; stability.sim.metrics)",
+    "growth": "g: fraction of the offered work that accumulates (regression on the backlog)",
+    "g_low": "lower limit of g's interval",
+    "g_high": "upper limit of g's interval",
+    "completed": "requests completed in the run",
+    "throughput": "req/s; completions per second over the run",
+    "sat_throughput": "req/s; completions per second from the 20% arrival to the last arrival",
+    "min_pending": "fewest requests pending at any node over that window (> 0: saturated)",
+}
 
 
 def _series_fields(s: Series) -> dict:
@@ -443,13 +523,18 @@ def _series_fields(s: Series) -> dict:
             "certified_bound": s.certified}  # in region.json and the plot; not a region.csv column
 
 
+def _model(spec: SweepSpec) -> str:
+    return f"{spec.model} ({spec.mode} mode)"
+
+
 def rows(result: SweepResult) -> list[dict]:
     """One row per run, with its series' description and boundary repeated (a long table)."""
     out = []
     for i, role, task, res in result.points:
         s = result.series[i]
         b = result.boundaries[i]
-        out.append({**_series_fields(s), **{k: b[k] for k in BOUNDARY_COLUMNS}, "role": role,
+        out.append({**_series_fields(s), "model": _model(result.spec),
+                    **{k: b[k] for k in BOUNDARY_COLUMNS}, "role": role,
                     "rate": task["rate"], "load": task["rate"] / s.lambda_star,
                     "n_requests": task["n_requests"], "seed": task["seed"],
                     **{k: res[k] for k in POINT_COLUMNS[5:]}})
@@ -458,33 +543,55 @@ def rows(result: SweepResult) -> list[dict]:
 
 def boundary_rows(result: SweepResult) -> list[dict]:
     """One row per series: description and boundary."""
-    return [{**_series_fields(s), **{k: b[k] for k in BOUNDARY_COLUMNS}, "runs": b["runs"]}
+    return [{**_series_fields(s), "model": _model(result.spec), **{k: b[k] for k in BOUNDARY_COLUMNS},
+             "runs": b["runs"]}
             for s, b in zip(result.series, result.boundaries, strict=True)]
 
 
 def write_outputs(result: SweepResult, out: str | Path) -> dict:
-    """``region.csv`` (one row per run), ``region.json`` (spec, boundaries, runs, timing) and the
-    figures ``region.png`` (and ``region_two_class.png`` for two-class sweeps)."""
+    """``region.csv`` (one row per run), ``region.json`` (spec, the data dictionary of the columns,
+    boundaries, runs, timing; strict JSON) and the figures ``region.png`` (and
+    ``region_two_class.png`` for two-class sweeps)."""
     from theory.io import atomic_write_csv
 
     out = Path(out)
     table = rows(result)
     columns = SERIES_COLUMNS + BOUNDARY_COLUMNS + POINT_COLUMNS
     atomic_write_csv(out / "region.csv", {c: [row[c] for row in table] for c in columns})
-    summary = {"spec": asdict(result.spec), "code_version": code_version(), "rad_n": result.rad_n,
-               "boundaries": boundary_rows(result), "runs": table,
+    summary = {"spec": asdict(result.spec), "code_version": code_version(),
+               "columns": {"region.csv": {c: COLUMNS[c] for c in columns},
+                           "runs": "one per run, the columns of region.csv and certified_bound",
+                           "boundaries": {"(one per series)": "the series' columns of region.csv, and",
+                                          "certified_bound": "req/s; the certified capacity of "
+                                          "theory.capacity for the series' cost model (any scheduler)",
+                                          "runs": "runs of the series (verdict and saturation)"},
+                           "null": NULL_MEANING},
+               "rad_n": result.rad_n, "boundaries": boundary_rows(result), "runs": table,
                "tasks": {"computed": result.computed, "cached": result.cached},
                "elapsed_s": result.elapsed_s}
-    atomic_write_text(out / "region.json", json.dumps(summary, indent=1, default=_json_default))
+    atomic_write_json(out / "region.json", summary)
     return {"csv": out / "region.csv", "json": out / "region.json", **plot_outputs(table, out)}
 
 
-def _json_default(obj):
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.floating,)):
-        return float(obj)
-    return str(obj)
+def check_same_sweep(spec: SweepSpec, out: str | Path) -> None:
+    """Raise a :class:`theory.errors.FieldError` if ``out`` holds the outputs of a different sweep
+    (its ``region.json`` has another spec): they would be overwritten silently otherwise."""
+    path = Path(out) / "region.json"
+    try:
+        old = json_load_exact(path.read_text(encoding="utf-8"))["spec"]
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError, KeyError, TypeError):
+        raise FieldError("--out", str(out), f"a directory for this sweep's outputs ({path} is not a "
+                                            "readable region.json: remove it or choose another "
+                                            "--out)") from None
+    new = json_load_exact(json_text(asdict(spec), exact=True))
+    differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if differ:
+        raise FieldError("--out", str(out), f"a directory without another sweep's outputs: "
+                                            f"{path} is from a sweep that differs in "
+                                            f"{', '.join(differ)}; choose another --out or remove "
+                                            "its region.* files (cached runs are reused either way)")
 
 
 def plot_outputs(table: list[dict], out: str | Path) -> dict:
@@ -524,7 +631,7 @@ def read_csv(path: str | Path) -> list[dict]:
     if summary.is_file():
         try:
             bounds = {b["series"]: b.get("certified_bound")
-                      for b in json.loads(summary.read_text(encoding="utf-8")).get("boundaries", [])}
+                      for b in json_load_exact(summary.read_text(encoding="utf-8")).get("boundaries", [])}
         except (ValueError, KeyError, TypeError, AttributeError):
             bounds = {}  # not a region.json: the plot goes without the certified line
         for row in table:

@@ -7,7 +7,14 @@ computes each kind: the points of ``llmq region`` in :mod:`stability.points`, a 
 source of ``theory/`` and ``stability/`` (GPU and model files are named by their content),
 and :func:`with_seed` derives the task's seed the same way, so a result depends on the task
 alone: not on the worker, the order, or the number of workers. :class:`Cache` keeps results as
-``<dir>/<key>.json`` written atomically, so an interrupted sweep loses only the tasks in flight.
+``<dir>/<key>.json`` written atomically in strict JSON (non-finite floats tagged, so a result reads
+back exactly as it was computed), so an interrupted sweep loses only the tasks in flight; an entry
+that does not parse or has the wrong shape counts as missing (a warning says so) and is recomputed.
+
+Interrupts and crashes: Ctrl-C during :meth:`Runner.run` raises :class:`SweepInterrupted`, which
+says how many runs the cache holds (the command line prints it as one line and exits 130). Local
+pool workers ignore SIGINT (the parent decides) and watch the parent: a worker whose parent is
+gone (``kill -9``) exits within ``WATCH_S`` seconds instead of staying behind.
 
 One runner serves every sweep: ``llmq region``, ``llmq slai`` and ``llmq plan`` (:mod:`stability.plan`).
 """
@@ -16,14 +23,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import signal
+import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from theory.builder import file_digest
 from theory.errors import FieldError, LlmqError
-from theory.io import atomic_write_text
+from theory.io import atomic_write_text, json_load_exact, json_text
 from theory.version import source_digest
+
+WATCH_S = 0.5  # how often a pool worker checks that its parent is alive
 
 
 def code_version() -> str:
@@ -79,23 +93,69 @@ def run_task(task: dict) -> dict:
     return {**out, "elapsed_s": time.perf_counter() - t0}
 
 
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a sweep; ``str()`` is the one line to print (how many runs are cached where)."""
+
+    def __init__(self, cache_dir: Path):
+        self.cache_dir = Path(cache_dir)
+        self.cached = len(list(self.cache_dir.glob("*.json"))) if self.cache_dir.is_dir() else 0
+        super().__init__(f"interrupted; {self.cached} runs cached in {self.cache_dir}; rerun the "
+                         "same command to resume")
+
+
 class Cache:
-    """Task results as ``<dir>/<key>.json``, written atomically."""
+    """Task results as ``<dir>/<key>.json`` (``{"task": ..., "result": {...}}``), written atomically
+    in strict JSON; an unreadable or malformed entry is a miss, with a warning."""
 
     def __init__(self, directory: str | Path):
         self.dir = Path(directory)
 
     def get(self, key: str) -> dict | None:
         path = self.dir / f"{key}.json"
-        if not path.exists():
-            return None
         try:
-            return json.loads(path.read_text(encoding="utf-8"))["result"]
-        except (OSError, ValueError, KeyError):
-            return None  # unreadable: redo it
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            return self._bad(path, f"unreadable ({exc})")
+        try:
+            entry = json_load_exact(text)
+        except ValueError as exc:
+            return self._bad(path, f"not valid JSON ({exc})")
+        if not isinstance(entry, dict) or not isinstance(entry.get("result"), dict):
+            return self._bad(path, 'not of the shape {"task": ..., "result": {...}}')
+        return entry["result"]
+
+    @staticmethod
+    def _bad(path: Path, why: str) -> None:
+        warnings.warn(f"cache entry {path} is {why}: recomputing it", RuntimeWarning, stacklevel=3)
+        return None
 
     def put(self, key: str, task: dict, result: dict) -> None:
-        atomic_write_text(self.dir / f"{key}.json", json.dumps({"task": task, "result": result}))
+        atomic_write_text(self.dir / f"{key}.json",
+                          json_text({"task": task, "result": result}, indent=None, exact=True))
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit this worker as soon as the process ``parent`` is gone (or this worker is re-parented,
+    as when the forkserver that started it exits with the parent)."""
+    ppid = os.getppid()
+    while True:
+        time.sleep(WATCH_S)
+        try:
+            os.kill(parent, 0)
+        except ProcessLookupError:
+            os._exit(1)
+        except PermissionError:  # the pid now belongs to another user's process
+            os._exit(1)
+        if os.getppid() != ppid:
+            os._exit(1)
+
+
+def _init_worker(parent: int) -> None:
+    """Pool worker start-up: leave SIGINT to the parent, and watch it (:func:`_watch_parent`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="llmq-watch-parent").start()
 
 
 class LocalExecutor:
@@ -132,12 +192,17 @@ class LocalExecutor:
             # the simulator once, preloaded in the server
             ctx = multiprocessing.get_context("forkserver")
             ctx.set_forkserver_preload(["stability.runner", "stability.sim.simulate"])
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
+                                             initializer=_init_worker, initargs=(os.getpid(),))
         return self._pool
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
+        """Shut the pool down; with ``abort`` (an interrupt) stop the running tasks at once."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            if abort:  # the executor has no public way to stop a running task: end its processes
+                for proc in list((self._pool._processes or {}).values()):
+                    proc.terminate()
+            self._pool.shutdown(wait=not abort, cancel_futures=True)
             self._pool = None
 
 
@@ -149,10 +214,12 @@ class DaskExecutor:
             from distributed import Client
         except ImportError:  # the dist extra is not installed
             raise LlmqError("--dask needs the 'dist' extra: pip install 'llmq[dist]'") from None
+        if not str(address).startswith("inproc://"):  # an in-process cluster (tests) has no socket
+            _reach(address, timeout)
         try:
             self.client = Client(address, timeout=f"{timeout}s", set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:
-            raise LlmqError(f"dask: cannot reach the scheduler at {address!r} within {timeout:g} s "
+            raise LlmqError(f"--dask: cannot connect to the scheduler at {address!r} "
                             f"({type(exc).__name__}: {exc})") from None
 
     def map_unordered(self, tasks: list[dict]) -> Iterator[tuple[int, dict]]:
@@ -166,8 +233,35 @@ class DaskExecutor:
         finally:
             self.client.cancel(futures)
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
+        """Disconnect from the scheduler (the cluster keeps running)."""
         self.client.close()
+
+
+_DASK_ADDRESS = re.compile(r"(?:tcp|tls)://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})")
+
+
+def _reach(address: str, timeout: float) -> None:
+    """Open and close a TCP connection to the scheduler, so that an unreachable one is a clear
+    error at once (a :class:`distributed.Client` that fails half-way leaves an 'Exception
+    ignored' trace and a hang behind)."""
+    import socket
+
+    host, port = parse_dask_address(address)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise LlmqError(f"--dask: cannot reach the scheduler at {address!r} within {timeout:g} s "
+                        f"({type(exc).__name__}: {exc})") from None
+
+
+def parse_dask_address(address: str) -> tuple[str, int]:
+    """Host and port of a Dask scheduler address ``tcp://HOST:PORT`` (or ``tls://``); a
+    :class:`theory.errors.FieldError` for anything else."""
+    m = _DASK_ADDRESS.fullmatch(str(address).strip())
+    if m is None or not 0 < int(m.group(2)) < 65536:
+        raise FieldError("--dask", address, "a scheduler address tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786")
+    return m.group(1).strip("[]"), int(m.group(2))
 
 
 class Runner:
@@ -194,13 +288,17 @@ class Runner:
             if self.grow_total:
                 self.bar.total = (self.bar.total or 0) + len(tasks)
             self.bar.update(len(tasks) - len(todo))
-        for j, result in self.executor.map_unordered([tasks[k] for k in todo]):
-            k = todo[j]
-            self.cache.put(keys[k], tasks[k], result)
-            results[k] = result
-            self.computed += 1
-            if self.bar is not None:
-                self.bar.update(1)
-            if self.on_result is not None:
-                self.on_result(tasks[k], result)
+        try:
+            for j, result in self.executor.map_unordered([tasks[k] for k in todo]):
+                k = todo[j]
+                self.cache.put(keys[k], tasks[k], result)
+                results[k] = result
+                self.computed += 1
+                if self.bar is not None:
+                    self.bar.update(1)
+                if self.on_result is not None:
+                    self.on_result(tasks[k], result)
+        except KeyboardInterrupt:
+            self.executor.close(abort=True)
+            raise SweepInterrupted(self.cache.dir) from None
         return results

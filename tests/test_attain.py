@@ -67,6 +67,20 @@ def test_attaining_budget_closes_the_gap_it_states(tmp_path):
     assert 1 - capacity_bound(cm, w, b_max=pol.budget // 2).bound / pol.bound > 0.005
 
 
+def test_attaining_budget_when_the_bound_names_no_batch_size():
+    """The calibrated A100 charges a fixed time per GeMM: min F(tau)/tau is only approached as
+    batches grow, so the doubling starts at Sarathi-Serve's default budget and stops at eps."""
+    sc = Scenario(gpu="a100", mode="real", pad=True)
+    cm = cost_model_of(sc)
+    w = workload_of(sc, cm)
+    assert capacity_bound(cm, w, overhead_s=0.0).best_batch_tokens is None
+    pol = attaining_policy(cm, w)
+    assert pol.budget >= 512 and pol.budget & (pol.budget - 1) == 0
+    assert pol.epsilon == pytest.approx(1 - capacity_bound(cm, w, b_max=pol.budget).bound
+                                        / capacity_bound(cm, w).bound)
+    assert pol.epsilon <= 0.005 or pol.budget * 2 > (1 << 16)
+
+
 def test_sarathi_chunk_cap_caps_chunks_and_fills_the_budget():
     sc = Scenario(gpu="a100", scheduler="sarathi", pad=True, load=4.0, n_requests=300, detail=True,
                   log=True, options=(("chunk_size", 2048), ("max_chunk", 256), ("max_num_seqs", 2048),

@@ -104,7 +104,7 @@ def test_option_values_are_typed():
 
 
 @pytest.mark.parametrize("line, key", [('pad = "false"', "pad"), ('json = "no"', "json"),
-                                       ('gpus_r = "two"', "gpus_r"), ("seed = 1.5", "seed"),
+                                       ('gpus_r = "two"', "gpus_r"), ('epsilon = "0.1"', "epsilon"),
                                        ("model = 7", "model")])
 def test_config_values_have_the_option_type(capsys, tmp_path, line, key):
     f = tmp_path / "s.toml"

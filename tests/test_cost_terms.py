@@ -370,8 +370,7 @@ def test_law_in_toml_through_bounds(law_files, capsys):
 def test_law_in_toml_through_simulate_batches_equal_the_law(law_files, tmp_path, capsys, scheduler):
     log = tmp_path / f"{scheduler}.csv"
     argv = ["simulate", *law_argv(law_files), "--scheduler", scheduler, "--workload",
-            "uniform:1-300,1-30", "--requests", "150", "--load", "0.7", "--log", str(log),
-            "--out", str(tmp_path)]
+            "uniform:1-300,1-30", "--requests", "150", "--load", "0.7", "--log", str(log)]
     assert main(argv) == 0, capsys.readouterr().err
     with open(log) as fh:
         rows = list(csv.DictReader(fh))

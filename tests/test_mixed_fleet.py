@@ -107,12 +107,13 @@ def test_state_dependent_mixes_pruning_agrees_with_brute_force_and_the_search_fi
     """Behind JSQ or SED the certified sum still prunes only mixes that brute-force simulation
     (same router) rejects, and the search returns the cheapest mix brute force accepts below the
     best pure plan. At 75 req/s no single A100 carries the load and four L4s certify less, so
-    pure fleets need two A100s; behind SED one A100 and one L4 meet the SLOs for less (the L4 is
-    sent a request only when the A100 holds proportionally more), which the planner must find,
-    while behind JSQ, which sends a request to the L4 whenever it holds no more pending requests
-    than the A100, no cheaper mix does."""
+    pure fleets need two A100s; with a TBT P99 limit of 150 ms, behind SED one A100 and two L4s
+    meet the SLOs for less (an L4 is sent a request only when the A100 holds proportionally more),
+    which the planner must find, while behind JSQ, which sends a request to an L4 whenever it holds
+    no more pending requests than the A100, no cheaper mix does."""
     runner = Runner(Cache(tmp_path / "c"), LocalExecutor(1))
-    res = search(replace(_spec(75.0), gpus=("a100", "l4")), runner, **SMALL)
+    spec = replace(_spec(75.0), gpus=("a100", "l4"), slo=parse_slo("ttft_p50=0.2,tbt_p99=0.15"))
+    res = search(spec, runner, **SMALL)
     kept = {m.label for m in mix_grid(res.grid, res.spec).kept}
     brute = {}
     for m in mix_grid(res.grid, replace(res.spec, rate=1e-9)).kept:  # every mix, pruned or not

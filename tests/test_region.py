@@ -132,20 +132,7 @@ def test_killing_the_command_half_way_keeps_finished_runs(gpu_file, tmp_path):
     assert not list(cache.glob(".*.tmp"))  # no half-written result was left behind
 
 
-def test_dask_cluster_gives_the_same_results(gpu_file, tmp_path):
-    distributed = pytest.importorskip("distributed")
-    spec = tiny(gpu_file, schedulers=("request_level",))
-    local = run_sweep(spec, tmp_path / "local")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster:
-        remote = run_sweep(spec, tmp_path / "dask", dask=cluster.scheduler_address)
-    assert remote.computed == local.computed
-    a = write_outputs(remote, tmp_path / "a")["csv"].read_bytes()
-    assert a == write_outputs(local, tmp_path / "b")["csv"].read_bytes()
-
-
 def test_unreachable_dask_address_is_a_clear_error(capsys, tmp_path):
-    pytest.importorskip("distributed")
     t0 = time.time()
     code = main(["region", "--dask", "tcp://127.0.0.1:9", "--out", str(tmp_path)])
     err = capsys.readouterr().err

@@ -29,6 +29,8 @@ def read_toml(path: str | Path) -> dict:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise ConfigFileError(f"{path}: file not found") from None
+    except OSError as exc:  # a directory, no permission
+        raise ConfigFileError(f"{path}: cannot read it as a TOML file ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigFileError(f"{path}: malformed TOML: {exc}") from None
 

@@ -50,6 +50,14 @@ def require_positive(field: str, value: float) -> float:
     return value
 
 
+def require_seed(field: str, value: object) -> int:
+    """Return ``value`` as an int if it is a random seed numpy accepts (an integer >= 0), else raise
+    :class:`FieldError`."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise FieldError(field, value, "an integer >= 0")
+    return int(value)
+
+
 def require_positive_int(field: str, value: object) -> int:
     """Return ``value`` as an int if it is an integer >= 1, else raise :class:`FieldError`."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:

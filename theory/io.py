@@ -1,8 +1,14 @@
-"""File input and output: one CSV table reader, and atomic output (write to a temporary file in the
-target directory, then rename).
+"""File input and output: one CSV table reader, one strict-JSON writer, and atomic output (write to
+a temporary file in the target directory, then rename).
 
 An interrupted run never leaves a half-written results file behind, so a resumed sweep can trust
-every file it finds.
+every file it finds. Every file is written with mode 0644.
+
+Strict JSON (RFC 8259 has no NaN or Infinity): :func:`json_text` writes a non-finite float as
+``null`` (``NULL_MEANING`` says what that means), so every JSON file and every ``--json`` print
+parses with a strict reader. A result cache, which must give back exactly what it was given,
+writes ``{"nonfinite": "nan" | "inf" | "-inf"}`` instead (:func:`json_text` with ``exact=True``,
+read back by :func:`json_load_exact`).
 """
 
 from __future__ import annotations
@@ -10,11 +16,107 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
+import math
 import os
 import tempfile
 from pathlib import Path
 
-from theory.errors import ConfigFileError
+import numpy as np
+
+from theory.errors import ConfigFileError, FieldError
+
+NULL_MEANING = ("null: a number that is not finite or not defined -- not applicable (a raw-prompt "
+                "series has no Theorem 2 line), not measured (no DTMC for a non-RAD series), or "
+                "unbounded (an upper confidence limit that is open above)")
+
+
+def _plain(obj, exact: bool):
+    """``obj`` with numpy scalars and arrays, tuples and paths made plain JSON values, and every
+    non-finite float replaced (by ``None``, or with ``exact`` by a tagged object)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v, exact) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, np.ndarray)):
+        return [_plain(v, exact) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        x = float(obj)
+        if math.isfinite(x):
+            return x
+        if not exact:
+            return None
+        return {"nonfinite": "nan" if math.isnan(x) else "inf" if x > 0 else "-inf"}
+    if obj is None or isinstance(obj, str):
+        return obj
+    return str(obj)  # paths and other names
+
+
+def json_text(obj, indent: int | None = 1, exact: bool = False, sort_keys: bool = False) -> str:
+    """``obj`` as strict JSON text (no NaN, no Infinity), ending in a newline when indented.
+
+    Non-finite floats become ``null`` (see ``NULL_MEANING``), or with ``exact`` the tagged object
+    ``{"nonfinite": ...}`` that :func:`json_load_exact` turns back into the float.
+    """
+    text = json.dumps(_plain(obj, exact), indent=indent, allow_nan=False, sort_keys=sort_keys,
+                      separators=None if indent is not None else (",", ":"))
+    return text + "\n" if indent is not None else text
+
+
+def _exact_hook(d: dict):
+    if len(d) == 1 and d.get("nonfinite") in ("nan", "inf", "-inf"):
+        return float(d["nonfinite"])
+    return d
+
+
+def json_load_exact(text: str):
+    """Parse strict JSON written by :func:`json_text` with ``exact=True`` (tagged non-finite floats
+    become floats again); bare NaN/Infinity are rejected like any malformed text."""
+    def reject(name: str):
+        raise ValueError(f"not strict JSON: {name}")
+
+    return json.loads(text, object_hook=_exact_hook, parse_constant=reject)
+
+
+def atomic_write_json(path: str | Path, obj, indent: int | None = 1) -> Path:
+    """Write ``obj`` as strict JSON (:func:`json_text`) to ``path``, atomically."""
+    return atomic_write_text(path, json_text(obj, indent))
+
+
+def check_output_dir(path: str | Path, field: str = "--out") -> Path:
+    """``path`` if results can be written there; else a :class:`theory.errors.FieldError` naming
+    ``field``, raised before any computing: the path is a file, its parent does not exist or is a
+    file, or the directory (or the parent it would be created in) is not writable."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise FieldError(field, str(path), "a directory (this is an existing file)")
+    if not path.exists():
+        _check_parent(path, field, str(path))
+    elif not os.access(path, os.W_OK | os.X_OK):
+        raise FieldError(field, str(path), "a writable directory")
+    return path
+
+
+def _check_parent(path: Path, field: str, given: str) -> None:
+    """The directory ``path`` would be created in exists and is writable."""
+    parent = path.absolute().parent
+    if parent.exists() and not parent.is_dir():
+        raise FieldError(field, given, f"a location in a directory ({parent} is a file)")
+    if not parent.is_dir():
+        raise FieldError(field, given, f"a location in an existing directory ({parent} does not exist)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise FieldError(field, given, f"a writable location ({parent} is not writable)")
+
+
+def check_output_file(path: str | Path, field: str) -> Path:
+    """``path`` if a file can be written there: not a directory, in an existing, writable one."""
+    path = Path(path)
+    if path.is_dir():
+        raise FieldError(field, str(path), "a file name (this is a directory)")
+    _check_parent(path, field, str(path))
+    return path
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
@@ -38,9 +140,21 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_csv(path: str | Path, columns: dict) -> Path:
-    """Write equal-length ``columns`` (name -> sequence) as a CSV file, atomically."""
+def atomic_write_csv(path: str | Path, columns: dict, dictionary: dict | None = None) -> Path:
+    """Write equal-length ``columns`` (name -> sequence) as a CSV file, atomically.
+
+    ``dictionary`` (column -> unit and meaning, every column) is written beside it as
+    ``<stem>.columns.json``, the CSV's data dictionary; a CSV whose columns a JSON file of its own
+    describes (``region.json``) goes without.
+    """
     names = list(columns)
+    if dictionary is not None:
+        missing = [n for n in names if not dictionary.get(n)]
+        if missing:
+            raise ValueError(f"{path}: the data dictionary does not describe {missing}")
+        atomic_write_json(Path(path).with_name(Path(path).name.removesuffix(".csv") + ".columns.json"),
+                          {"file": Path(path).name, "columns": {n: dictionary[n] for n in names},
+                           "null": "an empty cell, or nan/inf: " + NULL_MEANING.removeprefix("null: ")})
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(names)

@@ -159,16 +159,29 @@ class Workload:
                 f"l^P,max={self.l_P_max}, l^D,max={self.l_D_max}")
 
 
+# Longest prompt or output accepted, in tokens: 2^20, longer than the context window of every model
+# preset; a longer length is a unit or data error, rejected before the cost tables and simulator
+# arrays it would size are allocated.
+MAX_TOKENS = 1 << 20
+
+
 def _lengths(name: str, x) -> np.ndarray:
+    """Token counts as int64, checked: integers in [1, MAX_TOKENS]."""
     arr = np.asarray(x)
     if arr.dtype.kind == "f":
         if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
             raise FieldError(name, x, "integer token counts")
+        if arr.size and arr.max() > MAX_TOKENS:  # before the cast: 1e30 does not fit an int64
+            raise FieldError(name, float(arr.max()), f"lengths <= {MAX_TOKENS:,} tokens (2^20: longer "
+                                                     "than any model preset's context window)")
     elif arr.dtype.kind not in "iu" and arr.size:
         raise FieldError(name, x, "integer token counts")
     arr = arr.astype(np.int64).ravel()
     if arr.size and arr.min() < 1:
         raise FieldError(name, int(arr.min()), "lengths >= 1")
+    if arr.size and arr.max() > MAX_TOKENS:
+        raise FieldError(name, int(arr.max()), f"lengths <= {MAX_TOKENS:,} tokens (2^20: longer than "
+                                               "any model preset's context window)")
     return arr
 
 
@@ -258,12 +271,14 @@ def _read_trace_csv(path, text: str | None = None) -> dict[str, np.ndarray]:
     """Columns of a length trace: prompt_len, output_len (required); arrival_time, class."""
     try:
         if text is None:
-            with open(path, newline="", encoding="utf-8") as fh:
+            with open(path, newline="", encoding="utf-8-sig") as fh:  # with or without a BOM
                 rows = list(csv.DictReader(fh))
         else:
-            rows = list(csv.DictReader(text.splitlines()))
+            rows = list(csv.DictReader(text.removeprefix("\ufeff").splitlines()))
     except FileNotFoundError:
         raise ConfigFileError(f"{path}: file not found") from None
+    except OSError as exc:  # a directory, no permission
+        raise ConfigFileError(f"{path}: cannot read it as a CSV file ({exc.strerror})") from None
     except (csv.Error, UnicodeDecodeError) as exc:
         raise ConfigFileError(f"{path}: malformed CSV: {exc}") from None
     if not rows:
@@ -304,7 +319,9 @@ def _column(path, rows, name, kind) -> np.ndarray:
         if kind is int and not value.is_integer():
             raise ConfigFileError(f"{path}: column {name!r}, row {k + 2}: {raw!r} is not an integer")
         out.append(value)
-    return np.asarray(out, dtype=np.int64 if kind is int else float)
+    # token counts stay floats when an int64 cannot hold them: _lengths rejects them by value
+    fits = kind is int and all(abs(v) < 2.0**62 for v in out)
+    return np.asarray(out, dtype=np.int64 if fits else float)
 
 
 @dataclass(frozen=True, eq=False)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from llmq.options import add_common, build_cost_model_from, build_workload_from, resolve
+from llmq.output import print_json
+from theory.defaults import EPSILON
+from theory.errors import require_positive_int
 
 HELP = "T_bar^R, T^max, lambda*, t*_lcm, Theorem 2's n and the cycle bounds (Theorems 1-2)"
 
@@ -12,8 +13,8 @@ HELP = "T_bar^R, T^max, lambda*, t*_lcm, Theorem 2's n and the cycle bounds (The
 def add_parser(sub) -> None:
     """Register ``llmq bounds`` and its options on the sub-command parser ``sub``."""
     p = sub.add_parser("bounds", help=HELP, description=HELP)
-    add_common(p, defaults={"epsilon": 0.1, "token_budget": None})
-    p.add_argument("--epsilon", type=float, help="Theorem 2's margin eps in (0, 1) (default 0.1)")
+    add_common(p, defaults={"epsilon": EPSILON, "token_budget": None}, omit=("out", "seed"))
+    p.add_argument("--epsilon", type=float, help=f"Theorem 2's margin eps in (0, 1) (default {EPSILON})")
     p.add_argument("--token-budget", type=int,
                    help="tokens per batch at most, for the certified capacity (default: no budget)")
     p.set_defaults(run=run)
@@ -62,10 +63,12 @@ def run(args) -> int:
     from theory.hardware import ROOFLINE, gpu_names
 
     values = resolve(args)
+    if values["token_budget"] is not None:
+        require_positive_int("--token-budget", values["token_budget"])
     names = gpu_names() if str(values["gpu"]).lower() == "all" else [values["gpu"]]
     rows = [_row(values, name) for name in names]
     if values["json"]:
-        print(json.dumps(rows if len(names) > 1 else rows[0], indent=2))
+        print_json(rows if len(names) > 1 else rows[0])
         return 0
     first = rows[0]
     print(f"model {first['model']} ({first['mode']} mode), workload {first['workload']}, "

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from llmq.options import resolve
+from llmq.output import out_dir, print_json
 
 HELP = "fit a GPU profile's tile rates, GeMV rates, mu_nLin and overhead to measured timings (CSV)"
 DEFAULTS = {
@@ -102,6 +100,7 @@ def run(args) -> int:
     from theory.timings import GemmTimings, read_timings, timings_path
 
     values = resolve(args)
+    out = out_dir(values["out"])
     source = str(values["timings"])
     timings = read_timings(timings_path(source))
     steps = _steps(values["steps"])
@@ -116,10 +115,9 @@ def run(args) -> int:
     jumps = []
     if steps and isinstance(timings, GemmTimings):
         jumps = staircase_jumps(timings, {"model": cal.predicted, "base": cal.base_predicted}, steps)
-    path = write_profile(cal, Path(values["out"]) / f"{cal.key}.toml", source)
+    path = write_profile(cal, out / f"{cal.key}.toml", source)
     if values["json"]:
-        print(json.dumps({**cal.as_dict(), "timings": source, "steps": jumps, "written": str(path)},
-                         indent=2))
+        print_json({**cal.as_dict(), "timings": source, "steps": jumps, "written": str(path)})
     else:
         _print(cal, values, source, jumps, path)
     return 0

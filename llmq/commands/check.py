@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 HELP = "run the paper's claims as executable checks; write out/paper_checks.md and .json"
@@ -31,7 +30,7 @@ def run(args) -> int:
     from paper_checks.registry import all_checks
     from paper_checks.report import summary_table, to_json_text, write_reports
     from paper_checks.runner import load_expected, mismatches, run_checks, verdicts
-    from theory.io import atomic_write_text
+    from theory.io import atomic_write_json
 
     if args.list:
         for c in all_checks():
@@ -57,7 +56,7 @@ def run(args) -> int:
         print(f"crashed: {', '.join(crashed)}", file=sys.stderr)
         status = 1
     if args.record:
-        atomic_write_text(args.record, json.dumps(verdicts(outcomes), indent=1) + "\n")
+        atomic_write_json(args.record, verdicts(outcomes))  # 0644, strict JSON
         print(f"recorded verdicts: {args.record}", file=log)
     if expected is not None:
         diff = mismatches(outcomes, expected)

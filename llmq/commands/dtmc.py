@@ -3,10 +3,10 @@ paper's Appendix C statements set against it."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from llmq.options import add_common, build_cost_model_from, build_workload_from, parse_floats, resolve
+from llmq.output import out_dir, print_json
+from theory.defaults import EPSILON, RAD_N
+from theory.errors import FieldError
 
 HELP = ("RAD's cycle DTMC (Appendix C) by executing Algorithm 1: drift with CIs, E[T | x], "
         "stationary law, classes; Eq. 25, Lemmas 3-4, Theorem 2's n vs the empirical n")
@@ -15,12 +15,13 @@ HELP = ("RAD's cycle DTMC (Appendix C) by executing Algorithm 1: drift with CIs,
 def add_parser(sub) -> None:
     """Register ``llmq dtmc`` and its options on the sub-command parser ``sub``."""
     p = sub.add_parser("dtmc", help=HELP, description=HELP)
-    add_common(p, defaults={"pad": True, "n": 128, "rate": None, "load": 0.9, "truncate": None,
-                            "samples": 100, "samples_sat": None, "epsilon": [0.05, 0.1, 0.2],
+    add_common(p, defaults={"pad": True, "n": None, "rate": None, "load": 0.9, "truncate": None,
+                            "samples": 100, "samples_sat": None, "epsilon": [EPSILON],
                             "n_min": False, "confidence": 0.99})
     p.add_argument("--raw", dest="pad", action="store_false", default=None,
                    help="do not pad prompts (the default pads them: Assumption 3)")
-    p.add_argument("--n", type=int, help="RAD's requests per cycle n (default 128)")
+    p.add_argument("--n", help="RAD's requests per cycle n, or 'auto' (the default): the empirical "
+                               "n_min at the first --epsilon (theory.defaults)")
     rate = p.add_mutually_exclusive_group()
     rate.add_argument("--rate", type=float, help="arrival rate into the system, requests/s")
     rate.add_argument("--load", type=float, help="arrival rate as a fraction of lambda* (default 0.9)")
@@ -29,9 +30,22 @@ def add_parser(sub) -> None:
     p.add_argument("--samples-sat", type=int, help="executed cycles for x >= n (default 10 x samples)")
     p.add_argument("--n-min", action="store_true", default=None,
                    help="also search the empirical smallest n with negative drift per epsilon")
-    p.add_argument("--epsilon", help="margins for --n-min (default 0.05,0.1,0.2)")
+    p.add_argument("--epsilon", help=f"margins of --n-min and of n = auto (default {EPSILON})")
     p.add_argument("--confidence", type=float, help="confidence level of every interval (default 0.99)")
     p.set_defaults(run=run)
+
+
+def _n(value, cm, w, epsilon: float, seed: int) -> int:
+    """RAD's n: an integer, or ``auto`` or not given (:data:`theory.defaults.RAD_N`, resolved by
+    :func:`stability.points.auto_rad_n`)."""
+    if value is None or str(value).strip().lower() == RAD_N:
+        from stability.points import auto_rad_n
+
+        return auto_rad_n(cm, w, epsilon, seed)
+    try:
+        return int(str(value))
+    except ValueError:
+        raise FieldError("n", value, "an integer >= 1 or 'auto'") from None
 
 
 def _rows_to_print(x_max: int, n: int) -> list[int]:
@@ -51,14 +65,17 @@ def run(args) -> int:
     from theory.bounds import T_bar_R, lemma3_drift_bound
 
     values = resolve(args)
-    epsilons = parse_floats("epsilon", values["epsilon"], "comma-separated numbers in (0, 1)") \
-        if values["n_min"] else []
+    out = out_dir(values["out"])
+    epsilons = parse_floats("epsilon", values["epsilon"], "comma-separated numbers in (0, 1)")
+    if not epsilons or not all(0 < e < 1 for e in epsilons):
+        raise FieldError("epsilon", values["epsilon"], "comma-separated numbers in (0, 1)")
     cm = build_cost_model_from(values)
     w = build_workload_from(values, cm)
+    n = _n(values["n"], cm, w, epsilons[0], values["seed"])
     r = values["gpus_r"]
     lam_star = r / T_bar_R(cm, w)
     lam = values["rate"] if values["rate"] is not None else values["load"] * lam_star
-    chain = build_chain(cm, w, values["n"], lam, r, values["truncate"], values["samples"],
+    chain = build_chain(cm, w, n, lam, r, values["truncate"], values["samples"],
                         values["samples_sat"], values["seed"], values["confidence"])
     info, checks = compare_with_paper(chain, cm, w)
     stat = chain.stationary()
@@ -73,8 +90,9 @@ def run(args) -> int:
             res = empirical_n_min(cm, w, eps, values["samples"], values["seed"], values["confidence"])
             n_mins.append({"epsilon": eps, "n_min": res.n_min, "n_threshold": res.n_threshold,
                            "drift_at_n_min": list(res.drift)})
-    plot = plot_drift(chain, Path(values["out"]) / "dtmc_drift.png", lemma3, printed,
-                      f"RAD cycle DTMC, {cm.gpu.key}, {w.name}, n = {chain.n}, "
+    plot = plot_drift(chain, out / "dtmc_drift.png", lemma3, printed,
+                      f"RAD cycle DTMC, {cm.gpu.key}, {cm.model.key} ({values['mode']}), {w.name}, "
+                      f"n = {chain.n}, "
                       f"lambda = {lam / lam_star:.3g} lambda*")
     result = {
         "gpu": cm.gpu.key, "model": cm.model.key, "workload": w.name, **info,
@@ -95,7 +113,7 @@ def run(args) -> int:
         "n_min": n_mins, "plot": str(plot),
     }
     if values["json"]:
-        print(json.dumps(result, indent=2))
+        print_json(result)
         return 0
     _print(result, chain, lemma3)
     return 0

@@ -171,17 +171,18 @@ def trace_rate(path: str) -> float:
 
 def run(args) -> int:
     """Run ``llmq plan`` on the parsed ``args``; the exit code."""
-    from pathlib import Path
-
+    from llmq.output import out_dir
     from llmq.plan_output import console_lines, write_outputs
     from stability.plan import cached_capacity, search, verify
     from stability.plan_mixed import search_mixes
     from stability.runner import Cache, DaskExecutor, LocalExecutor, Runner
     from stability.sim.fleet import ROUTERS
-    from theory.errors import UnknownNameError
+    from theory.errors import UnknownNameError, require_seed
     from theory.plan import build_grid
 
     t0 = time.perf_counter()
+    out = out_dir(args.out)
+    require_seed("--seed", args.seed)
     spec = spec_from(args)
     n_requests = require_positive_int("--requests", args.requests)
     seeds = require_positive_int("--seeds", args.seeds)
@@ -194,7 +195,6 @@ def run(args) -> int:
         raise UnknownNameError("--router", args.router, ROUTERS)
     if args.router != "random" and not args.mixed:
         raise FieldError("--router", args.router, "random, or --mixed as well (it routes the mixed fleets)")
-    out = Path(args.out)
     cache = Cache(out / "plan" / "cache")
     grid = build_grid(spec, cached_capacity(cache), tp_dir=out / "plan")
     runner = Runner(cache, DaskExecutor(args.dask) if args.dask else LocalExecutor(workers))

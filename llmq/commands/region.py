@@ -3,11 +3,11 @@ set against Theorem 1's lambda* and Theorem 2's guarantee (see :mod:`stability.r
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
 from llmq.options import add_common, parse_floats, parse_ints, parse_names, parse_options, resolve
+from llmq.output import out_dir, print_json
+from theory.defaults import RAD_N
 from theory.errors import FieldError
 
 HELP = ("the main job: sweep lambda per GPU tile set, scheduler and r, locate each stability "
@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
                                        "those not registered in this build are skipped)")
     p.add_argument("--option", action="append", metavar="SCHED.NAME=VALUE",
                    help="scheduler option, e.g. --option rad.n=2000 (RAD's n defaults to 'auto': "
-                        "the DTMC's empirical n_min at --epsilon)")
+                        "the DTMC's empirical n_min at --epsilon; see theory.defaults)")
     variant = p.add_mutually_exclusive_group()
     variant.add_argument("--raw", action="store_true", default=None,
                          help="only raw prompts (default: both padded and raw)")
@@ -75,7 +75,7 @@ def _options(items) -> tuple:
         if not dot or "=" not in rest:
             raise FieldError("--option", item, "SCHEDULER.NAME=VALUE, e.g. rad.n=2000")
         per.setdefault(sched.strip(), []).append(rest)
-    out = {"rad": (("n", "auto"),)}
+    out = {"rad": (("n", RAD_N),)}
     for sched, opts in per.items():
         out[sched] = tuple(sorted({**dict(out.get(sched, ())), **dict(parse_options(opts))}.items()))
     return tuple(sorted(out.items()))
@@ -117,7 +117,7 @@ def run(args) -> int:
     from stability import region
 
     values = resolve(args)
-    out = Path(values["out"])
+    out = out_dir(values["out"])
     if values["plot_only"]:
         files = region.plot_outputs(region.read_csv(values["plot_only"]), out)
         for name, path in files.items():
@@ -125,6 +125,10 @@ def run(args) -> int:
         return 0
     notes: list[str] = []
     spec = spec_from(values, notes)
+    spec.validate()
+    region.check_same_sweep(spec, out)
+    if values["cache"]:
+        out_dir(values["cache"], "--cache")
     for note in notes:
         print(f"note: {note}")
     res = region.run_sweep(spec, values["cache"] or out / "cache", values["workers"], values["dask"],
@@ -132,9 +136,8 @@ def run(args) -> int:
     files = region.write_outputs(res, out)
     table = region.boundary_rows(res)
     if values["json"]:
-        print(json.dumps({"boundaries": table, "files": {k: str(v) for k, v in files.items()},
-                          "tasks": {"computed": res.computed, "cached": res.cached}},
-                         indent=2, default=str))
+        print_json({"boundaries": table, "files": {k: str(v) for k, v in files.items()},
+                    "tasks": {"computed": res.computed, "cached": res.cached}})
         return 0
     _print(table, res, files)
     return 0

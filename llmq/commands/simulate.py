@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
-import json
-
 from llmq.options import add_common, parse_options, resolve
+from llmq.output import check_output_file, print_json
+from theory.errors import require_positive_int
 
 HELP = "simulate a scheduler on r GPUs at a rate or load; TTFT/TBT, throughput, stability verdict"
+
+
+# the data dictionary of --log (written beside it as <name>.columns.json)
+BATCH_LOG_COLUMNS = {
+    "node": "index of the GPU (node) that ran the batch, 0 .. r - 1",
+    "start": "s; simulated time the batch started",
+    "duration": "s; its execution time T_B (Eq. 7 with the GPU's tiles)",
+    "tokens": "tokens processed: prefill chunk tokens plus one per decode",
+    "decodes": "decode iterations in the batch",
+    "prefills": "prefill chunks in the batch",
+    "optimal": "true if every GeMM ran on an optimal tile (no time lost to tiling)",
+    "wasted_fraction": "fraction of the batch's time lost to non-optimal tiling",
+    "prefill_chunks": "space-separated request:i:c -- request's prefill from token i, c tokens",
+    "decode_positions": "space-separated request:i -- request's decode at context position i",
+}
 
 
 def add_parser(sub) -> None:
@@ -14,7 +29,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("simulate", help=HELP, description=HELP)
     add_common(p, defaults={"scheduler": "rad", "rate": None, "load": 0.9, "requests": 20000,
                             "planner": "random", "option": [], "fast": False, "log": None,
-                            "trace": None, "workers": 1, "classes": None, "total_cap": None})
+                            "trace": None, "workers": 1, "classes": None, "total_cap": None},
+               omit=("out",))
     p.add_argument("--scheduler", help="rad, alg2, request_level, ... (default rad)")
     rate = p.add_mutually_exclusive_group()
     rate.add_argument("--rate", type=float, help="arrival rate into the system, requests/s")
@@ -22,7 +38,8 @@ def add_parser(sub) -> None:
     p.add_argument("--requests", type=int, help="number of requests (default 20000)")
     p.add_argument("--planner", choices=["random", "round_robin", "jsq"], help="resource planner")
     p.add_argument("--option", action="append", metavar="NAME=VALUE",
-                   help="scheduler option, e.g. --option n=2000 (repeatable)")
+                   help="scheduler option, e.g. --option n=2000 (repeatable); RAD's n defaults to "
+                        "'auto': the DTMC's empirical n_min at eps (theory.defaults)")
     p.add_argument("--fast", action="store_true", default=None,
                    help="skip per-token TBT recording (event skipping only)")
     p.add_argument("--log", metavar="batches.csv", help="write every batch with its contents")
@@ -52,6 +69,21 @@ def scenario_from(values: dict):
         if values["classes"] else (), total_cap=values["total_cap"])
 
 
+def _rad_n(values: dict) -> tuple:
+    """The scheduler options with RAD's n resolved when it is ``auto`` or not given
+    (:data:`theory.defaults.RAD_N`: the empirical n_min at :data:`theory.defaults.EPSILON`)."""
+    from llmq.options import build_cost_model_from
+    from stability.points import auto_rad_n
+    from theory.defaults import EPSILON, RAD_N
+    from theory.workload import get_workload
+
+    options = dict(parse_options(values["option"]))
+    if values["scheduler"] == "rad" and str(options.get("n", RAD_N)).strip().lower() == RAD_N:
+        cm = build_cost_model_from(values)
+        options["n"] = auto_rad_n(cm, get_workload(values["workload"]), EPSILON, values["seed"])
+    return tuple(sorted(options.items()))
+
+
 def run(args) -> int:
     """Run ``llmq simulate`` on the parsed ``args``; the exit code."""
     from tqdm import tqdm
@@ -60,15 +92,19 @@ def run(args) -> int:
     from theory.io import atomic_write_csv
 
     values = resolve(args)
+    require_positive_int("--workers", values["workers"])
+    if values["log"]:
+        check_output_file(values["log"], "--log")
+    values = {**values, "option": dict(_rad_n(values))}
     sc = scenario_from(values)
     with tqdm(total=sc.n_requests, unit="req", disable=values["json"] or sc.n_requests < 50000,
               desc=f"{sc.scheduler} on {sc.r} x {sc.gpu}") as bar:
         res = simulate(sc, workers=values["workers"], progress=bar.update)
     summary = res.summary()
     if values["log"]:
-        atomic_write_csv(values["log"], res.batch_log())
+        atomic_write_csv(values["log"], res.batch_log(), BATCH_LOG_COLUMNS)
     if values["json"]:
-        print(json.dumps(summary, indent=2))
+        print_json(summary)
         return 0
     _print(summary, res)
     if values["log"]:

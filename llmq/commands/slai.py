@@ -24,17 +24,20 @@ def add_parser(sub) -> None:
     p.add_argument("--seeds", type=int, help="replicates per point (default 4; quick 2)")
     p.add_argument("--requests", type=int, help="requests per run (default 4096; quick 600)")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    p.add_argument("--json", action="store_true",
+                   help="print the paper-vs-llmq table, the claims and the files as JSON")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
     """Run ``llmq slai`` on the parsed ``args``; the exit code."""
-    from pathlib import Path
-
     from tqdm import tqdm
 
+    from llmq.output import out_dir, print_json
     from stability.slai.report import n_points, run_study, write_outputs
     from stability.slai.study import FULL, QUICK
+    from theory.io import json_load_exact
 
     study = QUICK if args.quick else FULL
     if args.seeds is not None:
@@ -42,11 +45,19 @@ def run(args) -> int:
     if args.requests is not None:
         study = replace(study, n_requests=require_positive_int("requests", args.requests))
     workers = require_positive_int("workers", args.workers)
-    out = Path(args.out) / "slai"
+    out = out_dir(args.out) / "slai"
     t0 = time.perf_counter()
-    with tqdm(total=n_points(study), unit="run", desc="llmq slai") as bar:
+    with tqdm(total=n_points(study), unit=" runs", desc="llmq slai",
+              disable=args.json or not args.progress) as bar:
         rows = run_study(study, out, workers, bar)
     written = write_outputs(study, rows, out, figures=not args.no_figures)
+    if args.json:
+        from stability.slai.analysis import paper_table
+
+        print_json({"smoke_test": study.smoke, "paper_vs_llmq": paper_table(rows, study.panels),
+                    "claims": json_load_exact((out / "claims.json").read_text(encoding="utf-8")),
+                    "files": written, "elapsed_s": time.perf_counter() - t0})
+        return 0
     print((out / "paper_vs_llmq.md").read_text(encoding="utf-8"))
     print(f"wrote {len(written)} files to {out} in {time.perf_counter() - t0:.0f} s")
     return 0

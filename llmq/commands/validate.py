@@ -9,11 +9,11 @@ and in paper mode), then one verdict per GPU on the acceptance targets; writes `
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from llmq.options import COMMON_DEFAULTS, add_common, parse_names, resolve
+from llmq.output import out_dir, print_json
 
 HELP = ("predicted vs measured for every shipped profile (vidur GeMMs, all-reduce, splitwise batches): "
         "median/p90 error as shipped, calibrated on held-out tokens and models, paper mode")
@@ -82,14 +82,15 @@ def run(args) -> int:
 
     values = resolve(args)
     _check_unused(values)
+    out = out_dir(values["out"])
     settings = _settings(values)
     start = time.perf_counter()
     profiles = _profiles(values["profile"])
     report = validate(profiles, settings)
     elapsed = time.perf_counter() - start
-    files = write_outputs(report, Path(values["out"]), elapsed_s=elapsed)
+    files = write_outputs(report, out, elapsed_s=elapsed)
     if values["json"]:
-        print(json.dumps(to_json(report, files, elapsed), indent=1, allow_nan=False))
+        print_json(to_json(report, files, elapsed))
     else:
         print("\n".join(console_lines(report, files)))
     return 0

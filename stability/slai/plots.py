@@ -13,7 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from stability.sim.classes import FREE_SLO, PAYING_SLO
-from stability.slai.study import BUCKET_EDGES, POLICIES, POLICY, TTFT_TARGET
+from stability.slai.study import BUCKET_EDGES, GPU, MODEL, POLICIES, POLICY, TTFT_TARGET
+
+SETUP = f"{MODEL} on {GPU}"  # every Section 7 figure names the model and the GPU
 
 MARKERS = "osD^v<>"
 STYLE = {p.key: {"color": f"C{k}", "marker": MARKERS[k]} for k, p in enumerate(POLICIES)}  # per policy
@@ -61,7 +63,7 @@ def fig6(agg, panel, lambda_star: float | None = None):
         for ax in axes:
             ax.axvline(lambda_star, color="grey", ls=":", lw=1)
     axes[2].legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"Section 7, Fig. 6 analogue: {panel.label} (dotted: lambda*)")
+    fig.suptitle(f"Section 7, Fig. 6 analogue, {SETUP}: {panel.label} (dotted: lambda*)")
     fig.tight_layout()
     return fig
 
@@ -95,7 +97,7 @@ def fig7_buckets(per_policy: dict, panel):
     for ax in (a, b):
         ax.grid(alpha=0.3)
     a.legend(fontsize=7)
-    fig.suptitle(f"Appendix F.1, Fig. 7 analogue: {panel.label}")
+    fig.suptitle(f"Appendix F.1, Fig. 7 analogue, {SETUP}: {panel.label}")
     fig.tight_layout()
     return fig
 
@@ -113,7 +115,7 @@ def fig8_priority(agg, panel):
         ax.set_ylabel("mean TTFT [s]")
         ax.set_title(title)
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"Appendix F.2, Fig. 8 analogue: {panel.label}")
+    fig.suptitle(f"Appendix F.2, Fig. 8 analogue, {SETUP}: {panel.label}")
     fig.tight_layout()
     return fig
 

@@ -19,7 +19,6 @@ Bari, Hegde, de Veciana (2025), Section 7, Appendix F.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -42,7 +41,35 @@ from stability.slai.study import (
     run_tasks,
     tasks_at,
 )
-from theory.io import atomic_write_csv, atomic_write_text
+from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
+
+_METRICS = {
+    "ttft_p50": "s; median time to first token", "ttft_mean": "s; mean time to first token",
+    "t_bar_batch": "s; mean batch execution time", "kv_peak": "peak KV-cache occupancy (fraction)",
+    "preemptions": "requests preempted (KV memory full)",
+    **{f"{c}_{k}": f"{unit}; {c} class: {what}" for c in ("paying", "free") for k, unit, what in (
+        ("tbt_p99", "s", "99th percentile time between tokens"), ("ttft_p50", "s", "median TTFT"),
+        ("ttft_mean", "s", "mean TTFT"), ("gaps_within", "fraction", "token gaps within the TBT SLO"))},
+}
+# the data dictionaries of points.csv and paper_vs_llmq.csv (written beside them)
+POINTS_COLUMNS = {
+    "panel": "panel key: layer mode, workload, paying share (and _floor with the weight-streaming floor)",
+    "policy": "scheduling policy (POLICIES)", "rate": "req/s; arrival rate",
+    "op": "true at the panel's operating point, false in the rate sweep",
+    "replicates": "independent replicates (seeds) averaged",
+    "tbt_met": "fraction of replicates meeting every class's P99 TBT SLO",
+    **{k: f"{v} (mean over replicates)" for k, v in _METRICS.items()},
+    **{f"{k}_lo": f"lower limit of the 95% t-interval of {k}" for k in _METRICS},
+    **{f"{k}_hi": f"upper limit of the 95% t-interval of {k}" for k in _METRICS},
+}
+TABLE_COLUMNS = {
+    "panel": "panel key (as in points.csv)", "mode": "layer mode: paper or real",
+    "workload": "length law", "paying": "share of paying requests",
+    "floor": "true with the weight-streaming floor on every batch",
+    "quantity": "what is compared, with its unit in brackets", "paper": "the paper's value",
+    "llmq": "llmq's value", "llmq_lo": "lower limit of llmq's 95% interval",
+    "llmq_hi": "upper limit of llmq's 95% interval", "llmq_over_paper": "llmq / paper",
+}
 
 
 def n_points(study: Study) -> int:
@@ -85,8 +112,13 @@ def length_laws(study: Study) -> list[str]:
 
 
 def markdown(study: Study, table: list[dict], verdicts: dict) -> str:
-    """The paper-vs-llmq tables (one per panel) and the claims, as markdown."""
-    lines = ["# SLAI, Section 7: paper vs llmq", "",
+    """The paper-vs-llmq tables (one per panel) and the claims, as markdown; a smoke-test study
+    (``llmq slai --quick``) says so above the tables and in each one's heading."""
+    smoke = ("**Smoke test (`--quick`)**: too few requests and replicates to judge the paper's "
+             "numbers or claims; the intervals are wide and may cross zero. It checks that the "
+             "pipeline runs end to end; `llmq slai` without `--quick` is the experiment.")
+    lines = ["# SLAI, Section 7: paper vs llmq" + (" (smoke test)" if study.smoke else ""), "",
+             *([smoke, ""] if study.smoke else []),
              f"Mistral-7B on an RTX 6000 Ada, KV memory model on; {study.seeds} replicates of "
              f"{study.n_requests} Poisson requests per point; 95% Student-t intervals over "
              "replicates; capacity = largest rate with median TTFT <= 0.5 s and every class's P99 "
@@ -95,7 +127,8 @@ def markdown(study: Study, table: list[dict], verdicts: dict) -> str:
              "paying), the paper's being 1.6 req/s.", "", *length_laws(study)]
     for panel in study.panels:
         rows = [r for r in table if r["panel"] == panel.key]
-        lines += [f"## {panel.label}", "", "| quantity | paper | llmq (95% CI) | llmq / paper |",
+        heading = f"## {panel.label}" + (" (smoke test: see above)" if study.smoke else "")
+        lines += [heading, "", "| quantity | paper | llmq (95% CI) | llmq / paper |",
                   "|---|---|---|---|"]
         for r in rows:
             interval = (f" [{_fmt(r['llmq_lo'])}, {_fmt(r['llmq_hi'])}]"
@@ -122,11 +155,12 @@ def write_outputs(study: Study, rows: list[dict], out: str | Path, figures: bool
     table = paper_table(rows, study.panels)
     verdicts = {p.key: claims(agg, p.key) for p in study.panels}
     written = {
-        "points": atomic_write_csv(out / "points.csv", {k: [a[k] for a in agg] for k in agg[0]}),
+        "points": atomic_write_csv(out / "points.csv", {k: [a[k] for a in agg] for k in agg[0]},
+                                   POINTS_COLUMNS),
         "table_csv": atomic_write_csv(out / "paper_vs_llmq.csv",
-                                      {k: [t[k] for t in table] for k in table[0]}),
+                                      {k: [t[k] for t in table] for k in table[0]}, TABLE_COLUMNS),
         "table_md": atomic_write_text(out / "paper_vs_llmq.md", markdown(study, table, verdicts)),
-        "claims": atomic_write_text(out / "claims.json", json.dumps(verdicts, indent=2)),
+        "claims": atomic_write_json(out / "claims.json", verdicts),
     }
     if figures:
         written.update(write_figures(study, rows, agg, out))

@@ -119,6 +119,7 @@ class Study:
     n_requests: int
     rel_rates: tuple[float, ...]  # fractions of the panel's lambda*
     paper_rates: tuple[float, ...] = PAPER_RATES
+    smoke: bool = False  # a smoke test (too few requests and replicates to judge the claims)
 
 
 SHARES = (0.05, 0.5, 0.95)
@@ -128,7 +129,7 @@ FULL = Study((*MAIN, *SENSITIVITY), seeds=4, n_requests=4096,
              rel_rates=(0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 1.0))
 QUICK = Study((Panel("real", "table1", 0.05), Panel("real", "table1", 0.95),
                Panel("real", "table1", 0.05, floor=True)), seeds=2, n_requests=600,
-              rel_rates=(0.8, 0.9, 0.95), paper_rates=(0.4, 1.0, 1.6))
+              rel_rates=(0.8, 0.9, 0.95), paper_rates=(0.4, 1.0, 1.6), smoke=True)
 
 
 # --- scenarios and the GPU profile with a floor ----------------------------------------------------

@@ -1,0 +1,225 @@
+"""Bad and unusual input across the command line: each case exits with a clear, specific error
+(status 2, one message naming the field) and no traceback, or is accepted where accepting it is
+right (a UTF-8 byte-order mark). ``benchmarks/bad_inputs.py`` prints the same cases as a table.
+
+Each case runs ``llmq.cli.main`` in this process; an exception that escapes it is what a user
+would see as a traceback.
+"""
+
+from __future__ import annotations
+
+import io
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+# name -> (argv, expected exit status, text the message must contain); "{d}" is the data directory
+CASES: dict[str, tuple[list[str], int, str]] = {}
+
+
+def case(name: str, argv: list[str], message: str, rc: int = 2) -> None:
+    CASES[name] = (argv, rc, message)
+
+
+# --- seeds ------------------------------------------------------------------------------------
+for cmd in ("simulate", "dtmc", "region", "calibrate", "validate", "plan"):
+    out = [] if cmd == "simulate" else ["--out", "{d}/o"]
+    case(f"{cmd} negative seed", [cmd, "--seed", "-1", *out], "seed: expected an integer >= 0")
+    case(f"{cmd} fractional seed", [cmd, "--seed", "1.5", *out], "--seed: invalid int value")
+case("config fractional seed", ["simulate", "--config", "{d}/seed_frac.toml"], "seed: expected an integer")
+case("config negative seed", ["simulate", "--config", "{d}/seed_neg.toml"], "seed: expected an integer >= 0")
+case("config string seed", ["dtmc", "--config", "{d}/seed_str.toml"], "seed: expected an integer")
+# --- options a command does not use are not offered ----------------------------------------------
+case("bounds --seed", ["bounds", "--seed", "1"], "unrecognized arguments: --seed")
+case("bounds --out", ["bounds", "--out", "x"], "unrecognized arguments: --out")
+case("simulate --out", ["simulate", "--out", "x"], "unrecognized arguments: --out")
+case("bounds config seed", ["bounds", "--config", "{d}/seed_neg.toml"], "expected only the keys")
+# --- token lengths and traces -------------------------------------------------------------------
+MAX = "lengths <= 1,048,576"
+for cmd in ("bounds", "simulate"):
+    case(f"{cmd} 1e12 prompt in a CSV", [cmd, "--workload", "{d}/huge.csv"], MAX)
+    case(f"{cmd} 1e8 prompt in a CSV", [cmd, "--workload", "{d}/big.csv"], MAX)
+    case(f"{cmd} 1e30 prompt in a CSV", [cmd, "--workload", "{d}/vast.csv"], MAX)
+    case(f"{cmd} zero length in a CSV", [cmd, "--workload", "{d}/zero.csv"], "lengths >= 1")
+    case(f"{cmd} negative length in a CSV", [cmd, "--workload", "{d}/negative.csv"], "lengths >= 1")
+    case(f"{cmd} fractional length in a CSV", [cmd, "--workload", "{d}/fraction.csv"], "not an integer")
+    case(f"{cmd} text length in a CSV", [cmd, "--workload", "{d}/text.csv"], "is not a number")
+    case(f"{cmd} nan length in a CSV", [cmd, "--workload", "{d}/nan.csv"], "'nan' is not an integer")
+    case(f"{cmd} CSV missing a column", [cmd, "--workload", "{d}/nocol.csv"], "missing column 'output_len'")
+    case(f"{cmd} empty CSV", [cmd, "--workload", "{d}/empty.csv"], "no data rows")
+    case(f"{cmd} header-only CSV", [cmd, "--workload", "{d}/header.csv"], "no data rows")
+    case(f"{cmd} missing CSV", [cmd, "--workload", "{d}/absent.csv"], "file not found")
+    case(f"{cmd} a directory as CSV", [cmd, "--workload", "{d}/dir.csv"], "cannot read it as a CSV file")
+    case(f"{cmd} binary CSV", [cmd, "--workload", "{d}/binary.csv"], "malformed CSV")
+    case(f"{cmd} huge uniform law", [cmd, "--workload", "uniform:1-1000000000000,1-2"], "support pairs")
+    case(f"{cmd} uniform law of 1e8 pairs", [cmd, "--workload", "uniform:1-100000,1-1000"], "support pairs")
+    case(f"{cmd} huge deterministic law", [cmd, "--workload", "deterministic:100000000,5"], MAX)
+    case(f"{cmd} malformed uniform", [cmd, "--workload", "uniform:5-1,1-2"], "uniform prompt range")
+    case(f"{cmd} malformed deterministic", [cmd, "--workload", "deterministic:a,b"], "deterministic:LP,LD")
+    case(f"{cmd} unknown workload", [cmd, "--workload", "chat"], "unknown workload")
+    case(f"{cmd} BOM in a CSV (accepted)", [cmd, "--workload", "{d}/bom.csv", "--json"], "", rc=0)
+case("simulate trace with 1e12 prompt", ["simulate", "--trace", "{d}/huge_trace.csv"], MAX)
+case("simulate trace decreasing times", ["simulate", "--trace", "{d}/backwards.csv"], "strictly increasing")
+case("simulate trace negative time", ["simulate", "--trace", "{d}/negtime.csv"], "finite and >= 0")
+# --- RAD n, epsilon, DTMC sizes ------------------------------------------------------------------
+case("dtmc n = 1e8", ["dtmc", "--n", "100000000", "--out", "{d}/o"], "RAD's n below 4,000")
+case("dtmc n = 4000", ["dtmc", "--n", "4000", "--out", "{d}/o"], "RAD's n below 4,000")
+case("dtmc n = 0", ["dtmc", "--n", "0", "--out", "{d}/o"], "n: expected")
+case("dtmc n = -5", ["dtmc", "--n", "-5", "--out", "{d}/o"], "n: expected")
+case("dtmc truncate 1e5", ["dtmc", "--n", "4", "--truncate", "100000", "--out", "{d}/o"], "fits in 2 GiB")
+case("dtmc truncate below n", ["dtmc", "--n", "8", "--truncate", "4", "--out", "{d}/o"], "an integer >= n")
+case("dtmc epsilon text", ["dtmc", "--n-min", "--epsilon", "a,b", "--out", "{d}/o"], "epsilon")
+case("region rad.n = 1e9", ["region", "--option", "rad.n=1000000000", "--out", "{d}/o"], "rad.n")
+case("region rad.n = 0", ["region", "--option", "rad.n=0", "--out", "{d}/o"], "rad.n")
+case("region rad.n = 2.5", ["region", "--option", "rad.n=2.5", "--out", "{d}/o"], "rad.n")
+case("region rad.n = many", ["region", "--option", "rad.n=many", "--out", "{d}/o"], "rad.n")
+case("region epsilon 0", ["region", "--epsilon", "0", "--out", "{d}/o"], "epsilon")
+case("region epsilon 1.5", ["region", "--epsilon", "1.5", "--out", "{d}/o"], "epsilon")
+case("bounds epsilon 0", ["bounds", "--epsilon", "0"], "epsilon")
+case("bounds epsilon -0.1", ["bounds", "--epsilon", "-0.1"], "epsilon")
+case("bounds epsilon text", ["bounds", "--epsilon", "small"], "--epsilon: invalid float value")
+# --- output locations ----------------------------------------------------------------------------
+for cmd in ("region", "dtmc", "calibrate", "validate", "plan"):
+    case(f"{cmd} --out is a file", [cmd, "--out", "{d}/afile"], "this is an existing file")
+    case(f"{cmd} --out on a missing parent", [cmd, "--out", "{d}/no/such/dir"], "does not exist")
+    case(f"{cmd} --out under a file", [cmd, "--out", "{d}/afile/sub"], "afile is a file")
+case("slai --out is a file", ["slai", "--out", "{d}/afile"], "this is an existing file")
+case("slai --out on a missing parent", ["slai", "--out", "{d}/no/such/dir"], "does not exist")
+case("simulate --log is a directory", ["simulate", "--log", "{d}"], "this is a directory")
+case("simulate --log on a missing parent", ["simulate", "--log", "{d}/no/such/log.csv"], "does not exist")
+case("region --cache is a file", ["region", "--cache", "{d}/afile", "--out", "{d}/o"], "--cache")
+case("region into another sweep's outputs", ["region", "--out", "{d}/other"], "differs in")
+case("region into a broken region.json", ["region", "--out", "{d}/broken"], "not a readable region.json")
+# --- Dask addresses ------------------------------------------------------------------------------
+for address in ("localhost", "tcp://", "tcp://host", "tcp://host:port", "http://host:8786",
+                "tcp://host:99999", "tcp://:8786", "8786"):
+    case(f"region --dask {address}", ["region", "--dask", address, "--out", "{d}/o"],
+         "--dask: expected a scheduler address")
+case("region --dask unreachable", ["region", "--dask", "tcp://127.0.0.1:9", "--out", "{d}/o"],
+     "cannot reach the scheduler")
+# --- config files and typed values ---------------------------------------------------------------
+case("config pad = 'false'", ["bounds", "--config", "{d}/pad_str.toml"], "pad: expected true or false")
+case("config json = 'no'", ["bounds", "--config", "{d}/json_str.toml"], "json: expected true or false")
+case("config unknown key", ["bounds", "--config", "{d}/unknown.toml"], "expected only the keys")
+case("config not TOML", ["bounds", "--config", "{d}/bad.toml"], "bad.toml")
+case("config missing", ["bounds", "--config", "{d}/absent.toml"], "absent.toml")
+case("config is a directory", ["bounds", "--config", "{d}"], "cannot read it as a TOML file")
+case("simulate mu = 'fast'", ["simulate", "--gpu-file", "{d}/mu.toml", "--gpu", "fastgpu"], "'fast'")
+# --- names and numbers ---------------------------------------------------------------------------
+case("bounds unknown GPU", ["bounds", "--gpu", "b300"], "unknown GPU")
+case("bounds unknown model", ["bounds", "--model", "gpt-9"], "unknown model")
+case("bounds bad tiles", ["bounds", "--tiles", "96x96"], "tiles")
+case("bounds r = 0", ["bounds", "--gpus-r", "0"], "r")
+case("bounds token budget 0", ["bounds", "--token-budget", "0"], "--token-budget: expected")
+case("simulate unknown scheduler", ["simulate", "--scheduler", "fifo"], "unknown scheduler")
+case("simulate load 0", ["simulate", "--load", "0"], "load")
+case("simulate load -1", ["simulate", "--load", "-1"], "load")
+case("simulate rate nan", ["simulate", "--rate", "nan"], "rate")
+case("simulate rate inf", ["simulate", "--rate", "inf"], "rate")
+case("simulate requests 0", ["simulate", "--requests", "0"], "requests")
+case("simulate workers 0", ["simulate", "--workers", "0"], "--workers: expected an integer >= 1")
+case("simulate bad option", ["simulate", "--option", "n"], "NAME=VALUE")
+case("simulate unknown option", ["simulate", "--option", "zeta=3"], "zeta")
+case("simulate option n=-3", ["simulate", "--option", "n=-3"], "n")
+case("simulate bad classes", ["simulate", "--classes", "paying:x:0.1"], "class")
+case("simulate total cap 0", ["simulate", "--total-cap", "0"], "total")
+case("region requests 10", ["region", "--requests", "10", "--out", "{d}/o"], "requests")
+case("region replicates 1", ["region", "--replicates", "1", "--out", "{d}/o"], "replicates")
+case("region confidence 1", ["region", "--confidence", "1", "--out", "{d}/o"], "confidence")
+case("region saturation 0.5", ["region", "--saturation", "0.5", "--out", "{d}/o"], "saturation")
+case("region shares 1.5", ["region", "--two-class", "--shares", "0.5,1.5", "--out", "{d}/o"], "shares")
+case("region workers 0", ["region", "--workers", "0", "--out", "{d}/o"], "workers")
+case("region plot-only missing", ["region", "--plot-only", "{d}/absent.csv", "--out", "{d}/o"], "region.csv")
+case("slai seeds 0", ["slai", "--seeds", "0", "--out", "{d}/o"], "seeds")
+case("slai requests -1", ["slai", "--requests", "-1", "--out", "{d}/o"], "requests")
+case("slai workers 0", ["slai", "--workers", "0", "--out", "{d}/o"], "workers")
+case("calibrate missing timings", ["calibrate", "--timings", "{d}/absent.csv", "--out", "{d}/o"],
+     "absent.csv")
+case("calibrate bad steps", ["calibrate", "--steps", "a,b", "--out", "{d}/o"], "steps")
+case("calibrate tile subset as GPU", ["calibrate", "--gpu", "a100:128x128", "--out", "{d}/o"], "--tiles")
+case("validate max-train 5", ["validate", "--max-train", "5", "--out", "{d}/o"], "--max-train")
+case("validate with a workload", ["validate", "--workload", "sharegpt4", "--out", "{d}/o"], "--workload")
+case("plan rate 0", ["plan", "--rate", "0", "--out", "{d}/o"], "--rate")
+case("plan bad knob", ["plan", "--knob", "chunk=3", "--out", "{d}/o"], "--knob")
+case("plan requests 0", ["plan", "--requests", "0", "--out", "{d}/o"], "--requests")
+case("no command", [], "required: command")
+case("unknown command", ["frobnicate"], "invalid choice")
+
+
+FILES = {
+    "huge.csv": "prompt_len,output_len\n1000000000000,5\n",
+    "big.csv": "prompt_len,output_len\n100000000,5\n",
+    "vast.csv": "prompt_len,output_len\n1e30,5\n",
+    "zero.csv": "prompt_len,output_len\n0,5\n",
+    "negative.csv": "prompt_len,output_len\n-4,5\n",
+    "fraction.csv": "prompt_len,output_len\n10.5,5\n",
+    "text.csv": "prompt_len,output_len\nten,5\n",
+    "nan.csv": "prompt_len,output_len\nnan,5\n",
+    "nocol.csv": "prompt_len,out\n10,5\n",
+    "empty.csv": "",
+    "header.csv": "prompt_len,output_len\n",
+    "bom.csv": "\ufeffprompt_len,output_len\n100,5\n200,7\n",
+    "huge_trace.csv": "arrival_time,prompt_len,output_len\n0.1,1000000000000,5\n",
+    "backwards.csv": "arrival_time,prompt_len,output_len\n0.5,10,5\n0.2,10,5\n",
+    "negtime.csv": "arrival_time,prompt_len,output_len\n-1,10,5\n",
+    "seed_frac.toml": "seed = 1.5\n",
+    "seed_neg.toml": "seed = -3\n",
+    "seed_str.toml": 'seed = "zero"\n',
+    "pad_str.toml": 'pad = "false"\n',
+    "json_str.toml": 'json = "no"\n',
+    "unknown.toml": "colour = 3\n",
+    "bad.toml": "this is = = not toml\n",
+    "mu.toml": '[gpus.fastgpu]\nbase = "a100"\nmu_nLin = "fast"\n',
+    "afile": "a file, not a directory\n",
+    "broken/region.json": "{not json",
+    "other/region.json": '{"spec": {"loads": [9.0]}}\n',
+}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    return make_data_dir(tmp_path_factory.mktemp("bad_inputs"))
+
+
+def make_data_dir(d: Path) -> Path:
+    """Write the files the cases read into ``d``."""
+    for name, text in FILES.items():
+        (d / name).parent.mkdir(parents=True, exist_ok=True)
+        (d / name).write_text(text, encoding="utf-8")
+    (d / "binary.csv").write_bytes(b"\xff\xfe\x00garbage\x00")
+    (d / "dir.csv").mkdir(exist_ok=True)
+    return d
+
+
+def run_case(argv: list[str], d: Path) -> tuple[int, str, str | None]:
+    """Run ``llmq`` on ``argv`` (``{d}`` replaced) in this process: (exit status, stderr, the type of
+    an exception that escaped, i.e. a traceback, or None)."""
+    from llmq.cli import main
+
+    err, out = io.StringIO(), io.StringIO()
+    escaped = None
+    with redirect_stderr(err), redirect_stdout(out):
+        try:
+            rc = main([a.replace("{d}", str(d)) for a in argv])
+        except SystemExit as exc:  # argparse
+            rc = exc.code if isinstance(exc.code, int) else 1
+        except Exception as exc:  # what a user would see as a traceback
+            rc, escaped = 1, type(exc).__name__
+    return rc, err.getvalue(), escaped
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_a_clear_error_without_a_traceback(name, data_dir):
+    argv, rc_expected, message = CASES[name]
+    rc, err, escaped = run_case(argv, data_dir)
+    assert escaped is None, f"{name}: {escaped} escaped"
+    assert rc == rc_expected, (name, rc, err)
+    if rc_expected:
+        assert message in err and "Traceback" not in err, (name, err)
+        lines = [ln for ln in err.strip().splitlines() if not ln.startswith(("usage:", " "))]
+        assert len(lines) == 1, err  # one message (argparse prints its usage above it)
+
+
+def test_there_are_at_least_100_cases():
+    assert len(CASES) >= 100
