@@ -7,10 +7,13 @@ from paper_checks import slai_steps
 from paper_checks.registry import Verdict
 
 
-def test_the_seeded_runs_exercise_every_rule():
-    counts = slai_steps.sec6_slai_batch_steps(True).evidence["counts"]
+def test_the_seeded_runs_exercise_every_rule_and_tell_the_two_readings_of_eq8_apart():
+    evidence = slai_steps.sec6_slai_batch_steps(True).evidence
+    counts = evidence["counts"]
     assert counts.pop("batches with a tie") >= 0
     assert all(v > 0 for v in counts.values()), counts
+    literal = next(v for k, v in evidence.items() if "read literally" in k)
+    assert 0 < literal < evidence["counts"]["batches compared"]
 
 
 def test_a_scheduler_admitting_fcfs_where_spf_is_stated_breaks_step_3():
