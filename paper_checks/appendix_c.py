@@ -289,6 +289,20 @@ def toy_chain(rows, cm, t_col: int, run) -> list[tuple[str, float, float]]:
     return out
 
 
+
+def toy_rad_setups():
+    """The literal-RAD settings of the cycle checks: for the toy tiles 2x2x1 and 4x2x2, yield
+    ``(tile, cost model, t*_col, t*_lcm, Eq. 7 batch time of an item list)``."""
+    for tile in ((2, 2, 1), (4, 2, 2)):
+        cm = toy_cost_model(*tile)
+
+        def bt(its, cm=cm):
+            return cost.T_batch(cm, cost.Batch.of(prefill=[(i[2], i[3]) for i in its if i[0] == "PI"],
+                                                  decode=[i[2] for i in its if i[0] == "DI"]))
+
+        yield tile, cm, tile[1], cm.t_lcm, bt
+
+
 @register("eq24.decode_bound", level="exhaustive",
           location="Appendix C.2, the chain before Eq. 24, and Eq. 24",
           items=("Eq. 24", "Lemma 4"),
@@ -301,11 +315,7 @@ def toy_chain(rows, cm, t_col: int, run) -> list[tuple[str, float, float]]:
 def eq24_decode_bound(fast: bool) -> Result:
     n_ineq = 0
     worst = {}
-    for tile in ((2, 2, 1), (4, 2, 2)):
-        cm = toy_cost_model(*tile)
-        t_col, t_lcm = tile[1], cm.t_lcm
-        bt = lambda its, cm=cm: cost.T_batch(cm, cost.Batch.of(  # noqa: E731
-            prefill=[(i[2], i[3]) for i in its if i[0] == "PI"], decode=[i[2] for i in its if i[0] == "DI"]))
+    for tile, cm, t_col, t_lcm, bt in toy_rad_setups():
         for n in range(1, 5):
             for reqs in instances(3 if fast else 4, (t_lcm, 2 * t_lcm), (1, 3) if fast else (1, 2, 4),
                                   staggers=(0.0, 0.05)):
@@ -666,11 +676,7 @@ def lemma4_cycles(fast: bool) -> tuple[dict | None, int, float]:
     plus at most n T^max (at most n requests start in it, each served within T^max). Returns the first
     violating cycle (or None), the number of cycles and the largest busy time / (n T^max)."""
     n_cyc, worst = 0, 0.0
-    for tile in ((2, 2, 1), (4, 2, 2)):
-        cm = toy_cost_model(*tile)
-        t_col, t_lcm = tile[1], cm.t_lcm
-        bt = lambda its, cm=cm: cost.T_batch(cm, cost.Batch.of(  # noqa: E731
-            prefill=[(i[2], i[3]) for i in its if i[0] == "PI"], decode=[i[2] for i in its if i[0] == "DI"]))
+    for tile, cm, t_col, t_lcm, bt in toy_rad_setups():
         for n in range(1, 5):
             for reqs in instances(3 if fast else 4, (t_lcm, 2 * t_lcm), (1, 3), staggers=(0.0, 0.05, 3.0)):
                 run = rad(reqs, n=n, t_col=t_col, t_lcm=t_lcm, batch_time=bt)
