@@ -127,7 +127,9 @@ policies).
 
 from __future__ import annotations
 
+import hashlib
 import math
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -140,6 +142,11 @@ from theory.terms import shard_memory
 from theory.workload import Workload
 
 DEFAULT_HORIZON = 8192  # batch sizes tabulated when b_max is None (the tail beyond is bounded by sigma)
+# min_prefill_attention's tables by (law digest, L_max, largest chunk): with waves the DP evaluates
+# Eq. 6 for every (end, chunk) pair (seconds per law), and a planner asks for the same law under
+# several token budgets that leave the same largest chunk
+_PREFILL_TABLES: dict[tuple, np.ndarray] = {}
+_PREFILL_TABLES_KEPT = 16
 
 
 # --- the batch-time law -----------------------------------------------------------------------
@@ -170,6 +177,10 @@ class BatchLaw:
     batch_time : callable
         ``batch_time(prefill=[(i, c), ...], decode=[i, ...]) -> float``: the time of one explicit
         batch, for the feasible schedules of :func:`lockstep_throughput`.
+    content_key : str or None
+        A digest of everything the law is built from (:func:`law_from_cost_model`: the pickled cost
+        model), so that :func:`min_prefill_attention` can reuse a table for an equal law; None: never
+        reused.
     """
 
     name: str
@@ -180,6 +191,7 @@ class BatchLaw:
     prefill_attention: Callable[[np.ndarray, np.ndarray], np.ndarray] | None
     split_period: int | None
     batch_time: Callable[..., float]
+    content_key: str | None = None
 
 
 def law_from_cost_model(cm: CostModel, overhead_s: float | None = None) -> BatchLaw:
@@ -226,7 +238,8 @@ def law_from_cost_model(cm: CostModel, overhead_s: float | None = None) -> Batch
         fixed_s=float(c_fix), tail_slope=tail_slope,
         decode_attention=(lambda i: cm.N * T_D_SA(cm, i) + row) if row else (lambda i: cm.N * T_D_SA(cm, i)),
         prefill_attention=(lambda i, c: T_P_SA(cm, i, c) + row) if row else (lambda i, c: T_P_SA(cm, i, c)),
-        split_period=None if (cm.waves or row) else int(np.lcm.reduce(cm.t_col)), batch_time=batch_time)
+        split_period=None if (cm.waves or row) else int(np.lcm.reduce(cm.t_col)), batch_time=batch_time,
+        content_key=hashlib.sha256(pickle.dumps(cm_fixed)).hexdigest())
 
 
 def staircase_law(c: float, a: float, b0: int) -> BatchLaw:
@@ -293,6 +306,9 @@ def min_prefill_attention(law: BatchLaw, L_max: int, b_max: int | None = None) -
     for cap in (b_max, law.split_period):
         if cap is not None:
             C = min(C, int(cap))
+    key = None if law.content_key is None else (law.content_key, L_max, C)
+    if key in _PREFILL_TABLES:
+        return _PREFILL_TABLES[key].copy()
     if law.split_period is not None and L_max > law.split_period:
         _check_split(law, L_max)
     c = np.arange(1, C + 1)[None, :]
@@ -307,6 +323,10 @@ def min_prefill_attention(law: BatchLaw, L_max: int, b_max: int | None = None) -
         for row, k in enumerate(range(lo, lo + e.shape[0])):
             m = min(k, C)
             f[k] = np.min(f[k - m:k][::-1] + cost[row, :m])
+    if key is not None:
+        if len(_PREFILL_TABLES) >= _PREFILL_TABLES_KEPT:
+            _PREFILL_TABLES.pop(next(iter(_PREFILL_TABLES)))
+        _PREFILL_TABLES[key] = f.copy()
     return f
 
 
