@@ -58,8 +58,15 @@ from stability.schedulers import get_scheduler
 from stability.sim.classes import draw_classes, parse_classes
 from stability.sim.gpu import GpuRun, collect, run_gpu, tables_for
 from stability.sim.routing import jsq_route_nodes
-from stability.sim.simulate import Scenario, SimResult, class_mix, cost_model_of, make_params, workload_of
-from stability.sim.simulate import _validate as validate_scenario
+from stability.sim.simulate import (
+    Scenario,
+    SimResult,
+    class_mix,
+    cost_model_of,
+    make_params,
+    validate_scenario,
+    workload_of,
+)
 from theory.bounds import T_bar_R
 from theory.cost import CostModel
 from theory.errors import FieldError, UnknownNameError

@@ -110,7 +110,8 @@ def workload_of(sc: Scenario, cm: CostModel) -> Workload:
     return w.padded(cm.t_lcm) if sc.pad else w
 
 
-def _validate(sc: Scenario) -> None:
+def validate_scenario(sc: Scenario) -> None:
+    """Check a scenario's fields before any work; errors name the field."""
     require_positive_int("r (gpus)", sc.r)
     require_positive_int("n_requests", sc.n_requests)
     if sc.planner not in PLANNERS:
@@ -290,7 +291,7 @@ def class_mix(sc: Scenario, params) -> tuple[RequestClass, ...]:
 def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
     """Run the scenario (see :class:`Scenario`); ``workers`` processes simulate nodes in parallel,
     and ``progress(k)`` (optional) is told of completed requests."""
-    _validate(sc)
+    validate_scenario(sc)
     cm = cost_model_of(sc)
     w = workload_of(sc, cm)
     scheduler = get_scheduler(sc.scheduler)
