@@ -78,7 +78,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, move_decode, running, stop_code
+from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
+from stability.sim.kernels import ceil_udiv
 from stability.sim.memory import (
     SARATHI,
     KvConfig,
@@ -203,36 +204,66 @@ def last_schedulable_time(e, tbt, delta, t_bar):
 
 
 @njit(cache=True)
-def _before(st, a, b):
-    """Whether decode entry of request a goes before that of request b: by (C, arrival index)."""
-    return st.lst[a] < st.lst[b] or (st.lst[a] == st.lst[b] and a < b)
-
-
-@njit(cache=True)
-def _sort_decodes(st):
-    """Order the decode set by increasing (C, arrival index) (insertion sort: nearly sorted)."""
-    for q in range(1, st.nd):
-        j, pos, rem = st.d_id[q], st.d_pos[q], st.d_rem[q]
-        k = q
-        while k > 0 and _before(st, j, st.d_id[k - 1]):
-            move_decode(st, k, k - 1)
-            k -= 1
-        st.d_id[k] = j
-        st.d_pos[k] = pos
-        st.d_rem[k] = rem
+def _before(c_a, a, c_b, b):
+    """Whether the decode entry of request a (C = c_a) goes before that of request b (C = c_b):
+    by (C, arrival index)."""
+    return c_a < c_b or (c_a == c_b and a < b)
 
 
 @njit(cache=True)
 def _new_times(st, prm):
     """Post-processing of a batch: every decode whose C is unset (nan: it just emitted a token)
-    gets C from the batch's end, then the decode set is re-sorted."""
+    gets C from the batch's end, then the decode set is put back in increasing (C, arrival
+    index) order.
+
+    The entries whose C was already set keep their order (they were sorted after the previous
+    batch and removals keep order), so the new ones are set aside (``s_*``), sorted among
+    themselves by insertion and merged in from the back: O(|D| + new^2) instead of an insertion
+    sort's O(|D| new). Keys are distinct (arrival indices are), so the order is the one any sort
+    gives.
+    """
     t_bar = st.busy / st.n_batch
     d = offset(st, prm.dynamic, prm.delta, prm.delta_low, prm.delta_high, prm.memory_limit)
+    now = st.clock
+    n_old = 0
+    n_new = 0
     for q in range(st.nd):
         j = st.d_id[q]
+        pos = st.d_pos[q]
+        rem = st.d_rem[q]
         if math.isnan(st.lst[j]):
-            st.lst[j] = last_schedulable_time(st.clock, prm.tbt_slo[st.cls[j]], d, t_bar)
-    _sort_decodes(st)
+            c = last_schedulable_time(now, prm.tbt_slo[st.cls[j]], d, t_bar)
+            st.lst[j] = c
+            k = n_new  # insertion into the sorted new entries
+            while k > 0 and _before(c, j, st.lst[st.s_id[k - 1]], st.s_id[k - 1]):
+                st.s_id[k] = st.s_id[k - 1]
+                st.s_pos[k] = st.s_pos[k - 1]
+                st.s_rem[k] = st.s_rem[k - 1]
+                k -= 1
+            st.s_id[k] = j
+            st.s_pos[k] = pos
+            st.s_rem[k] = rem
+            n_new += 1
+        else:
+            st.d_id[n_old] = j
+            st.d_pos[n_old] = pos
+            st.d_rem[n_old] = rem
+            n_old += 1
+    a = n_old - 1  # merge from the back: the larger of the two remaining tails goes last
+    w = st.nd - 1
+    for b in range(n_new - 1, -1, -1):
+        j = st.s_id[b]
+        c = st.lst[j]
+        while a >= 0 and _before(c, j, st.lst[st.d_id[a]], st.d_id[a]):
+            st.d_id[w] = st.d_id[a]
+            st.d_pos[w] = st.d_pos[a]
+            st.d_rem[w] = st.d_rem[a]
+            a -= 1
+            w -= 1
+        st.d_id[w] = j
+        st.d_pos[w] = st.s_pos[b]
+        st.d_rem[w] = st.s_rem[b]
+        w -= 1
 
 
 # --- batch construction --------------------------------------------------------------------------
@@ -281,10 +312,17 @@ def _build_and_run(st, ct, prm, budget, alpha, beta, mode, limit):
     changes = st.n_preempt + st.n_rej
     tokens = 0
     na = 0  # the chosen decodes are the first na entries (the set is sorted by C)
+    # A decode's KV slot is had at once when memory is off or a block is free (Sarathi-Serve's
+    # can_append_slot), tested in the loops themselves: a compiled helper reading the state's
+    # arrays across a branch pays an atomic reference count per call. Else _reserve preempts.
     while na < st.nd and na < beta and tokens < budget and now >= st.lst[st.d_id[na]]:
-        if _reserve(st, na, mode, True):                          # 1. critical decodes
-            na += 1
-            tokens += 1
+        if st.kv_on == 0 or st.kv_free > 0:                      # 1. critical decodes
+            if st.kv_on and ceil_udiv(st.d_pos[na], st.kv_bs) > st.blk[st.d_id[na]]:
+                append(st, st.d_id[na], st.d_pos[na])
+        elif not _reserve(st, na, mode, True):
+            continue
+        na += 1
+        tokens += 1
     for b in range(st.np):                                        # 2. started prefills
         if tokens >= budget:
             break
@@ -297,9 +335,13 @@ def _build_and_run(st, ct, prm, budget, alpha, beta, mode, limit):
     for b in range(first, st.nbp):
         st.lst[st.bp_j[b]] = np.nan  # C is set when its prefill emits a token
     while na < st.nd and na < beta and tokens < budget:           # 4. non-critical decodes
-        if _reserve(st, na, mode, False):
-            na += 1
-            tokens += 1
+        if st.kv_on == 0 or st.kv_free > 0:
+            if st.kv_on and ceil_udiv(st.d_pos[na], st.kv_bs) > st.blk[st.d_id[na]]:
+                append(st, st.d_id[na], st.d_pos[na])
+        elif not _reserve(st, na, mode, False):
+            continue
+        na += 1
+        tokens += 1
     if tokens == 0:
         return st.n_preempt + st.n_rej > changes
     for q in range(na):
@@ -315,6 +357,10 @@ def loop(st, ct, prm, t_stop):
     budget, alpha, beta = prm.budget, prm.alpha, prm.beta
     mode, limit = prm.order, prm.limit
     kv_setup(st, prm.kv, SARATHI)
+    if st.s_id.size < st.d_id.size:  # room to set new decodes aside (_new_times)
+        st.s_id = np.zeros(st.d_id.size, dtype=np.int64)
+        st.s_pos = np.zeros(st.d_id.size, dtype=np.int64)
+        st.s_rem = np.zeros(st.d_id.size, dtype=np.int64)
     while running(st, t_stop):
         w_refresh(st, mode)
         if st.nd == 0 and st.np == 0 and w_len(st, mode) == 0:

@@ -52,10 +52,11 @@ from stability.sim.engine import (
     record_gap,
     see_arrivals,
 )
-from stability.sim.kernels import lin_waste, psa_waste, t_fixed, t_psa
+from stability.sim.kernels import ceil_udiv, lin_waste, psa_waste, t_fixed, t_psa
 from stability.sim.memory import (
     REJ_KV_NEVER,
     REJ_PROMPT_LIMIT,
+    VLLM,
     allocate,
     append,
     can_allocate,
@@ -314,6 +315,15 @@ def reserve_decodes(st, spf):
     while q < st.nd:
         j = st.d_id[q]
         p = st.d_pos[q]
+        b = ceil_udiv(p, st.kv_bs)
+        if st.kv_free > 0 or (st.kv_rule == VLLM and b <= st.blk[j]):
+            # can_append holds (the usual case), tested here: a compiled helper reading the
+            # state's arrays across a branch pays an atomic reference count per call, which
+            # dominated the per-decode cost; append only at a block boundary
+            if b > st.blk[j]:
+                append(st, j, p)
+            q += 1
+            continue
         kept = True
         while not can_append(st, j, p):
             jd = st.d_id[st.nd - 1] if st.nd - 1 > q else -1

@@ -164,9 +164,11 @@ STATE_BLOCKS: dict[str, list] = {
         ("cyc_done", IA, Zeros("m + 2")), ("n_cyc", I64, "0"), ("cyc_open", I64, "0"),
         ("rc", I64, "0"), ("mode", I64, "0"), ("na", I64, "0"),
     ],
-    # --- SLO-aware scheduling (stability.schedulers.slai): each decode's last schedulable time C --
+    # --- SLO-aware scheduling (stability.schedulers.slai): each decode's last schedulable time C;
+    # scratch for the decode entries whose C is new (sized by SLAI's loop on entry) --------------
     "slai": [
         ("lst", FA, "np.full(m, np.inf)"),
+        ("s_id", IA, Zeros("1")), ("s_pos", IA, Zeros("1")), ("s_rem", IA, Zeros("1")),
     ],
 }
 
