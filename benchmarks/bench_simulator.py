@@ -1,7 +1,7 @@
 """Simulated requests per second of every scheduler, and the engine's speed-up over the naive
 reference simulator, measured side by side in one run.
 
-Scenario (issue 4): Table-1 workload (prompts padded to t*_lcm), Mistral-7B on an A100, Poisson
+Scenario: Table-1 workload (prompts padded to t*_lcm), Mistral-7B on an A100, Poisson
 arrivals at 90% of lambda*, one GPU. Figures printed:
 
 * requests/s of each scheduler in fast mode (event skipping, no per-token record) and, for RAD,
