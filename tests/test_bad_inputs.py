@@ -62,6 +62,38 @@ for cmd in ("bounds", "simulate"):
 case("simulate trace with 1e12 prompt", ["simulate", "--trace", "{d}/huge_trace.csv"], MAX)
 case("simulate trace decreasing times", ["simulate", "--trace", "{d}/backwards.csv"], "strictly increasing")
 case("simulate trace negative time", ["simulate", "--trace", "{d}/negtime.csv"], "finite and >= 0")
+# --- prompt + output longer than the model's context (theory.workload.check_context) ---------------
+CTX = "the context length of llama-2-7b"
+case("bounds Table 1 on Llama-2-7B", ["bounds", "--model", "llama-2-7b"], "4096 tokens, " + CTX)
+case("bounds one token past the context", ["bounds", "--model", "llama-2-7b", "--workload",
+                                           "deterministic:4000,97"], "4097 tokens")
+case("bounds exactly the context (accepted)", ["bounds", "--model", "llama-2-7b", "--workload",
+                                               "deterministic:4000,96", "--json"], "", rc=0)
+case("bounds padding past the context", ["bounds", "--model", "llama-2-7b", "--workload",
+                                         "deterministic:3990,100", "--pad"], "+pad")
+case("bounds uniform law past the context", ["bounds", "--model", "phi-2", "--workload",
+                                             "uniform:1-2000,1-100"], "the context length of phi-2")
+case("bounds mixture past the context", ["bounds", "--model", "llama-3-8b", "--workload",
+                                         "mix:0.5*table1+0.5*deterministic:9000,10"], "llama-3-8b")
+case("bounds CSV row past the context", ["bounds", "--model", "llama-2-7b", "--workload",
+                                         "{d}/long.csv"], "long.csv, row 3")
+case("bounds model file lowers the context", ["bounds", "--model-file", "{d}/short_ctx.toml",
+                                              "--model", "short"], "the context length of short")
+case("bounds model file context 'long'", ["bounds", "--model-file", "{d}/bad_ctx.toml", "--model",
+                                          "badctx"], "context_length: expected an integer")
+case("simulate trace row past the context", ["simulate", "--model", "llama-2-7b", "--trace",
+                                             "{d}/long_trace.csv"], "--trace")
+case("simulate CSV row past the context", ["simulate", "--model", "llama-2-7b", "--workload",
+                                           "{d}/long.csv"], "row 3")
+case("simulate Table 1 on Llama-2-70B", ["simulate", "--model", "llama-2-70b"], "llama-2-70b")
+case("dtmc Table 1 on Llama-2-7B", ["dtmc", "--model", "llama-2-7b", "--out", "{d}/o"], CTX)
+case("region Table 1 on Llama-2-7B", ["region", "--model", "llama-2-7b", "--out", "{d}/o"], CTX)
+case("region class 2 past the context", ["region", "--model", "llama-2-7b", "--two-class", "--class1",
+                                         "deterministic:100,10", "--out", "{d}/o"], "--class2")
+case("plan Table 1 on Llama-2-70B", ["plan", "--model", "llama-2-70b", "--out", "{d}/o"],
+     "the context length of llama-2-70b")
+case("plan trace row past the context", ["plan", "--model", "llama-2-7b", "--trace",
+                                         "{d}/long_trace.csv", "--out", "{d}/o"], "long_trace.csv, row 3")
 # --- RAD n, epsilon, DTMC sizes ------------------------------------------------------------------
 case("dtmc n = 1e8", ["dtmc", "--n", "100000000", "--out", "{d}/o"], "RAD's n below 4,000")
 case("dtmc n = 4000", ["dtmc", "--n", "4000", "--out", "{d}/o"], "RAD's n below 4,000")
@@ -163,6 +195,10 @@ FILES = {
     "huge_trace.csv": "arrival_time,prompt_len,output_len\n0.1,1000000000000,5\n",
     "backwards.csv": "arrival_time,prompt_len,output_len\n0.5,10,5\n0.2,10,5\n",
     "negtime.csv": "arrival_time,prompt_len,output_len\n-1,10,5\n",
+    "long.csv": "prompt_len,output_len\n100,5\n4000,200\n",
+    "long_trace.csv": "arrival_time,prompt_len,output_len\n0.1,100,5\n0.2,4000,200\n",
+    "short_ctx.toml": '[models.short]\nbase = "mistral-7b"\ncontext_length = 1024\n',
+    "bad_ctx.toml": '[models.badctx]\nbase = "mistral-7b"\ncontext_length = "long"\n',
     "seed_frac.toml": "seed = 1.5\n",
     "seed_neg.toml": "seed = -3\n",
     "seed_str.toml": 'seed = "zero"\n',

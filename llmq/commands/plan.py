@@ -169,6 +169,19 @@ def trace_rate(path: str) -> float:
     return float((t.size - 1) / (t[-1] - t[0]))
 
 
+def check_context(spec) -> None:
+    """The spec's workload or trace fits the context of every model it plans
+    (:func:`llmq.options.check_fits_context`)."""
+    from llmq.options import check_fits_context
+    from theory.models import get_model
+    from theory.workload import get_workload, read_trace
+
+    law = read_trace(spec.trace).workload("trace") if spec.trace else get_workload(spec.workload)
+    for name in spec.models:
+        check_fits_context(get_model(name, spec.model_file), law,
+                           spec=None if spec.trace else spec.workload, trace=spec.trace)
+
+
 def run(args) -> int:
     """Run ``llmq plan`` on the parsed ``args``; the exit code."""
     from llmq.output import out_dir
@@ -184,6 +197,7 @@ def run(args) -> int:
     out = out_dir(args.out)
     require_seed("--seed", args.seed)
     spec = spec_from(args)
+    check_context(spec)
     n_requests = require_positive_int("--requests", args.requests)
     seeds = require_positive_int("--seeds", args.seeds)
     workers = require_positive_int("--workers", args.workers)

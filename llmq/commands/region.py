@@ -112,6 +112,23 @@ def spec_from(values: dict, notes: list[str]):
         confidence=values["confidence"], epsilon=values["epsilon"], two_class=two, seed=values["seed"])
 
 
+def _check_context(spec) -> None:
+    """Every length law of the sweep, padded or raw, fits the model's context on every tile set
+    (:func:`llmq.options.check_fits_context`)."""
+    from llmq.options import check_fits_context
+    from stability.points import workload
+    from theory.builder import cost_model
+
+    laws = (("--class1", spec.two_class[0]), ("--class2", spec.two_class[1])) if spec.two_class \
+        else (("--workload", spec.workload),)
+    for tileset in spec.tilesets:
+        cm = cost_model(spec.cost_spec(tileset))
+        for field, law in laws:
+            for variant in spec.variants:
+                check_fits_context(cm.model, workload(law, cm.t_lcm if variant == "pad" else None),
+                                   spec=law, field=field)
+
+
 def run(args) -> int:
     """Run ``llmq region`` on the parsed ``args``; the exit code."""
     from stability import region
@@ -126,6 +143,7 @@ def run(args) -> int:
     notes: list[str] = []
     spec = spec_from(values, notes)
     spec.validate()
+    _check_context(spec)
     region.check_same_sweep(spec, out)
     if values["cache"]:
         out_dir(values["cache"], "--cache")
