@@ -121,8 +121,16 @@ case("slai --out on a missing parent", ["slai", "--out", "{d}/no/such/dir"], "do
 case("simulate --log is a directory", ["simulate", "--log", "{d}"], "this is a directory")
 case("simulate --log on a missing parent", ["simulate", "--log", "{d}/no/such/log.csv"], "does not exist")
 case("region --cache is a file", ["region", "--cache", "{d}/afile", "--out", "{d}/o"], "--cache")
-case("region into another sweep's outputs", ["region", "--out", "{d}/other"], "differs in")
-case("region into a broken region.json", ["region", "--out", "{d}/broken"], "not a readable region.json")
+DIFFERS = "records a run that differs in"
+case("region into another sweep's outputs", ["region", "--out", "{d}/other"], DIFFERS)
+case("region into a broken manifest", ["region", "--out", "{d}/broken"], "not a readable run manifest")
+case("region into outputs of an unknown run", ["region", "--out", "{d}/legacy"],
+     "holds region.json but no region.run.json")
+case("slai into another study's outputs", ["slai", "--quick", "--out", "{d}/other"], DIFFERS)
+case("slai into a broken manifest", ["slai", "--out", "{d}/broken"], "not a readable run manifest")
+case("plan into another plan's outputs", ["plan", "--out", "{d}/other"], DIFFERS)
+case("plan into outputs of an unknown run", ["plan", "--out", "{d}/legacy"],
+     "holds plan.md but no plan.run.json")
 # --- Dask addresses ------------------------------------------------------------------------------
 for address in ("localhost", "tcp://", "tcp://host", "tcp://host:port", "http://host:8786",
                 "tcp://host:99999", "tcp://:8786", "8786"):
@@ -208,8 +216,13 @@ FILES = {
     "bad.toml": "this is = = not toml\n",
     "mu.toml": '[gpus.fastgpu]\nbase = "a100"\nmu_nLin = "fast"\n',
     "afile": "a file, not a directory\n",
-    "broken/region.json": "{not json",
-    "other/region.json": '{"spec": {"loads": [9.0]}}\n',
+    "broken/region.run.json": "{not json",
+    "broken/slai/slai.run.json": '{"run": 7}',
+    "other/region.run.json": '{"run": {"loads": [9.0]}}\n',
+    "other/slai/slai.run.json": '{"run": {"seeds": 9}}\n',
+    "other/plan.run.json": '{"run": {"rate": 1.0}}\n',
+    "legacy/region.json": "{}\n",
+    "legacy/plan.md": "# a plan\n",
 }
 
 

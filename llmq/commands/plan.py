@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 
 from theory.errors import FieldError, require_positive, require_positive_int
+from theory.io import claim_output_dir
 
 HELP = ("the cheapest fleet (GPU, scheduler and knobs, r) that carries --rate req/s within --slo: "
         "certified bounds prune, simulations decide; writes OUT/plan.md, .csv, .json, .png")
@@ -12,6 +14,11 @@ DEFAULTS = {"rate": 40.0, "verify_requests": 6000, "workload": "table1", "slo": 
             "gpus": "all",
             "schedulers": "rad,sarathi,vllm,slai", "max_gpus": 16, "min_gpus": 1, "model": "mistral-7b",
             "mode": "real", "requests": 2000, "seeds": 2, "seed": 0, "workers": 1, "out": "out"}
+
+PLAN_OUTPUTS = ("plan.md", "plan.csv", "plan.json", "plan.png")
+# the options besides the spec that a plan's results depend on (the run's identity in OUT)
+RUN_FIELDS = ("requests", "seeds", "seed", "full_front", "mixed", "router", "mix_budget", "verify",
+              "verify_requests")
 
 
 def add_parser(sub) -> None:
@@ -188,7 +195,7 @@ def run(args) -> int:
     from llmq.plan_output import console_lines, write_outputs
     from stability.plan import cached_capacity, search, verify
     from stability.plan_mixed import search_mixes
-    from stability.runner import Cache, DaskExecutor, LocalExecutor, Runner
+    from stability.runner import Cache, DaskExecutor, LocalExecutor, Runner, SweepInterrupted
     from stability.sim.fleet import ROUTERS
     from theory.errors import UnknownNameError, require_seed
     from theory.plan import build_grid
@@ -209,20 +216,26 @@ def run(args) -> int:
         raise UnknownNameError("--router", args.router, ROUTERS)
     if args.router != "random" and not args.mixed:
         raise FieldError("--router", args.router, "random, or --mixed as well (it routes the mixed fleets)")
+    identity = {**asdict(spec), **{k: getattr(args, k) for k in RUN_FIELDS}}
+    claim_output_dir(out, "plan", identity, outputs=PLAN_OUTPUTS, write=False)  # before the bounds
     cache = Cache(out / "plan" / "cache")
-    grid = build_grid(spec, cached_capacity(cache), tp_dir=out / "plan")
-    runner = Runner(cache, DaskExecutor(args.dask) if args.dask else LocalExecutor(workers))
     try:
-        res = search(spec, runner, n_requests, seeds, args.seed, grid, stop_early=not args.full_front,
-                     parallel=workers)
-        mixes = (search_mixes(res, runner, n_requests, seeds, args.seed, budget, args.router)
-                 if args.mixed else None)
-        checked = verify(res, runner, verify_requests, seeds + 1, args.seed) if args.verify else None
-    finally:
-        runner.executor.close()
-    elapsed = time.perf_counter() - t0
-    lines = console_lines(res, n_requests, seeds, elapsed, checked, mixes)
-    files = write_outputs(res, out, lines, n_requests, seeds, elapsed, checked, mixes)
+        grid = build_grid(spec, cached_capacity(cache), tp_dir=out / "plan")
+        claim_output_dir(out, "plan", identity, outputs=PLAN_OUTPUTS)  # the grid is valid: the run starts
+        runner = Runner(cache, DaskExecutor(args.dask) if args.dask else LocalExecutor(workers))
+        try:
+            res = search(spec, runner, n_requests, seeds, args.seed, grid, stop_early=not args.full_front,
+                         parallel=workers)
+            mixes = (search_mixes(res, runner, n_requests, seeds, args.seed, budget, args.router)
+                     if args.mixed else None)
+            checked = verify(res, runner, verify_requests, seeds + 1, args.seed) if args.verify else None
+        finally:
+            runner.executor.close()
+        elapsed = time.perf_counter() - t0
+        lines = console_lines(res, n_requests, seeds, elapsed, checked, mixes)
+        files = write_outputs(res, out, lines, n_requests, seeds, elapsed, checked, mixes)
+    except KeyboardInterrupt:  # wherever it lands: say what is cached and how to resume
+        raise SweepInterrupted(cache.dir) from None
     if args.json:
         print((out / "plan.json").read_text(encoding="utf-8"))
     else:

@@ -4,12 +4,15 @@ set against Theorem 1's lambda* and Theorem 2's guarantee (see :mod:`stability.r
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 
 from llmq.options import add_common, parse_floats, parse_ints, parse_names, parse_options, resolve
 from llmq.output import out_dir, print_json
 from theory.defaults import RAD_N
 from theory.errors import FieldError
+from theory.io import claim_output_dir
 
+REGION_OUTPUTS = ("region.csv", "region.json", "region.png", "region_two_class.png")
 HELP = ("the main job: sweep lambda per GPU tile set, scheduler and r, locate each stability "
         "boundary with a CI, and plot it against lambda* (Theorem 1) and Theorem 2")
 
@@ -144,9 +147,9 @@ def run(args) -> int:
     spec = spec_from(values, notes)
     spec.validate()
     _check_context(spec)
-    region.check_same_sweep(spec, out)
     if values["cache"]:
         out_dir(values["cache"], "--cache")
+    claim_output_dir(out, "region", asdict(spec), outputs=REGION_OUTPUTS)
     for note in notes:
         print(f"note: {note}")
     res = region.run_sweep(spec, values["cache"] or out / "cache", values["workers"], values["dask"],
