@@ -16,13 +16,22 @@ import pytest
 
 # name -> (argv, expected exit status, text the message must contain); "{d}" is the data directory
 CASES: dict[str, tuple[list[str], int, str]] = {}
+CLASS: dict[str, str] = {}  # name -> the class of fault it belongs to (the section below)
+_SECTION = [""]
+
+
+def section(name: str) -> None:
+    """The cases that follow belong to the fault class ``name``."""
+    _SECTION[0] = name
 
 
 def case(name: str, argv: list[str], message: str, rc: int = 2) -> None:
     CASES[name] = (argv, rc, message)
+    CLASS[name] = _SECTION[0]
 
 
 # --- seeds ------------------------------------------------------------------------------------
+section("seeds")
 for cmd in ("simulate", "dtmc", "region", "calibrate", "validate", "plan"):
     out = [] if cmd == "simulate" else ["--out", "{d}/o"]
     case(f"{cmd} negative seed", [cmd, "--seed", "-1", *out], "seed: expected an integer >= 0")
@@ -31,11 +40,13 @@ case("config fractional seed", ["simulate", "--config", "{d}/seed_frac.toml"], "
 case("config negative seed", ["simulate", "--config", "{d}/seed_neg.toml"], "seed: expected an integer >= 0")
 case("config string seed", ["dtmc", "--config", "{d}/seed_str.toml"], "seed: expected an integer")
 # --- options a command does not use are not offered ----------------------------------------------
+section("options not offered")
 case("bounds --seed", ["bounds", "--seed", "1"], "unrecognized arguments: --seed")
 case("bounds --out", ["bounds", "--out", "x"], "unrecognized arguments: --out")
 case("simulate --out", ["simulate", "--out", "x"], "unrecognized arguments: --out")
 case("bounds config seed", ["bounds", "--config", "{d}/seed_neg.toml"], "expected only the keys")
 # --- token lengths and traces -------------------------------------------------------------------
+section("token lengths and traces")
 MAX = "lengths <= 1,048,576"
 for cmd in ("bounds", "simulate"):
     case(f"{cmd} 1e12 prompt in a CSV", [cmd, "--workload", "{d}/huge.csv"], MAX)
@@ -63,6 +74,7 @@ case("simulate trace with 1e12 prompt", ["simulate", "--trace", "{d}/huge_trace.
 case("simulate trace decreasing times", ["simulate", "--trace", "{d}/backwards.csv"], "strictly increasing")
 case("simulate trace negative time", ["simulate", "--trace", "{d}/negtime.csv"], "finite and >= 0")
 # --- prompt + output longer than the model's context (theory.workload.check_context) ---------------
+section("longer than the model's context")
 CTX = "the context length of llama-2-7b"
 case("bounds Table 1 on Llama-2-7B", ["bounds", "--model", "llama-2-7b"], "4096 tokens, " + CTX)
 case("bounds one token past the context", ["bounds", "--model", "llama-2-7b", "--workload",
@@ -95,6 +107,7 @@ case("plan Table 1 on Llama-2-70B", ["plan", "--model", "llama-2-70b", "--out", 
 case("plan trace row past the context", ["plan", "--model", "llama-2-7b", "--trace",
                                          "{d}/long_trace.csv", "--out", "{d}/o"], "long_trace.csv, row 3")
 # --- RAD n, epsilon, DTMC sizes ------------------------------------------------------------------
+section("RAD n, epsilon, DTMC sizes")
 case("dtmc n = 1e8", ["dtmc", "--n", "100000000", "--out", "{d}/o"], "RAD's n below 4,000")
 case("dtmc n = 4000", ["dtmc", "--n", "4000", "--out", "{d}/o"], "RAD's n below 4,000")
 case("dtmc n = 0", ["dtmc", "--n", "0", "--out", "{d}/o"], "n: expected")
@@ -112,6 +125,7 @@ case("bounds epsilon 0", ["bounds", "--epsilon", "0"], "epsilon")
 case("bounds epsilon -0.1", ["bounds", "--epsilon", "-0.1"], "epsilon")
 case("bounds epsilon text", ["bounds", "--epsilon", "small"], "--epsilon: invalid float value")
 # --- output locations ----------------------------------------------------------------------------
+section("output locations and other runs' outputs")
 for cmd in ("region", "dtmc", "calibrate", "validate", "plan"):
     case(f"{cmd} --out is a file", [cmd, "--out", "{d}/afile"], "this is an existing file")
     case(f"{cmd} --out on a missing parent", [cmd, "--out", "{d}/no/such/dir"], "does not exist")
@@ -132,6 +146,7 @@ case("plan into another plan's outputs", ["plan", "--out", "{d}/other"], DIFFERS
 case("plan into outputs of an unknown run", ["plan", "--out", "{d}/legacy"],
      "holds plan.md but no plan.run.json")
 # --- Dask addresses ------------------------------------------------------------------------------
+section("Dask addresses")
 for address in ("localhost", "tcp://", "tcp://host", "tcp://host:port", "http://host:8786",
                 "tcp://host:99999", "tcp://:8786", "8786"):
     case(f"region --dask {address}", ["region", "--dask", address, "--out", "{d}/o"],
@@ -139,6 +154,7 @@ for address in ("localhost", "tcp://", "tcp://host", "tcp://host:port", "http://
 case("region --dask unreachable", ["region", "--dask", "tcp://127.0.0.1:9", "--out", "{d}/o"],
      "cannot reach the scheduler")
 # --- config files and typed values ---------------------------------------------------------------
+section("config files and typed values")
 case("config pad = 'false'", ["bounds", "--config", "{d}/pad_str.toml"], "pad: expected true or false")
 case("config json = 'no'", ["bounds", "--config", "{d}/json_str.toml"], "json: expected true or false")
 case("config unknown key", ["bounds", "--config", "{d}/unknown.toml"], "expected only the keys")
@@ -147,6 +163,7 @@ case("config missing", ["bounds", "--config", "{d}/absent.toml"], "absent.toml")
 case("config is a directory", ["bounds", "--config", "{d}"], "cannot read it as a TOML file")
 case("simulate mu = 'fast'", ["simulate", "--gpu-file", "{d}/mu.toml", "--gpu", "fastgpu"], "'fast'")
 # --- names and numbers ---------------------------------------------------------------------------
+section("names and numbers")
 case("bounds unknown GPU", ["bounds", "--gpu", "b300"], "unknown GPU")
 case("bounds unknown model", ["bounds", "--model", "gpt-9"], "unknown model")
 case("bounds bad tiles", ["bounds", "--tiles", "96x96"], "tiles")
