@@ -100,7 +100,7 @@ def check_output_dir(path: str | Path, field: str = "--out") -> Path:
 
 
 def claim_output_dir(out: str | Path, command: str, identity: dict, *, outputs: tuple[str, ...] = (),
-                     field: str = "--out", write: bool = True) -> Path:
+                     field: str = "--out", write: bool = True, cached: bool = True) -> Path:
     """Make ``out`` the directory of one run of ``llmq <command>``, identified by ``identity`` (the
     fields its results depend on), or refuse with a :class:`theory.errors.FieldError` naming
     ``field`` and the fields that differ.
@@ -111,7 +111,8 @@ def claim_output_dir(out: str | Path, command: str, identity: dict, *, outputs: 
     identity is refused instead of overwriting the other run's outputs, and so is a directory that
     holds one of ``outputs`` without a manifest (a run that cannot be identified). The refusal says
     how to proceed: another ``--out``, or removing the manifest to let this run overwrite the
-    outputs. Returns the manifest's path.
+    outputs (and, for a command with a result cache, ``cached``, that the cached runs are reused
+    either way). Returns the manifest's path.
     """
     out = Path(out)
     path = out / f"{command}.run.json"
@@ -144,8 +145,8 @@ def claim_output_dir(out: str | Path, command: str, identity: dict, *, outputs: 
         raise FieldError(field, str(out), f"a directory without another run's outputs: {path} "
                                           f"records a run that differs in {', '.join(shown)}; "
                                           f"choose another {field}, or remove "
-                                          f"{path.name} to let this run overwrite its outputs "
-                                          "(cached runs are reused either way)")
+                                          f"{path.name} to let this run overwrite its outputs"
+                                          + (" (cached runs are reused either way)" if cached else ""))
     return path
 
 
