@@ -138,14 +138,10 @@ case("region --cache is a file", ["region", "--cache", "{d}/afile", "--out", "{d
 DIFFERS = "records a run that differs in"
 case("region into another sweep's outputs", ["region", "--out", "{d}/other"], DIFFERS)
 case("region into a broken manifest", ["region", "--out", "{d}/broken"], "not a readable run manifest")
-case("region into outputs of an unknown run", ["region", "--out", "{d}/legacy"],
-     "holds region.json but no region.run.json")
 case("slai into another study's outputs", ["slai", "--quick", "--out", "{d}/other"], DIFFERS)
 case("slai into a broken manifest", ["slai", "--out", "{d}/broken"], "not a readable run manifest")
 case("validate into another run's outputs", ["validate", "--quick", "--out", "{d}/other"], DIFFERS)
 case("plan into another plan's outputs", ["plan", "--out", "{d}/other"], DIFFERS)
-case("plan into outputs of an unknown run", ["plan", "--out", "{d}/legacy"],
-     "holds plan.md but no plan.run.json")
 # --- Dask addresses ------------------------------------------------------------------------------
 section("Dask addresses")
 for address in ("localhost", "tcp://", "tcp://host", "tcp://host:port", "http://host:8786",
@@ -240,8 +236,6 @@ FILES = {
     "other/slai/slai.run.json": '{"run": {"seeds": 9}}\n',
     "other/plan.run.json": '{"run": {"rate": 1.0}}\n',
     "other/validate.run.json": '{"run": {"every": 9}}\n',
-    "legacy/region.json": "{}\n",
-    "legacy/plan.md": "# a plan\n",
 }
 
 

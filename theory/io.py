@@ -99,8 +99,8 @@ def check_output_dir(path: str | Path, field: str = "--out") -> Path:
     return path
 
 
-def claim_output_dir(out: str | Path, command: str, identity: dict, *, outputs: tuple[str, ...] = (),
-                     field: str = "--out", write: bool = True, cached: bool = True) -> Path:
+def claim_output_dir(out: str | Path, command: str, identity: dict, *, field: str = "--out",
+                     write: bool = True, cached: bool = True) -> Path:
     """Make ``out`` the directory of one run of ``llmq <command>``, identified by ``identity`` (the
     fields its results depend on), or refuse with a :class:`theory.errors.FieldError` naming
     ``field`` and the fields that differ.
@@ -108,11 +108,10 @@ def claim_output_dir(out: str | Path, command: str, identity: dict, *, outputs: 
     The run's manifest ``<out>/<command>.run.json`` is written before any result (``write``; with
     ``write=False`` only the check is made, for a command that validates more before it starts).
     A rerun with the same identity finds its own manifest and resumes; a run with another
-    identity is refused instead of overwriting the other run's outputs, and so is a directory that
-    holds one of ``outputs`` without a manifest (a run that cannot be identified). The refusal says
-    how to proceed: another ``--out``, or removing the manifest to let this run overwrite the
-    outputs (and, for a command with a result cache, ``cached``, that the cached runs are reused
-    either way). Returns the manifest's path.
+    identity is refused instead of overwriting the other run's outputs. The refusal says how to
+    proceed: another ``--out``, or removing the manifest (the override) to let this run overwrite
+    the outputs (and, for a command with a result cache, ``cached``, that the cached runs are
+    reused either way). A directory without a manifest is free. Returns the manifest's path.
     """
     out = Path(out)
     path = out / f"{command}.run.json"
@@ -128,11 +127,6 @@ def claim_output_dir(out: str | Path, command: str, identity: dict, *, outputs: 
                                           f"readable run manifest: remove it or choose another "
                                           f"{field})") from None
     if old is None:
-        found = [name for name in outputs if (out / name).exists()]
-        if found:
-            raise FieldError(field, str(out), f"a directory without another run's outputs: it holds "
-                                              f"{', '.join(found)} but no {path.name} saying which "
-                                              f"run wrote them; remove them or choose another {field}")
         if write:
             atomic_write_json(path, {"command": f"llmq {command}", "run": new, "about": (
                 f"the fields that identify the run whose outputs this directory holds; llmq "

@@ -15,7 +15,6 @@ DEFAULTS = {"rate": 40.0, "verify_requests": 6000, "workload": "table1", "slo": 
             "schedulers": "rad,sarathi,vllm,slai", "max_gpus": 16, "min_gpus": 1, "model": "mistral-7b",
             "mode": "real", "requests": 2000, "seeds": 2, "seed": 0, "workers": 1, "out": "out"}
 
-PLAN_OUTPUTS = ("plan.md", "plan.csv", "plan.json", "plan.png")
 # the options besides the spec that a plan's results depend on (the run's identity in OUT)
 RUN_FIELDS = ("requests", "seeds", "seed", "full_front", "mixed", "router", "mix_budget", "verify",
               "verify_requests")
@@ -217,11 +216,11 @@ def run(args) -> int:
     if args.router != "random" and not args.mixed:
         raise FieldError("--router", args.router, "random, or --mixed as well (it routes the mixed fleets)")
     identity = {**asdict(spec), **{k: getattr(args, k) for k in RUN_FIELDS}}
-    claim_output_dir(out, "plan", identity, outputs=PLAN_OUTPUTS, write=False)  # before the bounds
+    claim_output_dir(out, "plan", identity, write=False)  # before the bounds
     cache = Cache(out / "plan" / "cache")
     try:
         grid = build_grid(spec, cached_capacity(cache), tp_dir=out / "plan")
-        claim_output_dir(out, "plan", identity, outputs=PLAN_OUTPUTS)  # the grid is valid: the run starts
+        claim_output_dir(out, "plan", identity)  # the grid is valid: the run starts
         runner = Runner(cache, DaskExecutor(args.dask) if args.dask else LocalExecutor(workers))
         try:
             res = search(spec, runner, n_requests, seeds, args.seed, grid, stop_early=not args.full_front,

@@ -12,7 +12,6 @@ from theory.defaults import RAD_N
 from theory.errors import FieldError
 from theory.io import claim_output_dir
 
-REGION_OUTPUTS = ("region.csv", "region.json", "region.png", "region_two_class.png")
 HELP = ("the main job: sweep lambda per GPU tile set, scheduler and r, locate each stability "
         "boundary with a CI, and plot it against lambda* (Theorem 1) and Theorem 2")
 
@@ -149,7 +148,7 @@ def run(args) -> int:
     _check_context(spec)
     if values["cache"]:
         out_dir(values["cache"], "--cache")
-    claim_output_dir(out, "region", asdict(spec), outputs=REGION_OUTPUTS)
+    claim_output_dir(out, "region", asdict(spec))
     for note in notes:
         print(f"note: {note}")
     res = region.run_sweep(spec, values["cache"] or out / "cache", values["workers"], values["dask"],

@@ -8,8 +8,6 @@ from dataclasses import asdict, replace
 from theory.errors import require_positive_int
 from theory.io import claim_output_dir
 
-SLAI_OUTPUTS = ("points.csv", "paper_vs_llmq.csv", "paper_vs_llmq.md", "claims.json")
-
 HELP = ("reproduce Section 7: SLAI, Sarathi-serve and vLLM on Mistral-7B / RTX 6000 Ada; writes "
         "out/slai/ (figures, points.csv, paper_vs_llmq.csv and .md)")
 
@@ -50,7 +48,7 @@ def run(args) -> int:
         study = replace(study, n_requests=require_positive_int("requests", args.requests))
     workers = require_positive_int("workers", args.workers)
     out = out_dir(args.out) / "slai"
-    claim_output_dir(out, "slai", asdict(study), outputs=SLAI_OUTPUTS)
+    claim_output_dir(out, "slai", asdict(study))
     t0 = time.perf_counter()
     try:
         with tqdm(total=n_points(study), unit=" runs", desc="llmq slai",

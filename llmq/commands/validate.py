@@ -89,8 +89,7 @@ def run(args) -> int:
     settings = _settings(values)
     start = time.perf_counter()
     profiles = _profiles(values["profile"])
-    claim_output_dir(out, "validate", {**asdict(settings), "profiles": sorted(profiles)},
-                     outputs=("validate.md", "validate.csv", "validate.json"), cached=False)
+    claim_output_dir(out, "validate", {**asdict(settings), "profiles": sorted(profiles)}, cached=False)
     report = validate(profiles, settings)
     elapsed = time.perf_counter() - start
     files = write_outputs(report, out, elapsed_s=elapsed)
