@@ -164,6 +164,36 @@ def test_shipped_real_mode_preset_is_the_calibrated_one_with_waves_floor_and_c0(
         floor = 2 * (d_row * d_red + d_col * (d_row + d_red)) / bw
         by_hand = max(waves, floor) + c0
         assert float(predict_gemm(cm, d_row, d_col, d_red)) == pytest.approx(by_hand, rel=1e-12)
+    assert not gpu.terms.attention_waves and not cm.attention_waves
+
+
+def test_attention_waves_barely_move_the_shipped_whole_prefill_batches():
+    """The calibrated presets leave ``attention_waves`` off (theory.terms): on splitwise's whole
+    prefill batches the switch moves Eq. 7 by well under the batches' own residual. Eq. 6 with
+    waves is recomputed here by hand for the largest prompt, not through T_P_SA."""
+    from theory.cost import T_P_SA
+    from theory.validate import batch_cost_model, batch_time
+
+    rows = load_profile("splitwise_perf_model").rows
+    rows = rows[rows["operation"] == "prefill_batch"]
+    change, error = [], []
+    for r in rows:
+        cm, _ = batch_cost_model(str(r["gpu"]), str(r["model"]), int(r["tp"]))
+        args = ("prefill_batch", int(r["tokens"]), int(r["context"]), 0)
+        off, on = batch_time(cm, *args), batch_time(replace(cm, attention_waves=True), *args)
+        change.append(on / off - 1)
+        error.append(abs(off / r["seconds"] - 1))
+    assert 0 <= min(change) and np.median(change) < 0.01 and max(change) < 0.05
+    assert np.median(change) < np.median(error) / 10
+    cm, _ = batch_cost_model("a100", "llama-2-70b", 8)
+    c, d = 8192, cm.d_pre
+
+    def waves(rows, red):
+        return min(math.ceil(math.ceil(rows / t.t_row) * math.ceil(c / t.t_col) / cm.s)
+                   * math.ceil(red / t.t_red) / mu for t, mu in zip(cm.tiles, cm.mu, strict=True))
+
+    waved = waves(c, d) + waves(d, c)  # K^T Q: output c x c, reduction d; V P: output d x c
+    assert float(T_P_SA(replace(cm, attention_waves=True), 1, c)) == pytest.approx(cm.N * waved, rel=1e-12)
 
 
 # --- the command --------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ Terms beyond Eq. 2 (memory floor, waves, a literature law, LM head on output row
 parallelism, attention off) are options of the GPU and model profiles, documented in
 :mod:`theory.terms`; all off (the presets) this module computes Eq. 2-7 along the same code paths
 as before they existed. With terms on, ``T_Lin`` is the linear time of :class:`LinearTerms`,
-``T_P_SA``'s GeMMs take waves, attention may be 0, and each scheduled request row pays the
-vocab projection ``lm_out_s``.
+``T_P_SA``'s GeMMs take waves with ``attention_waves``, attention may be 0, and each scheduled
+request row pays the vocab projection ``lm_out_s``.
 
 Eq. 5 as printed drops the ``1/s`` that Eq. 3 carries; here ``T^{D,SA}`` is the sum of the two
 Eq. 3 GeMVs, ``1/(s mu(t_row, t_col))`` included, so that mu stays a per-SM rate (the
@@ -141,7 +141,9 @@ class CostModel:
     attention : bool
         Whether self-attention (Eq. 5-6) is priced.
     waves : bool
-        Wave quantization of the Eq. 2 GeMMs (prefill attention; the linear ones via ``lin``).
+        Wave quantization of the linear GeMMs (the ``waves`` term; priced through ``lin``).
+    attention_waves : bool
+        Wave quantization of the prefill-attention GeMMs of Eq. 6 (``attention_waves``).
     """
 
     gpu: GPU
@@ -167,11 +169,13 @@ class CostModel:
     lm_out_s: float = 0.0
     attention: bool = True
     waves: bool = False
+    attention_waves: bool = False
 
     @property
     def plain(self) -> bool:
         """Whether every term beyond Eq. 2 is off (the model is Eq. 2-7 plus ``overhead_s``)."""
-        return self.lin is None and self.attention and not self.waves and self.lm_out_s == 0.0
+        return (self.lin is None and self.attention and not self.waves and not self.attention_waves
+                and self.lm_out_s == 0.0)
 
     @property
     def t_star(self) -> Tile:
@@ -246,7 +250,7 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
     else:
         mu_nLin = gpu.eta_mem * gpu.bandwidth / (2.0 * model.nonlinear_elements_per_token(mode, tp))
     lin, lm_out = None, 0.0
-    if not (gt.plain and not mt.lm_head):
+    if not (gt.linear_plain and not mt.lm_head):
         lin = _linear_terms(gpu, model, gemms, t_row, t_red, all_gemms)
         if mt.lm_head:
             head = next(g for g in all_gemms if g.name == LM_HEAD)
@@ -259,7 +263,7 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
         g_col=np.array([g.t_col for g in gpu.gemv_tiles], dtype=np.int64),
         mu_gemv=np.array(gpu.mu_gemv, dtype=float), mu_nLin=float(mu_nLin),
         overhead_s=gpu.overhead_s, gemms=gemms, lin=lin, lm_out_s=lm_out,
-        attention=mt.attention, waves=gt.waves)
+        attention=mt.attention, waves=gt.waves, attention_waves=gt.attention_waves)
 
 
 def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_red, all_gemms) -> LinearTerms:
@@ -410,8 +414,8 @@ def T_P_SA(cm: CostModel, i, c, tile: int | None = None, return_tiles: bool = Fa
 
     The two GeMMs are ``K^T Q`` (output ``(i+c-1) x c``, reduction ``d``) and ``V P`` (output
     ``d x c``, reduction ``i+c-1``); each takes its fastest tile unless ``tile`` is given.
-    ``return_tiles`` also returns the tile indices the two GeMMs use. With ``waves`` each GeMM
-    is :func:`T_GeMM_waves`; without attention the time is 0.
+    ``return_tiles`` also returns the tile indices the two GeMMs use. With ``attention_waves``
+    each GeMM is :func:`T_GeMM_waves`; without attention the time is 0.
 
     References
     ----------
@@ -426,7 +430,7 @@ def T_P_SA(cm: CostModel, i, c, tile: int | None = None, return_tiles: bool = Fa
     e = i + c - 1
     d = cm.d_pre
     ks = range(len(cm.tiles)) if tile is None else [tile]
-    law = T_GeMM_waves if cm.waves else T_GeMM
+    law = T_GeMM_waves if cm.attention_waves else T_GeMM
 
     def gemm(k, rows, red):
         return law(rows, c, red, cm.t_row[k], cm.t_col[k], cm.t_red[k], cm.mu[k], cm.s)

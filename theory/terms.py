@@ -13,7 +13,8 @@ Where each switch lives
     [gpus.a100-tp4]
     base = "a100"
     memory_floor = true          # each GeMM: max(Eq. 2 time, bytes / (eta_mem B))
-    waves = true                 # each GeMM: ceil(output tiles / s) waves, not tiles / s
+    waves = true                 # each linear GeMM: ceil(output tiles / s) waves, not tiles / s
+    attention_waves = false      # the same for Eq. 6's prefill-attention GeMMs (default false)
     overhead_s = 0.0             # fixed time per batch (already existed; Eq. 7 + c)
     gemm_overhead_s = 4.2e-6     # fixed time per linear GeMM (the calibrated A100's c_0)
     tp = 4                       # tensor-parallel degree of the replica (needs mode = "real")
@@ -60,7 +61,17 @@ The terms and what they change
     Eq. 2's ``tiles / (s mu)`` becomes ``ceil(output tiles / s) ceil(d_red / t_red) / mu``: the
     output tiles are dealt to the ``s`` SMs in waves and the last wave is as long as a full one
     (wave quantization, NVIDIA "Matrix Multiplication Background User's Guide", section "Wave
-    Quantization"). Applied to every Eq. 2 GeMM: the linear layers and prefill attention (Eq. 6).
+    Quantization"). Applied to the linear GeMMs (Eq. 4), where the packaged per-GeMM profiles
+    measure it; prefill attention has its own switch.
+``attention_waves`` (GPU, bool)
+    The same wave quantization for the two GeMMs of Eq. 6 (prefill attention). Off by default and
+    in the calibrated presets: no packaged profile measures attention kernels alone, and on the
+    packaged whole prefill batches (splitwise-sim, Llama-2-70B and BLOOM-176B at TP 2-8, prompts
+    of 128-8192 tokens) switching it on changes Eq. 7 by 0.4% (median; at most 2.2%), far below
+    the batches' residual (median 28%), so the data neither support nor refute it
+    (``tests/test_validate.py``). Served prefill attention is a fused
+    kernel (FlashAttention: Dao et al. 2022, arXiv:2205.14135) whose work is split over query
+    blocks and heads, not Eq. 6's two GeMMs over one head, so their wave count is not Eq. 6's.
 ``overhead_s`` (GPU, float >= 0)
     A fixed time per batch (kernel launches, scheduling); exists since calibration.
 ``gemm_overhead_s`` (GPU, float >= 0)
@@ -121,9 +132,11 @@ batches also pays the per-batch times. Per term:
   (eta_mem B))`` (weights are read once per batch and amortize away), which on the presets is
   Eq. 4's compute rate, so ``T_bar^R`` is unchanged up to rounding; ``T^max`` grows (a one-token
   batch streams every weight: ``sum_GeMMs`` bytes / ``eta_mem B``).
-* ``waves``: ``l*`` unchanged (``ceil(x/s)/x -> 1/s``); the prefill-attention term keeps Eq. 6's
-  unwaved minimum, still a lower bound (looser); ``T^max`` grows (a one-token GeMM takes a full
-  wave of ``ceil(d_red/t_red)`` steps).
+* ``waves``: ``l*`` unchanged (``ceil(x/s)/x -> 1/s``); ``T^max`` grows (a one-token GeMM takes a
+  full wave of ``ceil(d_red/t_red)`` steps).
+* ``attention_waves``: the prefill-attention term of ``T_bar^R`` keeps Eq. 6's unwaved minimum,
+  still a lower bound (looser); a prefill chunk's attention grows, and with it RAD's time for a
+  request alone, which ``T^max`` (prompt tokens priced as decode GeMVs) need no longer cover.
 * ``overhead_s`` ``c``: amortized, so ``T_bar^R`` is unchanged; ``T^max`` gains ``l c``.
 * ``gemm_overhead_s`` ``c_0``: as ``overhead_s`` with ``c = c_0`` times the linear GeMMs of a batch.
 * ``linear_law``: linear term ``E[L^P + L^D] a / b0``, non-linear term 0 (the law includes it);
@@ -157,8 +170,8 @@ import numpy as np
 from theory.config import read_bool
 from theory.errors import FieldError
 
-GPU_TERM_FIELDS = frozenset({"memory_floor", "waves", "gemm_overhead_s", "tp", "allreduce_latency_s",
-                             "allreduce_bandwidth_gbs", "linear_law"})
+GPU_TERM_FIELDS = frozenset({"memory_floor", "waves", "attention_waves", "gemm_overhead_s", "tp",
+                             "allreduce_latency_s", "allreduce_bandwidth_gbs", "linear_law"})
 MODEL_TERM_FIELDS = frozenset({"attention", "lm_head"})
 LAW_KINDS = ("staircase",)
 LM_HEAD = "W_out"  # name of the vocab projection in Model.linear_gemms
@@ -210,7 +223,9 @@ class GpuTerms:
     Attributes
     ----------
     memory_floor, waves : bool
-        Roofline floor per linear GeMM; wave quantization of every Eq. 2 GeMM.
+        Roofline floor per linear GeMM; wave quantization of the linear GeMMs (Eq. 4).
+    attention_waves : bool
+        Wave quantization of the prefill-attention GeMMs (Eq. 6).
     gemm_overhead_s : float
         Fixed seconds per linear GeMM.
     tp : int
@@ -227,6 +242,7 @@ class GpuTerms:
 
     memory_floor: bool = False
     waves: bool = False
+    attention_waves: bool = False
     gemm_overhead_s: float = 0.0
     tp: int = 1
     allreduce_latency_s: float = 0.0
@@ -235,10 +251,15 @@ class GpuTerms:
     bytes_per_element: int = 2
 
     @property
-    def plain(self) -> bool:
-        """Whether every GPU-side term is off (Eq. 2-4 as printed)."""
+    def linear_plain(self) -> bool:
+        """Whether the linear time is Eq. 4 as printed (no term of the linear GeMMs is on)."""
         return not (self.memory_floor or self.waves or self.gemm_overhead_s or self.tp > 1
                     or self.linear_law is not None)
+
+    @property
+    def plain(self) -> bool:
+        """Whether every GPU-side term is off (Eq. 2-6 as printed)."""
+        return self.linear_plain and not self.attention_waves
 
 
 @dataclass(frozen=True)
@@ -302,6 +323,7 @@ def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTe
     law = _law_from(table["linear_law"], f"{where}.linear_law") if "linear_law" in table else None
     terms = GpuTerms(memory_floor=read_bool(table, "memory_floor", where, False),
                      waves=read_bool(table, "waves", where, False),
+                     attention_waves=read_bool(table, "attention_waves", where, False),
                      gemm_overhead_s=_nonneg(table, "gemm_overhead_s", where, 0.0), tp=tp,
                      allreduce_latency_s=_nonneg(table, "allreduce_latency_s", where, 0.0),
                      allreduce_bandwidth=bw, linear_law=law, bytes_per_element=int(bytes_per_element))

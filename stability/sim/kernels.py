@@ -55,7 +55,7 @@ def _make_costs(t_row, t_col, t_red, mu, inv_mu_lin, S, lin, pre_time, s, N, d_p
 
 @njit(cache=True)
 def _set_terms(ct, lin_kind, law_c, law_a, law_b0, g_count, g_rows, g_red, g_wbytes, g_abytes,
-               floor_bw, tok_s, batch_s, waves, att, lm_out, psa_qk, psa_pv):
+               floor_bw, tok_s, batch_s, waves, att, att_waves, lm_out, psa_qk, psa_pv):
     ct.lin_kind = lin_kind
     ct.law_c = law_c
     ct.law_a = law_a
@@ -70,6 +70,7 @@ def _set_terms(ct, lin_kind, law_c, law_a, law_b0, g_count, g_rows, g_red, g_wby
     ct.batch_s = batch_s
     ct.waves = waves
     ct.att = att
+    ct.att_waves = att_waves
     ct.lm_out = lm_out
     ct.psa_qk = psa_qk
     ct.psa_pv = psa_pv
@@ -95,7 +96,7 @@ def _terms_args(cm: CostModel) -> tuple:
     psa_qk = -(-d // cm.t_red.astype(np.int64)) / rate
     psa_pv = -(-d // cm.t_row.astype(np.int64)) / rate
     return (kind, float(law_c), float(law_a), int(law_b0), *g, floor_bw, tok_s, batch_s,
-            int(cm.waves), int(cm.attention), float(cm.lm_out_s), psa_qk, psa_pv)
+            int(cm.waves), int(cm.attention), int(cm.attention_waves), float(cm.lm_out_s), psa_qk, psa_pv)
 
 
 def build_tables(cm: CostModel, max_pos: int, chunk: int | None = None) -> Costs:
@@ -175,14 +176,14 @@ def t_lin(ct, tau):
 @njit(cache=True)
 def t_psa(ct, i, c):
     """Eq. 6 over N layers for PI(R, i, c): each GeMM on its fastest tile (in waves with
-    ``waves``), plus the chunk's vocab-projection row with ``lm_head``; 0 + that row without
+    ``attention_waves``), plus the chunk's vocab-projection row with ``lm_head``; 0 + that row without
     attention."""
     if ct.att == 0:
         return ct.lm_out
     e = i + c - 1
     qk = np.inf
     pv = np.inf
-    if ct.waves:
+    if ct.att_waves:
         d = ct.d_pre
         s_i = np.int64(ct.s)
         for k in range(ct.t_col.size):
