@@ -196,6 +196,46 @@ def test_attention_waves_barely_move_the_shipped_whole_prefill_batches():
     assert float(T_P_SA(replace(cm, attention_waves=True), 1, c)) == pytest.approx(cm.N * waved, rel=1e-12)
 
 
+def test_batch_overhead_is_the_relative_least_squares_constant():
+    """fit_batch_overhead recovers a constant added to exact predictions, agrees with a brute-force
+    minimisation of the relative squared error on noisy data, and is never negative."""
+    from theory.validate import fit_batch_overhead
+
+    rng = np.random.default_rng(3)
+    pred = rng.uniform(0.01, 2.0, 40)
+    assert fit_batch_overhead(pred + 0.0125, pred) == pytest.approx(0.0125, rel=1e-12)
+    measured = (pred + 0.02) * rng.uniform(0.9, 1.1, pred.size)
+    grid = np.linspace(0.0, 0.05, 50001)
+    loss = (((pred[None, :] + grid[:, None]) / measured[None, :] - 1) ** 2).sum(axis=1)
+    assert fit_batch_overhead(measured, pred) == pytest.approx(grid[np.argmin(loss)], abs=2e-6)
+    assert fit_batch_overhead(pred, pred * 1.5) == 0.0  # over-predicted: no negative overhead
+
+
+def test_batch_split_holds_out_every_kth_shape():
+    from theory.validate import batch_split
+
+    rows = load_profile("splitwise_perf_model").rows
+    rows = rows[(rows["gpu"] == "a100") & (rows["tp"] == 8)]
+    held = batch_split(rows, 4)
+
+    def shape(r):
+        return str(r["operation"]), int(r["tokens"]), int(r["context"]), int(r["generated"])
+
+    by_hand = {sh for k, sh in enumerate(sorted({shape(r) for r in rows})) if k % 4 == 3}
+    got = {shape(r) for r in rows[held]}
+    assert got == by_hand and np.array_equal(held, batch_split(rows, 4))
+
+
+def test_batch_overheads_are_scored_on_held_out_shapes_only():
+    report = validate({"splitwise_perf_model": load_profile("splitwise_perf_model")})
+    assert {(r["gpu"], r["tp"]) for r in report.batch_overheads} == {(g, t) for g in ("a100", "h100")
+                                                                     for t in (2, 4, 8)}
+    for r in report.batch_overheads:
+        assert r["overhead_s"] > 0 and r["n_held_out"] > 0 and r["n_train"] > 2 * r["n_held_out"]
+    for g in report.groups:
+        assert 0 < g["tokens_n"] < g["n"] == g["shipped_n"]
+
+
 # --- the command --------------------------------------------------------------------------------
 
 def _strict(text: str):

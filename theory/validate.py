@@ -410,6 +410,10 @@ class Report:
         "calibrated"}`` for plots ("calibrated": the token-split fit on every point).
     fits : dict
         ``"<gpu> tokens"`` / ``"<gpu> without <model>"`` -> fitted parameters and training size.
+    batch_overheads : list of dict
+        Per GPU x TP of the whole-batch rows: the fixed time per batch fitted on the training
+        shapes (:func:`fit_batch_overhead`, :func:`batch_split`) and the held-out median / p90
+        error of the shipped preset before and after adding it.
     """
 
     settings: Settings
@@ -421,6 +425,7 @@ class Report:
     staircase: list = field(default_factory=list)
     series: dict = field(default_factory=dict)
     fits: dict = field(default_factory=dict)
+    batch_overheads: list = field(default_factory=list)
 
 
 COLUMNS = {
@@ -539,27 +544,74 @@ def _fit_summary(fit: GpuFit) -> dict:
             "mu": {str(t): float(m) for t, m in zip(fit.gpu.tiles, fit.gpu.mu, strict=True)}}
 
 
+def fit_batch_overhead(measured, predicted) -> float:
+    """The fixed time per batch ``c >= 0`` (``overhead_s``: Eq. 7 + c) that minimises the squared
+    relative error ``sum_i ((p_i + c) / m_i - 1)^2`` of predictions ``p_i`` against measured times
+    ``m_i``: ``c = max(0, sum (m_i - p_i) / m_i^2 / sum 1 / m_i^2)`` (the normal equation).
+
+    References
+    ----------
+    Eq. 7 with the profile's fixed time per batch (:mod:`theory.terms`, ``overhead_s``).
+    """
+    m, p = np.asarray(measured, dtype=float), np.asarray(predicted, dtype=float)
+    if not m.size or m.shape != p.shape:
+        raise FieldError("measured", m.size, "one or more (measured, predicted) pairs of equal length")
+    w = 1.0 / m ** 2
+    return max(0.0, float(np.sum((m - p) * w) / np.sum(w)))
+
+
+def batch_split(rows: np.ndarray, every: int = 4) -> np.ndarray:
+    """Held-out mask of whole-batch rows: every ``every``-th distinct batch shape ``(operation,
+    tokens, context, generated)`` in sorted order (:func:`token_split` on the shapes' ranks)."""
+    shapes = np.char.add(np.char.add(rows["operation"].astype(str), "|"),
+                         np.char.add(np.char.add(np.char.zfill(rows["tokens"].astype(str), 9), "|"),
+                                     np.char.add(np.char.zfill(rows["context"].astype(str), 9), "|"
+                                                 + np.char.zfill(rows["generated"].astype(str), 9))))
+    return token_split(np.unique(shapes, return_inverse=True)[1], every)
+
+
+BATCH_NOTE = ("whole batches: 'tokens' is the shipped preset plus a fixed time per batch fitted per "
+              "GPU x TP on the other batch shapes (every k-th shape held out: theory.validate.batch_split)")
+
+
 def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Settings) -> None:
     rows = rows[np.isin(rows["operation"], BATCH_OPERATIONS)]
+    pred = np.full(rows.size, np.nan)
     keys = sorted(set(zip(rows["gpu"].tolist(), rows["model"].tolist(), rows["tp"].tolist(), strict=True)))
     for g, m, tp in keys:
-        sel = rows[(rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp)]
+        sel = (rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp)
         cm, reason = batch_cost_model(g, m, tp, gpu_file=s.gpu_file, model_file=s.model_file)
         if cm is None:
-            _not_predicted(report, profile, sel, reason)
+            _not_predicted(report, profile, rows[sel], reason)
             continue
+        pred[sel] = [batch_time(cm, str(r["operation"]), int(r["tokens"]), int(r["context"]),
+                                int(r["generated"])) for r in rows[sel]]
+    with_overhead = np.full(rows.size, np.nan)
+    for g, tp in sorted(set(zip(rows["gpu"].tolist(), rows["tp"].tolist(), strict=True))):
+        on = (rows["gpu"] == g) & (rows["tp"] == tp) & np.isfinite(pred)
+        if not on.any():
+            continue
+        held = np.zeros(rows.size, dtype=bool)
+        held[on] = batch_split(rows[on], s.every)
+        train = on & ~held
+        c = fit_batch_overhead(rows["seconds"][train], pred[train])
+        with_overhead[held] = pred[held] + c
+        before = ErrorStats.of(abs_rel_error(rows["seconds"][held], pred[held]))
+        after = ErrorStats.of(abs_rel_error(rows["seconds"][held], with_overhead[held]))
+        report.batch_overheads.append({"gpu": g, "tp": tp, "overhead_s": c, "n_train": int(train.sum()),
+                                       "n_held_out": int(held.sum()), "before_median": before.median,
+                                       "before_p90": before.p90, "after_median": after.median,
+                                       "after_p90": after.p90})
+    errors = {**{k: np.full(rows.size, np.nan) for k in SCHEMES},
+              "shipped": abs_rel_error(rows["seconds"], pred),
+              "tokens": abs_rel_error(rows["seconds"], with_overhead)}
+    for g, m, tp in keys:
         for op in BATCH_OPERATIONS:
-            part = sel[sel["operation"] == op]
-            if not part.size:
+            part = (rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp) & (rows["operation"] == op)
+            if not part.any() or not np.isfinite(pred[part]).any():
                 continue
-            pred = np.array([batch_time(cm, op, int(r["tokens"]), int(r["context"]), int(r["generated"]))
-                             for r in part])
-            e = abs_rel_error(part["seconds"], pred)
-            nan = np.full(e.size, np.nan)
-            row = {"profile": profile, "gpu": g, "model": m, "tp": tp, "operation": op, "n": int(part.size),
-                   **_stats_row({**dict.fromkeys(SCHEMES, nan), "shipped": e}, np.ones(e.size, dtype=bool)),
-                   "note": "whole batches: scored as shipped only (no batch calibration split)"}
-            report.groups.append(row)
+            report.groups.append({"profile": profile, "gpu": g, "model": m, "tp": tp, "operation": op,
+                                  "n": int(part.sum()), **_stats_row(errors, part), "note": BATCH_NOTE})
 
 
 def _validate_allreduce(report: Report, profile: str, rows: np.ndarray, s: Settings) -> None:
@@ -750,7 +802,9 @@ __all__ = [
     "abs_rel_error",
     "allreduce_law",
     "batch_cost_model",
+    "batch_split",
     "batch_time",
+    "fit_batch_overhead",
     "fit_gpu",
     "gemm_rows",
     "model_folds",
