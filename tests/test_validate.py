@@ -196,6 +196,33 @@ def test_attention_waves_barely_move_the_shipped_whole_prefill_batches():
     assert float(T_P_SA(replace(cm, attention_waves=True), 1, c)) == pytest.approx(cm.N * waved, rel=1e-12)
 
 
+def test_monotone_envelope_is_the_least_time_for_at_least_as_many_tokens():
+    from theory.validate import monotone_envelope
+
+    y = np.array([3.0, 5.0, 4.0, 4.5, 9.0, 7.0, 8.0])
+    by_hand = [min(y[k:]) for k in range(y.size)]
+    assert monotone_envelope(y).tolist() == by_hand == [3.0, 4.0, 4.0, 4.5, 7.0, 7.0, 8.0]
+    # a fastest-tile model is non-decreasing in the tokens, so it is its own envelope
+    cm = cost_model(CostSpec("h100", "llama-2-7b", "real"))
+    tokens = np.arange(1, 4097)
+    for d_row, d_red in ((12288, 4096), (4096, 11008), (1536, 4096)):
+        t = predict_gemm(cm, d_row, tokens, d_red)
+        assert np.all(np.diff(t) >= 0) and np.array_equal(monotone_envelope(t), t)
+
+
+def test_staircase_reports_the_envelope_step_beside_the_measured_one():
+    report = validate({"vidur_gemm": load_profile("vidur_gemm")},
+                      Settings(gpus=("a100",), models=("llama-2-7b", "internlm-20b"), quick=True))
+    layer = {r["after"]: r for r in report.staircase if r["operation"] == "layer"}
+    ops = [report.series[("a100", "llama-2-7b", 1, op)] for op in VIDUR_GEMMS]
+    tokens = ops[0]["token_count"]
+    envelope = sum(np.array([min(s["measured"][k:]) for k in range(tokens.size)]) for s in ops)
+    for after, row in layer.items():
+        k = int(np.searchsorted(tokens, after))
+        assert row["envelope"] == pytest.approx(envelope[k + 1] / envelope[k] - 1, rel=1e-12)
+        assert row["shipped_within_envelope"] == (abs(row["shipped"] - row["envelope"]) <= 0.10)
+
+
 def test_batch_overhead_is_the_relative_least_squares_constant():
     """fit_batch_overhead recovers a constant added to exact predictions, agrees with a brute-force
     minimisation of the relative squared error on noisy data, and is never negative."""
