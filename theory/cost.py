@@ -69,10 +69,24 @@ def T_GeMM_waves(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
     return ceil_div(out, s) * ceil_div(d_red, t_red) / np.asarray(mu, dtype=float)
 
 
+def T_GeMM_l2(d_row, d_col, d_red, t_row, t_col, bytes_per_element, l2_bandwidth):
+    """Operand traffic of a tiled GeMM through L2 over its bandwidth:
+    ``b ceil(d_row/t_row) ceil(d_col/t_col) (t_row + t_col) d_red / B_L2``.
+
+    References
+    ----------
+    :mod:`theory.terms` (``l2_bandwidth_gbs``); NVIDIA CUTLASS ``media/docs/efficient_gemm.md``.
+    """
+    tiles = ceil_div(d_row, t_row) * ceil_div(d_col, t_col)
+    per_tile = bytes_per_element * (np.asarray(t_row) + np.asarray(t_col)) * np.asarray(d_red, dtype=float)
+    return tiles * per_tile / float(l2_bandwidth)
+
+
 def T_GeMM_terms(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
     """One GeMM ``(d_row x d_red) . (d_red x d_col)`` on the GPU of ``cm`` with its GPU-side terms.
 
-    Each tile's Eq. 2 time (:func:`T_GeMM_waves` with ``waves``), at least
+    Each tile's Eq. 2 time (:func:`T_GeMM_waves` with ``waves``; at least :func:`T_GeMM_l2` with
+    ``l2_bandwidth_gbs``), at least
     ``b (d_row d_red + d_col (d_row + d_red)) / (eta_mem B)`` with ``memory_floor``, on the fastest
     of the GPU's tiles, plus ``gemm_overhead_s``; with the terms off this is Eq. 2 on the fastest
     tile. Arguments broadcast.
@@ -86,7 +100,11 @@ def T_GeMM_terms(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
     d_row, d_col, d_red = (np.asarray(x, dtype=np.int64)[..., None] for x in (d_row, d_col, d_red))
     gt = cm.gpu.terms
     law = T_GeMM_waves if gt.waves else T_GeMM
-    out = law(d_row, d_col, d_red, cm.t_row, cm.t_col, cm.t_red, cm.mu, cm.s).min(axis=-1)
+    out = law(d_row, d_col, d_red, cm.t_row, cm.t_col, cm.t_red, cm.mu, cm.s)
+    if gt.l2_bandwidth is not None:
+        out = np.maximum(out, T_GeMM_l2(d_row, d_col, d_red, cm.t_row, cm.t_col,
+                                        gt.bytes_per_element, gt.l2_bandwidth))
+    out = out.min(axis=-1)
     if gt.memory_floor:
         b = gt.bytes_per_element
         n_bytes = b * (d_row * d_red + d_col * (d_row + d_red))[..., 0].astype(float)
@@ -251,7 +269,7 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
         mu_nLin = gpu.eta_mem * gpu.bandwidth / (2.0 * model.nonlinear_elements_per_token(mode, tp))
     lin, lm_out = None, 0.0
     if not (gt.linear_plain and not mt.lm_head):
-        lin = _linear_terms(gpu, model, gemms, t_row, t_red, all_gemms)
+        lin = _linear_terms(gpu, model, gemms, t_row, t_col, t_red, all_gemms)
         if mt.lm_head:
             head = next(g for g in all_gemms if g.name == LM_HEAD)
             lm_out = float(ceil_div(head.d_row, t_row[0]) * ceil_div(head.d_red, t_red[0])
@@ -266,7 +284,7 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
         attention=mt.attention, waves=gt.waves, attention_waves=gt.attention_waves)
 
 
-def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_red, all_gemms) -> LinearTerms:
+def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_col, t_red, all_gemms) -> LinearTerms:
     """The arrays of :class:`LinearTerms` for ``gemms`` on ``gpu`` (see :mod:`theory.terms`)."""
     gt, mt = gpu.terms, model.terms
     b = gt.bytes_per_element
@@ -288,7 +306,10 @@ def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_red, all_gemms) -> Lin
         red=np.array([[int(ceil_div(g.d_red, k)) for g in gemms] for k in t_red], dtype=np.int64),
         wbytes=np.array([float(b * g.d_row * g.d_red) for g in gemms]),
         abytes=np.array([float(b * (g.d_row + g.d_red)) for g in gemms]),
-        waves=gt.waves, floor_bw=bw if gt.memory_floor else 0.0, tok_s=tok_s, batch_s=batch_s,
+        waves=gt.waves, floor_bw=bw if gt.memory_floor else 0.0,
+        traffic=np.array([[float(b * (r + c) * g.d_red) for g in gemms]
+                          for r, c in zip(t_row, t_col, strict=True)]),
+        l2_bw=gt.l2_bandwidth or 0.0, tok_s=tok_s, batch_s=batch_s,
         law=gt.linear_law)
 
 

@@ -317,9 +317,11 @@ class GpuFit:
 
 
 def fit_gpu(base: GPU, train: GemmRows, *, max_train: int = 8000, seed: int = 0,
-            model_file: str | None = None, floor: bool = True, waves: bool = True) -> GpuFit:
-    """Calibrate ``base``'s tile rates, ``c_0`` and (with ``floor``) the achievable DRAM
-    bandwidth on the rows ``train`` only, with the ``memory_floor`` and ``waves`` terms as asked.
+            model_file: str | None = None, floor: bool = True, waves: bool = True,
+            l2: bool = True) -> GpuFit:
+    """Calibrate ``base``'s tile rates, ``c_0``, (with ``floor``) the achievable DRAM bandwidth
+    and (with ``l2``) the L2 bandwidth on the rows ``train`` only, with the ``memory_floor``,
+    ``waves`` and ``l2_bandwidth_gbs`` terms as asked.
 
     At most ``max_train`` rows enter the fit, evenly spaced over ``train`` (deterministic). The
     fitted GPU keeps the base profile's tiles with the fitted rates (tiles never fastest keep
@@ -335,11 +337,12 @@ def fit_gpu(base: GPU, train: GemmRows, *, max_train: int = 8000, seed: int = 0,
         raise FieldError("training rows", 0, f"at least one GeMM row of {base.key} to calibrate on")
     sub = train.take(_subsample(len(train), max_train))
     cal = fit_gemm(sub.timings(), base, get_model(str(sub.model[0]), model_file), "real",
-                   key=f"{base.key}-validate", seed=seed, floor=floor, waves=waves)
+                   key=f"{base.key}-validate", seed=seed, floor=floor, waves=waves, l2=l2)
     mu = tuple(float(cal.profile["mu"][str(t)]) for t in base.tiles)
     c0 = float(next((p.value for p in cal.parameters if p.name.startswith("c_0")), 0.0))
     eta_mem = float(cal.profile.get("eta_mem", base.eta_mem))
-    terms = replace(base.terms, memory_floor=floor, waves=waves, gemm_overhead_s=c0)
+    l2_bw = float(cal.profile["l2_bandwidth_gbs"]) * 1e9 if l2 else None
+    terms = replace(base.terms, memory_floor=floor, waves=waves, gemm_overhead_s=c0, l2_bandwidth=l2_bw)
     return GpuFit(replace(base, key=cal.key, mu=mu, eta_mem=eta_mem, terms=terms), c0, cal, len(sub))
 
 
@@ -372,13 +375,14 @@ def predict_paper(rows: GemmRows, cm_of: Callable[[str], CostModel],
 @dataclass(frozen=True)
 class Settings:
     """What a validation run did: held-out stride, training cap, seed, the terms the calibrations
-    fit (``floor``: memory floor, ``waves``), subset, user files."""
+    fit (``floor``: memory floor, ``waves``, ``l2``: L2 traffic), subset, user files."""
 
     every: int = 4
     max_train: int = 8000
     seed: int = 0
     floor: bool = True
     waves: bool = True
+    l2: bool = True
     quick: bool = False
     gpus: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
@@ -498,13 +502,13 @@ def _validate_gemm(report: Report, profile: str, data: GemmRows,
         pred["paper"][idx] = predict_paper(rows, lambda m: shipped(m, "paper"), s.model_file)
         held = token_split(rows.tokens, s.every)
         fit = fit_gpu(base, rows.take(~held), max_train=s.max_train, seed=s.seed, model_file=s.model_file,
-                      floor=s.floor, waves=s.waves)
+                      floor=s.floor, waves=s.waves, l2=s.l2)
         report.fits[f"{g} tokens"] = _fit_summary(fit)
         calibrated[idx] = predict_rows(rows, _fitted(fit, s))
         pred["tokens"][idx[held]] = calibrated[idx[held]]
         for m, mask in model_folds(rows.model):
             fit = fit_gpu(base, rows.take(~mask), max_train=s.max_train, seed=s.seed,
-                          model_file=s.model_file, floor=s.floor, waves=s.waves)
+                          model_file=s.model_file, floor=s.floor, waves=s.waves, l2=s.l2)
             report.fits[f"{g} without {m}"] = _fit_summary(fit)
             pred["models"][idx[mask]] = predict_rows(rows.take(mask), _fitted(fit, s))
     errors = {k: abs_rel_error(data.seconds, v) for k, v in pred.items()}
@@ -539,6 +543,8 @@ def _fit_summary(fit: GpuFit) -> dict:
     won = [p.name for p in fit.calibration.parameters if p.note.startswith("fastest tile")]
     return {"n_train": fit.n_train, "c0_s": fit.c0, "train_rel_rmse": err.rel_rmse,
             "memory_floor": fit.gpu.terms.memory_floor, "waves": fit.gpu.terms.waves,
+            "l2_bandwidth_gbs": (None if fit.gpu.terms.l2_bandwidth is None
+                                 else fit.gpu.terms.l2_bandwidth / 1e9),
             "eta_mem": fit.gpu.eta_mem,
             "winning_tiles": won,
             "mu": {str(t): float(m) for t, m in zip(fit.gpu.tiles, fit.gpu.mu, strict=True)}}
