@@ -150,22 +150,18 @@ def test_predict_gemm_is_eq2_on_the_fastest_tile():
     assert float(predict_gemm(cm, d_row, d_col, d_red, 1e-5)) == pytest.approx(by_hand + 1e-5, rel=1e-12)
 
 
-def test_shipped_real_mode_preset_is_the_calibrated_one_with_waves_floor_l2_and_c0():
+def test_shipped_real_mode_preset_is_the_calibrated_one_with_waves_floor_and_c0():
     cm = cost_model(CostSpec("a100", "llama-2-7b", "real"))
     gpu = cm.gpu
     assert gpu.calibrated and "vidur_gemm" in gpu.calibration
     assert gpu.terms.memory_floor and gpu.terms.waves and gpu.terms.gemm_overhead_s > 0
     assert not cost_model(CostSpec("a100", "llama-2-7b", "paper")).gpu.calibrated
     assert not get_gpu("l4", calibrated=True).calibrated  # no public data: the roofline
-    c0, bw, l2 = gpu.terms.gemm_overhead_s, gpu.eta_mem * gpu.bandwidth, gpu.terms.l2_bandwidth
-    assert l2 is not None
+    c0, bw = gpu.terms.gemm_overhead_s, gpu.eta_mem * gpu.bandwidth
+    assert gpu.terms.l2_bandwidth is None  # left off (theory.presets_fit.L2_NOTE)
     for d_row, d_col, d_red in ((12288, 200, 4096), (22016, 3, 4096), (4096, 1000, 11008)):
-        def tile_time(t, mu, d_row=d_row, d_col=d_col, d_red=d_red):
-            out_tiles = math.ceil(d_row / t.t_row) * math.ceil(d_col / t.t_col)
-            return max(math.ceil(out_tiles / cm.s) * math.ceil(d_red / t.t_red) / mu,
-                       2 * out_tiles * (t.t_row + t.t_col) * d_red / l2)
-
-        waves = min(tile_time(t, mu) for t, mu in zip(cm.tiles, cm.mu, strict=True))
+        waves = min(math.ceil(math.ceil(d_row / t.t_row) * math.ceil(d_col / t.t_col) / cm.s)
+                    * math.ceil(d_red / t.t_red) / mu for t, mu in zip(cm.tiles, cm.mu, strict=True))
         floor = 2 * (d_row * d_red + d_col * (d_row + d_red)) / bw
         by_hand = max(waves, floor) + c0
         assert float(predict_gemm(cm, d_row, d_col, d_red)) == pytest.approx(by_hand, rel=1e-12)

@@ -4,8 +4,7 @@ Every term is off by default, so the roofline presets and ``paper`` mode give Eq
 :class:`theory.cost.CostModel` whose terms are all off takes the unchanged Eq. 4-7 code paths. In
 ``real`` mode the GPUs with public measurements (A100, H100, A40) use their shipped calibration
 (``theory/data/calibrated_gpus.toml``, :mod:`theory.presets_fit`), which switches ``memory_floor``,
-``waves``, ``l2_bandwidth_gbs`` and ``gemm_overhead_s`` on and states an all-reduce law where one
-was measured.
+``waves`` and ``gemm_overhead_s`` on and states an all-reduce law where one was measured.
 
 Where each switch lives
 -----------------------
@@ -168,10 +167,10 @@ batches also pays the per-batch times. Per term:
 ``t*`` is unchanged by every term: Assumption 1 is a property of the GPU's tiles, and RAD's chunk
 ``t*_lcm`` and Theorem 2's ``t*_col`` keep using it. With a floor or waves ``l*`` is a minimum over
 all tiles (it is reached at t* on the presets); under a law the linear time no longer depends on
-the tile, so ``t*`` only shapes RAD's chunks and the attention terms. With ``l2_bandwidth_gbs`` a
-tile whose fitted compute rate is never seen (it is fastest only where its traffic binds) could
-win Assumption 1 on that rate alone, so the calibrated presets pin ``t_star`` to the tile of
-maximal FLOP rate under the L2 bound (:func:`theory.presets_fit.l2_t_star`).
+the tile, so ``t*`` only shapes RAD's chunks and the attention terms. With ``l2_bandwidth_gbs``
+Assumption 1's t* (a maximal ``mu(t)`` FLOP rate) ignores the L2 bound, and a fitted tile that is
+fastest only where its traffic binds has a compute rate the data do not bound, which may then win
+t*: the calibrated presets leave the term off for that reason (:data:`theory.presets_fit.L2_NOTE`).
 
 References
 ----------

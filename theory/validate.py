@@ -318,7 +318,7 @@ class GpuFit:
 
 def fit_gpu(base: GPU, train: GemmRows, *, max_train: int = 8000, seed: int = 0,
             model_file: str | None = None, floor: bool = True, waves: bool = True,
-            l2: bool = True) -> GpuFit:
+            l2: bool = False) -> GpuFit:
     """Calibrate ``base``'s tile rates, ``c_0``, (with ``floor``) the achievable DRAM bandwidth
     and (with ``l2``) the L2 bandwidth on the rows ``train`` only, with the ``memory_floor``,
     ``waves`` and ``l2_bandwidth_gbs`` terms as asked.
@@ -382,7 +382,7 @@ class Settings:
     seed: int = 0
     floor: bool = True
     waves: bool = True
-    l2: bool = True
+    l2: bool = False
     quick: bool = False
     gpus: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
