@@ -32,7 +32,9 @@ predictor. Whole-batch rows (``prefill_batch``, ``decode_batch``) by Eq. 7
 (:func:`theory.cost.T_batch`) when the cost model can run their tensor-parallel degree
 (:func:`batch_cost_model`: TP 1 as named, TP > 1 through :mod:`theory.terms` when the GPU profile
 states an all-reduce law; the shipped batch rows are TP 2-8, so without one they are listed as not
-predicted with the reason). All-reduce rows where the GPU profile states an all-reduce law
+predicted with the reason); their ``tokens`` scheme adds a fixed time per batch fitted per
+GPU x TP on the other batch shapes (:func:`fit_batch_overhead`, :func:`batch_split`,
+:attr:`Report.batch_overheads`). All-reduce rows where the GPU profile states an all-reduce law
 (:func:`allreduce_law`; the calibrated A100 and H100 presets state one). Element-wise kernels
 (``vidur_kernels``) are listed as not predicted: the cost model prices them only as one
 aggregate ``tau / mu_nLin`` per batch (Section 3.2.3). Nothing is dropped silently: every row is
