@@ -180,9 +180,10 @@ def fixed_chunk_attention(law: BatchLaw, w: Workload, chunk: int) -> float:
 def best_fixed_chunk(law: BatchLaw, w: Workload, budget: int, step: int = CHUNK_STEP) -> int:
     """The chunk size, a multiple of ``step`` up to ``budget`` (or ``budget`` if smaller), whose
     fixed-size chunking (:func:`fixed_chunk_attention`) has the least mean prefill attention; ties
-    go to the smaller size. It serves laws without a split period: wave quantization makes Eq. 6 far
-    from monotone in the chunk (on the calibrated A100, Table 1 padded, chunks of 640 tokens cost
-    2.7% more attention than the chunking DP's minimum, 512 8.3%, 128 60%, 8192 66%).
+    go to the smaller size (``budget`` when the law has no attention). It serves laws without a
+    split period: wave quantization makes Eq. 6 far from monotone in the chunk (on the calibrated
+    A100, Table 1 padded, chunks of 640 tokens cost 2.7% more attention than the chunking DP's
+    minimum, 512 8.3%, 128 60%, 8192 66%).
 
     References
     ----------
@@ -190,6 +191,8 @@ def best_fixed_chunk(law: BatchLaw, w: Workload, budget: int, step: int = CHUNK_
     """
     budget = require_positive_int("budget", budget)
     step = require_positive_int("step", step)
+    if law.prefill_attention is None:  # attention off: chunking gains nothing, leave chunks whole
+        return budget
     sizes = list(range(step, budget + 1, step)) or [budget]
     costs = [fixed_chunk_attention(law, w, c) for c in sizes]
     return sizes[int(np.argmin(costs))]

@@ -22,7 +22,7 @@ from stability.attain import (
 )
 from stability.memory_bound import CASES, KV_TOKENS, memory_check
 from stability.sim.simulate import Scenario, cost_model_of, simulate, workload_of
-from theory.capacity import capacity_bound, law_from_cost_model, min_prefill_attention
+from theory.capacity import capacity_bound, law_from_cost_model, min_prefill_attention, staircase_law
 from theory.cost import T_P_SA
 from theory.errors import FieldError
 
@@ -125,6 +125,10 @@ def test_fixed_chunk_attention_against_a_loop():
     # no chunking beats the chunking DP's minimum
     f = min_prefill_attention(law, w.l_P_max)
     assert w.expect(f[w.L_P]) <= fixed_chunk_attention(law, w, best) * (1 + 1e-12)
+    # without attention nothing is gained by chunking: chunks stay whole
+    flat = staircase_law(0.004, 0.002, 64)
+    assert fixed_chunk_attention(flat, w, 128) == 0.0
+    assert best_fixed_chunk(flat, w, 640) == 640
 
 
 def test_sarathi_chunk_cap_caps_chunks_and_fills_the_budget():
