@@ -26,10 +26,11 @@ The chunks. Sarathi-Serve's chunk is whatever budget is left, so with a large ``
 runs as one chunk, and Eq. 6 charges a chunk ``PI(R, i, c)`` for ``c (i + c - 1)`` score entries,
 twice the attention of small chunks for a whole prompt: chunks are capped (option ``max_chunk``)
 while admission goes on until the batch holds ``B`` tokens. The cap is the DP's split period
-``P`` where the law has one; with waves it has none and Eq. 6 is far from monotone in the chunk
-size, so the cap is the fixed chunk size with the least mean attention
-(:func:`best_fixed_chunk`; calibrated A100: 640 tokens, 2.7% above the DP's minimum, where
-uncapped chunks cost 66% more and chunks of 128 60% more). ``max_num_seqs`` is ``B`` (it never
+``P`` where the law has one; with wave quantization on Eq. 6 (``attention_waves``) it has none and
+Eq. 6 is far from monotone in the chunk size, so the cap is the fixed chunk size with the least
+mean attention (:func:`best_fixed_chunk`; the calibrated A100 with ``attention_waves = true``,
+Table 1 padded: 640 tokens, 2.7% above the DP's minimum, where whole prompts cost 66% more and
+chunks of 128 60% more). ``max_num_seqs`` is ``B`` (it never
 binds: a batch holds at most ``B`` tokens) and KV memory is off, as the compute bound assumes
 (Assumption 4).
 
@@ -181,9 +182,9 @@ def best_fixed_chunk(law: BatchLaw, w: Workload, budget: int, step: int = CHUNK_
     """The chunk size, a multiple of ``step`` up to ``budget`` (or ``budget`` if smaller), whose
     fixed-size chunking (:func:`fixed_chunk_attention`) has the least mean prefill attention; ties
     go to the smaller size (``budget`` when the law has no attention). It serves laws without a
-    split period: wave quantization makes Eq. 6 far from monotone in the chunk (on the calibrated
-    A100, Table 1 padded, chunks of 640 tokens cost 2.7% more attention than the chunking DP's
-    minimum, 512 8.3%, 128 60%, 8192 66%).
+    split period: wave quantization of Eq. 6 makes it far from monotone in the chunk (on the
+    calibrated A100 with ``attention_waves = true``, Table 1 padded, chunks of 640 tokens cost 2.7%
+    more attention than the chunking DP's minimum, 512 8.3%, 128 60%, 8192 66%).
 
     References
     ----------

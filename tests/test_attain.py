@@ -79,7 +79,8 @@ def test_attaining_budget_when_the_bound_names_no_batch_size():
     """The calibrated A100 charges a fixed time per GeMM: min F(tau)/tau is only approached as
     batches grow, so the doubling starts at Sarathi-Serve's default budget and stops at eps; the
     budget is then a size attaining the capped LP's best F(tau)/tau (waves make F(tau)/tau far
-    from monotone), and the chunk the fixed size with the least mean attention."""
+    from monotone), and the chunk the split period, or without one the fixed size with the least
+    mean attention."""
     sc = Scenario(gpu="a100", mode="real", pad=True)
     cm = cost_model_of(sc)
     w = workload_of(sc, cm)
@@ -96,15 +97,18 @@ def test_attaining_budget_when_the_bound_names_no_batch_size():
     assert pol.epsilon == pytest.approx(1 - capacity_bound(cm, w, b_max=pol.budget).bound
                                         / capacity_bound(cm, w).bound)
     assert pol.epsilon <= 0.005
-    assert pol.max_chunk == best_fixed_chunk(law, w, pol.budget)
+    assert pol.max_chunk == (min(pol.budget, law.split_period) if law.split_period is not None
+                             else best_fixed_chunk(law, w, pol.budget))
 
 
 def test_fixed_chunk_attention_against_a_loop():
-    """Eq. 6 summed chunk by chunk in plain Python, on the calibrated A100 (waves on)."""
+    """Eq. 6 summed chunk by chunk in plain Python, on the calibrated A100 with waves on Eq. 6 (no
+    split period: the chunk size matters far from monotonically)."""
     sc = Scenario(gpu="a100", mode="real", workload="uniform:100-700,1-2")
-    cm = cost_model_of(sc)
+    cm = replace(cost_model_of(sc), attention_waves=True)
     w = workload_of(sc, cm)
     law = law_from_cost_model(cm)
+    assert law.split_period is None
 
     def by_loop(chunk):
         total = 0.0
