@@ -35,7 +35,7 @@ Bari, Hegde, de Veciana (2025), Section 7, Fig. 6, Appendix F (Figs. 7-10); agri
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -135,6 +135,18 @@ QUICK = Study((Panel("real", "table1", 0.05), Panel("real", "table1", 0.95),
 # --- scenarios and the GPU profile with a floor ----------------------------------------------------
 
 
+def select_panels(study: Study, keys: str | Iterable[str]) -> Study:
+    """``study`` restricted to the panels named in ``keys`` (comma-separated or a list of
+    :attr:`Panel.key`), in the study's order."""
+    wanted = [k.strip() for k in (keys.split(",") if isinstance(keys, str) else keys) if k.strip()]
+    known = [p.key for p in study.panels]
+    unknown = [k for k in wanted if k not in known]
+    if unknown or not wanted:
+        raise FieldError("panels", ",".join(unknown) if unknown else keys,
+                         f"panel keys of the study, comma-separated: {', '.join(known)}")
+    return replace(study, panels=tuple(p for p in study.panels if p.key in wanted))
+
+
 def floor_gpu_file(directory: str | Path) -> tuple[str, str]:
     """Write the RTX 6000 Ada profile with a per-batch overhead of weights / bandwidth (seconds)
     into ``directory``; returns (GPU key, file path)."""
@@ -170,12 +182,10 @@ def scenario(panel: Panel, policy: Policy, rate: float, seed: int, n_requests: i
 def lambda_star(mode: str, workload: str) -> float:
     """lambda* = 1 / T_bar^R (Theorem 1) of the panel's model and capped length law."""
     from theory.bounds import T_bar_R
-    from theory.cost import build_cost_model
-    from theory.hardware import get_gpu
-    from theory.models import get_model
+    from theory.builder import CostSpec, cost_model
     from theory.workload import get_workload
 
-    cm = build_cost_model(get_gpu(GPU), get_model(MODEL), mode)
+    cm = cost_model(CostSpec(GPU, MODEL, mode))
     return 1.0 / T_bar_R(cm, get_workload(workload).truncated(TOTAL_CAP))
 
 
