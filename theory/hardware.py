@@ -39,7 +39,7 @@ ROOFLINE = "roofline, uncalibrated"
 CALIBRATED_FILE = "calibrated_gpus.toml"
 # The cost terms (theory.terms) that real mode may switch on for a preset without a calibration:
 # those that need no fitted number. A per-GeMM overhead is a fit, and there is no data to fit.
-UNFITTED_TERMS = ("memory_floor", "waves")
+UNFITTED_TERMS = ("memory_floor", "waves", "attention_waves")
 _GPU_FIELDS = {
     "name", "aliases", "arch", "sm_count", "peak_fp16_tflops", "clock_mhz", "memory_gb",
     "bandwidth_gbs", "smem_per_block_kib", "tileset", "source", "base", "eta_mma", "rho_l2",
