@@ -19,7 +19,8 @@ Writes ``capacity_table.csv`` (one row per cell and scheduler), ``capacity_table
 with every replicate, and what each column means) and ``capacity_table.md``; a finished cell is
 cached in ``cells/`` and not recomputed. Run from the repository root::
 
-    python benchmarks/capacity_table.py [--out out/capacity] [--gpu a100,l4] [--quick]
+    python benchmarks/capacity_table.py [--out out/capacity] [--gpu a100,l4] [--mode real]
+        [--overhead 0|5ms] [--quick]
 """
 
 from __future__ import annotations
@@ -55,12 +56,12 @@ COLUMNS = {
 }
 
 
-def cells(gpus, quick: bool):
-    modes = ("paper",) if quick else ("paper", "real")
+def cells(gpus, quick: bool, modes=("paper", "real"), overheads=(0.0, OVERHEAD_S)):
+    modes = ("paper",) if quick else modes
     variants = ("pad",) if quick else ("pad", "raw")
     for gpu in gpus:
         for mode in modes:
-            for overhead in (0.0, OVERHEAD_S):
+            for overhead in overheads:
                 for variant in variants:
                     yield gpu, mode, overhead, variant
 
@@ -80,13 +81,20 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="paper mode, padded prompts only")
     ap.add_argument("--replicates", type=int, default=3)
     ap.add_argument("--requests", type=int, default=20000)
+    ap.add_argument("--mode", default="paper,real", help="comma-separated layer models (default: both)")
+    ap.add_argument("--overhead", default="both", choices=("both", "0", "5ms"),
+                    help="cells without (0) or with (5ms) the fixed time per batch (default: both)")
     args = ap.parse_args(argv)
+    modes = tuple(args.mode.split(","))
+    if not modes or not set(modes) <= {"paper", "real"}:
+        ap.error(f"--mode: expected paper, real or paper,real; given {args.mode!r}")
+    overheads = {"both": (0.0, OVERHEAD_S), "0": (0.0,), "5ms": (OVERHEAD_S,)}[args.overhead]
     gpus = gpu_names() if args.gpu == "all" else tuple(args.gpu.split(","))
     out = Path(args.out)
     (out / "cells").mkdir(parents=True, exist_ok=True)
     gfile = overhead_file(out, gpus)
     done, rows = [], []
-    for gpu, mode, overhead, variant in cells(gpus, args.quick):
+    for gpu, mode, overhead, variant in cells(gpus, args.quick, modes, overheads):
         key = f"{gpu}_{mode}_{'c5ms' if overhead else 'c0'}_{variant}_{args.replicates}x{args.requests}"
         path = out / "cells" / f"{key}.json"
         if path.exists():

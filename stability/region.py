@@ -25,8 +25,9 @@ How the boundary and its CI are formed.
 
 Set against: lambda* = r / T_bar^R (Theorem 1: no scheduler is stable above it; a boundary whose
 whole CI lies above lambda* is flagged ``exceeds_lambda_star``), the certified capacity of
-:mod:`theory.capacity` (DP-minimal work, the per-batch overhead of the cost model: in
-``region.json`` and the plot), Theorem 2's lambda* (1 - eps) for
+:mod:`theory.capacity` (DP-minimal work, the per-batch overhead of the cost model, and for a
+scheduler that models KV memory the smaller of that and the KV-memory bound with its cache, with
+which binds: in ``region.json`` and the plot), Theorem 2's lambda* (1 - eps) for
 RAD, and for RAD the cycle-DTMC prediction ``r E[K] / E[T]`` at the n it runs with
 (:mod:`stability.dtmc`). RAD's n is ``auto`` by default: the empirical smallest n with negative
 executed drift at lambda* (1 - eps) on the padded workload (Theorem 2's own threshold is
@@ -70,7 +71,7 @@ from stability.runner import (
 from theory.builder import CostSpec, cost_model
 from theory.defaults import EPSILON
 from theory.errors import FieldError, UnknownNameError
-from theory.io import NULL_MEANING, atomic_write_json, json_load_exact, json_text
+from theory.io import NULL_MEANING, atomic_write_json, json_load_exact
 
 DEFAULT_SCHEDULERS = ("rad", "sarathi", "request_level")
 DEFAULT_LOADS = (0.5, 0.8, 0.9, 0.95, 1.0, 1.05, 1.2)
@@ -204,7 +205,8 @@ class Series:
     share_1: float = float("nan")
     T_bar_1: float = float("nan")
     T_bar_2: float = float("nan")
-    certified: float = float("nan")  # theory.capacity's bound for the series' cost model (any scheduler)
+    certified: float = float("nan")  # theory.capacity's bound for the series' cost model and KV memory
+    certified_binds: str = ""  # "compute" or "kv-memory": which of the two bounds is the smaller
 
     @property
     def name(self) -> str:
@@ -213,10 +215,13 @@ class Series:
         return f"{self.tileset} {self.scheduler}[{opts}] r={self.r} {self.variant} {self.workload}{share}"
 
 
-def _theory(spec: SweepSpec, tileset: str, law: str, variant: str, r: int) -> dict:
+def _theory(spec: SweepSpec, tileset: str, law: str, variant: str, r: int, scheduler: str,
+            options: tuple) -> dict:
     from theory.bounds import T_bar_R, T_max, n_threshold
 
     cm = cost_model(spec.cost_spec(tileset))
+    kv = _kv_tokens(cm, scheduler, options)
+    certified, binds = _certified(spec.cost_spec(tileset), law, variant, r, kv)
     w = workload(law, cm.t_lcm if variant == "pad" else None)
     tbar = T_bar_R(cm, w)
     lam_star = r / tbar
@@ -224,17 +229,32 @@ def _theory(spec: SweepSpec, tileset: str, law: str, variant: str, r: int) -> di
     n_thr = n_threshold(cm.t_star.t_col, T_max(cm, w.l_P_max, w.l_D_max), tbar, spec.epsilon)
     return {"lambda_star": lam_star, "theorem2": lam_star * (1 - spec.epsilon) if pad else float("nan"),
             "epsilon": spec.epsilon, "n_threshold": n_thr if pad else None,
-            "certified": _certified(spec.cost_spec(tileset), law, variant, r)}
+            "certified": certified, "certified_binds": binds}
+
+
+def _kv_tokens(cm, scheduler: str, options: tuple) -> int | None:
+    """The KV cache of one GPU as the scheduler models it, in tokens (its blocks times the block
+    size: every token of a resident request holds a slot), or None when it models no KV memory."""
+    from stability.schedulers import get_scheduler
+    from stability.sim.simulate import make_params
+
+    kv = getattr(make_params(get_scheduler(scheduler), cm, dict(options)), "kv", None)
+    return int(kv.blocks) * int(kv.block_size) if kv is not None and kv.on else None
 
 
 @cache
-def _certified(cost_spec: CostSpec, law: str, variant: str, r: int) -> float:
-    """The certified capacity of :mod:`theory.capacity` (no token budget, no KV limit: a bound on
-    every scheduler and planner of the sweep, with the cost model's per-batch overhead)."""
+def _certified(cost_spec: CostSpec, law: str, variant: str, r: int,
+               kv_tokens: int | None = None) -> tuple[float, str]:
+    """The certified capacity of :mod:`theory.capacity` and which bound binds: without a token budget
+    (a bound on every scheduler and planner of the sweep, with the cost model's per-batch overhead)
+    and, for a scheduler that models KV memory, ``min(compute, KV)`` with its cache of ``kv_tokens``
+    per GPU (the KV-memory bound by Little's law)."""
     from theory.capacity import capacity_bound
 
     cm = cost_model(cost_spec)
-    return capacity_bound(cm, workload(law, cm.t_lcm if variant == "pad" else None), r).bound
+    b = capacity_bound(cm, workload(law, cm.t_lcm if variant == "pad" else None), r,
+                       kv_tokens=None if kv_tokens is None else float(kv_tokens))
+    return b.bound, b.binds
 
 
 def build_series(spec: SweepSpec, rad_n: dict) -> list[Series]:
@@ -253,7 +273,7 @@ def build_series(spec: SweepSpec, rad_n: dict) -> list[Series]:
                 for variant in spec.variants:
                     if not spec.two_class:
                         out.append(Series(tileset, name, options, r, variant, spec.workload,
-                                          **_theory(spec, tileset, spec.workload, variant, r)))
+                                          **_theory(spec, tileset, spec.workload, variant, r, name, options)))
                         continue
                     c1, c2, shares = spec.two_class
                     cm = cost_model(spec.cost_spec(tileset))
@@ -262,7 +282,7 @@ def build_series(spec: SweepSpec, rad_n: dict) -> list[Series]:
                     for s in shares:
                         wl = mixture_spec([(s, c1), (1 - s, c2)])
                         out.append(Series(tileset, name, options, r, variant, wl,
-                                          **_theory(spec, tileset, wl, variant, r), class_1=c1,
+                                          **_theory(spec, tileset, wl, variant, r, name, options), class_1=c1,
                                           class_2=c2, share_1=float(s), T_bar_1=t1, T_bar_2=t2))
     return out
 
@@ -520,7 +540,8 @@ def _series_fields(s: Series) -> dict:
             "share_1": s.share_1, "T_bar_1": s.T_bar_1, "T_bar_2": s.T_bar_2,
             "lambda_star": s.lambda_star, "theorem2": s.theorem2, "epsilon": s.epsilon,
             "n_threshold": s.n_threshold if s.n_threshold is not None else "",
-            "certified_bound": s.certified}  # in region.json and the plot; not a region.csv column
+            "certified_bound": s.certified,  # in region.json and the plot; not region.csv columns
+            "certified_binds": s.certified_binds}
 
 
 def _model(spec: SweepSpec) -> str:
@@ -560,10 +581,15 @@ def write_outputs(result: SweepResult, out: str | Path) -> dict:
     atomic_write_csv(out / "region.csv", {c: [row[c] for row in table] for c in columns})
     summary = {"spec": asdict(result.spec), "code_version": code_version(),
                "columns": {"region.csv": {c: COLUMNS[c] for c in columns},
-                           "runs": "one per run, the columns of region.csv and certified_bound",
+                           "runs": "one per run, the columns of region.csv, certified_bound and "
+                                   "certified_binds",
                            "boundaries": {"(one per series)": "the series' columns of region.csv, and",
                                           "certified_bound": "req/s; the certified capacity of "
-                                          "theory.capacity for the series' cost model (any scheduler)",
+                                          "theory.capacity for the series' cost model (any scheduler): "
+                                          "min(compute, KV memory) when the scheduler models KV memory "
+                                          "(its cache's blocks x block size per GPU), else compute",
+                                          "certified_binds": "which bound is the smaller: compute or "
+                                          "kv-memory",
                                           "runs": "runs of the series (verdict and saturation)"},
                            "null": NULL_MEANING},
                "rad_n": result.rad_n, "boundaries": boundary_rows(result), "runs": table,
@@ -571,27 +597,6 @@ def write_outputs(result: SweepResult, out: str | Path) -> dict:
                "elapsed_s": result.elapsed_s}
     atomic_write_json(out / "region.json", summary)
     return {"csv": out / "region.csv", "json": out / "region.json", **plot_outputs(table, out)}
-
-
-def check_same_sweep(spec: SweepSpec, out: str | Path) -> None:
-    """Raise a :class:`theory.errors.FieldError` if ``out`` holds the outputs of a different sweep
-    (its ``region.json`` has another spec): they would be overwritten silently otherwise."""
-    path = Path(out) / "region.json"
-    try:
-        old = json_load_exact(path.read_text(encoding="utf-8"))["spec"]
-    except FileNotFoundError:
-        return
-    except (OSError, ValueError, KeyError, TypeError):
-        raise FieldError("--out", str(out), f"a directory for this sweep's outputs ({path} is not a "
-                                            "readable region.json: remove it or choose another "
-                                            "--out)") from None
-    new = json_load_exact(json_text(asdict(spec), exact=True))
-    differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    if differ:
-        raise FieldError("--out", str(out), f"a directory without another sweep's outputs: "
-                                            f"{path} is from a sweep that differs in "
-                                            f"{', '.join(differ)}; choose another --out or remove "
-                                            "its region.* files (cached runs are reused either way)")
 
 
 def plot_outputs(table: list[dict], out: str | Path) -> dict:

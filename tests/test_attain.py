@@ -12,10 +12,18 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from stability.attain import attain_cell, attaining_policy, request_charge, window_throughput
+from stability.attain import (
+    attain_cell,
+    attaining_policy,
+    best_fixed_chunk,
+    fixed_chunk_attention,
+    request_charge,
+    window_throughput,
+)
 from stability.memory_bound import CASES, KV_TOKENS, memory_check
 from stability.sim.simulate import Scenario, cost_model_of, simulate, workload_of
-from theory.capacity import capacity_bound
+from theory.capacity import capacity_bound, law_from_cost_model, min_prefill_attention, staircase_law
+from theory.cost import T_P_SA
 from theory.errors import FieldError
 
 
@@ -69,16 +77,62 @@ def test_attaining_budget_closes_the_gap_it_states(tmp_path):
 
 def test_attaining_budget_when_the_bound_names_no_batch_size():
     """The calibrated A100 charges a fixed time per GeMM: min F(tau)/tau is only approached as
-    batches grow, so the doubling starts at Sarathi-Serve's default budget and stops at eps."""
+    batches grow, so the doubling starts at Sarathi-Serve's default budget and stops at eps; the
+    budget is then a size attaining the capped LP's best F(tau)/tau (waves make F(tau)/tau far
+    from monotone), and the chunk the split period, or without one the fixed size with the least
+    mean attention."""
     sc = Scenario(gpu="a100", mode="real", pad=True)
     cm = cost_model_of(sc)
     w = workload_of(sc, cm)
     assert capacity_bound(cm, w, overhead_s=0.0).best_batch_tokens is None
     pol = attaining_policy(cm, w)
-    assert pol.budget >= 512 and pol.budget & (pol.budget - 1) == 0
+    cap = 512
+    while 1 - capacity_bound(cm, w, b_max=cap).bound / pol.bound > 0.005 and 2 * cap <= 1 << 16:
+        cap *= 2
+    law = law_from_cost_model(cm)
+    per_tok = (law.token_time(cap)[1:] + law.fixed_s) / np.arange(1, cap + 1)
+    assert pol.budget <= cap
+    assert per_tok[pol.budget - 1] == pytest.approx(per_tok.min(), rel=1e-12)
+    assert per_tok[cap - 1] > per_tok.min() * 1.01  # the full doubled budget would cost more
     assert pol.epsilon == pytest.approx(1 - capacity_bound(cm, w, b_max=pol.budget).bound
                                         / capacity_bound(cm, w).bound)
-    assert pol.epsilon <= 0.005 or pol.budget * 2 > (1 << 16)
+    assert pol.epsilon <= 0.005
+    assert pol.max_chunk == (min(pol.budget, law.split_period) if law.split_period is not None
+                             else best_fixed_chunk(law, w, pol.budget))
+
+
+def test_fixed_chunk_attention_against_a_loop():
+    """Eq. 6 summed chunk by chunk in plain Python, on the calibrated A100 with waves on Eq. 6 (no
+    split period: the chunk size matters far from monotonically)."""
+    sc = Scenario(gpu="a100", mode="real", workload="uniform:100-700,1-2")
+    cm = replace(cost_model_of(sc), attention_waves=True)
+    w = workload_of(sc, cm)
+    law = law_from_cost_model(cm)
+    assert law.split_period is None
+
+    def by_loop(chunk):
+        total = 0.0
+        for lp, p in zip(w.L_P.tolist(), w.p.tolist(), strict=True):
+            start = 0
+            while start < lp:
+                c = min(chunk, lp - start)
+                total += p * float(T_P_SA(cm, start + 1, c))
+                start += c
+        return total
+
+    sizes = (64, 128, 192, 320, 640)
+    costs = [by_loop(c) for c in sizes]
+    for c, x in zip(sizes, costs, strict=True):
+        assert fixed_chunk_attention(law, w, c) == pytest.approx(x, rel=1e-9)
+    best = best_fixed_chunk(law, w, 640)
+    assert fixed_chunk_attention(law, w, best) <= min(costs) * (1 + 1e-12)
+    # no chunking beats the chunking DP's minimum
+    f = min_prefill_attention(law, w.l_P_max)
+    assert w.expect(f[w.L_P]) <= fixed_chunk_attention(law, w, best) * (1 + 1e-12)
+    # without attention nothing is gained by chunking: chunks stay whole
+    flat = staircase_law(0.004, 0.002, 64)
+    assert fixed_chunk_attention(flat, w, 128) == 0.0
+    assert best_fixed_chunk(flat, w, 640) == 640
 
 
 def test_sarathi_chunk_cap_caps_chunks_and_fills_the_budget():

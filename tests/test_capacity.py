@@ -115,6 +115,18 @@ def test_split_period_loses_nothing(gpu):
     assert np.all(capped >= full * (1 - 1e-13)) and capped[700] > full[700]
 
 
+def test_split_period_survives_waves_on_the_linear_gemms():
+    """Waves on the linear GeMMs (the calibrated A100 of real mode) leave Eq. 6 as it is, so the
+    split period still loses nothing; waves on Eq. 6 itself remove it."""
+    cm = cost_model(CostSpec("a100", "mistral-7b", "real", None, None, None))
+    assert cm.waves and not cm.attention_waves
+    law = law_from_cost_model(cm)
+    assert law.split_period == int(np.lcm.reduce(cm.t_col))
+    full = min_prefill_attention(replace(law, split_period=None, content_key=None), 700)
+    np.testing.assert_allclose(min_prefill_attention(law, 700), full, rtol=1e-13, atol=0)
+    assert law_from_cost_model(replace(cm, attention_waves=True)).split_period is None
+
+
 # --- (ii) Li, Dai, Peng (2025): lam (m_p + m_d) < b / t_b --------------------------------------
 
 

@@ -74,13 +74,36 @@ def test_llmq_region_carries_the_certified_bound_of_the_toml_law(law_file, tmp_p
     assert len(summary["boundaries"]) == 1
     for b in summary["boundaries"]:
         assert b["certified_bound"] == pytest.approx(bound, rel=1e-9)
+        assert b["certified_binds"] == "compute"  # request-level batching models no KV memory
         assert b["ci_low"] <= bound  # no scheduler above the certified bound
     with open(out / "region.csv", newline="") as fh:
         header = next(csv.reader(fh))
     assert tuple(header) == SERIES_COLUMNS + BOUNDARY_COLUMNS + POINT_COLUMNS
-    assert "certified_bound" not in header
+    assert "certified_bound" not in header and "certified_binds" not in header
     rows = read_csv(out / "region.csv")  # --plot-only picks the bound up from region.json
     assert {r["certified_bound"] for r in rows} == {summary["boundaries"][0]["certified_bound"]}
     (out / "region.png").unlink()
     assert main(["region", "--plot-only", str(out / "region.csv"), "--out", str(out)]) == 0
     assert (out / "region.png").stat().st_size > 10_000
+
+
+def test_region_certified_line_takes_the_kv_bound_of_a_memory_scheduler(law_file):
+    """A scheduler that models KV memory gets min(compute, KV) with its own cache (blocks x block
+    size), and says which binds; one without memory keeps the compute bound."""
+    from stability.region import SweepSpec, build_series
+    from theory.builder import CostSpec, cost_model
+    from theory.capacity import capacity_bound
+
+    blocks = 40  # 640 tokens: a handful of requests of this law, so KV memory binds
+    spec = SweepSpec(tilesets=("ldp",), gpu_file=law_file, model="noattn", model_file=law_file,
+                     workload=WORKLOAD, schedulers=("sarathi", "request_level"),
+                     options=(("sarathi", (("kv_blocks", blocks),)),), variants=("raw",))
+    series = {s.scheduler: s for s in build_series(spec, {})}
+    cm = cost_model(CostSpec("ldp", "noattn", "paper", None, law_file, law_file))
+    w = get_workload(WORKLOAD)
+    kv = capacity_bound(cm, w, kv_tokens=blocks * 16.0)
+    assert kv.binds == "kv-memory" and kv.lam_kv < kv.lam_compute
+    assert series["sarathi"].certified == pytest.approx(kv.bound, rel=1e-12)
+    assert series["sarathi"].certified_binds == "kv-memory"
+    assert series["request_level"].certified == pytest.approx(B0 / (A * mean_tokens()), rel=1e-9)
+    assert series["request_level"].certified_binds == "compute"
