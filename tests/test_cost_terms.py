@@ -73,11 +73,15 @@ def gpu_file(tmp_path, text, name="g.toml"):
 
 def test_presets_have_every_term_off():
     """The roofline presets (and so paper mode) have every term off; in real mode the presets with
-    a shipped calibration have the fitted terms on, the others stay plain."""
-    for key in ("a100", "h100", "rtx6000ada"):
+    a shipped calibration have the fitted terms on, the others the unfitted terms of their tile set
+    (gpus.toml [real_mode]: the floor on sm80, floor and waves on sm90) and no fitted overhead."""
+    for key in ("a100", "h100", "rtx6000ada", "h200"):
         assert get_gpu(key).terms == GpuTerms()
         assert cost_model(CostSpec(key)).plain
-    assert cost_model(CostSpec("rtx6000ada", mode="real")).plain
+    for key, waves in (("rtx6000ada", False), ("l4", False), ("l40s", False), ("a10g", False),
+                       ("h200", True)):
+        gpu = cost_model(CostSpec(key, mode="real")).gpu
+        assert gpu.terms == GpuTerms(memory_floor=True, waves=waves) and not gpu.calibrated
     for key in ("a100", "h100"):
         terms = cost_model(CostSpec(key, mode="real")).gpu.terms
         assert terms.memory_floor and terms.waves and terms.gemm_overhead_s > 0 and terms.tp == 1
@@ -85,14 +89,15 @@ def test_presets_have_every_term_off():
 
 def test_terms_stated_off_change_nothing(tmp_path):
     """A GPU and model file that state every switch off give bit-identical times and bounds."""
-    g = gpu_file(tmp_path, '[gpus.off]\nbase = "rtx6000ada"\nmemory_floor = false\nwaves = false\ntp = 1\n')
+    g = gpu_file(tmp_path, '[gpus.off]\nbase = "rtx6000ada"\nmemory_floor = false\nwaves = false\ntp = 1\n'
+                 '[gpus.plain]\nbase = "rtx6000ada"\n')
     m = gpu_file(tmp_path, '[models.off]\nbase = "mistral-7b"\nattention = true\nlm_head = false\n',
                  "m.toml")
     from theory.bounds import compute_bounds
 
     w = get_workload("table1")
     for mode in ("paper", "real"):
-        ref = cost_model(CostSpec("rtx6000ada", mode=mode))  # no calibration: the roofline in both modes
+        ref = cost_model(CostSpec("plain", mode=mode, gpu_file=g))  # a user key: the roofline as written
         off = cost_model(CostSpec("off", "off", mode, gpu_file=g, model_file=m))
         tau = np.arange(1, 3000, 7)
         assert np.array_equal(T_Lin(ref, tau), T_Lin(off, tau))

@@ -13,6 +13,7 @@ from theory.hardware import (
     gpu_names,
     load_gpus,
     parse_tile,
+    real_mode_terms,
     tile_fits,
 )
 
@@ -108,6 +109,39 @@ overhead_s = 0.002
     assert gpu.rate(Tile(128, 128, 32)) == 1.0e6
     assert gpu.optimal_tile() == Tile(128, 128, 32)
     assert get_gpu("a100", f).bandwidth == 2039e9  # presets stay as they were
+
+
+@pytest.mark.parametrize("key, terms", [
+    ("rtx6000ada", "memory_floor = true"), ("l4", "memory_floor = true"),
+    ("h200", "memory_floor = true\nwaves = true"),
+])
+def test_real_mode_uncalibrated_preset_is_its_roofline_with_the_unfitted_terms(tmp_path, key, terms):
+    """Real mode on a preset without a calibration is the roofline preset with the terms of its
+    tile set switched on: the same profile as a user file restating them, still marked roofline;
+    paper mode is the roofline preset field for field."""
+    import numpy as np
+
+    from theory.builder import CostSpec, cost_model
+    from theory.cost import Batch, T_batch, T_Lin
+
+    f = tmp_path / "g.toml"
+    f.write_text(f'[gpus.mine]\nbase = "{key}"\n{terms}\n[gpus.plain]\nbase = "{key}"\n')
+    real, mine = cost_model(CostSpec(key, mode="real")), cost_model(CostSpec("mine", mode="real", gpu_file=f))
+    assert real.gpu.terms == mine.gpu.terms and real.gpu.calibration == "roofline, uncalibrated"
+    tau = np.arange(1, 2100, 13)
+    assert np.array_equal(T_Lin(real, tau), T_Lin(mine, tau))
+    b = Batch.of(prefill=[(1, 300), (257, 100)], decode=[5, 900, 4000])
+    assert T_batch(real, b) == T_batch(mine, b)
+    assert T_Lin(real, 1) > T_Lin(cost_model(CostSpec("plain", mode="real", gpu_file=f)), 1)  # the floor
+    assert cost_model(CostSpec(key, mode="paper")).gpu == get_gpu(key)
+
+
+def test_real_mode_terms_must_need_no_fit():
+    """A tile set's real-mode terms may name only the terms with no fitted number."""
+    assert real_mode_terms("sm80") == {"memory_floor": True, "waves": False}
+    with pytest.raises(FieldError) as exc:
+        real_mode_terms("sm80", {"real_mode": {"sm80": {"memory_floor": True, "gemm_overhead_s": 4e-6}}})
+    assert exc.value.field == "real_mode.sm80" and "gemm_overhead_s" in str(exc.value)
 
 
 @pytest.mark.parametrize("body, field", [

@@ -11,6 +11,7 @@ from stability.slai import study as slai_study
 from stability.slai.analysis import capacity, ci, operating_rate, paper_table
 from stability.slai.report import run_study, write_outputs
 from stability.slai.study import Panel, Study
+from theory.errors import FieldError
 from theory.workload import get_workload
 
 
@@ -66,3 +67,18 @@ def test_tiny_study_end_to_end_and_resumes(tmp_path, monkeypatch):
     monkeypatch.setattr(slai_study, "run_point", no_simulation)
     again = run_study(study, tmp_path)
     assert [r["ttft_p50"] for r in again] == [r["ttft_p50"] for r in rows]
+
+
+def test_select_panels_keeps_the_named_panels_in_study_order():
+    full = slai_study.FULL
+    keys = [p.key for p in full.panels]
+    picked = slai_study.select_panels(full, f"{keys[3]}, {keys[0]}")
+    assert [p.key for p in picked.panels] == [keys[0], keys[3]]
+    assert (picked.seeds, picked.n_requests, picked.rel_rates) == (full.seeds, full.n_requests,
+                                                                   full.rel_rates)
+    assert slai_study.select_panels(full, [keys[1]]).panels == (full.panels[1],)
+    for bad in ("real_table1_7pct", " , "):
+        with pytest.raises(FieldError) as exc:
+            slai_study.select_panels(full, bad)
+        assert exc.value.field == "panels" and keys[0] in str(exc.value)
+

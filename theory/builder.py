@@ -9,8 +9,9 @@ sweep point and paper check resolves names through :func:`cost_model`; only code
 a synthetic GPU or model object of its own calls :func:`theory.cost.build_cost_model` directly.
 
 In ``real`` mode a GPU preset with a shipped calibration (:mod:`theory.presets_fit`, fitted to
-public measured profiles) is used calibrated; ``paper`` mode always uses the roofline presets, so
-the paper's numbers stay exact.
+public measured profiles) is used calibrated, and any other preset is its roofline with the cost
+terms that need no fit (``[real_mode]`` of ``gpus.toml``: :func:`theory.hardware.real_mode_terms`);
+``paper`` mode always uses the roofline presets, so the paper's numbers stay exact.
 
 Cost terms beyond Eq. 2 (:mod:`theory.terms`) are not spec fields: they are stated in the GPU
 and model TOML files the spec names (the tensor-parallel degree ``tp`` with the interconnect in the

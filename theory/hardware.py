@@ -37,6 +37,9 @@ from theory.terms import GPU_TERM_FIELDS, GpuTerms, gpu_terms_from
 KIB = 1024
 ROOFLINE = "roofline, uncalibrated"
 CALIBRATED_FILE = "calibrated_gpus.toml"
+# The cost terms (theory.terms) that real mode may switch on for a preset without a calibration:
+# those that need no fitted number. A per-GeMM overhead is a fit, and there is no data to fit.
+UNFITTED_TERMS = ("memory_floor", "waves", "attention_waves")
 _GPU_FIELDS = {
     "name", "aliases", "arch", "sm_count", "peak_fp16_tflops", "clock_mhz", "memory_gb",
     "bandwidth_gbs", "smem_per_block_kib", "tileset", "source", "base", "eta_mma", "rho_l2",
@@ -356,40 +359,63 @@ def calibrated_keys() -> list[str]:
 def load_gpus(path: str | Path | None = None, calibrated: bool = False) -> dict[str, GPU]:
     """All GPU profiles: the presets, plus or overridden by the user TOML at ``path``.
 
-    With ``calibrated`` a preset that has a shipped calibration (``calibrated_gpus.toml``, written
-    by :mod:`theory.presets_fit` from the public profiles) gets its fitted fields on top of the
-    preset's, and says so in :attr:`GPU.calibration`; the others stay roofline profiles. A key the
-    user file states is built from the roofline preset tables (a user file is the user's own
-    model of the card; ``base = "a100"`` names the roofline preset).
+    With ``calibrated`` (real mode) a preset that has a shipped calibration (``calibrated_gpus.toml``,
+    written by :mod:`theory.presets_fit` from the public profiles) gets its fitted fields on top of
+    the preset's, and says so in :attr:`GPU.calibration`; the others keep their roofline rates with
+    the terms of :func:`real_mode_terms` switched on (a field the preset states wins) and stay
+    marked :data:`ROOFLINE`. A key the user file states is built from the roofline preset tables
+    as written (a user file is the user's own model of the card; ``base = "a100"`` names the
+    roofline preset, with every term off unless the file switches it on).
     """
     user = read_toml(path) if path is not None else None
     if user is not None and not isinstance(user.get("gpus", {}), dict):
         raise ConfigFileError(f"{path}: [gpus] must be a table of GPU tables")
     data, tables = _merged_tables(user)
     if calibrated:
-        tables = {key: _calibrated_table(key, table, user) for key, table in tables.items()}
+        tables = {key: _calibrated_table(key, table, user, data) for key, table in tables.items()}
     return {key: _build_gpu(key, table, data) for key, table in tables.items()}
 
 
-def _calibrated_table(key: str, table: dict, user: dict | None) -> dict:
-    """``table`` with the shipped calibration of preset ``key`` laid over it (and its provenance in
-    ``calibration``), unless there is none or the user file states ``key``."""
-    cal = _calibrated_data()
-    if key not in cal.get("gpus", {}) or key in (user or {}).get("gpus", {}):
+def _calibrated_table(key: str, table: dict, user: dict | None, data: dict) -> dict:
+    """``table`` as real mode prices preset ``key``; a key the user file states is left as written.
+
+    A preset with a shipped calibration gets it laid over (and its provenance in ``calibration``);
+    any other preset keeps its roofline rates, gets the terms ``[real_mode.<tileset>]`` of
+    ``gpus.toml`` states for its tile set (a field the preset states wins) and stays marked
+    :data:`ROOFLINE`.
+    """
+    if key in (user or {}).get("gpus", {}):
         return table
+    cal = _calibrated_data()
+    if key not in cal.get("gpus", {}):
+        return {**real_mode_terms(str(table.get("tileset")), data), **table}
     return {**table, **cal["gpus"][key], "calibration": str(cal["provenance"][key]["summary"])}
+
+
+def real_mode_terms(tileset: str, data: dict | None = None) -> dict:
+    """The cost-term fields real mode switches on for an uncalibrated preset of ``tileset``
+    (``[real_mode.<tileset>]`` of ``gpus.toml``, where the choice is sourced); ``{}`` if none.
+
+    Only the terms of :data:`UNFITTED_TERMS` may be named: the others need fitted numbers.
+    """
+    terms = (data if data is not None else _preset_data()).get("real_mode", {}).get(tileset, {})
+    unknown = set(terms) - set(UNFITTED_TERMS)
+    if unknown:
+        raise FieldError(f"real_mode.{tileset}", sorted(unknown),
+                         f"only the terms that need no fitted number: {', '.join(UNFITTED_TERMS)}")
+    return dict(terms)
 
 
 def gpu_table(key: str, path: str | Path | None = None, calibrated: bool = False) -> dict:
     """The fields of GPU ``key`` as written, with ``base =`` inheritance resolved (presets merged
-    with the user TOML at ``path``): what a derived profile copies. With ``calibrated`` the shipped
-    calibration is laid over it as :func:`load_gpus` does (real mode), so a derived profile keeps
-    it and says so (``calibration``)."""
+    with the user TOML at ``path``): what a derived profile copies. With ``calibrated`` the table is the
+    real-mode one of :func:`load_gpus` (the shipped calibration, or the roofline with
+    :func:`real_mode_terms`), so a derived profile keeps it and says so (``calibration``)."""
     user = read_toml(path) if path is not None else None
-    tables = _merged_tables(user)[1]
+    data, tables = _merged_tables(user)
     if key not in tables:
         raise UnknownNameError("GPU", key, list(tables))
-    return dict(_calibrated_table(key, tables[key], user) if calibrated else tables[key])
+    return dict(_calibrated_table(key, tables[key], user, data) if calibrated else tables[key])
 
 
 @cache
@@ -422,7 +448,7 @@ def get_gpu(name: str, path: str | Path | None = None, calibrated: bool = False)
 
 
 __all__ = [
-    "CALIBRATED_FILE", "GPU", "ROOFLINE", "GemvTile", "LlmqError", "Tile", "calibrated_keys",
-    "gemm_tile_rate", "gemv_tile_rate", "get_gpu", "gpu_names", "gpu_table", "load_gpus", "parse_tile",
-    "tile_fits",
+    "CALIBRATED_FILE", "GPU", "ROOFLINE", "UNFITTED_TERMS", "GemvTile", "LlmqError", "Tile",
+    "calibrated_keys", "gemm_tile_rate", "gemv_tile_rate", "get_gpu", "gpu_names", "gpu_table",
+    "load_gpus", "parse_tile", "real_mode_terms", "tile_fits",
 ]

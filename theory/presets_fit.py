@@ -21,7 +21,8 @@ with GeMM rows in the packaged ``vidur_gemm`` profile (A100, H100, A40):
 The file holds ``[gpus.<key>]`` (the fitted fields, laid over the roofline preset of
 ``gpus.toml`` in ``real`` mode by :func:`theory.hardware.load_gpus`) and ``[provenance.<key>]``
 (profile, source commit, split, sizes and residuals). GPUs without public data keep the roofline
-and report themselves as ``roofline, uncalibrated``.
+(with the unfitted terms of :func:`theory.hardware.real_mode_terms` in ``real`` mode) and report
+themselves as ``roofline, uncalibrated``.
 
 References
 ----------

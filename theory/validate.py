@@ -75,7 +75,7 @@ SCHEMES = ("roofline", "shipped", "tokens", "models", "paper")
 SCHEME_MEANING = {
     "roofline": "GPU preset's roofline per tile, no calibration, served layer shapes (real mode)",
     "shipped": "GPU preset as real mode ships it (calibrated where public data exist, else the "
-               "roofline), served layer shapes",
+               "roofline with the unfitted terms of gpus.toml [real_mode]), served layer shapes",
     "tokens": "preset calibrated on the other token counts, scored on held-out token counts",
     "models": "preset calibrated on the other models of the GPU, scored on the held-out model",
     "paper": "GPU preset as shipped, the paper's single-head 2-matrix-FFN layer (paper mode)",

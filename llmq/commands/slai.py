@@ -24,6 +24,8 @@ def add_parser(sub) -> None:
     p.add_argument("--workers", type=int, default=2, help="processes (default 2)")
     p.add_argument("--seeds", type=int, help="replicates per point (default 4; quick 2)")
     p.add_argument("--requests", type=int, help="requests per run (default 4096; quick 600)")
+    p.add_argument("--panels", help="comma-separated panel keys to run (default: every panel of the "
+                                    "study, e.g. real_table1_5pct,real_sharegpt4_5pct)")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
     p.add_argument("--json", action="store_true",
                    help="print the paper-vs-llmq table, the claims and the files as JSON")
@@ -38,7 +40,7 @@ def run(args) -> int:
     from llmq.output import out_dir, print_json
     from stability.runner import SweepInterrupted
     from stability.slai.report import n_points, run_study, write_outputs
-    from stability.slai.study import FULL, QUICK
+    from stability.slai.study import FULL, QUICK, select_panels
     from theory.io import json_load_exact
 
     study = QUICK if args.quick else FULL
@@ -46,6 +48,8 @@ def run(args) -> int:
         study = replace(study, seeds=require_positive_int("seeds", args.seeds))
     if args.requests is not None:
         study = replace(study, n_requests=require_positive_int("requests", args.requests))
+    if args.panels is not None:
+        study = select_panels(study, args.panels)
     workers = require_positive_int("workers", args.workers)
     out = out_dir(args.out) / "slai"
     claim_output_dir(out, "slai", asdict(study))

@@ -18,9 +18,9 @@ either rule a node receives nothing while another is sufficiently shorter, so no
 beyond what it drains while another idles; that they carry up to the sum of the members'
 capacities is checked by simulation (tests/test_fleet.py), not proven here. Both are offered;
 ``"jsq"`` is the default because it needs no capacity estimate, ``"sed"`` serves unequal GPUs
-better: in tests/test_mixed_fleet.py one A100 and one L4 meet a TBT P99 SLO at 75 req/s behind
-SED and miss it behind JSQ, which sends a request to the L4 whenever it holds no more pending
-requests than the A100.
+better: in tests/test_mixed_fleet.py one A100 and two L4s meet the SLOs at 75 req/s (TBT P99
+limit 150 ms) behind SED and not behind JSQ, which sends a request to an L4 whenever it holds no
+more pending requests than the A100.
 
 Fleet bound (any router that does not look at the arriving request's own lengths: all three).
 Node g alone certifies ``c_g`` (:mod:`theory.capacity`): its proof charges each request ``j``
