@@ -22,7 +22,9 @@ One runner serves every sweep: ``llmq region``, ``llmq slai`` and ``llmq plan`` 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
+import math
 import os
 import re
 import signal
@@ -91,6 +93,13 @@ def run_task(task: dict) -> dict:
     module, _, name = TASK_KINDS[kind].partition(":")
     out = getattr(import_module(module), name)(task)
     return {**out, "elapsed_s": time.perf_counter() - t0}
+
+
+class _Pending:
+    """A task handed to an in-process executor: it runs when waited for."""
+
+    def __init__(self, task: dict):
+        self.task = task
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -167,6 +176,29 @@ class LocalExecutor:
         self.workers = workers
         self._pool = None
 
+    @property
+    def slots(self) -> int:
+        """Tasks to keep handed out: one per worker and one more in the pool's queue, so that no
+        worker waits for this process between two tasks."""
+        return 1 if self.workers == 1 else self.workers + 1
+
+    def submit(self, task: dict, priority: float = 0.0):
+        """Hand ``task`` out (``priority`` is the runner's business here: it hands out the most
+        urgent first); a handle for :meth:`wait` (in this process: the task, run there)."""
+        if self.workers == 1:
+            return _Pending(task)
+        return self._get_pool().submit(run_task, task)
+
+    def wait(self, handles: list) -> list[tuple[object, dict]]:
+        """Block until at least one of ``handles`` is done; ``(handle, result)`` of those done."""
+        if self.workers == 1:
+            return [(handles[0], run_task(handles[0].task))]
+        from concurrent.futures import FIRST_COMPLETED
+        from concurrent.futures import wait as wait_futures
+
+        done, _ = wait_futures(handles, return_when=FIRST_COMPLETED)
+        return [(fut, fut.result()) for fut in handles if fut in done]
+
     def map_unordered(self, tasks: list[dict]) -> Iterator[tuple[int, dict]]:
         if self.workers == 1 or len(tasks) <= 1:
             for k, task in enumerate(tasks):
@@ -221,6 +253,24 @@ class DaskExecutor:
         except (OSError, TimeoutError, ValueError) as exc:
             raise LlmqError(f"--dask: cannot connect to the scheduler at {address!r} "
                             f"({type(exc).__name__}: {exc})") from None
+        self._finished = None  # distributed.as_completed of the submitted tasks
+
+    slots = math.inf  # the scheduler queues every task and starts them by their priority
+
+    def submit(self, task: dict, priority: float = 0.0):
+        """Hand ``task`` to the cluster (higher ``priority`` first); a future for :meth:`wait`."""
+        if self._finished is None:
+            from distributed import as_completed
+
+            self._finished = as_completed(loop=self.client.loop)
+        future = self.client.submit(run_task, task, pure=False, priority=priority)
+        self._finished.add(future)
+        return future
+
+    def wait(self, handles: list) -> list[tuple[object, dict]]:
+        """Block until at least one submitted task is done; ``(handle, result)`` of those done."""
+        done = [next(self._finished), *self._finished.next_batch(block=False)]
+        return [(fut, fut.result()) for fut in done]
 
     def map_unordered(self, tasks: list[dict]) -> Iterator[tuple[int, dict]]:
         from distributed import as_completed
@@ -302,3 +352,69 @@ class Runner:
             self.executor.close(abort=True)
             raise SweepInterrupted(self.cache.dir) from None
         return results
+
+    def run_dynamic(self, start: list[tuple[object, dict]],
+                    then: Callable[[object, dict, dict], list[tuple[object, dict]]],
+                    cost: Callable[[dict], float] = lambda task: 0.0,
+                    on_start: Callable[[object], None] | None = None) -> None:
+        """Run the tasks of ``start`` (``(tag, task)`` pairs), and after each one, cached or
+        computed, the pairs that ``then(tag, task, result)`` returns, until none is left: a sweep
+        whose next runs depend on earlier results goes on without waiting for a whole batch.
+
+        Among the tasks that wait for a worker, the one of highest ``cost(task)`` starts first
+        (the longest first, so that no long run is left alone at the end); the executor holds at
+        most ``executor.slots`` at a time. A task asked for again while it is waiting or running
+        (the same key) runs once, and every tag that asked is told. ``on_start(tag)`` is called
+        as a task is handed out. Results do not depend on this order: a task's result is a
+        function of the task alone.
+        """
+        waiting: list = []  # heap of (-cost, order, key)
+        tags: dict = {}  # key -> (task, [tags]) of tasks waiting or running
+        running: dict = {}  # handle -> key
+        ready: list = []  # (tag, task, result) for then()
+        order = 0
+
+        def add(pairs) -> None:
+            nonlocal order
+            for tag, task in pairs:
+                key = task_key(task)
+                if key in tags:
+                    tags[key][1].append(tag)
+                    continue
+                hit = self.cache.get(key)
+                if hit is not None:
+                    self.cached += 1
+                    if self.bar is not None:
+                        self.bar.update(1)
+                    ready.append((tag, task, hit))
+                    continue
+                tags[key] = (task, [tag])
+                heapq.heappush(waiting, (-cost(task), order, key))
+                order += 1
+
+        try:
+            add(start)
+            while ready or waiting or running:
+                while ready:
+                    add(then(*ready.pop(0)))
+                while waiting and len(running) < self.executor.slots:
+                    priority, _, key = heapq.heappop(waiting)
+                    task, asked = tags[key]
+                    if on_start is not None:
+                        on_start(asked[0])
+                    running[self.executor.submit(task, -priority)] = key
+                if not running:
+                    continue
+                for handle, result in self.executor.wait(list(running)):
+                    key = running.pop(handle)
+                    task, asked = tags.pop(key)
+                    self.cache.put(key, task, result)
+                    self.computed += 1
+                    if self.bar is not None:
+                        self.bar.update(1)
+                    if self.on_result is not None:
+                        self.on_result(task, result)
+                    ready += [(tag, task, result) for tag in asked]
+        except KeyboardInterrupt:
+            self.executor.close(abort=True)
+            raise SweepInterrupted(self.cache.dir) from None
