@@ -56,16 +56,28 @@ def saturated_throughput(arrival, finish, node, r: int, warmup: float = 0.2) -> 
     """Completions per second between the first and the last completion that fall from the
     ``warmup`` arrival quantile to the last arrival (``(k - 1) / span``, exact for evenly spaced
     completions), and the fewest requests pending at any node right after a completion in that
-    window (> 0: no node ever emptied, so the window measured the capacity under backlog)."""
-    from stability.sim.metrics import in_system
+    window (> 0: no node ever emptied, so the window measured the capacity under backlog).
 
+    Requests pending at t are those with arrival <= t < finish (unfinished ones have a NaN finish);
+    right after a completion at t, that is the arrivals up to t less the completions up to t,
+    counted by binary search in the node's sorted arrival and finish times.
+    """
+    arrival = np.asarray(arrival, dtype=float)
+    finish = np.asarray(finish, dtype=float)
     t0, t1 = float(arrival[int(warmup * (arrival.size - 1))]), float(arrival[-1])
     inside = (finish > t0) & (finish <= t1)
     done = finish[inside]
     rate = (done.size - 1) / float(done.max() - done.min()) if done.size > 1 else float("nan")
-    fewest = min((int(in_system(arrival[node == g], finish[node == g],
-                                finish[inside & (node == g)]).min())
-                  if np.any(inside & (node == g)) else 0) for g in range(r))
+    fewest = None
+    for g in range(r):
+        mine = node == g
+        ends = np.sort(finish[mine], kind="stable")  # NaN (never finished) sorts last
+        times = ends[np.searchsorted(ends, t0, side="right"):np.searchsorted(ends, t1, side="right")]
+        if times.size == 0:
+            return {"sat_throughput": rate, "min_pending": 0}
+        starts = np.sort(arrival[mine], kind="stable")
+        pending = np.searchsorted(starts, times, side="right") - np.searchsorted(ends, times, side="right")
+        fewest = int(pending.min()) if fewest is None else min(fewest, int(pending.min()))
     return {"sat_throughput": rate, "min_pending": fewest}
 
 

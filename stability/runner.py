@@ -32,6 +32,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from theory.builder import file_digest
@@ -167,6 +168,26 @@ def _init_worker(parent: int) -> None:
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="llmq-watch-parent").start()
 
 
+# the thread counts of the BLAS libraries numpy may load (OpenBLAS, its OpenMP build, MKL)
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """Environment under which the forkserver starts, and with it every pool worker: one BLAS
+    thread each. The workers already keep every core busy; a BLAS library's own threads would
+    spin against them (on a loaded 2-core machine the dot products of one T_bar^R took 30x
+    longer with OpenBLAS's default threads than with one). A thread count set by the user wins."""
+    saved = {k: os.environ.get(k) for k in BLAS_THREADS}
+    os.environ.update({k: v or "1" for k, v in saved.items()})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+
+
 class LocalExecutor:
     """Runs tasks in this process (``workers = 1``) or on a process pool."""
 
@@ -219,11 +240,14 @@ class LocalExecutor:
         if self._pool is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
+            from multiprocessing import forkserver
 
             # forkserver: workers never inherit this process's threads (tqdm, dask); they import
             # the simulator once, preloaded in the server
             ctx = multiprocessing.get_context("forkserver")
             ctx.set_forkserver_preload(["stability.runner", "stability.sim.simulate"])
+            with _one_blas_thread():
+                forkserver.ensure_running()
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
                                              initializer=_init_worker, initargs=(os.getpid(),))
         return self._pool
