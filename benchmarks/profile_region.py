@@ -19,7 +19,14 @@ measure cold):
    collecting results), the verdict and saturated throughput, the DTMC tasks, task keys and seeds,
    cache reads and writes, and the sweep's own bookkeeping.
 
-Run from the repository root: ``python benchmarks/profile_region.py [--breakdown] [--json]``.
+Before and after: ``--baseline DIR`` (a checkout of the code to compare with, e.g. ``git worktree
+add ../base <commit>``) measures that checkout and this one alternately, ``--rounds`` times each,
+every measurement in a fresh interpreter, and prints each phase before and after (the median of
+the rounds) with the machine's load average. Measurement 2 runs in a process set up as the
+checkout's pool workers are (one BLAS thread where its runner gives its workers one).
+
+Run from the repository root: ``python benchmarks/profile_region.py [--breakdown]
+[--baseline DIR [--rounds K]] [--json]``.
 """
 
 from __future__ import annotations
@@ -35,7 +42,6 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 IMPORTS = "import llmq.cli, stability.region"  # what `llmq region` imports before it computes
 
@@ -43,8 +49,8 @@ IMPORTS = "import llmq.cli, stability.region"  # what `llmq region` imports befo
 def import_seconds() -> float:
     """Wall seconds a fresh interpreter takes to import the command line and the sweep."""
     code = f"import time; t = time.perf_counter(); {IMPORTS}; print(time.perf_counter() - t)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run([sys.executable, "-c", code], cwd=sys.path[0], capture_output=True,
+                         text=True, check=True, env={**os.environ, "PYTHONPATH": sys.path[0]})
     return float(out.stdout.split()[-1])
 
 
@@ -204,33 +210,90 @@ def cpu_profile() -> dict:
             "runs": res.computed}
 
 
+def _measure(root: Path, what: str, env: dict | None = None) -> dict:
+    """One measurement (``--wall-only`` or ``--cpu-only``) of the code at ``root``, in a fresh
+    interpreter."""
+    out = subprocess.run([sys.executable, __file__, what, "--root", str(root), "--json"],
+                         capture_output=True, text=True, env=env, cwd=root)
+    if out.returncode:
+        raise SystemExit(f"measuring {root} failed:\n{out.stderr}")
+    return json.loads(out.stdout)
+
+
+def _worker_env(root: Path) -> dict:
+    """The environment the pool workers of the checkout at ``root`` run in: one BLAS thread each
+    where its runner sets ``BLAS_THREADS``, else this environment."""
+    code = "import stability.runner as r; print(' '.join(getattr(r, 'BLAS_THREADS', ())))"
+    names = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                           check=True, env={**os.environ, "PYTHONPATH": str(root)}).stdout.split()
+    return {**os.environ, **{k: os.environ.get(k, "1") for k in names}}
+
+
+def profile(root: Path, breakdown: bool) -> dict:
+    """Measurement 1 (and 2 with ``breakdown``) of the checkout at ``root``."""
+    report = {"load_average": os.getloadavg()[0], "wall": _measure(root, "--wall-only")}
+    if breakdown:
+        report["cpu"] = _measure(root, "--cpu-only", _worker_env(root))
+    report["load_average_after"] = os.getloadavg()[0]
+    return report
+
+
+def _rows(reports: list[dict], part: str) -> dict:
+    """Median over rounds of each phase of ``part`` ("wall" or "cpu"), and of the total."""
+    import statistics
+
+    names = list(dict.fromkeys(n for r in reports for n in r[part]["phases"]))
+    rows = {n: statistics.median(r[part]["phases"].get(n, 0.0) for r in reports) for n in names}
+    rows["total"] = statistics.median(r[part]["total"] for r in reports)
+    return rows
+
+
+def _print_table(title: str, after: dict, before: dict | None) -> None:
+    head = f"{title:<70}" + (f"{'before':>9}{'after':>9}{'ratio':>7}" if before else f"{'s':>9}")
+    print(f"\n{head}")
+    for name in dict.fromkeys([*(before or {}), *after]):
+        a = after.get(name, 0.0)
+        if before is None:
+            print(f"{name:<70}{a:>9.2f}")
+            continue
+        b = before.get(name, 0.0)
+        ratio = f"{a / b:>7.2f}" if b > 0 else f"{'':>7}"
+        print(f"{name:<70}{b:>9.2f}{a:>9.2f}{ratio}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", type=int, help="pool workers (default: the command's default)")
     p.add_argument("--breakdown", action="store_true", help="also measure CPU per part of a task")
+    p.add_argument("--baseline", type=Path, help="a checkout to compare with, measured alternately")
+    p.add_argument("--rounds", type=int, default=1, help="measurements of each checkout (median)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    p.add_argument("--wall-only", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--cpu-only", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    report = {"load_average": os.getloadavg(), "wall": wall_profile(args.workers)}
-    if args.breakdown:
-        report["cpu"] = cpu_profile()
-    report["load_average_after"] = os.getloadavg()
-    if args.json:
-        print(json.dumps(report, indent=1))
+    sys.path.insert(0, str(args.root.resolve()))
+    if args.wall_only or args.cpu_only:  # one measurement, in this fresh interpreter
+        print(json.dumps(wall_profile(args.workers) if args.wall_only else cpu_profile()))
         return 0
-    w = report["wall"]
-    print(f"llmq region (no options): {w['runs']} runs, {w['workers']} workers, region.csv md5 "
-          f"{w['csv_md5']}; load average before {report['load_average'][0]:.2f}, after "
-          f"{report['load_average_after'][0]:.2f}")
-    print(f"\n{'phase (wall seconds)':<72}{'s':>8}")
-    for name, s in w["phases"].items():
-        print(f"{name:<72}{s:>8.2f}")
-    print(f"{'total':<72}{w['total']:>8.2f}")
+    after, before = [], []
+    for _ in range(args.rounds):
+        if args.baseline:
+            before.append(profile(args.baseline.resolve(), args.breakdown))
+        after.append(profile(args.root.resolve(), args.breakdown))
+    if args.json:
+        print(json.dumps({"after": after, "before": before}, indent=1))
+        return 0
+    for label, reports in (("before", before), ("after", after)):
+        for r in reports:
+            w = r["wall"]
+            print(f"{label}: {w['runs']} runs, {w['workers']} workers, region.csv md5 {w['csv_md5']}; "
+                  f"load average {r['load_average']:.2f} before, {r['load_average_after']:.2f} after")
+    base = _rows(before, "wall") if before else None
+    _print_table("phase, llmq region with its pool (wall seconds)", _rows(after, "wall"), base)
     if args.breakdown:
-        c = report["cpu"]
-        print(f"\n{'part, one worker in this process (CPU seconds)':<72}{'s':>8}")
-        for name, s in c["phases"].items():
-            print(f"{name:<72}{s:>8.2f}")
-        print(f"{'total':<72}{c['total']:>8.2f}")
+        base = _rows(before, "cpu") if before else None
+        _print_table("part, one worker (CPU seconds)", _rows(after, "cpu"), base)
     return 0
 
 
