@@ -190,7 +190,7 @@ def cpu_profile() -> dict:
     clock.wrap(region, "with_seed", "task seeds")
     clock.wrap(region, "write_outputs", "region.csv, region.json")
     clock.wrap(region, "plot_outputs", "region.png (matplotlib import and drawing)", whole=True)
-    clock.wrap(region, "build_series", "theory: lambda*, Theorem 2, certified bound")
+    clock.wrap(region, "_theory", "theory: lambda*, Theorem 2, certified bound")
     with tempfile.TemporaryDirectory(prefix="llmq-profile-") as tmp:
         out = Path(tmp) / "out"
         c0 = time.process_time()

@@ -41,6 +41,9 @@ result is cached in ``cache/<key>.json`` (written atomically), key = SHA-256 of 
 source of ``theory/`` and ``stability/``. Seeds are derived from the task, so results do not
 depend on the number of workers or the order of execution, and an interrupted sweep redoes only
 unfinished tasks. Tasks run in-process (1 worker), on a local process pool, or on a Dask cluster.
+No series waits for another: each one's next bisection step starts when its own runs are done, only
+RAD's series wait for RAD's n, and the longest waiting run starts first
+(:meth:`stability.runner.Runner.run_dynamic`).
 
 References
 ----------

@@ -11,7 +11,12 @@ alone: not on the worker, the order, or the number of workers. :class:`Cache` ke
 back exactly as it was computed), so an interrupted sweep loses only the tasks in flight; an entry
 that does not parse or has the wrong shape counts as missing (a warning says so) and is recomputed.
 
-Interrupts and crashes: Ctrl-C during :meth:`Runner.run` raises :class:`SweepInterrupted`, which
+Dispatch: :meth:`Runner.run` runs a batch of tasks; :meth:`Runner.run_dynamic` runs tasks whose
+successors depend on their results (a sweep's bisection) as soon as each finishes, the longest
+waiting one first, so that no worker waits for a whole batch to end. Pool workers start from a
+forkserver with the simulator imported, and with one BLAS thread each (the workers fill the cores).
+
+Interrupts and crashes: Ctrl-C during a run raises :class:`SweepInterrupted`, which
 says how many runs the cache holds (the command line prints it as one line and exits 130). Local
 pool workers ignore SIGINT (the parent decides) and watch the parent: a worker whose parent is
 gone (``kill -9``) exits within ``WATCH_S`` seconds instead of staying behind.
