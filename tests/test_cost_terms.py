@@ -13,7 +13,7 @@ from numba import njit
 from llmq.cli import main
 from stability.sim.kernels import build_tables, t_lin, t_psa
 from theory.builder import CostSpec, cost_model
-from theory.cost import T_D_SA, T_P_SA, Batch, T_batch, T_Lin, linear_per_token
+from theory.cost import T_D_SA, T_P_SA, Batch, T_batch, T_GeMM_terms, T_Lin, linear_per_token
 from theory.errors import FieldError, LlmqError
 from theory.hardware import get_gpu
 from theory.models import get_model
@@ -108,6 +108,7 @@ def test_terms_stated_off_change_nothing(tmp_path):
 @pytest.mark.parametrize("text, field", [
     ('[gpus.x]\nbase = "a100"\nmemory_floor = "false"\n', "gpus.x.memory_floor"),
     ('[gpus.x]\nbase = "a100"\nwaves = 1\n', "gpus.x.waves"),
+    ('[gpus.x]\nbase = "a100"\nattention_waves = "true"\n', "gpus.x.attention_waves"),
 ])
 def test_gpu_switch_must_be_a_toml_boolean(tmp_path, text, field):
     with pytest.raises(FieldError, match=field.replace(".", r"\.")) as err:
@@ -229,9 +230,12 @@ def test_memory_floor_of_one_gemm_is_its_bytes_over_the_bandwidth(tmp_path):
 
 
 def test_waves_on_a_tiny_gpu(tmp_path):
-    """4 SMs, tile 128x128x32: each GeMM takes ceil(output tiles / 4) waves of d_red/32 steps."""
-    cm = tiny(tmp_path, "waves = true")
+    """4 SMs, tile 128x128x32: each GeMM takes ceil(output tiles / 4) waves of d_red/32 steps;
+    ``waves`` quantizes the linear GeMMs, ``attention_waves`` those of Eq. 6."""
+    cm = tiny(tmp_path, "waves = true\nattention_waves = true")
     plain = tiny(tmp_path, name="plain")
+    linear_only = tiny(tmp_path, "waves = true", name="lin")
+    attention_only = tiny(tmp_path, "attention_waves = true", name="att")
     mu = cm.mu[0]
     for tau in (1, 128, 129, 300, 513, 20000):
         cols = math.ceil(tau / 128)
@@ -245,8 +249,37 @@ def test_waves_on_a_tiny_gpu(tmp_path):
     # V P has 2 output tiles (1 wave) x 4 steps; without waves (8 + 2 x 4) / 4 tile-steps
     assert float(T_P_SA(cm, 1, 128)) == pytest.approx(2 * (8 + 4) / mu, rel=1e-12)
     assert float(T_P_SA(plain, 1, 128)) == pytest.approx(2 * (8 + 8) / 4 / mu, rel=1e-12)
+    assert float(T_P_SA(attention_only, 1, 128)) == pytest.approx(2 * (8 + 4) / mu, rel=1e-12)
+    assert float(T_P_SA(linear_only, 1, 128)) == pytest.approx(2 * (8 + 8) / 4 / mu, rel=1e-12)
+    assert attention_only.lin is None and not attention_only.plain  # Eq. 4 untouched
+    assert float(T_Lin(linear_only, 300)) == pytest.approx(float(T_Lin(cm, 300)), rel=1e-12)
+    for model, psa in ((cm, 2 * (8 + 4)), (linear_only, 2 * (8 + 8) / 4), (attention_only, 2 * (8 + 4))):
+        ct = build_tables(model, 300)
+        assert t_psa(ct, 1, 128) == pytest.approx(psa / mu, rel=1e-12)
+        assert t_lin(ct, 20000) == pytest.approx(float(T_Lin(model, 20000)), rel=1e-12)  # past the table
+
+
+def test_l2_traffic_on_a_tiny_gpu(tmp_path):
+    """4 SMs, tile 128x128x32, B_L2 = 1 GB/s (binding): each linear GeMM takes at least
+    2 bytes x (output tiles) x (128 + 128) x d_red / B_L2; attention is untouched."""
+    bw = 1e9
+    cm = tiny(tmp_path, "waves = true\nl2_bandwidth_gbs = 1.0", name="l2")
+    waves = tiny(tmp_path, "waves = true", name="w")
+    mu = cm.mu[0]
+    for tau in (1, 128, 129, 300):
+        cols = math.ceil(tau / 128)
+        # paper mode, N = 2: W_Q, W_K, W_V 3N x (256 x 256), W_F1 512 x 256, W_F2 256 x 512, W_out
+        gemms = [(3 * 2, 2, 256), (2, 4, 256), (2, 2, 512), (1, 2, 256)]  # (count, row tiles, d_red)
+        by_hand = sum(n * max(math.ceil(r * cols / 4) * (d // 32) / mu, 2 * r * cols * 256 * d / bw)
+                      for n, r, d in gemms)
+        assert float(T_Lin(cm, tau)) == pytest.approx(by_hand, rel=1e-12)
+        assert float(T_Lin(cm, tau)) > float(T_Lin(waves, tau))
+    assert float(T_GeMM_terms(cm, 512, 300, 256)) == pytest.approx(2 * 4 * 3 * 256 * 256 / bw, rel=1e-12)
+    assert float(T_P_SA(cm, 1, 128)) == float(T_P_SA(waves, 1, 128))
+    per_token = sum(n * max(r * (d // 32) / (4 * mu * 128), 2 * r * 256 * d / (128 * bw))
+                    for n, r, d in gemms)
+    assert linear_per_token(cm) == pytest.approx(per_token, rel=1e-12)
     ct = build_tables(cm, 300)
-    assert t_psa(ct, 1, 128) == pytest.approx(2 * (8 + 4) / mu, rel=1e-12)
     assert t_lin(ct, 20000) == pytest.approx(float(T_Lin(cm, 20000)), rel=1e-12)  # past the table
 
 
@@ -328,6 +361,8 @@ def test_symbolic_twin_covers_the_law_and_refuses_numeric_only_terms(tmp_path):
     assert float(scm.T_max(50, 10)) == pytest.approx(T_max(law, 50, 10), rel=1e-15)
     with pytest.raises(LlmqError, match="waves"):
         SymbolicCostModel.from_cost_model(tiny(tmp_path, "waves = true", name="w"))
+    with pytest.raises(LlmqError, match="attention_waves"):
+        SymbolicCostModel.from_cost_model(tiny(tmp_path, "attention_waves = true", name="aw"))
 
 
 # --- acceptance: a cost law stated only in TOML ----------------------------------------------
@@ -404,10 +439,12 @@ def test_engine_tables_agree_with_the_cost_model_under_every_term(tmp_path):
     from stability.sim.metrics import optimal_work
     from theory.bounds import T_bar_R
 
-    g = gpu_file(tmp_path, TP.format(tp=2) + "memory_floor = true\nwaves = true\n")
+    g = gpu_file(tmp_path, TP.format(tp=2) + "memory_floor = true\nwaves = true\nattention_waves = true\n"
+                 "l2_bandwidth_gbs = 900.0\n")
     m = gpu_file(tmp_path, '[models.y]\nbase = "mistral-7b"\nlm_head = true\n', "m.toml")
     cm = cost_model(CostSpec("x", "y", "real", gpu_file=g, model_file=m))
-    assert cm.lin.floor_bw > 0 and cm.lin.waves and cm.lm_out_s > 0 and cm.lin.tok_s > 0
+    assert cm.lin.floor_bw > 0 and cm.lin.waves and cm.attention_waves and cm.lin.l2_bw > 0
+    assert cm.lm_out_s > 0 and cm.lin.tok_s > 0
     ct = build_tables(cm, 5000)
     for tau in (1, 7, 300, 4097, 16383, 16384, 16385, 40000):
         assert t_lin(ct, tau) == pytest.approx(float(T_Lin(cm, tau)), rel=1e-13)
@@ -501,6 +538,7 @@ def test_memory_floor_closes_the_small_batch_gap_on_measured_gemms():
     for r in rows:
         d_row, d_red = gemm_shape(get_model(str(r["model"])), str(r["operation"]), 1)
         one = {"count": np.array([1]), "waves": False, "tok_s": 0.0, "batch_s": 0.0, "law": None,
+               "traffic": np.zeros((len(gpu.tiles), 1)), "l2_bw": 0.0,
                "rows": np.array([[math.ceil(d_row / t.t_row)] for t in gpu.tiles]),
                "red": np.array([[math.ceil(d_red / t.t_red)] for t in gpu.tiles]),
                "wbytes": np.array([2.0 * d_row * d_red]), "abytes": np.array([2.0 * (d_row + d_red)])}
@@ -517,7 +555,6 @@ def test_memory_floor_closes_the_small_batch_gap_on_measured_gemms():
 def test_one_gemm_with_terms_and_the_validation_plug_points(tmp_path):
     """T_GeMM_terms of one GeMM: its bytes over eta_mem B when memory bound, Eq. 2 when compute
     bound; validate's per-GeMM predictor, TP batch model and all-reduce law use the GPU's terms."""
-    from theory.cost import T_GeMM_terms
     from theory.validate import NEEDS_TP, allreduce_law, batch_cost_model, predict_gemm
 
     g = gpu_file(tmp_path, '[gpus.a100]\nmemory_floor = true\nallreduce_latency_s = 4e-5\n'

@@ -53,7 +53,8 @@ def T_bar_R_terms(cm: CostModel, w: Workload, corrected: bool = False) -> dict[s
     docstring's erratum) instead of the printed E[L^P (L^P + t*_lcm)].
 
     With terms on (:mod:`theory.terms`) the linear term is ``E[L^P + L^D] l*``, the prefill
-    attention term is 0 without attention (and with ``waves`` stays the unwaved lower bound), and
+    attention term is 0 without attention (and with ``attention_waves`` stays the unwaved lower
+    bound), and
     ``lm_head`` adds the key ``"lm_head"``: ``(E[L^D] + 1) h``.
 
     References

@@ -209,9 +209,9 @@ def law_from_cost_model(cm: CostModel, overhead_s: float | None = None) -> Batch
     on ``G(tau) / tau`` for Eq. 4; with cost terms on (:mod:`theory.terms`) it is their infimum
     ``l* + 1 / mu_nLin`` (:func:`theory.cost.linear_per_token`; ``a / b0`` under a staircase law).
     :func:`capacity_bound` checks it on the table. ``split_period`` is the LCM of the tiles' t_col
-    (module docstring); with ``waves`` or ``lm_head`` (a row per chunk) splitting can cost more, so
-    it is None and the DP tries every size. ``lm_head``'s row per decode and per chunk is part of
-    ``A_D`` and ``A_P``.
+    (module docstring); with ``waves``, ``attention_waves`` or ``lm_head`` (a row per chunk)
+    splitting can cost more, so it is None and the DP tries every size. ``lm_head``'s row per
+    decode and per chunk is part of ``A_D`` and ``A_P``.
 
     References
     ----------
@@ -238,7 +238,8 @@ def law_from_cost_model(cm: CostModel, overhead_s: float | None = None) -> Batch
         fixed_s=float(c_fix), tail_slope=tail_slope,
         decode_attention=(lambda i: cm.N * T_D_SA(cm, i) + row) if row else (lambda i: cm.N * T_D_SA(cm, i)),
         prefill_attention=(lambda i, c: T_P_SA(cm, i, c) + row) if row else (lambda i, c: T_P_SA(cm, i, c)),
-        split_period=None if (cm.waves or row) else int(np.lcm.reduce(cm.t_col)), batch_time=batch_time,
+        split_period=None if (cm.waves or cm.attention_waves or row) else int(np.lcm.reduce(cm.t_col)),
+        batch_time=batch_time,
         content_key=hashlib.sha256(pickle.dumps(cm_fixed)).hexdigest())
 
 

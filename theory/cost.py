@@ -17,8 +17,8 @@ Terms beyond Eq. 2 (memory floor, waves, a literature law, LM head on output row
 parallelism, attention off) are options of the GPU and model profiles, documented in
 :mod:`theory.terms`; all off (the presets) this module computes Eq. 2-7 along the same code paths
 as before they existed. With terms on, ``T_Lin`` is the linear time of :class:`LinearTerms`,
-``T_P_SA``'s GeMMs take waves, attention may be 0, and each scheduled request row pays the
-vocab projection ``lm_out_s``.
+``T_P_SA``'s GeMMs take waves with ``attention_waves``, attention may be 0, and each scheduled
+request row pays the vocab projection ``lm_out_s``.
 
 Eq. 5 as printed drops the ``1/s`` that Eq. 3 carries; here ``T^{D,SA}`` is the sum of the two
 Eq. 3 GeMVs, ``1/(s mu(t_row, t_col))`` included, so that mu stays a per-SM rate (the
@@ -69,10 +69,24 @@ def T_GeMM_waves(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
     return ceil_div(out, s) * ceil_div(d_red, t_red) / np.asarray(mu, dtype=float)
 
 
+def T_GeMM_l2(d_row, d_col, d_red, t_row, t_col, bytes_per_element, l2_bandwidth):
+    """Operand traffic of a tiled GeMM through L2 over its bandwidth:
+    ``b ceil(d_row/t_row) ceil(d_col/t_col) (t_row + t_col) d_red / B_L2``.
+
+    References
+    ----------
+    :mod:`theory.terms` (``l2_bandwidth_gbs``); NVIDIA CUTLASS ``media/docs/efficient_gemm.md``.
+    """
+    tiles = ceil_div(d_row, t_row) * ceil_div(d_col, t_col)
+    per_tile = bytes_per_element * (np.asarray(t_row) + np.asarray(t_col)) * np.asarray(d_red, dtype=float)
+    return tiles * per_tile / float(l2_bandwidth)
+
+
 def T_GeMM_terms(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
     """One GeMM ``(d_row x d_red) . (d_red x d_col)`` on the GPU of ``cm`` with its GPU-side terms.
 
-    Each tile's Eq. 2 time (:func:`T_GeMM_waves` with ``waves``), at least
+    Each tile's Eq. 2 time (:func:`T_GeMM_waves` with ``waves``; at least :func:`T_GeMM_l2` with
+    ``l2_bandwidth_gbs``), at least
     ``b (d_row d_red + d_col (d_row + d_red)) / (eta_mem B)`` with ``memory_floor``, on the fastest
     of the GPU's tiles, plus ``gemm_overhead_s``; with the terms off this is Eq. 2 on the fastest
     tile. Arguments broadcast.
@@ -86,7 +100,11 @@ def T_GeMM_terms(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
     d_row, d_col, d_red = (np.asarray(x, dtype=np.int64)[..., None] for x in (d_row, d_col, d_red))
     gt = cm.gpu.terms
     law = T_GeMM_waves if gt.waves else T_GeMM
-    out = law(d_row, d_col, d_red, cm.t_row, cm.t_col, cm.t_red, cm.mu, cm.s).min(axis=-1)
+    out = law(d_row, d_col, d_red, cm.t_row, cm.t_col, cm.t_red, cm.mu, cm.s)
+    if gt.l2_bandwidth is not None:
+        out = np.maximum(out, T_GeMM_l2(d_row, d_col, d_red, cm.t_row, cm.t_col,
+                                        gt.bytes_per_element, gt.l2_bandwidth))
+    out = out.min(axis=-1)
     if gt.memory_floor:
         b = gt.bytes_per_element
         n_bytes = b * (d_row * d_red + d_col * (d_row + d_red))[..., 0].astype(float)
@@ -141,7 +159,9 @@ class CostModel:
     attention : bool
         Whether self-attention (Eq. 5-6) is priced.
     waves : bool
-        Wave quantization of the Eq. 2 GeMMs (prefill attention; the linear ones via ``lin``).
+        Wave quantization of the linear GeMMs (the ``waves`` term; priced through ``lin``).
+    attention_waves : bool
+        Wave quantization of the prefill-attention GeMMs of Eq. 6 (``attention_waves``).
     """
 
     gpu: GPU
@@ -167,11 +187,13 @@ class CostModel:
     lm_out_s: float = 0.0
     attention: bool = True
     waves: bool = False
+    attention_waves: bool = False
 
     @property
     def plain(self) -> bool:
         """Whether every term beyond Eq. 2 is off (the model is Eq. 2-7 plus ``overhead_s``)."""
-        return self.lin is None and self.attention and not self.waves and self.lm_out_s == 0.0
+        return (self.lin is None and self.attention and not self.waves and not self.attention_waves
+                and self.lm_out_s == 0.0)
 
     @property
     def t_star(self) -> Tile:
@@ -246,8 +268,8 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
     else:
         mu_nLin = gpu.eta_mem * gpu.bandwidth / (2.0 * model.nonlinear_elements_per_token(mode, tp))
     lin, lm_out = None, 0.0
-    if not (gt.plain and not mt.lm_head):
-        lin = _linear_terms(gpu, model, gemms, t_row, t_red, all_gemms)
+    if not (gt.linear_plain and not mt.lm_head):
+        lin = _linear_terms(gpu, model, gemms, t_row, t_col, t_red, all_gemms)
         if mt.lm_head:
             head = next(g for g in all_gemms if g.name == LM_HEAD)
             lm_out = float(ceil_div(head.d_row, t_row[0]) * ceil_div(head.d_red, t_red[0])
@@ -259,10 +281,10 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
         g_col=np.array([g.t_col for g in gpu.gemv_tiles], dtype=np.int64),
         mu_gemv=np.array(gpu.mu_gemv, dtype=float), mu_nLin=float(mu_nLin),
         overhead_s=gpu.overhead_s, gemms=gemms, lin=lin, lm_out_s=lm_out,
-        attention=mt.attention, waves=gt.waves)
+        attention=mt.attention, waves=gt.waves, attention_waves=gt.attention_waves)
 
 
-def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_red, all_gemms) -> LinearTerms:
+def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_col, t_red, all_gemms) -> LinearTerms:
     """The arrays of :class:`LinearTerms` for ``gemms`` on ``gpu`` (see :mod:`theory.terms`)."""
     gt, mt = gpu.terms, model.terms
     b = gt.bytes_per_element
@@ -284,7 +306,10 @@ def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_red, all_gemms) -> Lin
         red=np.array([[int(ceil_div(g.d_red, k)) for g in gemms] for k in t_red], dtype=np.int64),
         wbytes=np.array([float(b * g.d_row * g.d_red) for g in gemms]),
         abytes=np.array([float(b * (g.d_row + g.d_red)) for g in gemms]),
-        waves=gt.waves, floor_bw=bw if gt.memory_floor else 0.0, tok_s=tok_s, batch_s=batch_s,
+        waves=gt.waves, floor_bw=bw if gt.memory_floor else 0.0,
+        traffic=np.array([[float(b * (r + c) * g.d_red) for g in gemms]
+                          for r, c in zip(t_row, t_col, strict=True)]),
+        l2_bw=gt.l2_bandwidth or 0.0, tok_s=tok_s, batch_s=batch_s,
         law=gt.linear_law)
 
 
@@ -410,8 +435,8 @@ def T_P_SA(cm: CostModel, i, c, tile: int | None = None, return_tiles: bool = Fa
 
     The two GeMMs are ``K^T Q`` (output ``(i+c-1) x c``, reduction ``d``) and ``V P`` (output
     ``d x c``, reduction ``i+c-1``); each takes its fastest tile unless ``tile`` is given.
-    ``return_tiles`` also returns the tile indices the two GeMMs use. With ``waves`` each GeMM
-    is :func:`T_GeMM_waves`; without attention the time is 0.
+    ``return_tiles`` also returns the tile indices the two GeMMs use. With ``attention_waves``
+    each GeMM is :func:`T_GeMM_waves`; without attention the time is 0.
 
     References
     ----------
@@ -426,7 +451,7 @@ def T_P_SA(cm: CostModel, i, c, tile: int | None = None, return_tiles: bool = Fa
     e = i + c - 1
     d = cm.d_pre
     ks = range(len(cm.tiles)) if tile is None else [tile]
-    law = T_GeMM_waves if cm.waves else T_GeMM
+    law = T_GeMM_waves if cm.attention_waves else T_GeMM
 
     def gemm(k, rows, red):
         return law(rows, c, red, cm.t_row[k], cm.t_col[k], cm.t_red[k], cm.mu[k], cm.s)

@@ -129,6 +129,8 @@ class SymbolicCostModel:
         """The twin of ``cm``; a cost model with a numeric-only term is refused (FieldError)."""
         numeric_only = [name for name, on in (
             ("memory_floor", cm.gpu.terms.memory_floor), ("waves", cm.waves),
+            ("attention_waves", cm.attention_waves),
+            ("l2_bandwidth_gbs", cm.gpu.terms.l2_bandwidth is not None),
             ("tp", cm.gpu.terms.tp > 1), ("lm_head", cm.model.terms.lm_head)) if on]
         if numeric_only:
             raise FieldError("cost model", cm.describe(),

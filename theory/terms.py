@@ -13,7 +13,9 @@ Where each switch lives
     [gpus.a100-tp4]
     base = "a100"
     memory_floor = true          # each GeMM: max(Eq. 2 time, bytes / (eta_mem B))
-    waves = true                 # each GeMM: ceil(output tiles / s) waves, not tiles / s
+    waves = true                 # each linear GeMM: ceil(output tiles / s) waves, not tiles / s
+    attention_waves = false      # the same for Eq. 6's prefill-attention GeMMs (default false)
+    l2_bandwidth_gbs = 5300.0    # each GeMM tile: its operand slices stream at <= this (GB/s)
     overhead_s = 0.0             # fixed time per batch (already existed; Eq. 7 + c)
     gemm_overhead_s = 4.2e-6     # fixed time per linear GeMM (the calibrated A100's c_0)
     tp = 4                       # tensor-parallel degree of the replica (needs mode = "real")
@@ -60,7 +62,27 @@ The terms and what they change
     Eq. 2's ``tiles / (s mu)`` becomes ``ceil(output tiles / s) ceil(d_red / t_red) / mu``: the
     output tiles are dealt to the ``s`` SMs in waves and the last wave is as long as a full one
     (wave quantization, NVIDIA "Matrix Multiplication Background User's Guide", section "Wave
-    Quantization"). Applied to every Eq. 2 GeMM: the linear layers and prefill attention (Eq. 6).
+    Quantization"). Applied to the linear GeMMs (Eq. 4), where the packaged per-GeMM profiles
+    measure it; prefill attention has its own switch.
+``l2_bandwidth_gbs`` (GPU, float > 0; absent: off)
+    A tiled GeMM's output tile ``t_row x t_col`` reads its operand slices, ``t_row x d_red`` of
+    the weight and ``d_red x t_col`` of the activations, through the cache hierarchy (the
+    threadblock tile's main loop of NVIDIA CUTLASS, ``media/docs/efficient_gemm.md``), so a GeMM
+    on tile ``t`` moves at least ``b ceil(d_row/t_row) ceil(d_col/t_col) (t_row + t_col) d_red``
+    bytes through L2: each tile's time is at least that over the L2 bandwidth (a roofline at the
+    L2 level: Ilic, Pratas, Sousa, "Cache-aware Roofline model", IEEE Computer Architecture
+    Letters 13(1), 2014). Unlike the memory floor it depends on the tile and grows with the
+    output tiles even inside one wave, which is where the waves term alone predicts no step.
+    Applied to the linear GeMMs (Eq. 4), before the minimum over tiles.
+``attention_waves`` (GPU, bool)
+    The same wave quantization for the two GeMMs of Eq. 6 (prefill attention). Off by default and
+    in the calibrated presets: no packaged profile measures attention kernels alone, and on the
+    packaged whole prefill batches (splitwise-sim, Llama-2-70B and BLOOM-176B at TP 2-8, prompts
+    of 128-8192 tokens) switching it on changes Eq. 7 by 0.4% (median; at most 2.2%), far below
+    the batches' residual (median 28%), so the data neither support nor refute it
+    (``tests/test_validate.py``). Served prefill attention is a fused
+    kernel (FlashAttention: Dao et al. 2022, arXiv:2205.14135) whose work is split over query
+    blocks and heads, not Eq. 6's two GeMMs over one head, so their wave count is not Eq. 6's.
 ``overhead_s`` (GPU, float >= 0)
     A fixed time per batch (kernel launches, scheduling); exists since calibration.
 ``gemm_overhead_s`` (GPU, float >= 0)
@@ -121,9 +143,14 @@ batches also pays the per-batch times. Per term:
   (eta_mem B))`` (weights are read once per batch and amortize away), which on the presets is
   Eq. 4's compute rate, so ``T_bar^R`` is unchanged up to rounding; ``T^max`` grows (a one-token
   batch streams every weight: ``sum_GeMMs`` bytes / ``eta_mem B``).
-* ``waves``: ``l*`` unchanged (``ceil(x/s)/x -> 1/s``); the prefill-attention term keeps Eq. 6's
-  unwaved minimum, still a lower bound (looser); ``T^max`` grows (a one-token GeMM takes a full
-  wave of ``ceil(d_red/t_red)`` steps).
+* ``waves``: ``l*`` unchanged (``ceil(x/s)/x -> 1/s``); ``T^max`` grows (a one-token GeMM takes a
+  full wave of ``ceil(d_red/t_red)`` steps).
+* ``l2_bandwidth_gbs``: ``l*`` becomes ``min_t sum_GeMMs max(compute per column, floor per
+  column, ceil(d_row/t_row) (t_row + t_col) d_red b / (t_col B_L2))``: the traffic grows with the
+  columns, so unlike the weight read it does not amortize; ``T^max`` grows with it.
+* ``attention_waves``: the prefill-attention term of ``T_bar^R`` keeps Eq. 6's unwaved minimum,
+  still a lower bound (looser); a prefill chunk's attention grows, and with it RAD's time for a
+  request alone, which ``T^max`` (prompt tokens priced as decode GeMVs) need no longer cover.
 * ``overhead_s`` ``c``: amortized, so ``T_bar^R`` is unchanged; ``T^max`` gains ``l c``.
 * ``gemm_overhead_s`` ``c_0``: as ``overhead_s`` with ``c = c_0`` times the linear GeMMs of a batch.
 * ``linear_law``: linear term ``E[L^P + L^D] a / b0``, non-linear term 0 (the law includes it);
@@ -140,7 +167,10 @@ batches also pays the per-batch times. Per term:
 ``t*`` is unchanged by every term: Assumption 1 is a property of the GPU's tiles, and RAD's chunk
 ``t*_lcm`` and Theorem 2's ``t*_col`` keep using it. With a floor or waves ``l*`` is a minimum over
 all tiles (it is reached at t* on the presets); under a law the linear time no longer depends on
-the tile, so ``t*`` only shapes RAD's chunks and the attention terms.
+the tile, so ``t*`` only shapes RAD's chunks and the attention terms. With ``l2_bandwidth_gbs``
+Assumption 1's t* (a maximal ``mu(t)`` FLOP rate) ignores the L2 bound, and a fitted tile that is
+fastest only where its traffic binds has a compute rate the data do not bound, which may then win
+t*: the calibrated presets leave the term off for that reason (:data:`theory.presets_fit.L2_NOTE`).
 
 References
 ----------
@@ -157,8 +187,9 @@ import numpy as np
 from theory.config import read_bool
 from theory.errors import FieldError
 
-GPU_TERM_FIELDS = frozenset({"memory_floor", "waves", "gemm_overhead_s", "tp", "allreduce_latency_s",
-                             "allreduce_bandwidth_gbs", "linear_law"})
+GPU_TERM_FIELDS = frozenset({"memory_floor", "waves", "attention_waves", "l2_bandwidth_gbs",
+                             "gemm_overhead_s", "tp", "allreduce_latency_s", "allreduce_bandwidth_gbs",
+                             "linear_law"})
 MODEL_TERM_FIELDS = frozenset({"attention", "lm_head"})
 LAW_KINDS = ("staircase",)
 LM_HEAD = "W_out"  # name of the vocab projection in Model.linear_gemms
@@ -210,7 +241,11 @@ class GpuTerms:
     Attributes
     ----------
     memory_floor, waves : bool
-        Roofline floor per linear GeMM; wave quantization of every Eq. 2 GeMM.
+        Roofline floor per linear GeMM; wave quantization of the linear GeMMs (Eq. 4).
+    attention_waves : bool
+        Wave quantization of the prefill-attention GeMMs (Eq. 6).
+    l2_bandwidth : float or None
+        Bytes/s at which a tile's operand slices stream through L2 (``None``: the term is off).
     gemm_overhead_s : float
         Fixed seconds per linear GeMM.
     tp : int
@@ -227,6 +262,8 @@ class GpuTerms:
 
     memory_floor: bool = False
     waves: bool = False
+    attention_waves: bool = False
+    l2_bandwidth: float | None = None
     gemm_overhead_s: float = 0.0
     tp: int = 1
     allreduce_latency_s: float = 0.0
@@ -235,10 +272,15 @@ class GpuTerms:
     bytes_per_element: int = 2
 
     @property
-    def plain(self) -> bool:
-        """Whether every GPU-side term is off (Eq. 2-4 as printed)."""
+    def linear_plain(self) -> bool:
+        """Whether the linear time is Eq. 4 as printed (no term of the linear GeMMs is on)."""
         return not (self.memory_floor or self.waves or self.gemm_overhead_s or self.tp > 1
-                    or self.linear_law is not None)
+                    or self.linear_law is not None or self.l2_bandwidth is not None)
+
+    @property
+    def plain(self) -> bool:
+        """Whether every GPU-side term is off (Eq. 2-6 as printed)."""
+        return self.linear_plain and not self.attention_waves
 
 
 @dataclass(frozen=True)
@@ -300,14 +342,17 @@ def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTe
         raise FieldError(f"{where}.allreduce_bandwidth_gbs", None,
                          f"the interconnect's all-reduce bus bandwidth in GB/s (needed with tp = {tp})")
     law = _law_from(table["linear_law"], f"{where}.linear_law") if "linear_law" in table else None
+    l2 = _positive(table, "l2_bandwidth_gbs", where) * 1e9 if "l2_bandwidth_gbs" in table else None
     terms = GpuTerms(memory_floor=read_bool(table, "memory_floor", where, False),
                      waves=read_bool(table, "waves", where, False),
+                     attention_waves=read_bool(table, "attention_waves", where, False), l2_bandwidth=l2,
                      gemm_overhead_s=_nonneg(table, "gemm_overhead_s", where, 0.0), tp=tp,
                      allreduce_latency_s=_nonneg(table, "allreduce_latency_s", where, 0.0),
                      allreduce_bandwidth=bw, linear_law=law, bytes_per_element=int(bytes_per_element))
     if law is not None:
         for key, on in (("memory_floor", terms.memory_floor), ("waves", terms.waves),
-                        ("gemm_overhead_s", terms.gemm_overhead_s > 0), ("tp", tp > 1)):
+                        ("gemm_overhead_s", terms.gemm_overhead_s > 0), ("tp", tp > 1),
+                        ("l2_bandwidth_gbs", l2 is not None)):
             if on:
                 raise FieldError(f"{where}.{key}", table[key],
                                  "off when linear_law is set (the law replaces the GeMM model)")
@@ -417,12 +462,13 @@ class LinearTerms:
 
     ``L(tau) = min_k sum_g count_g G_kg(tau) + tok_s tau + batch_s`` for ``tau >= 1`` with::
 
-        G_kg(tau) = max(C_kg(tau), (wbytes_g + abytes_g tau) / floor_bw)      (floor on)
+        G_kg(tau) = max(C_kg(tau), rows_kg ceil(tau/t_col_k) traffic_kg / l2_bw,   (l2 on)
+                        (wbytes_g + abytes_g tau) / floor_bw)                      (floor on)
         C_kg(tau) = ceil(rows_kg ceil(tau/t_col_k) / s) red_kg / mu_k       (waves on)
                   = rows_kg ceil(tau/t_col_k) red_kg / (s mu_k)              (waves off)
 
     or ``law(tau)`` when a law is set. ``rows_kg = ceil(d_row_g / t_row_k)``, ``red_kg =
-    ceil(d_red_g / t_red_k)``.
+    ceil(d_red_g / t_red_k)``, ``traffic_kg = b (t_row_k + t_col_k) d_red_g``.
     """
 
     count: np.ndarray  # (G,) int
@@ -432,6 +478,8 @@ class LinearTerms:
     abytes: np.ndarray  # (G,) activation bytes per token (input + output)
     waves: bool
     floor_bw: float  # bytes/s of the floor; 0 when the floor is off
+    traffic: np.ndarray  # (K, G) operand bytes per output tile through L2
+    l2_bw: float  # bytes/s of the L2 term; 0 when it is off
     tok_s: float  # seconds per batch token outside the GeMMs (all-reduce bytes, embedding gather)
     batch_s: float  # seconds per non-empty batch (all-reduce latencies, vocab-projection weight read)
     law: LinearLaw | None
@@ -446,6 +494,8 @@ class LinearTerms:
                 comp = ceil_div(tiles_out, s) * self.red[k, g] / mu
             else:
                 comp = tiles_out * self.red[k, g] / (s * mu)
+            if self.l2_bw:
+                comp = np.maximum(comp, tiles_out * self.traffic[k, g] / self.l2_bw)
             if self.floor_bw:
                 comp = np.maximum(comp, (self.wbytes[g] + self.abytes[g] * tau) / self.floor_bw)
             out = out + self.count[g] * comp
@@ -456,6 +506,8 @@ class LinearTerms:
         total = 0.0
         for g in range(self.count.size):
             comp = self.rows[k, g] * self.red[k, g] / (s * mu * t_col)
+            if self.l2_bw:
+                comp = max(comp, self.rows[k, g] * self.traffic[k, g] / (t_col * self.l2_bw))
             if self.floor_bw:
                 comp = max(comp, self.abytes[g] / self.floor_bw)
             total += self.count[g] * comp

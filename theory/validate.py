@@ -32,7 +32,9 @@ predictor. Whole-batch rows (``prefill_batch``, ``decode_batch``) by Eq. 7
 (:func:`theory.cost.T_batch`) when the cost model can run their tensor-parallel degree
 (:func:`batch_cost_model`: TP 1 as named, TP > 1 through :mod:`theory.terms` when the GPU profile
 states an all-reduce law; the shipped batch rows are TP 2-8, so without one they are listed as not
-predicted with the reason). All-reduce rows where the GPU profile states an all-reduce law
+predicted with the reason); their ``tokens`` scheme adds a fixed time per batch fitted per
+GPU x TP on the other batch shapes (:func:`fit_batch_overhead`, :func:`batch_split`,
+:attr:`Report.batch_overheads`). All-reduce rows where the GPU profile states an all-reduce law
 (:func:`allreduce_law`; the calibrated A100 and H100 presets state one). Element-wise kernels
 (``vidur_kernels``) are listed as not predicted: the cost model prices them only as one
 aggregate ``tau / mu_nLin`` per batch (Section 3.2.3). Nothing is dropped silently: every row is
@@ -317,9 +319,11 @@ class GpuFit:
 
 
 def fit_gpu(base: GPU, train: GemmRows, *, max_train: int = 8000, seed: int = 0,
-            model_file: str | None = None, floor: bool = True, waves: bool = True) -> GpuFit:
-    """Calibrate ``base``'s tile rates, ``c_0`` and (with ``floor``) the achievable DRAM
-    bandwidth on the rows ``train`` only, with the ``memory_floor`` and ``waves`` terms as asked.
+            model_file: str | None = None, floor: bool = True, waves: bool = True,
+            l2: bool = False) -> GpuFit:
+    """Calibrate ``base``'s tile rates, ``c_0``, (with ``floor``) the achievable DRAM bandwidth
+    and (with ``l2``) the L2 bandwidth on the rows ``train`` only, with the ``memory_floor``,
+    ``waves`` and ``l2_bandwidth_gbs`` terms as asked.
 
     At most ``max_train`` rows enter the fit, evenly spaced over ``train`` (deterministic). The
     fitted GPU keeps the base profile's tiles with the fitted rates (tiles never fastest keep
@@ -335,11 +339,12 @@ def fit_gpu(base: GPU, train: GemmRows, *, max_train: int = 8000, seed: int = 0,
         raise FieldError("training rows", 0, f"at least one GeMM row of {base.key} to calibrate on")
     sub = train.take(_subsample(len(train), max_train))
     cal = fit_gemm(sub.timings(), base, get_model(str(sub.model[0]), model_file), "real",
-                   key=f"{base.key}-validate", seed=seed, floor=floor, waves=waves)
+                   key=f"{base.key}-validate", seed=seed, floor=floor, waves=waves, l2=l2)
     mu = tuple(float(cal.profile["mu"][str(t)]) for t in base.tiles)
     c0 = float(next((p.value for p in cal.parameters if p.name.startswith("c_0")), 0.0))
     eta_mem = float(cal.profile.get("eta_mem", base.eta_mem))
-    terms = replace(base.terms, memory_floor=floor, waves=waves, gemm_overhead_s=c0)
+    l2_bw = float(cal.profile["l2_bandwidth_gbs"]) * 1e9 if l2 else None
+    terms = replace(base.terms, memory_floor=floor, waves=waves, gemm_overhead_s=c0, l2_bandwidth=l2_bw)
     return GpuFit(replace(base, key=cal.key, mu=mu, eta_mem=eta_mem, terms=terms), c0, cal, len(sub))
 
 
@@ -372,13 +377,14 @@ def predict_paper(rows: GemmRows, cm_of: Callable[[str], CostModel],
 @dataclass(frozen=True)
 class Settings:
     """What a validation run did: held-out stride, training cap, seed, the terms the calibrations
-    fit (``floor``: memory floor, ``waves``), subset, user files."""
+    fit (``floor``: memory floor, ``waves``, ``l2``: L2 traffic), subset, user files."""
 
     every: int = 4
     max_train: int = 8000
     seed: int = 0
     floor: bool = True
     waves: bool = True
+    l2: bool = False
     quick: bool = False
     gpus: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
@@ -410,6 +416,10 @@ class Report:
         "calibrated"}`` for plots ("calibrated": the token-split fit on every point).
     fits : dict
         ``"<gpu> tokens"`` / ``"<gpu> without <model>"`` -> fitted parameters and training size.
+    batch_overheads : list of dict
+        Per GPU x TP of the whole-batch rows: the fixed time per batch fitted on the training
+        shapes (:func:`fit_batch_overhead`, :func:`batch_split`) and the held-out median / p90
+        error of the shipped preset before and after adding it.
     """
 
     settings: Settings
@@ -421,6 +431,7 @@ class Report:
     staircase: list = field(default_factory=list)
     series: dict = field(default_factory=dict)
     fits: dict = field(default_factory=dict)
+    batch_overheads: list = field(default_factory=list)
 
 
 COLUMNS = {
@@ -493,13 +504,13 @@ def _validate_gemm(report: Report, profile: str, data: GemmRows,
         pred["paper"][idx] = predict_paper(rows, lambda m: shipped(m, "paper"), s.model_file)
         held = token_split(rows.tokens, s.every)
         fit = fit_gpu(base, rows.take(~held), max_train=s.max_train, seed=s.seed, model_file=s.model_file,
-                      floor=s.floor, waves=s.waves)
+                      floor=s.floor, waves=s.waves, l2=s.l2)
         report.fits[f"{g} tokens"] = _fit_summary(fit)
         calibrated[idx] = predict_rows(rows, _fitted(fit, s))
         pred["tokens"][idx[held]] = calibrated[idx[held]]
         for m, mask in model_folds(rows.model):
             fit = fit_gpu(base, rows.take(~mask), max_train=s.max_train, seed=s.seed,
-                          model_file=s.model_file, floor=s.floor, waves=s.waves)
+                          model_file=s.model_file, floor=s.floor, waves=s.waves, l2=s.l2)
             report.fits[f"{g} without {m}"] = _fit_summary(fit)
             pred["models"][idx[mask]] = predict_rows(rows.take(mask), _fitted(fit, s))
     errors = {k: abs_rel_error(data.seconds, v) for k, v in pred.items()}
@@ -534,32 +545,81 @@ def _fit_summary(fit: GpuFit) -> dict:
     won = [p.name for p in fit.calibration.parameters if p.note.startswith("fastest tile")]
     return {"n_train": fit.n_train, "c0_s": fit.c0, "train_rel_rmse": err.rel_rmse,
             "memory_floor": fit.gpu.terms.memory_floor, "waves": fit.gpu.terms.waves,
+            "l2_bandwidth_gbs": (None if fit.gpu.terms.l2_bandwidth is None
+                                 else fit.gpu.terms.l2_bandwidth / 1e9),
             "eta_mem": fit.gpu.eta_mem,
             "winning_tiles": won,
             "mu": {str(t): float(m) for t, m in zip(fit.gpu.tiles, fit.gpu.mu, strict=True)}}
 
 
+def fit_batch_overhead(measured, predicted) -> float:
+    """The fixed time per batch ``c >= 0`` (``overhead_s``: Eq. 7 + c) that minimises the squared
+    relative error ``sum_i ((p_i + c) / m_i - 1)^2`` of predictions ``p_i`` against measured times
+    ``m_i``: ``c = max(0, sum (m_i - p_i) / m_i^2 / sum 1 / m_i^2)`` (the normal equation).
+
+    References
+    ----------
+    Eq. 7 with the profile's fixed time per batch (:mod:`theory.terms`, ``overhead_s``).
+    """
+    m, p = np.asarray(measured, dtype=float), np.asarray(predicted, dtype=float)
+    if not m.size or m.shape != p.shape:
+        raise FieldError("measured", m.size, "one or more (measured, predicted) pairs of equal length")
+    w = 1.0 / m ** 2
+    return max(0.0, float(np.sum((m - p) * w) / np.sum(w)))
+
+
+def batch_split(rows: np.ndarray, every: int = 4) -> np.ndarray:
+    """Held-out mask of whole-batch rows: every ``every``-th distinct batch shape ``(operation,
+    tokens, context, generated)`` in sorted order (:func:`token_split` on the shapes' ranks)."""
+    shapes = np.char.add(np.char.add(rows["operation"].astype(str), "|"),
+                         np.char.add(np.char.add(np.char.zfill(rows["tokens"].astype(str), 9), "|"),
+                                     np.char.add(np.char.zfill(rows["context"].astype(str), 9), "|"
+                                                 + np.char.zfill(rows["generated"].astype(str), 9))))
+    return token_split(np.unique(shapes, return_inverse=True)[1], every)
+
+
+BATCH_NOTE = ("whole batches: 'tokens' is the shipped preset plus a fixed time per batch fitted per "
+              "GPU x TP on the other batch shapes (every k-th shape held out: theory.validate.batch_split)")
+
+
 def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Settings) -> None:
     rows = rows[np.isin(rows["operation"], BATCH_OPERATIONS)]
+    pred = np.full(rows.size, np.nan)
     keys = sorted(set(zip(rows["gpu"].tolist(), rows["model"].tolist(), rows["tp"].tolist(), strict=True)))
     for g, m, tp in keys:
-        sel = rows[(rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp)]
+        sel = (rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp)
         cm, reason = batch_cost_model(g, m, tp, gpu_file=s.gpu_file, model_file=s.model_file)
         if cm is None:
-            _not_predicted(report, profile, sel, reason)
+            _not_predicted(report, profile, rows[sel], reason)
             continue
+        pred[sel] = [batch_time(cm, str(r["operation"]), int(r["tokens"]), int(r["context"]),
+                                int(r["generated"])) for r in rows[sel]]
+    with_overhead = np.full(rows.size, np.nan)
+    for g, tp in sorted(set(zip(rows["gpu"].tolist(), rows["tp"].tolist(), strict=True))):
+        on = (rows["gpu"] == g) & (rows["tp"] == tp) & np.isfinite(pred)
+        if not on.any():
+            continue
+        held = np.zeros(rows.size, dtype=bool)
+        held[on] = batch_split(rows[on], s.every)
+        train = on & ~held
+        c = fit_batch_overhead(rows["seconds"][train], pred[train])
+        with_overhead[held] = pred[held] + c
+        before = ErrorStats.of(abs_rel_error(rows["seconds"][held], pred[held]))
+        after = ErrorStats.of(abs_rel_error(rows["seconds"][held], with_overhead[held]))
+        report.batch_overheads.append({"gpu": g, "tp": tp, "overhead_s": c, "n_train": int(train.sum()),
+                                       "n_held_out": int(held.sum()), "before_median": before.median,
+                                       "before_p90": before.p90, "after_median": after.median,
+                                       "after_p90": after.p90})
+    errors = {**{k: np.full(rows.size, np.nan) for k in SCHEMES},
+              "shipped": abs_rel_error(rows["seconds"], pred),
+              "tokens": abs_rel_error(rows["seconds"], with_overhead)}
+    for g, m, tp in keys:
         for op in BATCH_OPERATIONS:
-            part = sel[sel["operation"] == op]
-            if not part.size:
+            part = (rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp) & (rows["operation"] == op)
+            if not part.any() or not np.isfinite(pred[part]).any():
                 continue
-            pred = np.array([batch_time(cm, op, int(r["tokens"]), int(r["context"]), int(r["generated"]))
-                             for r in part])
-            e = abs_rel_error(part["seconds"], pred)
-            nan = np.full(e.size, np.nan)
-            row = {"profile": profile, "gpu": g, "model": m, "tp": tp, "operation": op, "n": int(part.size),
-                   **_stats_row({**dict.fromkeys(SCHEMES, nan), "shipped": e}, np.ones(e.size, dtype=bool)),
-                   "note": "whole batches: scored as shipped only (no batch calibration split)"}
-            report.groups.append(row)
+            report.groups.append({"profile": profile, "gpu": g, "model": m, "tp": tp, "operation": op,
+                                  "n": int(part.sum()), **_stats_row(errors, part), "note": BATCH_NOTE})
 
 
 def _validate_allreduce(report: Report, profile: str, rows: np.ndarray, s: Settings) -> None:
@@ -622,21 +682,24 @@ def staircase(report: Report, data: GemmRows, gpu: str = "a100", model: str = "l
 
     Uses the predictions of :func:`validate` (``report.series``); a scheme that did not predict a
     point gives ``None``. ``"<scheme>_within"`` says whether the predicted height is within
-    :data:`STEP_TOLERANCE` (absolute, i.e. percentage points) of the measured one. Empty when the
-    data have no such rows.
+    :data:`STEP_TOLERANCE` (absolute, i.e. percentage points) of the measured one. ``"envelope"``
+    is the step of the measured :func:`monotone_envelope` (for the layer: the sum of the four
+    GeMMs' envelopes), the most a fastest-tile model can show, and ``"<scheme>_within_envelope"``
+    compares with it. Empty when the data have no such rows.
 
     References
     ----------
     Eq. 2 (the ceilings make the staircase); :func:`theory.calibrate.staircase_jumps`.
     """
-    series = {op: report.series[(gpu, model, tp, op)] for op in VIDUR_GEMMS
-              if (gpu, model, tp, op) in report.series}
+    series = {op: {**report.series[(gpu, model, tp, op)],
+                   "envelope": monotone_envelope(report.series[(gpu, model, tp, op)]["measured"])}
+              for op in VIDUR_GEMMS if (gpu, model, tp, op) in report.series}
     if len(series) == len(VIDUR_GEMMS):
         common = series[VIDUR_GEMMS[0]]["token_count"]
         for ser in series.values():
             common = np.intersect1d(common, ser["token_count"])
         layer = {"token_count": common}
-        for k in ("measured", *STEP_SCHEMES):
+        for k in ("measured", "envelope", *STEP_SCHEMES):
             layer[k] = sum(ser[k][np.isin(ser["token_count"], common)] for ser in series.values())
         series["layer"] = layer
     out = []
@@ -645,28 +708,45 @@ def staircase(report: Report, data: GemmRows, gpu: str = "a100", model: str = "l
         timings = GemmTimings(np.ones(n, dtype=np.int64), ser["token_count"], np.ones(n, dtype=np.int64),
                               np.ones(n, dtype=np.int64), ser["measured"])
         preds = {k: ser[k] for k in STEP_SCHEMES}
-        for j in staircase_jumps(timings, preds, at):
+        for j in staircase_jumps(timings, {"envelope": ser["envelope"], **preds}, at):
             row = {"gpu": gpu, "model": model, "tp": tp, "operation": op, "after": j["at"], "next": j["next"],
-                   "measured": j["measured"]}
+                   "measured": j["measured"], "envelope": j["envelope"]}
             for k in preds:
                 ok = bool(np.isfinite(j[k]))
                 row[k] = j[k] if ok else None
-                row[f"{k}_within"] = bool(abs(j[k] - j["measured"]) <= STEP_TOLERANCE) if ok else None
+                for ref, name in (("measured", f"{k}_within"), ("envelope", f"{k}_within_envelope")):
+                    row[name] = bool(abs(j[k] - j[ref]) <= STEP_TOLERANCE) if ok else None
             out.append(row)
     return out
 
 
+def monotone_envelope(seconds) -> np.ndarray:
+    """``min_{m >= n} T(m)`` over a series sorted by token count: the least time measured for at
+    least as many tokens.
+
+    A model that runs every GeMM on its fastest tile is non-decreasing in the token count (each
+    tile's Eq. 2 time, with waves and the memory floor, is; so is their minimum), so it can at
+    best follow this envelope. Where the measured time lies above it, the library ran a kernel
+    slower than one it runs for a larger problem (cuBLAS's heuristic, not a fastest-tile choice).
+    """
+    y = np.asarray(seconds, dtype=float)
+    return np.minimum.accumulate(y[::-1])[::-1]
+
+
 def staircase_verdict(steps: list[dict], scheme: str = "shipped") -> dict:
     """How many step heights ``scheme`` reproduces within :data:`STEP_TOLERANCE`, for the layer
-    and per GeMM, and whether every layer step is (the acceptance criterion)."""
+    and per GeMM, and whether every layer step is (the acceptance criterion); also how many
+    layer steps it reproduces against the steps of the measured :func:`monotone_envelope`."""
     def count(rows):
         judged = [r[f"{scheme}_within"] for r in rows if r[f"{scheme}_within"] is not None]
         return {"within": int(sum(judged)), "steps": len(judged)}
 
     layer = [r for r in steps if r["operation"] == "layer"]
     per_op = {op: count([r for r in steps if r["operation"] == op]) for op in VIDUR_GEMMS}
+    envelope = [r[f"{scheme}_within_envelope"] for r in layer if r[f"{scheme}_within_envelope"] is not None]
     return {"scheme": scheme, "tolerance": STEP_TOLERANCE, "positions": list(STAIRCASE_AT),
             "layer": count(layer), "per_gemm": per_op,
+            "layer_against_envelope": {"within": int(sum(envelope)), "steps": len(envelope)},
             "holds": bool(layer) and all(r[f"{scheme}_within"] for r in layer)}
 
 
@@ -750,10 +830,13 @@ __all__ = [
     "abs_rel_error",
     "allreduce_law",
     "batch_cost_model",
+    "batch_split",
     "batch_time",
+    "fit_batch_overhead",
     "fit_gpu",
     "gemm_rows",
     "model_folds",
+    "monotone_envelope",
     "paper_shapes",
     "predict_gemm",
     "predict_paper",

@@ -55,7 +55,7 @@ def _make_costs(t_row, t_col, t_red, mu, inv_mu_lin, S, lin, pre_time, s, N, d_p
 
 @njit(cache=True)
 def _set_terms(ct, lin_kind, law_c, law_a, law_b0, g_count, g_rows, g_red, g_wbytes, g_abytes,
-               floor_bw, tok_s, batch_s, waves, att, lm_out, psa_qk, psa_pv):
+               floor_bw, g_traffic, l2_bw, tok_s, batch_s, waves, att, att_waves, lm_out, psa_qk, psa_pv):
     ct.lin_kind = lin_kind
     ct.law_c = law_c
     ct.law_a = law_a
@@ -66,10 +66,13 @@ def _set_terms(ct, lin_kind, law_c, law_a, law_b0, g_count, g_rows, g_red, g_wby
     ct.g_wbytes = g_wbytes
     ct.g_abytes = g_abytes
     ct.floor_bw = floor_bw
+    ct.g_traffic = g_traffic
+    ct.l2_bw = l2_bw
     ct.tok_s = tok_s
     ct.batch_s = batch_s
     ct.waves = waves
     ct.att = att
+    ct.att_waves = att_waves
     ct.lm_out = lm_out
     ct.psa_qk = psa_qk
     ct.psa_pv = psa_pv
@@ -81,7 +84,8 @@ def _terms_args(cm: CostModel) -> tuple:
     empty_i, empty_2 = np.zeros(0, dtype=np.int64), np.zeros((len(cm.tiles), 0), dtype=np.int64)
     kind, law_c, law_a, law_b0 = 0, 0.0, 0.0, 1
     g = (empty_i, empty_2, empty_2, np.zeros(0), np.zeros(0))
-    floor_bw = tok_s = batch_s = 0.0
+    traffic = np.zeros((len(cm.tiles), 0))
+    floor_bw = l2_bw = tok_s = batch_s = 0.0
     if lt is not None and lt.law is not None:
         kind, law_c, law_a, law_b0 = 1, lt.law.c, lt.law.a, lt.law.b0
     elif lt is not None:
@@ -90,12 +94,13 @@ def _terms_args(cm: CostModel) -> tuple:
              np.ascontiguousarray(lt.red, dtype=np.int64), lt.wbytes.astype(np.float64),
              lt.abytes.astype(np.float64))
         floor_bw, tok_s, batch_s = float(lt.floor_bw), float(lt.tok_s), float(lt.batch_s)
+        traffic, l2_bw = np.ascontiguousarray(lt.traffic, dtype=np.float64), float(lt.l2_bw)
     rate = cm.s * cm.mu.astype(np.float64)
     d = int(cm.d_pre)
     psa_qk = -(-d // cm.t_red.astype(np.int64)) / rate
     psa_pv = -(-d // cm.t_row.astype(np.int64)) / rate
-    return (kind, float(law_c), float(law_a), int(law_b0), *g, floor_bw, tok_s, batch_s,
-            int(cm.waves), int(cm.attention), float(cm.lm_out_s), psa_qk, psa_pv)
+    return (kind, float(law_c), float(law_a), int(law_b0), *g, floor_bw, traffic, l2_bw, tok_s, batch_s,
+            int(cm.waves), int(cm.attention), int(cm.attention_waves), float(cm.lm_out_s), psa_qk, psa_pv)
 
 
 def build_tables(cm: CostModel, max_pos: int, chunk: int | None = None) -> Costs:
@@ -144,6 +149,10 @@ def _lin_terms(ct, tau):
                 comp = ceil_div(out, s_i) * ct.g_red[k, g] / ct.mu[k]
             else:
                 comp = out * ct.g_red[k, g] / (ct.s * ct.mu[k])
+            if ct.l2_bw > 0.0:
+                m2 = out * ct.g_traffic[k, g] / ct.l2_bw
+                if m2 > comp:
+                    comp = m2
             if ct.floor_bw > 0.0:
                 m = (ct.g_wbytes[g] + ct.g_abytes[g] * tau) / ct.floor_bw
                 if m > comp:
@@ -175,14 +184,14 @@ def t_lin(ct, tau):
 @njit(cache=True)
 def t_psa(ct, i, c):
     """Eq. 6 over N layers for PI(R, i, c): each GeMM on its fastest tile (in waves with
-    ``waves``), plus the chunk's vocab-projection row with ``lm_head``; 0 + that row without
+    ``attention_waves``), plus the chunk's vocab-projection row with ``lm_head``; 0 + that row without
     attention."""
     if ct.att == 0:
         return ct.lm_out
     e = i + c - 1
     qk = np.inf
     pv = np.inf
-    if ct.waves:
+    if ct.att_waves:
         d = ct.d_pre
         s_i = np.int64(ct.s)
         for k in range(ct.t_col.size):

@@ -71,8 +71,10 @@ COSTS = CostsType([
     ("law_c", F64), ("law_a", F64), ("law_b0", I64),
     ("g_count", IA), ("g_rows", IA2), ("g_red", IA2),  # linear GeMMs: count, tiles per tile index
     ("g_wbytes", FA), ("g_abytes", FA), ("floor_bw", F64),  # memory floor (floor_bw 0: off)
+    ("g_traffic", FA2), ("l2_bw", F64),  # operand bytes per output tile through L2 (l2_bw 0: off)
     ("tok_s", F64), ("batch_s", F64),  # per-token and per-batch linear additions
-    ("waves", I64), ("att", I64),  # wave quantization on; attention priced
+    ("waves", I64), ("att", I64),  # wave quantization of the linear GeMMs; attention priced
+    ("att_waves", I64),  # wave quantization of Eq. 6's GeMMs (attention_waves)
     ("lm_out", F64),  # vocab projection per scheduled request row (lm_head)
     # per tile, ceil(d / t_red) / (s mu) and ceil(d / t_row) / (s mu): Eq. 6's factors that do
     # not depend on the chunk (t_psa without waves)
