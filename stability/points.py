@@ -9,11 +9,7 @@ Appendix C (the ``n_min`` and ``dtmc`` points, :mod:`stability.dtmc`).
 
 from __future__ import annotations
 
-import hashlib
-import os
-import pickle
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 
@@ -91,39 +87,20 @@ def _dtmc_inputs(task: dict):
     return cm, workload(task["workload"], cm.t_lcm if task["variant"] == "pad" else None)
 
 
-N_MIN_FIELDS = {"n_min", "n_threshold", "drift"}
-
-
-def n_min_cache_dir() -> Path:
-    """Where :func:`n_min` keeps its results across runs: ``$XDG_CACHE_HOME/llmq/n_min`` (default
-    ``~/.cache``), beside the compiled simulator."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmq" / "n_min"
-
-
 def n_min(cm, w, epsilon: float, samples: int, seed: int, n_max: int) -> dict:
     """:func:`stability.dtmc.empirical_n_min` as a dict (``n_min``, ``n_threshold``, ``drift``),
-    kept on disk across runs (:func:`n_min_cache_dir`) under a digest of its inputs and of the
-    code (:func:`stability.runner.code_version`), so that each command that resolves RAD's
-    ``n = auto`` searches it once. A cache that cannot be read or written is computed around."""
-    from stability.dtmc import empirical_n_min
-    from stability.runner import code_version
-    from theory.io import atomic_write_text, json_load_exact, json_text
+    kept on disk across runs (:func:`stability.kept.kept`), so that each command that resolves
+    RAD's ``n = auto`` searches it once."""
+    from stability.kept import kept
 
-    inputs = (code_version(), cm, w.L_P, w.L_D, w.p, float(epsilon), int(samples), int(seed), int(n_max))
-    path = n_min_cache_dir() / f"{hashlib.sha256(pickle.dumps(inputs, protocol=5)).hexdigest()[:24]}.json"
-    try:
-        kept = json_load_exact(path.read_text(encoding="utf-8"))
-        if isinstance(kept, dict) and set(kept) == N_MIN_FIELDS:
-            return kept
-    except (OSError, UnicodeDecodeError, ValueError):  # not there yet, or unreadable: compute it
-        pass
-    res = empirical_n_min(cm, w, epsilon, samples, seed, n_max=n_max)
-    out = {"n_min": res.n_min, "n_threshold": res.n_threshold, "drift": list(res.drift)}
-    try:
-        atomic_write_text(path, json_text(out, indent=None, exact=True))
-    except OSError:  # no writable cache home
-        pass
-    return out
+    def search() -> dict:
+        from stability.dtmc import empirical_n_min
+
+        res = empirical_n_min(cm, w, epsilon, samples, seed, n_max=n_max)
+        return {"n_min": res.n_min, "n_threshold": res.n_threshold, "drift": list(res.drift)}
+
+    return kept("n_min", (cm, w.L_P, w.L_D, w.p, float(epsilon), int(samples), int(seed), int(n_max)),
+                search)
 
 
 def auto_rad_n(cm, w, epsilon: float, seed: int, samples: int = 100) -> int:

@@ -233,11 +233,15 @@ def _theory(spec: SweepSpec, tileset: str, law: str, variant: str, r: int) -> di
 @cache
 def _certified(cost_spec: CostSpec, law: str, variant: str, r: int) -> float:
     """The certified capacity of :mod:`theory.capacity` (no token budget, no KV limit: a bound on
-    every scheduler and planner of the sweep, with the cost model's per-batch overhead)."""
+    every scheduler and planner of the sweep, with the cost model's per-batch overhead), kept on
+    disk across runs (:func:`stability.kept.kept`: its tables take seconds)."""
+    from stability.kept import kept
     from theory.capacity import capacity_bound
 
     cm = cost_model(cost_spec)
-    return capacity_bound(cm, workload(law, cm.t_lcm if variant == "pad" else None), r).bound
+    w = workload(law, cm.t_lcm if variant == "pad" else None)
+    return kept("certified", (cm, w.L_P, w.L_D, w.p, int(r)),
+                lambda: {"bound": capacity_bound(cm, w, r).bound})["bound"]
 
 
 def _groups(spec: SweepSpec) -> list[tuple[str, str]]:
