@@ -178,12 +178,32 @@ def build_cost_model_from(values: dict, gpu_name: str | None = None):
 
 
 def build_workload_from(values: dict, cm=None):
-    """The workload the options describe, padded to t*_lcm when ``pad`` is set (Assumption 3)."""
+    """The workload the options describe, padded to t*_lcm when ``pad`` is set (Assumption 3), and
+    checked against the model's context window (:func:`check_fits_context`)."""
     from theory.workload import get_workload
 
+    if cm is None:
+        cm = build_cost_model_from(values)
     w = get_workload(values["workload"])
     if values.get("pad"):
-        if cm is None:
-            cm = build_cost_model_from(values)
         w = w.padded(cm.t_lcm)
+    check_fits_context(cm.model, w, spec=values["workload"])
     return w
+
+
+def check_fits_context(model, law, *, spec: str | None = None, trace: str | None = None,
+                       total_cap: int | None = None, field: str = "--workload") -> None:
+    """The context-window rule at the edge of every command that takes a model and lengths: every
+    request must have ``L^P + L^D <= model.context_length`` (:func:`theory.workload.check_context`).
+
+    The rows of each CSV trace read (``trace``, or CSVs in the workload ``spec``) are checked first,
+    so a bad row is named; then the law as the command runs it (capped at ``total_cap``, padded),
+    which also catches padding that pushes a request past the limit. Nothing is capped silently.
+    """
+    from theory.workload import check_context, check_trace_context, csv_paths
+
+    paths = [(trace, "--trace")] if trace else []
+    paths += [(p, field) for p in csv_paths(spec)] if spec else []
+    for path, name in paths:
+        check_trace_context(path, model.context_length, model.key, name, total_cap)
+    check_context(law, model.context_length, model.key, "--trace" if trace else field)

@@ -73,7 +73,7 @@ from stability.runner import (
 from theory.builder import CostSpec, cost_model
 from theory.defaults import EPSILON
 from theory.errors import FieldError, UnknownNameError
-from theory.io import NULL_MEANING, atomic_write_json, json_load_exact, json_text
+from theory.io import NULL_MEANING, atomic_write_json, json_load_exact
 
 DEFAULT_SCHEDULERS = ("rad", "sarathi", "request_level")
 DEFAULT_LOADS = (0.5, 0.8, 0.9, 0.95, 1.0, 1.05, 1.2)
@@ -671,27 +671,6 @@ def write_outputs(result: SweepResult, out: str | Path) -> dict:
                "elapsed_s": result.elapsed_s}
     atomic_write_json(out / "region.json", summary)
     return {"csv": out / "region.csv", "json": out / "region.json", **plot_outputs(table, out)}
-
-
-def check_same_sweep(spec: SweepSpec, out: str | Path) -> None:
-    """Raise a :class:`theory.errors.FieldError` if ``out`` holds the outputs of a different sweep
-    (its ``region.json`` has another spec): they would be overwritten silently otherwise."""
-    path = Path(out) / "region.json"
-    try:
-        old = json_load_exact(path.read_text(encoding="utf-8"))["spec"]
-    except FileNotFoundError:
-        return
-    except (OSError, ValueError, KeyError, TypeError):
-        raise FieldError("--out", str(out), f"a directory for this sweep's outputs ({path} is not a "
-                                            "readable region.json: remove it or choose another "
-                                            "--out)") from None
-    new = json_load_exact(json_text(asdict(spec), exact=True))
-    differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    if differ:
-        raise FieldError("--out", str(out), f"a directory without another sweep's outputs: "
-                                            f"{path} is from a sweep that differs in "
-                                            f"{', '.join(differ)}; choose another --out or remove "
-                                            "its region.* files (cached runs are reused either way)")
 
 
 def plot_outputs(table: list[dict], out: str | Path) -> dict:

@@ -4,7 +4,8 @@ or Dask executor.
 A task is ``{"kind": ..., ...}`` with every input spelled out (``TASK_KINDS`` says which function
 computes each kind: the points of ``llmq region`` in :mod:`stability.points`, a Section 7 point in
 :mod:`stability.slai.study`); its result is a dict. :func:`task_key` hashes the task with the
-source of ``theory/`` and ``stability/`` (GPU and model files are named by their content),
+source of ``theory/`` and ``stability/`` (input files, GPU and model profiles, traces and CSV
+workloads, are named by their content),
 and :func:`with_seed` derives the task's seed the same way, so a result depends on the task
 alone: not on the worker, the order, or the number of workers. :class:`Cache` keeps results as
 ``<dir>/<key>.json`` written atomically in strict JSON (non-finite floats tagged, so a result reads
@@ -58,10 +59,30 @@ def _canonical(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
+FILE_FIELDS = ("gpu_file", "model_file", "trace")  # fields, at any depth, that name an input file
+
+
 def _identity(task: dict) -> str:
-    """The task as canonical text, with GPU and model files named by their content, not their path."""
-    named = {k: file_digest(task[k]) for k in ("gpu_file", "model_file") if task.get(k)}
-    return _canonical({**task, **named})
+    """The task as canonical text, with every input file named by its content, not its path: GPU
+    and model files, traces, and CSV workloads (also inside a mixture), at any depth of the task
+    (a scenario nested in a ``slai`` or ``plan`` task). A file edited in place is a new task."""
+    return _canonical(_by_content(task))
+
+
+def _by_content(obj, key: str | None = None):
+    if isinstance(obj, dict):
+        return {k: _by_content(v, k) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_by_content(v) for v in obj]
+    if isinstance(obj, str) and key in FILE_FIELDS and Path(obj).is_file():
+        return f"sha256:{file_digest(obj)}"
+    if isinstance(obj, str) and key == "workload":
+        from theory.workload import csv_paths
+
+        for path in sorted(csv_paths(obj), key=len, reverse=True):  # a.csv inside aa.csv: longest first
+            if Path(path).is_file():
+                obj = obj.replace(path, f"sha256:{file_digest(path)}")
+    return obj
 
 
 def with_seed(task: dict, base_seed: int) -> dict:
@@ -234,12 +255,11 @@ class LocalExecutor:
 
         pool = self._get_pool()
         futures = {pool.submit(run_task, task): k for k, task in enumerate(tasks)}
-        try:
-            for fut in as_completed(futures):
-                yield futures[fut], fut.result()
-        finally:
-            for fut in futures:
-                fut.cancel()
+        # tasks left over when the consumer stops are cancelled by close(), not here: a future
+        # cancelled before close(abort=True) ends the workers makes the pool's manager thread die
+        # with an InvalidStateError traceback (CPython gh-107219, fixed in 3.12 by PR #108974)
+        for fut in as_completed(futures):
+            yield futures[fut], fut.result()
 
     def _get_pool(self):
         if self._pool is None:
@@ -258,7 +278,8 @@ class LocalExecutor:
         return self._pool
 
     def close(self, abort: bool = False) -> None:
-        """Shut the pool down; with ``abort`` (an interrupt) stop the running tasks at once."""
+        """Shut the pool down, cancelling the tasks not started; with ``abort`` (an interrupt) stop
+        the running tasks at once."""
         if self._pool is not None:
             if abort:  # the executor has no public way to stop a running task: end its processes
                 for proc in list((self._pool._processes or {}).values()):

@@ -16,13 +16,22 @@ import pytest
 
 # name -> (argv, expected exit status, text the message must contain); "{d}" is the data directory
 CASES: dict[str, tuple[list[str], int, str]] = {}
+CLASS: dict[str, str] = {}  # name -> the class of fault it belongs to (the section below)
+_SECTION = [""]
+
+
+def section(name: str) -> None:
+    """The cases that follow belong to the fault class ``name``."""
+    _SECTION[0] = name
 
 
 def case(name: str, argv: list[str], message: str, rc: int = 2) -> None:
     CASES[name] = (argv, rc, message)
+    CLASS[name] = _SECTION[0]
 
 
 # --- seeds ------------------------------------------------------------------------------------
+section("seeds")
 for cmd in ("simulate", "dtmc", "region", "calibrate", "validate", "plan"):
     out = [] if cmd == "simulate" else ["--out", "{d}/o"]
     case(f"{cmd} negative seed", [cmd, "--seed", "-1", *out], "seed: expected an integer >= 0")
@@ -31,11 +40,13 @@ case("config fractional seed", ["simulate", "--config", "{d}/seed_frac.toml"], "
 case("config negative seed", ["simulate", "--config", "{d}/seed_neg.toml"], "seed: expected an integer >= 0")
 case("config string seed", ["dtmc", "--config", "{d}/seed_str.toml"], "seed: expected an integer")
 # --- options a command does not use are not offered ----------------------------------------------
+section("options not offered")
 case("bounds --seed", ["bounds", "--seed", "1"], "unrecognized arguments: --seed")
 case("bounds --out", ["bounds", "--out", "x"], "unrecognized arguments: --out")
 case("simulate --out", ["simulate", "--out", "x"], "unrecognized arguments: --out")
 case("bounds config seed", ["bounds", "--config", "{d}/seed_neg.toml"], "expected only the keys")
 # --- token lengths and traces -------------------------------------------------------------------
+section("token lengths and traces")
 MAX = "lengths <= 1,048,576"
 for cmd in ("bounds", "simulate"):
     case(f"{cmd} 1e12 prompt in a CSV", [cmd, "--workload", "{d}/huge.csv"], MAX)
@@ -62,7 +73,41 @@ for cmd in ("bounds", "simulate"):
 case("simulate trace with 1e12 prompt", ["simulate", "--trace", "{d}/huge_trace.csv"], MAX)
 case("simulate trace decreasing times", ["simulate", "--trace", "{d}/backwards.csv"], "strictly increasing")
 case("simulate trace negative time", ["simulate", "--trace", "{d}/negtime.csv"], "finite and >= 0")
+# --- prompt + output longer than the model's context (theory.workload.check_context) ---------------
+section("longer than the model's context")
+CTX = "the context length of llama-2-7b"
+case("bounds Table 1 on Llama-2-7B", ["bounds", "--model", "llama-2-7b"], "4096 tokens, " + CTX)
+case("bounds one token past the context", ["bounds", "--model", "llama-2-7b", "--workload",
+                                           "deterministic:4000,97"], "4097 tokens")
+case("bounds exactly the context (accepted)", ["bounds", "--model", "llama-2-7b", "--workload",
+                                               "deterministic:4000,96", "--json"], "", rc=0)
+case("bounds padding past the context", ["bounds", "--model", "llama-2-7b", "--workload",
+                                         "deterministic:3990,100", "--pad"], "+pad")
+case("bounds uniform law past the context", ["bounds", "--model", "phi-2", "--workload",
+                                             "uniform:1-2000,1-100"], "the context length of phi-2")
+case("bounds mixture past the context", ["bounds", "--model", "llama-3-8b", "--workload",
+                                         "mix:0.5*table1+0.5*deterministic:9000,10"], "llama-3-8b")
+case("bounds CSV row past the context", ["bounds", "--model", "llama-2-7b", "--workload",
+                                         "{d}/long.csv"], "long.csv, row 3")
+case("bounds model file lowers the context", ["bounds", "--model-file", "{d}/short_ctx.toml",
+                                              "--model", "short"], "the context length of short")
+case("bounds model file context 'long'", ["bounds", "--model-file", "{d}/bad_ctx.toml", "--model",
+                                          "badctx"], "context_length: expected an integer")
+case("simulate trace row past the context", ["simulate", "--model", "llama-2-7b", "--trace",
+                                             "{d}/long_trace.csv"], "--trace")
+case("simulate CSV row past the context", ["simulate", "--model", "llama-2-7b", "--workload",
+                                           "{d}/long.csv"], "row 3")
+case("simulate Table 1 on Llama-2-70B", ["simulate", "--model", "llama-2-70b"], "llama-2-70b")
+case("dtmc Table 1 on Llama-2-7B", ["dtmc", "--model", "llama-2-7b", "--out", "{d}/o"], CTX)
+case("region Table 1 on Llama-2-7B", ["region", "--model", "llama-2-7b", "--out", "{d}/o"], CTX)
+case("region class 2 past the context", ["region", "--model", "llama-2-7b", "--two-class", "--class1",
+                                         "deterministic:100,10", "--out", "{d}/o"], "--class2")
+case("plan Table 1 on Llama-2-70B", ["plan", "--model", "llama-2-70b", "--out", "{d}/o"],
+     "the context length of llama-2-70b")
+case("plan trace row past the context", ["plan", "--model", "llama-2-7b", "--trace",
+                                         "{d}/long_trace.csv", "--out", "{d}/o"], "long_trace.csv, row 3")
 # --- RAD n, epsilon, DTMC sizes ------------------------------------------------------------------
+section("RAD n, epsilon, DTMC sizes")
 case("dtmc n = 1e8", ["dtmc", "--n", "100000000", "--out", "{d}/o"], "RAD's n below 4,000")
 case("dtmc n = 4000", ["dtmc", "--n", "4000", "--out", "{d}/o"], "RAD's n below 4,000")
 case("dtmc n = 0", ["dtmc", "--n", "0", "--out", "{d}/o"], "n: expected")
@@ -80,6 +125,7 @@ case("bounds epsilon 0", ["bounds", "--epsilon", "0"], "epsilon")
 case("bounds epsilon -0.1", ["bounds", "--epsilon", "-0.1"], "epsilon")
 case("bounds epsilon text", ["bounds", "--epsilon", "small"], "--epsilon: invalid float value")
 # --- output locations ----------------------------------------------------------------------------
+section("output locations and other runs' outputs")
 for cmd in ("region", "dtmc", "calibrate", "validate", "plan"):
     case(f"{cmd} --out is a file", [cmd, "--out", "{d}/afile"], "this is an existing file")
     case(f"{cmd} --out on a missing parent", [cmd, "--out", "{d}/no/such/dir"], "does not exist")
@@ -89,9 +135,15 @@ case("slai --out on a missing parent", ["slai", "--out", "{d}/no/such/dir"], "do
 case("simulate --log is a directory", ["simulate", "--log", "{d}"], "this is a directory")
 case("simulate --log on a missing parent", ["simulate", "--log", "{d}/no/such/log.csv"], "does not exist")
 case("region --cache is a file", ["region", "--cache", "{d}/afile", "--out", "{d}/o"], "--cache")
-case("region into another sweep's outputs", ["region", "--out", "{d}/other"], "differs in")
-case("region into a broken region.json", ["region", "--out", "{d}/broken"], "not a readable region.json")
+DIFFERS = "records a run that differs in"
+case("region into another sweep's outputs", ["region", "--out", "{d}/other"], DIFFERS)
+case("region into a broken manifest", ["region", "--out", "{d}/broken"], "not a readable run manifest")
+case("slai into another study's outputs", ["slai", "--quick", "--out", "{d}/other"], DIFFERS)
+case("slai into a broken manifest", ["slai", "--out", "{d}/broken"], "not a readable run manifest")
+case("validate into another run's outputs", ["validate", "--quick", "--out", "{d}/other"], DIFFERS)
+case("plan into another plan's outputs", ["plan", "--out", "{d}/other"], DIFFERS)
 # --- Dask addresses ------------------------------------------------------------------------------
+section("Dask addresses")
 for address in ("localhost", "tcp://", "tcp://host", "tcp://host:port", "http://host:8786",
                 "tcp://host:99999", "tcp://:8786", "8786"):
     case(f"region --dask {address}", ["region", "--dask", address, "--out", "{d}/o"],
@@ -99,6 +151,7 @@ for address in ("localhost", "tcp://", "tcp://host", "tcp://host:port", "http://
 case("region --dask unreachable", ["region", "--dask", "tcp://127.0.0.1:9", "--out", "{d}/o"],
      "cannot reach the scheduler")
 # --- config files and typed values ---------------------------------------------------------------
+section("config files and typed values")
 case("config pad = 'false'", ["bounds", "--config", "{d}/pad_str.toml"], "pad: expected true or false")
 case("config json = 'no'", ["bounds", "--config", "{d}/json_str.toml"], "json: expected true or false")
 case("config unknown key", ["bounds", "--config", "{d}/unknown.toml"], "expected only the keys")
@@ -107,6 +160,7 @@ case("config missing", ["bounds", "--config", "{d}/absent.toml"], "absent.toml")
 case("config is a directory", ["bounds", "--config", "{d}"], "cannot read it as a TOML file")
 case("simulate mu = 'fast'", ["simulate", "--gpu-file", "{d}/mu.toml", "--gpu", "fastgpu"], "'fast'")
 # --- names and numbers ---------------------------------------------------------------------------
+section("names and numbers")
 case("bounds unknown GPU", ["bounds", "--gpu", "b300"], "unknown GPU")
 case("bounds unknown model", ["bounds", "--model", "gpt-9"], "unknown model")
 case("bounds bad tiles", ["bounds", "--tiles", "96x96"], "tiles")
@@ -163,6 +217,10 @@ FILES = {
     "huge_trace.csv": "arrival_time,prompt_len,output_len\n0.1,1000000000000,5\n",
     "backwards.csv": "arrival_time,prompt_len,output_len\n0.5,10,5\n0.2,10,5\n",
     "negtime.csv": "arrival_time,prompt_len,output_len\n-1,10,5\n",
+    "long.csv": "prompt_len,output_len\n100,5\n4000,200\n",
+    "long_trace.csv": "arrival_time,prompt_len,output_len\n0.1,100,5\n0.2,4000,200\n",
+    "short_ctx.toml": '[models.short]\nbase = "mistral-7b"\ncontext_length = 1024\n',
+    "bad_ctx.toml": '[models.badctx]\nbase = "mistral-7b"\ncontext_length = "long"\n',
     "seed_frac.toml": "seed = 1.5\n",
     "seed_neg.toml": "seed = -3\n",
     "seed_str.toml": 'seed = "zero"\n',
@@ -172,8 +230,12 @@ FILES = {
     "bad.toml": "this is = = not toml\n",
     "mu.toml": '[gpus.fastgpu]\nbase = "a100"\nmu_nLin = "fast"\n',
     "afile": "a file, not a directory\n",
-    "broken/region.json": "{not json",
-    "other/region.json": '{"spec": {"loads": [9.0]}}\n',
+    "broken/region.run.json": "{not json",
+    "broken/slai/slai.run.json": '{"run": 7}',
+    "other/region.run.json": '{"run": {"loads": [9.0]}}\n',
+    "other/slai/slai.run.json": '{"run": {"seeds": 9}}\n',
+    "other/plan.run.json": '{"run": {"rate": 1.0}}\n',
+    "other/validate.run.json": '{"run": {"every": 9}}\n',
 }
 
 

@@ -156,3 +156,21 @@ def test_strict_writer_round_trips_the_cache_encoding():
     back = json_load_exact(json_text(obj, exact=True))
     assert math.isnan(back["a"]) and back["b"] == [math.inf, -math.inf, 1.5] and back["c"] == 3
     assert strict(json_text(obj)) == {"a": None, "b": [None, None, 1.5], "c": 3, "d": [1, 2]}
+
+
+def test_a_run_manifest_is_written_once_and_compared_field_by_field(tmp_path):
+    from theory.errors import FieldError
+    from theory.io import claim_output_dir
+
+    run = {"loads": (0.5, 1.0), "seed": 0, "gpu_file": None}
+    claim_output_dir(tmp_path, "region", run, write=False)
+    assert list(tmp_path.iterdir()) == []  # a check alone writes nothing
+    path = claim_output_dir(tmp_path, "region", run)
+    assert strict(path.read_text())["run"] == {"loads": [0.5, 1.0], "seed": 0, "gpu_file": None}
+    assert claim_output_dir(tmp_path, "region", {**run, "loads": [0.5, 1.0]}) == path  # same run
+    with pytest.raises(FieldError, match=r"differs in seed \(0 there, 1 here\)") as err:
+        claim_output_dir(tmp_path, "region", {**run, "seed": 1})
+    assert "gpu_file" not in str(err.value)
+    with pytest.raises(FieldError, match=r"differs in extra \(null there, 2 here\)"):
+        claim_output_dir(tmp_path, "region", {**run, "extra": 2})
+    claim_output_dir(tmp_path, "plan", {"rate": 1.0})  # another command's manifest: its own file

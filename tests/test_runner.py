@@ -103,7 +103,8 @@ def test_a_full_disk_is_one_clear_error_and_leaves_no_partial_file(gpu_file, ref
     assert main(argv(gpu_file, out)) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "No space left on device" in err and "Traceback" not in err
-    assert len(list((out / "cache").glob("*.json"))) == 3
+    # three files written: the run's manifest (first, region.run.json) and two results
+    assert (out / "region.run.json").is_file() and len(list((out / "cache").glob("*.json"))) == 2
     no_partial_files(out)
     monkeypatch.setattr(theory.io.os, "replace", real)
     assert main(argv(gpu_file, out)) == 0
@@ -129,12 +130,101 @@ def test_a_directory_with_another_sweeps_outputs_is_not_overwritten(gpu_file, re
     before = (out / "region.csv").read_bytes()
     assert main([*argv(gpu_file, out)[:-2], "--loads", "0.5,1.1", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "differs in loads" in err and (out / "region.csv").read_bytes() == before
+    assert "differs in loads ([0.6,1.1] there, [0.5,1.1] here)" in err
+    assert (out / "region.csv").read_bytes() == before
+    assert main([*argv(gpu_file, out), "--json"]) == 0  # the same sweep resumes: every run cached
+    assert json.loads(capsys.readouterr().out)["tasks"]["computed"] == 0
+    assert (out / "region.csv").read_bytes() == before
 
 
-def _popen(args, **kw):
+def _tiny_slai(monkeypatch):
+    """``llmq slai --quick`` shrunk to one panel at one rate (the outputs' shape, in seconds)."""
+    import stability.slai.study as study
+
+    monkeypatch.setattr(study, "QUICK", study.Study(study.QUICK.panels[:1], seeds=2, n_requests=200,
+                                                    rel_rates=(0.8,), paper_rates=(1.6,), smoke=True))
+    return ["slai", "--quick", "--no-figures", "--no-progress", "--requests", "200"]
+
+
+def test_slai_resumes_its_own_study_and_refuses_another(tmp_path, monkeypatch, capsys):
+    args = [*_tiny_slai(monkeypatch), "--out", str(tmp_path)]
+    cache = tmp_path / "slai" / "cache"
+    assert main(args) == 0
+    kept = {p.name: p.stat().st_mtime_ns for p in cache.glob("*.json")}
+    table = (tmp_path / "slai" / "points.csv").read_bytes()
+    assert main(args) == 0  # the same study: every point read back, none recomputed
+    assert {p.name: p.stat().st_mtime_ns for p in cache.glob("*.json")} == kept
+    assert (tmp_path / "slai" / "points.csv").read_bytes() == table
+    capsys.readouterr()
+    assert main([*args, "--seeds", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "differs in seeds (2 there, 3 here)" in err and "slai.run.json" in err
+    assert (tmp_path / "slai" / "points.csv").read_bytes() == table
+
+
+PLAN = ["plan", "--rate", "60", "--workload", "uniform:64-320,8-40", "--gpus", "a100", "--schedulers",
+        "sarathi", "--max-gpus", "2", "--requests", "300"]
+
+
+def test_plan_resumes_its_own_search_and_refuses_another(tmp_path, capsys):
+    assert main([*PLAN, "--out", str(tmp_path)]) == 0
+    first = capsys.readouterr().out
+    plan = (tmp_path / "plan.csv").read_bytes()
+    assert main([*PLAN, "--out", str(tmp_path)]) == 0
+    again = capsys.readouterr().out
+    assert "0 run," in again and "0 run," not in first and (tmp_path / "plan.csv").read_bytes() == plan
+    assert main([*PLAN, "--seed", "4", "--out", str(tmp_path)]) == 2
+    assert "differs in seed (0 there, 4 here)" in capsys.readouterr().err
+
+
+def test_a_trace_edited_in_place_is_recomputed_and_a_moved_one_is_reused(gpu_file, tmp_path):
+    """Input files key the cache by their content: the same CSV at another path reuses every
+    run, the CSV edited in place (same path) recomputes every run."""
+    import dataclasses
+    import shutil
+
+    csv = tmp_path / "lengths.csv"
+    csv.write_text("prompt_len,output_len\n" + "".join(f"{8 * k % 61 + 1},{k % 37 + 1}\n"
+                                                         for k in range(50)))
+    spec = dataclasses.replace(tiny(gpu_file), workload=str(csv))
+    first = run_sweep(spec, tmp_path / "cache")
+    assert first.computed > 0 and first.cached == 0
+    moved = tmp_path / "elsewhere.csv"
+    shutil.copy(csv, moved)
+    again = run_sweep(dataclasses.replace(spec, workload=str(moved)), tmp_path / "cache")
+    assert again.computed == 0 and again.cached == first.computed
+    csv.write_text(csv.read_text().replace("\n1,", "\n60,"))  # longer prompts, same path
+    edited = run_sweep(spec, tmp_path / "cache")
+    assert edited.cached == 0 and edited.computed > 0
+    assert [b["boundary"] for b in edited.boundaries] != [b["boundary"] for b in first.boundaries]
+
+
+def test_nested_input_files_key_the_task_by_content(tmp_path):
+    from stability.runner import task_key, with_seed
+
+    gpus, trace = tmp_path / "g.toml", tmp_path / "t.csv"
+    gpus.write_text(SOLO_TOML)
+    trace.write_text("arrival_time,prompt_len,output_len\n0.1,10,5\n")
+    task = {"kind": "plan", "scenario": {"gpu_file": str(gpus), "trace": str(trace),
+                                         "workload": f"mix:0.5*{trace}+0.5*table1"}}
+    key, seed = task_key(task), with_seed(task, 0)["seed"]
+    for path in (gpus, trace):
+        copy = tmp_path / f"copy_{path.name}"
+        copy.write_bytes(path.read_bytes())
+        moved = json.loads(json.dumps(task).replace(str(path), str(copy)))
+        assert task_key(moved) == key and with_seed(moved, 0)["seed"] == seed  # where it lies: no matter
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n# edited\n" if path.suffix == ".toml" else original + b"0.2,11,5\n")
+        assert task_key(task) != key  # edited in place: a new task
+        path.write_bytes(original)
+    assert task_key(task) == key
+
+
+def _popen(args, code: str | None = None, **kw):
+    """``python -m llmq ARGS`` (or ``python -c CODE ARGS``) from the source tree, stderr piped."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "llmq", *args], env=env, cwd=ROOT,
+    head = ["-c", code] if code else ["-m", "llmq"]
+    return subprocess.Popen([sys.executable, *head, *args], env=env, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
 
 
@@ -158,6 +248,42 @@ def test_ctrl_c_prints_one_line_and_exits_130(gpu_file, tmp_path):
     assert proc.returncode == 130, err
     assert err == (f"llmq region: interrupted; {n} runs cached in {out / 'cache'}; rerun the same "
                    "command to resume\n")
+
+
+# a Section 7 study small enough to finish, with runs long enough to interrupt (one panel)
+SLAI_SMALL = ("import stability.slai.study as s, sys; from llmq.cli import main; "
+              "s.QUICK = s.Study(s.QUICK.panels[:1], seeds=2, n_requests=3000, rel_rates=(0.8, 0.9), "
+              "paper_rates=(1.0, 1.6), smoke=True); sys.exit(main(sys.argv[1:]))")
+
+
+@pytest.mark.parametrize("command", ["slai", "plan"])
+def test_ctrl_c_in_slai_and_plan_is_one_line_exit_130_and_the_rerun_keeps_the_cached_runs(tmp_path, command):
+    out = tmp_path / "out"
+    if command == "slai":
+        args, cache = ["slai", "--quick", "--workers", "2", "--no-figures", "--no-progress",
+                       "--out", str(out)], out / "slai" / "cache"
+        start = lambda: _popen(args, code=SLAI_SMALL)  # noqa: E731
+    else:
+        args, cache = ["plan", "--rate", "60", "--workload", "uniform:64-320,8-40", "--gpus", "a100,l40s",
+                       "--schedulers", "sarathi,vllm", "--max-gpus", "4", "--requests", "3000",
+                       "--full-front", "--out", str(out)], out / "plan" / "cache"
+        start = lambda: _popen(args)  # noqa: E731
+    proc = start()
+    assert _wait_for(lambda: len(list(cache.glob("*.json"))) >= 1 or proc.poll() is not None)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    n = len(list(cache.glob("*.json")))
+    assert proc.returncode == 130, err
+    assert err.decode() == (f"llmq {command}: interrupted; {n} runs cached in {cache}; rerun the same "
+                            "command to resume\n")
+    no_partial_files(out)
+    kept = {p.name: p.stat().st_mtime_ns for p in cache.glob("*.json")}
+    proc = start()  # the same command resumes, reading the cached runs back instead of redoing them
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert all((cache / name).stat().st_mtime_ns == t for name, t in kept.items())
+    assert len(list(cache.glob("*.json"))) > n
 
 
 @pytest.mark.parametrize("command", ["region", "slai"])

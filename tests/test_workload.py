@@ -10,6 +10,8 @@ from theory.errors import ConfigFileError, FieldError, UnknownNameError
 from theory.workload import (
     TABLE1,
     Workload,
+    check_context,
+    check_trace_context,
     deterministic,
     get_workload,
     read_trace,
@@ -140,3 +142,46 @@ def test_negative_length_in_csv(tmp_path):
     f.write_text("prompt_len,output_len\n-4,3\n")
     with pytest.raises(FieldError, match="prompt_len"):
         read_trace(f)
+
+
+def test_the_context_rule_accepts_exactly_the_limit_and_rejects_one_token_more():
+    check_context(deterministic(4000, 96), 4096, "m")  # 4000 + 96 = 4096: fits
+    with pytest.raises(FieldError, match=r"4097 tokens \(1 of the law") as err:
+        check_context(deterministic(4000, 97), 4096, "m")
+    assert "L^P + L^D <= 4096 tokens, the context length of m" in str(err.value)
+    check_context(deterministic(10**6, 1), None, "m")  # no recorded context: MAX_TOKENS alone
+
+
+def test_the_context_rule_names_the_longest_request_and_the_mass_beyond():
+    law = Workload.from_pairs("w", [100, 3000, 5000], [10, 100, 50], [0.5, 0.3, 0.2])
+    with pytest.raises(FieldError, match=r"L\^P 5000 \+ L\^D 50 = 5050 tokens \(0.2 of the law"):
+        check_context(law, 4096, "m")
+
+
+def test_the_context_rule_names_the_first_trace_row_past_the_limit(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("prompt_len,output_len\n10,5\n4000,96\n4000,97\n9000,10\n")
+    with pytest.raises(FieldError, match="row 4") as err:  # header = row 1
+        check_trace_context(path, 4096, "m", "--workload")
+    assert "prompt_len 4000 + output_len 97 = 4097" in str(err.value)
+    check_trace_context(path, 4096, "m", "--workload", total_cap=4096)  # the cap drops rows 4 and 5
+
+
+def test_shipped_defaults_fit_their_models_context():
+    """Table 1 and sharegpt4 on Mistral-7B (padded too, on the default tile sets), and every
+    panel of the Section 7 study (capped at 8192 tokens) fit its 32768-token context."""
+    from stability.points import workload
+    from stability.slai.study import FULL, MODEL, QUICK, TOTAL_CAP
+    from theory.builder import CostSpec, cost_model
+    from theory.models import get_model
+
+    m = get_model("mistral-7b")
+    assert m.context_length == 32768 and get_model(MODEL) == m
+    for spec in ("table1", "sharegpt4"):
+        for gpu in ("a100", "rtx6000ada"):
+            check_context(workload(spec, cost_model(CostSpec(gpu)).t_lcm), m.context_length, m.key)
+    for panel in {*FULL.panels, *QUICK.panels}:
+        check_context(get_workload(panel.workload).truncated(TOTAL_CAP), m.context_length, m.key)
+    llama = get_model("llama-2-7b")  # a finding: a quarter of Table 1 exceeds Llama 2's 4096 tokens
+    with pytest.raises(FieldError, match="context length of llama-2-7b"):
+        check_context(get_workload("table1"), llama.context_length, llama.key)

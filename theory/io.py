@@ -99,6 +99,56 @@ def check_output_dir(path: str | Path, field: str = "--out") -> Path:
     return path
 
 
+def claim_output_dir(out: str | Path, command: str, identity: dict, *, field: str = "--out",
+                     write: bool = True, cached: bool = True) -> Path:
+    """Make ``out`` the directory of one run of ``llmq <command>``, identified by ``identity`` (the
+    fields its results depend on), or refuse with a :class:`theory.errors.FieldError` naming
+    ``field`` and the fields that differ.
+
+    The run's manifest ``<out>/<command>.run.json`` is written before any result (``write``; with
+    ``write=False`` only the check is made, for a command that validates more before it starts).
+    A rerun with the same identity finds its own manifest and resumes; a run with another
+    identity is refused instead of overwriting the other run's outputs. The refusal says how to
+    proceed: another ``--out``, or removing the manifest (the override) to let this run overwrite
+    the outputs (and, for a command with a result cache, ``cached``, that the cached runs are
+    reused either way). A directory without a manifest is free. Returns the manifest's path.
+    """
+    out = Path(out)
+    path = out / f"{command}.run.json"
+    new = json_load_exact(json_text(identity, exact=True))  # as it reads back: tuples as lists
+    try:
+        old = json_load_exact(path.read_text(encoding="utf-8"))["run"]
+        if not isinstance(old, dict):
+            raise TypeError("run is not an object")
+    except FileNotFoundError:
+        old = None
+    except (OSError, ValueError, KeyError, TypeError):
+        raise FieldError(field, str(out), f"a directory for this run's outputs ({path} is not a "
+                                          f"readable run manifest: remove it or choose another "
+                                          f"{field})") from None
+    if old is None:
+        if write:
+            atomic_write_json(path, {"command": f"llmq {command}", "run": new, "about": (
+                f"the fields that identify the run whose outputs this directory holds; llmq "
+                f"{command} with other values refuses to write here (remove this file to allow it)")})
+        return path
+    differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if differ:
+        shown = [f"{k} ({_short(old.get(k))} there, {_short(new.get(k))} here)" for k in differ[:4]]
+        shown += [f"and {', '.join(differ[4:])}"] if differ[4:] else []
+        raise FieldError(field, str(out), f"a directory without another run's outputs: {path} "
+                                          f"records a run that differs in {', '.join(shown)}; "
+                                          f"choose another {field}, or remove "
+                                          f"{path.name} to let this run overwrite its outputs"
+                                          + (" (cached runs are reused either way)" if cached else ""))
+    return path
+
+
+def _short(value, width: int = 48) -> str:
+    text = json_text(value, indent=None)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def _check_parent(path: Path, field: str, given: str) -> None:
     """The directory ``path`` would be created in exists and is writable."""
     parent = path.absolute().parent

@@ -58,6 +58,10 @@ class Model:
         Vocabulary size (final projection rows).
     params : float
         Parameter count.
+    context_length : int or None
+        The context window in tokens (config.json's ``max_position_embeddings``): a request must
+        have ``L^P + L^D <= context_length`` (:func:`theory.workload.check_context`); ``None`` where
+        no public source is recorded.
     terms : ModelTerms
         Model-side cost terms (``attention``, ``lm_head``); see :mod:`theory.terms`.
     """
@@ -75,6 +79,7 @@ class Model:
     params: float
     source: str = ""
     terms: ModelTerms = field(default_factory=ModelTerms)
+    context_length: int | None = None
 
     @property
     def d(self) -> int:
@@ -195,11 +200,15 @@ def _build_model(key: str, table: dict) -> Model:
     if isinstance(params, bool) or not isinstance(params, (int, float)) or not math.isfinite(params) \
             or params <= 0:
         raise FieldError(f"{where}.params", params, "a parameter count > 0")
+    context = table.get("context_length")
+    if context is not None and (isinstance(context, bool) or not isinstance(context, int) or context < 2):
+        raise FieldError(f"{where}.context_length", context, "an integer >= 2 (tokens), or no entry")
     return Model(key=key, name=str(table.get("name", key)), N=values["n_layers"],
                  d_x=values["d_model"], n_heads=values["n_heads"],
                  n_kv_heads=values["n_kv_heads"], head_dim=values["head_dim"],
                  d_ff=values["d_ff"], d_out=values["vocab"], ffn=ffn, params=float(params),
-                 source=str(table.get("source", "")), terms=model_terms_from(table, where))
+                 source=str(table.get("source", "")), terms=model_terms_from(table, where),
+                 context_length=context)
 
 
 @cache

@@ -452,3 +452,55 @@ def get_workload(spec: str) -> Workload:
     if spec.lower().endswith(".csv"):
         return read_trace(spec).workload(Path(spec).stem)
     raise UnknownNameError("workload", spec, workload_names())
+
+
+# --- the model's context window -----------------------------------------------------------------
+
+
+def check_context(w: Workload, context_length: int | None, model: str, field: str = "workload") -> None:
+    """Raise a :class:`theory.errors.FieldError` naming ``field`` unless every request of ``w`` fits
+    the model's context window: ``L^P + L^D <= context_length`` on the whole support.
+
+    A request's prompt and its ``L^D`` decode iterations occupy positions ``1 .. L^P + L^D`` of the
+    context, so a longer request cannot be served (servers reject it: vLLM refuses prompts longer
+    than ``max_model_len`` and stops generation at it). Nothing is capped here: a law that needs a
+    cap states it (``truncated``, ``--total-cap``). ``context_length=None`` (no public source for
+    the model) checks nothing beyond ``MAX_TOKENS``. The message names the longest request, its
+    probability, and the mass of the law beyond the limit.
+    """
+    if context_length is None:
+        return
+    total = w.L_P + w.L_D
+    over = total > context_length
+    if over.any():
+        k = int(np.argmax(total))
+        raise FieldError(field, f"{w.name}: a request of L^P {int(w.L_P[k])} + L^D {int(w.L_D[k])} = "
+                                f"{int(total[k])} tokens ({float(w.p[over].sum()):.3g} of the law is "
+                                "longer than the context)",
+                         f"L^P + L^D <= {context_length} tokens, the context length of {model}")
+
+
+def check_trace_context(path: str | Path, context_length: int | None, model: str, field: str,
+                        total_cap: int | None = None) -> None:
+    """Like :func:`check_context` for the rows of a CSV trace: the first row whose
+    ``prompt_len + output_len`` exceeds the model's context is named (rows above ``total_cap``
+    are left out, as the capped law leaves them out)."""
+    if context_length is None:
+        return
+    tr = read_trace(path)
+    total = tr.L_P + tr.L_D
+    bad = (total > context_length) & (total <= (total_cap if total_cap is not None else total.max()))
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise FieldError(f"{field} {path}, row {k + 2}",
+                         f"prompt_len {int(tr.L_P[k])} + output_len {int(tr.L_D[k])} = {int(total[k])}",
+                         f"prompt_len + output_len <= {context_length} tokens, the context length "
+                         f"of {model}")
+
+
+def csv_paths(spec: str) -> list[str]:
+    """The CSV traces a :func:`get_workload` spec reads (itself, or the parts of a mixture)."""
+    spec = spec.strip()
+    if spec.startswith("mix:"):
+        return [p for _, part in parse_mixture(spec) for p in csv_paths(part)]
+    return [spec] if spec.lower().endswith(".csv") else []

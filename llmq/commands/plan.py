@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 
 from theory.errors import FieldError, require_positive, require_positive_int
+from theory.io import claim_output_dir
 
 HELP = ("the cheapest fleet (GPU, scheduler and knobs, r) that carries --rate req/s within --slo: "
         "certified bounds prune, simulations decide; writes OUT/plan.md, .csv, .json, .png")
@@ -12,6 +14,10 @@ DEFAULTS = {"rate": 40.0, "verify_requests": 6000, "workload": "table1", "slo": 
             "gpus": "all",
             "schedulers": "rad,sarathi,vllm,slai", "max_gpus": 16, "min_gpus": 1, "model": "mistral-7b",
             "mode": "real", "requests": 2000, "seeds": 2, "seed": 0, "workers": 1, "out": "out"}
+
+# the options besides the spec that a plan's results depend on (the run's identity in OUT)
+RUN_FIELDS = ("requests", "seeds", "seed", "full_front", "mixed", "router", "mix_budget", "verify",
+              "verify_requests")
 
 
 def add_parser(sub) -> None:
@@ -169,13 +175,26 @@ def trace_rate(path: str) -> float:
     return float((t.size - 1) / (t[-1] - t[0]))
 
 
+def check_context(spec) -> None:
+    """The spec's workload or trace fits the context of every model it plans
+    (:func:`llmq.options.check_fits_context`)."""
+    from llmq.options import check_fits_context
+    from theory.models import get_model
+    from theory.workload import get_workload, read_trace
+
+    law = read_trace(spec.trace).workload("trace") if spec.trace else get_workload(spec.workload)
+    for name in spec.models:
+        check_fits_context(get_model(name, spec.model_file), law,
+                           spec=None if spec.trace else spec.workload, trace=spec.trace)
+
+
 def run(args) -> int:
     """Run ``llmq plan`` on the parsed ``args``; the exit code."""
     from llmq.output import out_dir
     from llmq.plan_output import console_lines, write_outputs
     from stability.plan import cached_capacity, search, verify
     from stability.plan_mixed import search_mixes
-    from stability.runner import Cache, DaskExecutor, LocalExecutor, Runner
+    from stability.runner import Cache, DaskExecutor, LocalExecutor, Runner, SweepInterrupted
     from stability.sim.fleet import ROUTERS
     from theory.errors import UnknownNameError, require_seed
     from theory.plan import build_grid
@@ -184,6 +203,7 @@ def run(args) -> int:
     out = out_dir(args.out)
     require_seed("--seed", args.seed)
     spec = spec_from(args)
+    check_context(spec)
     n_requests = require_positive_int("--requests", args.requests)
     seeds = require_positive_int("--seeds", args.seeds)
     workers = require_positive_int("--workers", args.workers)
@@ -195,20 +215,26 @@ def run(args) -> int:
         raise UnknownNameError("--router", args.router, ROUTERS)
     if args.router != "random" and not args.mixed:
         raise FieldError("--router", args.router, "random, or --mixed as well (it routes the mixed fleets)")
+    identity = {**asdict(spec), **{k: getattr(args, k) for k in RUN_FIELDS}}
+    claim_output_dir(out, "plan", identity, write=False)  # before the bounds
     cache = Cache(out / "plan" / "cache")
-    grid = build_grid(spec, cached_capacity(cache), tp_dir=out / "plan")
-    runner = Runner(cache, DaskExecutor(args.dask) if args.dask else LocalExecutor(workers))
     try:
-        res = search(spec, runner, n_requests, seeds, args.seed, grid, stop_early=not args.full_front,
-                     parallel=workers)
-        mixes = (search_mixes(res, runner, n_requests, seeds, args.seed, budget, args.router)
-                 if args.mixed else None)
-        checked = verify(res, runner, verify_requests, seeds + 1, args.seed) if args.verify else None
-    finally:
-        runner.executor.close()
-    elapsed = time.perf_counter() - t0
-    lines = console_lines(res, n_requests, seeds, elapsed, checked, mixes)
-    files = write_outputs(res, out, lines, n_requests, seeds, elapsed, checked, mixes)
+        grid = build_grid(spec, cached_capacity(cache), tp_dir=out / "plan")
+        claim_output_dir(out, "plan", identity)  # the grid is valid: the run starts
+        runner = Runner(cache, DaskExecutor(args.dask) if args.dask else LocalExecutor(workers))
+        try:
+            res = search(spec, runner, n_requests, seeds, args.seed, grid, stop_early=not args.full_front,
+                         parallel=workers)
+            mixes = (search_mixes(res, runner, n_requests, seeds, args.seed, budget, args.router)
+                     if args.mixed else None)
+            checked = verify(res, runner, verify_requests, seeds + 1, args.seed) if args.verify else None
+        finally:
+            runner.executor.close()
+        elapsed = time.perf_counter() - t0
+        lines = console_lines(res, n_requests, seeds, elapsed, checked, mixes)
+        files = write_outputs(res, out, lines, n_requests, seeds, elapsed, checked, mixes)
+    except KeyboardInterrupt:  # wherever it lands: say what is cached and how to resume
+        raise SweepInterrupted(cache.dir) from None
     if args.json:
         print((out / "plan.json").read_text(encoding="utf-8"))
     else:

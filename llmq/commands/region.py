@@ -4,11 +4,13 @@ set against Theorem 1's lambda* and Theorem 2's guarantee (see :mod:`stability.r
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 
 from llmq.options import add_common, parse_floats, parse_ints, parse_names, parse_options, resolve
 from llmq.output import out_dir, print_json
 from theory.defaults import RAD_N
 from theory.errors import FieldError
+from theory.io import claim_output_dir
 
 HELP = ("the main job: sweep lambda per GPU tile set, scheduler and r, locate each stability "
         "boundary with a CI, and plot it against lambda* (Theorem 1) and Theorem 2")
@@ -112,6 +114,23 @@ def spec_from(values: dict, notes: list[str]):
         confidence=values["confidence"], epsilon=values["epsilon"], two_class=two, seed=values["seed"])
 
 
+def _check_context(spec) -> None:
+    """Every length law of the sweep, padded or raw, fits the model's context on every tile set
+    (:func:`llmq.options.check_fits_context`)."""
+    from llmq.options import check_fits_context
+    from stability.points import workload
+    from theory.builder import cost_model
+
+    laws = (("--class1", spec.two_class[0]), ("--class2", spec.two_class[1])) if spec.two_class \
+        else (("--workload", spec.workload),)
+    for tileset in spec.tilesets:
+        cm = cost_model(spec.cost_spec(tileset))
+        for field, law in laws:
+            for variant in spec.variants:
+                check_fits_context(cm.model, workload(law, cm.t_lcm if variant == "pad" else None),
+                                   spec=law, field=field)
+
+
 def run(args) -> int:
     """Run ``llmq region`` on the parsed ``args``; the exit code."""
     from stability import region
@@ -126,9 +145,10 @@ def run(args) -> int:
     notes: list[str] = []
     spec = spec_from(values, notes)
     spec.validate()
-    region.check_same_sweep(spec, out)
+    _check_context(spec)
     if values["cache"]:
         out_dir(values["cache"], "--cache")
+    claim_output_dir(out, "region", asdict(spec))
     for note in notes:
         print(f"note: {note}")
     res = region.run_sweep(spec, values["cache"] or out / "cache", values["workers"], values["dask"],

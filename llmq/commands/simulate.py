@@ -84,6 +84,16 @@ def _rad_n(values: dict) -> tuple:
     return tuple(sorted(options.items()))
 
 
+def _check_context(sc) -> None:
+    """Every request of the scenario fits its model's context (:func:`llmq.options.check_fits_context`)."""
+    from llmq.options import check_fits_context
+    from stability.sim.simulate import cost_model_of, workload_of
+
+    cm = cost_model_of(sc)
+    check_fits_context(cm.model, workload_of(sc, cm), spec=None if sc.trace else sc.workload,
+                       trace=sc.trace, total_cap=sc.total_cap)
+
+
 def run(args) -> int:
     """Run ``llmq simulate`` on the parsed ``args``; the exit code."""
     from tqdm import tqdm
@@ -95,6 +105,7 @@ def run(args) -> int:
     require_positive_int("--workers", values["workers"])
     if values["log"]:
         check_output_file(values["log"], "--log")
+    _check_context(scenario_from(values))
     values = {**values, "option": dict(_rad_n(values))}
     sc = scenario_from(values)
     with tqdm(total=sc.n_requests, unit="req", disable=values["json"] or sc.n_requests < 50000,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from theory.errors import require_positive_int
+from theory.io import claim_output_dir
 
 HELP = ("reproduce Section 7: SLAI, Sarathi-serve and vLLM on Mistral-7B / RTX 6000 Ada; writes "
         "out/slai/ (figures, points.csv, paper_vs_llmq.csv and .md)")
@@ -35,6 +36,7 @@ def run(args) -> int:
     from tqdm import tqdm
 
     from llmq.output import out_dir, print_json
+    from stability.runner import SweepInterrupted
     from stability.slai.report import n_points, run_study, write_outputs
     from stability.slai.study import FULL, QUICK
     from theory.io import json_load_exact
@@ -46,11 +48,15 @@ def run(args) -> int:
         study = replace(study, n_requests=require_positive_int("requests", args.requests))
     workers = require_positive_int("workers", args.workers)
     out = out_dir(args.out) / "slai"
+    claim_output_dir(out, "slai", asdict(study))
     t0 = time.perf_counter()
-    with tqdm(total=n_points(study), unit=" runs", desc="llmq slai",
-              disable=args.json or not args.progress) as bar:
-        rows = run_study(study, out, workers, bar)
-    written = write_outputs(study, rows, out, figures=not args.no_figures)
+    try:
+        with tqdm(total=n_points(study), unit=" runs", desc="llmq slai",
+                  disable=args.json or not args.progress) as bar:
+            rows = run_study(study, out, workers, bar)
+        written = write_outputs(study, rows, out, figures=not args.no_figures)
+    except KeyboardInterrupt:  # wherever it lands: say what is cached and how to resume
+        raise SweepInterrupted(out / "cache") from None
     if args.json:
         from stability.slai.analysis import paper_table
 

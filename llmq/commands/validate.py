@@ -77,7 +77,10 @@ def _profiles(value) -> dict:
 
 def run(args) -> int:
     """Run ``llmq validate`` on the parsed ``args``; the exit code."""
+    from dataclasses import asdict
+
     from llmq.validate_output import console_lines, to_json, write_outputs
+    from theory.io import claim_output_dir
     from theory.validate import validate
 
     values = resolve(args)
@@ -86,6 +89,7 @@ def run(args) -> int:
     settings = _settings(values)
     start = time.perf_counter()
     profiles = _profiles(values["profile"])
+    claim_output_dir(out, "validate", {**asdict(settings), "profiles": sorted(profiles)}, cached=False)
     report = validate(profiles, settings)
     elapsed = time.perf_counter() - start
     files = write_outputs(report, out, elapsed_s=elapsed)
