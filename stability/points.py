@@ -56,16 +56,28 @@ def saturated_throughput(arrival, finish, node, r: int, warmup: float = 0.2) -> 
     """Completions per second between the first and the last completion that fall from the
     ``warmup`` arrival quantile to the last arrival (``(k - 1) / span``, exact for evenly spaced
     completions), and the fewest requests pending at any node right after a completion in that
-    window (> 0: no node ever emptied, so the window measured the capacity under backlog)."""
-    from stability.sim.metrics import in_system
+    window (> 0: no node ever emptied, so the window measured the capacity under backlog).
 
+    Requests pending at t are those with arrival <= t < finish (unfinished ones have a NaN finish);
+    right after a completion at t, that is the arrivals up to t less the completions up to t,
+    counted by binary search in the node's sorted arrival and finish times.
+    """
+    arrival = np.asarray(arrival, dtype=float)
+    finish = np.asarray(finish, dtype=float)
     t0, t1 = float(arrival[int(warmup * (arrival.size - 1))]), float(arrival[-1])
     inside = (finish > t0) & (finish <= t1)
     done = finish[inside]
     rate = (done.size - 1) / float(done.max() - done.min()) if done.size > 1 else float("nan")
-    fewest = min((int(in_system(arrival[node == g], finish[node == g],
-                                finish[inside & (node == g)]).min())
-                  if np.any(inside & (node == g)) else 0) for g in range(r))
+    fewest = None
+    for g in range(r):
+        mine = node == g
+        ends = np.sort(finish[mine], kind="stable")  # NaN (never finished) sorts last
+        times = ends[np.searchsorted(ends, t0, side="right"):np.searchsorted(ends, t1, side="right")]
+        if times.size == 0:
+            return {"sat_throughput": rate, "min_pending": 0}
+        starts = np.sort(arrival[mine], kind="stable")
+        pending = np.searchsorted(starts, times, side="right") - np.searchsorted(ends, times, side="right")
+        fewest = int(pending.min()) if fewest is None else min(fewest, int(pending.min()))
     return {"sat_throughput": rate, "min_pending": fewest}
 
 
@@ -75,24 +87,34 @@ def _dtmc_inputs(task: dict):
     return cm, workload(task["workload"], cm.t_lcm if task["variant"] == "pad" else None)
 
 
+def n_min(cm, w, epsilon: float, samples: int, seed: int, n_max: int) -> dict:
+    """:func:`stability.dtmc.empirical_n_min` as a dict (``n_min``, ``n_threshold``, ``drift``),
+    kept on disk across runs (:func:`stability.kept.kept`), so that each command that resolves
+    RAD's ``n = auto`` searches it once."""
+    from stability.kept import kept
+
+    def search() -> dict:
+        from stability.dtmc import empirical_n_min
+
+        res = empirical_n_min(cm, w, epsilon, samples, seed, n_max=n_max)
+        return {"n_min": res.n_min, "n_threshold": res.n_threshold, "drift": list(res.drift)}
+
+    return kept("n_min", (cm, w.L_P, w.L_D, w.p, float(epsilon), int(samples), int(seed), int(n_max)),
+                search)
+
+
 def auto_rad_n(cm, w, epsilon: float, seed: int, samples: int = 100) -> int:
     """RAD's n when it is ``"auto"`` (:data:`theory.defaults.RAD_N`): the empirical smallest n with
     negative executed drift at lambda* (1 - epsilon) on ``w`` padded to t*_lcm, or ``N_FALLBACK``
-    if none up to ``N_MAX`` (:func:`stability.dtmc.empirical_n_min`)."""
-    from stability.dtmc import empirical_n_min
-
-    res = empirical_n_min(cm, w.padded(cm.t_lcm), epsilon, samples, seed, n_max=N_MAX)
-    return res.n_min or N_FALLBACK
+    if none up to ``N_MAX`` (:func:`stability.dtmc.empirical_n_min`, cached by :func:`n_min`)."""
+    return n_min(cm, w.padded(cm.t_lcm), epsilon, samples, seed, N_MAX)["n_min"] or N_FALLBACK
 
 
 def run_n_min(task: dict) -> dict:
     """The smallest n whose executed RAD cycle has negative drift at the task's epsilon, beside
-    Theorem 2's n (:func:`stability.dtmc.empirical_n_min`)."""
-    from stability.dtmc import empirical_n_min
-
+    Theorem 2's n (:func:`stability.dtmc.empirical_n_min`, cached by :func:`n_min`)."""
     cm, w = _dtmc_inputs(task)
-    res = empirical_n_min(cm, w, task["epsilon"], task["samples"], task["seed"], n_max=task["n_max"])
-    return {"n_min": res.n_min, "n_threshold": res.n_threshold, "drift": list(res.drift)}
+    return n_min(cm, w, task["epsilon"], task["samples"], task["seed"], task["n_max"])
 
 
 def run_dtmc(task: dict) -> dict:

@@ -42,6 +42,9 @@ result is cached in ``cache/<key>.json`` (written atomically), key = SHA-256 of 
 source of ``theory/`` and ``stability/``. Seeds are derived from the task, so results do not
 depend on the number of workers or the order of execution, and an interrupted sweep redoes only
 unfinished tasks. Tasks run in-process (1 worker), on a local process pool, or on a Dask cluster.
+No series waits for another: each one's next bisection step starts when its own runs are done, only
+RAD's series wait for RAD's n, and the longest waiting run starts first
+(:meth:`stability.runner.Runner.run_dynamic`).
 
 References
 ----------
@@ -248,43 +251,58 @@ def _certified(cost_spec: CostSpec, law: str, variant: str, r: int,
     """The certified capacity of :mod:`theory.capacity` and which bound binds: without a token budget
     (a bound on every scheduler and planner of the sweep, with the cost model's per-batch overhead)
     and, for a scheduler that models KV memory, ``min(compute, KV)`` with its cache of ``kv_tokens``
-    per GPU (the KV-memory bound by Little's law)."""
+    per GPU (the KV-memory bound by Little's law). Kept on disk across runs
+    (:func:`stability.kept.kept`: its tables take seconds)."""
+    from stability.kept import kept
     from theory.capacity import capacity_bound
 
     cm = cost_model(cost_spec)
-    b = capacity_bound(cm, workload(law, cm.t_lcm if variant == "pad" else None), r,
-                       kv_tokens=None if kv_tokens is None else float(kv_tokens))
-    return b.bound, b.binds
+    w = workload(law, cm.t_lcm if variant == "pad" else None)
+    kv = None if kv_tokens is None else float(kv_tokens)
+
+    def compute() -> dict:
+        b = capacity_bound(cm, w, r, kv_tokens=kv)
+        return {"bound": b.bound, "binds": b.binds}
+
+    got = kept("certified", (cm, w.L_P, w.L_D, w.p, int(r), kv), compute)
+    return got["bound"], got["binds"]
 
 
-def build_series(spec: SweepSpec, rad_n: dict) -> list[Series]:
-    """Every series of the sweep; ``rad_n[tileset]`` resolves RAD's ``n = auto``."""
+def _groups(spec: SweepSpec) -> list[tuple[str, str]]:
+    """The sweep's (tile set, scheduler) pairs, in the order of its series."""
+    return [(tileset, name) for tileset in spec.tilesets for name in spec.schedulers]
+
+
+def _series_for(spec: SweepSpec, tileset: str, name: str, rad_n: dict) -> list[Series]:
+    """The series of one tile set and scheduler; ``rad_n[tileset]`` resolves RAD's ``n = auto``."""
     from theory.bounds import T_bar_R
     from theory.workload import mixture_spec
 
     out = []
-    opts = dict(spec.options)
-    for tileset in spec.tilesets:
-        for name in spec.schedulers:
-            options = tuple(sorted(dict(opts.get(name, ())).items()))
-            if name == "rad" and dict(options).get("n", "auto") == "auto":
-                options = tuple(sorted({**dict(options), "n": rad_n[tileset]}.items()))
-            for r in spec.rs:
-                for variant in spec.variants:
-                    if not spec.two_class:
-                        out.append(Series(tileset, name, options, r, variant, spec.workload,
-                                          **_theory(spec, tileset, spec.workload, variant, r, name, options)))
-                        continue
-                    c1, c2, shares = spec.two_class
-                    cm = cost_model(spec.cost_spec(tileset))
-                    pad_to = cm.t_lcm if variant == "pad" else None
-                    t1, t2 = T_bar_R(cm, workload(c1, pad_to)), T_bar_R(cm, workload(c2, pad_to))
-                    for s in shares:
-                        wl = mixture_spec([(s, c1), (1 - s, c2)])
-                        out.append(Series(tileset, name, options, r, variant, wl,
-                                          **_theory(spec, tileset, wl, variant, r, name, options), class_1=c1,
-                                          class_2=c2, share_1=float(s), T_bar_1=t1, T_bar_2=t2))
+    options = tuple(sorted(dict(dict(spec.options).get(name, ())).items()))
+    if name == "rad" and dict(options).get("n", "auto") == "auto":
+        options = tuple(sorted({**dict(options), "n": rad_n[tileset]}.items()))
+    for r in spec.rs:
+        for variant in spec.variants:
+            if not spec.two_class:
+                out.append(Series(tileset, name, options, r, variant, spec.workload,
+                                  **_theory(spec, tileset, spec.workload, variant, r, name, options)))
+                continue
+            c1, c2, shares = spec.two_class
+            cm = cost_model(spec.cost_spec(tileset))
+            pad_to = cm.t_lcm if variant == "pad" else None
+            t1, t2 = T_bar_R(cm, workload(c1, pad_to)), T_bar_R(cm, workload(c2, pad_to))
+            for s in shares:
+                wl = mixture_spec([(s, c1), (1 - s, c2)])
+                out.append(Series(tileset, name, options, r, variant, wl,
+                                  **_theory(spec, tileset, wl, variant, r, name, options), class_1=c1,
+                                  class_2=c2, share_1=float(s), T_bar_1=t1, T_bar_2=t2))
     return out
+
+
+def build_series(spec: SweepSpec, rad_n: dict) -> list[Series]:
+    """Every series of the sweep; ``rad_n[tileset]`` resolves RAD's ``n = auto``."""
+    return [s for tileset, name in _groups(spec) for s in _series_for(spec, tileset, name, rad_n)]
 
 
 # --- the sweep ------------------------------------------------------------------------------------
@@ -328,6 +346,8 @@ def run_sweep(spec: SweepSpec, cache_dir: str | Path, workers: int = 1, dask: st
               progress: bool = False, on_result: Callable | None = None) -> SweepResult:
     """Run (or resume) a sweep and locate every series' boundary (see the module docstring).
 
+    Every series goes on as soon as its own runs allow (:meth:`stability.runner.Runner.run_dynamic`):
+    its bisection does not wait for the other series, and only RAD's series wait for RAD's n.
     ``on_result(task, result)`` is called after each newly computed task (cached ones excepted).
     """
     spec.validate()
@@ -341,42 +361,16 @@ def run_sweep(spec: SweepSpec, cache_dir: str | Path, workers: int = 1, dask: st
                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}{unit} "
                               "[{elapsed}<{remaining}]")
     runner = Runner(Cache(cache_dir), executor, bar, on_result, grow_total=False)
+    sweep = _Sweep(spec)
 
     def phase(name: str) -> None:
-        if bar is not None:
+        if bar is not None and bar.desc != f"llmq region, {name}":
             bar.set_description_str(f"llmq region, {name}")
 
     try:
-        phase("RAD's n (DTMC search; the first runs compile the simulator)")
-        rad_n = _resolve_rad_n(spec, runner)
-        series = build_series(spec, rad_n)
-        phase("DTMC predictions")
-        result = SweepResult(spec, series, rad_n=rad_n)
-        result.dtmc = _dtmc_predictions(spec, series, runner)
-        rates: list[list[tuple[str, float]]] = [
-            [("grid", load * s.lambda_star) for load in spec.loads] for s in series]
-        sat_tasks = [[_sim_task(spec, s, spec.saturation * s.lambda_star, k)
-                      for k in range(spec.replicates)] for s in series]
-        done: list[list] = [[] for _ in series]
-        for step in range(spec.bisect + 1):
-            phase("grid and saturation runs" if step == 0 else f"bisection {step}/{spec.bisect}")
-            batch = [(i, role, _sim_task(spec, series[i], lam)) for i, new in enumerate(rates)
-                     for role, lam in new]
-            if step == 0:
-                batch += [(i, "saturation", t) for i, ts in enumerate(sat_tasks) for t in ts]
-            if not batch:
-                break
-            for (i, role, task), res in zip(batch, runner.run([t for _, _, t in batch]), strict=True):
-                done[i].append((role, task, res))
-            rates = [_next_rates(series[i], [p for p in done[i] if p[0] != "saturation"], spec.tol)
-                     for i in range(len(series))]
-        for i, s in enumerate(series):
-            done[i].sort(key=lambda p: (p[1]["rate"], p[1].get("replicate", -1)))
-            result.points += [(i, role, task, res) for role, task, res in done[i]]
-            result.boundaries.append(boundary(
-                s, [(t["rate"], r) for role, t, r in done[i] if role != "saturation"],
-                [(t["rate"], r) for role, t, r in done[i] if role == "saturation"],
-                spec.confidence, result.dtmc.get(i)))
+        runner.run_dynamic(sweep.start(), sweep.then, sweep.cost,
+                           on_start=lambda tag: phase(sweep.phase(tag)))
+        result = sweep.result()
         if bar is not None:  # bisection may stop early: the job is done
             phase("done")
             bar.total = bar.n
@@ -390,6 +384,140 @@ def run_sweep(spec: SweepSpec, cache_dir: str | Path, workers: int = 1, dask: st
     return result
 
 
+FIRST = 1e9  # cost (s) of the runs that others wait for (RAD's n, the DTMC): above any run's
+
+
+class _Sweep:
+    """A sweep under way: the runs of each series, and the runs each finished one calls for.
+
+    A series is known by its key ``(group, j)``: the j-th series of the group-th (tile set,
+    scheduler) pair of :func:`_groups`. Tags of the runs (:meth:`stability.runner.Runner.run_dynamic`):
+    ``("n_min", tileset)``, ``(key, "dtmc")`` and ``(key, k)`` for the k-th run of a series.
+    """
+
+    def __init__(self, spec: SweepSpec):
+        self.spec = spec
+        self.groups = _groups(spec)
+        rad = dict(dict(spec.options).get("rad", ())).get("n", "auto")
+        self.auto = "rad" in spec.schedulers and rad == "auto"
+        self.rad_n: dict = {}
+        self.series: dict = {}  # group -> its series
+        self.runs: dict = {}  # key -> [[role, task, result, step], ...] in the order asked
+        self.step: dict = {}  # key -> the bisection step under way (0: the grid)
+        self.open: dict = {}  # key -> verdict runs of that step not finished
+        self.dtmc: dict = {}  # key -> the cycle DTMC's boundary
+        self.per_request: dict = {}  # (tile set, scheduler, variant, workload, r) -> s per request
+
+    def start(self) -> list[tuple]:
+        """The first runs: RAD's n per tile set (when auto) and every other series' grid."""
+        pairs = []
+        if self.auto:
+            law = self.spec.two_class[0] if self.spec.two_class else self.spec.workload
+            pairs += [(("n_min", t), with_seed({
+                "kind": "n_min", **_base(self.spec, t, "pad", law), "epsilon": self.spec.epsilon,
+                "samples": self.spec.dtmc_samples, "n_max": N_MAX}, self.spec.seed))
+                for t in self.spec.tilesets]
+        for g, (_, name) in enumerate(self.groups):
+            if not (self.auto and name == "rad"):
+                pairs += self._open(g)
+        return pairs
+
+    def _open(self, g: int) -> list[tuple]:
+        """The series of group ``g``, their DTMC prediction (RAD), grid and saturation runs."""
+        spec = self.spec
+        tileset, name = self.groups[g]
+        self.series[g] = _series_for(spec, tileset, name, self.rad_n)
+        pairs = []
+        for j, s in enumerate(self.series[g]):
+            key = (g, j)
+            self.runs[key], self.step[key], self.open[key] = [], 0, len(spec.loads)
+            if s.scheduler == "rad":
+                pairs.append(((key, "dtmc"), with_seed({
+                    "kind": "dtmc", **_base(spec, s.tileset, s.variant, s.workload),
+                    "n": int(dict(s.options)["n"]), "samples": 2 * spec.dtmc_samples}, spec.seed)))
+            pairs += self._runs(key, [("grid", load * s.lambda_star) for load in spec.loads])
+            pairs += self._runs(key, [("saturation", spec.saturation * s.lambda_star)] * spec.replicates,
+                                replicates=True)
+        return pairs
+
+    def _runs(self, key: tuple, rates: list, replicates: bool = False) -> list[tuple]:
+        s = self.series[key[0]][key[1]]
+        pairs = []
+        for k, (role, rate) in enumerate(rates):
+            task = _sim_task(self.spec, s, rate, k if replicates else None)
+            pairs.append(((key, len(self.runs[key])), task))
+            self.runs[key].append([role, task, None, self.step[key]])
+        return pairs
+
+    def then(self, tag: tuple, task: dict, result: dict) -> list[tuple]:
+        """Record a finished run; the runs it calls for."""
+        if tag[0] == "n_min":
+            self.rad_n[tag[1]] = result["n_min"] or N_FALLBACK
+            return [p for g, (t, name) in enumerate(self.groups) if t == tag[1] and name == "rad"
+                    for p in self._open(g)]
+        key, k = tag
+        s = self.series[key[0]][key[1]]
+        if k == "dtmc":
+            self.dtmc[key] = {"boundary": [s.r * v for v in result["per_node"]],
+                              "early_end_fraction": result["early_end_fraction"]}
+            return []
+        run = self.runs[key][k]
+        run[2] = result
+        self.per_request[_kind(task)] = result["elapsed_s"] / task["n_requests"]
+        if run[0] == "saturation":
+            return []
+        self.open[key] -= 1
+        if self.open[key] or self.step[key] == self.spec.bisect:
+            return []
+        self.step[key] += 1
+        rates = _next_rates(s, [(role, t, r) for role, t, r, _ in self.runs[key] if role != "saturation"],
+                            self.spec.tol)
+        self.open[key] = len(rates)
+        return self._runs(key, rates)
+
+    def cost(self, task: dict) -> float:
+        """Expected seconds of a run: its requests x the seconds per request of the last finished
+        run of its kind (of any kind before that; RAD's n and the DTMC come first)."""
+        if task["kind"] != "sim":
+            return FIRST
+        known = self.per_request.get(_kind(task))
+        if known is None:
+            known = max(self.per_request.values(), default=1.0)
+        return task["n_requests"] * known
+
+    def phase(self, tag: tuple) -> str:
+        """What the run of ``tag`` is for, as the progress bar names it."""
+        if tag[0] == "n_min":
+            return "RAD's n (DTMC search; the first runs compile the simulator)"
+        key, k = tag
+        if k == "dtmc":
+            return "DTMC predictions"
+        step = self.runs[key][k][3]
+        return "grid and saturation runs" if step == 0 else f"bisection {step}/{self.spec.bisect}"
+
+    def result(self) -> SweepResult:
+        """The series in their order, each one's runs (by rate) and boundary."""
+        keys = [(g, j) for g in range(len(self.groups)) for j in range(len(self.series[g]))]
+        series = [self.series[g][j] for g, j in keys]
+        result = SweepResult(self.spec, series,
+                             rad_n={t: self.rad_n[t] for t in self.spec.tilesets if t in self.rad_n},
+                             dtmc={i: self.dtmc[key] for i, key in enumerate(keys) if key in self.dtmc})
+        for i, (key, s) in enumerate(zip(keys, series, strict=True)):
+            done = sorted(((role, t, r) for role, t, r, _ in self.runs[key]),
+                          key=lambda p: (p[1]["rate"], p[1].get("replicate", -1)))
+            result.points += [(i, role, task, res) for role, task, res in done]
+            result.boundaries.append(boundary(
+                s, [(t["rate"], r) for role, t, r in done if role != "saturation"],
+                [(t["rate"], r) for role, t, r in done if role == "saturation"],
+                self.spec.confidence, result.dtmc.get(i)))
+        return result
+
+
+def _kind(task: dict) -> tuple:
+    """The runs whose cost per request is alike: same GPU, scheduler, workload and r."""
+    return task["tileset"], task["scheduler"], task["variant"], task["workload"], task["r"]
+
+
 def max_runs(spec: SweepSpec) -> int:
     """The most tasks a sweep can run (the progress bar's total): RAD's n searches, the DTMC
     predictions, then per series the grid, the saturation runs and one run per bisection step."""
@@ -400,30 +528,6 @@ def max_runs(spec: SweepSpec) -> int:
     n_rad = len(spec.tilesets) * per_series if rad else 0
     return (len(spec.tilesets) if auto else 0) + n_rad \
         + n_series * (len(spec.loads) + spec.replicates + spec.bisect)
-
-
-def _resolve_rad_n(spec: SweepSpec, runner: Runner) -> dict:
-    """RAD's n per tile set when ``n = auto``: the empirical n_min at eps on the padded workload."""
-    if "rad" not in spec.schedulers or dict(dict(spec.options).get("rad", ())).get("n", "auto") != "auto":
-        return {}
-    workloads = [spec.two_class[0]] if spec.two_class else [spec.workload]
-    tasks = [with_seed({"kind": "n_min", **_base(spec, t, "pad", workloads[0]),
-                        "epsilon": spec.epsilon, "samples": spec.dtmc_samples, "n_max": N_MAX},
-                       spec.seed) for t in spec.tilesets]
-    return {t: res["n_min"] or N_FALLBACK
-            for t, res in zip(spec.tilesets, runner.run(tasks), strict=True)}
-
-
-def _dtmc_predictions(spec: SweepSpec, series: list[Series], runner: Runner) -> dict:
-    """Per RAD series: the cycle DTMC's boundary r E[K] / E[T] (with its CI) at the series' n."""
-    idx = [i for i, s in enumerate(series) if s.scheduler == "rad"]
-    tasks = [with_seed({"kind": "dtmc", **_base(spec, series[i].tileset, series[i].variant,
-                                                 series[i].workload),
-                        "n": int(dict(series[i].options)["n"]), "samples": 2 * spec.dtmc_samples},
-                       spec.seed) for i in idx]
-    return {i: {"boundary": [series[i].r * v for v in res["per_node"]],
-                "early_end_fraction": res["early_end_fraction"]}
-            for i, res in zip(idx, runner.run(tasks), strict=True)}
 
 
 def _next_rates(s: Series, pts: list, tol: float) -> list[tuple[str, float]]:

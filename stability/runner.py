@@ -12,7 +12,12 @@ alone: not on the worker, the order, or the number of workers. :class:`Cache` ke
 back exactly as it was computed), so an interrupted sweep loses only the tasks in flight; an entry
 that does not parse or has the wrong shape counts as missing (a warning says so) and is recomputed.
 
-Interrupts and crashes: Ctrl-C during :meth:`Runner.run` raises :class:`SweepInterrupted`, which
+Dispatch: :meth:`Runner.run` runs a batch of tasks; :meth:`Runner.run_dynamic` runs tasks whose
+successors depend on their results (a sweep's bisection) as soon as each finishes, the longest
+waiting one first, so that no worker waits for a whole batch to end. Pool workers start from a
+forkserver with the simulator imported, and with one BLAS thread each (the workers fill the cores).
+
+Interrupts and crashes: Ctrl-C during a run raises :class:`SweepInterrupted`, which
 says how many runs the cache holds (the command line prints it as one line and exits 130). Local
 pool workers ignore SIGINT (the parent decides) and watch the parent: a worker whose parent is
 gone (``kill -9``) exits within ``WATCH_S`` seconds instead of staying behind.
@@ -23,7 +28,9 @@ One runner serves every sweep: ``llmq region``, ``llmq slai`` and ``llmq plan`` 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
+import math
 import os
 import re
 import signal
@@ -31,6 +38,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from theory.builder import file_digest
@@ -114,6 +122,13 @@ def run_task(task: dict) -> dict:
     return {**out, "elapsed_s": time.perf_counter() - t0}
 
 
+class _Pending:
+    """A task handed to an in-process executor: it runs when waited for."""
+
+    def __init__(self, task: dict):
+        self.task = task
+
+
 class SweepInterrupted(KeyboardInterrupt):
     """Ctrl-C during a sweep; ``str()`` is the one line to print (how many runs are cached where)."""
 
@@ -179,6 +194,26 @@ def _init_worker(parent: int) -> None:
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="llmq-watch-parent").start()
 
 
+# the thread counts of the BLAS libraries numpy may load (OpenBLAS, its OpenMP build, MKL)
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """Environment under which the forkserver starts, and with it every pool worker: one BLAS
+    thread each. The workers already keep every core busy; a BLAS library's own threads would
+    spin against them (on a loaded 2-core machine the dot products of one T_bar^R took 30x
+    longer with OpenBLAS's default threads than with one). A thread count set by the user wins."""
+    saved = {k: os.environ.get(k) for k in BLAS_THREADS}
+    os.environ.update({k: v or "1" for k, v in saved.items()})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+
+
 class LocalExecutor:
     """Runs tasks in this process (``workers = 1``) or on a process pool."""
 
@@ -187,6 +222,29 @@ class LocalExecutor:
             raise FieldError("workers", workers, "an integer >= 1")
         self.workers = workers
         self._pool = None
+
+    @property
+    def slots(self) -> int:
+        """Tasks to keep handed out: one per worker and one more in the pool's queue, so that no
+        worker waits for this process between two tasks."""
+        return 1 if self.workers == 1 else self.workers + 1
+
+    def submit(self, task: dict, priority: float = 0.0):
+        """Hand ``task`` out (``priority`` is the runner's business here: it hands out the most
+        urgent first); a handle for :meth:`wait` (in this process: the task, run there)."""
+        if self.workers == 1:
+            return _Pending(task)
+        return self._get_pool().submit(run_task, task)
+
+    def wait(self, handles: list) -> list[tuple[object, dict]]:
+        """Block until at least one of ``handles`` is done; ``(handle, result)`` of those done."""
+        if self.workers == 1:
+            return [(handles[0], run_task(handles[0].task))]
+        from concurrent.futures import FIRST_COMPLETED
+        from concurrent.futures import wait as wait_futures
+
+        done, _ = wait_futures(handles, return_when=FIRST_COMPLETED)
+        return [(fut, fut.result()) for fut in handles if fut in done]
 
     def map_unordered(self, tasks: list[dict]) -> Iterator[tuple[int, dict]]:
         if self.workers == 1 or len(tasks) <= 1:
@@ -207,11 +265,14 @@ class LocalExecutor:
         if self._pool is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
+            from multiprocessing import forkserver
 
             # forkserver: workers never inherit this process's threads (tqdm, dask); they import
             # the simulator once, preloaded in the server
             ctx = multiprocessing.get_context("forkserver")
             ctx.set_forkserver_preload(["stability.runner", "stability.sim.simulate"])
+            with _one_blas_thread():
+                forkserver.ensure_running()
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
                                              initializer=_init_worker, initargs=(os.getpid(),))
         return self._pool
@@ -242,6 +303,24 @@ class DaskExecutor:
         except (OSError, TimeoutError, ValueError) as exc:
             raise LlmqError(f"--dask: cannot connect to the scheduler at {address!r} "
                             f"({type(exc).__name__}: {exc})") from None
+        self._finished = None  # distributed.as_completed of the submitted tasks
+
+    slots = math.inf  # the scheduler queues every task and starts them by their priority
+
+    def submit(self, task: dict, priority: float = 0.0):
+        """Hand ``task`` to the cluster (higher ``priority`` first); a future for :meth:`wait`."""
+        if self._finished is None:
+            from distributed import as_completed
+
+            self._finished = as_completed(loop=self.client.loop)
+        future = self.client.submit(run_task, task, pure=False, priority=priority)
+        self._finished.add(future)
+        return future
+
+    def wait(self, handles: list) -> list[tuple[object, dict]]:
+        """Block until at least one submitted task is done; ``(handle, result)`` of those done."""
+        done = [next(self._finished), *self._finished.next_batch(block=False)]
+        return [(fut, fut.result()) for fut in done]
 
     def map_unordered(self, tasks: list[dict]) -> Iterator[tuple[int, dict]]:
         from distributed import as_completed
@@ -323,3 +402,69 @@ class Runner:
             self.executor.close(abort=True)
             raise SweepInterrupted(self.cache.dir) from None
         return results
+
+    def run_dynamic(self, start: list[tuple[object, dict]],
+                    then: Callable[[object, dict, dict], list[tuple[object, dict]]],
+                    cost: Callable[[dict], float] = lambda task: 0.0,
+                    on_start: Callable[[object], None] | None = None) -> None:
+        """Run the tasks of ``start`` (``(tag, task)`` pairs), and after each one, cached or
+        computed, the pairs that ``then(tag, task, result)`` returns, until none is left: a sweep
+        whose next runs depend on earlier results goes on without waiting for a whole batch.
+
+        Among the tasks that wait for a worker, the one of highest ``cost(task)`` starts first
+        (the longest first, so that no long run is left alone at the end); the executor holds at
+        most ``executor.slots`` at a time. A task asked for again while it is waiting or running
+        (the same key) runs once, and every tag that asked is told. ``on_start(tag)`` is called
+        as a task is handed out. Results do not depend on this order: a task's result is a
+        function of the task alone.
+        """
+        waiting: list = []  # heap of (-cost, order, key)
+        tags: dict = {}  # key -> (task, [tags]) of tasks waiting or running
+        running: dict = {}  # handle -> key
+        ready: list = []  # (tag, task, result) for then()
+        order = 0
+
+        def add(pairs) -> None:
+            nonlocal order
+            for tag, task in pairs:
+                key = task_key(task)
+                if key in tags:
+                    tags[key][1].append(tag)
+                    continue
+                hit = self.cache.get(key)
+                if hit is not None:
+                    self.cached += 1
+                    if self.bar is not None:
+                        self.bar.update(1)
+                    ready.append((tag, task, hit))
+                    continue
+                tags[key] = (task, [tag])
+                heapq.heappush(waiting, (-cost(task), order, key))
+                order += 1
+
+        try:
+            add(start)
+            while ready or waiting or running:
+                while ready:
+                    add(then(*ready.pop(0)))
+                while waiting and len(running) < self.executor.slots:
+                    priority, _, key = heapq.heappop(waiting)
+                    task, asked = tags[key]
+                    if on_start is not None:
+                        on_start(asked[0])
+                    running[self.executor.submit(task, -priority)] = key
+                if not running:
+                    continue
+                for handle, result in self.executor.wait(list(running)):
+                    key = running.pop(handle)
+                    task, asked = tags.pop(key)
+                    self.cache.put(key, task, result)
+                    self.computed += 1
+                    if self.bar is not None:
+                        self.bar.update(1)
+                    if self.on_result is not None:
+                        self.on_result(task, result)
+                    ready += [(tag, task, result) for tag in asked]
+        except KeyboardInterrupt:
+            self.executor.close(abort=True)
+            raise SweepInterrupted(self.cache.dir) from None

@@ -237,8 +237,10 @@ def _wait_for(cond, timeout=120.0):
 
 def test_ctrl_c_prints_one_line_and_exits_130(gpu_file, tmp_path):
     out = tmp_path / "out"
-    # runs long enough (~0.5 s each) that the sweep is still going when the first one is cached
-    proc = _popen(argv(gpu_file, out, workers=2, requests=400000))
+    # runs long enough (~1 s each) that the sweep is still going when the first one is cached:
+    # its next runs start as soon as a worker is free, so it ends soon after a loaded machine
+    # lets this test see the first one
+    proc = _popen(argv(gpu_file, out, workers=2, requests=1000000))
     assert _wait_for(lambda: len(list((out / "cache").glob("*.json"))) >= 1 or proc.poll() is not None)
     assert proc.poll() is None, "the sweep ended before it could be interrupted"
     proc.send_signal(signal.SIGINT)
