@@ -11,9 +11,12 @@ estimate, 95% Student-t intervals) of the policy and of the region sweep's sched
 and request-level batching. Verdicts: no scheduler's interval lies wholly above the bound, and
 the policy's work-weighted mean is within max(1%, its half-width) of the bound.
 
-The overhead cells use a GPU file written next to the outputs (``[gpus.<key>_c5ms] base = <key>,
-overhead_s = 0.005``): a fixed time per batch, the kind of launch and CPU time that
-``llmq calibrate`` fits.
+The overhead cells use a GPU file per layer model written next to the outputs: a fixed time per
+batch (``overhead_s = 0.005``, the kind of launch and CPU time that ``llmq calibrate`` fits) on the
+law the mode prices, i.e. ``[gpus.<key>_c5ms] base = <key>`` for paper mode (the roofline preset)
+and, for real mode, the preset's real-mode table (:func:`theory.hardware.gpu_table` with
+``calibrated=True``: the shipped calibration, or the roofline with the terms of
+``[real_mode.<tileset>]``) restated in full.
 
 Writes ``capacity_table.csv`` (one row per cell and scheduler), ``capacity_table.json`` (cells
 with every replicate, and what each column means) and ``capacity_table.md``; a finished cell is
@@ -31,10 +34,12 @@ import sys
 import time
 from pathlib import Path
 
+import tomli_w
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stability.attain import attain_cell
-from theory.hardware import gpu_names
+from theory.hardware import gpu_names, gpu_table
 from theory.io import atomic_write_csv, atomic_write_text
 
 OVERHEAD_S = 0.005
@@ -66,11 +71,20 @@ def cells(gpus, quick: bool, modes=("paper", "real"), overheads=(0.0, OVERHEAD_S
                     yield gpu, mode, overhead, variant
 
 
-def overhead_file(out: Path, gpus) -> Path:
-    path = out / "gpus_c5ms.toml"
-    text = "".join(f'[gpus.{g}_c5ms]\nbase = "{g}"\noverhead_s = {OVERHEAD_S!r}\n\n' for g in gpus)
-    atomic_write_text(path, "# the presets with a fixed time per batch (benchmarks/capacity_table.py)\n"
-                      + text)
+def overhead_file(out: Path, gpus, mode: str) -> Path:
+    """The GPU file of ``mode``'s overhead cells: each preset's law in that mode plus ``OVERHEAD_S``
+    per batch (module docstring)."""
+    path = out / f"gpus_c5ms_{mode}.toml"
+    if mode == "paper":
+        text = "".join(f'[gpus.{g}_c5ms]\nbase = "{g}"\noverhead_s = {OVERHEAD_S!r}\n\n' for g in gpus)
+    else:
+        tables = {}
+        for g in gpus:
+            table = {k: v for k, v in gpu_table(g, calibrated=True).items() if k not in ("base", "aliases")}
+            tables[f"{g}_c5ms"] = {**table, "aliases": [], "overhead_s": OVERHEAD_S}
+        text = tomli_w.dumps({"gpus": tables})
+    atomic_write_text(path, f"# the presets' {mode}-mode laws with a fixed time per batch "
+                      f"(benchmarks/capacity_table.py)\n" + text)
     return path
 
 
@@ -92,17 +106,18 @@ def main(argv=None) -> int:
     gpus = gpu_names() if args.gpu == "all" else tuple(args.gpu.split(","))
     out = Path(args.out)
     (out / "cells").mkdir(parents=True, exist_ok=True)
-    gfile = overhead_file(out, gpus)
+    gfiles = {mode: overhead_file(out, gpus, mode) for mode in modes}
     done, rows = [], []
     for gpu, mode, overhead, variant in cells(gpus, args.quick, modes, overheads):
-        key = f"{gpu}_{mode}_{'c5ms' if overhead else 'c0'}_{variant}_{args.replicates}x{args.requests}"
+        law = ("c5ms_on_real_law" if mode == "real" else "c5ms") if overhead else "c0"
+        key = f"{gpu}_{mode}_{law}_{variant}_{args.replicates}x{args.requests}"
         path = out / "cells" / f"{key}.json"
         if path.exists():
             cell = json.loads(path.read_text())
         else:
             t = time.perf_counter()
             cell = attain_cell(f"{gpu}_c5ms" if overhead else gpu, mode, variant,
-                               gpu_file=str(gfile) if overhead else None,
+                               gpu_file=str(gfiles[mode]) if overhead else None,
                                replicates=args.replicates, n_requests=args.requests)
             cell["gpu"], cell["elapsed_s"] = gpu, time.perf_counter() - t
             atomic_write_text(path, json.dumps(cell, indent=1))
