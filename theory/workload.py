@@ -98,8 +98,13 @@ class Workload:
         return int(self.L_D.max())
 
     def expect(self, values) -> float:
-        """E[f(L^P, L^D)] for ``values = f(L_P, L_D)`` evaluated on the support (exact sum)."""
-        return float(np.dot(self.p, np.asarray(values, dtype=float)))
+        """E[f(L^P, L^D)] for ``values = f(L_P, L_D)`` evaluated on the support.
+
+        Summed by numpy's pairwise reduction, not a BLAS dot product: a multithreaded BLAS splits
+        a long dot product by its thread count, so its last bit (and every rate and seed derived
+        from lambda*) would depend on the machine's cores.
+        """
+        return float(np.sum(self.p * np.asarray(values, dtype=float)))
 
     def mean(self) -> tuple[float, float]:
         """(E[L^P], E[L^D])."""
