@@ -237,10 +237,12 @@ def _wait_for(cond, timeout=120.0):
 
 def test_ctrl_c_prints_one_line_and_exits_130(gpu_file, tmp_path):
     out = tmp_path / "out"
-    # runs long enough (~1 s each) that the sweep is still going when the first one is cached:
-    # its next runs start as soon as a worker is free, so it ends soon after a loaded machine
-    # lets this test see the first one
-    proc = _popen(argv(gpu_file, out, workers=2, requests=1000000))
+    # many runs (seven loads, each with its bisection and saturation replicates) of ~0.3 s each,
+    # so that the sweep is still going for seconds after the first one is cached, however fast
+    # the machine: with a few equal runs it could end between this test's polls
+    args = argv(gpu_file, out, workers=2, requests=300000)
+    args[args.index("--loads") + 1] = "0.5,0.6,0.7,0.8,0.9,1.0,1.1"
+    proc = _popen(args)
     assert _wait_for(lambda: len(list((out / "cache").glob("*.json"))) >= 1 or proc.poll() is not None)
     assert proc.poll() is None, "the sweep ended before it could be interrupted"
     proc.send_signal(signal.SIGINT)
@@ -252,9 +254,10 @@ def test_ctrl_c_prints_one_line_and_exits_130(gpu_file, tmp_path):
                    "command to resume\n")
 
 
-# a Section 7 study small enough to finish, with runs long enough to interrupt (one panel)
+# a Section 7 study small enough to finish, with runs long enough (tens of ms each, 40 of them)
+# that it is still going when the first is cached (one panel)
 SLAI_SMALL = ("import stability.slai.study as s, sys; from llmq.cli import main; "
-              "s.QUICK = s.Study(s.QUICK.panels[:1], seeds=2, n_requests=3000, rel_rates=(0.8, 0.9), "
+              "s.QUICK = s.Study(s.QUICK.panels[:1], seeds=2, n_requests=40000, rel_rates=(0.8, 0.9), "
               "paper_rates=(1.0, 1.6), smoke=True); sys.exit(main(sys.argv[1:]))")
 
 
@@ -267,7 +270,7 @@ def test_ctrl_c_in_slai_and_plan_is_one_line_exit_130_and_the_rerun_keeps_the_ca
         start = lambda: _popen(args, code=SLAI_SMALL)  # noqa: E731
     else:
         args, cache = ["plan", "--rate", "60", "--workload", "uniform:64-320,8-40", "--gpus", "a100,l40s",
-                       "--schedulers", "sarathi,vllm", "--max-gpus", "4", "--requests", "3000",
+                       "--schedulers", "sarathi,vllm", "--max-gpus", "4", "--requests", "40000",
                        "--full-front", "--out", str(out)], out / "plan" / "cache"
         start = lambda: _popen(args)  # noqa: E731
     proc = start()
