@@ -6,6 +6,7 @@ undisturbed run, or a clear error, and never a partial file."""
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -235,21 +236,32 @@ def _wait_for(cond, timeout=120.0):
     return cond()
 
 
+def _interrupt(start, cache: Path, finished: Path, attempts: int = 3) -> tuple[int, str]:
+    """Start a run (``start()``), press Ctrl-C once its first result is cached, and return its exit
+    status and stderr. A run can end between the first cached result and the signal; it must then
+    have finished (``finished`` written) with status 0, and the run is tried again from scratch
+    (its output directory removed): the interrupt itself is what these tests judge."""
+    for _ in range(attempts):
+        proc = start()
+        assert _wait_for(lambda p=proc: len(list(cache.glob("*.json"))) >= 1 or p.poll() is not None)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        if proc.returncode != 0:
+            return proc.returncode, err.decode()
+        assert finished.exists() and err == b"", err  # it ended before the signal: complete, quiet
+        shutil.rmtree(finished.parent)
+    pytest.fail(f"every one of {attempts} runs ended before its interrupt")
+
+
 def test_ctrl_c_prints_one_line_and_exits_130(gpu_file, tmp_path):
     out = tmp_path / "out"
     # many runs (seven loads, each with its bisection and saturation replicates) of ~0.3 s each,
-    # so that the sweep is still going for seconds after the first one is cached, however fast
-    # the machine: with a few equal runs it could end between this test's polls
+    # so that the sweep is still going for seconds after the first one is cached
     args = argv(gpu_file, out, workers=2, requests=300000)
     args[args.index("--loads") + 1] = "0.5,0.6,0.7,0.8,0.9,1.0,1.1"
-    proc = _popen(args)
-    assert _wait_for(lambda: len(list((out / "cache").glob("*.json"))) >= 1 or proc.poll() is not None)
-    assert proc.poll() is None, "the sweep ended before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    err = err.decode()
+    code, err = _interrupt(lambda: _popen(args), out / "cache", out / "region.csv")
     n = len(list((out / "cache").glob("*.json")))
-    assert proc.returncode == 130, err
+    assert code == 130, err
     assert err == (f"llmq region: interrupted; {n} runs cached in {out / 'cache'}; rerun the same "
                    "command to resume\n")
 
@@ -268,20 +280,18 @@ def test_ctrl_c_in_slai_and_plan_is_one_line_exit_130_and_the_rerun_keeps_the_ca
         args, cache = ["slai", "--quick", "--workers", "2", "--no-figures", "--no-progress",
                        "--out", str(out)], out / "slai" / "cache"
         start = lambda: _popen(args, code=SLAI_SMALL)  # noqa: E731
+        finished = out / "slai" / "paper_vs_llmq.csv"
     else:
         args, cache = ["plan", "--rate", "60", "--workload", "uniform:64-320,8-40", "--gpus", "a100,l40s",
                        "--schedulers", "sarathi,vllm", "--max-gpus", "4", "--requests", "40000",
                        "--full-front", "--out", str(out)], out / "plan" / "cache"
         start = lambda: _popen(args)  # noqa: E731
-    proc = start()
-    assert _wait_for(lambda: len(list(cache.glob("*.json"))) >= 1 or proc.poll() is not None)
-    assert proc.poll() is None, "the run ended before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+        finished = out / "plan.csv"
+    code, err = _interrupt(start, cache, finished)
     n = len(list(cache.glob("*.json")))
-    assert proc.returncode == 130, err
-    assert err.decode() == (f"llmq {command}: interrupted; {n} runs cached in {cache}; rerun the same "
-                            "command to resume\n")
+    assert code == 130, err
+    assert err == (f"llmq {command}: interrupted; {n} runs cached in {cache}; rerun the same "
+                   "command to resume\n")
     no_partial_files(out)
     kept = {p.name: p.stat().st_mtime_ns for p in cache.glob("*.json")}
     proc = start()  # the same command resumes, reading the cached runs back instead of redoing them
