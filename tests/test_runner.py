@@ -221,11 +221,18 @@ def test_nested_input_files_key_the_task_by_content(tmp_path):
     assert task_key(task) == key
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _popen(args, code: str | None = None, **kw):
-    """``python -m llmq ARGS`` (or ``python -c CODE ARGS``) from the source tree, stderr piped."""
+    """``python -m llmq ARGS`` (or ``python -c CODE ARGS``) from the source tree, stderr piped,
+    started as from a terminal: with SIGINT's default disposition. A test run started in the
+    background of a non-interactive shell (``pytest &``) ignores SIGINT, every child inherits
+    that, and Python then installs no KeyboardInterrupt handler: Ctrl-C could not be tested."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     head = ["-c", code] if code else ["-m", "llmq"]
-    return subprocess.Popen([sys.executable, *head, *args], env=env, cwd=ROOT,
+    return subprocess.Popen([sys.executable, *head, *args], env=env, cwd=ROOT, preexec_fn=_default_sigint,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
 
 
