@@ -14,19 +14,11 @@ import pytest
 
 from llmq.cli import main
 from stability.region import SweepSpec, boundary_rows, run_sweep, write_outputs
-from tests.toys import SOLO_TOML
 from theory.cost import Batch, T_batch, build_cost_model
 from theory.hardware import load_gpus
 from theory.models import get_model
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def gpu_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("gpus") / "solo.toml"
-    path.write_text(SOLO_TOML)
-    return str(path)
 
 
 def tiny(gpu_file, **kw) -> SweepSpec:

@@ -25,13 +25,6 @@ from tests.toys import SOLO_TOML
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def gpu_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("gpus") / "solo.toml"
-    path.write_text(SOLO_TOML)
-    return str(path)
-
-
 def tiny(gpu_file) -> SweepSpec:
     return SweepSpec(tilesets=("solo2",), gpu_file=gpu_file, workload="uniform:1-64,1-40",
                      schedulers=("request_level",), variants=("pad",), loads=(0.6, 1.1), bisect=1,
