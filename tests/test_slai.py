@@ -146,6 +146,34 @@ def test_decode_waits_until_its_last_schedulable_time(delta, slo, seed):
     assert deferred > 0 or delta * np.mean(dur) >= slo  # deferral happens unless C <= e
 
 
+
+@settings(max_examples=20, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.floats(0.0, 1.0), st.sampled_from([0.2, 0.5]), st.integers(0, 1000))
+def test_deferred_chunk_runs_equal_the_reference(delta, slo, seed):
+    """Batches of a long prompt's budget-sized chunks while every decode is deferred (C is a few
+    batches past e here) run as one event in fast mode (``slai._deferred_chunks``): fewer events
+    than detail mode, which runs them one by one, and the finish, first-token and start times
+    still equal the naive reference's (one batch at a time) to 1e-9, with the same batch and
+    token counts, with and without the KV memory."""
+    cm = build_real_cm()
+    rng = np.random.default_rng(seed)
+    L_P = np.concatenate([rng.integers(100, 500, size=3), rng.integers(3000, 6000, size=6)])
+    L_D = np.concatenate([rng.integers(30, 60, size=3), np.ones(6, dtype=np.int64)])
+    arrival = np.sort(np.concatenate([[0.0, 1e-3, 2e-3], rng.uniform(0.0, 0.3, size=6)]))
+    sch = get_scheduler("slai")
+    for memory in (False, True):
+        kv = {"kv_blocks": 4000, "block_size": 16, "watermark": 0.01}
+        p = sch.make_params(cm, token_budget=512, order="fcfs", dynamic=False, delta=delta,
+                            tbt_slo=(slo,), memory=memory, **kv)
+        run = run_gpu(cm, sch, p, arrival, L_P, L_D)
+        slow = run_gpu(cm, sch, p, arrival, L_P, L_D, detail=True)
+        mem = blocks_of(kv, "sarathi") if memory else None
+        sim = ref.slai(cm, arrival, L_P, L_D, np.zeros(len(arrival), dtype=np.int64), (slo,), 512,
+                       128, 128, "fcfs", False, delta, 5.0, 10.0, 0.96, BIG, mem)
+        assert_same(run, sim, False, mem)
+        assert run.counters["n_event"] < slow.counters["n_event"]
+
+
 # --- orders and caps -------------------------------------------------------------------------------
 
 

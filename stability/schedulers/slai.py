@@ -79,7 +79,7 @@ import numpy as np
 from numba import njit
 
 from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
-from stability.sim.kernels import ceil_udiv
+from stability.sim.kernels import ceil_udiv, lin_waste, psa_waste, t_fixed, t_psa
 from stability.sim.memory import (
     SARATHI,
     KvConfig,
@@ -352,6 +352,57 @@ def _build_and_run(st, ct, prm, budget, alpha, beta, mode, limit):
 
 
 @njit(cache=True)
+def _deferred_chunks(st, ct, budget, t_stop):
+    """Run, as one event, the batches that each hold only the next ``budget`` tokens of the
+    partial prefill (P's first entry) while more than a budget of its prompt is left and every
+    decode is deferred: each batch starts before the smallest C (the decode set is sorted by C),
+    so step 1 takes no decode, step 2 spends the whole budget on the chunk, and steps 3-4 find
+    no budget left (arrivals are only seen after the run; they change nothing it holds, and no
+    KV block is taken). No C changes: no decode runs and no prefill ends. Fast mode only (no
+    batch-log row). Stops before the first batch starting at or after ``t_stop``.
+
+    Each batch is accounted exactly as :func:`stability.sim.mixed.run_mixed` accounts it (Eq. 7
+    with no decode, the clock, busy time and waste added batch by batch, in the same floating
+    point order), so the decisions after the run see the same clock and mean batch time
+    ``t_bar``. Returns how many batches ran.
+    """
+    j = st.p_id[0]
+    first_c = st.lst[st.d_id[0]] if st.nd > 0 else math.inf
+    pl = st.pl[j]
+    pg = st.pg[j]
+    t = st.clock
+    if math.isnan(st.t_start[j]):
+        st.t_start[j] = t
+    fixed = t_fixed(ct, budget)
+    lw = lin_waste(ct, budget)
+    k = 0
+    while pl - pg > budget and t < first_c and t < t_stop:
+        i = pg + 1
+        a = t_psa(ct, i, budget)
+        dur = fixed + a
+        wasted = 0.0
+        wasted += psa_waste(ct, i, budget, a)
+        wasted += lw
+        st.busy += dur
+        st.wasted += wasted
+        if wasted > 1e-12 * dur:
+            st.n_not_opt += 1
+        t = t + dur
+        pg += budget
+        k += 1
+    if k == 0:
+        return 0
+    st.n_event += 1
+    st.n_batch += k
+    st.n_tokens += k * budget
+    st.n_pre_tok += k * budget
+    st.clock = t
+    st.pg[j] = pg
+    st.last_done = 0
+    return k
+
+
+@njit(cache=True)
 def loop(st, ct, prm, t_stop):
     """SLAI's iteration (Section 6), one batch per decision (decode-only runs as one event)."""
     budget, alpha, beta = prm.budget, prm.alpha, prm.beta
@@ -378,6 +429,8 @@ def loop(st, ct, prm, t_stop):
                     st.lst[st.d_id[q]] = np.nan
                 _new_times(st, prm)
                 continue
+        if st.np > 0 and st.detail == 0 and _deferred_chunks(st, ct, budget, t_stop) > 0:
+            continue
         if not log_has_room(st, 1, st.nd + st.np + min(w_len(st, mode), budget)):
             break
         if not _build_and_run(st, ct, prm, budget, alpha, beta, mode, limit):
