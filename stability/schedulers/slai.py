@@ -375,10 +375,14 @@ def _deferred_chunks(st, ct, budget, t_stop):
         st.t_start[j] = t
     fixed = t_fixed(ct, budget)
     lw = lin_waste(ct, budget)
+    memo = st.psa_memo
     k = 0
     while pl - pg > budget and t < first_c and t < t_stop:
         i = pg + 1
-        a = t_psa(ct, i, budget)
+        a = memo[i]
+        if math.isnan(a):
+            a = t_psa(ct, i, budget)
+            memo[i] = a
         dur = fixed + a
         wasted = 0.0
         wasted += psa_waste(ct, i, budget, a)
@@ -412,6 +416,9 @@ def loop(st, ct, prm, t_stop):
         st.s_id = np.zeros(st.d_id.size, dtype=np.int64)
         st.s_pos = np.zeros(st.d_id.size, dtype=np.int64)
         st.s_rem = np.zeros(st.d_id.size, dtype=np.int64)
+    if st.psa_c != budget or st.psa_memo.size != ct.S.size:  # chunks reach positions < S.size
+        st.psa_memo = np.full(ct.S.size, np.nan)
+        st.psa_c = budget
     while running(st, t_stop):
         w_refresh(st, mode)
         if st.nd == 0 and st.np == 0 and w_len(st, mode) == 0:
@@ -429,7 +436,9 @@ def loop(st, ct, prm, t_stop):
                     st.lst[st.d_id[q]] = np.nan
                 _new_times(st, prm)
                 continue
-        if st.np > 0 and st.detail == 0 and _deferred_chunks(st, ct, budget, t_stop) > 0:
+        if (st.np > 0 and st.detail == 0 and st.pl[st.p_id[0]] - st.pg[st.p_id[0]] > budget
+                and (st.nd == 0 or st.clock < st.lst[st.d_id[0]])):
+            _deferred_chunks(st, ct, budget, t_stop)  # at least one batch: clock < t_stop here
             continue
         if not log_has_room(st, 1, st.nd + st.np + min(w_len(st, mode), budget)):
             break

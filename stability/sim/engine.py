@@ -243,8 +243,12 @@ def idle(st, t_stop):
 
 @njit(cache=True)
 def running(st, t_stop):
-    """Whether a loop may take its next decision: before t_stop and with room in the log."""
-    return st.clock < t_stop and st.need_grow == 0
+    """Whether a loop may take its next decision: before t_stop and with room in the log.
+
+    Branch-free (``&``, not ``and``): a short-circuit branch would keep the reference-count pair
+    on ``st`` that every loop iteration then pays (see :mod:`stability.sim.structs`).
+    """
+    return (st.clock < t_stop) & (st.need_grow == 0)
 
 
 @njit(cache=True)

@@ -173,10 +173,12 @@ STATE_BLOCKS: dict[str, list] = {
         ("rc", I64, "0"), ("mode", I64, "0"), ("na", I64, "0"),
     ],
     # --- SLO-aware scheduling (stability.schedulers.slai): each decode's last schedulable time C;
-    # scratch for the decode entries whose C is new (sized by SLAI's loop on entry) --------------
+    # scratch for the decode entries whose C is new (sized by SLAI's loop on entry); T^{P,SA} of
+    # a budget-sized chunk PI(R, i, psa_c) by i, computed on first use (nan until then) ---------
     "slai": [
         ("lst", FA, "np.full(m, np.inf)"),
         ("s_id", IA, Zeros("1")), ("s_pos", IA, Zeros("1")), ("s_rem", IA, Zeros("1")),
+        ("psa_memo", FA, Zeros("0")), ("psa_c", I64, "0"),
     ],
 }
 
