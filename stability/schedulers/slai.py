@@ -266,6 +266,31 @@ def _new_times(st, prm):
         w -= 1
 
 
+@njit(cache=True)
+def _all_new_times(st, prm):
+    """:func:`_new_times` after a run in which every decode entry emitted tokens: each gets C
+    from the run's end, and the set is insertion-sorted in place by (C, arrival index) (the
+    entries of one class share C, so the order is mostly the arrival order they already have)."""
+    t_bar = st.busy / st.n_batch
+    d = offset(st, prm.dynamic, prm.delta, prm.delta_low, prm.delta_high, prm.memory_limit)
+    now = st.clock
+    for q in range(st.nd):
+        j = st.d_id[q]
+        pos = st.d_pos[q]
+        rem = st.d_rem[q]
+        c = last_schedulable_time(now, prm.tbt_slo[st.cls[j]], d, t_bar)
+        st.lst[j] = c
+        k = q
+        while k > 0 and _before(c, j, st.lst[st.d_id[k - 1]], st.d_id[k - 1]):
+            st.d_id[k] = st.d_id[k - 1]
+            st.d_pos[k] = st.d_pos[k - 1]
+            st.d_rem[k] = st.d_rem[k - 1]
+            k -= 1
+        st.d_id[k] = j
+        st.d_pos[k] = pos
+        st.d_rem[k] = rem
+
+
 # --- batch construction --------------------------------------------------------------------------
 
 
@@ -432,9 +457,7 @@ def loop(st, ct, prm, t_stop):
                 wake = mode != 0 or w_len(st, mode) == 0
                 if decode_run(st, ct, st.nd, wake, t_stop, k) < 0:
                     break
-                for q in range(st.nd):
-                    st.lst[st.d_id[q]] = np.nan
-                _new_times(st, prm)
+                _all_new_times(st, prm)
                 continue
         if (st.np > 0 and st.detail == 0 and st.pl[st.p_id[0]] - st.pg[st.p_id[0]] > budget
                 and (st.nd == 0 or st.clock < st.lst[st.d_id[0]])):
