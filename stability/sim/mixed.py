@@ -398,24 +398,28 @@ def run_mixed(st, ct, na):
     st.n_event += 1
     t = now + dur
     st.clock = t
-    # decodes: advance, finish, keep the order of the rest
+    # decodes: advance, finish, keep the order of the rest (moved only behind a completion)
     done = 0
     w = 0
-    for q in range(st.nd):
-        if q < na:
-            j = st.d_id[q]
-            st.d_pos[q] += 1
-            st.d_rem[q] -= 1
-            if st.detail:
-                record_gap(st, j, t)
-            if st.d_rem[q] == 0:
-                st.t_finish[j] = t
-                release(st, j)
-                done += 1
-                continue
-        move_decode(st, w, q)
+    for q in range(na):
+        j = st.d_id[q]
+        st.d_pos[q] += 1
+        st.d_rem[q] -= 1
+        if st.detail:
+            record_gap(st, j, t)
+        if st.d_rem[q] == 0:
+            st.t_finish[j] = t
+            release(st, j)
+            done += 1
+            continue
+        if w < q:
+            move_decode(st, w, q)
         w += 1
-    st.nd = w
+    if done:
+        for q in range(na, st.nd):
+            move_decode(st, w, q)
+            w += 1
+        st.nd = w
     # prefill chunks: progress; completed prompts leave P
     for b in range(st.nbp):
         j = st.bp_j[b]
