@@ -592,7 +592,8 @@ def advance_decodes(st, na, k):
                 st.t_finish[st.d_id[q]] = st.clock
                 done += 1
                 continue
-        move_decode(st, w_pos, q)
+        if w_pos < q:  # behind a completion
+            move_decode(st, w_pos, q)
         w_pos += 1
     st.nd = w_pos
     st.n_done += done
