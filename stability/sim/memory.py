@@ -149,32 +149,38 @@ def blocks(st, x):
 
 @njit(cache=True)
 def never_fits(st, x):
-    """vLLM's AllocStatus.NEVER: x tokens' blocks exceed what an empty GPU could admit."""
-    return st.kv_on == 1 and st.kv_total - blocks(st, x) < st.kv_wm
+    """vLLM's AllocStatus.NEVER: x tokens' blocks exceed what an empty GPU could admit.
+
+    This and the other per-request helpers below are written without a branch on the state
+    (``&``, ``|``, unconditional updates that change nothing with the memory off): a branch
+    keeps the atomic reference-count pair on ``st`` that numba otherwise prunes, paid on every
+    call, inlined or not (see :mod:`stability.sim.structs`).
+    """
+    return (st.kv_on == 1) & (st.kv_total - blocks(st, x) < st.kv_wm)
 
 
 @njit(cache=True)
 def can_allocate(st, x):
     """Admission check for a prompt of x tokens: free - blocks(x) >= watermark."""
-    return st.kv_on == 0 or st.kv_free - blocks(st, x) >= st.kv_wm
+    return (st.kv_on == 0) | (st.kv_free - blocks(st, x) >= st.kv_wm)
 
 
 @njit(cache=True)
 def allocate(st, j, x):
-    """Take the blocks of request j's x tokens at admission (the whole prompt at once)."""
-    if st.kv_on:
-        b = blocks(st, x)
-        st.blk[j] = b
-        st.kv_free -= b
-        st.kv_peak = max(st.kv_peak, st.kv_total - st.kv_free)
+    """Take the blocks of request j's x tokens at admission (the whole prompt at once); none with
+    the memory off (``kv_on`` 0)."""
+    b = blocks(st, x) * st.kv_on
+    st.blk[j] = b
+    st.kv_free -= b
+    st.kv_peak = max(st.kv_peak, st.kv_total - st.kv_free)
 
 
 @njit(cache=True)
 def release(st, j):
-    """Free every block of request j (completion or preemption)."""
-    if st.kv_on:
-        st.kv_free += st.blk[j]
-        st.blk[j] = 0
+    """Free every block of request j (completion or preemption); it holds none with the memory
+    off."""
+    st.kv_free += st.blk[j]
+    st.blk[j] = 0
 
 
 @njit(cache=True)
