@@ -606,3 +606,21 @@ def test_capacity_bound_accepts_every_term(tmp_path):
     bound = capacity_bound(cm, w, horizon=2048)
     assert 0 < bound.bound < math.inf
     assert bound.pieces_s["decode_attention"] > cm.lm_out_s * float(w.expect(w.L_D))  # rows included
+
+
+@pytest.mark.parametrize(("tiles", "pow2"), [("[[128, 128, 32], [64, 256, 64], [256, 64, 32]]", 1),
+                                             ("[[128, 96, 32], [64, 48, 64], [128, 128, 32]]", 0)])
+def test_prefill_attention_kernel_takes_shifts_only_for_power_of_two_tiles(tmp_path, tiles, pow2):
+    """t_psa computes Eq. 6's ceilings as shifts when every tile dimension is a power of two (the
+    presets' CUTLASS and cuBLAS shapes) and by division otherwise; both price what
+    theory.cost.T_P_SA prices, at positions and chunk sizes on and off the tile multiples."""
+    t_star = tiles[1:tiles.index("]") + 1]
+    g = gpu_file(tmp_path, f'[gpus.x]\nbase = "a100"\ntiles = {tiles}\nt_star = {t_star}\n')
+    cm = cost_model(CostSpec("x", "mistral-7b", "paper", gpu_file=g))
+    ct = build_tables(cm, 9000)
+    assert njit(lambda t: t.pow2)(ct) == pow2
+    rng = np.random.default_rng(4)
+    pairs = [(1, 1), (1, 512), (129, 128), (257, 255), (4097, 4096)]
+    pairs += [(int(i), int(c)) for i, c in rng.integers(1, 4000, size=(40, 2))]
+    for i, c in pairs:
+        assert t_psa(ct, i, c) == pytest.approx(float(T_P_SA(cm, i, c)), rel=1e-13)

@@ -54,6 +54,23 @@ def _make_costs(t_row, t_col, t_red, mu, inv_mu_lin, S, lin, pre_time, s, N, d_p
 
 
 @njit(cache=True)
+def _set_shifts(ct, row_sh, col_sh, red_sh, pow2):
+    ct.row_sh = row_sh
+    ct.col_sh = col_sh
+    ct.red_sh = red_sh
+    ct.pow2 = pow2
+
+
+def _shifts(cm: CostModel) -> tuple:
+    """:func:`_set_shifts`'s arguments: log2 of each tile dimension, and whether all are powers
+    of two (CUTLASS's and cuBLAS's tile shapes are)."""
+    dims = [np.asarray(x, dtype=np.int64) for x in (cm.t_row, cm.t_col, cm.t_red)]
+    pow2 = all(bool(np.all((d > 0) & (d & (d - 1) == 0))) for d in dims)
+    sh = [np.round(np.log2(np.maximum(d, 1))).astype(np.int64) for d in dims]
+    return (*sh, int(pow2))
+
+
+@njit(cache=True)
 def _set_terms(ct, lin_kind, law_c, law_a, law_b0, g_count, g_rows, g_red, g_wbytes, g_abytes,
                floor_bw, g_traffic, l2_bw, tok_s, batch_s, waves, att, att_waves, lm_out, psa_qk, psa_pv):
     ct.lin_kind = lin_kind
@@ -120,6 +137,7 @@ def build_tables(cm: CostModel, max_pos: int, chunk: int | None = None) -> Costs
         int(cm.d_pre), float(cm.mu_nLin), float(cm.overhead_s), float(lin_ideal),
         float(psa_ideal if cm.attention else 0.0), chunk)
     _set_terms(ct, *_terms_args(cm))
+    _set_shifts(ct, *_shifts(cm))
     _fill_prefill_table(ct)
     return ct
 
@@ -226,12 +244,23 @@ def t_psa(ct, i, c):
             v2 = ceil_div(ceil_div(d, ct.t_row[k]) * cols, s_i) * ceil_div(e, ct.t_red[k]) / ct.mu[k]
             qk = min(qk, v1)
             pv = min(pv, v2)
+    elif ct.pow2:  # the same ceilings as shifts (tile dimensions are powers of two)
+        for k in range(ct.t_col.size):
+            cols = _ceil_shift(c, ct.col_sh[k])
+            qk = min(qk, (_ceil_shift(e, ct.row_sh[k]) * cols) * ct.psa_qk[k])
+            pv = min(pv, (_ceil_shift(e, ct.red_sh[k]) * cols) * ct.psa_pv[k])
     else:  # the chunk-free factors ceil(d / t) / (s mu) are tabulated (psa_qk, psa_pv)
         for k in range(ct.t_col.size):
             cols = ceil_udiv(c, ct.t_col[k])
             qk = min(qk, (ceil_udiv(e, ct.t_row[k]) * cols) * ct.psa_qk[k])
             pv = min(pv, (ceil_udiv(e, ct.t_red[k]) * cols) * ct.psa_pv[k])
     return ct.N * (qk + pv) + ct.lm_out
+
+
+@njit(cache=True)
+def _ceil_shift(a, s):
+    """ceil(a / 2**s) for a >= 0: the same integer as ``ceil_udiv(a, 2**s)``."""
+    return (a + (np.int64(1) << s) - 1) >> s
 
 
 @njit(cache=True)

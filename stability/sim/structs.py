@@ -85,6 +85,9 @@ COSTS = CostsType([
     # per tile, ceil(d / t_red) / (s mu) and ceil(d / t_row) / (s mu): Eq. 6's factors that do
     # not depend on the chunk (t_psa without waves)
     ("psa_qk", FA), ("psa_pv", FA),
+    # log2 of t_row, t_col, t_red when every tile dimension is a power of two (pow2 1), so that
+    # t_psa's ceilings are shifts; else unused (pow2 0)
+    ("row_sh", IA), ("col_sh", IA), ("red_sh", IA), ("pow2", I64),
 ])
 
 
