@@ -320,7 +320,7 @@ class GpuFit:
 
 def fit_gpu(base: GPU, train: GemmRows, *, max_train: int = 8000, seed: int = 0,
             model_file: str | None = None, floor: bool = True, waves: bool = True,
-            l2: bool = False) -> GpuFit:
+            l2: bool = True) -> GpuFit:
     """Calibrate ``base``'s tile rates, ``c_0``, (with ``floor``) the achievable DRAM bandwidth
     and (with ``l2``) the L2 bandwidth on the rows ``train`` only, with the ``memory_floor``,
     ``waves`` and ``l2_bandwidth_gbs`` terms as asked.
@@ -384,7 +384,7 @@ class Settings:
     seed: int = 0
     floor: bool = True
     waves: bool = True
-    l2: bool = False
+    l2: bool = True
     quick: bool = False
     gpus: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
