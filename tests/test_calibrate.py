@@ -18,7 +18,7 @@ from theory.cost import Batch, T_batch, T_GeMM, T_GeMM_terms, build_cost_model
 from theory.errors import FieldError
 from theory.hardware import get_gpu, load_gpus
 from theory.models import get_model
-from theory.timings import BatchTimings, GemmTimings, read_timings
+from theory.timings import BatchTimings, GemmTimings, read_timings, timings_path
 
 A100 = get_gpu("a100")
 LLAMA = get_model("llama-2-7b")
@@ -412,6 +412,17 @@ def test_cli_fits_the_floor_and_waves_and_the_profile_reproduces_the_fit(capsys,
     assert gpu.eta_mem * gpu.bandwidth == pytest.approx(floor["value"] * 1e9, rel=1e-12)
     plain = json.loads(run(capsys, "calibrate", "--out", str(tmp_path), "--json", "--key", "p")[1])
     assert row["error"]["rel_rmse"] < plain["error"]["rel_rmse"]  # the terms explain more
+    # with --l2 as well: the profile carries the L2 bandwidth, no tile out-computes t*, and the
+    # written profile reproduces the fitted times through the loader
+    code, out, _ = run(capsys, "calibrate", "--out", str(tmp_path), "--json", "--floor", "--waves", "--l2",
+                       "--key", "l2")
+    l2 = json.loads(out)
+    gpu = load_gpus(l2["written"])["l2"]
+    assert code == 0 and gpu.terms.l2_bandwidth > 0 and gpu.optimal_tile() == A100.optimal_tile()
+    t = read_timings(timings_path("vidur-a100-llama2-7b"))
+    again = (T_GeMM_terms(build_cost_model(gpu, LLAMA, "real"), t.d_row, t.d_col, t.d_red)
+             + gpu.overhead_s / sum(g.count for g in LLAMA.linear_gemms("real")))
+    np.testing.assert_allclose(again / t.seconds - 1, l2["residuals"], atol=1e-9)
 
 
 def test_cli_batch_timings(capsys, tmp_path, true_cost_model):

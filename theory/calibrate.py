@@ -812,11 +812,11 @@ def _batch_calibration(cm, timings, design, theta, base_theta, tried, free, rel_
 
 def calibrate(timings: GemmTimings | BatchTimings, base: GPU, model: Model, mode: str = "paper", *,
               tiles: str | None = None, overhead: bool = True, key: str | None = None,
-              seed: int = 0, floor: bool = False, waves: bool = False) -> Calibration:
+              seed: int = 0, floor: bool = False, waves: bool = False, l2: bool = False) -> Calibration:
     """Fit GeMM timings with :func:`fit_gemm` or batch timings with :func:`fit_batch`.
 
-    The GeMM fit models the memory floor and waves when ``floor`` / ``waves`` or the base profile
-    switch them on (:func:`fit_gemm`); the
+    The GeMM fit models the memory floor, waves and the L2 traffic when ``floor`` / ``waves`` /
+    ``l2`` or the base profile switch them on (:func:`fit_gemm`); the
     batch fit is linear in Eq. 7's rates, so for it a base profile or model with cost terms
     beyond Eq. 2 (:mod:`theory.terms`) is refused rather than fitted as if the terms were off, and
     so are the other terms for either fit.
@@ -835,8 +835,9 @@ def calibrate(timings: GemmTimings | BatchTimings, base: GPU, model: Model, mode
                          "GeMM timings fit memory_floor, waves and l2_bandwidth_gbs, batch timings none)")
     if gemm:
         return fit_gemm(timings, base, model, mode, tiles=tiles, overhead=overhead, key=key, seed=seed,
-                        floor=floor or base.terms.memory_floor, waves=waves or base.terms.waves)
-    for name, on in (("floor", floor), ("waves", waves)):
+                        floor=floor or base.terms.memory_floor, waves=waves or base.terms.waves,
+                        l2=l2 or base.terms.l2_bandwidth is not None)
+    for name, on in (("floor", floor), ("waves", waves), ("l2", l2)):
         if on:
             raise FieldError(name, on, "off with batch timings (the batch fit is linear in Eq. 7's rates)")
     if tiles:
