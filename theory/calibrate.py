@@ -550,7 +550,7 @@ def _gemm_linearised(p: _GemmProblem, x, c0, arg, won) -> tuple[dict[int, float]
 
 
 def _tile_parameters(gpu: GPU, x, x_ref, arg, won, alternatives, rel_se, admitted,
-                     l2_only: dict[int, int]) -> list[Parameter]:
+                     l2_only: dict[int, int], t_star: int | None = None) -> list[Parameter]:
     params = []
     for k, tile in enumerate(gpu.tiles):
         subs = alternatives.get(k, [])
@@ -562,6 +562,8 @@ def _tile_parameters(gpu: GPU, x, x_ref, arg, won, alternatives, rel_se, admitte
             if subs:
                 note += ("; could be replaced there by " + ", ".join(str(gpu.tiles[j]) for j in subs)
                          + " (the data fix those GeMMs' time, not which tile gives it)")
+        elif k == t_star:
+            note = "never fastest: t* kept (Assumption 1), its FLOP rate bounds every tile's"
         elif x[k] > x_ref[k]:
             note = "never fastest: mu <= bound, base rate lowered to the bound"
         else:
@@ -651,7 +653,8 @@ def fit_gemm(timings: GemmTimings, base: GPU, model: Model, mode: str = "paper",
     alternatives = _alternatives(problem, x, c0, arg, won)
     x = _bound_idle(problem, x, won)
     l2_only = {k: int(np.sum((arg == problem.k_l2) & (tile == k))) for k in l2_only_tiles(problem, arg, tile)}
-    params = _tile_parameters(gpu, x, problem.x_ref, arg, won, alternatives, rel_se, admitted, l2_only)
+    params = _tile_parameters(gpu, x, problem.x_ref, arg, won, alternatives, rel_se, admitted, l2_only,
+                              problem.t_star)
     mu = {str(tl): p.value for tl, p in zip(gpu.tiles, params, strict=True)}
     n_gemms = sum(g.count for g in model.linear_gemms(mode))
     profile = {"base": base.key, "mu": mu, "overhead_s": n_gemms * c0}
