@@ -136,7 +136,7 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
     doc = {
         "schema": SCHEMA,
         "settings": {"every": s.every, "max_train": s.max_train, "seed": s.seed, "quick": s.quick,
-                     "fit_memory_floor": s.floor, "fit_waves": s.waves,
+                     "fit_memory_floor": s.floor, "fit_waves": s.waves, "fit_l2_traffic": s.l2,
                      "gpus": list(s.gpus) or "all", "models": list(s.models) or "all",
                      "gpu_file": s.gpu_file, "model_file": s.model_file},
         "schemes": SCHEME_MEANING,
@@ -183,7 +183,8 @@ def _md_table(header: list[str], rows: list[list]) -> list[str]:
 def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -> str:
     """The Markdown report: verdicts, per GPU x TP, groups, not predicted, staircase, dictionary."""
     s = report.settings
-    terms = ", ".join(n for n, on in (("the memory floor", s.floor), ("waves", s.waves)) if on) or "no term"
+    terms = ", ".join(n for n, on in (("the memory floor", s.floor), ("waves", s.waves),
+                                      ("the L2 traffic", s.l2)) if on) or "no term"
     lines = ["# llmq validate: predicted vs measured", "",
              f"Settings: hold out every k-th distinct token count, k = {s.every}; at most {s.max_train} "
              f"training rows per calibration; seed {s.seed}; calibrations fit {terms} with the tile "

@@ -18,7 +18,7 @@ from theory.cost import Batch, T_batch, T_GeMM, T_GeMM_terms, build_cost_model
 from theory.errors import FieldError
 from theory.hardware import get_gpu, load_gpus
 from theory.models import get_model
-from theory.timings import BatchTimings, GemmTimings, read_timings
+from theory.timings import BatchTimings, GemmTimings, read_timings, timings_path
 
 A100 = get_gpu("a100")
 LLAMA = get_model("llama-2-7b")
@@ -80,10 +80,14 @@ def test_gemm_fit_with_half_percent_noise_recovers_the_main_tiles_to_one_percent
 def terms_truth(seed, folder, n=500, l2_gbs=None):
     """GeMM timings from the cost model itself (theory.cost.T_GeMM_terms) on an A100 with the
     memory floor and waves on (and the L2 traffic term at ``l2_gbs``), seeded per-tile rates in
-    [0.7, 1.3] x the preset's, an achievable bandwidth of 0.7 x 2039 GB/s and c_0 = 4 us; a third
-    of the GeMMs have 1-64 tokens (the floor binds there)."""
+    [0.7, 1.3] x the preset's, lowered where needed so that no tile's FLOP rate exceeds t*'s
+    (Assumption 1, which the fit keeps with the L2 term), an achievable bandwidth of 0.7 x 2039 GB/s
+    and c_0 = 4 us; a third of the GeMMs have 1-64 tokens (the floor binds there)."""
     rng = np.random.default_rng(seed)
     mu = np.array(A100.mu) * np.exp(rng.uniform(np.log(0.7), np.log(1.3), len(A100.tiles)))
+    volume = np.array([t.t_row * t.t_col * t.t_red for t in A100.tiles], dtype=float)
+    star = A100.tiles.index(A100.optimal_tile())
+    mu = np.minimum(mu, mu[star] * volume[star] / volume)
     mu_table = {str(t): float(m) for t, m in zip(A100.tiles, mu, strict=True)}
     table = {"gpus": {"truth": {"base": "a100", "mu": mu_table, "memory_floor": True, "waves": True,
                                 "eta_mem": 0.7, **({"l2_bandwidth_gbs": l2_gbs} if l2_gbs else {})}}}
@@ -146,6 +150,34 @@ def test_gemm_fit_with_l2_traffic_recovers_its_bandwidth_and_reproduces_the_fit(
     assert gpu.terms.l2_bandwidth == pytest.approx(l2.value * 1e9, rel=1e-12)
     again = T_GeMM_terms(build_cost_model(gpu, LLAMA, "real"), *shape[:3]) + by_name["c_0 (per GeMM)"].value
     np.testing.assert_allclose(again, cal.predicted, rtol=1e-9)
+
+
+@pytest.mark.parametrize("l2", [False, True])
+def test_gemm_fit_keeps_tile_rates_below_the_dense_peak_and_t_star(l2, tmp_path):
+    """Timings three times faster than the roofline preset put every tile above the A100's dense
+    FP16 peak (t* at 0.75 of it): the fitted rates stop at the peak, 2 t_row t_col t_red s mu <= F,
+    and with the L2 term (Assumption 1 kept) no tile's FLOP rate exceeds t*'s, which stays the
+    roofline's 256x128x32."""
+    fast = load_gpus(_write(tmp_path / "fast.toml", {"gpus": {"fast": {
+        "base": "a100", "mu": {str(t): 3.0 * m for t, m in zip(A100.tiles, A100.mu, strict=True)}}}}))["fast"]
+    rng = np.random.default_rng(3)
+    n = 300
+    d_row, d_red, d_col = rng.integers(64, 16385, n), rng.integers(64, 16385, n), rng.integers(1, 4097, n)
+    seconds = T_GeMM_terms(build_cost_model(fast, LLAMA, "real"), d_row, d_col, d_red)
+    cal = fit_gemm(GemmTimings(d_row, d_col, d_red, np.ones(n, dtype=np.int64), seconds), A100, LLAMA,
+                   "real", overhead=False, l2=l2)
+    flops = np.array([2 * A100.s * cal.profile["mu"][str(t)] * t.t_row * t.t_col * t.t_red
+                      for t in A100.tiles])
+    assert flops.max() <= A100.peak_flops * (1 + 1e-9)
+    assert flops.max() >= 0.99 * A100.peak_flops  # the bound binds: the data ask for more
+    if l2:
+        star = A100.tiles.index(A100.optimal_tile())
+        assert str(A100.tiles[star]) == "256x128x32" and flops.max() <= flops[star] * (1 + 1e-9)
+
+
+def _write(path, table):
+    path.write_text(tomli_w.dumps(table))
+    return path
 
 
 def test_transformer_shapes_leave_tiles_of_one_t_col_interchangeable(tmp_path):
@@ -380,6 +412,17 @@ def test_cli_fits_the_floor_and_waves_and_the_profile_reproduces_the_fit(capsys,
     assert gpu.eta_mem * gpu.bandwidth == pytest.approx(floor["value"] * 1e9, rel=1e-12)
     plain = json.loads(run(capsys, "calibrate", "--out", str(tmp_path), "--json", "--key", "p")[1])
     assert row["error"]["rel_rmse"] < plain["error"]["rel_rmse"]  # the terms explain more
+    # with --l2 as well: the profile carries the L2 bandwidth, no tile out-computes t*, and the
+    # written profile reproduces the fitted times through the loader
+    code, out, _ = run(capsys, "calibrate", "--out", str(tmp_path), "--json", "--floor", "--waves", "--l2",
+                       "--key", "l2")
+    l2 = json.loads(out)
+    gpu = load_gpus(l2["written"])["l2"]
+    assert code == 0 and gpu.terms.l2_bandwidth > 0 and gpu.optimal_tile() == A100.optimal_tile()
+    t = read_timings(timings_path("vidur-a100-llama2-7b"))
+    again = (T_GeMM_terms(build_cost_model(gpu, LLAMA, "real"), t.d_row, t.d_col, t.d_red)
+             + gpu.overhead_s / sum(g.count for g in LLAMA.linear_gemms("real")))
+    np.testing.assert_allclose(again / t.seconds - 1, l2["residuals"], atol=1e-9)
 
 
 def test_cli_batch_timings(capsys, tmp_path, true_cost_model):

@@ -32,6 +32,19 @@ def test_the_all_reduce_law_is_refitted_from_the_dgx_profile():
     assert fit_allreduce("a40") is None  # vidur has no A40 network profile
 
 
+def test_shipped_rates_stay_below_the_dense_peak_and_keep_the_roofline_t_star():
+    """With the L2 term the fit bounds every tile's FLOP rate by the dense FP16 peak and by t*'s
+    (theory.presets_fit.L2_NOTE): recomputed here from the file and gpus.toml's peak."""
+    for key in calibrated_keys():
+        roofline, gpu = get_gpu(key), get_gpu(key, calibrated=True)
+        assert gpu.terms.l2_bandwidth > 0
+        flops = {t: 2 * gpu.s * SHIPPED["gpus"][key]["mu"][str(t)] * t.t_row * t.t_col * t.t_red
+                 for t in gpu.tiles}
+        assert max(flops.values()) <= roofline.peak_flops * (1 + 1e-9)
+        star = roofline.optimal_tile()
+        assert gpu.optimal_tile() == star and max(flops.values()) <= flops[star] * (1 + 1e-9)
+
+
 def test_provenance_and_which_gpus_are_calibrated():
     assert calibrated_keys() == ["a100", "a40", "h100"]
     for key in calibrated_keys():

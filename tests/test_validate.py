@@ -94,12 +94,14 @@ def _synthetic(path, gpu, c0: float):
 @pytest.fixture(scope="module")
 def perturbed(tmp_path_factory):
     """A100 with every tile rate 20% lower, the memory floor at 70% of the DRAM bandwidth, waves on,
-    and 6 us per GeMM: the truth the fits (memory floor and waves on, the default) should recover."""
+    and 6 us per GeMM: the truth the fits with the memory floor and waves on (the L2 term off, as
+    in the truth) should recover; also the report of the default fits (L2 term on)."""
     base = get_gpu("a100")
     truth = replace(base, mu=tuple(0.8 * m for m in base.mu), eta_mem=0.7,
                     terms=replace(base.terms, memory_floor=True, waves=True))
     prof = _synthetic(tmp_path_factory.mktemp("syn") / "p.csv", truth, 6e-6)
-    return truth, validate({"syn": prof}, Settings(max_train=2000))
+    return (truth, validate({"syn": prof}, Settings(max_train=2000, l2=False)),
+            validate({"syn": prof}, Settings(max_train=2000)))
 
 
 def test_the_preset_predicts_its_own_synthetic_profile_exactly(tmp_path):
@@ -120,7 +122,7 @@ def test_the_preset_predicts_its_own_synthetic_profile_exactly(tmp_path):
 
 
 def test_calibration_recovers_the_perturbed_parameters(perturbed):
-    truth, report = perturbed
+    truth, report, _ = perturbed
     fit = report.fits["a100 tokens"]
     assert fit["c0_s"] == pytest.approx(6e-6, rel=1e-3)
     assert fit["memory_floor"] and fit["waves"] and fit["eta_mem"] == pytest.approx(0.7, rel=1e-3)
@@ -131,14 +133,18 @@ def test_calibration_recovers_the_perturbed_parameters(perturbed):
 
 
 def test_held_out_error_vanishes_and_the_perturbed_preset_is_detected(perturbed):
-    _, report = perturbed
-    a100 = next(r for r in report.gpus if r["gpu"] == "a100")
-    assert a100["tokens_n"] > 0 and a100["tokens_p90"] < 1e-3
-    assert a100["models_n"] == a100["n"] and a100["models_median"] < 1e-3
-    # the roofline preset is 20% faster per tile and has no c_0: every point is off, while the
-    # calibrated schemes (which the targets judge) recover the truth
-    assert a100["roofline_median"] > 0.1 and a100["targets_hold"] is True
-    assert all(r["gpu"] in {"a100"} or r["status"].startswith("roofline, uncalibrated") for r in report.gpus)
+    _, without_l2, with_l2 = perturbed
+    assert without_l2.fits["a100 tokens"]["l2_bandwidth_gbs"] is None
+    assert with_l2.fits["a100 tokens"]["l2_bandwidth_gbs"] > 0  # fitted, and harmless on an L2-free truth
+    for report in (without_l2, with_l2):
+        a100 = next(r for r in report.gpus if r["gpu"] == "a100")
+        assert a100["tokens_n"] > 0 and a100["tokens_p90"] < 1e-3
+        assert a100["models_n"] == a100["n"] and a100["models_median"] < 1e-3
+        # the roofline preset is 20% faster per tile and has no c_0: every point is off, while the
+        # calibrated schemes (which the targets judge) recover the truth
+        assert a100["roofline_median"] > 0.1 and a100["targets_hold"] is True
+        assert all(r["gpu"] in {"a100"} or r["status"].startswith("roofline, uncalibrated")
+                   for r in report.gpus)
 
 
 def test_predict_gemm_is_eq2_on_the_fastest_tile():
@@ -150,20 +156,23 @@ def test_predict_gemm_is_eq2_on_the_fastest_tile():
     assert float(predict_gemm(cm, d_row, d_col, d_red, 1e-5)) == pytest.approx(by_hand + 1e-5, rel=1e-12)
 
 
-def test_shipped_real_mode_preset_is_the_calibrated_one_with_waves_floor_and_c0():
+def test_shipped_real_mode_preset_is_the_calibrated_one_with_waves_floor_l2_and_c0():
     cm = cost_model(CostSpec("a100", "llama-2-7b", "real"))
     gpu = cm.gpu
     assert gpu.calibrated and "vidur_gemm" in gpu.calibration
     assert gpu.terms.memory_floor and gpu.terms.waves and gpu.terms.gemm_overhead_s > 0
     assert not cost_model(CostSpec("a100", "llama-2-7b", "paper")).gpu.calibrated
     assert not get_gpu("l4", calibrated=True).calibrated  # no public data: the roofline
-    c0, bw = gpu.terms.gemm_overhead_s, gpu.eta_mem * gpu.bandwidth
-    assert gpu.terms.l2_bandwidth is None  # left off (theory.presets_fit.L2_NOTE)
+    c0, bw, l2 = gpu.terms.gemm_overhead_s, gpu.eta_mem * gpu.bandwidth, gpu.terms.l2_bandwidth
+    assert l2 > 0  # on (theory.presets_fit.L2_NOTE)
     for d_row, d_col, d_red in ((12288, 200, 4096), (22016, 3, 4096), (4096, 1000, 11008)):
-        waves = min(math.ceil(math.ceil(d_row / t.t_row) * math.ceil(d_col / t.t_col) / cm.s)
-                    * math.ceil(d_red / t.t_red) / mu for t, mu in zip(cm.tiles, cm.mu, strict=True))
+        tiles = [max(math.ceil(math.ceil(d_row / t.t_row) * math.ceil(d_col / t.t_col) / cm.s)
+                     * math.ceil(d_red / t.t_red) / mu,
+                     2 * math.ceil(d_row / t.t_row) * math.ceil(d_col / t.t_col)
+                     * (t.t_row + t.t_col) * d_red / l2)
+                 for t, mu in zip(cm.tiles, cm.mu, strict=True)]
         floor = 2 * (d_row * d_red + d_col * (d_row + d_red)) / bw
-        by_hand = max(waves, floor) + c0
+        by_hand = max(min(tiles), floor) + c0
         assert float(predict_gemm(cm, d_row, d_col, d_red)) == pytest.approx(by_hand, rel=1e-12)
     assert not gpu.terms.attention_waves and not cm.attention_waves
 

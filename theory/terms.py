@@ -4,8 +4,8 @@ Every term is off by default, so the roofline presets and ``paper`` mode give Eq
 :class:`theory.cost.CostModel` whose terms are all off takes the unchanged Eq. 4-7 code paths. In
 ``real`` mode the GPUs with public measurements (A100, H100, A40) use their shipped calibration
 (``theory/data/calibrated_gpus.toml``, :mod:`theory.presets_fit`), which switches ``memory_floor``,
-``waves`` and ``gemm_overhead_s`` on and states an all-reduce law where one was measured; the
-other presets keep their roofline rates with the terms that need no fitted number, as the
+``waves``, ``l2_bandwidth_gbs`` and ``gemm_overhead_s`` on and states an all-reduce law where one
+was measured; the other presets keep their roofline rates with the terms that need no fitted number, as the
 ``[real_mode.<tileset>]`` tables of ``theory/data/gpus.toml`` state them (read by
 :func:`theory.hardware.real_mode_terms`).
 
@@ -76,7 +76,10 @@ The terms and what they change
     L2 level: Ilic, Pratas, Sousa, "Cache-aware Roofline model", IEEE Computer Architecture
     Letters 13(1), 2014). Unlike the memory floor it depends on the tile and grows with the
     output tiles even inside one wave, which is where the waves term alone predicts no step.
-    Applied to the linear GeMMs (Eq. 4), before the minimum over tiles.
+    Applied to the linear GeMMs (Eq. 4), before the minimum over tiles. On in the calibrated
+    presets: fitted per GPU (A100 5.2, H100 8.5, A40 2.7 TB/s on the packaged vidur GeMMs), it
+    lowers the held-out error on H100 and A40 and reproduces the A100 layer staircase
+    (:data:`theory.presets_fit.L2_NOTE`).
 ``attention_waves`` (GPU, bool)
     The same wave quantization for the two GeMMs of Eq. 6 (prefill attention). Off by default and
     in the calibrated presets: no packaged profile measures attention kernels alone, and on the
@@ -172,8 +175,10 @@ batches also pays the per-batch times. Per term:
 all tiles (it is reached at t* on the presets); under a law the linear time no longer depends on
 the tile, so ``t*`` only shapes RAD's chunks and the attention terms. With ``l2_bandwidth_gbs``
 Assumption 1's t* (a maximal ``mu(t)`` FLOP rate) ignores the L2 bound, and a fitted tile that is
-fastest only where its traffic binds has a compute rate the data do not bound, which may then win
-t*: the calibrated presets leave the term off for that reason (:data:`theory.presets_fit.L2_NOTE`).
+fastest only where its traffic binds has a compute rate the data do not bound, which could then
+win t*: the calibration therefore keeps Assumption 1 with the roofline preset's t*, bounding every
+tile's FLOP rate by t*'s and by the dense peak (:mod:`theory.calibrate`, "Bounds"), and those
+bounded compute rates also price Eq. 6's attention GeMMs, on which the L2 term is not applied.
 
 References
 ----------

@@ -15,8 +15,9 @@ its **median** and **90th percentile** (:class:`ErrorStats`). Five predictions (
     held-out figure on those rows), for the other GPUs the roofline.
 ``tokens``
     The roofline preset calibrated (:func:`theory.calibrate.fit_gemm`: per-tile rates, a fixed
-    time ``c_0`` per GeMM and, with ``Settings.floor`` and ``Settings.waves`` (default), the
-    achievable DRAM bandwidth of the memory floor and wave quantization) on the GPU's rows whose
+    time ``c_0`` per GeMM and, with ``Settings.floor``, ``Settings.waves`` and ``Settings.l2``
+    (default, the shipped presets' terms), the achievable DRAM bandwidth of the memory floor, wave
+    quantization and the L2 bandwidth of the tiles' operand traffic) on the GPU's rows whose
     token count is *not* held out, scored on the rows whose token count is: every ``k``-th
     distinct token count of the GPU (:func:`token_split`).
 ``models``
@@ -42,10 +43,10 @@ either scored or counted in
 :attr:`Report.not_predicted` with its reason.
 
 Where the cost terms (:mod:`theory.terms`) enter: :func:`predict_gemm` (per GeMM:
-``memory_floor``, ``waves``), :func:`batch_cost_model` (tensor parallelism for whole batches) and
-:func:`allreduce_law` (collectives); all come from the GPU profile, so a ``gpu_file`` switching
-them on is validated with them. A user GPU file (``gpu_file``) that overrides
-a preset's fields is validated like the preset itself.
+``memory_floor``, ``waves``, ``l2_bandwidth_gbs``), :func:`batch_cost_model` (tensor parallelism
+for whole batches) and :func:`allreduce_law` (collectives); all come from the GPU profile, so a
+``gpu_file`` switching them on is validated with them. A user GPU file (``gpu_file``) that
+overrides a preset's fields is validated like the preset itself.
 
 References
 ----------
@@ -320,7 +321,7 @@ class GpuFit:
 
 def fit_gpu(base: GPU, train: GemmRows, *, max_train: int = 8000, seed: int = 0,
             model_file: str | None = None, floor: bool = True, waves: bool = True,
-            l2: bool = False) -> GpuFit:
+            l2: bool = True) -> GpuFit:
     """Calibrate ``base``'s tile rates, ``c_0``, (with ``floor``) the achievable DRAM bandwidth
     and (with ``l2``) the L2 bandwidth on the rows ``train`` only, with the ``memory_floor``,
     ``waves`` and ``l2_bandwidth_gbs`` terms as asked.
@@ -384,7 +385,7 @@ class Settings:
     seed: int = 0
     floor: bool = True
     waves: bool = True
-    l2: bool = False
+    l2: bool = True
     quick: bool = False
     gpus: tuple[str, ...] = ()
     models: tuple[str, ...] = ()

@@ -16,6 +16,7 @@ DEFAULTS = {
     "no_overhead": False,
     "floor": False,
     "waves": False,
+    "l2": False,
     "key": None,
     "out": "out",
     "steps": None,
@@ -45,6 +46,9 @@ def add_parser(sub) -> None:
                         "(the profile gets memory_floor = true and the fitted eta_mem; theory.terms)")
     p.add_argument("--waves", action="store_true", default=None,
                    help="GeMM timings: fit with wave quantization (the profile gets waves = true)")
+    p.add_argument("--l2", action="store_true", default=None,
+                   help="GeMM timings: fit the L2 bandwidth of the tiles' operand traffic with the rates, "
+                        "every tile at most t*'s FLOP rate (the profile gets l2_bandwidth_gbs; theory.terms)")
     p.add_argument("--key", help="key of the fitted profile (default <gpu>-calibrated)")
     p.add_argument("--out", help="output directory; the profile is written to OUT/<key>.toml (default out)")
     p.add_argument("--steps", help="GeMM timings: print the jumps after these d_col, e.g. '128,256,384'")
@@ -111,7 +115,8 @@ def run(args) -> int:
         raise FieldError("gpu", values["gpu"], "a GPU preset (choose a tile subset with --tiles)")
     cal = calibrate(timings, base, get_model(values["model"]), values["mode"],
                     tiles=values["tiles"], overhead=not values["no_overhead"], key=values["key"],
-                    seed=values["seed"], floor=bool(values["floor"]), waves=bool(values["waves"]))
+                    seed=values["seed"], floor=bool(values["floor"]), waves=bool(values["waves"]),
+                    l2=bool(values["l2"]))
     jumps = []
     if steps and isinstance(timings, GemmTimings):
         jumps = staircase_jumps(timings, {"model": cal.predicted, "base": cal.base_predicted}, steps)
