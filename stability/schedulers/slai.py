@@ -61,7 +61,10 @@ the authors' benchmark default).
 A run of decode-only batches is one event when every decode runs in each of them (at most
 ``min(beta, budget)`` decodes, no partial prefill, a waiting head that cannot be admitted, no
 preemption in the run), cut at an arrival when one could be admitted: C_j then does not change
-which decodes run, and every decode gets its new C_j from the run's last batch.
+which decodes run, and every decode gets its new C_j from the run's last batch. So is a run of
+batches that hold only budget-sized chunks of a long prompt while every decode is deferred
+(they start before the smallest C_j; fast mode): no C_j changes, no KV block is taken, and
+arrivals cannot join a batch whose budget the chunk spends.
 
 References
 ----------
