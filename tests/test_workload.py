@@ -86,6 +86,23 @@ def test_same_seed_same_sample():
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
+
+def test_sampling_draws_what_inversion_by_searchsorted_draws():
+    """The guide-table search returns numpy's ``searchsorted(cdf, u, side="right")`` index for
+    every uniform: the same pairs for a seed as plain inversion, on Table 1's 39,373-pair law
+    and at the exact bucket edges, the cdf's own values (ties) and zero-probability jumps."""
+    from theory.workload import GUIDE, _search_right
+
+    w = get_workload("table1")
+    lp, ld = w.sample(50000, np.random.default_rng(9))
+    u = np.random.default_rng(9).random(50000) * (1 - 1e-15)
+    idx = np.minimum(np.searchsorted(np.cumsum(w.p), u, side="right"), w.p.size - 1)
+    assert np.array_equal(lp, w.L_P[idx]) and np.array_equal(ld, w.L_D[idx])
+    cdf = np.cumsum(np.array([0.0, 0.25, 0.0, 0.0, 0.5, 1e-9, 0.25 - 1e-9]))
+    edges = np.arange(GUIDE) / GUIDE
+    x = np.concatenate([edges, np.nextafter(edges[1:], 0), cdf[cdf < 1], [1 - 2.0**-53]])
+    assert np.array_equal(_search_right(cdf, x), np.searchsorted(cdf, x, side="right"))
+
 def test_specs():
     assert get_workload("deterministic:2048,256").mean() == (2048, 256)
     u = get_workload("uniform:10-20,1-3")

@@ -29,6 +29,7 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
+from numba import njit
 from scipy import optimize, stats
 
 from theory.errors import ConfigFileError, FieldError, LlmqError, UnknownNameError
@@ -154,7 +155,7 @@ class Workload:
             raise FieldError("rng", rng, "a numpy.random.Generator")
         if isinstance(n, bool) or int(n) != n or n < 0:
             raise FieldError("n", n, "an integer >= 0")
-        idx = np.searchsorted(np.cumsum(self.p), rng.random(int(n)) * (1 - 1e-15), side="right")
+        idx = _search_right(np.cumsum(self.p), rng.random(int(n)) * (1 - 1e-15))
         idx = np.minimum(idx, self.p.size - 1)
         return self.L_P[idx], self.L_D[idx]
 
@@ -163,6 +164,42 @@ class Workload:
         return (f"{self.name}: {self.p.size} support pairs, E[L^P]={m_p:.1f}, E[L^D]={m_d:.1f}, "
                 f"l^P,max={self.l_P_max}, l^D,max={self.l_D_max}")
 
+
+
+GUIDE = 4096  # buckets of [0, 1) in _search_right's guide table (a power of two: exact bounds)
+
+
+def _search_right(cdf: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(cdf, x, side="right")`` for a non-decreasing ``cdf`` and ``0 <= x < 1``,
+    the same indices about four times faster: a guide table of the answers at the bucket edges
+    b / GUIDE (exact: GUIDE is a power of two) brackets each answer, and a binary search inside
+    the bracket finishes it.
+
+    References
+    ----------
+    Chen, Asau (1974), On generating random variates from an empirical distribution, AIIE
+    Transactions 6(2), 163-166 (the guide table).
+    """
+    guide = np.searchsorted(cdf, np.arange(GUIDE + 1) / GUIDE, side="right")
+    return _bracketed_search(cdf, guide, np.asarray(x, dtype=np.float64))
+
+
+@njit(cache=True)
+def _bracketed_search(cdf, guide, x):
+    out = np.empty(x.size, dtype=np.int64)
+    for k in range(x.size):
+        v = x[k]
+        b = int(v * GUIDE)  # cdf <= b / GUIDE <= v counts below the answer, (b + 1) / GUIDE above
+        lo = guide[b]
+        hi = guide[b + 1]
+        while lo < hi:  # the first index with cdf > v
+            mid = (lo + hi) >> 1
+            if cdf[mid] <= v:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[k] = lo
+    return out
 
 # Longest prompt or output accepted, in tokens: 2^20, longer than the context window of every model
 # preset; a longer length is a unit or data error, rejected before the cost tables and simulator
