@@ -289,7 +289,6 @@ def toy_chain(rows, cm, t_col: int, run) -> list[tuple[str, float, float]]:
     return out
 
 
-
 def toy_rad_setups():
     """The literal-RAD settings of the cycle checks: for the toy tiles 2x2x1 and 4x2x2, yield
     ``(tile, cost model, t*_col, t*_lcm, Eq. 7 batch time of an item list)``."""

@@ -49,6 +49,7 @@ def reference(gpu_file, tmp_path_factory):
 
 def no_partial_files(directory: Path) -> None:
     assert not list(directory.rglob(".*.tmp")), "a half-written file was left behind"
+
     def reject(constant):
         pytest.fail(f"non-strict constant {constant}")
 

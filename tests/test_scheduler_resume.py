@@ -68,6 +68,7 @@ def test_sliced_equals_straight(name, loop, detail, data):
     # the same items in every batch; their listing order within a batch is the decode set's order,
     # which SLAI sorts by C (Eq. 8), and C carries the mean batch time busy / n_batch, whose
     # floating-point sum depends on where runs were cut: exact ties in C may list differently
+
     def listed(r):
         order = np.lexsort((r.items["i"], r.items["request"], r.items["batch"]))
         return [r.items[key][order].tolist() for key in ("batch", "request", "i", "c")]

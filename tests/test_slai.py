@@ -146,7 +146,6 @@ def test_decode_waits_until_its_last_schedulable_time(delta, slo, seed):
     assert deferred > 0 or delta * np.mean(dur) >= slo  # deferral happens unless C <= e
 
 
-
 @settings(max_examples=20, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.floats(0.0, 1.0), st.sampled_from([0.2, 0.5]), st.integers(0, 1000))
 def test_deferred_chunk_runs_equal_the_reference(delta, slo, seed):

@@ -86,7 +86,6 @@ def test_same_seed_same_sample():
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
-
 def test_sampling_draws_what_inversion_by_searchsorted_draws():
     """The guide-table search returns numpy's ``searchsorted(cdf, u, side="right")`` index for
     every uniform: the same pairs for a seed as plain inversion, on Table 1's 39,373-pair law
@@ -102,6 +101,7 @@ def test_sampling_draws_what_inversion_by_searchsorted_draws():
     edges = np.arange(GUIDE) / GUIDE
     x = np.concatenate([edges, np.nextafter(edges[1:], 0), cdf[cdf < 1], [1 - 2.0**-53]])
     assert np.array_equal(_search_right(cdf, x), np.searchsorted(cdf, x, side="right"))
+
 
 def test_specs():
     assert get_workload("deterministic:2048,256").mean() == (2048, 256)

@@ -165,7 +165,6 @@ class Workload:
                 f"l^P,max={self.l_P_max}, l^D,max={self.l_D_max}")
 
 
-
 GUIDE = 4096  # buckets of [0, 1) in _search_right's guide table (a power of two: exact bounds)
 
 
@@ -200,6 +199,7 @@ def _bracketed_search(cdf, guide, x):
                 hi = mid
         out[k] = lo
     return out
+
 
 # Longest prompt or output accepted, in tokens: 2^20, longer than the context window of every model
 # preset; a longer length is a unit or data error, rejected before the cost tables and simulator

@@ -91,7 +91,6 @@ COSTS = CostsType([
 ])
 
 
-
 class Zeros:
     """Initial value of an array field: zeros of the field's dtype, ``size`` an expression over
     the initialiser's arguments (e.g. ``"m + 1"``; ``m`` is the state's capacity in requests)."""
