@@ -30,9 +30,15 @@ COLUMNS = {
     "utilisation": "target rate / certified bound (a lower bound on the load of any deployment)",
     "headroom": "1 - utilisation",
     "feasible": "simulation met every SLO (mean over seeds), no seed unstable, no rejection",
+    "undecided": "the 95% intervals did not decide feasible at the most seeds (--max-seeds): some SLO's "
+                 "interval straddles its limit and none lies wholly above it, no seed unstable, no "
+                 "rejection; feasible is then the means' verdict (use --verify or more --requests)",
+    "seeds": "replicates simulated: --seeds, doubled while undecided up to --max-seeds",
     "missed": "SLOs missed (;-separated), 'stable' for an unstable seed, 'rejections' for refused requests",
     "metric": "SLO metric key, e.g. ttft_p50, tbt_p99 or tbt_p99@class (columns <metric>, <metric>_lo, "
-              "<metric>_hi: mean over seeds and its Student-t interval, seconds; empty if undefined)",
+              "<metric>_hi: mean over seeds and its 95% Student-t interval as [max(low, 0), high], "
+              "seconds (latencies are non-negative: the intersection keeps the coverage); empty if "
+              "undefined)",
     "front": "on the Pareto front of price vs the tail-latency SLO metric",
     "best": "the cheapest feasible plan",
 }
@@ -41,7 +47,8 @@ COLUMNS = {
 FIELDS = {
     "spec": "the question: target rate (req/s; a trace's mean rate), trace, request classes (name, "
             "probability, TBT SLO s), workload, SLOs, candidates, fleet limits in GPUs, TP degrees",
-    "counts": "configurations considered, pruned by the certified bound, simulated, saved; families",
+    "counts": "configurations considered, pruned by the certified bound, simulated, saved; families; "
+              "runs (replicate simulations), undecided (candidates not decided at --max-seeds)",
     "prices": "price per GPU-hour of each GPU and its source; checked_against_source false: transcribed, "
               "not re-read from the page",
     "one_gpu_certified": "per family (label <gpu[-tpK]>/<model>/<mode>/<scheduler>): one replica's certified "
@@ -49,13 +56,15 @@ FIELDS = {
     "best": "the cheapest feasible plan (a row, see columns)",
     "front": "the Pareto front of price vs the tail SLO metric (rows)",
     "evaluated": "every simulated candidate (rows)",
-    "verification": "--verify: the best plan and the front re-simulated with new seeds and longer runs; "
-                    "holds false when an SLO's whole interval lies above its limit, a seed is unstable or "
-                    "a request rejected (refuted names which); metrics as [mean, low, high] seconds",
+    "verification": "--verify: the best plan and the front re-simulated with new seeds and longer runs, "
+                    "judged as the search judges (holds: every SLO's mean within its limit, no seed "
+                    "unstable, no rejection; missed names what failed; undecided: the 95% intervals did "
+                    "not decide it at the most replicates); metrics as [mean, max(low, 0), high] seconds",
     "mixed": "--mixed: two-GPU-kind fleets cheaper than the best pure plan behind the --router (router, "
              "router_rule; pure fleets behind random routing): counts, the price to beat, whether a mix "
              "beats every pure fleet, each simulated mix with its members, price, certified bound (sum of "
-             "the members', valid for every router), metrics [mean, low, high]",
+             "the members', valid for every router), judged as pure fleets are (feasible, undecided, "
+             "seeds), metrics [mean, max(low, 0), high]",
     "columns": "what each row field means",
     "elapsed_s": "wall-clock seconds of the whole run",
 }
@@ -90,7 +99,7 @@ def plan_row(e: Evaluated, keys: list[str], front: set, best: Evaluated | None) 
            "certified_rps": c.certified, "binds": c.binds,
            "memory_simulated": scheduler_caps(c.family.scheduler, dict(c.family.options)).memory_modelled,
            "utilisation": c.utilisation, "headroom": c.headroom, "feasible": e.feasible,
-           "missed": ";".join(e.missed)}
+           "undecided": not e.decided, "seeds": len(e.result["replicates"]), "missed": ";".join(e.missed)}
     for k in keys:
         mean, lo, hi = e.result["metrics"].get(k, [None, None, None])
         row[k], row[f"{k}_lo"], row[f"{k}_hi"] = mean, lo, hi
@@ -112,15 +121,23 @@ def describe(e: Evaluated, slo_keys: list[str]) -> str:
     figs = ", ".join(f"{k} {_ci(e.result['metrics'][k])}" for k in slo_keys if k in e.result["metrics"])
     gpus = f" ({c.gpus} GPUs)" if c.family.tp > 1 else ""
     return (f"{c.r} x {c.family.label}{gpus}: ${c.usd_per_hour:.2f}/h, certified <= {c.certified:.2f} req/s "
-            f"({c.binds}), utilisation {c.utilisation:.1%}, headroom {c.headroom:.1%}; {figs}")
+            f"({c.binds}), utilisation {c.utilisation:.1%}, headroom {c.headroom:.1%}; {figs}"
+            + undecided_note(e.decided, e.result))
+
+
+def undecided_note(decided: bool, result: dict) -> str:
+    """``""`` for a decided verdict, else what the intervals left open and what to do."""
+    if decided:
+        return ""
+    return f"; undecided at {len(result['replicates'])} seeds: use --verify or more --requests"
 
 
 def verification_line(v: Verified, keys: list[str]) -> str:
     """One re-simulated plan: whether it holds, and its SLO figures with intervals."""
     c = v.plan.candidate
     figs = ", ".join(f"{k} {_ci(v.result['metrics'][k])}" for k in keys if k in v.result["metrics"])
-    verdict = "holds" if v.holds else "REFUTED (" + ", ".join(v.refuted) + ")"
-    return f"{c.r} x {c.family.label}: {verdict}; {figs}"
+    verdict = "holds" if v.holds else "REFUTED (" + ", ".join(v.missed) + ")"
+    return f"{c.r} x {c.family.label}: {verdict}; {figs}" + undecided_note(v.decided, v.result)
 
 
 ROUTER_TEXT = {
@@ -145,16 +162,17 @@ def mix_lines(mixes: MixResult, keys: list[str]) -> list[str]:
         figs = ", ".join(f"{k} {_ci(b.result['metrics'][k])}" for k in keys if k in b.result["metrics"])
         return [head, f"a mix beats every pure fleet: {b.mix.label}, ${b.mix.usd_per_hour:.2f}/h "
                       f"(best pure ${mixes.below:.2f}/h), certified <= {b.mix.certified:.2f} req/s, "
-                      f"utilisation {b.mix.utilisation:.1%}; {figs}"]
+                      f"utilisation {b.mix.utilisation:.1%}; {figs}" + undecided_note(b.decided, b.result)]
     why = (f"the budget of {n['budget']} simulations ran out" if n["exhausted"]
            else "every cheaper mix is pruned by the bound or missed an SLO")
     return [head, f"no mix beats the best pure fleet ({why})"]
 
 
-def console_lines(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float,
+def console_lines(res: PlanResult, n_requests: int, seeds: int, max_seeds: int, elapsed_s: float,
                   checked: list[Verified] | None = None, mixes: MixResult | None = None) -> list[str]:
     """The report ``llmq plan`` prints (with the re-simulations of ``--verify`` and the mixed
-    fleets of ``--mixed`` if given)."""
+    fleets of ``--mixed`` if given); ``seeds`` the first replicates per candidate, ``max_seeds``
+    the most."""
     s = res.spec
     n = res.counts
     keys = [x.key for x in s.slo.limits]
@@ -164,10 +182,12 @@ def console_lines(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float
              f"{'/'.join(s.models)} ({'/'.join(s.modes)} layers, TP "
              f"{'/'.join(map(str, s.tp)) if s.tp else 'where the model needs it'}), random routing",
              f"configurations considered {n['considered']}, pruned by the certified bound {n['pruned']}, "
-             f"simulated {n['simulated']}, simulations saved {n['saved']} "
+             f"simulated {n['simulated']} ({n['runs']} runs), simulations saved {n['saved']} "
              f"(families {n['families']}, visited {n['families_visited']})",
-             f"simulated SLO figures: mean over {seeds} seeds of {n_requests} requests with "
-             f"{CONFIDENCE:.0%} Student-t intervals [low, high]"]
+             f"simulated SLO figures: mean over {seeds} seeds of {n_requests} requests, doubled up to "
+             f"{max_seeds} while an SLO's interval straddles its limit, with {CONFIDENCE:.0%} Student-t "
+             f"intervals [max(low, 0), high]; undecided at {max_seeds} seeds: {n['undecided']} "
+             f"(judged by the means)"]
     if res.best is None:
         lines.append("no simulated configuration met the SLOs (raise --max-gpus, relax --slo, or "
                      "simulate longer: see plan.csv for what each missed)")
@@ -181,8 +201,8 @@ def console_lines(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float
         v0 = checked[0].result
         runs = f"{len(v0['replicates'])} x {v0['replicates'][0]['requests']} requests"
         held = sum(v.holds for v in checked)
-        lines.append(f"re-simulated with new seeds ({runs}): {held} of {len(checked)} plans hold "
-                     f"(an SLO is refuted when its whole {CONFIDENCE:.0%} interval lies above the limit)")
+        lines.append(f"re-simulated with new seeds ({runs} first, doubled while undecided): {held} of "
+                     f"{len(checked)} plans hold (judged as the search judges)")
         lines += ["  " + verification_line(v, keys) for v in checked]
     lines.append(f"runtime {elapsed_s:.1f} s")
     return lines
@@ -198,17 +218,19 @@ def mix_json(mixes: MixResult | None) -> dict | None:
                                        for f, n in e.mix.members],
                            "label": e.mix.label, "usd_per_hour": e.mix.usd_per_hour,
                            "certified_rps": e.mix.certified, "utilisation": e.mix.utilisation,
-                           "feasible": e.feasible, "missed": list(e.missed), "metrics": e.result["metrics"]}
+                           "feasible": e.feasible, "undecided": not e.decided,
+                           "seeds": len(e.result["replicates"]), "missed": list(e.missed),
+                           "metrics": e.result["metrics"]}
                           for e in mixes.evaluated]}
 
 
-def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows: list[dict],
+def to_json(res: PlanResult, n_requests: int, seeds: int, max_seeds: int, elapsed_s: float, rows: list[dict],
             checked: list[Verified] | None = None, mixes: MixResult | None = None) -> dict:
     """The whole result as a strict-JSON-able dict."""
     s = res.spec
     verification = None if checked is None else [
         {"label": v.plan.candidate.family.label, "r": v.plan.candidate.r, "holds": v.holds,
-         "refuted": list(v.refuted), "metrics": v.result["metrics"],
+         "missed": list(v.missed), "undecided": not v.decided, "metrics": v.result["metrics"],
          "replicates": len(v.result["replicates"]), "requests_per_run": v.result["replicates"][0]["requests"]}
         for v in checked]
     return _clean({
@@ -217,7 +239,8 @@ def to_json(res: PlanResult, n_requests: int, seeds: int, elapsed_s: float, rows
                  "models": list(s.models), "modes": list(s.modes), "schedulers": list(s.schedulers),
                  "knobs": {k: [dict(x) for x in v] for k, v in s.knobs.items()}, "r_min": s.r_min,
                  "r_max": s.r_max, "planner": s.planner, "tp": list(s.tp) or "auto",
-                 "requests_per_run": n_requests, "seeds": seeds, "confidence": CONFIDENCE},
+                 "requests_per_run": n_requests, "seeds": seeds, "max_seeds": max_seeds,
+                 "confidence": CONFIDENCE},
         "counts": res.counts,
         "prices": {k: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "instance": p.instance,
                        "provider": p.provider, "source": p.source, "as_of": p.as_of,
@@ -240,14 +263,18 @@ def markdown(res: PlanResult, lines: list[str], rows: list[dict]) -> str:
     """``plan.md``: the console report and a table of every simulated candidate."""
     keys = [x.key for x in res.spec.slo.limits]
     head = ["GPU", "model", "mode", "scheduler", "knobs", "tp", "r", "$/h", "certified req/s", "utilisation",
-            *keys, "feasible"]
+            *keys, "seeds", "feasible"]
     out = ["# llmq plan", "", *[f"* {x}" for x in lines], "", "## Simulated candidates", "",
+           "SLO figures in ms: mean over the seeds [95% Student-t interval as [max(low, 0), high]: the "
+           "latencies are non-negative]; undecided: the intervals did not decide the verdict at the "
+           "most seeds, which the means then gave.", "",
            "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["gpu"], r["model"], r["mode"], r["scheduler"], r["knobs"] or "-", r["tp"], r["r"],
                  f"{r['usd_per_hour']:.2f}", f"{r['certified_rps']:.2f}", f"{r['utilisation']:.1%}",
-                 *[_ci([r.get(k), r.get(f"{k}_lo"), r.get(f"{k}_hi")]) for k in keys],
-                 "yes" if r["feasible"] else "no (" + r["missed"] + ")"]
+                 *[_ci([r.get(k), r.get(f"{k}_lo"), r.get(f"{k}_hi")]) for k in keys], r["seeds"],
+                 ("yes" if r["feasible"] else "no (" + r["missed"] + ")")
+                 + (", undecided" if r["undecided"] else "")]
         out.append("| " + " | ".join(str(c) for c in cells) + " |")
     out += ["", "Prices: " + "; ".join(f"{k} ${p.usd_per_gpu_hour:.3f}/GPU-h ({p.instance}, {p.provider}, "
                                        f"{p.as_of}, {p.source})" for k, p in res.grid.prices.items()), ""]
@@ -292,7 +319,7 @@ def plot(res: PlanResult, path: Path) -> Path:
 
 
 def write_outputs(res: PlanResult, out: Path, lines: list[str], n_requests: int, seeds: int,
-                  elapsed_s: float, checked: list[Verified] | None = None,
+                  max_seeds: int, elapsed_s: float, checked: list[Verified] | None = None,
                   mixes: MixResult | None = None) -> list[str]:
     """Write ``plan.md``, ``plan.csv``, ``plan.json`` and ``plan.png`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -302,8 +329,8 @@ def write_outputs(res: PlanResult, out: Path, lines: list[str], n_requests: int,
     files = []
     cols = {k: [("" if r[k] is None else r[k]) for r in rows] for k in (rows[0] if rows else COLUMNS)}
     files.append(str(atomic_write_csv(out / "plan.csv", cols)))
-    files.append(str(atomic_write_json(out / "plan.json",
-                                       to_json(res, n_requests, seeds, elapsed_s, rows, checked, mixes))))
+    data = to_json(res, n_requests, seeds, max_seeds, elapsed_s, rows, checked, mixes)
+    files.append(str(atomic_write_json(out / "plan.json", data)))
     files.append(str(atomic_write_text(out / "plan.md", markdown(res, lines, rows))))
     files.append(str(plot(res, out / "plan.png")))
     return files

@@ -24,8 +24,26 @@ The search (:func:`search`):
 
 :func:`verify` re-simulates the returned plans with new seeds and longer runs.
 
-A plan is *feasible* when no seed's stability verdict is ``unstable``, no request was rejected,
-and every SLO's mean over the seeds is within its limit; the interval of each is reported.
+Feasibility is decided with its uncertainty (:func:`judge`, :func:`replicate`). Each SLO metric is
+estimated by the mean over independent replicates with its 95 % Student-t interval. A candidate is
+
+* *decided infeasible* when a replicate is ``unstable``, a request was rejected, a metric is
+  undefined, or some metric's interval lies wholly above its limit (low end > limit);
+* *decided feasible* when, with none of these, every metric's interval lies within its limit
+  (high end <= limit);
+* otherwise undecided: the replicates are doubled (2 -> 4 -> 8) up to ``max_seeds`` and the
+  candidate judged again on all of them. At the cap it is judged by the means (every mean within
+  its limit: feasible) and marked undecided.
+
+Replicate k of a candidate has the seed :func:`replicate_seed` ``(s, k)``, s the seed of its first
+task, whichever task ran it (a ``plan`` task runs replicates ``first .. first + seeds - 1``), so a
+candidate's replicates, its verdict and the plan depend neither on the number of workers nor on
+the order of the runs or an interruption. Each look decides a wrong "feasible" for a metric whose
+expected value exceeds its limit with probability at most 2.5 % (the upper end of a two-sided 95 %
+interval, under the t model), so over the at most ``1 + log2(max_seeds / seeds)`` looks at most
+7.5 % at the defaults (a union bound); likewise for a wrong "infeasible". The metrics are
+non-negative latencies, so an interval is reported as ``[max(low, 0), high]``: the intersection
+with the parameter space has the same coverage.
 
 References
 ----------
@@ -36,15 +54,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from stability.runner import Cache, Runner, task_key, with_seed
 from stability.sim.simulate import Scenario
+from theory.errors import FieldError
 from theory.plan import Candidate, Family, Grid, OneGpu, PlanSpec, SloSpec, build_grid, one_gpu_capacity
 from theory.stats import t_interval
 
 CONFIDENCE = 0.95
+MAX_SEEDS = 8  # replicates per candidate at most (adaptive replication, module docstring)
 
 
 # --- the task -----------------------------------------------------------------------------------
@@ -84,24 +105,36 @@ def measure(*results) -> dict:
     return out
 
 
+def replicates_of(task: dict) -> range:
+    """The replicate indices a ``plan`` or ``plan_mixed`` task runs: ``first`` (default 0) to
+    ``first + seeds - 1``."""
+    first = int(task.get("first", 0))
+    return range(first, first + int(task["seeds"]))
+
+
 def run_plan_task(task: dict) -> dict:
     """The runner's ``plan`` task: ``{"kind": "plan", "scenario": Scenario.to_dict(), "seeds": k,
-    "seed": s}``; replicate k runs the scenario with :func:`replicate_seed` ``(s, k)``. Returns
-    each replicate's metrics and, per metric, ``[mean, low, high]`` (Student-t, 95 %)."""
+    "seed": s}``, optionally ``"first": j``; it runs replicates j .. j + k - 1, replicate i with
+    :func:`replicate_seed` ``(s, i)``. Returns each replicate's metrics and, per metric,
+    ``[mean, low, high]`` (Student-t, 95 %)."""
     from stability.sim.simulate import simulate
 
     base = Scenario.from_dict(task["scenario"])
     reps = [measure(simulate(Scenario.from_dict({**task["scenario"],
                                                  "seed": replicate_seed(task["seed"], k)})))
-            for k in range(int(task["seeds"]))]
+            for k in replicates_of(task)]
     return {**summarize_replicates(reps), "r": base.r, "rate": base.rate}
 
 
 def summarize_replicates(reps: list[dict]) -> dict:
-    """Replicates' metrics, per metric ``[mean, low, high]`` (Student-t, 95 %), unstable seeds and
-    rejections, in strict-JSON form."""
+    """Replicates' metrics, per metric ``[mean, max(low, 0), high]`` (Student-t, 95 %; the metrics
+    are non-negative latencies), unstable seeds and rejections, in strict-JSON form."""
     keys = [k for k in reps[0] if k.startswith(("ttft_", "tbt_"))]
-    ci = {k: [_finite(x) for x in t_interval([r[k] for r in reps], CONFIDENCE)] for k in keys}
+    ci = {}
+    for k in keys:
+        mean, lo, hi = (_finite(x) for x in t_interval([math.nan if r[k] is None else r[k] for r in reps],
+                                                       CONFIDENCE))
+        ci[k] = [mean, None if lo is None else max(lo, 0.0), hi]
     return {"replicates": [{k: _finite(v) if isinstance(v, float) else v for k, v in r.items()}
                            for r in reps],
             "metrics": ci, "unstable": sum(r["verdict"] == "unstable" for r in reps),
@@ -153,21 +186,79 @@ class Evaluated:
     result: dict
     feasible: bool
     missed: tuple
+    decided: bool = True
 
 
-def judge(result: dict, slo: SloSpec) -> tuple[bool, tuple]:
-    """Whether a ``plan`` result meets ``slo`` (mean of the seeds within each limit, no seed
-    unstable, no rejection) and which limits it missed."""
-    missed = []
-    if result["unstable"]:
-        missed.append("stable")
-    if result["rejected"]:
-        missed.append("rejections")
+class Judgement(NamedTuple):
+    """The sequential rule's verdict on a result (module docstring).
+
+    Attributes
+    ----------
+    feasible : bool
+        No seed unstable, no rejection, every SLO's mean within its limit.
+    missed : tuple of str
+        The SLO keys whose mean is above the limit or undefined, ``"stable"``, ``"rejections"``.
+    decided : bool
+        Whether the intervals decide ``feasible``: some miss is certain (an unstable seed, a
+        rejection, an undefined metric, an interval wholly above its limit), or every interval lies
+        within its limit.
+    """
+
+    feasible: bool
+    missed: tuple
+    decided: bool
+
+
+def judge(result: dict, slo: SloSpec) -> Judgement:
+    """Judge a ``plan`` or ``plan_mixed`` result against ``slo`` by the sequential rule of the
+    module docstring: the verdict by the means, and whether the 95 % intervals decide it."""
+    missed = ["stable"] * bool(result["unstable"]) + ["rejections"] * bool(result["rejected"])
+    certain_miss, open_ = bool(missed), False
     for s in slo.limits:
-        mean = result["metrics"].get(s.key, [None])[0]
+        mean, lo, hi = result["metrics"].get(s.key, [None, None, None])
         if mean is None or mean > s.limit:
             missed.append(s.key)
-    return not missed, tuple(missed)
+        if mean is None or (lo is not None and lo > s.limit):
+            certain_miss = True
+        elif hi is None or hi > s.limit:
+            open_ = True
+    return Judgement(not missed, tuple(missed), certain_miss or not open_)
+
+
+def replicate(runner: Runner, tasks: list[dict], slo: SloSpec, max_seeds: int = MAX_SEEDS
+              ) -> list[tuple[dict, Judgement]]:
+    """Run ``tasks`` (``plan`` or ``plan_mixed``, each its first replicates) as one batch and add
+    replicates to the undecided ones until each is decided or has ``max_seeds`` (module docstring).
+
+    Each round doubles an undecided task's replicates (capped at ``max_seeds``) with a new task
+    ``{**task, "first": n, "seeds": m}`` under the first task's seed, so replicate k has the same
+    seed whichever round ran it. Returns each task's pooled result (``replicates``, ``metrics``,
+    ``unstable``, ``rejected`` over every replicate; ``r``, ``rate``; ``elapsed_s`` summed) and
+    its :class:`Judgement`."""
+    pooled: list[dict] = [{} for _ in tasks]
+    judged: list = [None] * len(tasks)
+    todo = list(enumerate(tasks))
+    while todo:
+        nxt = []
+        for (i, _), res in zip(todo, runner.run([t for _, t in todo]), strict=True):
+            reps = pooled[i].get("replicates", []) + res["replicates"]
+            pooled[i] = {**res, **summarize_replicates(reps),
+                         "elapsed_s": pooled[i].get("elapsed_s", 0.0) + res.get("elapsed_s", 0.0)}
+            judged[i] = judge(pooled[i], slo)
+            n = len(reps)
+            if not judged[i].decided and n < max_seeds:
+                nxt.append((i, {**tasks[i], "first": n, "seeds": min(n, max_seeds - n)}))
+        todo = nxt
+    return list(zip(pooled, judged, strict=True))
+
+
+def check_max_seeds(seeds: int, max_seeds: int, name: str = "max_seeds", seeds_name: str = "seeds") -> int:
+    """``max_seeds`` if it is an integer >= ``seeds`` (the first replicates), else a FieldError
+    naming ``name`` and ``seeds_name``."""
+    if isinstance(max_seeds, bool) or not isinstance(max_seeds, int) or max_seeds < seeds:
+        raise FieldError(name, max_seeds, f"an integer >= {seeds_name} ({seeds}), the first replicates "
+                                          "per candidate")
+    return max_seeds
 
 
 def scenario_of(spec: PlanSpec, fam: Family, r: int, n_requests: int, gpu_file: str | None = None
@@ -193,7 +284,8 @@ def trace_rows(path: str) -> int:
 
 def plan_task(spec: PlanSpec, fam: Family, r: int, n_requests: int, seeds: int, base_seed: int,
               gpu_file: str | None = None) -> dict:
-    """The runner task of one candidate, seeded from its content (``gpu_file``: the grid's)."""
+    """The runner task of one candidate's first ``seeds`` replicates, seeded from its content
+    (``gpu_file``: the grid's); :func:`replicate` adds replicates under the same seed."""
     sc = scenario_of(spec, fam, r, n_requests, gpu_file).to_dict()  # its seed: the task's, per replicate
     return with_seed({"kind": "plan", "scenario": sc, "seeds": int(seeds)}, base_seed)
 
@@ -211,8 +303,10 @@ class PlanResult:
     best : Evaluated or None
         The cheapest feasible plan.
     counts : dict
-        ``considered``, ``pruned`` (by the bound), ``simulated``, ``saved`` (kept candidates never
-        simulated: early stopping and the search over r), ``families_visited``.
+        ``considered``, ``pruned`` (by the bound), ``simulated`` (candidates), ``saved`` (kept
+        candidates never simulated: early stopping and the search over r), ``families_visited``,
+        ``runs`` (replicate simulations of every candidate), ``undecided`` (candidates the
+        intervals did not decide at ``max_seeds``).
     """
 
     spec: PlanSpec
@@ -239,7 +333,7 @@ class PlanResult:
 
 def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2,
            base_seed: int = 0, grid: Grid | None = None, stop_early: bool = True,
-           parallel: int = 1) -> PlanResult:
+           parallel: int = 1, max_seeds: int = MAX_SEEDS) -> PlanResult:
     """Cheapest-first search with early stopping (module docstring).
 
     Parameters
@@ -249,7 +343,7 @@ def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2
         The one runner (its cache makes the search resumable; its executor runs a batch of tasks
         on local processes or a Dask cluster).
     n_requests, seeds : int
-        Requests per simulation and replicates per candidate.
+        Requests per simulation and a candidate's first replicates.
     base_seed : int
         Base of every task's seed.
     grid : Grid, optional
@@ -263,9 +357,13 @@ def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2
         does not depend on it (each family's search sees only its own results, tasks are seeded
         by content, and ties go to the family first in the order); more families may be
         simulated than with 1.
+    max_seeds : int
+        Replicates per candidate at most: an undecided candidate's are doubled up to it
+        (:func:`replicate`); at least ``seeds``.
     """
     from collections import deque
 
+    check_max_seeds(seeds, max_seeds)
     grid = grid or build_grid(spec)
     out = PlanResult(spec, grid)
     by_family: dict = {}
@@ -279,9 +377,8 @@ def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2
     def evaluate_all(cands: list[Candidate]) -> list[Evaluated]:
         todo = list({(c.family, c.r): c for c in cands if (c.family, c.r) not in memo}.values())
         tasks = [plan_task(spec, c.family, c.r, n_requests, seeds, base_seed, grid.gpu_file) for c in todo]
-        for c, res in zip(todo, runner.run(tasks) if tasks else [], strict=True):
-            ok, missed = judge(res, spec.slo)
-            memo[(c.family, c.r)] = e = Evaluated(c, res, ok, missed)
+        for c, (res, j) in zip(todo, replicate(runner, tasks, spec.slo, max_seeds), strict=True):
+            memo[(c.family, c.r)] = e = Evaluated(c, res, j.feasible, j.missed, j.decided)
             out.evaluated.append(e)
         return [memo[(c.family, c.r)] for c in cands]
 
@@ -316,55 +413,53 @@ def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2
         active = nxt
     out.counts = {"considered": grid.considered, "pruned": len(grid.pruned), "simulated": len(memo),
                   "saved": len(grid.kept) - len(memo), "families": len(grid.families),
-                  "families_visited": visited}
+                  "families_visited": visited,
+                  "runs": sum(len(e.result["replicates"]) for e in out.evaluated),
+                  "undecided": sum(not e.decided for e in out.evaluated)}
     return out
 
 
 @dataclass(frozen=True)
 class Verified:
-    """A returned plan re-simulated independently: new seeds, a longer run.
+    """A returned plan re-simulated independently: new seeds, a longer run, judged by the same
+    sequential rule as the search (:func:`judge`, :func:`replicate`).
 
     Attributes
     ----------
     plan : Evaluated
         The plan as the search found it.
     result : dict
-        The new ``plan`` task's result.
+        The new replicates' pooled result.
     holds : bool
-        No seed unstable, no rejection, and no SLO's interval lies wholly above its limit (the
-        interval's low end is within it: the SLO is not refuted at the interval's confidence).
-    refuted : tuple of str
+        No seed unstable, no rejection, every SLO's mean within its limit.
+    missed : tuple of str
         The SLO keys (or ``"stable"``, ``"rejections"``) that failed.
+    decided : bool
+        Whether the intervals decide ``holds`` (else the replicates reached ``max_seeds``).
     """
 
     plan: Evaluated
     result: dict
     holds: bool
-    refuted: tuple
+    missed: tuple
+    decided: bool
 
 
 VERIFY_SEED_OFFSET = 1_000_003  # base seed of the re-simulations: base_seed + this
 
 
-def verify(res: PlanResult, runner: Runner, n_requests: int, seeds: int, base_seed: int = 0
-           ) -> list[Verified]:
+def verify(res: PlanResult, runner: Runner, n_requests: int, seeds: int, base_seed: int = 0,
+           max_seeds: int | None = None) -> list[Verified]:
     """Re-simulate the best plan and the Pareto front with seeds the search never used
     (``base_seed + VERIFY_SEED_OFFSET``) and ``n_requests`` requests (a longer run than the
-    search's; a trace is replayed whole) over ``seeds`` replicates, all in one batch."""
+    search's; a trace is replayed whole), ``seeds`` replicates first, doubled while undecided up
+    to ``max_seeds`` (default ``seeds``: no more), all plans in one batch per round."""
+    max_seeds = check_max_seeds(seeds, seeds if max_seeds is None else max_seeds)
     plans = list({id(e): e for e in ([res.best] if res.best else []) + res.front()}.values())
     tasks = [plan_task(res.spec, e.candidate.family, e.candidate.r, n_requests, seeds,
                        base_seed + VERIFY_SEED_OFFSET, res.grid.gpu_file) for e in plans]
-    out = []
-    for e, result in zip(plans, runner.run(tasks) if tasks else [], strict=True):
-        refuted = ["stable"] if result["unstable"] else []
-        refuted += ["rejections"] if result["rejected"] else []
-        for slo in res.spec.slo.limits:
-            mean, lo, _ = result["metrics"].get(slo.key, [None, None, None])
-            low = lo if lo is not None else mean
-            if low is None or low > slo.limit:
-                refuted.append(slo.key)
-        out.append(Verified(e, result, not refuted, tuple(refuted)))
-    return out
+    return [Verified(e, result, j.feasible, j.missed, j.decided)
+            for e, (result, j) in zip(plans, replicate(runner, tasks, res.spec.slo, max_seeds), strict=True)]
 
 
 def feasibility_steps(cands: list[Candidate]):
@@ -396,16 +491,21 @@ def feasibility_steps(cands: list[Candidate]):
 
 __all__ = [
     "CONFIDENCE",
+    "MAX_SEEDS",
     "VERIFY_SEED_OFFSET",
     "Evaluated",
+    "Judgement",
     "PlanResult",
     "Verified",
     "cached_capacity",
+    "check_max_seeds",
     "feasibility_steps",
     "judge",
     "measure",
     "plan_task",
+    "replicate",
     "replicate_seed",
+    "replicates_of",
     "run_plan_task",
     "scenario_of",
     "search",

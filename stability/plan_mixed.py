@@ -17,12 +17,14 @@ planned behind the random router whatever ``router`` says.
 
 The search (:func:`search_mixes`) looks only at mixes cheaper than the best pure plan (only they
 can beat every pure fleet), whose certified capacity, the sum of the members' certified bounds,
-reaches the target. They are simulated cheapest first until one meets the SLOs; a mix is skipped
+reaches the target. They are simulated cheapest first, each judged by the pure fleets' sequential
+rule (:func:`stability.plan.judge`: replicates doubled while the intervals straddle a limit),
+until one meets the SLOs; a mix is skipped
 without simulation when a mix of the same two kinds with at least as many replicas of each has
 missed (feasibility is assumed monotone in each count, as in r for pure fleets; behind JSQ an
 added slow replica is also one more place a request can land and be served slowly, so there it is
 an assumption the brute-force comparisons of tests/test_mixed_fleet.py check on a small grid), and
-at most ``budget`` simulations are spent.
+at most ``budget`` mixes are simulated.
 
 References
 ----------
@@ -35,7 +37,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stability.plan import PlanResult, judge, measure, replicate_seed, scenario_of, summarize_replicates
+from stability.plan import (
+    MAX_SEEDS,
+    PlanResult,
+    check_max_seeds,
+    measure,
+    replicate,
+    replicate_seed,
+    replicates_of,
+    scenario_of,
+    summarize_replicates,
+)
 from stability.runner import Runner, with_seed
 from stability.sim.fleet import ROUTERS, simulate_fleet
 from stability.sim.simulate import Scenario
@@ -51,12 +63,13 @@ def run_mixed_task(task: dict) -> dict:
     :func:`stability.plan.replicate_seed` ``(s, k)`` and measures the members as one system. With
     ``"router": "jsq"`` or ``"sed"`` (and ``"weights"``) the members share one arrival stream at
     their common rate, replicate k seeded ``replicate_seed(s, k)``
-    (:func:`stability.sim.fleet.simulate_fleet`)."""
+    (:func:`stability.sim.fleet.simulate_fleet`). With ``"first": j`` it runs replicates j to
+    j + k - 1 (:func:`stability.plan.replicates_of`)."""
     from stability.sim.simulate import simulate
 
     router = task.get("router", "random")
     reps = []
-    for k in range(int(task["seeds"])):
+    for k in replicates_of(task):
         seed = replicate_seed(task["seed"], k)
         if router == "random":
             seeds = np.random.SeedSequence(seed).generate_state(len(task["members"]))
@@ -95,12 +108,14 @@ def mixed_task(res: PlanResult, mix: MixCandidate, n_requests: int, seeds: int, 
 
 @dataclass(frozen=True)
 class MixEvaluated:
-    """A simulated mix: its ``plan_mixed`` result, whether it met the SLOs, what it missed."""
+    """A simulated mix: its pooled ``plan_mixed`` result, whether it met the SLOs, what it missed,
+    and whether the intervals decided it (:func:`stability.plan.judge`)."""
 
     mix: MixCandidate
     result: dict
     feasible: bool
     missed: tuple
+    decided: bool = True
 
 
 @dataclass
@@ -136,9 +151,11 @@ class MixResult:
 
 
 def search_mixes(res: PlanResult, runner: Runner, n_requests: int, seeds: int, base_seed: int = 0,
-                 budget: int = 8, router: str = "random") -> MixResult:
+                 budget: int = 8, router: str = "random", max_seeds: int = MAX_SEEDS) -> MixResult:
     """Cheapest-first search over the two-kind mixes cheaper than ``res.best``, behind ``router``
-    (module docstring)."""
+    (module docstring); each mix judged as a pure fleet is, its replicates doubled from ``seeds``
+    up to ``max_seeds`` while the intervals leave it undecided (:func:`stability.plan.replicate`)."""
+    check_max_seeds(seeds, max_seeds)
     if res.spec.trace is not None:
         raise FieldError("--mixed", True, "no --trace (a mix splits Poisson arrivals)")
     if router not in ROUTERS:
@@ -154,10 +171,10 @@ def search_mixes(res: PlanResult, runner: Runner, n_requests: int, seeds: int, b
             continue
         if len(out.evaluated) >= budget:
             break
-        result = runner.run([mixed_task(res, mix, n_requests, seeds, base_seed, router)])[0]
-        ok, why = judge(result, res.spec.slo)
-        out.evaluated.append(MixEvaluated(mix, result, ok, why))
-        if ok:
+        (result, j), = replicate(runner, [mixed_task(res, mix, n_requests, seeds, base_seed, router)],
+                                 res.spec.slo, max_seeds)
+        out.evaluated.append(MixEvaluated(mix, result, j.feasible, j.missed, j.decided))
+        if j.feasible:
             out.best = out.evaluated[-1]
             break
         missed.append(mix)

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from stability.plan import judge, search
+from stability.plan import replicate, search
 from stability.plan_mixed import mixed_task, search_mixes
 from stability.runner import Cache, LocalExecutor, Runner
 from stability.sim.simulate import Scenario, simulate
@@ -91,8 +91,9 @@ def test_mix_pruning_agrees_with_brute_force_and_the_search_finds_the_cheapest(t
     brute = {}
     pruned_too = mix_grid(res.grid, replace(res.spec, rate=1e-9))  # nothing pruned
     for m in pruned_too.kept:  # simulate every mix, pruned or not
-        ok, _ = judge(runner.run([mixed_task(res, m, seeds=2, n_requests=300, base_seed=0)])[0], res.spec.slo)
-        brute[m.label] = (ok, m.usd_per_hour)
+        (_, verdict), = replicate(runner, [mixed_task(res, m, seeds=2, n_requests=300, base_seed=0)],
+                                  res.spec.slo)  # the search's adaptive rule
+        brute[m.label] = (verdict.feasible, m.usd_per_hour)
     kept = {m.label for m in everything.kept}
     assert {lab for lab, (ok, _) in brute.items() if ok} <= kept  # no mix brute force accepts was pruned
     mixes = search_mixes(res, runner, base_seed=0, budget=50, **SMALL)
@@ -119,8 +120,8 @@ def test_state_dependent_mixes_pruning_agrees_with_brute_force_and_the_search_fi
     for m in mix_grid(res.grid, replace(res.spec, rate=1e-9)).kept:  # every mix, pruned or not
         task = mixed_task(res, m, seeds=2, n_requests=300, base_seed=0, router=router)
         assert task["router"] == router and [s["r"] for s in task["members"]] == [n for _, n in m.members]
-        ok, _ = judge(runner.run([task])[0], res.spec.slo)
-        brute[m.label] = (ok, m.usd_per_hour)
+        (_, verdict), = replicate(runner, [task], res.spec.slo)  # the search's adaptive rule
+        brute[m.label] = (verdict.feasible, m.usd_per_hour)
     assert {lab for lab, (ok, _) in brute.items() if ok} <= kept
     mixes = search_mixes(res, runner, base_seed=0, budget=50, router=router, **SMALL)
     cheaper = [usd for ok, usd in brute.values() if ok and usd < res.best.candidate.usd_per_hour]

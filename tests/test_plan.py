@@ -69,8 +69,8 @@ def test_slo_parsing():
     assert s.tail_metric == "tbt_p99"
     assert parse_slo("stable").limits == ()
     res = {"unstable": 0, "rejected": 0, "metrics": {"ttft_p50": [0.4, 0.3, 0.5], "tbt_p99": [0.2, 0.1, 0.3]}}
-    assert judge(res, parse_slo("ttft_p50=0.5,tbt_p99=0.1")) == (False, ("tbt_p99",))
-    assert judge({**res, "unstable": 1}, parse_slo("ttft_p50=0.5")) == (False, ("stable",))
+    assert judge(res, parse_slo("ttft_p50=0.5,tbt_p99=0.1")) == (False, ("tbt_p99",), False)
+    assert judge({**res, "unstable": 1}, parse_slo("ttft_p50=0.5")) == (False, ("stable",), True)
 
 
 def test_scheduler_caps_match_the_schedulers_defaults():
@@ -131,10 +131,11 @@ def _runner(tmp_path) -> Runner:
 
 
 SMALL = {"n_requests": 300, "seeds": 2}
+MAX_SEEDS = 4  # replicates per candidate at most in these searches (small: quick tests)
 
 
 def _tiny_spec(rate: float) -> PlanSpec:
-    return PlanSpec(rate=rate, workload=W, slo=parse_slo("ttft_p50=0.2,tbt_p99=0.1"), gpus=("a100", "l40s"),
+    return PlanSpec(rate=rate, workload=W, slo=parse_slo("ttft_p50=0.1,tbt_p99=0.1"), gpus=("a100", "l40s"),
                     schedulers=("sarathi", "rad"), r_min=1, r_max=3)
 
 
@@ -146,13 +147,13 @@ def tiny(tmp_path_factory):
     rate = 1.3 * max(one.values())  # every family needs >= 2 GPUs: some candidates are pruned
     spec = _tiny_spec(rate)
     runner = _runner(tmp)
-    return spec, runner, search(spec, runner, **SMALL)
+    return spec, runner, search(spec, runner, max_seeds=MAX_SEEDS, **SMALL)
 
 
 def _agrees_with_brute_force(spec, runner, res) -> None:
     """Simulate every candidate of the grid, pruned or not: nothing brute force accepts was pruned,
     feasibility is monotone in r, and the search's best is brute force's cheapest."""
-    from stability.plan import judge, plan_task
+    from stability.plan import plan_task, replicate
 
     grid = res.grid
     kept = {(c.family, c.r) for c in grid.kept}
@@ -164,7 +165,8 @@ def _agrees_with_brute_force(spec, runner, res) -> None:
                 runner.run([task])
             feasible[(c.family, c.r)] = (False, c.usd_per_hour)
             continue
-        feasible[(c.family, c.r)] = (judge(runner.run([task])[0], spec.slo)[0], c.usd_per_hour)
+        (_, verdict), = replicate(runner, [task], spec.slo, MAX_SEEDS)  # the search's adaptive rule
+        feasible[(c.family, c.r)] = (verdict.feasible, c.usd_per_hour)
     accepted = {k for k, (ok, _) in feasible.items() if ok}
     assert accepted <= kept  # no plan brute force accepts was pruned by the bound
     for fam in grid.families:  # feasibility is monotone in r (the search's assumption)
@@ -193,14 +195,14 @@ def test_pruning_agrees_with_brute_force_on_tensor_parallel_groups(tmp_path):
     one = [o.bound for o in build_grid(tp_spec(1e-3), tp_dir=tmp_path).one_gpu.values()]
     spec = tp_spec(1.3 * max(one))  # two replicas at least
     runner = _runner(tmp_path)
-    res = search(spec, runner, **SMALL)
+    res = search(spec, runner, max_seeds=MAX_SEEDS, **SMALL)
     assert res.counts["considered"] == 2 * (4 + 2) and res.counts["pruned"] >= 4
     _agrees_with_brute_force(spec, runner, res)
 
 
 def test_full_front_finds_the_same_best_and_a_non_dominated_front(tiny):
     spec, runner, res = tiny
-    full = search(spec, runner, grid=res.grid, stop_early=False, **SMALL)
+    full = search(spec, runner, grid=res.grid, stop_early=False, max_seeds=MAX_SEEDS, **SMALL)
     assert full.best.candidate.usd_per_hour == res.best.candidate.usd_per_hour
     assert full.counts["simulated"] >= res.counts["simulated"]
     assert full.counts["families_visited"] == len({c.family for c in res.grid.kept})
@@ -228,12 +230,17 @@ def test_returned_plans_hold_on_new_seeds_and_longer_runs(tiny, tmp_path):
 
 
 def test_results_do_not_depend_on_the_worker_count(tiny, tmp_path):
-    from stability.plan import plan_task
+    from stability.plan import plan_task, replicate
 
     spec, _, res = tiny
     c = res.best.candidate
     task = plan_task(spec, c.family, c.r, base_seed=0, **SMALL)
-    fresh = Runner(Cache(tmp_path / "c2"), LocalExecutor(2)).run([task, {**task, "seeds": 1}])[0]
+    runner = Runner(Cache(tmp_path / "c2"), LocalExecutor(2))
+    try:  # a batch of two tasks per round: the pool runs them
+        (fresh, _), _ = replicate(runner, [task, {**task, "seeds": 1}], spec.slo, MAX_SEEDS)
+    finally:
+        runner.executor.close()
+    assert fresh["replicates"] == res.best.result["replicates"]
     assert fresh["metrics"] == res.best.result["metrics"]
 
 
@@ -313,6 +320,10 @@ def test_llmq_plan_writes_strict_outputs_with_a_data_dictionary(tmp_path, capsys
     assert data["mixed"]["counts"]["considered"] >= data["mixed"]["counts"]["pruned"]
     with open(tmp_path / "plan.csv") as fh:
         header = next(csv.reader(fh))
+    assert {"undecided", "seeds"} <= set(header) and data["spec"]["max_seeds"] == 8
+    for row in data["evaluated"]:  # latencies: intervals cut at zero, and seeds doubled from 2 to 8
+        assert row["seeds"] in (2, 4, 8) and (row["seeds"] == 8 or not row["undecided"])
+        assert all(row[k] >= 0 for k in row if k.endswith("_lo") and row[k] is not None)
     metrics = [h for h in header if h not in COLUMNS]
     assert metrics and all(h.split("_lo")[0].split("_hi")[0].split("@")[0] in ("ttft_p50", "ttft_p99",
                                                                                   "tbt_p99") for h in metrics)
@@ -355,13 +366,14 @@ def test_search_gives_the_same_plan_for_one_or_two_workers(tiny, tmp_path):
     spec, _, res = tiny
     runner = Runner(Cache(tmp_path / "c2"), LocalExecutor(2))
     try:
-        two = search(spec, runner, grid=res.grid, parallel=2, **SMALL)
+        two = search(spec, runner, grid=res.grid, parallel=2, max_seeds=MAX_SEEDS, **SMALL)
     finally:
         runner.executor.close()
     one, other = res.best.candidate, two.best.candidate
     assert (other.family, other.r) == (one.family, one.r)
+    assert any(len(e.result["replicates"]) > SMALL["seeds"] for e in two.evaluated)  # extra replicates ran
     assert two.best.result["metrics"] == res.best.result["metrics"]
-    assert runner.computed == two.counts["simulated"]  # nothing came from the first search's cache
+    assert runner.cached == 0 and runner.computed >= two.counts["simulated"]  # none from the first search
 
 
 def test_search_on_a_dask_cluster_gives_the_same_plan(tiny, tmp_path):
@@ -373,7 +385,7 @@ def test_search_on_a_dask_cluster_gives_the_same_plan(tiny, tmp_path):
                                   dashboard_address=None) as cluster:
         runner = Runner(Cache(tmp_path / "dask"), DaskExecutor(cluster.scheduler_address))
         try:
-            remote = search(spec, runner, grid=res.grid, parallel=2, **SMALL)
+            remote = search(spec, runner, grid=res.grid, parallel=2, max_seeds=MAX_SEEDS, **SMALL)
         finally:
             runner.executor.close()
     assert (remote.best.candidate.family, remote.best.candidate.r) == (res.best.candidate.family,
@@ -473,3 +485,146 @@ def test_rad_is_pruned_by_the_kv_bound_its_simulation_cannot_see(tmp_path):
     sc = Scenario(gpu=fam.gpu_key, gpu_file=grid.gpu_file, model="llama-2-70b", mode="real",
                   workload="table1", scheduler="rad", rate=rate, load=None, n_requests=3000, seed=1)
     assert simulate(sc).verdict().verdict != "unstable"  # the memoryless simulation would accept it
+
+
+# --- feasibility decided with its uncertainty (adaptive replication) ----------------------------
+
+
+def _result(metrics: dict, unstable: int = 0, rejected: int = 0) -> dict:
+    return {"unstable": unstable, "rejected": rejected, "metrics": metrics}
+
+
+def test_judge_decides_only_what_the_intervals_decide():
+    slo = parse_slo("ttft_p50=0.5,tbt_p99=0.1")
+    inside, above = [0.3, 0.2, 0.4], [0.15, 0.12, 0.18]
+    straddle_below, straddle_above = [0.45, 0.35, 0.55], [0.11, 0.05, 0.17]
+    cases = [  # (ttft_p50, tbt_p99, unstable, rejected) -> (feasible, missed, decided)
+        ((inside, [0.05, 0.04, 0.06], 0, 0), (True, (), True)),
+        ((inside, above, 0, 0), (False, ("tbt_p99",), True)),
+        ((straddle_below, [0.05, 0.04, 0.06], 0, 0), (True, (), False)),
+        ((straddle_below, straddle_above, 0, 0), (False, ("tbt_p99",), False)),
+        ((straddle_below, above, 0, 0), (False, ("tbt_p99",), True)),  # one certain miss decides
+        ((inside, [0.05, 0.04, 0.06], 1, 0), (False, ("stable",), True)),
+        ((inside, [0.05, 0.04, 0.06], 0, 3), (False, ("rejections",), True)),
+        ((inside, [None, None, None], 0, 0), (False, ("tbt_p99",), True)),  # undefined: a miss
+        (([0.3, None, None], [0.05, None, None], 0, 0), (True, (), False)),  # one replicate: no interval
+    ]
+    for (ttft, tbt, unstable, rejected), want in cases:
+        got = judge(_result({"ttft_p50": ttft, "tbt_p99": tbt}, unstable, rejected), slo)
+        assert tuple(got) == want, (ttft, tbt, unstable, rejected, got)
+
+
+class _TableRunner:
+    """A runner whose ``plan`` tasks return fixed replicate values: replicate k of the task named
+    ``name`` has ``ttft_p50 = TABLE[name][k]``; it records every task asked."""
+
+    def __init__(self, table: dict):
+        self.table, self.asked = table, []
+
+    def run(self, tasks: list[dict]) -> list[dict]:
+        from stability.plan import replicates_of
+
+        self.asked += tasks
+        return [{"replicates": [{"ttft_p50": self.table[t["scenario"]][k], "verdict": "stable", "rejected": 0,
+                                 "requests": 10} for k in replicates_of(t)], "r": 1, "rate": 1.0,
+                 "elapsed_s": 1.0} for t in tasks]
+
+
+def _scipy_interval(x: list[float]) -> list[float]:
+    """Mean and 95% Student-t interval by scipy, low end clipped at 0."""
+    from scipy import stats
+
+    x = np.asarray(x, dtype=float)
+    lo, hi = stats.t.interval(0.95, x.size - 1, loc=x.mean(), scale=stats.sem(x))
+    return [x.mean(), max(lo, 0.0), hi]
+
+
+def test_replicate_doubles_undecided_candidates_and_pools_every_replicate():
+    from stability.plan import replicate
+
+    table = {"decides_feasible_at_4": [0.5, 0.9, 0.6, 0.7],
+             "decides_infeasible_at_4": [1.5, 1.1, 1.3, 1.4],
+             "clear": [0.2, 0.21],
+             "undecided_at_8": [0.0, 3.0, 0.0, 0.0] * 2}
+    slo = parse_slo("ttft_p50=1")
+    runner = _TableRunner(table)
+    tasks = [{"kind": "plan", "scenario": name, "seeds": 2, "seed": 11 + k} for k, name in enumerate(table)]
+    out = replicate(runner, tasks, slo, max_seeds=8)
+    want = {"decides_feasible_at_4": (True, 4, True), "decides_infeasible_at_4": (False, 4, True),
+            "clear": (True, 2, True), "undecided_at_8": (True, 8, False)}  # mean 0.75: within, undecided
+    for task, (res, verdict) in zip(tasks, out, strict=True):
+        name = task["scenario"]
+        assert (verdict.feasible, len(res["replicates"]), verdict.decided) == want[name], (name, verdict)
+        assert res["metrics"]["ttft_p50"] == pytest.approx(_scipy_interval(table[name]), rel=1e-9)
+        asked = [(t.get("first", 0), t["seeds"], t["seed"]) for t in runner.asked if t["scenario"] == name]
+        n = want[name][1]
+        doubling = [(0, 2), (2, 2), (4, 4)][:{2: 1, 4: 2, 8: 3}[n]]
+        assert asked == [(f, k, task["seed"]) for f, k in doubling]  # every round under the first seed
+        assert res["elapsed_s"] == len(asked)
+    assert out[3][0]["metrics"]["ttft_p50"][1] == 0.0  # a latency's interval is cut at zero
+    capped = replicate(_TableRunner(table), tasks[:1], slo, max_seeds=3)[0]
+    assert len(capped[0]["replicates"]) == 3 and not capped[1].decided  # 2 -> 3: the cap, undecided
+
+
+def test_replicates_have_the_same_seeds_whichever_task_ran_them():
+    from stability.plan import run_plan_task
+
+    sc = Scenario(gpu="a100", mode="real", workload=W, scheduler="sarathi", rate=20.0, load=None,
+                  n_requests=120, seed=0, detail=True).to_dict()
+    whole = run_plan_task({"kind": "plan", "scenario": sc, "seeds": 4, "seed": 7})
+    parts = [run_plan_task({"kind": "plan", "scenario": sc, "seeds": 2, "seed": 7, "first": first})
+             for first in (0, 2)]
+    assert whole["replicates"] == parts[0]["replicates"] + parts[1]["replicates"]
+    assert parts[0]["replicates"] != parts[1]["replicates"]
+
+
+def test_an_interrupted_search_resumes_to_the_same_plan(tiny, tmp_path):
+    from stability.runner import SweepInterrupted
+
+    spec, _, res = tiny
+    done = []
+
+    def stop_after_two(task, result):
+        done.append(task)
+        if len(done) == 2:
+            raise KeyboardInterrupt
+
+    cache = Cache(tmp_path / "c")
+    with pytest.raises(SweepInterrupted):
+        search(spec, Runner(cache, LocalExecutor(1), on_result=stop_after_two), grid=res.grid,
+               max_seeds=MAX_SEEDS, **SMALL)
+    again = Runner(cache, LocalExecutor(1))
+    resumed = search(spec, again, grid=res.grid, max_seeds=MAX_SEEDS, **SMALL)
+    assert again.cached == 2 and again.computed > 0
+    assert any(len(e.result["replicates"]) > SMALL["seeds"] for e in resumed.evaluated)  # more seeds asked
+    assert [(e.candidate, e.result["metrics"], e.decided) for e in resumed.evaluated] == \
+        [(e.candidate, e.result["metrics"], e.decided) for e in res.evaluated]
+    assert resumed.best.candidate == res.best.candidate
+
+
+def test_max_seeds_must_cover_the_first_seeds(tiny, tmp_path, capsys):
+    from llmq.cli import main
+
+    spec, runner, res = tiny
+    with pytest.raises(FieldError, match=r"max_seeds: expected an integer >= seeds \(4\).*got 3"):
+        search(spec, runner, grid=res.grid, n_requests=300, seeds=4, max_seeds=3)
+    assert main(["plan", "--seeds", "4", "--max-seeds", "2", "--out", str(tmp_path)]) == 2
+    assert "--max-seeds: expected an integer >= --seeds (4)" in capsys.readouterr().err
+
+
+def test_an_undecided_plan_says_so_and_what_to_do(tiny):
+    from dataclasses import replace
+
+    from llmq.plan_output import describe, markdown, plan_row
+    from stability.plan import Evaluated
+
+    res = tiny[2]
+    e = res.best
+    keys = [x.key for x in res.spec.slo.limits]
+    assert "undecided" not in describe(e, keys)
+    open_ = Evaluated(e.candidate, e.result, True, (), False)
+    n = len(e.result["replicates"])
+    assert describe(open_, keys).endswith(f"; undecided at {n} seeds: use --verify or more --requests")
+    row = plan_row(open_, keys, set(), open_)
+    assert row["undecided"] and row["seeds"] == n
+    assert "| yes, undecided |" in markdown(replace(res, evaluated=[open_]), [], [row])

@@ -13,11 +13,12 @@ HELP = ("the cheapest fleet (GPU, scheduler and knobs, r) that carries --rate re
 DEFAULTS = {"rate": 40.0, "verify_requests": 6000, "workload": "table1", "slo": "ttft_p50=0.5,tbt_p99=0.1",
             "gpus": "all",
             "schedulers": "rad,sarathi,vllm,slai", "max_gpus": 16, "min_gpus": 1, "model": "mistral-7b",
-            "mode": "real", "requests": 2000, "seeds": 2, "seed": 0, "workers": 1, "out": "out"}
+            "mode": "real", "requests": 2000, "seeds": 2, "max_seeds": 8, "seed": 0, "workers": 1,
+            "out": "out"}
 
 # the options besides the spec that a plan's results depend on (the run's identity in OUT)
-RUN_FIELDS = ("requests", "seeds", "seed", "full_front", "mixed", "router", "mix_budget", "verify",
-              "verify_requests")
+RUN_FIELDS = ("requests", "seeds", "max_seeds", "seed", "full_front", "mixed", "router", "mix_budget",
+              "verify", "verify_requests")
 
 
 def add_parser(sub) -> None:
@@ -59,7 +60,11 @@ def add_parser(sub) -> None:
     p.add_argument("--requests", type=int, default=d["requests"],
                    help=f"requests per simulation (default {d['requests']}: small, hence the CIs)")
     p.add_argument("--seeds", type=int, default=d["seeds"],
-                   help=f"replicates per candidate (default {d['seeds']})")
+                   help=f"first replicates per candidate (default {d['seeds']})")
+    p.add_argument("--max-seeds", type=int, default=d["max_seeds"],
+                   help="replicates per candidate at most: while an SLO's 95%% interval straddles its "
+                        "limit the replicates are doubled up to this many, then the candidate is judged "
+                        f"by the means and marked undecided (default {d['max_seeds']}; at least --seeds)")
     p.add_argument("--seed", type=int, default=d["seed"], help="base seed (default 0)")
     p.add_argument("--workers", type=int, default=d["workers"],
                    help="processes, and families searched at once (default 1; the plan is the same "
@@ -192,7 +197,7 @@ def run(args) -> int:
     """Run ``llmq plan`` on the parsed ``args``; the exit code."""
     from llmq.output import out_dir
     from llmq.plan_output import console_lines, write_outputs
-    from stability.plan import cached_capacity, search, verify
+    from stability.plan import cached_capacity, check_max_seeds, search, verify
     from stability.plan_mixed import search_mixes
     from stability.runner import Cache, DaskExecutor, LocalExecutor, Runner, SweepInterrupted
     from stability.sim.fleet import ROUTERS
@@ -206,6 +211,7 @@ def run(args) -> int:
     check_context(spec)
     n_requests = require_positive_int("--requests", args.requests)
     seeds = require_positive_int("--seeds", args.seeds)
+    max_seeds = check_max_seeds(seeds, args.max_seeds, "--max-seeds", "--seeds")
     workers = require_positive_int("--workers", args.workers)
     verify_requests = require_positive_int("--verify-requests", args.verify_requests)
     budget = require_positive_int("--mix-budget", args.mix_budget)
@@ -224,15 +230,16 @@ def run(args) -> int:
         runner = Runner(cache, DaskExecutor(args.dask) if args.dask else LocalExecutor(workers))
         try:
             res = search(spec, runner, n_requests, seeds, args.seed, grid, stop_early=not args.full_front,
-                         parallel=workers)
-            mixes = (search_mixes(res, runner, n_requests, seeds, args.seed, budget, args.router)
+                         parallel=workers, max_seeds=max_seeds)
+            mixes = (search_mixes(res, runner, n_requests, seeds, args.seed, budget, args.router, max_seeds)
                      if args.mixed else None)
-            checked = verify(res, runner, verify_requests, seeds + 1, args.seed) if args.verify else None
+            checked = (verify(res, runner, verify_requests, seeds + 1, args.seed, max(max_seeds, seeds + 1))
+                       if args.verify else None)
         finally:
             runner.executor.close()
         elapsed = time.perf_counter() - t0
-        lines = console_lines(res, n_requests, seeds, elapsed, checked, mixes)
-        files = write_outputs(res, out, lines, n_requests, seeds, elapsed, checked, mixes)
+        lines = console_lines(res, n_requests, seeds, max_seeds, elapsed, checked, mixes)
+        files = write_outputs(res, out, lines, n_requests, seeds, max_seeds, elapsed, checked, mixes)
     except KeyboardInterrupt:  # wherever it lands: say what is cached and how to resume
         raise SweepInterrupted(cache.dir) from None
     if args.json:
