@@ -29,7 +29,8 @@ COLUMNS = {
                         "certified bound's KV part alone accounts for it)",
     "utilisation": "target rate / certified bound (a lower bound on the load of any deployment)",
     "headroom": "1 - utilisation",
-    "feasible": "simulation met every SLO (mean over seeds), no seed unstable, no rejection",
+    "feasible": "simulation met every SLO (mean over seeds), no seed unstable, no rejection; decided by the "
+                "95% intervals (every one within its limit, or one wholly above it) unless undecided",
     "undecided": "the 95% intervals did not decide feasible at the most seeds (--max-seeds): some SLO's "
                  "interval straddles its limit and none lies wholly above it, no seed unstable, no "
                  "rejection; feasible is then the means' verdict (use --verify or more --requests)",
