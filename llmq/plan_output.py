@@ -138,7 +138,8 @@ def verification_line(v: Verified, keys: list[str]) -> str:
     c = v.plan.candidate
     figs = ", ".join(f"{k} {_ci(v.result['metrics'][k])}" for k in keys if k in v.result["metrics"])
     verdict = "holds" if v.holds else "REFUTED (" + ", ".join(v.missed) + ")"
-    return f"{c.r} x {c.family.label}: {verdict}; {figs}" + undecided_note(v.decided, v.result)
+    return (f"{c.r} x {c.family.label}: {verdict} ({len(v.result['replicates'])} seeds); {figs}"
+            + undecided_note(v.decided, v.result))
 
 
 ROUTER_TEXT = {
@@ -199,11 +200,10 @@ def console_lines(res: PlanResult, n_requests: int, seeds: int, max_seeds: int, 
     if mixes is not None:
         lines += mix_lines(mixes, keys)
     if checked is not None and res.best is not None:
-        v0 = checked[0].result
-        runs = f"{len(v0['replicates'])} x {v0['replicates'][0]['requests']} requests"
+        runs = checked[0].result["replicates"][0]["requests"]
         held = sum(v.holds for v in checked)
-        lines.append(f"re-simulated with new seeds ({runs} first, doubled while undecided): {held} of "
-                     f"{len(checked)} plans hold (judged as the search judges)")
+        lines.append(f"re-simulated with new seeds (runs of {runs} requests, seeds doubled while undecided): "
+                     f"{held} of {len(checked)} plans hold (judged as the search judges)")
         lines += ["  " + verification_line(v, keys) for v in checked]
     lines.append(f"runtime {elapsed_s:.1f} s")
     return lines
