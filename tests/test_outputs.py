@@ -174,3 +174,9 @@ def test_a_run_manifest_is_written_once_and_compared_field_by_field(tmp_path):
     with pytest.raises(FieldError, match=r"differs in extra \(null there, 2 here\)"):
         claim_output_dir(tmp_path, "region", {**run, "extra": 2})
     claim_output_dir(tmp_path, "plan", {"rate": 1.0})  # another command's manifest: its own file
+    # options that only add to the same run's outputs are recorded as the latest run gave them
+    claim_output_dir(tmp_path, "plan", {"rate": 1.0}, adds={"verify": True})
+    claim_output_dir(tmp_path, "plan", {"rate": 1.0}, adds={"verify": False})
+    assert strict((tmp_path / "plan.run.json").read_text())["adds"] == {"verify": False}
+    with pytest.raises(FieldError, match=r"differs in rate"):
+        claim_output_dir(tmp_path, "plan", {"rate": 2.0}, adds={"verify": False})

@@ -328,6 +328,11 @@ def test_llmq_plan_writes_strict_outputs_with_a_data_dictionary(tmp_path, capsys
     assert metrics and all(h.split("_lo")[0].split("_hi")[0].split("@")[0] in ("ttft_p50", "ttft_p99",
                                                                                   "tbt_p99") for h in metrics)
     assert (tmp_path / "plan.png").stat().st_size > 0 and (tmp_path / "plan.md").exists()
+    assert main([*args, "--mixed"]) == 0  # the same plan without its verification: not another run
+    assert "re-simulated with new seeds" not in capsys.readouterr().out
+    assert json.loads((tmp_path / "plan.json").read_text())["verification"] is None
+    assert json.loads((tmp_path / "plan.run.json").read_text())["adds"] == {"verify": False,
+                                                                           "verify_requests": 6000}
     assert main([*args, "--mixed", "--router", "jsq"]) == 2  # another run: its outputs are not overwritten
     assert "differs in router" in capsys.readouterr().err
     (tmp_path / "plan.run.json").unlink()  # the documented override: this run may overwrite them

@@ -100,7 +100,7 @@ def check_output_dir(path: str | Path, field: str = "--out") -> Path:
 
 
 def claim_output_dir(out: str | Path, command: str, identity: dict, *, field: str = "--out",
-                     write: bool = True, cached: bool = True) -> Path:
+                     write: bool = True, cached: bool = True, adds: dict | None = None) -> Path:
     """Make ``out`` the directory of one run of ``llmq <command>``, identified by ``identity`` (the
     fields its results depend on), or refuse with a :class:`theory.errors.FieldError` naming
     ``field`` and the fields that differ.
@@ -111,7 +111,10 @@ def claim_output_dir(out: str | Path, command: str, identity: dict, *, field: st
     identity is refused instead of overwriting the other run's outputs. The refusal says how to
     proceed: another ``--out``, or removing the manifest (the override) to let this run overwrite
     the outputs (and, for a command with a result cache, ``cached``, that the cached runs are
-    reused either way). A directory without a manifest is free. Returns the manifest's path.
+    reused either way). A directory without a manifest is free. ``adds`` are options that only add
+    to the same run's outputs (e.g. a verification of its results): recorded in the manifest as
+    the latest run gave them, never compared, so a rerun with other ``adds`` rewrites the
+    outputs of the same run. Returns the manifest's path.
     """
     out = Path(out)
     path = out / f"{command}.run.json"
@@ -126,22 +129,25 @@ def claim_output_dir(out: str | Path, command: str, identity: dict, *, field: st
         raise FieldError(field, str(out), f"a directory for this run's outputs ({path} is not a "
                                           f"readable run manifest: remove it or choose another "
                                           f"{field})") from None
-    if old is None:
-        if write:
-            atomic_write_json(path, {"command": f"llmq {command}", "run": new, "about": (
-                f"the fields that identify the run whose outputs this directory holds; llmq "
-                f"{command} with other values refuses to write here (remove this file to allow it)")})
+    differ = [] if old is None else sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if not differ:
+        if write and (old is None or adds is not None):
+            manifest = {"command": f"llmq {command}", "run": new, "about": (
+                f"run: the fields that identify the run whose outputs this directory holds; llmq "
+                f"{command} with other values refuses to write here (remove this file to allow it)")}
+            if adds is not None:
+                manifest["adds"] = json_load_exact(json_text(adds, exact=True))
+                manifest["about"] += ("; adds: options of the latest run that only add to the same "
+                                      "run's outputs (not compared)")
+            atomic_write_json(path, manifest)
         return path
-    differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    if differ:
-        shown = [f"{k} ({_short(old.get(k))} there, {_short(new.get(k))} here)" for k in differ[:4]]
-        shown += [f"and {', '.join(differ[4:])}"] if differ[4:] else []
-        raise FieldError(field, str(out), f"a directory without another run's outputs: {path} "
-                                          f"records a run that differs in {', '.join(shown)}; "
-                                          f"choose another {field}, or remove "
-                                          f"{path.name} to let this run overwrite its outputs"
-                                          + (" (cached runs are reused either way)" if cached else ""))
-    return path
+    shown = [f"{k} ({_short(old.get(k))} there, {_short(new.get(k))} here)" for k in differ[:4]]
+    shown += [f"and {', '.join(differ[4:])}"] if differ[4:] else []
+    raise FieldError(field, str(out), f"a directory without another run's outputs: {path} "
+                                      f"records a run that differs in {', '.join(shown)}; "
+                                      f"choose another {field}, or remove "
+                                      f"{path.name} to let this run overwrite its outputs"
+                                      + (" (cached runs are reused either way)" if cached else ""))
 
 
 def _short(value, width: int = 48) -> str:

@@ -16,9 +16,10 @@ DEFAULTS = {"rate": 40.0, "verify_requests": 6000, "workload": "table1", "slo": 
             "mode": "real", "requests": 2000, "seeds": 2, "max_seeds": 8, "seed": 0, "workers": 1,
             "out": "out"}
 
-# the options besides the spec that a plan's results depend on (the run's identity in OUT)
-RUN_FIELDS = ("requests", "seeds", "max_seeds", "seed", "full_front", "mixed", "router", "mix_budget",
-              "verify", "verify_requests")
+# the options besides the spec that a plan's results depend on (the run's identity in OUT), and those
+# that only add to the same plan's outputs (its verification: recorded, not compared)
+RUN_FIELDS = ("requests", "seeds", "max_seeds", "seed", "full_front", "mixed", "router", "mix_budget")
+ADD_FIELDS = ("verify", "verify_requests")
 
 
 def add_parser(sub) -> None:
@@ -226,7 +227,7 @@ def run(args) -> int:
     cache = Cache(out / "plan" / "cache")
     try:
         grid = build_grid(spec, cached_capacity(cache), tp_dir=out / "plan")
-        claim_output_dir(out, "plan", identity)  # the grid is valid: the run starts
+        claim_output_dir(out, "plan", identity, adds={k: getattr(args, k) for k in ADD_FIELDS})  # it starts
         runner = Runner(cache, DaskExecutor(args.dask) if args.dask else LocalExecutor(workers))
         try:
             res = search(spec, runner, n_requests, seeds, args.seed, grid, stop_early=not args.full_front,
