@@ -116,10 +116,15 @@ def _ci(m: list) -> str:
     return f"{mean * 1e3:.1f} ms" + (f" [{lo * 1e3:.1f}, {hi * 1e3:.1f}]" if lo is not None else "")
 
 
+def _figures(result: dict, keys: list[str]) -> str:
+    """The SLO metrics ``keys`` of a result that has them, each as its mean and interval."""
+    return ", ".join(f"{k} {_ci(result['metrics'][k])}" for k in keys if k in result["metrics"])
+
+
 def describe(e: Evaluated, slo_keys: list[str]) -> str:
     """One line: the configuration, price, certified bound, utilisation, SLO figures with CIs."""
     c = e.candidate
-    figs = ", ".join(f"{k} {_ci(e.result['metrics'][k])}" for k in slo_keys if k in e.result["metrics"])
+    figs = _figures(e.result, slo_keys)
     gpus = f" ({c.gpus} GPUs)" if c.family.tp > 1 else ""
     return (f"{c.r} x {c.family.label}{gpus}: ${c.usd_per_hour:.2f}/h, certified <= {c.certified:.2f} req/s "
             f"({c.binds}), utilisation {c.utilisation:.1%}, headroom {c.headroom:.1%}; {figs}"
@@ -136,7 +141,7 @@ def undecided_note(decided: bool, result: dict) -> str:
 def verification_line(v: Verified, keys: list[str]) -> str:
     """One re-simulated plan: whether it holds, and its SLO figures with intervals."""
     c = v.plan.candidate
-    figs = ", ".join(f"{k} {_ci(v.result['metrics'][k])}" for k in keys if k in v.result["metrics"])
+    figs = _figures(v.result, keys)
     verdict = "holds" if v.holds else "REFUTED (" + ", ".join(v.missed) + ")"
     return (f"{c.r} x {c.family.label}: {verdict} ({len(v.result['replicates'])} seeds); {figs}"
             + undecided_note(v.decided, v.result))
@@ -161,7 +166,7 @@ def mix_lines(mixes: MixResult, keys: list[str]) -> list[str]:
             f"kinds missed)")
     if mixes.best is not None:
         b = mixes.best
-        figs = ", ".join(f"{k} {_ci(b.result['metrics'][k])}" for k in keys if k in b.result["metrics"])
+        figs = _figures(b.result, keys)
         return [head, f"a mix beats every pure fleet: {b.mix.label}, ${b.mix.usd_per_hour:.2f}/h "
                       f"(best pure ${mixes.below:.2f}/h), certified <= {b.mix.certified:.2f} req/s, "
                       f"utilisation {b.mix.utilisation:.1%}; {figs}" + undecided_note(b.decided, b.result)]
