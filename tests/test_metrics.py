@@ -85,3 +85,58 @@ def test_histogram_quantiles_are_within_one_bin_of_the_exact_gaps():
     hist = res.runs[0].tbt_hist[0]
     for q in (0.5, 0.9, 0.99):
         assert histogram_quantile(hist, q) == pytest.approx(np.quantile(gaps, q), rel=0.025)
+
+
+def _emission_times(res) -> dict[int, np.ndarray]:
+    """Per request, the times its tokens were emitted, read from the batch log: the end of the batch
+    holding its last prefill chunk (the first token) or one of its decode iterations."""
+    log = res.batch_log()
+    L_P = res.requests["L_P"]
+    emits: dict[int, list[float]] = {}
+    for end, pre, dec in zip(log["start"] + log["duration"], log["prefill_chunks"], log["decode_positions"],
+                             strict=True):
+        for item in pre.split():
+            j, i, c = map(int, item.split(":"))
+            if i + c - 1 == L_P[j]:
+                emits.setdefault(j, []).append(end)
+        for item in dec.split():
+            emits.setdefault(int(item.split(":")[0]), []).append(end)
+    return {j: np.sort(v) for j, v in emits.items()}
+
+
+@pytest.mark.parametrize(("scheduler", "r", "options"), [("rad", 1, (("n", 50),)), ("sarathi", 2, ())])
+def test_tbt_histograms_after_a_warm_up_hold_exactly_the_later_tokens_gaps(scheduler, r, options):
+    from dataclasses import replace
+
+    sc = Scenario(scheduler=scheduler, r=r, n_requests=300, load=0.9, detail=True, log=True, pad=True,
+                  workload="uniform:1-600,1-80", options=options, warmup=0.3)
+    res = simulate(sc)
+    assert np.nansum(res.requests["preemptions"]) == 0  # every first token ends the prompt's prefill
+    arrival = res.requests["arrival"]
+    t0 = arrival[0] + 0.3 * (arrival[-1] - arrival[0])
+    assert res.tbt_from == pytest.approx(t0, rel=1e-12)
+    times = list(_emission_times(res).values())
+    gaps = np.concatenate([np.diff(t) for t in times])
+    at = np.concatenate([t[1:] for t in times])  # a gap counts when its later token is emitted
+    later = gaps[at >= t0]
+    assert gaps.size == res.requests["L_D"].sum() and 0 < later.size < gaps.size
+    hist = sum(run.tbt_hist[0] for run in res.runs)
+    count, total = (sum(run.tbt_stat[0, k] for run in res.runs) for k in (0, 1))
+    assert count == later.size and hist.sum() == later.size
+    assert total == pytest.approx(later.sum(), rel=1e-9)
+    assert max(run.tbt_stat[0, 2] for run in res.runs) == pytest.approx(later.max(), rel=1e-12)
+    for q in (0.5, 0.9, 0.99):
+        assert histogram_quantile(hist, q) == pytest.approx(np.quantile(later, q), rel=0.025)
+    whole = simulate(replace(sc, warmup=0.0))  # the same run, every token recorded
+    assert whole.tbt_from == 0.0
+    assert np.array_equal(whole.requests["t_finish"], res.requests["t_finish"])
+    assert np.array_equal(whole.requests["tbt_max"], res.requests["tbt_max"])  # per request: every gap
+    assert sum(run.tbt_stat[0, 0] for run in whole.runs) == gaps.size
+
+
+@pytest.mark.parametrize("warmup", [-0.1, 1.0, True, "0.1"])
+def test_a_warm_up_outside_zero_to_one_is_refused(warmup):
+    from theory.errors import FieldError
+
+    with pytest.raises(FieldError, match=r"warmup: expected a fraction of the arrival window in \[0, 1\)"):
+        simulate(Scenario(n_requests=50, warmup=warmup))

@@ -25,19 +25,20 @@ from theory.errors import FieldError, UnknownNameError
 
 
 def _run_one(args, progress=None) -> GpuRun:
-    cm, module, params, arrival, L_P, L_D, cls, n_class, detail, log, tbt_slo = args
+    cm, module, params, arrival, L_P, L_D, cls, n_class, detail, log, tbt_slo, tbt_from = args
     return run_gpu(cm, import_module(module), params, arrival, L_P, L_D, cls, n_class, detail, log,
-                   progress=progress, tbt_slo=tbt_slo)
+                   progress=progress, tbt_slo=tbt_slo, tbt_from=tbt_from)
 
 
 def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls, n_class: int,
                 r: int, planner: str, rng: np.random.Generator, detail: bool = False,
                 log: bool = False, workers: int = 1, progress=None,
-                tbt_slo=None) -> tuple[np.ndarray, list[GpuRun]]:
+                tbt_slo=None, tbt_from: float = 0.0) -> tuple[np.ndarray, list[GpuRun]]:
     """Route the requests and simulate every node. Returns (node of each request, node runs).
 
     ``progress(k)`` (optional) is told of completed requests as nodes run in this process;
-    ``tbt_slo`` (optional) gives each class's TBT SLO, to count the gaps above it.
+    ``tbt_slo`` (optional) gives each class's TBT SLO, to count the gaps above it; the TBT
+    histograms count the tokens emitted at or after ``tbt_from`` (default 0: every token).
     """
     if planner not in PLANNERS:
         raise UnknownNameError("planner", planner, PLANNERS)
@@ -47,9 +48,10 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
         from stability.sim.disaggregated import run_disaggregated
 
         out = run_disaggregated(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, planner,
-                                rng, detail, log, tbt_slo)
+                                rng, detail, log, tbt_slo, tbt_from)
     elif planner == "jsq" and r > 1:
-        out = _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log, tbt_slo)
+        out = _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log, tbt_slo,
+                       tbt_from)
     else:
         out = None
     if out is not None:  # nodes advanced together: report progress once, at the end
@@ -58,7 +60,7 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
         return out
     node = np.zeros(len(arrival), dtype=np.int64) if r == 1 else route(planner, len(arrival), r, rng)
     jobs = [(cm, scheduler.__name__, params, arrival[node == g], L_P[node == g], L_D[node == g],
-             cls[node == g], n_class, detail, log, tbt_slo) for g in range(r)]
+             cls[node == g], n_class, detail, log, tbt_slo, tbt_from) for g in range(r)]
     if workers > 1 and r > 1:
         with ProcessPoolExecutor(max_workers=min(workers, r)) as pool:
             runs = list(pool.map(_run_one, jobs))
@@ -67,10 +69,10 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
     return node, runs
 
 
-def _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log, tbt_slo):
+def _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log, tbt_slo, tbt_from):
     ct = tables_for(cm, L_P, L_D, getattr(params, "chunk", None))
     node, states = jsq_route(scheduler.loop, ct, params.record(), arrival, L_P, L_D, cls, n_class, r,
-                             detail, log, tbt_slo=tbt_slo)
+                             detail, log, tbt_slo=tbt_slo, tbt_from=tbt_from)
     runs = []
     for g, st in enumerate(states):
         mask = node == g

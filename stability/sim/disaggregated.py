@@ -34,7 +34,8 @@ from theory.errors import FieldError
 
 
 def _route_and_run(loop, ct, prm, times, L_P, L_D, cls, t_start, t_first, k, planner, rng, n_class,
-                   detail, log, tbt_slo=None) -> tuple[np.ndarray, list, list[np.ndarray]]:
+                   detail, log, tbt_slo=None, tbt_from: float = 0.0
+                   ) -> tuple[np.ndarray, list, list[np.ndarray]]:
     """Route requests arriving at sorted ``times`` to ``k`` nodes running ``loop`` and run them.
 
     Returns the node of each request, the node states, and each node's requests (indices into
@@ -43,7 +44,7 @@ def _route_and_run(loop, ct, prm, times, L_P, L_D, cls, t_start, t_first, k, pla
     n = len(times)
     if planner == "jsq" and k > 1:
         node, states = jsq_route(loop, ct, prm, times, L_P, L_D, cls, n_class, k, detail, log,
-                                 t_start, t_first, tbt_slo)
+                                 t_start, t_first, tbt_slo, tbt_from)
     else:
         node = np.zeros(n, dtype=np.int64) if k == 1 else route(planner, n, k, rng)
         states = []
@@ -52,7 +53,7 @@ def _route_and_run(loop, ct, prm, times, L_P, L_D, cls, t_start, t_first, k, pla
             states.append(engine.new_state(
                 times[ids], L_P[ids], L_D[ids], cls[ids], n_class, detail, log,
                 t_start=None if t_start is None else t_start[ids],
-                t_first=None if t_first is None else t_first[ids], tbt_slo=tbt_slo))
+                t_first=None if t_first is None else t_first[ids], tbt_slo=tbt_slo, tbt_from=tbt_from))
         for st in states:
             engine.run_loop(loop, st, ct, prm, math.inf)
     return node, states, [np.flatnonzero(node == g) for g in range(k)]
@@ -73,9 +74,10 @@ def _in_global_order(run: GpuRun, gids: np.ndarray) -> GpuRun:
 def run_disaggregated(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls,
                       n_class: int, r: int, planner: str, rng: np.random.Generator,
                       detail: bool = False, log: bool = False,
-                      tbt_slo=None) -> tuple[np.ndarray, list[GpuRun]]:
+                      tbt_slo=None, tbt_from: float = 0.0) -> tuple[np.ndarray, list[GpuRun]]:
     """Simulate ``params.prefill_nodes`` prefill nodes and ``r`` minus that many decode nodes
-    (``tbt_slo``: each class's TBT SLO, counted on the decode nodes, which record the gaps).
+    (``tbt_slo``: each class's TBT SLO, counted on the decode nodes, which record the gaps, in the
+    histograms for the tokens emitted at or after ``tbt_from``).
 
     Returns (decode node of each request, runs of the prefill nodes then the decode nodes).
     """
@@ -106,7 +108,7 @@ def run_disaggregated(cm: CostModel, scheduler: ModuleType, params, arrival, L_P
     order = np.argsort(handoff, kind="stable")
     dec_node, dec_states, dec_ids = _route_and_run(
         scheduler.decode_loop, ct, prm, handoff[order], L_P[order], L_D[order], cls[order],
-        t_start[order], t_first[order], r - r_p, planner, rng, n_class, detail, log, tbt_slo)
+        t_start[order], t_first[order], r - r_p, planner, rng, n_class, detail, log, tbt_slo, tbt_from)
     node = np.empty(n, dtype=np.int64)
     node[order] = r_p + dec_node
     for st, ids in zip(dec_states, dec_ids, strict=True):

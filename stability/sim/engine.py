@@ -16,8 +16,9 @@ Cost grows with events, not tokens:
   at or after that arrival, found by binary search over the run's cumulative time.
 
 In *detail* mode the same runs are expanded batch by batch to record every TBT gap (in per-class
-log histograms) and, optionally, a batch log with every batch's contents; decisions and finish
-times are the same as in fast mode.
+log histograms of the tokens emitted at or after a time ``tbt_from``, 0 by default: every token;
+a later one leaves a warm-up out) and, optionally, a batch log with every batch's contents;
+decisions and finish times are the same as in fast mode.
 
 A scheduler is a compiled loop over the primitives below, written to read like its algorithm (see
 :mod:`stability.schedulers`). Loops are resumable at decision points: they stop when the clock
@@ -54,9 +55,9 @@ COUNTERS = ("n_batch", "n_event", "n_tokens", "n_dec_tok", "n_pre_tok", "n_not_o
 
 
 @njit(cache=True)
-def _new_state(arr, lp, ld, cls, t_start, t_first, n_loaded, tbt_slo, detail, log_on, rows):
+def _new_state(arr, lp, ld, cls, t_start, t_first, n_loaded, tbt_slo, detail, tbt_from, log_on, rows):
     st = structref.new(STATE)
-    init_state(st, arr, lp, ld, cls, t_start, t_first, n_loaded, tbt_slo, detail, log_on, rows,
+    init_state(st, arr, lp, ld, cls, t_start, t_first, n_loaded, tbt_slo, detail, tbt_from, log_on, rows,
                4 * rows, TBT_BINS)
     return st
 
@@ -70,12 +71,14 @@ def grow_log(st):
 
 def new_state(arrival, L_P, L_D, cls=None, n_class: int = 1, detail: bool = False,
               log: bool = False, log_rows: int = 1024, capacity: int | None = None,
-              t_start=None, t_first=None, tbt_slo=None) -> State:
+              t_start=None, t_first=None, tbt_slo=None, tbt_from: float = 0.0) -> State:
     """A fresh state for requests arriving at ``arrival`` (sorted) with lengths ``L_P, L_D``.
 
     ``cls`` gives each request's class (0 .. n_class - 1); ``tbt_slo`` (optional, one value per
     class, seconds) is each class's TBT SLO: every gap above it is counted for its request
-    (:func:`export_violations`). Without it no gap counts as a violation.
+    (:func:`export_violations`). Without it no gap counts as a violation. The per-class TBT record
+    (:func:`export_tbt`) counts only the tokens emitted at or after ``tbt_from`` (seconds; default
+    0: every token), so a warm-up can be left out of it; the per-request records keep every gap.
 
     With ``capacity`` > len(arrival), room is left for requests routed to the GPU later with
     :func:`append_request` (join-shortest-queue routing). ``t_start`` and ``t_first`` (optional)
@@ -97,7 +100,7 @@ def new_state(arrival, L_P, L_D, cls=None, n_class: int = 1, detail: bool = Fals
         raise FieldError("tbt_slo", slo.tolist(), f"one TBT SLO per class ({n_class} classes)")
     return _new_state(padded(arrival, np.float64), padded(L_P, np.int64), padded(L_D, np.int64),
                       padded(cls, np.int64), padded(t_start, np.float64, np.nan),
-                      padded(t_first, np.float64, np.nan), m, slo.copy(), int(detail),
+                      padded(t_first, np.float64, np.nan), m, slo.copy(), int(detail), float(tbt_from),
                       int(log and detail), int(log_rows if log and detail else 0))
 
 
@@ -294,8 +297,9 @@ def move_decode(st, dst, src):
 
 @njit(cache=True)
 def record_gap(st, j, t_emit):
-    """A token of request j at t_emit: add the gap since its previous token to the TBT record
-    (and count it against the class's TBT SLO when it exceeds it)."""
+    """A token of request j at t_emit: the gap since its previous token updates the request's
+    longest gap (and its count of gaps above its class's TBT SLO) and, when t_emit >= tbt_from,
+    the class's TBT record (histogram; count, sum, max)."""
     gap = t_emit - st.last_emit[j]
     st.last_emit[j] = t_emit
     if gap > st.tbt_max[j]:
@@ -303,6 +307,8 @@ def record_gap(st, j, t_emit):
     k = st.cls[j]
     if gap > st.tbt_slo[k]:
         st.n_viol[j] += 1
+    if t_emit < st.tbt_from:  # a warm-up token: the per-request record only
+        return
     if gap <= 0.0:
         b = 0
     else:

@@ -64,6 +64,7 @@ from stability.sim.simulate import (
     class_mix,
     cost_model_of,
     make_params,
+    tbt_start,
     validate_scenario,
     workload_of,
 )
@@ -126,7 +127,7 @@ def _check(members: Sequence[Member], router: str) -> None:
 
 def run_fleet(members: Sequence[Member], arrival, L_P, L_D, cls=None, n_class: int = 1,
               router: str = "jsq", rng: np.random.Generator | None = None, detail: bool = False,
-              log: bool = False, tbt_slo=None) -> FleetRun:
+              log: bool = False, tbt_slo=None, tbt_from: float = 0.0) -> FleetRun:
     """Route requests arriving at sorted ``arrival`` to the members' nodes and simulate them.
 
     Parameters
@@ -144,6 +145,8 @@ def run_fleet(members: Sequence[Member], arrival, L_P, L_D, cls=None, n_class: i
         Record TBT gaps; keep the batch log.
     tbt_slo : array, optional
         Each class's TBT SLO, to count the gaps above it.
+    tbt_from : float
+        The TBT histograms count the tokens emitted at or after this time (default 0: all).
     """
     _check(members, router)
     arrival = np.asarray(arrival, dtype=np.float64)
@@ -159,12 +162,12 @@ def run_fleet(members: Sequence[Member], arrival, L_P, L_D, cls=None, n_class: i
         node = rng.choice(kind.size, size=arrival.size, p=weights / weights.sum())
         runs = [run_gpu(members[kind[g]].cm, members[kind[g]].scheduler, members[kind[g]].params,
                         arrival[node == g], L_P[node == g], L_D[node == g], cls[node == g], n_class,
-                        detail, log, tbt_slo=tbt_slo) for g in range(kind.size)]
+                        detail, log, tbt_slo=tbt_slo, tbt_from=tbt_from) for g in range(kind.size)]
         return FleetRun(node, kind, runs)
     per_member = [(m.scheduler.loop, tables_for(m.cm, L_P, L_D, getattr(m.params, "chunk", None)),
                    m.params.record()) for m in members]
     node, states = jsq_route_nodes([per_member[i] for i in kind], arrival, L_P, L_D, cls, n_class,
-                                   detail, log, tbt_slo=tbt_slo,
+                                   detail, log, tbt_slo=tbt_slo, tbt_from=tbt_from,
                                    weights=list(weights) if router == "sed" else None)
     runs = []
     for g, st in enumerate(states):
@@ -174,14 +177,14 @@ def run_fleet(members: Sequence[Member], arrival, L_P, L_D, cls=None, n_class: i
 
 
 SHARED = ("workload", "pad", "rate", "load", "n_requests", "seed", "detail", "log", "trace", "classes",
-          "total_cap", "planner")
+          "total_cap", "planner", "warmup")
 
 
 def simulate_fleet(members: Sequence[Scenario], router: str = "jsq",
                    weights: Sequence[float] | None = None) -> list[SimResult]:
     """Simulate a fleet given as scenarios (:class:`stability.sim.simulate.Scenario`), one per
     member: its GPU, model, mode, scheduler and options, and ``r`` nodes. The arrivals (Poisson at
-    ``rate`` req/s into the whole fleet, ``n_requests``, ``seed``), workload, classes and detail
+    ``rate`` req/s into the whole fleet, ``n_requests``, ``seed``), workload, classes, detail and warm-up
     are the members' and must agree (the first member's random streams, as
     :func:`stability.sim.simulate.simulate` draws them). ``weights`` are the members' per-node
     capacities (req/s) for ``"sed"`` and ``"random"``.
@@ -221,8 +224,9 @@ def simulate_fleet(members: Sequence[Scenario], router: str = "jsq",
     slo = np.array([c.tbt_slo for c in classes])
     fleet = [Member(cm, s, p, int(sc.r), float(wt))
              for cm, s, p, sc, wt in zip(cms, scheds, params, members, weights, strict=True)]
+    tbt_from = tbt_start(arrival, first.warmup)
     out = run_fleet(fleet, arrival, L_P, L_D, cls, len(classes), router, np.random.default_rng(ss_route),
-                    first.detail, first.log, slo)
+                    first.detail, first.log, slo, tbt_from)
     results = []
     offset = 0
     for i, (sc, cm, p) in enumerate(zip(members, cms, params, strict=True)):
@@ -237,7 +241,7 @@ def simulate_fleet(members: Sequence[Scenario], router: str = "jsq",
             rq[key] = values
         lam = first.rate * mine.sum() / n
         results.append(SimResult(replace(sc, rate=float(lam)), cm, w, float(lam), sc.r / T_bar_R(cm, w),
-                                 p, local, runs, rq, classes))
+                                 p, local, runs, rq, classes, tbt_from))
         offset += sc.r
     return results
 

@@ -60,10 +60,11 @@ def tables_for(cm: CostModel, L_P, L_D, chunk: int | None = None) -> Costs:
 def run_gpu(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls=None,
             n_class: int = 1, detail: bool = False, log: bool = False,
             tables: Costs | None = None, progress: Callable[[int], None] | None = None,
-            tbt_slo=None) -> GpuRun:
+            tbt_slo=None, tbt_from: float = 0.0) -> GpuRun:
     """Simulate ``scheduler`` with ``params`` on one GPU for requests arriving at ``arrival``.
 
-    ``tbt_slo`` (optional): each class's TBT SLO in seconds, to count the gaps above it.
+    ``tbt_slo`` (optional): each class's TBT SLO in seconds, to count the gaps above it;
+    ``tbt_from``: the TBT histograms count the tokens emitted at or after it (default 0: all).
 
     ``progress(k)`` is called with the number of requests completed since its previous call; the
     loop then runs in slices of simulated time (it is resumable), which costs nothing measurable.
@@ -72,7 +73,7 @@ def run_gpu(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls
     if arrival.size and np.any(np.diff(arrival) < 0):
         raise ValueError("arrival times must be sorted")
     ct = tables if tables is not None else tables_for(cm, L_P, L_D, getattr(params, "chunk", None))
-    st = engine.new_state(arrival, L_P, L_D, cls, n_class, detail, log, tbt_slo=tbt_slo)
+    st = engine.new_state(arrival, L_P, L_D, cls, n_class, detail, log, tbt_slo=tbt_slo, tbt_from=tbt_from)
     prm = params.record()
     if progress is None or arrival.size == 0:
         engine.run_loop(scheduler.loop, st, ct, prm, math.inf)

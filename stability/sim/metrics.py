@@ -5,7 +5,9 @@
   so quantiles are exact up to one bin (a relative error below 2.3%) whatever the run length.
 * The number in system Q(t) and the work in system U(t) are step functions rebuilt from arrival
   and finish times: U(t) sums the optimal work T*_R(j) (Eq. 12) of the requests present at t.
-* The stability verdict tests the drift of U(t) over the arrival window. After a warm-up, the window
+* The stability verdict tests the drift of U(t) over the arrival window. After a warm-up (the first
+  ``WARMUP`` fraction of the window, :func:`warmup_end`; the planner leaves the same warm-up out of
+  its latency metrics), the window
   is split into K batches and U is averaged over each on a fine grid (batch means). Two estimates
   of the drift, each divided by the offered work rate (lambda E[T*_R]) to give g, the fraction of
   arriving work that accumulates:
@@ -73,6 +75,16 @@ def in_system(arrival, finish, times, weights=None) -> np.ndarray:
             - f_cum[np.searchsorted(finish[f_order], times, side="right")])
 
 
+WARMUP = 0.1  # fraction of the arrival window the stability verdict leaves out at its start
+
+
+def warmup_end(arrival, warmup: float = WARMUP) -> float:
+    """The end of the warm-up: ``min + warmup (max - min)`` of the arrival times, where the window
+    the stability verdict tests begins."""
+    arrival = np.asarray(arrival, dtype=float)
+    return float(arrival.min() + warmup * (arrival.max() - arrival.min()))
+
+
 def histogram_quantile(hist: np.ndarray, q: float) -> float:
     """The q-quantile of values recorded in the engine's log-spaced TBT histogram (bin midpoint
     on the log scale; nan for an empty histogram)."""
@@ -109,7 +121,7 @@ class Verdict:
 
 
 def stability_verdict(arrival, finish, work, confidence: float = 0.99, batches: int = 20,
-                      samples: int = 50, warmup: float = 0.1, g_tol: float = 0.01,
+                      samples: int = 50, warmup: float = WARMUP, g_tol: float = 0.01,
                       g_min: float = 0.002) -> Verdict:
     """Drift test on the work in system U(t) (see the module docstring).
 
@@ -129,7 +141,7 @@ def stability_verdict(arrival, finish, work, confidence: float = 0.99, batches: 
     """
     arrival = np.asarray(arrival, dtype=float)
     work = np.asarray(work, dtype=float)
-    t0 = arrival.min() + warmup * (arrival.max() - arrival.min())
+    t0 = warmup_end(arrival, warmup)
     t1 = arrival.max()
     if not t1 > t0 or arrival.size < 10 * batches:
         nan = float("nan")
@@ -173,5 +185,5 @@ def summarize_tbt(hist: np.ndarray, stat: np.ndarray) -> dict:
             "p99": histogram_quantile(hist, 0.99), "max": float(largest) if count else float("nan")}
 
 
-__all__ = ["TBT_BINS", "Verdict", "histogram_quantile", "in_system", "optimal_work",
-           "stability_verdict", "summarize_latency", "summarize_tbt"]
+__all__ = ["TBT_BINS", "WARMUP", "Verdict", "histogram_quantile", "in_system", "optimal_work",
+           "stability_verdict", "summarize_latency", "summarize_tbt", "warmup_end"]

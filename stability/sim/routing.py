@@ -46,28 +46,30 @@ def route(planner: str, n: int, r: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def jsq_route(loop, ct, prm, times, L_P, L_D, cls, n_class: int, r: int, detail: bool, log: bool,
-              t_start=None, t_first=None, tbt_slo=None) -> tuple[np.ndarray, list]:
+              t_start=None, t_first=None, tbt_slo=None, tbt_from: float = 0.0) -> tuple[np.ndarray, list]:
     """Join-shortest-queue over ``r`` identical nodes (one ``loop``, cost tables ``ct`` and
     parameter record ``prm``): :func:`jsq_route_nodes` with fewest pending requests."""
     return jsq_route_nodes([(loop, ct, prm)] * r, times, L_P, L_D, cls, n_class, detail, log,
-                           t_start, t_first, tbt_slo)
+                           t_start, t_first, tbt_slo, tbt_from=tbt_from)
 
 
 def jsq_route_nodes(nodes, times, L_P, L_D, cls, n_class: int, detail: bool, log: bool,
-                    t_start=None, t_first=None, tbt_slo=None, weights=None) -> tuple[np.ndarray, list]:
+                    t_start=None, t_first=None, tbt_slo=None, weights=None,
+                    tbt_from: float = 0.0) -> tuple[np.ndarray, list]:
     """Join-shortest-queue over ``nodes``, ``[(loop, ct, prm), ...]`` (each node's compiled loop,
     cost tables and parameter record): advance every node to each arrival and give it to the node
     with the fewest pending requests, or with ``weights`` the least ``(pending + 1) / weight``
     (lowest index on ties, module docstring); then run every node to the end.
 
     ``t_start``/``t_first`` preset those times for requests that arrive already prefilled (decode
-    nodes of a disaggregated cluster); ``tbt_slo`` gives each class's TBT SLO. Returns the node of
-    each request and the node states.
+    nodes of a disaggregated cluster); ``tbt_slo`` gives each class's TBT SLO; the TBT histograms
+    count the tokens emitted at or after ``tbt_from``. Returns the node of each request and the
+    node states.
     """
     n = len(times)
     empty = np.zeros(0)
     states = [engine.new_state(empty, empty, empty, None, n_class, detail, log, capacity=n,
-                               tbt_slo=tbt_slo) for _ in nodes]
+                               tbt_slo=tbt_slo, tbt_from=tbt_from) for _ in nodes]
     node = np.zeros(n, dtype=np.int64)
     for k in range(n):
         t = float(times[k])

@@ -66,6 +66,7 @@ class Scenario:
     trace: str | None = None  # CSV with arrival_time (and lengths) instead of Poisson arrivals
     classes: tuple = ()  # request classes ((name, probability, TBT SLO), ...); () is one class
     total_cap: int | None = None  # condition the lengths on L^P + L^D <= total_cap
+    warmup: float = 0.0  # fraction of the arrival window whose tokens the TBT histograms leave out
 
     @property
     def cost_spec(self) -> CostSpec:
@@ -125,6 +126,8 @@ def validate_scenario(sc: Scenario) -> None:
             require_positive("load", sc.load)
     if sc.log and not sc.detail:
         raise FieldError("log", True, "detail=True as well (the batch log is a detail-mode record)")
+    if isinstance(sc.warmup, bool) or not isinstance(sc.warmup, (int, float)) or not 0 <= sc.warmup < 1:
+        raise FieldError("warmup", sc.warmup, "a fraction of the arrival window in [0, 1)")
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,6 +144,7 @@ class SimResult:
     runs: list[GpuRun]
     requests: dict = field(repr=False)
     classes: tuple[RequestClass, ...] = (RequestClass("all", 1.0, float("inf")),)
+    tbt_from: float = 0.0  # the TBT histograms count the tokens emitted at or after this time
 
     @cached_property
     def work(self) -> np.ndarray:
@@ -317,13 +321,21 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
         L_P, L_D = w.sample(n, np.random.default_rng(ss_lengths))
     cls = draw_classes(classes, n, np.random.default_rng(ss_class))
     slo = np.array([c.tbt_slo for c in classes])
+    tbt_from = tbt_start(arrival, sc.warmup)
     node, runs = run_cluster(cm, scheduler, params, arrival, L_P, L_D, cls, len(classes), sc.r,
                              sc.planner, np.random.default_rng(ss_route), sc.detail, sc.log, workers,
-                             progress, tbt_slo=slo)
+                             progress, tbt_slo=slo, tbt_from=tbt_from)
     requests = {"arrival": arrival, "L_P": L_P, "L_D": L_D, "cls": cls, "node": node}
     for key in ("t_start", "t_first", "t_finish", "tbt_max", "tbt_viol", "reject", "preemptions"):
         values = np.full(n, np.nan)
         for g, run in enumerate(runs):
             values[node == g] = getattr(run, key)
         requests[key] = values
-    return SimResult(sc, cm, w, float(lam), float(lam_star), params, node, runs, requests, classes)
+    return SimResult(sc, cm, w, float(lam), float(lam_star), params, node, runs, requests, classes,
+                     tbt_from)
+
+
+def tbt_start(arrival, warmup: float) -> float:
+    """The time from which the TBT histograms count tokens: the end of a ``warmup`` fraction of the
+    arrival window (:func:`stability.sim.metrics.warmup_end`), or 0 (every token) without one."""
+    return metrics.warmup_end(arrival, warmup) if warmup > 0 else 0.0

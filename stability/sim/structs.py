@@ -130,12 +130,13 @@ STATE_BLOCKS: dict[str, list] = {
         ("n_dec_tok", I64, "0"), ("n_pre_tok", I64, "0"), ("n_not_opt", I64, "0"),
         ("last_done", I64, "0"),  # completions at the end of the latest event (join-shortest-queue)
     ],
-    # --- engine core: TBT record per class (histogram; count, sum, max), per-class TBT SLO and, per
-    # request, the gaps above its class's SLO; recorded in detail mode only -----------------------
+    # --- engine core: TBT record per class (histogram; count, sum, max) of the tokens emitted at or
+    # after tbt_from, per-class TBT SLO and, per request, the gaps above its class's SLO; recorded
+    # in detail mode only ---------------------------------------------------------------------------
     "tbt": [
         ("tbt_hist", FA2, "np.zeros((tbt_slo.size, bins))"), ("tbt_stat", FA2, "np.zeros((tbt_slo.size, 3))"),
         ("tbt_slo", FA, "tbt_slo"), ("n_viol", IA, Zeros("m")),
-        ("detail", I64, "detail"),
+        ("detail", I64, "detail"), ("tbt_from", F64, "tbt_from"),
     ],
     # --- engine core: batch log, one row per batch, one item per iteration -----------------------
     "log": [
@@ -187,7 +188,7 @@ STATE_BLOCKS: dict[str, list] = {
 STATE = StateType([(name, typ) for block in STATE_BLOCKS.values() for name, typ, _ in block])
 
 INIT_ARGS = ("st", "arr", "lp", "ld", "cls", "t_start", "t_first", "n_loaded", "tbt_slo", "detail",
-             "log_on", "rows", "items", "bins")
+             "tbt_from", "log_on", "rows", "items", "bins")
 
 
 def _generate(name: str, args, body: list[str], doc: str):
