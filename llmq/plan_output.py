@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from stability.plan import CONFIDENCE, Evaluated, PlanResult, Verified
+from stability.plan import CONFIDENCE, LONGER, Evaluated, PlanResult, Verified
 from stability.plan_mixed import MixResult
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
 from theory.plan import scheduler_caps
@@ -29,13 +29,19 @@ COLUMNS = {
                         "certified bound's KV part alone accounts for it)",
     "utilisation": "target rate / certified bound (a lower bound on the load of any deployment)",
     "headroom": "1 - utilisation",
-    "feasible": "simulation met every SLO (mean over seeds), no seed unstable, no rejection; decided by the "
-                "95% intervals (every one within its limit, or one wholly above it) unless undecided",
-    "undecided": "the 95% intervals did not decide feasible at the most seeds (--max-seeds): some SLO's "
-                 "interval straddles its limit and none lies wholly above it, no seed unstable, no "
-                 "rejection; feasible is then the means' verdict (use --verify or more --requests)",
+    "feasible": "simulation met every SLO (mean over seeds), fewer than half the seeds unstable, no "
+                "rejection; decided by the 95% intervals (every one within its limit, or one wholly above "
+                "it) and the seeds' stability verdicts (none unstable, or all of at least two) unless "
+                "undecided",
+    "undecided": "the evidence did not decide feasible at the most seeds (--max-seeds): some SLO's "
+                 "interval straddles its limit, or some but not all seeds are unstable, and nothing is "
+                 "certain (no interval wholly above its limit, no rejection); feasible is then the means' "
+                 "and the seeds' majority's verdict (use --verify or more --requests)",
     "seeds": "replicates simulated: --seeds, doubled while undecided up to --max-seeds",
-    "missed": "SLOs missed (;-separated), 'stable' for an unstable seed, 'rejections' for refused requests",
+    "requests_per_run": f"requests each seed simulated: --requests, or {LONGER} times as many once a "
+                        "seed's run said unstable (the shorter runs are set aside; a trace: its rows)",
+    "missed": "SLOs missed (;-separated), 'stable' when at least half the seeds are unstable, 'rejections' "
+              "for refused requests",
     "metric": "SLO metric key, e.g. ttft_p50, tbt_p99 or tbt_p99@class (columns <metric>, <metric>_lo, "
               "<metric>_hi: mean over seeds and its 95% Student-t interval as [max(low, 0), high], "
               "seconds (latencies are non-negative: the intersection keeps the coverage); empty if "
@@ -49,7 +55,9 @@ FIELDS = {
     "spec": "the question: target rate (req/s; a trace's mean rate), trace, request classes (name, "
             "probability, TBT SLO s), workload, SLOs, candidates, fleet limits in GPUs, TP degrees",
     "counts": "configurations considered, pruned by the certified bound, simulated, saved; families; "
-              "runs (replicate simulations), undecided (candidates not decided at --max-seeds)",
+              "runs (replicate simulations, shorter runs set aside included), lengthened (candidates "
+              f"rerun {LONGER} times longer after an unstable seed), undecided (candidates not decided at "
+              "--max-seeds)",
     "prices": "price per GPU-hour of each GPU and its source; checked_against_source false: transcribed, "
               "not re-read from the page",
     "one_gpu_certified": "per family (label <gpu[-tpK]>/<model>/<mode>/<scheduler>): one replica's certified "
@@ -58,9 +66,10 @@ FIELDS = {
     "front": "the Pareto front of price vs the tail SLO metric (rows)",
     "evaluated": "every simulated candidate (rows)",
     "verification": "--verify: the best plan and the front re-simulated with new seeds and longer runs, "
-                    "judged as the search judges (holds: every SLO's mean within its limit, no seed "
-                    "unstable, no rejection; missed names what failed; undecided: the 95% intervals did "
-                    "not decide it at the most replicates); metrics as [mean, max(low, 0), high] seconds",
+                    "judged as the search judges (holds: every SLO's mean within its limit, fewer than "
+                    "half the seeds unstable, no rejection; missed names what failed; undecided: the "
+                    "evidence did not decide it at the most replicates); metrics as [mean, max(low, 0), "
+                    "high] seconds",
     "mixed": "--mixed: two-GPU-kind fleets cheaper than the best pure plan behind the --router (router, "
              "router_rule; pure fleets behind random routing): counts, the price to beat, whether a mix "
              "beats every pure fleet, each simulated mix with its members, price, certified bound (sum of "
@@ -100,7 +109,8 @@ def plan_row(e: Evaluated, keys: list[str], front: set, best: Evaluated | None) 
            "certified_rps": c.certified, "binds": c.binds,
            "memory_simulated": scheduler_caps(c.family.scheduler, dict(c.family.options)).memory_modelled,
            "utilisation": c.utilisation, "headroom": c.headroom, "feasible": e.feasible,
-           "undecided": not e.decided, "seeds": len(e.result["replicates"]), "missed": ";".join(e.missed)}
+           "undecided": not e.decided, "seeds": len(e.result["replicates"]),
+           "requests_per_run": e.result["replicates"][0]["requests"], "missed": ";".join(e.missed)}
     for k in keys:
         mean, lo, hi = e.result["metrics"].get(k, [None, None, None])
         row[k], row[f"{k}_lo"], row[f"{k}_hi"] = mean, lo, hi

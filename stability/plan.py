@@ -2,9 +2,12 @@
 
 Every simulation is a ``"plan"`` task of the one runner (:mod:`stability.runner`): a scenario at
 the target rate on r GPUs behind the uniformly random planner, replicated over a few seeds, whose
-result is the SLO metrics with Student-t intervals. Tasks are cached by content and seeded from
-their content (:func:`stability.runner.with_seed`), so a search resumes where it stopped and its
-result does not depend on the number of workers.
+result is the SLO metrics with Student-t intervals. A run starts from an empty system, so its
+first requests see short queues; the SLO metrics leave out the warm-up the stability verdict
+leaves out (the first 10 % of the arrival window, :data:`stability.sim.metrics.WARMUP`): TTFT
+over the requests arriving after it, TBT over the tokens emitted after it (:func:`measure`).
+Tasks are cached by content and seeded from their content (:func:`stability.runner.with_seed`),
+so a search resumes where it stopped and its result does not depend on the number of workers.
 
 The search (:func:`search`):
 
@@ -25,15 +28,24 @@ The search (:func:`search`):
 :func:`verify` re-simulates the returned plans with new seeds and longer runs.
 
 Feasibility is decided with its uncertainty (:func:`judge`, :func:`replicate`). Each SLO metric is
-estimated by the mean over independent replicates with its 95 % Student-t interval. A candidate is
+estimated by the mean over independent replicates with its 95 % Student-t interval; each replicate's
+stability verdict (:func:`stability.sim.metrics.stability_verdict`) is one vote. A short run near
+capacity is still in its transient when it ends, and its verdict says ``unstable`` where a longer
+run's does not (measured on the defaults of ``llmq plan``, 7 H100s running RAD: 6 of 8 replicates
+of 2,000 requests unstable, 0 of 8 of 6,000 requests). So a candidate with an ``unstable``
+replicate that nothing else rules out is simulated again, once, with runs :data:`LONGER` (3) times
+as long, from its first replicates, and judged on those alone (:func:`lengthened`; a trace is
+replayed whole and is not lengthened). A candidate is
 
-* *decided infeasible* when a replicate is ``unstable``, a request was rejected, a metric is
-  undefined, or some metric's interval lies wholly above its limit (low end > limit);
-* *decided feasible* when, with none of these, every metric's interval lies within its limit
-  (high end <= limit);
+* *decided infeasible* when every replicate (at least two) is ``unstable``, a request was
+  rejected, a metric is undefined, or some metric's interval lies wholly above its limit (low end
+  > limit);
+* *decided feasible* when, with none of these, no replicate is ``unstable`` and every metric's
+  interval lies within its limit (high end <= limit);
 * otherwise undecided: the replicates are doubled (2 -> 4 -> 8) up to ``max_seeds`` and the
-  candidate judged again on all of them. At the cap it is judged by the means (every mean within
-  its limit: feasible) and marked undecided.
+  candidate judged again on all of them. At the cap it is judged by the means and the majority
+  (every mean within its limit and fewer than half the replicates ``unstable``: feasible) and
+  marked undecided.
 
 Replicate k of a candidate has the seed :func:`replicate_seed` ``(s, k)``, s the seed of its first
 task, whichever task ran it (a ``plan`` task runs replicates ``first .. first + seeds - 1``), so a
@@ -41,7 +53,8 @@ candidate's replicates, its verdict and the plan depend neither on the number of
 the order of the runs or an interruption. Each look decides a wrong "feasible" for a metric whose
 expected value exceeds its limit with probability at most 2.5 % (the upper end of a two-sided 95 %
 interval, under the t model), so over the at most ``1 + log2(max_seeds / seeds)`` looks at most
-7.5 % at the defaults (a union bound); likewise for a wrong "infeasible". The metrics are
+7.5 % at the defaults (a union bound; twice as many looks, 15 %, for a lengthened candidate);
+likewise for a wrong "infeasible" by a metric. The metrics are
 non-negative latencies, so an interval is reported as ``[max(low, 0), high]``: the intersection
 with the parameter space has the same coverage.
 
@@ -59,6 +72,7 @@ from typing import NamedTuple
 import numpy as np
 
 from stability.runner import Cache, Runner, task_key, with_seed
+from stability.sim.metrics import WARMUP
 from stability.sim.simulate import Scenario
 from theory.errors import FieldError
 from theory.plan import Candidate, Family, Grid, OneGpu, PlanSpec, SloSpec, build_grid, one_gpu_capacity
@@ -81,9 +95,11 @@ VERDICT_ORDER = ("stable", "inconclusive", "unstable")  # the worst member decid
 
 def measure(*results) -> dict:
     """SLO metrics of one run, or of the independent runs of a mixed fleet's members taken as one
-    system (detail mode): TTFT P50/P99 and TBT P99 (from the TBT histograms) over every request,
-    keyed ``ttft_p50`` etc., and per request class, keyed ``ttft_p50@<class>``, when the scenario
-    has classes; the stability verdict (the worst member's), requests, completions and rejections."""
+    system (detail mode), after the run's warm-up (the scenario's ``warmup``, ending at
+    ``SimResult.tbt_from``): TTFT P50/P99 over the requests arriving at or after its end, TBT P99
+    (from the TBT histograms) over the tokens emitted at or after it, keyed ``ttft_p50`` etc., and
+    per request class, keyed ``ttft_p50@<class>``, when the scenario has classes; the stability
+    verdict (the worst member's), requests, completions and rejections over the whole run."""
     from stability.sim.metrics import histogram_quantile, summarize_latency
 
     rqs = [res.requests for res in results]
@@ -92,8 +108,9 @@ def measure(*results) -> dict:
            "rejected": int(sum(np.sum(rq["reject"] > 0) for rq in rqs)),
            "requests": int(sum(rq["arrival"].size for rq in rqs))}
     hist = sum(run.tbt_hist for res in results for run in res.runs)  # (class, bin) counts of TBT gaps
-    ttft = np.concatenate([rq["t_first"] - rq["arrival"] for rq in rqs])
-    cls = np.concatenate([rq["cls"] for rq in rqs])
+    after = [res.requests["arrival"] >= res.tbt_from for res in results]  # arrived after the warm-up
+    ttft = np.concatenate([(rq["t_first"] - rq["arrival"])[a] for rq, a in zip(rqs, after, strict=True)])
+    cls = np.concatenate([rq["cls"][a] for rq, a in zip(rqs, after, strict=True)])
     groups = [("", np.ones(ttft.size, dtype=bool), hist.sum(axis=0))]
     if results[0].scenario.classes:
         groups += [(f"@{c.name}", cls == k, hist[k]) for k, c in enumerate(results[0].classes)]
@@ -195,13 +212,14 @@ class Judgement(NamedTuple):
     Attributes
     ----------
     feasible : bool
-        No seed unstable, no rejection, every SLO's mean within its limit.
+        Unstable seeds a minority, no rejection, every SLO's mean within its limit.
     missed : tuple of str
-        The SLO keys whose mean is above the limit or undefined, ``"stable"``, ``"rejections"``.
+        The SLO keys whose mean is above the limit or undefined, ``"stable"`` (at least half the
+        seeds unstable), ``"rejections"``.
     decided : bool
-        Whether the intervals decide ``feasible``: some miss is certain (an unstable seed, a
-        rejection, an undefined metric, an interval wholly above its limit), or every interval lies
-        within its limit.
+        Whether the evidence decides ``feasible``: some miss is certain (every seed of at least
+        two unstable, a rejection, an undefined metric, an interval wholly above its limit), or
+        no seed is unstable and every interval lies within its limit.
     """
 
     feasible: bool
@@ -211,9 +229,12 @@ class Judgement(NamedTuple):
 
 def judge(result: dict, slo: SloSpec) -> Judgement:
     """Judge a ``plan`` or ``plan_mixed`` result against ``slo`` by the sequential rule of the
-    module docstring: the verdict by the means, and whether the 95 % intervals decide it."""
-    missed = ["stable"] * bool(result["unstable"]) + ["rejections"] * bool(result["rejected"])
-    certain_miss, open_ = bool(missed), False
+    module docstring: the verdict by the means (for stability, by the majority of the seeds), and
+    whether the 95 % intervals (the seeds' unanimity) decide it."""
+    seeds, unstable = len(result["replicates"]), int(result["unstable"])
+    missed = ["stable"] * (unstable > 0 and 2 * unstable >= seeds) + ["rejections"] * bool(result["rejected"])
+    certain_miss = bool(result["rejected"]) or unstable == seeds >= 2
+    open_ = 0 < unstable and not certain_miss
     for s in slo.limits:
         mean, lo, hi = result["metrics"].get(s.key, [None, None, None])
         if mean is None or mean > s.limit:
@@ -225,6 +246,27 @@ def judge(result: dict, slo: SloSpec) -> Judgement:
     return Judgement(not missed, tuple(missed), certain_miss or not open_)
 
 
+LONGER = 3  # runs are made this many times longer before a seed's "unstable" counts (module docstring)
+
+
+def lengthened(task: dict, factor: int = LONGER) -> dict | None:
+    """``task`` (``plan`` or ``plan_mixed``) with runs ``factor`` times longer (its scenario's, or
+    each member's, ``n_requests``) from its first replicates, under the same seed; None for a
+    trace, whose replay is the whole trace already."""
+    scenarios = [task["scenario"]] if "scenario" in task else task["members"]
+    if any(sc.get("trace") for sc in scenarios):
+        return None
+    longer = [{**sc, "n_requests": factor * int(sc["n_requests"])} for sc in scenarios]
+    body = {k: v for k, v in task.items() if k != "first"}
+    return {**body, **({"scenario": longer[0]} if "scenario" in task else {"members": longer})}
+
+
+def _out_without_stability(result: dict, slo: SloSpec) -> bool:
+    """Whether a rejection or an SLO rules ``result`` out for certain, whatever its seeds' verdicts."""
+    j = judge({**result, "unstable": 0}, slo)
+    return j.decided and not j.feasible
+
+
 def replicate(runner: Runner, tasks: list[dict], slo: SloSpec, max_seeds: int = MAX_SEEDS
               ) -> list[tuple[dict, Judgement]]:
     """Run ``tasks`` (``plan`` or ``plan_mixed``, each its first replicates) as one batch and add
@@ -232,22 +274,32 @@ def replicate(runner: Runner, tasks: list[dict], slo: SloSpec, max_seeds: int = 
 
     Each round doubles an undecided task's replicates (capped at ``max_seeds``) with a new task
     ``{**task, "first": n, "seeds": m}`` under the first task's seed, so replicate k has the same
-    seed whichever round ran it. Returns each task's pooled result (``replicates``, ``metrics``,
-    ``unstable``, ``rejected`` over every replicate; ``r``, ``rate``; ``elapsed_s`` summed) and
-    its :class:`Judgement`."""
-    pooled: list[dict] = [{} for _ in tasks]
+    seed whichever round ran it. A task with a seed ``unstable`` that nothing else rules out is,
+    once, started again from its first replicates with runs :data:`LONGER` times longer
+    (:func:`lengthened`; not a trace), and judged on those alone. Returns each task's pooled
+    result (``replicates``, ``metrics``, ``unstable``, ``rejected`` over every replicate of its
+    final length; ``r``, ``rate``; ``elapsed_s`` summed; ``lengthened``, and ``shorter_runs``, the
+    replicates of the shorter runs set aside) and its :class:`Judgement`."""
+    pooled: list[dict] = [{"lengthened": False, "shorter_runs": 0} for _ in tasks]
     judged: list = [None] * len(tasks)
+    current = list(tasks)  # each task as it now runs (lengthened or not)
     todo = list(enumerate(tasks))
     while todo:
         nxt = []
         for (i, _), res in zip(todo, runner.run([t for _, t in todo]), strict=True):
             reps = pooled[i].get("replicates", []) + res["replicates"]
-            pooled[i] = {**res, **summarize_replicates(reps),
+            pooled[i] = {**pooled[i], **res, **summarize_replicates(reps),
                          "elapsed_s": pooled[i].get("elapsed_s", 0.0) + res.get("elapsed_s", 0.0)}
             judged[i] = judge(pooled[i], slo)
             n = len(reps)
-            if not judged[i].decided and n < max_seeds:
-                nxt.append((i, {**tasks[i], "first": n, "seeds": min(n, max_seeds - n)}))
+            if (pooled[i]["unstable"] and not pooled[i]["lengthened"]
+                    and not _out_without_stability(pooled[i], slo)
+                    and (longer := lengthened(current[i])) is not None):
+                current[i] = longer
+                pooled[i] = {"lengthened": True, "shorter_runs": n, "elapsed_s": pooled[i]["elapsed_s"]}
+                nxt.append((i, longer))
+            elif not judged[i].decided and n < max_seeds:
+                nxt.append((i, {**current[i], "first": n, "seeds": min(n, max_seeds - n)}))
         todo = nxt
     return list(zip(pooled, judged, strict=True))
 
@@ -264,15 +316,17 @@ def check_max_seeds(seeds: int, max_seeds: int, name: str = "max_seeds", seeds_n
 def scenario_of(spec: PlanSpec, fam: Family, r: int, n_requests: int, gpu_file: str | None = None
                 ) -> Scenario:
     """The scenario of a candidate at the target rate, or replaying the spec's whole trace (detail
-    mode: TBT histograms); ``gpu_file`` is the grid's (holding the TP groups' profiles), by default
-    the spec's."""
+    mode: TBT histograms), whose SLO metrics leave out the warm-up the stability verdict leaves
+    out (``warmup``, :data:`stability.sim.metrics.WARMUP`); ``gpu_file`` is the grid's (holding
+    the TP groups' profiles), by default the spec's."""
     if spec.trace is not None:
         n_requests = trace_rows(spec.trace)
     return Scenario(gpu=fam.gpu_key, model=fam.model, mode=fam.mode, workload=spec.workload,
                     gpu_file=gpu_file or spec.gpu_file, model_file=spec.model_file, scheduler=fam.scheduler,
                     options=fam.options, r=r, planner=spec.planner,
                     rate=None if spec.trace else float(spec.rate), load=None, n_requests=n_requests,
-                    seed=0, detail=True, trace=spec.trace, classes=tuple(map(tuple, spec.classes)))
+                    seed=0, detail=True, trace=spec.trace, classes=tuple(map(tuple, spec.classes)),
+                    warmup=WARMUP)
 
 
 def trace_rows(path: str) -> int:
@@ -305,8 +359,9 @@ class PlanResult:
     counts : dict
         ``considered``, ``pruned`` (by the bound), ``simulated`` (candidates), ``saved`` (kept
         candidates never simulated: early stopping and the search over r), ``families_visited``,
-        ``runs`` (replicate simulations of every candidate), ``undecided`` (candidates the
-        intervals did not decide at ``max_seeds``).
+        ``runs`` (replicate simulations of every candidate, shorter runs set aside included),
+        ``lengthened`` (candidates rerun with longer runs after an unstable seed), ``undecided``
+        (candidates the evidence did not decide at ``max_seeds``).
     """
 
     spec: PlanSpec
@@ -414,7 +469,8 @@ def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2
     out.counts = {"considered": grid.considered, "pruned": len(grid.pruned), "simulated": len(memo),
                   "saved": len(grid.kept) - len(memo), "families": len(grid.families),
                   "families_visited": visited,
-                  "runs": sum(len(e.result["replicates"]) for e in out.evaluated),
+                  "runs": sum(len(e.result["replicates"]) + e.result["shorter_runs"] for e in out.evaluated),
+                  "lengthened": sum(e.result["lengthened"] for e in out.evaluated),
                   "undecided": sum(not e.decided for e in out.evaluated)}
     return out
 
@@ -491,6 +547,7 @@ def feasibility_steps(cands: list[Candidate]):
 
 __all__ = [
     "CONFIDENCE",
+    "LONGER",
     "MAX_SEEDS",
     "VERIFY_SEED_OFFSET",
     "Evaluated",
@@ -501,6 +558,7 @@ __all__ = [
     "check_max_seeds",
     "feasibility_steps",
     "judge",
+    "lengthened",
     "measure",
     "plan_task",
     "replicate",

@@ -68,9 +68,9 @@ def test_slo_parsing():
                                                      ("tbt_p99@paying", 0.05)]
     assert s.tail_metric == "tbt_p99"
     assert parse_slo("stable").limits == ()
-    res = {"unstable": 0, "rejected": 0, "metrics": {"ttft_p50": [0.4, 0.3, 0.5], "tbt_p99": [0.2, 0.1, 0.3]}}
+    res = _result({"ttft_p50": [0.4, 0.3, 0.5], "tbt_p99": [0.2, 0.1, 0.3]})
     assert judge(res, parse_slo("ttft_p50=0.5,tbt_p99=0.1")) == (False, ("tbt_p99",), False)
-    assert judge({**res, "unstable": 1}, parse_slo("ttft_p50=0.5")) == (False, ("stable",), True)
+    assert judge({**res, "unstable": 3}, parse_slo("ttft_p50=0.5")) == (False, ("stable",), True)
 
 
 def test_scheduler_caps_match_the_schedulers_defaults():
@@ -495,8 +495,8 @@ def test_rad_is_pruned_by_the_kv_bound_its_simulation_cannot_see(tmp_path):
 # --- feasibility decided with its uncertainty (adaptive replication) ----------------------------
 
 
-def _result(metrics: dict, unstable: int = 0, rejected: int = 0) -> dict:
-    return {"unstable": unstable, "rejected": rejected, "metrics": metrics}
+def _result(metrics: dict, unstable: int = 0, rejected: int = 0, seeds: int = 3) -> dict:
+    return {"unstable": unstable, "rejected": rejected, "metrics": metrics, "replicates": [{}] * seeds}
 
 
 def test_judge_decides_only_what_the_intervals_decide():
@@ -509,7 +509,10 @@ def test_judge_decides_only_what_the_intervals_decide():
         ((straddle_below, [0.05, 0.04, 0.06], 0, 0), (True, (), False)),
         ((straddle_below, straddle_above, 0, 0), (False, ("tbt_p99",), False)),
         ((straddle_below, above, 0, 0), (False, ("tbt_p99",), True)),  # one certain miss decides
-        ((inside, [0.05, 0.04, 0.06], 1, 0), (False, ("stable",), True)),
+        ((inside, [0.05, 0.04, 0.06], 1, 0), (True, (), False)),  # one unstable seed of 3: open
+        ((inside, [0.05, 0.04, 0.06], 2, 0), (False, ("stable",), False)),  # a majority: missed, open
+        ((inside, [0.05, 0.04, 0.06], 3, 0), (False, ("stable",), True)),  # every seed: certain
+        ((inside, above, 1, 0), (False, ("tbt_p99",), True)),  # a certain SLO miss decides
         ((inside, [0.05, 0.04, 0.06], 0, 3), (False, ("rejections",), True)),
         ((inside, [None, None, None], 0, 0), (False, ("tbt_p99",), True)),  # undefined: a miss
         (([0.3, None, None], [0.05, None, None], 0, 0), (True, (), False)),  # one replicate: no interval
@@ -517,6 +520,9 @@ def test_judge_decides_only_what_the_intervals_decide():
     for (ttft, tbt, unstable, rejected), want in cases:
         got = judge(_result({"ttft_p50": ttft, "tbt_p99": tbt}, unstable, rejected), slo)
         assert tuple(got) == want, (ttft, tbt, unstable, rejected, got)
+    one = {"ttft_p50": [0.3, None, None], "tbt_p99": [0.05, None, None]}
+    assert tuple(judge(_result(one, 1, seeds=1), slo)) == (False, ("stable",), False)  # one seed: open
+    assert tuple(judge(_result(one, 1, seeds=2), slo)) == (False, ("stable",), False)  # a tie: missed
 
 
 class _TableRunner:
@@ -633,3 +639,136 @@ def test_an_undecided_plan_says_so_and_what_to_do(tiny):
     row = plan_row(open_, keys, set(), open_)
     assert row["undecided"] and row["seeds"] == n
     assert "| yes, undecided |" in markdown(replace(res, evaluated=[open_]), [], [row])
+
+
+class _VoteRunner:
+    """A runner whose ``plan`` tasks return fixed replicates: replicate k of the task whose scenario
+    is named ``name`` with ``n`` requests has ``(ttft_p50, verdict) = TABLE[name][n][k]``; it records
+    every task asked."""
+
+    def __init__(self, table: dict):
+        self.table, self.asked = table, []
+
+    def run(self, tasks: list[dict]) -> list[dict]:
+        from stability.plan import replicates_of
+
+        self.asked += tasks
+        out = []
+        for t in tasks:
+            sc = t["scenario"]
+            reps = [self.table[sc["name"]][sc["n_requests"]][k] for k in replicates_of(t)]
+            out.append({"replicates": [{"ttft_p50": x, "verdict": v, "rejected": 0,
+                                        "requests": sc["n_requests"]} for x, v in reps],
+                        "r": 1, "rate": 1.0, "elapsed_s": 1.0})
+        return out
+
+
+def test_an_unstable_seed_is_judged_again_on_longer_runs():
+    from stability.plan import LONGER, replicate
+
+    u, i, s = "unstable", "inconclusive", "stable"
+    long_ = 100 * LONGER
+    table = {  # name -> requests -> replicates (ttft_p50, verdict)
+        "transient": {100: [(0.3, u), (0.3, i)], long_: [(0.3, i), (0.31, s)]},
+        "overloaded": {100: [(0.3, u), (0.4, u)], long_: [(0.5, u), (0.6, u)]},
+        "slo_out": {100: [(1.50, u), (1.51, i)]},  # the SLO rules it out: no longer runs
+        "split": {100: [(0.3, u), (0.3, u)], long_: [(0.3, u)] + [(0.3, s)] * 7},
+        "tie": {100: [(0.3, i), (0.3, u)], long_: [(0.3, u), (0.3, s)] * 4},
+        "trace": {100: [(0.3, u), (0.3, i)] + [(0.3, s)] * 6},  # a trace is replayed whole: not lengthened
+    }
+    want = {  # feasible, missed, decided, lengthened, replicates
+        "transient": (True, (), True, True, 2),
+        "overloaded": (False, ("stable",), True, True, 2),
+        "slo_out": (False, ("stable", "ttft_p50"), True, False, 2),
+        "split": (True, (), False, True, 8),  # 1 of 8 unstable at the cap: the majority says stable
+        "tie": (False, ("stable",), False, True, 8),  # half unstable at the cap: missed
+        "trace": (True, (), False, False, 8),
+    }
+    runner = _VoteRunner(table)
+    tasks = [{"kind": "plan", "seeds": 2, "seed": 5 + k,
+              "scenario": {"name": name, "n_requests": 100, "trace": "t.csv" if name == "trace" else None}}
+             for k, name in enumerate(table)]
+    out = replicate(runner, tasks, parse_slo("ttft_p50=1"), max_seeds=8)
+    for task, (res, j) in zip(tasks, out, strict=True):
+        name = task["scenario"]["name"]
+        got = (j.feasible, j.missed, j.decided, res["lengthened"], len(res["replicates"]))
+        assert got == want[name], (name, got)
+        asked = [(t["scenario"]["n_requests"], t.get("first", 0), t["seeds"], t["seed"]) for t in runner.asked
+                 if t["scenario"]["name"] == name]
+        assert {x[3] for x in asked} == {task["seed"]}  # replicate k keeps replicate_seed(s, k)
+        if res["lengthened"]:
+            assert asked[:2] == [(100, 0, 2, task["seed"]), (long_, 0, 2, task["seed"])]
+            assert res["shorter_runs"] == 2 and {r["requests"] for r in res["replicates"]} == {long_}
+        else:
+            assert all(n == 100 for n, *_ in asked) and res["shorter_runs"] == 0
+
+
+def test_short_runs_unstable_near_capacity_are_judged_on_longer_runs_both_ways(tmp_path):
+    """7 H100s running RAD at 40 req/s (Table 1): both 2,000-request seeds say unstable, both
+    6,000-request ones do not; 5 H100s running vLLM: unstable at either length."""
+    from stability.plan import LONGER, plan_task, replicate, replicate_seed
+
+    spec = PlanSpec(rate=40.0, workload="table1", slo=parse_slo("stable"), gpus=("h100",),
+                    schedulers=("rad", "vllm"), r_max=16)
+    grid = build_grid(spec)
+    fam = {f.scheduler: f for f in grid.families}
+    tasks = [plan_task(spec, fam["rad"], 7, 2000, 2, 0, grid.gpu_file),
+             plan_task(spec, fam["vllm"], 5, 2000, 2, 0, grid.gpu_file)]
+
+    def verdicts(task, n):  # each seed's verdict, simulated directly
+        return [simulate(Scenario.from_dict({**task["scenario"], "n_requests": n,
+                                             "seed": replicate_seed(task["seed"], k)})).verdict().verdict
+                for k in range(2)]
+
+    got = replicate(_runner(tmp_path), tasks, spec.slo, max_seeds=8)
+    for task, (res, j), want in zip(tasks, got, [(True, ()), (False, ("stable",))], strict=True):
+        assert verdicts(task, 2000) == ["unstable", "unstable"]  # the old rule: ruled out for certain
+        long_ = verdicts(task, LONGER * 2000)
+        assert res["lengthened"] and [r["verdict"] for r in res["replicates"]] == long_
+        assert (j.feasible, j.missed, j.decided) == (*want, True), (task["scenario"]["scheduler"], long_)
+    assert "unstable" not in verdicts(tasks[0], LONGER * 2000)
+
+
+def test_plan_metrics_leave_out_the_warm_up_the_verdict_leaves_out():
+    from dataclasses import replace
+
+    from stability.plan import measure, scenario_of
+    from stability.sim.metrics import WARMUP
+    from tests.test_metrics import _emission_times
+
+    spec = _tiny_spec(20.0)
+    fam = next(f for f in families_of(spec) if f.scheduler == "sarathi")
+    sc = scenario_of(spec, fam, 1, 400)
+    assert sc.warmup == WARMUP
+    res = simulate(replace(sc, log=True))
+    arrival = res.requests["arrival"]
+    t0 = arrival.min() + 0.1 * (arrival.max() - arrival.min())  # the verdict's window starts here
+    assert res.verdict().window[0] == pytest.approx(t0, rel=1e-12)
+    assert res.tbt_from == pytest.approx(t0, rel=1e-12)
+    got = measure(res)
+    ttft = (res.requests["t_first"] - arrival)[arrival >= t0]
+    assert 0 < ttft.size < arrival.size and got["requests"] == arrival.size
+    assert got["ttft_p50"] == pytest.approx(np.percentile(ttft, 50), rel=1e-12)
+    assert got["ttft_p99"] == pytest.approx(np.percentile(ttft, 99), rel=1e-12)
+    times = list(_emission_times(res).values())
+    gaps = np.concatenate([np.diff(t) for t in times])
+    at = np.concatenate([t[1:] for t in times])
+    assert got["tbt_p99"] == pytest.approx(np.quantile(gaps[at >= t0], 0.99), rel=0.025)
+
+
+@pytest.mark.parametrize(("load", "moves"), [(0.97, True), (0.3, False)])
+def test_the_warm_up_lowers_ttft_near_capacity_only(load, moves):
+    """Paired seeds: the median TTFT after the warm-up minus the median over every request. From an
+    empty system the first requests see short queues, which matters near capacity only."""
+    from dataclasses import replace
+
+    from stability.plan import measure
+
+    diff = []
+    for seed in range(10):
+        sc = Scenario(scheduler="sarathi", load=load, n_requests=3000, detail=True, warmup=0.1, workload=W,
+                      seed=seed)
+        whole = measure(simulate(replace(sc, warmup=0.0)))  # the same run, every request counted
+        diff.append(measure(simulate(sc))["ttft_p50"] - whole["ttft_p50"])
+    _, lo, hi = t_interval(diff, 0.95)
+    assert (lo > 0) == moves and (lo <= 0 <= hi) == (not moves), (lo, hi)
