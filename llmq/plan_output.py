@@ -7,8 +7,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from stability.plan import CONFIDENCE, LONGER, Evaluated, PlanResult, Verified
+from stability.plan import CONFIDENCE, LENGTHENINGS, LONGER, Evaluated, PlanResult, Verified
 from stability.plan_mixed import MixResult
+from stability.sim.metrics import WARMUP
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
 from theory.plan import scheduler_caps
 
@@ -38,8 +39,9 @@ COLUMNS = {
                  "certain (no interval wholly above its limit, no rejection); feasible is then the means' "
                  "and the seeds' majority's verdict (use --verify or more --requests)",
     "seeds": "replicates simulated: --seeds, doubled while undecided up to --max-seeds",
-    "requests_per_run": f"requests each seed simulated: --requests, or {LONGER} times as many once a "
-                        "seed's run said unstable (the shorter runs are set aside; a trace: its rows)",
+    "requests_per_run": f"requests each seed simulated: --requests, {LONGER} times as many each time a "
+                        "seed said unstable or the candidate was undecided at --max-seeds (at most "
+                        f"{LENGTHENINGS} times; the shorter runs are set aside; a trace: its rows)",
     "missed": "SLOs missed (;-separated), 'stable' when at least half the seeds are unstable, 'rejections' "
               "for refused requests",
     "metric": "SLO metric key, e.g. ttft_p50, tbt_p99 or tbt_p99@class (columns <metric>, <metric>_lo, "
@@ -56,8 +58,8 @@ FIELDS = {
             "probability, TBT SLO s), workload, SLOs, candidates, fleet limits in GPUs, TP degrees",
     "counts": "configurations considered, pruned by the certified bound, simulated, saved; families; "
               "runs (replicate simulations, shorter runs set aside included), lengthened (candidates "
-              f"rerun {LONGER} times longer after an unstable seed), undecided (candidates not decided at "
-              "--max-seeds)",
+              f"rerun on {LONGER} times longer runs: an unstable seed, or undecided at --max-seeds), "
+              "undecided (candidates not decided at --max-seeds)",
     "prices": "price per GPU-hour of each GPU and its source; checked_against_source false: transcribed, "
               "not re-read from the page",
     "one_gpu_certified": "per family (label <gpu[-tpK]>/<model>/<mode>/<scheduler>): one replica's certified "
@@ -201,10 +203,12 @@ def console_lines(res: PlanResult, n_requests: int, seeds: int, max_seeds: int, 
              f"configurations considered {n['considered']}, pruned by the certified bound {n['pruned']}, "
              f"simulated {n['simulated']} ({n['runs']} runs), simulations saved {n['saved']} "
              f"(families {n['families']}, visited {n['families_visited']})",
-             f"simulated SLO figures: mean over {seeds} seeds of {n_requests} requests, doubled up to "
-             f"{max_seeds} while an SLO's interval straddles its limit, with {CONFIDENCE:.0%} Student-t "
-             f"intervals [max(low, 0), high]; undecided at {max_seeds} seeds: {n['undecided']} "
-             f"(judged by the means)"]
+             f"simulated SLO figures: mean over {seeds} seeds of {n_requests} requests after a warm-up of "
+             f"{WARMUP:.0%} of the arrivals, doubled up to {max_seeds} while an SLO's interval straddles its "
+             f"limit or the seeds' stability verdicts differ, with {CONFIDENCE:.0%} Student-t intervals "
+             f"[max(low, 0), high]; runs {LONGER} times longer (at most {LENGTHENINGS} times) after an "
+             f"unstable seed or while undecided: {n['lengthened']} candidates; undecided at {max_seeds} "
+             f"seeds: {n['undecided']} (judged by the means and the seeds' majority)"]
     if res.best is None:
         lines.append("no simulated configuration met the SLOs (raise --max-gpus, relax --slo, or "
                      "simulate longer: see plan.csv for what each missed)")

@@ -29,13 +29,7 @@ The search (:func:`search`):
 
 Feasibility is decided with its uncertainty (:func:`judge`, :func:`replicate`). Each SLO metric is
 estimated by the mean over independent replicates with its 95 % Student-t interval; each replicate's
-stability verdict (:func:`stability.sim.metrics.stability_verdict`) is one vote. A short run near
-capacity is still in its transient when it ends, and its verdict says ``unstable`` where a longer
-run's does not (measured on the defaults of ``llmq plan``, 7 H100s running RAD: 6 of 8 replicates
-of 2,000 requests unstable, 0 of 8 of 6,000 requests). So a candidate with an ``unstable``
-replicate that nothing else rules out is simulated again, once, with runs :data:`LONGER` (3) times
-as long, from its first replicates, and judged on those alone (:func:`lengthened`; a trace is
-replayed whole and is not lengthened). A candidate is
+stability verdict (:func:`stability.sim.metrics.stability_verdict`) is one vote. A candidate is
 
 * *decided infeasible* when every replicate (at least two) is ``unstable``, a request was
   rejected, a metric is undefined, or some metric's interval lies wholly above its limit (low end
@@ -43,9 +37,19 @@ replayed whole and is not lengthened). A candidate is
 * *decided feasible* when, with none of these, no replicate is ``unstable`` and every metric's
   interval lies within its limit (high end <= limit);
 * otherwise undecided: the replicates are doubled (2 -> 4 -> 8) up to ``max_seeds`` and the
-  candidate judged again on all of them. At the cap it is judged by the means and the majority
-  (every mean within its limit and fewer than half the replicates ``unstable``: feasible) and
-  marked undecided.
+  candidate judged again on all of them.
+
+A short run near capacity ends in its transient: its verdict says ``unstable`` where a longer
+run's does not (measured on the defaults of ``llmq plan``, 7 H100s running RAD: 6 of 8 replicates
+of 2,000 requests unstable, 0 of 8 of 6,000 requests), and its latencies are still rising (5 H200s
+running Sarathi-Serve at 95 % utilisation: median TTFT 0.50 s over 8 runs of 6,000 requests, 0.70 s
+over 3 runs of 18,000 with other seeds). So a candidate is simulated again from its first
+replicates with runs :data:`LONGER` (3) times as long, and judged on those alone, when a replicate
+of its first runs is ``unstable`` and nothing else rules it out, or when it is still undecided at
+``max_seeds``: at most :data:`LENGTHENINGS` (2) times (:func:`lengthened`; a trace is replayed
+whole and is not lengthened). Still undecided at ``max_seeds`` on the longest runs, it is judged
+by the means and the majority (every mean within its limit and fewer than half the replicates
+``unstable``: feasible) and marked undecided.
 
 Replicate k of a candidate has the seed :func:`replicate_seed` ``(s, k)``, s the seed of its first
 task, whichever task ran it (a ``plan`` task runs replicates ``first .. first + seeds - 1``), so a
@@ -53,8 +57,8 @@ candidate's replicates, its verdict and the plan depend neither on the number of
 the order of the runs or an interruption. Each look decides a wrong "feasible" for a metric whose
 expected value exceeds its limit with probability at most 2.5 % (the upper end of a two-sided 95 %
 interval, under the t model), so over the at most ``1 + log2(max_seeds / seeds)`` looks at most
-7.5 % at the defaults (a union bound; twice as many looks, 15 %, for a lengthened candidate);
-likewise for a wrong "infeasible" by a metric. The metrics are
+7.5 % at the defaults (a union bound; up to three times as many looks, 22.5 %, for a candidate
+lengthened twice); likewise for a wrong "infeasible" by a metric. The metrics are
 non-negative latencies, so an interval is reported as ``[max(low, 0), high]``: the intersection
 with the parameter space has the same coverage.
 
@@ -246,7 +250,8 @@ def judge(result: dict, slo: SloSpec) -> Judgement:
     return Judgement(not missed, tuple(missed), certain_miss or not open_)
 
 
-LONGER = 3  # runs are made this many times longer before a seed's "unstable" counts (module docstring)
+LONGER = 3  # an unstable seed's or an undecided candidate's runs are made this many times longer
+LENGTHENINGS = 2  # ... at most this many times (module docstring)
 
 
 def lengthened(task: dict, factor: int = LONGER) -> dict | None:
@@ -274,13 +279,14 @@ def replicate(runner: Runner, tasks: list[dict], slo: SloSpec, max_seeds: int = 
 
     Each round doubles an undecided task's replicates (capped at ``max_seeds``) with a new task
     ``{**task, "first": n, "seeds": m}`` under the first task's seed, so replicate k has the same
-    seed whichever round ran it. A task with a seed ``unstable`` that nothing else rules out is,
-    once, started again from its first replicates with runs :data:`LONGER` times longer
-    (:func:`lengthened`; not a trace), and judged on those alone. Returns each task's pooled
-    result (``replicates``, ``metrics``, ``unstable``, ``rejected`` over every replicate of its
-    final length; ``r``, ``rate``; ``elapsed_s`` summed; ``lengthened``, and ``shorter_runs``, the
+    seed whichever round ran it. A task with a seed ``unstable`` on its first runs that nothing
+    else rules out, or undecided at ``max_seeds``, is started again from its first replicates with runs
+    :data:`LONGER` times longer (:func:`lengthened`; not a trace), at most :data:`LENGTHENINGS`
+    times, and judged on those alone. Returns each task's pooled result (``replicates``,
+    ``metrics``, ``unstable``, ``rejected`` over every replicate of its final length; ``r``,
+    ``rate``; ``elapsed_s`` summed; ``lengthened``, how many times, and ``shorter_runs``, the
     replicates of the shorter runs set aside) and its :class:`Judgement`."""
-    pooled: list[dict] = [{"lengthened": False, "shorter_runs": 0} for _ in tasks]
+    pooled: list[dict] = [{"lengthened": 0, "shorter_runs": 0} for _ in tasks]
     judged: list = [None] * len(tasks)
     current = list(tasks)  # each task as it now runs (lengthened or not)
     todo = list(enumerate(tasks))
@@ -292,11 +298,14 @@ def replicate(runner: Runner, tasks: list[dict], slo: SloSpec, max_seeds: int = 
                          "elapsed_s": pooled[i].get("elapsed_s", 0.0) + res.get("elapsed_s", 0.0)}
             judged[i] = judge(pooled[i], slo)
             n = len(reps)
-            if (pooled[i]["unstable"] and not pooled[i]["lengthened"]
-                    and not _out_without_stability(pooled[i], slo)
+            doubt = ((pooled[i]["unstable"] and not pooled[i]["lengthened"]
+                      and not _out_without_stability(pooled[i], slo))
+                     or (not judged[i].decided and n >= max_seeds))
+            if (doubt and pooled[i]["lengthened"] < LENGTHENINGS
                     and (longer := lengthened(current[i])) is not None):
                 current[i] = longer
-                pooled[i] = {"lengthened": True, "shorter_runs": n, "elapsed_s": pooled[i]["elapsed_s"]}
+                pooled[i] = {"lengthened": pooled[i]["lengthened"] + 1, "elapsed_s": pooled[i]["elapsed_s"],
+                             "shorter_runs": pooled[i]["shorter_runs"] + n}
                 nxt.append((i, longer))
             elif not judged[i].decided and n < max_seeds:
                 nxt.append((i, {**current[i], "first": n, "seeds": min(n, max_seeds - n)}))
@@ -360,7 +369,7 @@ class PlanResult:
         ``considered``, ``pruned`` (by the bound), ``simulated`` (candidates), ``saved`` (kept
         candidates never simulated: early stopping and the search over r), ``families_visited``,
         ``runs`` (replicate simulations of every candidate, shorter runs set aside included),
-        ``lengthened`` (candidates rerun with longer runs after an unstable seed), ``undecided``
+        ``lengthened`` (candidates rerun with longer runs: an unstable seed, or undecided), ``undecided``
         (candidates the evidence did not decide at ``max_seeds``).
     """
 
@@ -470,7 +479,7 @@ def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2
                   "saved": len(grid.kept) - len(memo), "families": len(grid.families),
                   "families_visited": visited,
                   "runs": sum(len(e.result["replicates"]) + e.result["shorter_runs"] for e in out.evaluated),
-                  "lengthened": sum(e.result["lengthened"] for e in out.evaluated),
+                  "lengthened": sum(e.result["lengthened"] > 0 for e in out.evaluated),
                   "undecided": sum(not e.decided for e in out.evaluated)}
     return out
 
@@ -547,6 +556,7 @@ def feasibility_steps(cands: list[Candidate]):
 
 __all__ = [
     "CONFIDENCE",
+    "LENGTHENINGS",
     "LONGER",
     "MAX_SEEDS",
     "VERIFY_SEED_OFFSET",

@@ -526,8 +526,8 @@ def test_judge_decides_only_what_the_intervals_decide():
 
 
 class _TableRunner:
-    """A runner whose ``plan`` tasks return fixed replicate values: replicate k of the task named
-    ``name`` has ``ttft_p50 = TABLE[name][k]``; it records every task asked."""
+    """A runner whose ``plan`` tasks return fixed replicate values: replicate k of the task whose
+    scenario is named ``name`` has ``ttft_p50 = TABLE[name][k]``; it records every task asked."""
 
     def __init__(self, table: dict):
         self.table, self.asked = table, []
@@ -536,9 +536,9 @@ class _TableRunner:
         from stability.plan import replicates_of
 
         self.asked += tasks
-        return [{"replicates": [{"ttft_p50": self.table[t["scenario"]][k], "verdict": "stable", "rejected": 0,
-                                 "requests": 10} for k in replicates_of(t)], "r": 1, "rate": 1.0,
-                 "elapsed_s": 1.0} for t in tasks]
+        return [{"replicates": [{"ttft_p50": self.table[t["scenario"]["name"]][k], "verdict": "stable",
+                                 "rejected": 0, "requests": 10} for k in replicates_of(t)],
+                 "r": 1, "rate": 1.0, "elapsed_s": 1.0} for t in tasks]
 
 
 def _scipy_interval(x: list[float]) -> list[float]:
@@ -559,15 +559,18 @@ def test_replicate_doubles_undecided_candidates_and_pools_every_replicate():
              "undecided_at_8": [0.0, 3.0, 0.0, 0.0] * 2}
     slo = parse_slo("ttft_p50=1")
     runner = _TableRunner(table)
-    tasks = [{"kind": "plan", "scenario": name, "seeds": 2, "seed": 11 + k} for k, name in enumerate(table)]
+    # replayed traces: their runs are never lengthened, so the doubling alone is seen
+    tasks = [{"kind": "plan", "scenario": {"name": name, "trace": "t.csv"}, "seeds": 2, "seed": 11 + k}
+             for k, name in enumerate(table)]
     out = replicate(runner, tasks, slo, max_seeds=8)
     want = {"decides_feasible_at_4": (True, 4, True), "decides_infeasible_at_4": (False, 4, True),
             "clear": (True, 2, True), "undecided_at_8": (True, 8, False)}  # mean 0.75: within, undecided
     for task, (res, verdict) in zip(tasks, out, strict=True):
-        name = task["scenario"]
+        name = task["scenario"]["name"]
         assert (verdict.feasible, len(res["replicates"]), verdict.decided) == want[name], (name, verdict)
         assert res["metrics"]["ttft_p50"] == pytest.approx(_scipy_interval(table[name]), rel=1e-9)
-        asked = [(t.get("first", 0), t["seeds"], t["seed"]) for t in runner.asked if t["scenario"] == name]
+        asked = [(t.get("first", 0), t["seeds"], t["seed"]) for t in runner.asked
+                 if t["scenario"]["name"] == name]
         n = want[name][1]
         doubling = [(0, 2), (2, 2), (4, 4)][:{2: 1, 4: 2, 8: 3}[n]]
         assert asked == [(f, k, task["seed"]) for f, k in doubling]  # every round under the first seed
@@ -663,30 +666,32 @@ class _VoteRunner:
         return out
 
 
-def test_an_unstable_seed_is_judged_again_on_longer_runs():
+def test_an_unstable_seed_or_an_undecided_candidate_is_judged_again_on_longer_runs():
     from stability.plan import LONGER, replicate
 
     u, i, s = "unstable", "inconclusive", "stable"
-    long_ = 100 * LONGER
-    table = {  # name -> requests -> replicates (ttft_p50, verdict)
-        "transient": {100: [(0.3, u), (0.3, i)], long_: [(0.3, i), (0.31, s)]},
-        "overloaded": {100: [(0.3, u), (0.4, u)], long_: [(0.5, u), (0.6, u)]},
-        "slo_out": {100: [(1.50, u), (1.51, i)]},  # the SLO rules it out: no longer runs
-        "split": {100: [(0.3, u), (0.3, u)], long_: [(0.3, u)] + [(0.3, s)] * 7},
-        "tie": {100: [(0.3, i), (0.3, u)], long_: [(0.3, u), (0.3, s)] * 4},
-        "trace": {100: [(0.3, u), (0.3, i)] + [(0.3, s)] * 6},  # a trace is replayed whole: not lengthened
+    n1, n2, n3 = 100, 100 * LONGER, 100 * LONGER**2
+    table = {  # name -> requests per run -> replicates (ttft_p50, verdict)
+        "transient": {n1: [(0.3, u), (0.3, i)], n2: [(0.3, i), (0.31, s)]},
+        "overloaded": {n1: [(0.3, u), (0.4, u)], n2: [(0.5, u), (0.6, u)]},  # unanimous on longer runs
+        "slo_out": {n1: [(1.50, u), (1.51, i)]},  # the SLO rules it out: no longer runs
+        "split": {n1: [(0.3, u), (0.3, u)], n2: [(0.3, u)] + [(0.3, s)] * 7, n3: [(0.3, s), (0.31, s)]},
+        "tie": {n1: [(0.3, i), (0.3, u)], n2: [(0.3, u), (0.3, s)] * 4, n3: [(0.3, u), (0.3, s)] * 4},
+        "open_slo": {n1: [(0.5, s), (1.4, s)] * 4, n2: [(1.2, s), (1.25, s)] * 2},  # open at the cap
+        "trace": {n1: [(0.3, u), (0.3, i)] + [(0.3, s)] * 6},  # a trace is replayed whole
     }
-    want = {  # feasible, missed, decided, lengthened, replicates
-        "transient": (True, (), True, True, 2),
-        "overloaded": (False, ("stable",), True, True, 2),
-        "slo_out": (False, ("stable", "ttft_p50"), True, False, 2),
-        "split": (True, (), False, True, 8),  # 1 of 8 unstable at the cap: the majority says stable
-        "tie": (False, ("stable",), False, True, 8),  # half unstable at the cap: missed
-        "trace": (True, (), False, False, 8),
+    want = {  # feasible, missed, decided, times lengthened, replicates
+        "transient": (True, (), True, 1, 2),
+        "overloaded": (False, ("stable",), True, 1, 2),
+        "slo_out": (False, ("stable", "ttft_p50"), True, 0, 2),
+        "split": (True, (), True, 2, 2),  # 1 of 8 unstable, undecided at the cap: longer runs decide
+        "tie": (False, ("stable",), False, 2, 8),  # half unstable at the cap on the longest runs
+        "open_slo": (False, ("ttft_p50",), True, 1, 4),
+        "trace": (True, (), False, 0, 8),  # 1 of 8 unstable at the cap: the majority says stable
     }
     runner = _VoteRunner(table)
     tasks = [{"kind": "plan", "seeds": 2, "seed": 5 + k,
-              "scenario": {"name": name, "n_requests": 100, "trace": "t.csv" if name == "trace" else None}}
+              "scenario": {"name": name, "n_requests": n1, "trace": "t.csv" if name == "trace" else None}}
              for k, name in enumerate(table)]
     out = replicate(runner, tasks, parse_slo("ttft_p50=1"), max_seeds=8)
     for task, (res, j) in zip(tasks, out, strict=True):
@@ -695,12 +700,13 @@ def test_an_unstable_seed_is_judged_again_on_longer_runs():
         assert got == want[name], (name, got)
         asked = [(t["scenario"]["n_requests"], t.get("first", 0), t["seeds"], t["seed"]) for t in runner.asked
                  if t["scenario"]["name"] == name]
-        assert {x[3] for x in asked} == {task["seed"]}  # replicate k keeps replicate_seed(s, k)
-        if res["lengthened"]:
-            assert asked[:2] == [(100, 0, 2, task["seed"]), (long_, 0, 2, task["seed"])]
-            assert res["shorter_runs"] == 2 and {r["requests"] for r in res["replicates"]} == {long_}
-        else:
-            assert all(n == 100 for n, *_ in asked) and res["shorter_runs"] == 0
+        lengths = [a[0] for a in asked]
+        assert lengths == sorted(lengths) and len(set(lengths)) == 1 + res["lengthened"]
+        assert {a[3] for a in asked} == {task["seed"]}  # replicate k keeps replicate_seed(s, k)
+        for n in set(lengths):  # each length starts again from the first replicates
+            assert next(a for a in asked if a[0] == n)[1:3] == (0, 2)
+        assert {r["requests"] for r in res["replicates"]} == {lengths[-1]}
+        assert res["shorter_runs"] == sum(a[2] for a in asked if a[0] < lengths[-1])
 
 
 def test_short_runs_unstable_near_capacity_are_judged_on_longer_runs_both_ways(tmp_path):

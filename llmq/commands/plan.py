@@ -64,8 +64,10 @@ def add_parser(sub) -> None:
                    help=f"first replicates per candidate (default {d['seeds']})")
     p.add_argument("--max-seeds", type=int, default=d["max_seeds"],
                    help="replicates per candidate at most: while an SLO's 95%% interval straddles its "
-                        "limit the replicates are doubled up to this many, then the candidate is judged "
-                        f"by the means and marked undecided (default {d['max_seeds']}; at least --seeds)")
+                        "limit or the seeds' stability verdicts differ the replicates are doubled up to "
+                        "this many, then the runs are made 3 times longer (at most twice) and, still open, "
+                        "the candidate is judged by the means and marked undecided (default "
+                        f"{d['max_seeds']}; at least --seeds)")
     p.add_argument("--seed", type=int, default=d["seed"], help="base seed (default 0)")
     p.add_argument("--workers", type=int, default=d["workers"],
                    help="processes, and families searched at once (default 1; the plan is the same "
