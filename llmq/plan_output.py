@@ -203,12 +203,12 @@ def console_lines(res: PlanResult, n_requests: int, seeds: int, max_seeds: int, 
              f"configurations considered {n['considered']}, pruned by the certified bound {n['pruned']}, "
              f"simulated {n['simulated']} ({n['runs']} runs), simulations saved {n['saved']} "
              f"(families {n['families']}, visited {n['families_visited']})",
-             f"simulated SLO figures: mean over {seeds} seeds of {n_requests} requests after a warm-up of "
-             f"{WARMUP:.0%} of the arrivals, doubled up to {max_seeds} while an SLO's interval straddles its "
-             f"limit or the seeds' stability verdicts differ, with {CONFIDENCE:.0%} Student-t intervals "
-             f"[max(low, 0), high]; runs {LONGER} times longer (at most {LENGTHENINGS} times) after an "
-             f"unstable seed or while undecided: {n['lengthened']} candidates; undecided at {max_seeds} "
-             f"seeds: {n['undecided']} (judged by the means and the seeds' majority)"]
+             f"simulated SLO figures: mean over {seeds} seeds of {n_requests} requests after a warm-up (the "
+             f"first {WARMUP:.0%} of the arrival window), doubled up to {max_seeds} while an SLO's interval "
+             f"straddles its limit or the seeds' stability verdicts differ, with {CONFIDENCE:.0%} Student-t "
+             f"intervals [max(low, 0), high]; runs {LONGER} times longer (at most {LENGTHENINGS} times) "
+             f"after an unstable seed or while undecided: {n['lengthened']} candidates; undecided at "
+             f"{max_seeds} seeds: {n['undecided']} (judged by the means and the seeds' majority)"]
     if res.best is None:
         lines.append("no simulated configuration met the SLOs (raise --max-gpus, relax --slo, or "
                      "simulate longer: see plan.csv for what each missed)")
