@@ -105,33 +105,50 @@ def _emission_times(res) -> dict[int, np.ndarray]:
 
 
 @pytest.mark.parametrize(("scheduler", "r", "options"), [("rad", 1, (("n", 50),)), ("sarathi", 2, ())])
-def test_tbt_histograms_after_a_warm_up_hold_exactly_the_later_tokens_gaps(scheduler, r, options):
+def test_tbt_record_after_a_warm_up_holds_exactly_the_later_tokens_gaps(scheduler, r, options):
     from dataclasses import replace
 
+    slo = {"a": 0.009, "b": 0.03}
     sc = Scenario(scheduler=scheduler, r=r, n_requests=300, load=0.9, detail=True, log=True, pad=True,
-                  workload="uniform:1-600,1-80", options=options, warmup=0.3)
+                  workload="uniform:1-600,1-80", options=options, warmup=0.3,
+                  classes=tuple((name, 0.5, v) for name, v in slo.items()))
     res = simulate(sc)
-    assert np.nansum(res.requests["preemptions"]) == 0  # every first token ends the prompt's prefill
-    arrival = res.requests["arrival"]
+    rq = res.requests
+    assert np.nansum(rq["preemptions"]) == 0  # every first token ends the prompt's prefill
+    arrival = rq["arrival"]
     t0 = arrival[0] + 0.3 * (arrival[-1] - arrival[0])
     assert res.tbt_from == pytest.approx(t0, rel=1e-12)
-    times = list(_emission_times(res).values())
-    gaps = np.concatenate([np.diff(t) for t in times])
-    at = np.concatenate([t[1:] for t in times])  # a gap counts when its later token is emitted
-    later = gaps[at >= t0]
-    assert gaps.size == res.requests["L_D"].sum() and 0 < later.size < gaps.size
-    hist = sum(run.tbt_hist[0] for run in res.runs)
-    count, total = (sum(run.tbt_stat[0, k] for run in res.runs) for k in (0, 1))
-    assert count == later.size and hist.sum() == later.size
-    assert total == pytest.approx(later.sum(), rel=1e-9)
-    assert max(run.tbt_stat[0, 2] for run in res.runs) == pytest.approx(later.max(), rel=1e-12)
+    emitted = _emission_times(res)
+    gaps = {j: np.diff(t) for j, t in emitted.items()}
+    later = {j: gaps[j][t[1:] >= t0] for j, t in emitted.items()}  # a gap counts when its token is emitted
+    every, kept = np.concatenate(list(gaps.values())), np.concatenate(list(later.values()))
+    assert every.size == rq["L_D"].sum() and 0 < kept.size < every.size
+    hist = sum(run.tbt_hist.sum(axis=0) for run in res.runs)
+    count, total = (sum(run.tbt_stat[:, k].sum() for run in res.runs) for k in (0, 1))
+    assert count == kept.size and hist.sum() == kept.size
+    assert total == pytest.approx(kept.sum(), rel=1e-9)
+    assert max(run.tbt_stat[:, 2].max() for run in res.runs) == pytest.approx(kept.max(), rel=1e-12)
     for q in (0.5, 0.9, 0.99):
-        assert histogram_quantile(hist, q) == pytest.approx(np.quantile(later, q), rel=0.025)
+        assert histogram_quantile(hist, q) == pytest.approx(np.quantile(kept, q), rel=0.025)
+    limit = np.array(list(slo.values()))[rq["cls"].astype(int)]
+    above = np.array([np.sum(later.get(j, np.zeros(0)) > limit[j]) for j in range(arrival.size)])
+    assert np.array_equal(rq["tbt_viol"], above) and 0 < above.sum()
+    for k, c in enumerate(res.class_summary()):  # attainment: later gaps; requests arriving after t0
+        mine = rq["cls"] == k
+        ids = np.flatnonzero(mine)
+        mine_gaps = np.concatenate([later.get(j, np.zeros(0)) for j in ids])
+        assert c["slo"]["gaps_within"] == pytest.approx(np.mean(mine_gaps <= slo[c["name"]]), rel=1e-12)
+        after = ids[arrival[ids] >= t0]
+        assert c["slo"]["requests_max_within"] == pytest.approx(
+            np.mean([np.all(gaps[j] <= slo[c["name"]]) for j in after]), rel=1e-12)
     whole = simulate(replace(sc, warmup=0.0))  # the same run, every token recorded
-    assert whole.tbt_from == 0.0
-    assert np.array_equal(whole.requests["t_finish"], res.requests["t_finish"])
-    assert np.array_equal(whole.requests["tbt_max"], res.requests["tbt_max"])  # per request: every gap
-    assert sum(run.tbt_stat[0, 0] for run in whole.runs) == gaps.size
+    wr = whole.requests
+    assert whole.tbt_from == 0.0 and np.array_equal(wr["t_finish"], rq["t_finish"])
+    assert np.array_equal(wr["tbt_max"], rq["tbt_max"])  # a request's longest gap: every gap
+    longest = [gaps[j].max() if gaps[j].size else 0.0 for j in range(arrival.size)]
+    assert np.allclose(wr["tbt_max"], longest, rtol=1e-9, atol=0)
+    assert sum(run.tbt_stat[:, 0].sum() for run in whole.runs) == every.size
+    assert np.nansum(wr["tbt_viol"]) > above.sum()
 
 
 @pytest.mark.parametrize("warmup", [-0.1, 1.0, True, "0.1"])

@@ -77,8 +77,9 @@ def new_state(arrival, L_P, L_D, cls=None, n_class: int = 1, detail: bool = Fals
     ``cls`` gives each request's class (0 .. n_class - 1); ``tbt_slo`` (optional, one value per
     class, seconds) is each class's TBT SLO: every gap above it is counted for its request
     (:func:`export_violations`). Without it no gap counts as a violation. The per-class TBT record
-    (:func:`export_tbt`) counts only the tokens emitted at or after ``tbt_from`` (seconds; default
-    0: every token), so a warm-up can be left out of it; the per-request records keep every gap.
+    (:func:`export_tbt`) and the violation counts take only the tokens emitted at or after
+    ``tbt_from`` (seconds; default 0: every token), so a warm-up can be left out of them; each
+    request's longest gap takes every token.
 
     With ``capacity`` > len(arrival), room is left for requests routed to the GPU later with
     :func:`append_request` (join-shortest-queue routing). ``t_start`` and ``t_first`` (optional)
@@ -298,17 +299,17 @@ def move_decode(st, dst, src):
 @njit(cache=True)
 def record_gap(st, j, t_emit):
     """A token of request j at t_emit: the gap since its previous token updates the request's
-    longest gap (and its count of gaps above its class's TBT SLO) and, when t_emit >= tbt_from,
-    the class's TBT record (histogram; count, sum, max)."""
+    longest gap and, when t_emit >= tbt_from, its count of gaps above its class's TBT SLO and the
+    class's TBT record (histogram; count, sum, max)."""
     gap = t_emit - st.last_emit[j]
     st.last_emit[j] = t_emit
     if gap > st.tbt_max[j]:
         st.tbt_max[j] = gap
+    if t_emit < st.tbt_from:  # a warm-up token: the request's longest gap only
+        return
     k = st.cls[j]
     if gap > st.tbt_slo[k]:
         st.n_viol[j] += 1
-    if t_emit < st.tbt_from:  # a warm-up token: the per-request record only
-        return
     if gap <= 0.0:
         b = 0
     else:

@@ -213,7 +213,9 @@ class SimResult:
         """Per class: requests, completions, TTFT; in detail mode also TBT and SLO attainment
         (gap attainment, whether the class's P99 TBT is within the SLO, and the fractions of
         finished requests whose own P99 TBT, or every gap, is within it; see
-        :mod:`stability.sim.classes`)."""
+        :mod:`stability.sim.classes`). With a ``warmup`` the TBT figures take the tokens emitted
+        after it, and the request fractions the requests arriving after it (all of whose gaps
+        are recorded)."""
         rq = self.requests
         done = np.isfinite(rq["t_finish"])
         out = []
@@ -226,7 +228,7 @@ class SimResult:
             if hist is not None:
                 gaps = int(stat[k, 0])
                 above = int(np.nansum(rq["tbt_viol"][mine]))
-                fin = mine & done
+                fin = mine & done & (rq["arrival"] >= self.tbt_from)
                 per_req = p99_met(rq["L_D"][fin], rq["tbt_viol"][fin].astype(np.int64))
                 d["tbt"] = metrics.summarize_tbt(hist[k], stat[k])
                 d["slo"] = {

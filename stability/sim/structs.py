@@ -130,8 +130,8 @@ STATE_BLOCKS: dict[str, list] = {
         ("n_dec_tok", I64, "0"), ("n_pre_tok", I64, "0"), ("n_not_opt", I64, "0"),
         ("last_done", I64, "0"),  # completions at the end of the latest event (join-shortest-queue)
     ],
-    # --- engine core: TBT record per class (histogram; count, sum, max) of the tokens emitted at or
-    # after tbt_from, per-class TBT SLO and, per request, the gaps above its class's SLO; recorded
+    # --- engine core: TBT record per class (histogram; count, sum, max), per-class TBT SLO and, per
+    # request, the gaps above its class's SLO, of the tokens emitted at or after tbt_from; recorded
     # in detail mode only ---------------------------------------------------------------------------
     "tbt": [
         ("tbt_hist", FA2, "np.zeros((tbt_slo.size, bins))"), ("tbt_stat", FA2, "np.zeros((tbt_slo.size, 3))"),
