@@ -194,10 +194,11 @@ import numpy as np
 
 from theory.config import read_bool
 from theory.errors import FieldError
+from theory.measured import MeasuredLinear
 
 GPU_TERM_FIELDS = frozenset({"memory_floor", "waves", "attention_waves", "l2_bandwidth_gbs",
                              "gemm_overhead_s", "tp", "allreduce_latency_s", "allreduce_bandwidth_gbs",
-                             "linear_law"})
+                             "linear_law", "gemm_profile", "gemm_profile_gpu"})
 MODEL_TERM_FIELDS = frozenset({"attention", "lm_head"})
 LAW_KINDS = ("staircase",)
 LM_HEAD = "W_out"  # name of the vocab projection in Model.linear_gemms
@@ -266,6 +267,11 @@ class GpuTerms:
         Replaces ``T_Lin + tau / mu_nLin``.
     bytes_per_element : int
         Bytes of one weight or activation element (the profile's ``efficiency.bytes_per_element``).
+    gemm_profile : str or None
+        A shipped profile name or a CSV path whose measured GeMM times price the linear GeMMs of
+        a matching shape (:mod:`theory.measured`; ``None``: the tile model alone).
+    gemm_profile_gpu : str or None
+        The ``gpu`` rows of ``gemm_profile`` to use.
     """
 
     memory_floor: bool = False
@@ -278,12 +284,15 @@ class GpuTerms:
     allreduce_bandwidth: float | None = None
     linear_law: LinearLaw | None = None
     bytes_per_element: int = 2
+    gemm_profile: str | None = None
+    gemm_profile_gpu: str | None = None
 
     @property
     def linear_plain(self) -> bool:
         """Whether the linear time is Eq. 4 as printed (no term of the linear GeMMs is on)."""
         return not (self.memory_floor or self.waves or self.gemm_overhead_s or self.tp > 1
-                    or self.linear_law is not None or self.l2_bandwidth is not None)
+                    or self.linear_law is not None or self.l2_bandwidth is not None
+                    or self.gemm_profile is not None)
 
     @property
     def plain(self) -> bool:
@@ -338,8 +347,27 @@ def _law_from(table, where: str) -> LinearLaw:
                      b0=int(b0))
 
 
+def _profile_fields(table: dict, where: str, key: str) -> tuple[str | None, str | None]:
+    """``gemm_profile`` and ``gemm_profile_gpu`` as written (the latter defaults to ``key``); the
+    profile itself is read when a cost model is built (:func:`theory.measured.profile_tables`)."""
+    if "gemm_profile" not in table:
+        if "gemm_profile_gpu" in table:
+            raise FieldError(f"{where}.gemm_profile", None,
+                             "a profile name or CSV path (gemm_profile_gpu is set without it)")
+        return None, None
+    name, gpu = table["gemm_profile"], table.get("gemm_profile_gpu", key)
+    if not isinstance(name, str) or not name.strip():
+        raise FieldError(f"{where}.gemm_profile", name,
+                         "a shipped profile name (theory.profiles.shipped_profiles()) or a CSV path")
+    if not isinstance(gpu, str) or not gpu.strip():
+        raise FieldError(f"{where}.gemm_profile_gpu", gpu, "the gpu key of the profile's rows, e.g. 'a100'")
+    return name.strip(), gpu.strip()
+
+
 def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTerms:
-    """Read the GPU-side term fields of a ``[gpus.<key>]`` table (absent fields: off)."""
+    """Read the GPU-side term fields of a ``[gpus.<key>]`` table (absent fields: off; an absent
+    ``gemm_profile_gpu`` is ``<key>``, and :func:`theory.hardware.load_gpus` states the base key
+    of a derived table)."""
     tp = table.get("tp", 1)
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise FieldError(f"{where}.tp", tp, "an integer >= 1 (tensor-parallel degree)")
@@ -351,18 +379,20 @@ def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTe
                          f"the interconnect's all-reduce bus bandwidth in GB/s (needed with tp = {tp})")
     law = _law_from(table["linear_law"], f"{where}.linear_law") if "linear_law" in table else None
     l2 = _positive(table, "l2_bandwidth_gbs", where) * 1e9 if "l2_bandwidth_gbs" in table else None
+    profile, profile_gpu = _profile_fields(table, where, where.rpartition(".")[2])
     terms = GpuTerms(memory_floor=read_bool(table, "memory_floor", where, False),
                      waves=read_bool(table, "waves", where, False),
                      attention_waves=read_bool(table, "attention_waves", where, False), l2_bandwidth=l2,
                      gemm_overhead_s=_nonneg(table, "gemm_overhead_s", where, 0.0), tp=tp,
                      allreduce_latency_s=_nonneg(table, "allreduce_latency_s", where, 0.0),
-                     allreduce_bandwidth=bw, linear_law=law, bytes_per_element=int(bytes_per_element))
+                     allreduce_bandwidth=bw, linear_law=law, bytes_per_element=int(bytes_per_element),
+                     gemm_profile=profile, gemm_profile_gpu=profile_gpu)
     if law is not None:
-        for key, on in (("memory_floor", terms.memory_floor), ("waves", terms.waves),
-                        ("gemm_overhead_s", terms.gemm_overhead_s > 0), ("tp", tp > 1),
-                        ("l2_bandwidth_gbs", l2 is not None)):
+        for field, on in (("memory_floor", terms.memory_floor), ("waves", terms.waves),
+                          ("gemm_overhead_s", terms.gemm_overhead_s > 0), ("tp", tp > 1),
+                          ("l2_bandwidth_gbs", l2 is not None), ("gemm_profile", profile is not None)):
             if on:
-                raise FieldError(f"{where}.{key}", table[key],
+                raise FieldError(f"{where}.{field}", table[field],
                                  "off when linear_law is set (the law replaces the GeMM model)")
     return terms
 
@@ -491,9 +521,12 @@ class LinearTerms:
     tok_s: float  # seconds per batch token outside the GeMMs (all-reduce bytes, embedding gather)
     batch_s: float  # seconds per non-empty batch (all-reduce latencies, vocab-projection weight read)
     law: LinearLaw | None
+    measured: MeasuredLinear | None = None  # the measured-profile law (gemm_profile), if on
 
-    def per_tile(self, tau: np.ndarray, k: int, t_col: int, mu: float, s: int) -> np.ndarray:
-        """``sum_g count_g G_kg(tau)`` at tile index ``k`` (no per-token or per-batch additions)."""
+    def per_tile(self, tau: np.ndarray, k: int, t_col: int, mu: float, s: int,
+                 covered: np.ndarray | None = None) -> np.ndarray:
+        """``sum_g count_g G_kg(tau)`` at tile index ``k`` (no per-token or per-batch additions);
+        ``covered[g]`` (``gemm_profile``) marks where GeMM ``g`` is measured and left out here."""
         cols = ceil_div(tau, t_col)
         out = np.zeros(tau.shape)
         for g in range(self.count.size):
@@ -506,6 +539,8 @@ class LinearTerms:
                 comp = np.maximum(comp, tiles_out * self.traffic[k, g] / self.l2_bw)
             if self.floor_bw:
                 comp = np.maximum(comp, (self.wbytes[g] + self.abytes[g] * tau) / self.floor_bw)
+            if covered is not None:
+                comp = np.where(covered[g], 0.0, comp)
             out = out + self.count[g] * comp
         return out
 
