@@ -193,3 +193,16 @@ def test_simulated_single_request_batch_is_the_profile_rows(vidur):
     expected = (model.N * rows + head + 128 / cm.mu_nLin + cm.overhead_s
                 + float(T_P_SA(cm, 1, 128)))
     assert log["duration"][k] == pytest.approx(float(expected), rel=1e-9)
+
+
+def test_real_mode_default_switch_prices_the_base_presets_with_the_profile(monkeypatch):
+    import theory.hardware as hw
+
+    assert hw.load_gpus(None, calibrated=True)["a100"].terms.gemm_profile is None
+    flipped = {**hw._measured_data(), "real_mode_default": True}
+    monkeypatch.setattr(hw, "_measured_data", lambda: flipped)
+    gpus = hw.load_gpus(None, calibrated=True)
+    for key in ("a100", "h100", "a40"):
+        assert gpus[key].terms.gemm_profile == "vidur_gemm" and gpus[key].terms.gemm_profile_gpu == key
+    assert gpus["h200"].terms.gemm_profile is None  # no profile, no switch
+    assert hw.load_gpus(None, calibrated=False)["a100"].terms.gemm_profile is None  # paper mode

@@ -21,6 +21,7 @@ Where each switch lives
     l2_bandwidth_gbs = 5300.0    # each GeMM tile: its operand slices stream at <= this (GB/s)
     overhead_s = 0.0             # fixed time per batch (already existed; Eq. 7 + c)
     gemm_overhead_s = 4.2e-6     # fixed time per linear GeMM (the calibrated A100's c_0)
+    gemm_profile = "vidur_gemm"  # measured GeMM times where the shape was profiled (real mode)
     tp = 4                       # tensor-parallel degree of the replica (needs mode = "real")
     allreduce_latency_s = 4.6e-5 # all-reduce law: latency + 2 (tp-1)/tp bytes / bandwidth
     allreduce_bandwidth_gbs = 171.0   # NCCL bus bandwidth, GB/s: fit_allreduce_law on the
@@ -105,6 +106,36 @@ The terms and what they change
     Peng (2025), "Throughput-optimal scheduling algorithms for LLM inference and AI agents",
     arXiv:2504.07347 (Fig. 4), which they fit by an affine law (``b0 = 1`` here). Since it replaces
     the GeMM model, it excludes ``memory_floor``, ``waves``, ``tp > 1`` and ``lm_head``.
+``gemm_profile`` (GPU, str; ``gemm_profile_gpu``, str; absent: off)
+    The measured-profile law of the linear GeMMs (:mod:`theory.measured`): a shipped profile name
+    (:func:`theory.profiles.shipped_profiles`, e.g. ``"vidur_gemm"``) or the path of a CSV in the
+    profile schema (:mod:`theory.profiles`), and which of its ``gpu`` rows to use
+    (``gemm_profile_gpu``; default: the preset's base key, so ``[gpus.mine] base = "a100"`` reads
+    the ``a100`` rows). A linear GeMM ``d_row x d_red`` over ``tau`` tokens takes the measured time
+    of the profiled series with the same one-GPU shape (:func:`theory.profiles.gemm_shape`; a match
+    by shape, so Mistral-7B's GeMMs take Llama-3-8B's times; several series of one shape are pooled
+    by their median per token count), linearly interpolated in ``tau`` between the measured counts.
+    This is how vidur predicts from its profiles (microsoft/vidur @
+    7d47513363ec447a741ac5e47241580b47724fbf, ``vidur/execution_time_predictor/``; the profile's
+    provenance is in ``theory/data/profiles/README.md``). What it replaces: for a covered GeMM, the
+    whole tile-model time of that GeMM, i.e. Eq. 2 on the shared tile with ``waves``,
+    ``l2_bandwidth_gbs``, ``memory_floor`` and its ``gemm_overhead_s`` (a measured kernel time
+    includes them all). What stays: every GeMM whose shape has no series (the LM head, an
+    unprofiled model or TP degree) and every GeMM at a ``tau`` outside its table's
+    ``[tau_min, tau_max]`` is the tile model with the GPU's other terms (they still share one tile
+    among themselves); the all-reduces of ``tp``, the embedding gather and vocab projection of
+    ``lm_head``, ``tau / mu_nLin``, attention and ``overhead_s`` are added as without it. The
+    tables are built once per cost model (``theory.cost.build_cost_model``) and reach the
+    simulator through its linear table (:func:`theory.cost.linear_table`, extended past the last
+    measured count), so simulation speed is unchanged. Continuity: at ``tau_max + 1`` a GeMM
+    jumps from its last measured time to the tile model; on the shipped calibrated presets the
+    tile model at ``tau_max`` differs from the measured time by a median of -0.9% (A100), +1.3%
+    (H100), -2.1% (A40), with 10th-90th percentiles -11% to +6%, -5% to +13%, -9% to +4% over the
+    GPU's shapes (extremes -23% and +23%), so ``L(tau)`` may step down or up there; both sides
+    are valid per-GeMM estimates, and the bounds below hold across the step. Needs
+    ``mode = "real"`` (the profiles time the served layer's GeMMs). The presets ``a100-measured``,
+    ``h100-measured``, ``a40-measured`` (``theory/data/measured_gpus.toml``) switch it on over
+    the calibrated presets; ``real_mode_default = true`` there makes it real mode's default.
 ``attention`` (model, bool, default true)
     ``false`` prices decode (Eq. 5) and prefill (Eq. 6) self-attention at 0, as cost laws that
     depend on the token count alone assume (e.g. the law above).
@@ -161,6 +192,15 @@ batches also pays the per-batch times. Per term:
 * ``gemm_overhead_s`` ``c_0``: as ``overhead_s`` with ``c = c_0`` times the linear GeMMs of a batch.
 * ``linear_law``: linear term ``E[L^P + L^D] a / b0``, non-linear term 0 (the law includes it);
   ``T^max = l (c + a + overhead_s) + N S(l)``.
+* ``gemm_profile``: ``l* = min(l*_tile, min_{1 <= tau <= tau_max} L(tau) / tau)`` with
+  ``tau_max`` the largest measured count of the batch's GeMMs and ``l*_tile`` the tile model's
+  ``l*`` above: past ``tau_max`` every GeMM is the tile model's, whose ``L(tau) / tau`` is at
+  least ``l*_tile``, and below it ``L`` is evaluated at every integer, so ``tau l* <= L(tau)``
+  for every batch and ``lambda*`` stays an upper bound (the measured law is not monotone in
+  ``tau``, so no single point gives the infimum; on the vidur tables ``l*_tile`` binds for
+  Mistral-7B on the A100, whose large measured GeMMs run slower per token than the fitted
+  tiles' limit). Eq. 13's ``T^max`` takes ``L(1)``: the measured one-token times, with the
+  worst tile for the GeMMs no table covers (:func:`theory.cost.linear_single`).
 * ``attention = false``: the decode- and prefill-attention terms of ``T_bar^R`` and the
   ``N S(l)`` of ``T^max`` are 0.
 * ``lm_head``: ``l*`` loses the vocab projection and gains the gather bytes; ``T_bar^R`` gains
@@ -170,15 +210,16 @@ batches also pays the per-batch times. Per term:
   per-token all-reduce bytes ``n_ar 2 (tp-1)/tp b d_x / busbw``, latencies amortize away, and
   ``T^max`` pays ``n_ar`` latencies per token. ``r`` counts TP groups.
 
-``t*`` is unchanged by every term: Assumption 1 is a property of the GPU's tiles, and RAD's chunk
-``t*_lcm`` and Theorem 2's ``t*_col`` keep using it. With a floor or waves ``l*`` is a minimum over
-all tiles (it is reached at t* on the presets); under a law the linear time no longer depends on
-the tile, so ``t*`` only shapes RAD's chunks and the attention terms. With ``l2_bandwidth_gbs``
-Assumption 1's t* (a maximal ``mu(t)`` FLOP rate) ignores the L2 bound, and a fitted tile that is
-fastest only where its traffic binds has a compute rate the data do not bound, which could then
-win t*: the calibration therefore keeps Assumption 1 with the roofline preset's t*, bounding every
-tile's FLOP rate by t*'s and by the dense peak (:mod:`theory.calibrate`, "Bounds"), and those
-bounded compute rates also price Eq. 6's attention GeMMs, on which the L2 term is not applied.
+``t*`` is unchanged by every term (under ``gemm_profile`` it is the tile model's): Assumption 1 is
+a property of the GPU's tiles, and RAD's chunk ``t*_lcm`` and Theorem 2's ``t*_col`` keep using it.
+With a floor or waves ``l*`` is a minimum over all tiles (it is reached at t* on the presets);
+under a law the linear time no longer depends on the tile, so ``t*`` only shapes RAD's chunks and
+the attention terms. With ``l2_bandwidth_gbs`` Assumption 1's t* (a maximal ``mu(t)`` FLOP rate)
+ignores the L2 bound, and a fitted tile that is fastest only where its traffic binds has a compute
+rate the data do not bound, which could then win t*: the calibration therefore keeps Assumption 1
+with the roofline preset's t*, bounding every tile's FLOP rate by t*'s and by the dense peak
+(:mod:`theory.calibrate`, "Bounds"), and those bounded compute rates also price Eq. 6's attention
+GeMMs, on which the L2 term is not applied.
 
 References
 ----------
