@@ -206,3 +206,42 @@ def test_real_mode_default_switch_prices_the_base_presets_with_the_profile(monke
         assert gpus[key].terms.gemm_profile == "vidur_gemm" and gpus[key].terms.gemm_profile_gpu == key
     assert gpus["h200"].terms.gemm_profile is None  # no profile, no switch
     assert hw.load_gpus(None, calibrated=False)["a100"].terms.gemm_profile is None  # paper mode
+
+
+def test_validate_scheme_interpolates_training_counts_only_and_falls_back_elsewhere():
+    from theory.validate import GemmRows, measured_predictions
+
+    def rows(d_row, tokens, seconds):
+        n = len(tokens)
+        return GemmRows(np.full(n, "a100"), np.full(n, "m"), np.ones(n, dtype=np.int64),
+                        np.full(n, "mlp_up_proj"), np.array(tokens), np.array(seconds, dtype=float),
+                        np.full(n, d_row), np.full(n, 64))
+
+    train = rows(128, [1, 3, 9], [1.0, 3.0, 6.0])
+    test = GemmRows(**{k: np.concatenate([getattr(rows(128, [2, 6, 12], [50.0, 50.0, 50.0]), k),
+                                          getattr(rows(256, [2], [50.0]), k)])
+                       for k in GemmRows.__dataclass_fields__})
+    fallback = np.array([7.0, 8.0, 9.0, 10.0])
+    pred, covered = measured_predictions(train, test, fallback)
+    # 2 and 6 lie between training counts (the held-out times, 50, never enter); 12 is past the
+    # table and the 256-row shape has no training series: both take the fallback
+    assert pred.tolist() == [2.0, 4.5, 9.0, 10.0] and covered.tolist() == [True, True, False, False]
+
+
+def test_llmq_bounds_names_the_law_that_priced_the_linear_gemms(capsys):
+    import json
+
+    from llmq.cli import main
+
+    assert main(["bounds", "--gpu", "a100-measured", "--mode", "real", "--json"]) == 0
+    law = json.loads(capsys.readouterr().out)
+    assert law["linear_law"].startswith("measured profile vidur_gemm (a100 rows): 4 of 5")
+    assert main(["bounds", "--gpu", "a100", "--mode", "real", "--json"]) == 0
+    tile = json.loads(capsys.readouterr().out)
+    assert tile["linear_law"].startswith("tile model")
+    assert law["T_max_s"] < tile["T_max_s"]  # Eq. 13 takes the measured one-token times
+    assert main(["bounds", "--gpu", "a100-measured", "--mode", "real"]) == 0
+    assert "a100-measured linear GeMMs: measured profile vidur_gemm" in capsys.readouterr().out
+    assert main(["bounds", "--gpu", "a100-measured"]) == 2  # paper mode: refused, the field named
+    assert "gpus.a100-measured.gemm_profile: expected no measured profile in mode 'paper'" in \
+        capsys.readouterr().err

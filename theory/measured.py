@@ -10,12 +10,13 @@ at each token count any of them measured. Outside ``[tau_min, tau_max]`` of the 
 and for a shape no series has, the tile model prices the GeMM (:mod:`theory.terms`,
 ``gemm_profile``). The tables of a profile file are read by :func:`theory.profiles.gemm_tables`.
 
-This is the prediction of vidur's own simulator, which prices each operator from its profiles
+vidur's own simulator likewise prices each operator from its profiles
 (microsoft/vidur @ 7d47513363ec447a741ac5e47241580b47724fbf,
-``vidur/execution_time_predictor/sklearn_execution_time_predictor.py``: a model trained on the
-profiled ``num_tokens`` per operator, queried at the batch's token count); here the "model" is
-the piecewise-linear interpolant of the measured points, which reproduces every measured time
-and is non-monotone wherever cuBLAS's kernel choice is.
+``vidur/execution_time_predictor/sklearn_execution_time_predictor.py``: scikit-learn regressors,
+random forest or linear regression, fitted per operator on the profiled ``num_tokens`` and
+evaluated at the batch's token count); here the regressor is the piecewise-linear interpolant of
+the measured points, which reproduces every measured time and is non-monotone wherever
+cuBLAS's kernel choice is.
 
 References
 ----------
@@ -50,10 +51,12 @@ class GemmTable:
 
     @property
     def tau_min(self) -> int:
+        """The smallest measured token count."""
         return int(self.tau[0])
 
     @property
     def tau_max(self) -> int:
+        """The largest measured token count."""
         return int(self.tau[-1])
 
     def covers(self, tau) -> np.ndarray:

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from theory.errors import ConfigFileError, FieldError, LlmqError, UnknownNameError
+from theory.errors import FieldError, LlmqError, UnknownNameError
 from theory.hardware import get_gpu
 from theory.io import read_csv_table
 from theory.measured import GemmTable, pooled_tables
@@ -283,9 +283,9 @@ def _to_array(records: list[dict]) -> np.ndarray:
 
 
 def gemm_series_rows(rows: np.ndarray, model_file: str | None = None) -> tuple[np.ndarray, ...]:
-    """``(d_row, d_red, tokens, seconds, series)`` of a profile's GeMM rows (structured array of
-    :class:`Profile`), each with its served-layer shape
-    (:func:`gemm_shape`)."""
+    """``(d_row, d_red, tokens, seconds, series)`` of a profile's GeMM rows (the structured array
+    of a :class:`Profile`): each row's served-layer shape (:func:`gemm_shape`), token count, time
+    and series label ``"model|operation|tp"``."""
     rows = rows[np.isin(rows["operation"], VIDUR_GEMMS)]
     series = np.char.add(np.char.add(rows["model"], "|"),
                          np.char.add(rows["operation"], "|" + rows["tp"].astype(str)))
@@ -331,7 +331,7 @@ def gemm_tables(name: str, gpu: str, where: str) -> dict[tuple[int, int], GemmTa
 def _tables(path: str, _digest: str, gpu: str, where: str) -> dict[tuple[int, int], GemmTable]:
     try:
         rows = load_profile(path).rows
-    except (ConfigFileError, FieldError, LlmqError) as exc:
+    except LlmqError as exc:
         raise FieldError(f"{where}.gemm_profile", path, f"a readable profile CSV ({exc})") from None
     gemm = rows[np.isin(rows["operation"], VIDUR_GEMMS)]
     mine = gemm[gemm["gpu"] == gpu]

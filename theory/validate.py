@@ -80,7 +80,7 @@ from theory.errors import FieldError
 from theory.hardware import GPU, get_gpu, gpu_names
 from theory.measured import pooled_tables
 from theory.models import Model, get_model
-from theory.profiles import VIDUR_GEMMS, VIDUR_KERNELS, Profile, gemm_shape
+from theory.profiles import VIDUR_GEMMS, VIDUR_KERNELS, Profile, gemm_series_rows, gemm_shape
 from theory.terms import allreduce_time
 from theory.timings import GemmTimings
 
@@ -283,14 +283,7 @@ def gemm_rows(rows: np.ndarray, model_file: str | None = None) -> GemmRows:
     """The rows of a loaded profile whose operation is a vidur GeMM, with their shapes
     (:func:`theory.profiles.gemm_shape`)."""
     rows = rows[np.isin(rows["operation"], VIDUR_GEMMS)]
-    d_row = np.zeros(rows.size, dtype=np.int64)
-    d_red = np.zeros(rows.size, dtype=np.int64)
-    keys = np.char.add(np.char.add(rows["model"], "|"), np.char.add(rows["operation"],
-                                                                    "|" + rows["tp"].astype(str)))
-    for key in np.unique(keys):
-        model, op, tp = str(key).split("|")
-        shape = gemm_shape(get_model(model, model_file), op, int(tp))
-        d_row[keys == key], d_red[keys == key] = shape
+    d_row, d_red, *_ = gemm_series_rows(rows, model_file)
     return GemmRows(rows["gpu"].astype(str), rows["model"].astype(str), rows["tp"].astype(np.int64),
                     rows["operation"].astype(str), rows["tokens"].astype(np.int64),
                     rows["seconds"].astype(float), d_row, d_red)
