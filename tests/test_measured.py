@@ -245,3 +245,11 @@ def test_llmq_bounds_names_the_law_that_priced_the_linear_gemms(capsys):
     assert main(["bounds", "--gpu", "a100-measured"]) == 2  # paper mode: refused, the field named
     assert "gpus.a100-measured.gemm_profile: expected no measured profile in mode 'paper'" in \
         capsys.readouterr().err
+
+
+def test_the_symbolic_twin_refuses_the_measured_law():
+    from theory.symbolic import SymbolicCostModel
+
+    measured = cost_model(CostSpec("a100-measured", "llama-2-7b", "real"))
+    with pytest.raises(FieldError, match="gemm_profile"):
+        SymbolicCostModel.from_cost_model(measured)

@@ -133,7 +133,10 @@ The terms and what they change
     (H100), -2.1% (A40), with 10th-90th percentiles -11% to +6%, -5% to +13%, -9% to +4% over the
     GPU's shapes (extremes -23% and +23%), so ``L(tau)`` may step down or up there; both sides
     are valid per-GeMM estimates, and the bounds below hold across the step. Needs
-    ``mode = "real"`` (the profiles time the served layer's GeMMs). The presets ``a100-measured``,
+    ``mode = "real"`` (the profiles time the served layer's GeMMs). A user CSV is named by its
+    path: the cached results of ``stability.runner`` key a GPU file by its content, which holds
+    the path and not the CSV's bytes, so give an edited CSV a new name (the packaged profiles are
+    part of the source digest). The presets ``a100-measured``,
     ``h100-measured``, ``a40-measured`` (``theory/data/measured_gpus.toml``) switch it on over
     the calibrated presets; ``real_mode_default = true`` there makes it real mode's default.
 ``attention`` (model, bool, default true)
