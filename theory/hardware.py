@@ -408,7 +408,7 @@ def _measured_gpu(key: str, calibrated: bool) -> GPU:
     if calibrated:
         table = _calibrated_table(base, table, None, data)
     table = {**table, **_measured_fields(variant, base)}
-    if calibrated and table.get("calibration"):
+    if calibrated and "linear GeMMs:" not in table.get("calibration", "linear GeMMs:"):
         table["calibration"] += f"; linear GeMMs: measured profile {table['gemm_profile']}"
     return _build_gpu(key, table, data)
 

@@ -201,9 +201,10 @@ batches also pays the per-batch times. Per term:
   least ``l*_tile``, and below it ``L`` is evaluated at every integer, so ``tau l* <= L(tau)``
   for every batch and ``lambda*`` stays an upper bound (the measured law is not monotone in
   ``tau``, so no single point gives the infimum; on the vidur tables ``l*_tile`` binds for
-  Mistral-7B on the A100, whose large measured GeMMs run slower per token than the fitted
-  tiles' limit). Eq. 13's ``T^max`` takes ``L(1)``: the measured one-token times, with the
-  worst tile for the GeMMs no table covers (:func:`theory.cost.linear_single`).
+  Mistral-7B on the A100, H100 and A40, whose large measured GeMMs run slower per token than the
+  fitted tiles' limit, so ``T_bar^R`` and ``lambda*`` are the tile model's). Eq. 13's ``T^max``
+  takes ``L(1)``: the measured one-token times, with the worst tile for the GeMMs no table
+  covers (:func:`theory.cost.linear_single`).
 * ``attention = false``: the decode- and prefill-attention terms of ``T_bar^R`` and the
   ``N S(l)`` of ``T^max`` are 0.
 * ``lm_head``: ``l*`` loses the vocab projection and gains the gather bytes; ``T_bar^R`` gains
@@ -393,7 +394,7 @@ def _law_from(table, where: str) -> LinearLaw:
 
 def _profile_fields(table: dict, where: str, key: str) -> tuple[str | None, str | None]:
     """``gemm_profile`` and ``gemm_profile_gpu`` as written (the latter defaults to ``key``); the
-    profile itself is read when a cost model is built (:func:`theory.measured.profile_tables`)."""
+    profile itself is read when a cost model is built (:func:`theory.profiles.gemm_tables`)."""
     if "gemm_profile" not in table:
         if "gemm_profile_gpu" in table:
             raise FieldError(f"{where}.gemm_profile", None,
@@ -550,7 +551,10 @@ class LinearTerms:
                   = rows_kg ceil(tau/t_col_k) red_kg / (s mu_k)              (waves off)
 
     or ``law(tau)`` when a law is set. ``rows_kg = ceil(d_row_g / t_row_k)``, ``red_kg =
-    ceil(d_red_g / t_red_k)``, ``traffic_kg = b (t_row_k + t_col_k) d_red_g``.
+    ceil(d_red_g / t_red_k)``, ``traffic_kg = b (t_row_k + t_col_k) d_red_g``. With ``measured``
+    (``gemm_profile``) a GeMM ``g`` its table covers at ``tau`` has ``G_kg(tau) = 0`` for every
+    tile and adds ``count_g (M_g(tau) - gemm_overhead_s)`` instead (``batch_s`` holds its
+    ``gemm_overhead_s``, which the measured time ``M_g`` already includes).
     """
 
     count: np.ndarray  # (G,) int

@@ -3,7 +3,7 @@
 Every row of a profile in :mod:`theory.profiles` is one measured operation. This module predicts
 each row that the cost model can express and scores the prediction by its absolute relative error
 ``|predicted / measured - 1|``, summarised per group (GPU x model x TP x operation) and pooled by
-its **median** and **90th percentile** (:class:`ErrorStats`). Five predictions (*schemes*):
+its **median** and **90th percentile** (:class:`ErrorStats`). Seven predictions (*schemes*):
 
 ``roofline``
     The GPU preset's roofline (``theory/data/gpus.toml``: one rate per tile, no measured data) and
@@ -92,10 +92,10 @@ SCHEME_MEANING = {
     "tokens": "preset calibrated on the other token counts, scored on held-out token counts",
     "models": "preset calibrated on the other models of the GPU, scored on the held-out model",
     "paper": "GPU preset as shipped, the paper's single-head 2-matrix-FFN layer (paper mode)",
-    "measured_law": "measured-profile law (interpolation of the training token counts; no transfer to "
-                "unprofiled shapes), scored on held-out token counts; 'tokens' where not covered",
-    "measured_law_models": "measured-profile law from the other models' series of the same shape, scored "
-                       "on the held-out model; 'models' where no such series covers the row",
+    "measured_law": "measured-profile law (interpolation of the training token counts; no transfer "
+                    "to unprofiled shapes), scored on held-out token counts; 'tokens' where not covered",
+    "measured_law_models": "measured-profile law from the other models' series of the same shape, "
+                           "scored on the held-out model; 'models' where no such series covers the row",
 }
 MEASURED_LABEL = ("measured-profile law (interpolation of the training token counts; no transfer to "
                   "unprofiled shapes)")
