@@ -66,6 +66,9 @@ FIELDS = {
                          "bound (req/s), what binds it, its KV-cache tokens",
     "best": "the cheapest feasible plan (a row, see columns)",
     "front": "the Pareto front of price vs the tail SLO metric (rows)",
+    "below_best": "the fleet one replica smaller than the best plan in its family, as the search judged "
+                  "it (the evidence that the best r is the smallest): r, feasible, undecided, missed; "
+                  "null when it was not simulated (the best is its family's smallest kept fleet)",
     "evaluated": "every simulated candidate (rows)",
     "verification": "--verify: the best plan and the front re-simulated with new seeds and longer runs, "
                     "judged as the search judges (holds: every SLO's mean within its limit, fewer than "
@@ -150,6 +153,19 @@ def undecided_note(decided: bool, result: dict) -> str:
     return f"; undecided at {len(result['replicates'])} seeds: use --verify or more --requests"
 
 
+def below_line(res: PlanResult) -> str | None:
+    """How the fleet one replica smaller than the best plan was judged (the evidence that the
+    best ``r`` is the smallest of its family), or None when it was not simulated."""
+    e = res.below_best()
+    if e is None:
+        return None
+    head = f"one replica fewer ({e.candidate.r} x {e.candidate.family.label})"
+    if e.decided:
+        return f"{head}: decided infeasible (missed {', '.join(e.missed)})"
+    return (f"{head}: undecided at {len(e.result['replicates'])} seeds, judged infeasible by the means: "
+            "a smaller fleet may also meet the SLOs (more --requests or --max-seeds would decide it)")
+
+
 def verification_line(v: Verified, keys: list[str]) -> str:
     """One re-simulated plan: whether it holds, and its SLO figures with intervals."""
     c = v.plan.candidate
@@ -214,6 +230,9 @@ def console_lines(res: PlanResult, n_requests: int, seeds: int, max_seeds: int, 
                      "simulate longer: see plan.csv for what each missed)")
     else:
         lines.append("cheapest feasible plan: " + describe(res.best, keys))
+        below = below_line(res)
+        if below is not None:
+            lines.append("  " + below)
         lines.append(f"Pareto front (price vs {s.slo.tail_metric or 'price'}, among the simulated plans):")
         lines += ["  " + describe(e, keys) for e in res.front()]
     if mixes is not None:
@@ -244,6 +263,13 @@ def mix_json(mixes: MixResult | None) -> dict | None:
                           for e in mixes.evaluated]}
 
 
+def _below_json(e: Evaluated | None) -> dict | None:
+    if e is None:
+        return None
+    return {"label": e.candidate.family.label, "r": e.candidate.r, "feasible": e.feasible,
+            "undecided": not e.decided, "missed": list(e.missed)}
+
+
 def to_json(res: PlanResult, n_requests: int, seeds: int, max_seeds: int, elapsed_s: float, rows: list[dict],
             checked: list[Verified] | None = None, mixes: MixResult | None = None) -> dict:
     """The whole result as a strict-JSON-able dict."""
@@ -270,6 +296,7 @@ def to_json(res: PlanResult, n_requests: int, seeds: int, max_seeds: int, elapse
                               for f, o in res.grid.one_gpu.items()},
         "best": next((r for r in rows if r["best"]), None),
         "front": [r for r in rows if r["front"]],
+        "below_best": _below_json(res.below_best()),
         "verification": verification,
         "mixed": mix_json(mixes),
         "evaluated": rows,

@@ -20,7 +20,10 @@ The search (:func:`search`):
   r, which is valid when feasibility is monotone in r. Under random routing at a fixed total
   rate, each node of r GPUs sees Poisson(lam / r): more GPUs only lower every node's load. This
   is an assumption about the schedulers' latency (lower load never hurts), not a theorem; the
-  brute-force comparison of tests/test_plan.py checks it on a small grid;
+  brute-force comparison of tests/test_plan.py checks it on a small grid. The search always
+  simulates the kept fleet one replica smaller than the one it returns, and
+  :meth:`PlanResult.below_best` gives it: when its verdict was undecided the returned ``r`` may
+  not be the smallest, and ``llmq plan`` says so;
 * only fleets cheaper than the best plan so far are simulated;
 * ``parallel`` families are searched at once, their probes sent to the runner as one batch (a
   process pool or a Dask cluster): the best plan does not depend on it.
@@ -378,6 +381,17 @@ class PlanResult:
     evaluated: list = field(default_factory=list)
     best: Evaluated | None = None
     counts: dict = field(default_factory=dict)
+
+    def below_best(self) -> Evaluated | None:
+        """The simulated fleet one replica smaller than the best plan in the best plan's family:
+        the search's evidence that the best plan's ``r`` is the smallest (the search over r
+        always simulates it when it was kept; None when the best is its family's smallest kept
+        fleet, or there is no best)."""
+        if self.best is None:
+            return None
+        c = self.best.candidate
+        return next((e for e in self.evaluated
+                     if e.candidate.family == c.family and e.candidate.r == c.r - 1), None)
 
     def front(self) -> list[Evaluated]:
         """Feasible plans not dominated in (price per hour, the SLO's tail metric), cheapest first."""

@@ -778,3 +778,32 @@ def test_the_warm_up_lowers_ttft_near_capacity_only(load, moves):
         diff.append(measure(simulate(sc))["ttft_p50"] - whole["ttft_p50"])
     _, lo, hi = t_interval(diff, 0.95)
     assert (lo > 0) == moves and (lo <= 0 <= hi) == (not moves), (lo, hi)
+
+
+def test_the_fleet_one_replica_smaller_is_reported_as_the_search_judged_it(tiny):
+    """The search's evidence that the best r is the smallest: the simulated fleet at r - 1 of the
+    best's family, decided infeasible or undecided (then the report says a smaller fleet may do),
+    and nothing when that fleet was never simulated."""
+    from dataclasses import replace
+
+    from llmq.plan_output import below_line, to_json
+    from stability.plan import Evaluated
+
+    res = tiny[2]
+    best = res.best
+    others = [e for e in res.evaluated if e.candidate.family != best.candidate.family
+              or e.candidate.r != best.candidate.r - 1]
+    alone = replace(res, evaluated=[*others])
+    assert alone.below_best() is None and below_line(alone) is None
+    smaller = replace(best.candidate, r=best.candidate.r - 1)
+    for decided, says in ((True, "decided infeasible (missed ttft_p50)"),
+                          (False, "a smaller fleet may also meet the SLOs")):
+        below = Evaluated(smaller, best.result, False, ("ttft_p50",), decided)
+        with_below = replace(res, evaluated=[*others, below])
+        assert with_below.below_best() is below
+        line = below_line(with_below)
+        assert line.startswith(f"one replica fewer ({smaller.r} x {smaller.family.label})") and says in line
+        assert to_json(with_below, 10, 2, 2, 0.0, [])["below_best"] == {
+            "label": smaller.family.label, "r": smaller.r, "feasible": False, "undecided": not decided,
+            "missed": ["ttft_p50"]}
+    assert replace(res, best=None).below_best() is None
