@@ -4,6 +4,7 @@ file (theory/data/profiles/README.md gives the source and the transformation).""
 
 import csv
 import gzip
+import json
 from pathlib import Path
 
 import numpy as np
@@ -202,3 +203,22 @@ def test_gemms_stay_under_the_rtx4090_weight_bandwidth(packaged):
         s = packaged.where(operation=op)
         d_row, d_red = gemm_shape(m, op, 1)
         assert s.size and (2.0 * d_row * d_red / s["seconds"] < 1008e9).all()
+
+
+# --- the presets the profile needs ------------------------------------------------------------------
+
+def test_llama_31_8b_has_the_layer_shapes_of_llama_3_8b():
+    # Llama 3.1 changed the RoPE scaling and the context window, not the layer shapes
+    new, old = get_model("llama-3.1-8b"), get_model("llama-3-8b")
+    for field in ("N", "d_x", "n_heads", "n_kv_heads", "head_dim", "d_ff", "d_out", "ffn"):
+        assert getattr(new, field) == getattr(old, field), field
+    assert new.context_length > old.context_length
+
+
+def test_bounds_run_on_the_rtx4090_preset(capsys):
+    from llmq.cli import main
+
+    assert main(["bounds", "--gpu", "rtx4090", "--model", "llama-3.1-8b", "--mode", "real", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    text = json.dumps(doc)
+    assert "rtx4090" in text and "roofline, uncalibrated" in text
