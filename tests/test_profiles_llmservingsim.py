@@ -221,4 +221,4 @@ def test_bounds_run_on_the_rtx4090_preset(capsys):
     assert main(["bounds", "--gpu", "rtx4090", "--model", "llama-3.1-8b", "--mode", "real", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     text = json.dumps(doc)
-    assert "rtx4090" in text and "roofline, uncalibrated" in text
+    assert "rtx4090" in text and "calibrated on llmservingsim_rtx4090" in text

@@ -85,8 +85,6 @@ def test_scores_per_kind_pool_into_all(excerpt, roofline):
     assert every["roofline_p90"] == pytest.approx(float(np.percentile(err, 90)), rel=1e-9)
     assert every["roofline_ratio_median"] == pytest.approx(float(np.median(np.array(oracle) / r["seconds"])),
                                                            rel=1e-9)
-    # attention has no term beyond Eq. 5-6 switched on in the shipped RTX 4090 preset
-    assert every["shipped_median"] == pytest.approx(every["roofline_median"], rel=1e-12)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ its **median** and **90th percentile** (:class:`ErrorStats`). Five predictions (
     the served layer's GeMM shapes (``real`` mode, :func:`theory.profiles.gemm_shape`), Eq. 2 on
     each GeMM's fastest tile.
 ``shipped``
-    The GPU preset as ``real`` mode uses it: for A100, H100 and A40 the shipped calibration
+    The GPU preset as ``real`` mode uses it: for A100, H100, A40 and RTX 4090 the shipped calibration
     (:mod:`theory.presets_fit`, fitted on the full profile's training token counts, so not a
     held-out figure on those rows), for the other GPUs the roofline.
 ``tokens``
