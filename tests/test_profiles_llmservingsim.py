@@ -130,10 +130,12 @@ def test_dense_cell_errors(tmp_path, line, column, expected):
         convert_llmservingsim_dense(f, *ARGS)
 
 
-def test_attention_cell_errors(tmp_path):
+@pytest.mark.parametrize("line, expected", [("0,0,-1,16,9.3", "integer >= 0"),
+                                            ("0,0,0,0,9.3", "empty batch")])
+def test_attention_cell_errors(tmp_path, line, expected):
     f = tmp_path / "attention.csv"
-    f.write_text("prefill_chunk,kv_prefill,n_decode,kv_decode,time_us\n0,0,-1,16,9.3\n", encoding="utf-8")
-    with pytest.raises(FieldError, match=r"attention.csv: row 2, column 'n_decode'.*integer >= 0"):
+    f.write_text(f"prefill_chunk,kv_prefill,n_decode,kv_decode,time_us\n{line}\n", encoding="utf-8")
+    with pytest.raises(FieldError, match=rf"attention.csv: row 2, column 'n_decode'.*{expected}"):
         convert_llmservingsim_attention(f, *ARGS)
 
 

@@ -269,8 +269,6 @@ def convert_llmservingsim_attention(path: str | Path, gpu: str, model: str, tp: 
     keys = ("prefill_chunk", "kv_prefill", "n_decode", "kv_decode")
     out = []
     for (chunk, kv_p, n_dec, kv_d), times in _lss_groups(path, keys, tokens_low=0).items():
-        if chunk + n_dec < 1:
-            raise FieldError(f"{path}: a row with prefill_chunk = n_decode = 0", 0, "a non-empty batch")
         cells = {"tokens": chunk + n_dec, "decodes": n_dec}
         if n_dec:
             cells["context"] = kv_d
@@ -356,6 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--llmservingsim", help="checkout of casys-kaist/LLMServingSim")
     ap.add_argument("--out", default=str(Path(__file__).parent / "data" / "profiles"))
     args = ap.parse_args(argv)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
     counts = {}
     if args.vidur:
         counts |= build_vidur(args.vidur, args.out)
@@ -386,8 +385,9 @@ def _lss_groups(path: str | Path, keys: tuple[str, ...], tokens_low: int) -> dic
 
     The header must hold ``keys`` and ``time_us`` (a time column with another name or unit is
     refused); ``layer`` must be a known layer (:data:`LLMSERVINGSIM_LAYERS`), the other keys
-    integers (``tokens``/``sequences`` >= ``max(tokens_low, 1)``, the attention axes >= 0), the
-    time finite and > 0. Errors name the file, the row (header = row 1) and the column.
+    integers (``tokens``/``sequences`` >= ``max(tokens_low, 1)``, the attention axes >= 0, not
+    both ``prefill_chunk`` and ``n_decode`` 0), the time finite and > 0. Errors name the file,
+    the row (header = row 1) and the column.
     """
     path = Path(path)
     try:
@@ -421,6 +421,10 @@ def _lss_groups(path: str | Path, keys: tuple[str, ...], tokens_low: int) -> dic
             if not cell.isdigit() or int(cell) < low:
                 raise FieldError(where(col), cell, f"an integer >= {low}")
             key.append(int(cell))
+        axes = dict(zip(keys, key, strict=True))
+        if axes.get("prefill_chunk") == axes.get("n_decode") == 0:
+            raise FieldError(where("n_decode"), r.get("n_decode"),
+                             "> 0 when prefill_chunk is 0 (an empty batch)")
         try:
             us = float(r.get("time_us") or "")
         except ValueError:
