@@ -8,32 +8,31 @@ the source repository.
 
 Schema (header names; order free, extra columns refused so that a typo is not silently lost):
 
-========== ======== ==================================================================================
-column     required meaning
-========== ======== ==================================================================================
-source     yes      short name of the public source (``vidur``, ``splitwise-sim``, ``llmservingsim``)
-gpu        yes      llmq GPU preset key of the card measured (``a100``, ``h100``, ``a40``, ``rtx4090``)
-setup      no       the source's own name for the machine or setting (``a100_dgx``, ``h100-80gb``)
-model      yes      llmq model preset key; empty for model-independent rows (collectives)
-tp         yes      tensor-parallel degree (GPUs sharing each layer); must split the model (see below)
-operation  yes      what was timed: a GeMM or kernel name (:data:`VIDUR_GEMMS`, :data:`VIDUR_KERNELS`,
-                    :data:`LLMSERVINGSIM_GEMMS`, :data:`LLMSERVINGSIM_KERNELS`), ``attention`` (the
-                    self-attention of one layer over a batch), ``prefill_batch``, ``decode_batch`` or
-                    ``all_reduce``
-tokens     per op   tokens in the batch (rows of the activations the operation runs over; ``lm_head``
-                    and ``sampler``: one row per sequence)
-decodes    per op   decode requests in the batch (``decode_batch``, ``attention``)
-context    per op   per-request prompt length (``prefill_batch``: each prompt's length;
-                    ``decode_batch``: the length when decoding starts); ``attention``: the tokens in
-                    the KV cache of each decode request before its step (needed when ``decodes > 0``)
-prefill_context
-           per op   ``attention``: the tokens in the KV cache of the prefill chunk's request before
-                    the chunk (the chunk is ``tokens - decodes`` tokens; needed when it is > 0)
-generated  no       output tokens per request over which a ``decode_batch`` time is averaged
-bytes      per op   message size of a collective, in bytes
-src_rows   no       how many source rows were aggregated (by median) into this row
-*time*     yes      exactly one of ``seconds``/``time_s``, ``time_ms``, ``time_us``
-========== ======== ==================================================================================
+=============== ======== ==================================================================================
+column          required meaning
+=============== ======== ==================================================================================
+source          yes      short name of the public source (``vidur``, ``splitwise-sim``, ``llmservingsim``)
+gpu             yes      llmq GPU preset key of the card measured (``a100``, ``h100``, ``a40``, ``rtx4090``)
+setup           no       the source's own name for the machine or setting (``a100_dgx``, ``h100-80gb``)
+model           yes      llmq model preset key; empty for model-independent rows (collectives)
+tp              yes      tensor-parallel degree (GPUs sharing each layer); must split the model (see below)
+operation       yes      what was timed: a GeMM or kernel name (:data:`VIDUR_GEMMS`, :data:`VIDUR_KERNELS`,
+                         :data:`LLMSERVINGSIM_GEMMS`, :data:`LLMSERVINGSIM_KERNELS`), ``attention`` (the
+                         self-attention of one layer over a batch), ``prefill_batch``, ``decode_batch`` or
+                         ``all_reduce``
+tokens          per op   tokens in the batch (rows of the activations the operation runs over; ``lm_head``
+                         and ``sampler``: one row per sequence)
+decodes         per op   decode requests in the batch (``decode_batch``, ``attention``)
+context         per op   per-request prompt length (``prefill_batch``: each prompt's length;
+                         ``decode_batch``: the length when decoding starts); ``attention``: the tokens in
+                         the KV cache of each decode request before its step (needed when ``decodes > 0``)
+prefill_context per op   ``attention``: the tokens in the KV cache of the prefill chunk's request before
+                         the chunk (the chunk is ``tokens - decodes`` tokens; needed when it is > 0)
+generated       no       output tokens per request over which a ``decode_batch`` time is averaged
+bytes           per op   message size of a collective, in bytes
+src_rows        no       how many source rows were aggregated (by median) into this row
+*time*          yes      exactly one of ``seconds``/``time_s``, ``time_ms``, ``time_us``
+=============== ======== ==================================================================================
 
 An empty integer cell means "not applicable" and loads as :data:`ABSENT` (-1). The loader refuses
 a time column whose unit it cannot tell (``time``, ``latency``, ``duration``...), negative, zero or
