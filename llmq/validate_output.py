@@ -17,6 +17,7 @@ from llmq import validate_attention_output as attention
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
 from theory.validate import (
     COLUMNS,
+    MEASURED_LABEL,
     NULL_MEANING,
     SCHEME_MEANING,
     SCHEMES,
@@ -36,7 +37,8 @@ BATCH_OVERHEAD_COLUMNS = {
     "after_median, after_p90": "the same with the fitted fixed time per batch added",
 }
 LABEL = {"roofline": "roofline", "shipped": "shipped", "tokens": "held-out tokens",
-         "models": "held-out models", "paper": "paper"}
+         "models": "held-out models", "paper": "paper", "measured_law": "measured law, tokens",
+         "measured_law_models": "measured law, models"}
 
 
 def _clean(x):
@@ -72,6 +74,29 @@ def gpu_verdict(row: dict) -> str:
     return f"{row['gpu']}: {verdict[row['targets_hold']]}; " + "; ".join(parts) + f"; n = {row['n']}"
 
 
+def measured_verdict(report: Report, row: dict) -> str | None:
+    """One line per GPU with data: the measured-profile law's figures against the same targets,
+    beside the tile model's verdict (None for a GPU without measured rows)."""
+    if not row["targets"]:
+        return None
+    parts = []
+    for scheme, stat in (("measured_law", "median"), ("measured_law", "p90"),
+                         ("measured_law_models", "median")):
+        value = row[f"{scheme}_{stat}"]
+        limit = TARGETS[f"{'tokens' if scheme == 'measured_law' else 'models'}_{stat}"]
+        state = "n/a" if value is None else ("ok" if value <= limit else "MISS")
+        parts.append(f"{LABEL[scheme]} {stat} {_pct(value)} (target <= {limit:.0%}: {state})")
+    for c in report.measured_coverage:
+        if c["gpu"] == row["gpu"] and c["n"]:
+            parts.append(f"{LABEL[c['scheme']]}: {c['interpolated'] / c['n']:.0%} of {c['n']} rows "
+                         "interpolated, the rest the tile model")
+    return f"{row['gpu']}: {MEASURED_LABEL}: " + "; ".join(parts)
+
+
+def _measured_lines(report: Report) -> list[str]:
+    return [line for line in (measured_verdict(report, r) for r in report.gpus) if line]
+
+
 def _stat_cells(row: dict) -> list[str]:
     return [f"{_pct(row[f'{s}_median'])}/{_pct(row[f'{s}_p90'])}" for s in SCHEMES]
 
@@ -100,6 +125,7 @@ def console_lines(report: Report, files: list[str]) -> list[str]:
     out += ["", "acceptance per GPU (held-out tokens: median <= 5%, p90 <= 12%; "
                 "across models: median <= 10%):"]
     out += [f"  {gpu_verdict(row)}" for row in report.gpus]
+    out += [f"  {line}" for line in _measured_lines(report)]
     if report.staircase:
         out += ["", f"A100 staircase, Llama-2-7B TP 1 (step heights, |shipped - measured| <= "
                     f"{STEP_TOLERANCE:.0%} points): {staircase_line(report)}"]
@@ -150,6 +176,14 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
         "null_means": NULL_MEANING,
         "gpus": report.gpus,
         "verdicts": [gpu_verdict(r) for r in report.gpus],
+        "measured_verdicts": _measured_lines(report),
+        "measured_coverage": report.measured_coverage,
+        "measured_coverage_columns": {
+            "gpu, scheme": "GPU preset and measured scheme (measured_law: held-out token counts; "
+                           "measured_law_models: leave one model out)",
+            "n": "rows scored", "interpolated": "rows priced by a measured table of the same shape",
+            "fallback": "rows priced by the tile model (no training series of the shape, or a token "
+                        "count outside its range)"},
         "summary": report.summary,
         "bands": report.bands,
         "groups": report.groups,
@@ -201,6 +235,7 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
               "projection): its error measures that layer mismatch, not the GPU model."]
     lines += ["", "## Acceptance per GPU", ""]
     lines += [f"- {gpu_verdict(r)}" for r in report.gpus]
+    lines += [f"- {line}" for line in _measured_lines(report)]
     lines += ["", "## Per GPU x TP (all models and GeMMs pooled), median / p90", ""]
     lines += _md_table(["GPU", "TP", "n", *(LABEL[x] for x in SCHEMES)],
                        [[r["gpu"], r["tp"], r["n"], *_stat_cells(r)] for r in report.summary])

@@ -32,12 +32,13 @@ Bari, Hegde, de Veciana (2025), Eq. 2-7 and Section 3.2.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from theory.errors import FieldError, TileDivisibilityError
 from theory.hardware import GPU, Tile
+from theory.measured import MeasuredLinear
 from theory.models import GemmShape, Model, _check_mode
 from theory.terms import LM_HEAD, LinearTerms, allreduce_time, ceil_div, check_tp
 
@@ -89,7 +90,9 @@ def T_GeMM_terms(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
     ``l2_bandwidth_gbs``), at least
     ``b (d_row d_red + d_col (d_row + d_red)) / (eta_mem B)`` with ``memory_floor``, on the fastest
     of the GPU's tiles, plus ``gemm_overhead_s``; with the terms off this is Eq. 2 on the fastest
-    tile. Arguments broadcast.
+    tile. With ``gemm_profile``, a GeMM whose shape has a measured table and whose ``d_col`` lies
+    in its range takes the interpolated measured time instead (:mod:`theory.measured`).
+    Arguments broadcast.
     The linear time of a batch (:func:`T_Lin`) is the sum of these over its GeMMs on one shared
     tile; this per-GeMM form is what per-GeMM measurements are compared with.
 
@@ -109,7 +112,24 @@ def T_GeMM_terms(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
         b = gt.bytes_per_element
         n_bytes = b * (d_row * d_red + d_col * (d_row + d_red))[..., 0].astype(float)
         out = np.maximum(out, n_bytes / (cm.gpu.eta_mem * cm.gpu.bandwidth))
-    return out + gt.gemm_overhead_s
+    out = out + gt.gemm_overhead_s
+    if cm.lin is not None and cm.lin.measured is not None:
+        d_row, d_col, d_red = np.broadcast_arrays(d_row[..., 0], d_col[..., 0], d_red[..., 0])
+        out = np.array(np.broadcast_to(out, d_row.shape), dtype=float)
+        for (r, k), table in cm.lin.measured.by_shape.items():
+            on = (d_row == r) & (d_red == k) & table.covers(d_col)
+            out[on] = table.time(d_col[on])
+    return out
+
+
+def linear_law_name(cm: CostModel) -> str:
+    """Which law priced the linear GeMMs of ``cm``, in words (``llmq bounds``)."""
+    if cm.lin is not None and cm.lin.law is not None:
+        law = cm.lin.law
+        return f"{law.kind} law c + a ceil(tau / b0) (c = {law.c:g} s, a = {law.a:g} s, b0 = {law.b0})"
+    if cm.lin is not None and cm.lin.measured is not None:
+        return cm.lin.measured.describe()
+    return "tile model (Eq. 2 on the fastest tile, with the GPU's cost terms)"
 
 
 def T_GeMV(d_row, d_col, t_row, t_col, mu, s):
@@ -270,6 +290,8 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
     lin, lm_out = None, 0.0
     if not (gt.linear_plain and not mt.lm_head):
         lin = _linear_terms(gpu, model, gemms, t_row, t_col, t_red, all_gemms)
+        if gt.gemm_profile is not None:
+            lin = replace(lin, measured=_measured(gpu, gemms, mode))
         if mt.lm_head:
             head = next(g for g in all_gemms if g.name == LM_HEAD)
             lm_out = float(ceil_div(head.d_row, t_row[0]) * ceil_div(head.d_red, t_red[0])
@@ -311,6 +333,23 @@ def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_col, t_red, all_gemms)
                           for r, c in zip(t_row, t_col, strict=True)]),
         l2_bw=gt.l2_bandwidth or 0.0, tok_s=tok_s, batch_s=batch_s,
         law=gt.linear_law)
+
+
+def _measured(gpu: GPU, gemms, mode: str) -> MeasuredLinear:
+    """The measured-profile law of ``gemms`` (:mod:`theory.measured`; ``gemm_profile``)."""
+    from theory.profiles import gemm_tables
+
+    where = f"gpus.{gpu.key}"
+    gt = gpu.terms
+    if mode != "real":
+        raise FieldError(f"{where}.gemm_profile", gt.gemm_profile,
+                         "no measured profile in mode 'paper' (the profiles time the served layer's "
+                         "GeMMs); use mode 'real'")
+    by_shape = gemm_tables(gt.gemm_profile, gt.gemm_profile_gpu, where)
+    return MeasuredLinear(tables=tuple(by_shape.get((g.d_row, g.d_red)) for g in gemms),
+                          count=np.array([g.count for g in gemms], dtype=np.int64),
+                          gemm_overhead_s=gt.gemm_overhead_s, profile=gt.gemm_profile,
+                          gpu=gt.gemm_profile_gpu, by_shape=by_shape)
 
 
 def _as_counts(name: str, x, minimum: int = 0) -> np.ndarray:
@@ -378,9 +417,13 @@ def _T_Lin_terms(cm: CostModel, tau: np.ndarray, tile: int | None, return_tile: 
         out, arg = lt.law.time(tau), np.zeros(tau.shape, dtype=np.int64)
     else:
         ks = range(len(cm.tiles)) if tile is None else [tile]
-        out, arg = _min_over(lt.per_tile(tau, k, int(cm.t_col[k]), float(cm.mu[k]), cm.s) for k in ks)
+        covered = None if lt.measured is None else lt.measured.covered(tau)
+        out, arg = _min_over(lt.per_tile(tau, k, int(cm.t_col[k]), float(cm.mu[k]), cm.s, covered)
+                             for k in ks)
         if tile is not None:
             arg = np.full(tau.shape, tile)
+        if covered is not None:
+            out = out + lt.measured.time(tau, covered)
         out = np.where(tau > 0, out + lt.tok_s * tau + lt.batch_s, 0.0)
     return (out, arg) if return_tile else out
 
@@ -390,18 +433,28 @@ def linear_per_token(cm: CostModel) -> float:
 
     Eq. 4: ``1 / (mu_Lin(t*) t*_col)``. With terms: ``a / b0`` for the staircase law, else the
     minimum over tiles of the per-column limit of :meth:`LinearTerms.per_token_limit` plus the
-    per-token all-reduce and gather time (per-batch times are amortized away).
+    per-token all-reduce and gather time (per-batch times are amortized away). With a measured
+    profile (``gemm_profile``) the minimum of that tile-model ``l*``, which bounds ``L(tau) / tau``
+    past the largest measured token count (every GeMM is the tile model's there), and of
+    ``L(tau) / tau`` at every token count ``1 .. tau_max`` of the tables (:mod:`theory.terms`,
+    "Theorem 1's inputs").
     """
     if cm.lin is None:
         return float(1.0 / (cm.mu_Lin[0] * cm.t_col[0]))
     if cm.lin.law is not None:
         return cm.lin.law.per_token_min
-    return min(cm.lin.per_token_limit(k, int(cm.t_col[k]), float(cm.mu[k]), cm.s)
-               for k in range(len(cm.tiles))) + cm.lin.tok_s
+    tile_l = min(cm.lin.per_token_limit(k, int(cm.t_col[k]), float(cm.mu[k]), cm.s)
+                 for k in range(len(cm.tiles))) + cm.lin.tok_s
+    if cm.lin.measured is None or not cm.lin.measured.tau_max:
+        return tile_l
+    tau = np.arange(1, cm.lin.measured.tau_max + 1)
+    return min(tile_l, float(np.min(T_Lin(cm, tau) / tau)))
 
 
 def linear_single(cm: CostModel) -> float:
-    """The linear time of a one-token batch on the worst tile: Eq. 13's ``max_t 1/mu_Lin(t)``."""
+    """The linear time of a one-token batch on the worst tile: Eq. 13's ``max_t 1/mu_Lin(t)`` (with
+    a measured profile, ``L(1)``: the measured one-token times, and the worst tile for a GeMM no
+    table covers)."""
     if cm.lin is None:
         return float(np.max(1.0 / cm.mu_Lin))
     if cm.lin.law is not None:

@@ -37,6 +37,7 @@ from theory.terms import GPU_TERM_FIELDS, GpuTerms, gpu_terms_from
 KIB = 1024
 ROOFLINE = "roofline, uncalibrated"
 CALIBRATED_FILE = "calibrated_gpus.toml"
+MEASURED_FILE = "measured_gpus.toml"
 # The cost terms (theory.terms) that real mode may switch on for a preset without a calibration:
 # those that need no fitted number. A per-GeMM overhead is a fit, and there is no data to fit.
 UNFITTED_TERMS = ("memory_floor", "waves", "attention_waves")
@@ -343,7 +344,11 @@ def _merged_tables(user: dict | None) -> tuple[dict, dict]:
                 merged = dict(data.get(section, {}))
                 merged.update(user[section])
                 data[section] = merged
-    return data, inherit(presets, (user or {}).get("gpus", {}), "GPU")
+    tables = inherit(presets, (user or {}).get("gpus", {}), "GPU")
+    for key, table in (user or {}).get("gpus", {}).items():  # gemm_profile_gpu defaults to the base
+        if "gemm_profile" in tables[key] and isinstance(table, dict):
+            tables[key].setdefault("gemm_profile_gpu", table.get("base", key))
+    return data, tables
 
 
 @cache
@@ -376,6 +381,38 @@ def load_gpus(path: str | Path | None = None, calibrated: bool = False) -> dict[
     return {key: _build_gpu(key, table, data) for key, table in tables.items()}
 
 
+@cache
+def _measured_data() -> dict:
+    return read_packaged(MEASURED_FILE)
+
+
+def measured_keys() -> list[str]:
+    """The presets whose linear GeMMs a measured profile prices (``theory/data/measured_gpus.toml``;
+    resolved by :func:`get_gpu`, not listed by :func:`gpu_names`)."""
+    return list(_measured_data().get("gpus", {}))
+
+
+def _measured_fields(variant: dict, base: str) -> dict:
+    """The fields a ``measured_gpus.toml`` table adds to its base (``gemm_profile_gpu``: the base)."""
+    fields = {k: v for k, v in variant.items() if k != "base"}
+    fields.setdefault("gemm_profile_gpu", base)
+    return fields
+
+
+def _measured_gpu(key: str, calibrated: bool) -> GPU:
+    """The measured-profile preset ``key`` on its base preset as the mode asks (:func:`load_gpus`)."""
+    variant = _measured_data()["gpus"][key]
+    base = str(variant["base"])
+    data, tables = _merged_tables(None)
+    table = tables[base]
+    if calibrated:
+        table = _calibrated_table(base, table, None, data)
+    table = {**table, **_measured_fields(variant, base)}
+    if calibrated and "linear GeMMs:" not in table.get("calibration", "linear GeMMs:"):
+        table["calibration"] += f"; linear GeMMs: measured profile {table['gemm_profile']}"
+    return _build_gpu(key, table, data)
+
+
 def _calibrated_table(key: str, table: dict, user: dict | None, data: dict) -> dict:
     """``table`` as real mode prices preset ``key``; a key the user file states is left as written.
 
@@ -389,7 +426,14 @@ def _calibrated_table(key: str, table: dict, user: dict | None, data: dict) -> d
     cal = _calibrated_data()
     if key not in cal.get("gpus", {}):
         return {**real_mode_terms(str(table.get("tileset")), data), **table}
-    return {**table, **cal["gpus"][key], "calibration": str(cal["provenance"][key]["summary"])}
+    out = {**table, **cal["gpus"][key], "calibration": str(cal["provenance"][key]["summary"])}
+    measured = _measured_data()
+    if measured.get("real_mode_default", False):  # the measured law as real mode's default
+        for variant in measured.get("gpus", {}).values():
+            if variant.get("base") == key:
+                out.update(_measured_fields(variant, key))
+                out["calibration"] += f"; linear GeMMs: measured profile {out['gemm_profile']}"
+    return out
 
 
 def real_mode_terms(tileset: str, data: dict | None = None) -> dict:
@@ -444,11 +488,13 @@ def get_gpu(name: str, path: str | Path | None = None, calibrated: bool = False)
         aliases = [a.lower() for a in tables.get(key, {}).get("aliases", [])]
         if wanted in (key.lower(), gpu.name.lower(), *aliases):
             return gpu
-    raise UnknownNameError("GPU", base, list(gpus))
+    if wanted in measured_keys():
+        return _measured_gpu(wanted, calibrated)
+    raise UnknownNameError("GPU", base, [*gpus, *measured_keys()])
 
 
 __all__ = [
-    "CALIBRATED_FILE", "GPU", "ROOFLINE", "UNFITTED_TERMS", "GemvTile", "LlmqError", "Tile",
-    "calibrated_keys", "gemm_tile_rate", "gemv_tile_rate", "get_gpu", "gpu_names", "gpu_table",
-    "load_gpus", "parse_tile", "real_mode_terms", "tile_fits",
+    "CALIBRATED_FILE", "GPU", "MEASURED_FILE", "ROOFLINE", "UNFITTED_TERMS", "GemvTile", "LlmqError",
+    "Tile", "calibrated_keys", "gemm_tile_rate", "gemv_tile_rate", "get_gpu", "gpu_names", "gpu_table",
+    "load_gpus", "measured_keys", "parse_tile", "real_mode_terms", "tile_fits",
 ]

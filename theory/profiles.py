@@ -44,17 +44,20 @@ the FFN width, and divides the KV heads or is a multiple of them). A UTF-8 byte-
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
-from theory.errors import FieldError, UnknownNameError
+from theory.errors import FieldError, LlmqError, UnknownNameError
 from theory.hardware import get_gpu
 from theory.io import read_csv_table
+from theory.measured import GemmTable, pooled_tables
 from theory.models import Model, get_model
 from theory.terms import check_tp
 
@@ -311,3 +314,67 @@ def _to_array(records: list[dict]) -> np.ndarray:
     fields += [("tp", "i8")] + [(c, "i8") for c in INT_COLUMNS] + [("seconds", "f8")]
     names = [f for f, _ in fields]
     return np.array([tuple(r[n] for n in names) for r in records], dtype=fields)
+
+
+# --- Tables of the measured-profile law (theory.measured, the gemm_profile term) ---------------
+
+
+def gemm_series_rows(rows: np.ndarray, model_file: str | None = None) -> tuple[np.ndarray, ...]:
+    """``(d_row, d_red, tokens, seconds, series)`` of a profile's GeMM rows (the structured array
+    of a :class:`Profile`): each row's served-layer shape (:func:`gemm_shape`), token count, time
+    and series label ``"model|operation|tp"``."""
+    rows = rows[np.isin(rows["operation"], GEMM_OPERATIONS)]
+    series = np.char.add(np.char.add(rows["model"], "|"),
+                         np.char.add(rows["operation"], "|" + rows["tp"].astype(str)))
+    d_row = np.zeros(rows.size, dtype=np.int64)
+    d_red = np.zeros(rows.size, dtype=np.int64)
+    for key in np.unique(series):
+        model, op, tp = str(key).split("|")
+        on = series == key
+        d_row[on], d_red[on] = gemm_shape(get_model(model, model_file), op, int(tp))
+    return d_row, d_red, rows["tokens"].astype(np.int64), rows["seconds"].astype(float), series
+
+
+def profile_path(name: str, where: str) -> Path:
+    """The file a ``gemm_profile`` value names: a shipped profile, else an existing path."""
+    shipped = shipped_profiles()
+    if name in shipped:
+        return Path(shipped[name])
+    path = Path(name)
+    if not path.is_file():
+        raise FieldError(f"{where}.gemm_profile", name,
+                         f"a shipped profile ({', '.join(shipped)}) or the path of a CSV in the profile "
+                         "schema (theory/profiles.py)")
+    return path
+
+
+def gemm_tables(name: str, gpu: str, where: str) -> dict[tuple[int, int], GemmTable]:
+    """The pooled tables of the GeMM rows of ``gpu`` in profile ``name`` (a shipped name or path).
+
+    Cached per file content and GPU, so a cost model built twice reads the file once.
+
+    Raises
+    ------
+    FieldError
+        Naming ``<where>.gemm_profile`` for a name that is neither shipped nor a file, or a file
+        the profile loader refuses (its message kept); naming ``<where>.gemm_profile_gpu`` when
+        the profile has no GeMM row of ``gpu``.
+    """
+    path = profile_path(name, where)
+    return _tables(str(path), hashlib.sha256(path.read_bytes()).hexdigest(), gpu, where)
+
+
+@cache
+def _tables(path: str, _digest: str, gpu: str, where: str) -> dict[tuple[int, int], GemmTable]:
+    try:
+        rows = load_profile(path).rows
+    except LlmqError as exc:
+        raise FieldError(f"{where}.gemm_profile", path, f"a readable profile CSV ({exc})") from None
+    gemm = rows[np.isin(rows["operation"], GEMM_OPERATIONS)]
+    mine = gemm[gemm["gpu"] == gpu]
+    if not mine.size:
+        have = sorted(set(gemm["gpu"].tolist()))
+        raise FieldError(f"{where}.gemm_profile_gpu", gpu,
+                         f"a GPU with GeMM rows ({', '.join(GEMM_OPERATIONS)}) in {path}: "
+                         f"{', '.join(have) or 'none'}")
+    return pooled_tables(*gemm_series_rows(mine))

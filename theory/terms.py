@@ -21,6 +21,7 @@ Where each switch lives
     l2_bandwidth_gbs = 5300.0    # each GeMM tile: its operand slices stream at <= this (GB/s)
     overhead_s = 0.0             # fixed time per batch (already existed; Eq. 7 + c)
     gemm_overhead_s = 4.2e-6     # fixed time per linear GeMM (the calibrated A100's c_0)
+    gemm_profile = "vidur_gemm"  # measured GeMM times where the shape was profiled (real mode)
     tp = 4                       # tensor-parallel degree of the replica (needs mode = "real")
     allreduce_latency_s = 4.6e-5 # all-reduce law: latency + 2 (tp-1)/tp bytes / bandwidth
     allreduce_bandwidth_gbs = 171.0   # NCCL bus bandwidth, GB/s: fit_allreduce_law on the
@@ -105,6 +106,39 @@ The terms and what they change
     Peng (2025), "Throughput-optimal scheduling algorithms for LLM inference and AI agents",
     arXiv:2504.07347 (Fig. 4), which they fit by an affine law (``b0 = 1`` here). Since it replaces
     the GeMM model, it excludes ``memory_floor``, ``waves``, ``tp > 1`` and ``lm_head``.
+``gemm_profile`` (GPU, str; ``gemm_profile_gpu``, str; absent: off)
+    The measured-profile law of the linear GeMMs (:mod:`theory.measured`): a shipped profile name
+    (:func:`theory.profiles.shipped_profiles`, e.g. ``"vidur_gemm"``) or the path of a CSV in the
+    profile schema (:mod:`theory.profiles`), and which of its ``gpu`` rows to use
+    (``gemm_profile_gpu``; default: the preset's base key, so ``[gpus.mine] base = "a100"`` reads
+    the ``a100`` rows). A linear GeMM ``d_row x d_red`` over ``tau`` tokens takes the measured time
+    of the profiled series with the same one-GPU shape (:func:`theory.profiles.gemm_shape`; a match
+    by shape, so Mistral-7B's GeMMs take Llama-3-8B's times; several series of one shape are pooled
+    by their median per token count), linearly interpolated in ``tau`` between the measured counts.
+    This is how vidur predicts from its profiles (microsoft/vidur @
+    7d47513363ec447a741ac5e47241580b47724fbf, ``vidur/execution_time_predictor/``; the profile's
+    provenance is in ``theory/data/profiles/README.md``). What it replaces: for a covered GeMM, the
+    whole tile-model time of that GeMM, i.e. Eq. 2 on the shared tile with ``waves``,
+    ``l2_bandwidth_gbs``, ``memory_floor`` and its ``gemm_overhead_s`` (a measured kernel time
+    includes them all). What stays: every GeMM whose shape has no series (the LM head, an
+    unprofiled model or TP degree) and every GeMM at a ``tau`` outside its table's
+    ``[tau_min, tau_max]`` is the tile model with the GPU's other terms (they still share one tile
+    among themselves); the all-reduces of ``tp``, the embedding gather and vocab projection of
+    ``lm_head``, ``tau / mu_nLin``, attention and ``overhead_s`` are added as without it. The
+    tables are built once per cost model (``theory.cost.build_cost_model``) and reach the
+    simulator through its linear table (:func:`theory.cost.linear_table`, extended past the last
+    measured count), so simulation speed is unchanged. Continuity: at ``tau_max + 1`` a GeMM
+    jumps from its last measured time to the tile model; on the shipped calibrated presets the
+    tile model at ``tau_max`` differs from the measured time by a median of -0.9% (A100), +1.3%
+    (H100), -2.1% (A40), with 10th-90th percentiles -11% to +6%, -5% to +13%, -9% to +4% over the
+    GPU's shapes (extremes -23% and +23%), so ``L(tau)`` may step down or up there; both sides
+    are valid per-GeMM estimates, and the bounds below hold across the step. Needs
+    ``mode = "real"`` (the profiles time the served layer's GeMMs). A user CSV is named by its
+    path: the cached results of ``stability.runner`` key a GPU file by its content, which holds
+    the path and not the CSV's bytes, so give an edited CSV a new name (the packaged profiles are
+    part of the source digest). The presets ``a100-measured``,
+    ``h100-measured``, ``a40-measured`` (``theory/data/measured_gpus.toml``) switch it on over
+    the calibrated presets; ``real_mode_default = true`` there makes it real mode's default.
 ``attention`` (model, bool, default true)
     ``false`` prices decode (Eq. 5) and prefill (Eq. 6) self-attention at 0, as cost laws that
     depend on the token count alone assume (e.g. the law above).
@@ -161,6 +195,16 @@ batches also pays the per-batch times. Per term:
 * ``gemm_overhead_s`` ``c_0``: as ``overhead_s`` with ``c = c_0`` times the linear GeMMs of a batch.
 * ``linear_law``: linear term ``E[L^P + L^D] a / b0``, non-linear term 0 (the law includes it);
   ``T^max = l (c + a + overhead_s) + N S(l)``.
+* ``gemm_profile``: ``l* = min(l*_tile, min_{1 <= tau <= tau_max} L(tau) / tau)`` with
+  ``tau_max`` the largest measured count of the batch's GeMMs and ``l*_tile`` the tile model's
+  ``l*`` above: past ``tau_max`` every GeMM is the tile model's, whose ``L(tau) / tau`` is at
+  least ``l*_tile``, and below it ``L`` is evaluated at every integer, so ``tau l* <= L(tau)``
+  for every batch and ``lambda*`` stays an upper bound (the measured law is not monotone in
+  ``tau``, so no single point gives the infimum; on the vidur tables ``l*_tile`` binds for
+  Mistral-7B on the A100, H100 and A40, whose large measured GeMMs run slower per token than the
+  fitted tiles' limit, so ``T_bar^R`` and ``lambda*`` are the tile model's). Eq. 13's ``T^max``
+  takes ``L(1)``: the measured one-token times, with the worst tile for the GeMMs no table
+  covers (:func:`theory.cost.linear_single`).
 * ``attention = false``: the decode- and prefill-attention terms of ``T_bar^R`` and the
   ``N S(l)`` of ``T^max`` are 0.
 * ``lm_head``: ``l*`` loses the vocab projection and gains the gather bytes; ``T_bar^R`` gains
@@ -170,15 +214,16 @@ batches also pays the per-batch times. Per term:
   per-token all-reduce bytes ``n_ar 2 (tp-1)/tp b d_x / busbw``, latencies amortize away, and
   ``T^max`` pays ``n_ar`` latencies per token. ``r`` counts TP groups.
 
-``t*`` is unchanged by every term: Assumption 1 is a property of the GPU's tiles, and RAD's chunk
-``t*_lcm`` and Theorem 2's ``t*_col`` keep using it. With a floor or waves ``l*`` is a minimum over
-all tiles (it is reached at t* on the presets); under a law the linear time no longer depends on
-the tile, so ``t*`` only shapes RAD's chunks and the attention terms. With ``l2_bandwidth_gbs``
-Assumption 1's t* (a maximal ``mu(t)`` FLOP rate) ignores the L2 bound, and a fitted tile that is
-fastest only where its traffic binds has a compute rate the data do not bound, which could then
-win t*: the calibration therefore keeps Assumption 1 with the roofline preset's t*, bounding every
-tile's FLOP rate by t*'s and by the dense peak (:mod:`theory.calibrate`, "Bounds"), and those
-bounded compute rates also price Eq. 6's attention GeMMs, on which the L2 term is not applied.
+``t*`` is unchanged by every term (under ``gemm_profile`` it is the tile model's): Assumption 1 is
+a property of the GPU's tiles, and RAD's chunk ``t*_lcm`` and Theorem 2's ``t*_col`` keep using it.
+With a floor or waves ``l*`` is a minimum over all tiles (it is reached at t* on the presets);
+under a law the linear time no longer depends on the tile, so ``t*`` only shapes RAD's chunks and
+the attention terms. With ``l2_bandwidth_gbs`` Assumption 1's t* (a maximal ``mu(t)`` FLOP rate)
+ignores the L2 bound, and a fitted tile that is fastest only where its traffic binds has a compute
+rate the data do not bound, which could then win t*: the calibration therefore keeps Assumption 1
+with the roofline preset's t*, bounding every tile's FLOP rate by t*'s and by the dense peak
+(:mod:`theory.calibrate`, "Bounds"), and those bounded compute rates also price Eq. 6's attention
+GeMMs, on which the L2 term is not applied.
 
 References
 ----------
@@ -194,10 +239,11 @@ import numpy as np
 
 from theory.config import read_bool
 from theory.errors import FieldError
+from theory.measured import MeasuredLinear
 
 GPU_TERM_FIELDS = frozenset({"memory_floor", "waves", "attention_waves", "l2_bandwidth_gbs",
                              "gemm_overhead_s", "tp", "allreduce_latency_s", "allreduce_bandwidth_gbs",
-                             "linear_law"})
+                             "linear_law", "gemm_profile", "gemm_profile_gpu"})
 MODEL_TERM_FIELDS = frozenset({"attention", "lm_head"})
 LAW_KINDS = ("staircase",)
 LM_HEAD = "W_out"  # name of the vocab projection in Model.linear_gemms
@@ -266,6 +312,11 @@ class GpuTerms:
         Replaces ``T_Lin + tau / mu_nLin``.
     bytes_per_element : int
         Bytes of one weight or activation element (the profile's ``efficiency.bytes_per_element``).
+    gemm_profile : str or None
+        A shipped profile name or a CSV path whose measured GeMM times price the linear GeMMs of
+        a matching shape (:mod:`theory.measured`; ``None``: the tile model alone).
+    gemm_profile_gpu : str or None
+        The ``gpu`` rows of ``gemm_profile`` to use.
     """
 
     memory_floor: bool = False
@@ -278,12 +329,15 @@ class GpuTerms:
     allreduce_bandwidth: float | None = None
     linear_law: LinearLaw | None = None
     bytes_per_element: int = 2
+    gemm_profile: str | None = None
+    gemm_profile_gpu: str | None = None
 
     @property
     def linear_plain(self) -> bool:
         """Whether the linear time is Eq. 4 as printed (no term of the linear GeMMs is on)."""
         return not (self.memory_floor or self.waves or self.gemm_overhead_s or self.tp > 1
-                    or self.linear_law is not None or self.l2_bandwidth is not None)
+                    or self.linear_law is not None or self.l2_bandwidth is not None
+                    or self.gemm_profile is not None)
 
     @property
     def plain(self) -> bool:
@@ -338,8 +392,27 @@ def _law_from(table, where: str) -> LinearLaw:
                      b0=int(b0))
 
 
+def _profile_fields(table: dict, where: str, key: str) -> tuple[str | None, str | None]:
+    """``gemm_profile`` and ``gemm_profile_gpu`` as written (the latter defaults to ``key``); the
+    profile itself is read when a cost model is built (:func:`theory.profiles.gemm_tables`)."""
+    if "gemm_profile" not in table:
+        if "gemm_profile_gpu" in table:
+            raise FieldError(f"{where}.gemm_profile", None,
+                             "a profile name or CSV path (gemm_profile_gpu is set without it)")
+        return None, None
+    name, gpu = table["gemm_profile"], table.get("gemm_profile_gpu", key)
+    if not isinstance(name, str) or not name.strip():
+        raise FieldError(f"{where}.gemm_profile", name,
+                         "a shipped profile name (theory.profiles.shipped_profiles()) or a CSV path")
+    if not isinstance(gpu, str) or not gpu.strip():
+        raise FieldError(f"{where}.gemm_profile_gpu", gpu, "the gpu key of the profile's rows, e.g. 'a100'")
+    return name.strip(), gpu.strip()
+
+
 def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTerms:
-    """Read the GPU-side term fields of a ``[gpus.<key>]`` table (absent fields: off)."""
+    """Read the GPU-side term fields of a ``[gpus.<key>]`` table (absent fields: off; an absent
+    ``gemm_profile_gpu`` is ``<key>``, and :func:`theory.hardware.load_gpus` states the base key
+    of a derived table)."""
     tp = table.get("tp", 1)
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise FieldError(f"{where}.tp", tp, "an integer >= 1 (tensor-parallel degree)")
@@ -351,18 +424,20 @@ def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTe
                          f"the interconnect's all-reduce bus bandwidth in GB/s (needed with tp = {tp})")
     law = _law_from(table["linear_law"], f"{where}.linear_law") if "linear_law" in table else None
     l2 = _positive(table, "l2_bandwidth_gbs", where) * 1e9 if "l2_bandwidth_gbs" in table else None
+    profile, profile_gpu = _profile_fields(table, where, where.rpartition(".")[2])
     terms = GpuTerms(memory_floor=read_bool(table, "memory_floor", where, False),
                      waves=read_bool(table, "waves", where, False),
                      attention_waves=read_bool(table, "attention_waves", where, False), l2_bandwidth=l2,
                      gemm_overhead_s=_nonneg(table, "gemm_overhead_s", where, 0.0), tp=tp,
                      allreduce_latency_s=_nonneg(table, "allreduce_latency_s", where, 0.0),
-                     allreduce_bandwidth=bw, linear_law=law, bytes_per_element=int(bytes_per_element))
+                     allreduce_bandwidth=bw, linear_law=law, bytes_per_element=int(bytes_per_element),
+                     gemm_profile=profile, gemm_profile_gpu=profile_gpu)
     if law is not None:
-        for key, on in (("memory_floor", terms.memory_floor), ("waves", terms.waves),
-                        ("gemm_overhead_s", terms.gemm_overhead_s > 0), ("tp", tp > 1),
-                        ("l2_bandwidth_gbs", l2 is not None)):
+        for field, on in (("memory_floor", terms.memory_floor), ("waves", terms.waves),
+                          ("gemm_overhead_s", terms.gemm_overhead_s > 0), ("tp", tp > 1),
+                          ("l2_bandwidth_gbs", l2 is not None), ("gemm_profile", profile is not None)):
             if on:
-                raise FieldError(f"{where}.{key}", table[key],
+                raise FieldError(f"{where}.{field}", table[field],
                                  "off when linear_law is set (the law replaces the GeMM model)")
     return terms
 
@@ -476,7 +551,10 @@ class LinearTerms:
                   = rows_kg ceil(tau/t_col_k) red_kg / (s mu_k)              (waves off)
 
     or ``law(tau)`` when a law is set. ``rows_kg = ceil(d_row_g / t_row_k)``, ``red_kg =
-    ceil(d_red_g / t_red_k)``, ``traffic_kg = b (t_row_k + t_col_k) d_red_g``.
+    ceil(d_red_g / t_red_k)``, ``traffic_kg = b (t_row_k + t_col_k) d_red_g``. With ``measured``
+    (``gemm_profile``) a GeMM ``g`` its table covers at ``tau`` has ``G_kg(tau) = 0`` for every
+    tile and adds ``count_g (M_g(tau) - gemm_overhead_s)`` instead (``batch_s`` holds its
+    ``gemm_overhead_s``, which the measured time ``M_g`` already includes).
     """
 
     count: np.ndarray  # (G,) int
@@ -491,9 +569,12 @@ class LinearTerms:
     tok_s: float  # seconds per batch token outside the GeMMs (all-reduce bytes, embedding gather)
     batch_s: float  # seconds per non-empty batch (all-reduce latencies, vocab-projection weight read)
     law: LinearLaw | None
+    measured: MeasuredLinear | None = None  # the measured-profile law (gemm_profile), if on
 
-    def per_tile(self, tau: np.ndarray, k: int, t_col: int, mu: float, s: int) -> np.ndarray:
-        """``sum_g count_g G_kg(tau)`` at tile index ``k`` (no per-token or per-batch additions)."""
+    def per_tile(self, tau: np.ndarray, k: int, t_col: int, mu: float, s: int,
+                 covered: np.ndarray | None = None) -> np.ndarray:
+        """``sum_g count_g G_kg(tau)`` at tile index ``k`` (no per-token or per-batch additions);
+        ``covered[g]`` (``gemm_profile``) marks where GeMM ``g`` is measured and left out here."""
         cols = ceil_div(tau, t_col)
         out = np.zeros(tau.shape)
         for g in range(self.count.size):
@@ -506,6 +587,8 @@ class LinearTerms:
                 comp = np.maximum(comp, tiles_out * self.traffic[k, g] / self.l2_bw)
             if self.floor_bw:
                 comp = np.maximum(comp, (self.wbytes[g] + self.abytes[g] * tau) / self.floor_bw)
+            if covered is not None:
+                comp = np.where(covered[g], 0.0, comp)
             out = out + self.count[g] * comp
         return out
 

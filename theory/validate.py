@@ -3,7 +3,7 @@
 Every row of a profile in :mod:`theory.profiles` is one measured operation. This module predicts
 each row that the cost model can express and scores the prediction by its absolute relative error
 ``|predicted / measured - 1|``, summarised per group (GPU x model x TP x operation) and pooled by
-its **median** and **90th percentile** (:class:`ErrorStats`). Five predictions (*schemes*):
+its **median** and **90th percentile** (:class:`ErrorStats`). Seven predictions (*schemes*):
 
 ``roofline``
     The GPU preset's roofline (``theory/data/gpus.toml``: one rate per tile, no measured data) and
@@ -27,6 +27,17 @@ its **median** and **90th percentile** (:class:`ErrorStats`). Five predictions (
     The roofline preset on the paper's layer (``paper`` mode, Section 3.2.1: one attention head
     of width ``d``, separate ``W_Q, W_K, W_V`` of ``d x d_x``, a two-matrix FFN, no output
     projection), for reference (:func:`paper_shapes`).
+``measured_law``
+    The measured-profile law (:mod:`theory.measured`, the ``gemm_profile`` term) built from the
+    ``tokens`` scheme's training rows only (the held-out token counts are removed from every
+    series before the tables are pooled and interpolated), scored on the held-out rows; a row
+    whose shape has no training series, or whose count lies outside its table's range, takes the
+    ``tokens`` prediction (:func:`measured_predictions`). It interpolates measured points and does
+    not transfer to unprofiled shapes.
+``measured_law_models``
+    The same law in the leave-one-model-out folds: only the *other* models' series of the same
+    shape enter the tables, and the rest falls back to the ``models`` prediction;
+    :attr:`Report.measured_coverage` counts how many rows each scheme interpolated.
 
 What is predicted. The per-GeMM rows of ``vidur_gemm`` and the GeMM layers of
 ``llmservingsim_rtx4090`` (vLLM's ``qkv_proj``, ``o_proj``, ``gate_up_proj``, ``down_proj`` and
@@ -72,6 +83,7 @@ from theory.calibrate import Calibration, fit_gemm, staircase_jumps
 from theory.cost import Batch, CostModel, T_batch, T_GeMM_terms, build_cost_model
 from theory.errors import FieldError
 from theory.hardware import GPU, get_gpu, gpu_names
+from theory.measured import pooled_tables
 from theory.models import Model, get_model
 from theory.profiles import (
     GEMM_OPERATIONS,
@@ -80,6 +92,7 @@ from theory.profiles import (
     VIDUR_GEMMS,
     VIDUR_KERNELS,
     Profile,
+    gemm_series_rows,
     gemm_shape,
 )
 from theory.terms import allreduce_time
@@ -87,7 +100,7 @@ from theory.timings import GemmTimings
 from theory.validate_attention import OPERATION as ATTENTION
 from theory.validate_attention import score_attention
 
-SCHEMES = ("roofline", "shipped", "tokens", "models", "paper")
+SCHEMES = ("roofline", "shipped", "tokens", "models", "paper", "measured_law", "measured_law_models")
 SCHEME_MEANING = {
     "roofline": "GPU preset's roofline per tile, no calibration, served layer shapes (real mode)",
     "shipped": "GPU preset as real mode ships it (calibrated where public data exist, else the "
@@ -95,7 +108,13 @@ SCHEME_MEANING = {
     "tokens": "preset calibrated on the other token counts, scored on held-out token counts",
     "models": "preset calibrated on the other models of the GPU, scored on the held-out model",
     "paper": "GPU preset as shipped, the paper's single-head 2-matrix-FFN layer (paper mode)",
+    "measured_law": "measured-profile law (interpolation of the training token counts; no transfer "
+                    "to unprofiled shapes), scored on held-out token counts; 'tokens' where not covered",
+    "measured_law_models": "measured-profile law from the other models' series of the same shape, "
+                           "scored on the held-out model; 'models' where no such series covers the row",
 }
+MEASURED_LABEL = ("measured-profile law (interpolation of the training token counts; no transfer to "
+                  "unprofiled shapes)")
 TARGETS = {  # acceptance targets on the pooled absolute relative errors of one GPU
     "tokens_median": 0.05,
     "tokens_p90": 0.12,
@@ -282,14 +301,7 @@ def gemm_rows(rows: np.ndarray, model_file: str | None = None) -> GemmRows:
     """The rows of a loaded profile whose operation is a GeMM (:data:`theory.profiles.GEMM_OPERATIONS`),
     with their shapes (:func:`theory.profiles.gemm_shape`)."""
     rows = rows[np.isin(rows["operation"], GEMM_OPERATIONS)]
-    d_row = np.zeros(rows.size, dtype=np.int64)
-    d_red = np.zeros(rows.size, dtype=np.int64)
-    keys = np.char.add(np.char.add(rows["model"], "|"), np.char.add(rows["operation"],
-                                                                    "|" + rows["tp"].astype(str)))
-    for key in np.unique(keys):
-        model, op, tp = str(key).split("|")
-        shape = gemm_shape(get_model(model, model_file), op, int(tp))
-        d_row[keys == key], d_red[keys == key] = shape
+    d_row, d_red, *_ = gemm_series_rows(rows, model_file)
     return GemmRows(rows["gpu"].astype(str), rows["model"].astype(str), rows["tp"].astype(np.int64),
                     rows["operation"].astype(str), rows["tokens"].astype(np.int64),
                     rows["seconds"].astype(float), d_row, d_red)
@@ -438,6 +450,9 @@ class Report:
         Per GPU x TP of the whole-batch rows: the fixed time per batch fitted on the training
         shapes (:func:`fit_batch_overhead`, :func:`batch_split`) and the held-out median / p90
         error of the shipped preset before and after adding it.
+    measured_coverage : list of dict
+        Per GPU and measured scheme: rows scored, rows the tables interpolated, rows that fell back
+        to the tile model (:func:`measured_predictions`).
     attention : list of dict
         Measured self-attention batches against Eq. 5-6, per GPU x model x TP x batch kind
         (:func:`theory.validate_attention.score_attention`, columns
@@ -454,6 +469,7 @@ class Report:
     series: dict = field(default_factory=dict)
     fits: dict = field(default_factory=dict)
     batch_overheads: list = field(default_factory=list)
+    measured_coverage: list = field(default_factory=list)
     attention: list = field(default_factory=list)
 
 
@@ -537,6 +553,7 @@ def _validate_gemm(report: Report, profile: str, data: GemmRows,
                           model_file=s.model_file, floor=s.floor, waves=s.waves, l2=s.l2)
             report.fits[f"{g} without {m}"] = _fit_summary(fit)
             pred["models"][idx[mask]] = predict_rows(rows.take(mask), _fitted(fit, s))
+        _measured_schemes(report, g, rows, idx, held, pred)
     errors = {k: abs_rel_error(data.seconds, v) for k, v in pred.items()}
     below = pred["shipped"] < data.seconds
     keys = sorted(set(zip(data.gpu.tolist(), data.model.tolist(), data.tp.tolist(), data.operation.tolist(),
@@ -558,6 +575,46 @@ def _validate_gemm(report: Report, profile: str, data: GemmRows,
                                          **{k: pred[k][sel][order] for k in SCHEMES},
                                          "calibrated": calibrated[sel][order]}
     return errors, below
+
+
+def measured_predictions(train: GemmRows, test: GemmRows, fallback) -> tuple[np.ndarray, np.ndarray]:
+    """The measured-profile law (:mod:`theory.measured`) built from ``train`` at the rows ``test``.
+
+    The rows of ``train`` are pooled per shape (:func:`theory.measured.pooled_tables`: median per
+    token count over the series of one shape) and each test row whose shape has a table, at a
+    token count inside its range, takes the linear interpolant; the others take ``fallback``.
+
+    Returns
+    -------
+    (predicted, covered) : tuple of ndarray
+        Seconds per test row, and which rows the tables priced.
+    """
+    series = np.char.add(np.char.add(train.model.astype(str), "|"),
+                         np.char.add(train.operation.astype(str), "|" + train.tp.astype(str)))
+    tables = pooled_tables(train.d_row, train.d_red, train.tokens, train.seconds, series)
+    out = np.array(fallback, dtype=float, copy=True)
+    covered = np.zeros(len(test), dtype=bool)
+    for (r, k), table in tables.items():
+        on = (test.d_row == r) & (test.d_red == k) & table.covers(test.tokens)
+        out[on] = table.time(test.tokens[on])
+        covered |= on
+    return out, covered
+
+
+def _measured_schemes(report: Report, g: str, rows: GemmRows, idx: np.ndarray, held: np.ndarray,
+                      pred: dict[str, np.ndarray]) -> None:
+    """The ``measured`` and ``measured_law_models`` predictions of GPU ``g``'s rows, and their coverage."""
+    values, covered = measured_predictions(rows.take(~held), rows.take(held), pred["tokens"][idx[held]])
+    pred["measured_law"][idx[held]] = values
+    n_models, c_models = 0, 0
+    for _, mask in model_folds(rows.model):
+        values, cov = measured_predictions(rows.take(~mask), rows.take(mask), pred["models"][idx[mask]])
+        pred["measured_law_models"][idx[mask]] = values
+        n_models, c_models = n_models + int(mask.sum()), c_models + int(cov.sum())
+    for scheme, n, c in (("measured_law", int(held.sum()), int(covered.sum())),
+                         ("measured_law_models", n_models, c_models)):
+        report.measured_coverage.append({"gpu": g, "scheme": scheme, "n": n, "interpolated": c,
+                                         "fallback": n - c})
 
 
 def _fitted(fit: GpuFit, s: Settings) -> Callable[[str], CostModel]:
@@ -847,6 +904,7 @@ def _concat(parts) -> tuple[GemmRows, dict[str, np.ndarray], np.ndarray]:
 
 __all__ = [
     "COLUMNS",
+    "MEASURED_LABEL",
     "SCHEMES",
     "TARGETS",
     "ErrorStats",
@@ -862,6 +920,7 @@ __all__ = [
     "fit_batch_overhead",
     "fit_gpu",
     "gemm_rows",
+    "measured_predictions",
     "model_folds",
     "monotone_envelope",
     "paper_shapes",

@@ -2,8 +2,9 @@
 
 The layering (``theory`` <- ``stability`` <- ``paper_checks`` <- ``llmq``) says what a result can
 depend on: a package and those below it. :func:`source_digest` hashes every source and data file
-(``.py``, ``.toml``, ``.csv``) of the named installed packages, found where Python imports them
-from, so a cache keyed on it is invalidated by any change to that code or data.
+(``.py``, ``.toml``, ``.csv``, ``.csv.gz``: the packaged profiles, which the measured-profile law
+prices GeMMs from) of the named installed packages, found where Python imports them from, so a
+cache keyed on it is invalidated by any change to that code or data.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
 
-SUFFIXES = (".py", ".toml", ".csv")
+SUFFIXES = (".py", ".toml", ".csv", ".gz")
 
 
 @cache

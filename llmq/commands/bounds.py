@@ -23,12 +23,14 @@ def add_parser(sub) -> None:
 def _row(values: dict, gpu_name: str) -> dict:
     from theory.assumptions import check_assumptions
     from theory.bounds import compute_bounds
+    from theory.cost import linear_law_name
 
     cm = build_cost_model_from(values, gpu_name)
     w = build_workload_from(values, cm)
     row = compute_bounds(cm, w, values["gpus_r"], values["epsilon"]).as_dict()
     row["gpu_name"] = cm.gpu.name
     row["gpu_rates"] = cm.gpu.calibration  # "roofline, uncalibrated" or the calibration's provenance
+    row["linear_law"] = linear_law_name(cm)  # what priced the linear GeMMs (tile model, law, profile)
     row["certified"] = _certified(cm, w, values["gpus_r"], row["lambda_star"], values["token_budget"])
     row["assumptions"] = {a.name: {"holds": a.holds, "detail": a.detail}
                           for a in check_assumptions(cm, w)}
@@ -88,6 +90,8 @@ def run(args) -> int:
     for row in rows:
         if row["gpu_rates"] != ROOFLINE:
             print(f"  {row['gpu']} rates: {row['gpu_rates']}")
+        if not row["linear_law"].startswith("tile model"):
+            print(f"  {row['gpu']} linear GeMMs: {row['linear_law']}")
     print(f"\nlambda* with the corrected T_bar^R (erratum prop1.drain_lower_bound; a valid upper bound): "
           f"{first['lambda_star_corrected']:.4f} req/s, "
           f"+{first['lambda_star_corrected'] / first['lambda_star'] - 1:.3%}  [{first['gpu']}]")

@@ -7,7 +7,9 @@ fastest tile per GeMM; the linear GeMMs share theirs) and the tests check the tw
 
 Terms beyond Eq. 2 (:mod:`theory.terms`) reach the engine through the tables alone: the linear
 table and, past it, :func:`t_lin`'s law or :class:`~theory.terms.LinearTerms` loop absorb the
-memory floor, waves, tensor-parallel all-reduces, the embedding gather and a literature law; the
+memory floor, waves, tensor-parallel all-reduces, the embedding gather and a literature law (a
+measured GeMM profile through the table alone, which then reaches past its last measured token
+count); the
 decode prefix sums ``S`` and :func:`t_psa` are 0 without attention and carry the vocab projection
 of each decode and prefill chunk with ``lm_head``. The engine itself has no branch for them. With
 terms on, the "wasted" time of a batch is its time above ``tau l*`` (Theorem 1's per-token rate,
@@ -133,13 +135,20 @@ def build_tables(cm: CostModel, max_pos: int, chunk: int | None = None) -> Costs
     ct = _make_costs(
         cm.t_row.copy(), cm.t_col.copy(), cm.t_red.copy(), cm.mu.astype(np.float64),
         (1.0 / cm.mu_Lin).astype(np.float64), S,
-        linear_table(cm, LIN_TABLE - 1), np.zeros(max_pos + 1), float(cm.s), float(cm.N),
+        linear_table(cm, _lin_table_size(cm) - 1), np.zeros(max_pos + 1), float(cm.s), float(cm.N),
         int(cm.d_pre), float(cm.mu_nLin), float(cm.overhead_s), float(lin_ideal),
         float(psa_ideal if cm.attention else 0.0), chunk)
     _set_terms(ct, *_terms_args(cm))
     _set_shifts(ct, *_shifts(cm))
     _fill_prefill_table(ct)
     return ct
+
+
+def _lin_table_size(cm: CostModel) -> int:
+    """Entries of the linear table: :data:`LIN_TABLE`, or past every measured token count of a
+    ``gemm_profile`` (beyond it every GeMM is the tile model's, which :func:`t_lin` computes)."""
+    measured = None if cm.lin is None else cm.lin.measured
+    return LIN_TABLE if measured is None else max(LIN_TABLE, measured.tau_max + 1)
 
 
 @njit(cache=True)
