@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from llmq import validate_attention_output as attention
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
 from theory.validate import (
     COLUMNS,
@@ -102,21 +103,22 @@ def _stat_cells(row: dict) -> list[str]:
 
 def console_lines(report: Report, files: list[str]) -> list[str]:
     """The table printed by ``llmq validate``: groups, per GPU x TP, per-GPU verdicts."""
-    head = f"{'GPU':<6}{'model':<15}{'TP':>3} {'operation':<15}{'n':>6}  " + "".join(
+    head = f"{'GPU':<8}{'model':<15}{'TP':>3} {'operation':<15}{'n':>6}  " + "".join(
         f"{LABEL[s] + ' med/p90':>24}" for s in SCHEMES)
     out = ["predicted vs measured: |predicted/measured - 1|, median/p90 per group", head, "-" * len(head)]
     for row in report.groups:
-        out.append(f"{row['gpu']:<6}{row['model']:<15}{row['tp']:>3} {row['operation']:<15}{row['n']:>6}  "
+        out.append(f"{row['gpu']:<8}{row['model']:<15}{row['tp']:>3} {row['operation']:<15}{row['n']:>6}  "
                    + "".join(f"{c:>24}" for c in _stat_cells(row)))
     out += ["", "per GPU x TP (all models and GeMMs pooled):"]
     for row in report.summary:
-        out.append(f"{row['gpu']:<6}TP {row['tp']:<3}{row['n']:>7}  "
+        out.append(f"{row['gpu']:<8}TP {row['tp']:<3}{row['n']:>7}  "
                    + "".join(f"{c:>24}" for c in _stat_cells(row)))
     out += ["", "per GPU x token band (where the error lives):"]
     for row in report.bands:
-        out.append(f"{row['gpu']:<6}{row['tokens']:<11}{row['n']:>7}  "
+        out.append(f"{row['gpu']:<8}{row['tokens']:<11}{row['n']:>7}  "
                    + "".join(f"{c:>24}" for c in _stat_cells(row))
                    + f"   shipped below measured: {row['shipped_below']:.0%}")
+    out += attention.console_lines(report)
     out += ["", "not predicted (rows counted, with the reason):"]
     for reason, n, where in _not_predicted_by_reason(report):
         out.append(f"  {n} rows ({where}): {reason}")
@@ -202,6 +204,7 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
         "fits": report.fits,
         "batch_overheads": report.batch_overheads,
         "batch_overhead_columns": BATCH_OVERHEAD_COLUMNS,
+        **attention.json_part(report),
         "files": files,
     }
     if elapsed_s is not None:
@@ -261,6 +264,7 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
         lines += ["", "Fitted on splitwise's prompt and token batches together "
                   "(theory.validate.fit_batch_overhead); not part of the shipped presets, whose per-GeMM "
                   "profile is measured at TP 1-8 while these batches exist at TP 2-8 only."]
+    lines += attention.markdown_lines(report)
     lines += ["", "## Not predicted", ""]
     lines += _md_table(["rows", "where", "reason"],
                        [[n, w, r] for r, n, w in _not_predicted_by_reason(report)])
@@ -300,11 +304,14 @@ def plot(report: Report, gpu: str, model: str, tp: int, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from theory.profiles import VIDUR_GEMMS
+    from theory.profiles import LLMSERVINGSIM_GEMMS, VIDUR_GEMMS
     from theory.validate import step_positions
 
+    measured_as = {LLMSERVINGSIM_GEMMS.get(o, o): o
+                   for g, m, t, o in report.series if (g, m, t) == (gpu, model, tp)}
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
     for ax, op in zip(axes.flat, VIDUR_GEMMS, strict=True):
+        op = measured_as.get(op, op)  # vLLM's layer name where the profile uses it
         ser = report.series.get((gpu, model, tp, op))
         ax.set_title(f"{gpu.upper()} / {model} / TP {tp} / {op}", fontsize=9)
         if ser is None:
@@ -324,7 +331,7 @@ def plot(report: Report, gpu: str, model: str, tp: int, path: Path) -> Path:
         ax.set_ylabel("time [ms]")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"{gpu.upper()} {model} TP {tp}: measured (vidur) vs predicted; "
+    fig.suptitle(f"{gpu.upper()} {model} TP {tp}: measured vs predicted; "
                  f"dashed: measured steps > 10%")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -341,6 +348,7 @@ def write_outputs(report: Report, out: Path, elapsed_s: float | None = None) -> 
     files = [str(out / f"validate.{ext}") for ext in ("md", "csv", "json")] + figures
     cols = {k: [("" if r.get(k) is None else r.get(k)) for r in report.groups] for k in COLUMNS}
     atomic_write_csv(out / "validate.csv", cols)
+    files += attention.write_csv(report, out)
     atomic_write_json(out / "validate.json", to_json(report, files, elapsed_s))
     atomic_write_text(out / "validate.md", markdown(report, files, elapsed_s))
     return files

@@ -7,8 +7,9 @@ import pytest
 
 from theory.config import read_packaged
 from theory.hardware import CALIBRATED_FILE, calibrated_keys, get_gpu, gpu_names
-from theory.presets_fit import fit_allreduce, fit_preset
+from theory.presets_fit import GEMM_PROFILES, fit_allreduce, fit_preset
 from theory.profiles import load_profile
+from theory.validate import gemm_rows
 
 SHIPPED = read_packaged(CALIBRATED_FILE)
 
@@ -23,6 +24,18 @@ def test_refitting_a40_reproduces_the_shipped_preset():
         else:
             assert v == pytest.approx(shipped[k], rel=1e-9)
     assert prov["held_out_error"] == pytest.approx(SHIPPED["provenance"]["a40"]["held_out_error"], rel=1e-9)
+
+
+def test_refitting_rtx4090_reproduces_the_shipped_preset():
+    fields, prov = fit_preset("rtx4090", load_profile("llmservingsim_rtx4090").rows,
+                              profile="llmservingsim_rtx4090")
+    shipped = SHIPPED["gpus"]["rtx4090"]
+    assert set(fields) == set(shipped)
+    assert fields["mu"] == pytest.approx(shipped["mu"], rel=1e-9)
+    assert fields["eta_mem"] == pytest.approx(shipped["eta_mem"], rel=1e-9)
+    assert prov["held_out_error"] == pytest.approx(SHIPPED["provenance"]["rtx4090"]["held_out_error"],
+                                                   rel=1e-9)
+    assert "allreduce_latency_s" not in fields  # one GPU: no collective measured
 
 
 def test_the_all_reduce_law_is_refitted_from_the_dgx_profile():
@@ -46,11 +59,14 @@ def test_shipped_rates_stay_below_the_dense_peak_and_keep_the_roofline_t_star():
 
 
 def test_provenance_and_which_gpus_are_calibrated():
-    assert calibrated_keys() == ["a100", "a40", "h100"]
+    with_data = {g: name for name in GEMM_PROFILES for g in gemm_rows(load_profile(name).rows).gpu.tolist()}
+    assert calibrated_keys() == sorted(with_data) == ["a100", "a40", "h100", "rtx4090"]
+    commits = {"vidur_gemm": "7d47513363ec447a741ac5e47241580b47724fbf",
+               "llmservingsim_rtx4090": "5daddb21a545658d5150b535712d0494584b5278"}
     for key in calibrated_keys():
         prov = SHIPPED["provenance"][key]
-        assert prov["profile"] == "vidur_gemm"
-        assert "7d47513363ec447a741ac5e47241580b47724fbf" in prov["source"]
+        assert prov["profile"] == with_data[key]
+        assert commits[prov["profile"]] in prov["source"]
         assert "held out" in prov["split"] and prov["n_train"] > 0 and prov["n_held_out"] > 0
         assert 0 < prov["held_out_error"]["median"] < prov["held_out_error"]["p90"] < 1
         gpu = get_gpu(key, calibrated=True)

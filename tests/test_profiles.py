@@ -233,12 +233,12 @@ def vidur_gemm():
 
 def test_shipped_profiles_are_listed():
     assert set(shipped_profiles()) == {"vidur_gemm", "vidur_kernels", "vidur_all_reduce",
-                                       "splitwise_perf_model"}
+                                       "splitwise_perf_model", "llmservingsim_rtx4090"}
     folder = resources.files("theory").joinpath("data", "profiles")
     readme = folder.joinpath("README.md").read_text(encoding="utf-8")
     for name, path in shipped_profiles().items():
         assert f"`{path.name}`" in readme, name
-    for source in ("vidur", "splitwise-sim"):
+    for source in ("vidur", "splitwise-sim", "llmservingsim"):
         assert "MIT License" in folder.joinpath(f"LICENSE-{source}.txt").read_text(encoding="utf-8")
 
 

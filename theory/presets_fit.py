@@ -1,7 +1,8 @@
 """The shipped calibrated GPU presets: fitted to the packaged public profiles, with provenance.
 
 ``python -m theory.presets_fit`` rewrites ``theory/data/calibrated_gpus.toml``. For every GPU preset
-with GeMM rows in the packaged ``vidur_gemm`` profile (A100, H100, A40):
+with GeMM rows in a packaged GeMM profile of :data:`GEMM_PROFILES` (``vidur_gemm``: A100, H100, A40;
+``llmservingsim_rtx4090``: RTX 4090, its four GeMM layers and LM head of Llama-3.1-8B):
 
 * the per-tile rates ``mu(t)``, the achievable DRAM bandwidth (``eta_mem``, the ``memory_floor``
   term), the L2 bandwidth (``l2_bandwidth_gbs``) and the fixed time per GeMM
@@ -28,7 +29,8 @@ themselves as ``roofline, uncalibrated``.
 References
 ----------
 Bari, Hegde, de Veciana (2025), Eq. 2; :mod:`theory.terms`. Data: microsoft/vidur @
-7d47513363ec447a741ac5e47241580b47724fbf (``theory/data/profiles/README.md``).
+7d47513363ec447a741ac5e47241580b47724fbf and casys-kaist/LLMServingSim @
+5daddb21a545658d5150b535712d0494584b5278 (``theory/data/profiles/README.md``).
 """
 
 from __future__ import annotations
@@ -46,9 +48,11 @@ from theory.profiles import load_profile
 from theory.terms import fit_allreduce_law
 from theory.validate import abs_rel_error, fit_gpu, gemm_rows, predict_rows, token_split
 
-GEMM_PROFILE = "vidur_gemm"
+GEMM_PROFILES = {  # packaged profile with GeMM rows -> its source, for the provenance
+    "vidur_gemm": "microsoft/vidur @ 7d47513363ec447a741ac5e47241580b47724fbf",
+    "llmservingsim_rtx4090": "casys-kaist/LLMServingSim @ 5daddb21a545658d5150b535712d0494584b5278",
+}
 ALLREDUCE_PROFILE = "vidur_all_reduce"
-SOURCE = "microsoft/vidur @ 7d47513363ec447a741ac5e47241580b47724fbf"
 ALLREDUCE_SETUP = {"a100": "a100_dgx", "h100": "h100_dgx"}  # the node the compute profile's card is in
 MIN_ALLREDUCE_BYTES = 1 << 20  # below 1 MiB the time is latency-dominated and not linear in bytes
 L2_NOTE = ("on: with it the held-out error falls on H100 (median/p90 6.9%/19.7% -> 5.9%/18.8%) and A40 "
@@ -87,8 +91,8 @@ def fit_allreduce(gpu: str) -> tuple[dict, dict] | None:
                     "allreduce_error": _stats(abs_rel_error(t, pred))}
 
 
-def fit_preset(gpu: str, rows: np.ndarray, *, every: int = 4, max_train: int = 8000,
-               seed: int = 0) -> tuple[dict, dict]:
+def fit_preset(gpu: str, rows: np.ndarray, *, profile: str = "vidur_gemm", every: int = 4,
+               max_train: int = 8000, seed: int = 0) -> tuple[dict, dict]:
     """The calibrated fields of ``gpu`` and their provenance (module docstring).
 
     Parameters
@@ -96,7 +100,9 @@ def fit_preset(gpu: str, rows: np.ndarray, *, every: int = 4, max_train: int = 8
     gpu : str
         A GPU preset key with rows in ``rows``.
     rows : numpy.ndarray
-        The rows of the ``vidur_gemm`` profile (:func:`theory.profiles.load_profile`).
+        The rows of the packaged GeMM profile ``profile`` (:func:`theory.profiles.load_profile`).
+    profile : str
+        Its name, a key of :data:`GEMM_PROFILES`.
     every, max_train, seed : int
         Held-out stride of :func:`theory.validate.token_split`, training cap and seed of the fit.
     """
@@ -112,7 +118,8 @@ def fit_preset(gpu: str, rows: np.ndarray, *, every: int = 4, max_train: int = 8
     pred = predict_rows(data, lambda m: _cost_model(g, m))
     err = abs_rel_error(data.seconds, pred)
     won = [p.name for p in fit.calibration.parameters if p.note.startswith("fastest tile")]
-    prov = {"profile": GEMM_PROFILE, "source": SOURCE,
+    source = GEMM_PROFILES[profile]
+    prov = {"profile": profile, "source": source,
             "split": (f"training rows: the token counts not held out by theory.validate.token_split "
                       f"(every {every}th distinct token count held out), all models and TP of {gpu}; "
                       f"at most {max_train} evenly spaced rows, seed {seed}"),
@@ -126,7 +133,8 @@ def fit_preset(gpu: str, rows: np.ndarray, *, every: int = 4, max_train: int = 8
     if ar is not None:
         fields |= ar[0]
         prov |= ar[1]
-    prov["summary"] = (f"calibrated on {GEMM_PROFILE} ({SOURCE[:22]}), token-count training split; "
+    repo, commit = source.split(" @ ")
+    prov["summary"] = (f"calibrated on {profile} ({repo} @ {commit[:4]}), token-count training split; "
                        f"held-out median {prov['held_out_error']['median']:.1%}, "
                        f"p90 {prov['held_out_error']['p90']:.1%}")
     return fields, prov
@@ -140,11 +148,19 @@ def _cost_model(gpu, model: str):
 
 
 def fit_presets(*, every: int = 4, max_train: int = 8000, seed: int = 0) -> dict:
-    """``{"gpus": {key: fields}, "provenance": {key: ...}}`` for every GPU of ``vidur_gemm``."""
-    rows = load_profile(GEMM_PROFILE).rows
+    """``{"gpus": {key: fields}, "provenance": {key: ...}}`` for every GPU of :data:`GEMM_PROFILES`
+    (a GPU in two profiles would be refused)."""
+    found: dict[str, tuple[str, np.ndarray]] = {}
+    for profile in GEMM_PROFILES:
+        rows = load_profile(profile).rows
+        for gpu in sorted(set(gemm_rows(rows).gpu.tolist())):
+            if gpu in found:
+                raise ValueError(f"GPU {gpu} has GeMM rows in {found[gpu][0]} and {profile}: fit one")
+            found[gpu] = (profile, rows)
     out: dict = {"gpus": {}, "provenance": {}}
-    for gpu in sorted(set(rows["gpu"].tolist())):
-        out["gpus"][gpu], out["provenance"][gpu] = fit_preset(gpu, rows, every=every,
+    for gpu in sorted(found):
+        profile, rows = found[gpu]
+        out["gpus"][gpu], out["provenance"][gpu] = fit_preset(gpu, rows, profile=profile, every=every,
                                                               max_train=max_train, seed=seed)
     return out
 

@@ -8,25 +8,31 @@ the source repository.
 
 Schema (header names; order free, extra columns refused so that a typo is not silently lost):
 
-========== ======== ==================================================================================
-column     required meaning
-========== ======== ==================================================================================
-source     yes      short name of the public source (``vidur``, ``splitwise-sim``)
-gpu        yes      llmq GPU preset key of the card measured (``a100``, ``h100``, ``a40``)
-setup      no       the source's own name for the machine or setting (``a100_dgx``, ``h100-80gb``)
-model      yes      llmq model preset key; empty for model-independent rows (collectives)
-tp         yes      tensor-parallel degree (GPUs sharing each layer); must split the model (see below)
-operation  yes      what was timed: a GeMM or kernel name (:data:`VIDUR_GEMMS`, :data:`VIDUR_KERNELS`),
-                    ``prefill_batch``, ``decode_batch`` or ``all_reduce``
-tokens     per op   tokens in the batch (rows of the activations the operation runs over)
-decodes    per op   decode requests in the batch (``decode_batch``)
-context    per op   per-request prompt length (``prefill_batch``: each prompt's length;
-                    ``decode_batch``: the length when decoding starts)
-generated  no       output tokens per request over which a ``decode_batch`` time is averaged
-bytes      per op   message size of a collective, in bytes
-src_rows   no       how many source rows were aggregated (by median) into this row
-*time*     yes      exactly one of ``seconds``/``time_s``, ``time_ms``, ``time_us``
-========== ======== ==================================================================================
+=============== ======== ==================================================================================
+column          required meaning
+=============== ======== ==================================================================================
+source          yes      short name of the public source (``vidur``, ``splitwise-sim``, ``llmservingsim``)
+gpu             yes      llmq GPU preset key of the card measured (``a100``, ``h100``, ``a40``, ``rtx4090``)
+setup           no       the source's own name for the machine or setting (``a100_dgx``, ``h100-80gb``)
+model           yes      llmq model preset key; empty for model-independent rows (collectives)
+tp              yes      tensor-parallel degree (GPUs sharing each layer); must split the model (see below)
+operation       yes      what was timed: a GeMM or kernel name (:data:`VIDUR_GEMMS`, :data:`VIDUR_KERNELS`,
+                         :data:`LLMSERVINGSIM_GEMMS`, :data:`LLMSERVINGSIM_KERNELS`), ``attention`` (the
+                         self-attention of one layer over a batch), ``prefill_batch``, ``decode_batch`` or
+                         ``all_reduce``
+tokens          per op   tokens in the batch (rows of the activations the operation runs over; ``lm_head``
+                         and ``sampler``: one row per sequence)
+decodes         per op   decode requests in the batch (``decode_batch``, ``attention``)
+context         per op   per-request prompt length (``prefill_batch``: each prompt's length;
+                         ``decode_batch``: the length when decoding starts); ``attention``: the tokens in
+                         the KV cache of each decode request before its step (needed when ``decodes > 0``)
+prefill_context per op   ``attention``: the tokens in the KV cache of the prefill chunk's request before
+                         the chunk (the chunk is ``tokens - decodes`` tokens; needed when it is > 0)
+generated       no       output tokens per request over which a ``decode_batch`` time is averaged
+bytes           per op   message size of a collective, in bytes
+src_rows        no       how many source rows were aggregated (by median) into this row
+*time*          yes      exactly one of ``seconds``/``time_s``, ``time_ms``, ``time_us``
+=============== ======== ==================================================================================
 
 An empty integer cell means "not applicable" and loads as :data:`ABSENT` (-1). The loader refuses
 a time column whose unit it cannot tell (``time``, ``latency``, ``duration``...), negative, zero or
@@ -60,11 +66,19 @@ TIME_UNITS = {"seconds": 1.0, "time_s": 1.0, "time_ms": 1e-3, "time_us": 1e-6}
 REQUIRED = ("source", "gpu", "model", "tp", "operation")
 TEXT_COLUMNS = ("source", "gpu", "setup", "model", "operation")
 # integer column: smallest allowed value
-INT_COLUMNS = {"tokens": 1, "decodes": 0, "context": 0, "generated": 1, "bytes": 1, "src_rows": 1}
+INT_COLUMNS = {"tokens": 1, "decodes": 0, "context": 0, "prefill_context": 0, "generated": 1, "bytes": 1,
+               "src_rows": 1}
 VIDUR_GEMMS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 VIDUR_KERNELS = ("emb", "input_layernorm", "attn_rope", "post_attention_layernorm", "mlp_act", "add")
+# LLMServingSim's GeMM layers (vLLM module names) -> the GeMM of gemm_shape they are
+LLMSERVINGSIM_GEMMS = {"qkv_proj": "attn_pre_proj", "o_proj": "attn_post_proj",
+                       "gate_up_proj": "mlp_up_proj", "down_proj": "mlp_down_proj", "lm_head": "lm_head"}
+LLMSERVINGSIM_KERNELS = ("embedding", "layernorm", "rotary_emb", "act_fn", "final_layernorm", "sampler")
+GEMM_OPERATIONS = (*VIDUR_GEMMS, *LLMSERVINGSIM_GEMMS)
+KERNEL_OPERATIONS = (*VIDUR_KERNELS, *LLMSERVINGSIM_KERNELS)
 NEEDS = {  # operation: integer columns every row of it must fill
-    **{op: ("tokens",) for op in VIDUR_GEMMS + VIDUR_KERNELS},
+    **{op: ("tokens",) for op in GEMM_OPERATIONS + KERNEL_OPERATIONS},
+    "attention": ("tokens", "decodes"),
     "prefill_batch": ("tokens", "context"),
     "decode_batch": ("tokens", "decodes", "context"),
     "all_reduce": ("bytes",),
@@ -148,18 +162,23 @@ def load_profile(path: str | Path) -> Profile:
 
 
 def gemm_shape(model: Model, operation: str, tp: int) -> tuple[int, int]:
-    """Weight shape ``(d_row, d_red)`` one GPU multiplies in a vidur GeMM ``operation`` at TP ``tp``.
+    """Weight shape ``(d_row, d_red)`` one GPU multiplies in a GeMM ``operation`` at TP ``tp``.
 
     vidur times one transformer layer's linear layers under Megatron-style tensor parallelism:
     ``attn_pre_proj`` is the fused Q, K, V projection and ``mlp_up_proj`` the fused gate + up
     projection (column parallel: output rows split over ``tp``), ``attn_post_proj`` and
     ``mlp_down_proj`` are row parallel (reduction split over ``tp``); each runs over ``tokens``
     activation columns. For ``tp = 1`` these are :meth:`Model.linear_gemms` in ``"real"`` mode.
+    LLMServingSim's vLLM layer names (:data:`LLMSERVINGSIM_GEMMS`: ``qkv_proj``, ``o_proj``,
+    ``gate_up_proj``, ``down_proj``) are the same four GeMMs; its ``lm_head`` is the vocab
+    projection (``ceil(d_out / tp) x d_x``, vocab-parallel), one activation row per sequence.
 
     References
     ----------
     microsoft/vidur, ``vidur/profiling/mlp/mlp_impl.py`` (``CausalSelfAttention``, ``MLP``) at
-    commit 7d47513363ec447a741ac5e47241580b47724fbf; paper Section 3.2.1 (the GeMMs of a batch).
+    commit 7d47513363ec447a741ac5e47241580b47724fbf; casys-kaist/LLMServingSim
+    ``profiler/models/llama.yaml`` (the vLLM classes of each layer) at commit
+    5daddb21a545658d5150b535712d0494584b5278; paper Section 3.2.1 (the GeMMs of a layer).
     """
     if tp < 1 or model.n_heads % tp or model.n_kv_heads % tp or model.d_ff % tp:
         raise FieldError("tp", tp, f"a divisor of the heads ({model.n_heads}, kv {model.n_kv_heads}) "
@@ -170,9 +189,11 @@ def gemm_shape(model: Model, operation: str, tp: int) -> tuple[int, int]:
         "attn_post_proj": (model.d_x, model.d // tp),
         "mlp_up_proj": (up // tp, model.d_x),
         "mlp_down_proj": (model.d_x, model.d_ff // tp),
+        "lm_head": (-(-model.d_out // tp), model.d_x),
     }
+    operation = LLMSERVINGSIM_GEMMS.get(operation, operation)
     if operation not in shapes:
-        raise FieldError("operation", operation, f"one of {', '.join(shapes)}")
+        raise FieldError("operation", operation, f"one of {', '.join((*shapes, *LLMSERVINGSIM_GEMMS))}")
     return shapes[operation]
 
 
@@ -224,6 +245,8 @@ def _check_row(path: Path, line: int, row: dict, time_col: str, scale: float,
     for c in NEEDS.get(rec["operation"], ()):
         if rec[c] == ABSENT:
             raise FieldError(where(c), row.get(c), f"a value (operation {rec['operation']!r} needs it)")
+    if rec["operation"] == "attention":
+        _check_attention(rec, row, where)
     seconds = _time(row.get(time_col))
     if seconds is None:
         raise FieldError(where(time_col), row.get(time_col), "a finite time > 0")
@@ -245,6 +268,20 @@ def _check_row(path: Path, line: int, row: dict, time_col: str, scale: float,
             raise FieldError(where("tp"), rec["tp"], exc.expected) from None
         checked[(rec["model"], rec["tp"])] = None
     return rec
+
+
+def _check_attention(rec: dict, row: dict, where) -> None:
+    """An ``attention`` row: ``decodes <= tokens``; a prefill chunk (``tokens - decodes > 0``) needs
+    ``prefill_context``, decodes need ``context`` (and the KV cache a decode reads is not empty)."""
+    chunk = rec["tokens"] - rec["decodes"]
+    if chunk < 0:
+        raise FieldError(where("decodes"), row.get("decodes"), f"at most tokens = {rec['tokens']}")
+    if chunk and rec["prefill_context"] == ABSENT:
+        raise FieldError(where("prefill_context"), row.get("prefill_context"),
+                         f"a value (the attention row has a prefill chunk of {chunk} tokens)")
+    if rec["decodes"] and rec["context"] < 1:
+        raise FieldError(where("context"), row.get("context"),
+                         f"an integer >= 1 (the attention row has {rec['decodes']} decodes)")
 
 
 def _integer(text: str, low: int) -> int | None:
@@ -286,7 +323,7 @@ def gemm_series_rows(rows: np.ndarray, model_file: str | None = None) -> tuple[n
     """``(d_row, d_red, tokens, seconds, series)`` of a profile's GeMM rows (the structured array
     of a :class:`Profile`): each row's served-layer shape (:func:`gemm_shape`), token count, time
     and series label ``"model|operation|tp"``."""
-    rows = rows[np.isin(rows["operation"], VIDUR_GEMMS)]
+    rows = rows[np.isin(rows["operation"], GEMM_OPERATIONS)]
     series = np.char.add(np.char.add(rows["model"], "|"),
                          np.char.add(rows["operation"], "|" + rows["tp"].astype(str)))
     d_row = np.zeros(rows.size, dtype=np.int64)
@@ -333,11 +370,11 @@ def _tables(path: str, _digest: str, gpu: str, where: str) -> dict[tuple[int, in
         rows = load_profile(path).rows
     except LlmqError as exc:
         raise FieldError(f"{where}.gemm_profile", path, f"a readable profile CSV ({exc})") from None
-    gemm = rows[np.isin(rows["operation"], VIDUR_GEMMS)]
+    gemm = rows[np.isin(rows["operation"], GEMM_OPERATIONS)]
     mine = gemm[gemm["gpu"] == gpu]
     if not mine.size:
         have = sorted(set(gemm["gpu"].tolist()))
         raise FieldError(f"{where}.gemm_profile_gpu", gpu,
-                         f"a GPU with GeMM rows ({', '.join(VIDUR_GEMMS)}) in {path}: "
+                         f"a GPU with GeMM rows ({', '.join(GEMM_OPERATIONS)}) in {path}: "
                          f"{', '.join(have) or 'none'}")
     return pooled_tables(*gemm_series_rows(mine))

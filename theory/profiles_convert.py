@@ -3,9 +3,9 @@
 Each ``convert_*`` function takes the path of one source file (from a checkout of the source
 repository) and returns rows as dicts with the schema's columns (exact duplicate source rows are
 dropped first; repeated measurements are then merged by their median); :func:`write_profile` writes them
-(``.csv.gz`` compressed). ``python -m theory.profiles_convert --vidur DIR --splitwise DIR --out DIR``
-rebuilds the packaged files from checkouts; ``theory/data/profiles/README.md`` records the commits
-and the exact transformation.
+(``.csv.gz`` compressed). ``python -m theory.profiles_convert --vidur DIR --splitwise DIR
+--llmservingsim DIR --out DIR`` rebuilds the packaged files from checkouts;
+``theory/data/profiles/README.md`` records the commits and the exact transformation.
 
 Sources
 -------
@@ -18,6 +18,12 @@ CUDA kernel time in ms, ``vidur/profiling/utils/record_function_tracer.py`` and
 Mutinifni/splitwise-sim (MIT), ``data/perf_model.csv``: ``prompt_time`` and ``token_time`` in
 milliseconds (``performance_model.py``, ``DatabasePerformanceModel``: "convert to seconds" by
 dividing by 1000).
+
+casys-kaist/LLMServingSim (MIT), ``profiler/perf/<hardware>/<model>/<variant>/tp<N>/{dense,
+per_sequence,attention}.csv`` and the bundle's ``meta.yaml``: ``time_us`` in microseconds
+(``docs/docs/profiler/output-bundle.md``, "Times are microseconds"), the CUDA kernel time vLLM's
+layerwise profiler attributes to one module call of a one-layer model, averaged over the timed
+forwards (``profiler/core/hooks/extension.py``, ``profiler/core/hooks/timings.py``).
 """
 
 from __future__ import annotations
@@ -26,13 +32,20 @@ import argparse
 import csv
 import gzip
 import io
+import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
 
 from theory.errors import ConfigFileError, FieldError
 from theory.models import get_model
-from theory.profiles import INT_COLUMNS, VIDUR_GEMMS, VIDUR_KERNELS
+from theory.profiles import (
+    INT_COLUMNS,
+    LLMSERVINGSIM_GEMMS,
+    LLMSERVINGSIM_KERNELS,
+    VIDUR_GEMMS,
+    VIDUR_KERNELS,
+)
 
 COLUMNS = ("source", "gpu", "setup", "model", "tp", "operation", *INT_COLUMNS, "seconds")
 # vidur model folder -> llmq model preset
@@ -57,6 +70,13 @@ SPLITWISE_DERIVED = {
     "h100-80gb-pcap": "prompt_time is exactly 1.3 x the h100-80gb row's, token_time and e2e_time equal "
                       "it: a modelled power cap, not a measurement",
 }
+# LLMServingSim bundles converted: (hardware folder, model folder) -> (GPU preset, model preset)
+LLMSERVINGSIM_BUNDLES = {("RTX4090", "meta-llama/Llama-3.1-8B"): ("rtx4090", "llama-3.1-8b")}
+LLMSERVINGSIM_VARIANT = "bf16"
+LLMSERVINGSIM_LAYERS = (*LLMSERVINGSIM_GEMMS, *LLMSERVINGSIM_KERNELS)
+# meta.yaml hf_overrides key -> the llmq Model attribute it must equal
+LLMSERVINGSIM_SHAPES = {"num_attention_heads": "n_heads", "num_key_value_heads": "n_kv_heads",
+                        "intermediate_size": "d_ff", "vocab_size": "d_out"}
 
 
 def convert_vidur_mlp(path: str | Path, gpu: str, model: str,
@@ -162,6 +182,103 @@ def convert_splitwise(path: str | Path) -> list[dict]:
     return out
 
 
+def check_llmservingsim_meta(path: str | Path, hardware: str, model: str) -> dict:
+    """Check an LLMServingSim bundle's ``meta.yaml`` against the llmq ``model`` preset; return it.
+
+    The bundle must be the ``hardware`` folder's and the bf16 variant, time one decoder layer
+    (``hf_overrides.num_hidden_layers = 1``) and have the preset's heads, KV heads, FFN width and
+    vocabulary at TP 1 (``hf_overrides``, which for ``tp > 1`` the profiler divides by the degree
+    to emulate one rank on one GPU).
+
+    References
+    ----------
+    casys-kaist/LLMServingSim ``docs/docs/profiler/output-bundle.md`` (``meta.yaml``,
+    ``engine_effective.hf_overrides``), commit 5daddb21a545658d5150b535712d0494584b5278.
+    """
+    import yaml  # only to rebuild the packaged files from a checkout
+
+    try:
+        meta = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigFileError(f"{path}: file not found") from None
+    preset = get_model(model)
+    engine = meta.get("engine_effective") or {}
+    hf = engine.get("hf_overrides") or {}
+    expect = {"hardware": hardware, "variant": LLMSERVINGSIM_VARIANT, "tensor_parallel_size": 1,
+              "num_hidden_layers": 1,
+              **{k: getattr(preset, attr) for k, attr in LLMSERVINGSIM_SHAPES.items()}}
+    found = {"hardware": meta.get("hardware"), "variant": meta.get("variant"),
+             "tensor_parallel_size": engine.get("tensor_parallel_size"), **hf}
+    for key, want in expect.items():
+        if found.get(key) != want:
+            raise FieldError(f"{path}: {key}", found.get(key), f"{want} ({hardware}, {model})")
+    return meta
+
+
+def convert_llmservingsim_dense(path: str | Path, gpu: str, model: str, tp: int, setup: str) -> list[dict]:
+    """Rows of an LLMServingSim ``dense.csv`` (``layer, tokens, time_us``): one per layer and token count.
+
+    A source row is the mean CUDA kernel time of one call of the vLLM module ``layer`` (its GeMM
+    or element-wise kernels) over a batch of one request of ``tokens`` new tokens and no KV
+    history, in microseconds; ``operation`` keeps the layer name (``qkv_proj`` ... are the GeMMs
+    of :data:`theory.profiles.LLMSERVINGSIM_GEMMS`).
+
+    References
+    ----------
+    casys-kaist/LLMServingSim ``profiler/core/categories.py`` (``DenseCategory``: one request of
+    ``total_tokens`` new tokens), commit 5daddb21a545658d5150b535712d0494584b5278.
+    """
+    return [_row("llmservingsim", gpu, setup, model, tp, layer, [us / 1e3 for us in times], tokens=tokens)
+            for (layer, tokens), times in _lss_groups(path, ("layer", "tokens"), tokens_low=1).items()]
+
+
+def convert_llmservingsim_per_sequence(path: str | Path, gpu: str, model: str, tp: int,
+                                       setup: str) -> list[dict]:
+    """Rows of an LLMServingSim ``per_sequence.csv`` (``layer, sequences, time_us``).
+
+    ``lm_head`` (vLLM's ``LogitsProcessor``: the vocab projection of one hidden row per
+    sequence) and ``sampler`` over ``sequences`` one-token requests; ``tokens = sequences`` (the
+    activation rows the operation runs over).
+
+    References
+    ----------
+    casys-kaist/LLMServingSim ``profiler/core/categories.py`` (``SequenceCategory``), commit
+    5daddb21a545658d5150b535712d0494584b5278.
+    """
+    return [_row("llmservingsim", gpu, setup, model, tp, layer, [us / 1e3 for us in times], tokens=n)
+            for (layer, n), times in _lss_groups(path, ("layer", "sequences"), tokens_low=1).items()]
+
+
+def convert_llmservingsim_attention(path: str | Path, gpu: str, model: str, tp: int,
+                                    setup: str) -> list[dict]:
+    """Rows of an LLMServingSim ``attention.csv``: the self-attention of one layer over a batch.
+
+    A source row ``prefill_chunk, kv_prefill, n_decode, kv_decode, time_us`` is a batch of at most
+    one prefill chunk of ``prefill_chunk`` tokens whose request has ``kv_prefill`` tokens in the
+    KV cache, and ``n_decode`` decodes with ``kv_decode`` cached tokens each; ``time_us`` is the
+    vLLM ``Attention`` module's CUDA time. In the schema: ``operation = attention``, ``tokens =
+    prefill_chunk + n_decode``, ``decodes = n_decode``, ``context = kv_decode`` (empty without
+    decodes), ``prefill_context = kv_prefill`` (empty without a prefill chunk).
+
+    References
+    ----------
+    casys-kaist/LLMServingSim ``profiler/core/categories.py`` (``AttentionCategory``) and
+    ``profiler/core/hooks/batch.py`` (``Shot.attention``: ``num_computed_tokens = history``),
+    commit 5daddb21a545658d5150b535712d0494584b5278.
+    """
+    keys = ("prefill_chunk", "kv_prefill", "n_decode", "kv_decode")
+    out = []
+    for (chunk, kv_p, n_dec, kv_d), times in _lss_groups(path, keys, tokens_low=0).items():
+        cells = {"tokens": chunk + n_dec, "decodes": n_dec}
+        if n_dec:
+            cells["context"] = kv_d
+        if chunk:
+            cells["prefill_context"] = kv_p
+        out.append(_row("llmservingsim", gpu, setup, model, tp, "attention", [us / 1e3 for us in times],
+                        **cells))
+    return out
+
+
 def write_profile(rows: list[dict], path: str | Path) -> None:
     """Write schema rows as CSV (gzip-compressed, with a fixed timestamp, if ``path`` ends in .gz)."""
     buf = io.StringIO(newline="")
@@ -208,18 +325,43 @@ def build_splitwise(root: str | Path, out_dir: str | Path) -> dict[str, int]:
     return {"splitwise_perf_model": len(rows)}
 
 
+def build_llmservingsim(root: str | Path, out_dir: str | Path) -> dict[str, int]:
+    """Convert the bundles of :data:`LLMSERVINGSIM_BUNDLES` in an LLMServingSim checkout at ``root``.
+
+    Each bundle's ``meta.yaml`` is checked (:func:`check_llmservingsim_meta`); its ``tp1``
+    ``dense.csv``, ``per_sequence.csv`` and ``attention.csv`` are written together as
+    ``llmservingsim_<gpu>.csv.gz`` to ``out_dir``; returns the row count of each file. Only TP 1:
+    the profiler's ``tp2`` folders emulate a rank on one GPU (no all-reduce is measured).
+    """
+    counts = {}
+    for (hardware, folder), (gpu, model) in LLMSERVINGSIM_BUNDLES.items():
+        bundle = Path(root) / "profiler/perf" / hardware / folder / LLMSERVINGSIM_VARIANT
+        meta = check_llmservingsim_meta(bundle / "meta.yaml", hardware, model)
+        setup = f"{hardware}/{LLMSERVINGSIM_VARIANT}/vllm-{meta.get('vllm_version')}"
+        rows = convert_llmservingsim_dense(bundle / "tp1/dense.csv", gpu, model, 1, setup)
+        rows += convert_llmservingsim_per_sequence(bundle / "tp1/per_sequence.csv", gpu, model, 1, setup)
+        rows += convert_llmservingsim_attention(bundle / "tp1/attention.csv", gpu, model, 1, setup)
+        write_profile(rows, Path(out_dir) / f"llmservingsim_{gpu}.csv.gz")
+        counts[f"llmservingsim_{gpu}"] = len(rows)
+    return counts
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line: rebuild the packaged profiles from source checkouts."""
     ap = argparse.ArgumentParser(prog="python -m theory.profiles_convert", description=__doc__.split("\n")[0])
     ap.add_argument("--vidur", help="checkout of microsoft/vidur")
     ap.add_argument("--splitwise", help="checkout of Mutinifni/splitwise-sim")
+    ap.add_argument("--llmservingsim", help="checkout of casys-kaist/LLMServingSim")
     ap.add_argument("--out", default=str(Path(__file__).parent / "data" / "profiles"))
     args = ap.parse_args(argv)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
     counts = {}
     if args.vidur:
         counts |= build_vidur(args.vidur, args.out)
     if args.splitwise:
         counts |= build_splitwise(args.splitwise, args.out)
+    if args.llmservingsim:
+        counts |= build_llmservingsim(args.llmservingsim, args.out)
     for name, n in counts.items():
         print(f"{name}: {n} rows")
 
@@ -236,6 +378,61 @@ def _row(source: str, gpu: str, setup: str, model: str, tp: int, op: str, ms: li
 def _seconds(ms: float) -> str:
     """Milliseconds as seconds, 8 significant digits (the sources give at most 7, plus a median)."""
     return f"{ms / 1e3:.8g}"
+
+
+def _lss_groups(path: str | Path, keys: tuple[str, ...], tokens_low: int) -> dict[tuple, list[float]]:
+    """The ``time_us`` of an LLMServingSim CSV grouped by ``keys`` (sorted), every cell checked.
+
+    The header must hold ``keys`` and ``time_us`` (a time column with another name or unit is
+    refused); ``layer`` must be a known layer (:data:`LLMSERVINGSIM_LAYERS`), the other keys
+    integers (``tokens``/``sequences`` >= ``max(tokens_low, 1)``, the attention axes >= 0, not
+    both ``prefill_chunk`` and ``n_decode`` 0), the time finite and > 0. Errors name the file,
+    the row (header = row 1) and the column.
+    """
+    path = Path(path)
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.DictReader(fh)
+            header = list(reader.fieldnames or [])
+            rows = list(reader)
+    except FileNotFoundError:
+        raise ConfigFileError(f"{path}: file not found") from None
+    for col in (*keys, "time_us"):
+        if col not in header:
+            other = [h for h in header if h not in keys]
+            hint = (f"; {', '.join(other)} is not a time in microseconds (the source writes time_us)"
+                    if col == "time_us" and other else "")
+            raise FieldError(f"{path}: header (row 1), column {col!r}", header, f"the column {col!r} "
+                             f"(missing{hint})")
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for k, r in enumerate(rows):
+        def where(col: str, line: int = k + 2) -> str:
+            return f"{path}: row {line}, column {col!r}"
+
+        key = []
+        for col in keys:
+            cell = (r.get(col) or "").strip()
+            if col == "layer":
+                if cell not in LLMSERVINGSIM_LAYERS:
+                    raise FieldError(where(col), cell, f"one of {', '.join(LLMSERVINGSIM_LAYERS)}")
+                key.append(cell)
+                continue
+            low = max(tokens_low, 1) if col in ("tokens", "sequences") else 0
+            if not cell.isdigit() or int(cell) < low:
+                raise FieldError(where(col), cell, f"an integer >= {low}")
+            key.append(int(cell))
+        axes = dict(zip(keys, key, strict=True))
+        if axes.get("prefill_chunk") == axes.get("n_decode") == 0:
+            raise FieldError(where("n_decode"), r.get("n_decode"),
+                             "> 0 when prefill_chunk is 0 (an empty batch)")
+        try:
+            us = float(r.get("time_us") or "")
+        except ValueError:
+            us = math.nan
+        if not (math.isfinite(us) and us > 0):
+            raise FieldError(where("time_us"), r.get("time_us"), "a finite time > 0 in microseconds")
+        groups[tuple(key)].append(us)
+    return dict(sorted(groups.items()))
 
 
 def _read_csv(path: str | Path) -> list[dict]:

@@ -10,7 +10,7 @@ its **median** and **90th percentile** (:class:`ErrorStats`). Seven predictions 
     the served layer's GeMM shapes (``real`` mode, :func:`theory.profiles.gemm_shape`), Eq. 2 on
     each GeMM's fastest tile.
 ``shipped``
-    The GPU preset as ``real`` mode uses it: for A100, H100 and A40 the shipped calibration
+    The GPU preset as ``real`` mode uses it: for A100, H100, A40 and RTX 4090 the shipped calibration
     (:mod:`theory.presets_fit`, fitted on the full profile's training token counts, so not a
     held-out figure on those rows), for the other GPUs the roofline.
 ``tokens``
@@ -39,7 +39,9 @@ its **median** and **90th percentile** (:class:`ErrorStats`). Seven predictions 
     shape enter the tables, and the rest falls back to the ``models`` prediction;
     :attr:`Report.measured_coverage` counts how many rows each scheme interpolated.
 
-What is predicted. The per-GeMM rows of ``vidur_gemm`` by :func:`predict_gemm`, the one per-GeMM
+What is predicted. The per-GeMM rows of ``vidur_gemm`` and the GeMM layers of
+``llmservingsim_rtx4090`` (vLLM's ``qkv_proj``, ``o_proj``, ``gate_up_proj``, ``down_proj`` and
+``lm_head``, shaped by :func:`theory.profiles.gemm_shape`) by :func:`predict_gemm`, the one per-GeMM
 predictor. Whole-batch rows (``prefill_batch``, ``decode_batch``) by Eq. 7
 (:func:`theory.cost.T_batch`) when the cost model can run their tensor-parallel degree
 (:func:`batch_cost_model`: TP 1 as named, TP > 1 through :mod:`theory.terms` when the GPU profile
@@ -47,8 +49,10 @@ states an all-reduce law; the shipped batch rows are TP 2-8, so without one they
 predicted with the reason); their ``tokens`` scheme adds a fixed time per batch fitted per
 GPU x TP on the other batch shapes (:func:`fit_batch_overhead`, :func:`batch_split`,
 :attr:`Report.batch_overheads`). All-reduce rows where the GPU profile states an all-reduce law
-(:func:`allreduce_law`; the calibrated A100 and H100 presets state one). Element-wise kernels
-(``vidur_kernels``) are listed as not predicted: the cost model prices them only as one
+(:func:`allreduce_law`; the calibrated A100 and H100 presets state one). Measured self-attention
+batches (``attention`` rows) by Eq. 5-6 per layer, scored per batch kind in
+:attr:`Report.attention` (:mod:`theory.validate_attention`). Element-wise kernels (``vidur_kernels``
+and LLMServingSim's) are listed as not predicted: the cost model prices them only as one
 aggregate ``tau / mu_nLin`` per batch (Section 3.2.3). Nothing is dropped silently: every row is
 either scored or counted in
 :attr:`Report.not_predicted` with its reason.
@@ -62,8 +66,9 @@ overrides a preset's fields is validated like the preset itself.
 References
 ----------
 Bari, Hegde, de Veciana (2025), Eq. 2 (GeMM time), Eq. 7 (batch time), Section 3.2.1 (the GeMMs of
-a layer). Data: microsoft/vidur @ 7d47513363ec447a741ac5e47241580b47724fbf and
-Mutinifni/splitwise-sim @ 8f99e7dc9b407f4ce2488d03dd44c0b8b946dab0 (theory/data/profiles/README.md).
+a layer). Data: microsoft/vidur @ 7d47513363ec447a741ac5e47241580b47724fbf,
+Mutinifni/splitwise-sim @ 8f99e7dc9b407f4ce2488d03dd44c0b8b946dab0 and casys-kaist/LLMServingSim @
+5daddb21a545658d5150b535712d0494584b5278 (theory/data/profiles/README.md).
 """
 
 from __future__ import annotations
@@ -80,9 +85,20 @@ from theory.errors import FieldError
 from theory.hardware import GPU, get_gpu, gpu_names
 from theory.measured import pooled_tables
 from theory.models import Model, get_model
-from theory.profiles import VIDUR_GEMMS, VIDUR_KERNELS, Profile, gemm_series_rows, gemm_shape
+from theory.profiles import (
+    GEMM_OPERATIONS,
+    KERNEL_OPERATIONS,
+    LLMSERVINGSIM_GEMMS,
+    VIDUR_GEMMS,
+    VIDUR_KERNELS,
+    Profile,
+    gemm_series_rows,
+    gemm_shape,
+)
 from theory.terms import allreduce_time
 from theory.timings import GemmTimings
+from theory.validate_attention import OPERATION as ATTENTION
+from theory.validate_attention import score_attention
 
 SCHEMES = ("roofline", "shipped", "tokens", "models", "paper", "measured_law", "measured_law_models")
 SCHEME_MEANING = {
@@ -178,27 +194,29 @@ def predict_gemm(cm: CostModel, d_row, d_col, d_red, fixed_s: float = 0.0) -> np
 
 
 def paper_shapes(model: Model, operation: str, tp: int) -> tuple[tuple[int, int], ...]:
-    """The paper-mode weight shapes ``(d_row, d_red)`` whose GeMMs stand for a vidur operation.
+    """The paper-mode weight shapes ``(d_row, d_red)`` whose GeMMs stand for a measured GeMM.
 
     ``attn_pre_proj`` is ``W_Q, W_K, W_V`` (three ``d x d_x``), ``mlp_up_proj`` is ``W_F1``
     (``d_ff x d``), ``mlp_down_proj`` is ``W_F2`` (``d_x x d_ff``), split over ``tp`` as vidur
     splits the served layer (:func:`theory.profiles.gemm_shape`); ``attn_post_proj`` has no
-    counterpart (empty tuple).
+    counterpart (empty tuple); ``lm_head`` is the paper's ``d_out x d_x``. LLMServingSim's names
+    (:data:`theory.profiles.LLMSERVINGSIM_GEMMS`) stand for the same GeMMs.
 
     References
     ----------
     Section 3.2.1 (the paper's layer and Eq. 4's sum of GeMMs).
     """
-    if operation not in VIDUR_GEMMS:
-        raise FieldError("operation", operation, f"one of {', '.join(VIDUR_GEMMS)}")
-    gemm_shape(model, operation, tp)  # the same TP check as the served shapes
+    if operation not in GEMM_OPERATIONS:
+        raise FieldError("operation", operation, f"one of {', '.join(GEMM_OPERATIONS)}")
+    shape = gemm_shape(model, operation, tp)  # the same TP check as the served shapes
     d = model.d
     return {
         "attn_pre_proj": ((d // tp, model.d_x),) * 3,
         "attn_post_proj": (),
         "mlp_up_proj": ((model.d_ff // tp, d),),
         "mlp_down_proj": ((model.d_x, model.d_ff // tp),),
-    }[operation]
+        "lm_head": (shape,),
+    }[LLMSERVINGSIM_GEMMS.get(operation, operation)]
 
 
 def batch_cost_model(gpu: str, model: str, tp: int, *, gpu_file: str | None = None,
@@ -280,9 +298,9 @@ class GemmRows:
 
 
 def gemm_rows(rows: np.ndarray, model_file: str | None = None) -> GemmRows:
-    """The rows of a loaded profile whose operation is a vidur GeMM, with their shapes
-    (:func:`theory.profiles.gemm_shape`)."""
-    rows = rows[np.isin(rows["operation"], VIDUR_GEMMS)]
+    """The rows of a loaded profile whose operation is a GeMM (:data:`theory.profiles.GEMM_OPERATIONS`),
+    with their shapes (:func:`theory.profiles.gemm_shape`)."""
+    rows = rows[np.isin(rows["operation"], GEMM_OPERATIONS)]
     d_row, d_red, *_ = gemm_series_rows(rows, model_file)
     return GemmRows(rows["gpu"].astype(str), rows["model"].astype(str), rows["tp"].astype(np.int64),
                     rows["operation"].astype(str), rows["tokens"].astype(np.int64),
@@ -435,6 +453,10 @@ class Report:
     measured_coverage : list of dict
         Per GPU and measured scheme: rows scored, rows the tables interpolated, rows that fell back
         to the tile model (:func:`measured_predictions`).
+    attention : list of dict
+        Measured self-attention batches against Eq. 5-6, per GPU x model x TP x batch kind
+        (:func:`theory.validate_attention.score_attention`, columns
+        :data:`theory.validate_attention.COLUMNS`).
     """
 
     settings: Settings
@@ -448,6 +470,7 @@ class Report:
     fits: dict = field(default_factory=dict)
     batch_overheads: list = field(default_factory=list)
     measured_coverage: list = field(default_factory=list)
+    attention: list = field(default_factory=list)
 
 
 COLUMNS = {
@@ -455,7 +478,8 @@ COLUMNS = {
     "gpu": "llmq GPU preset key of the measured card",
     "model": "llmq model preset key",
     "tp": "tensor-parallel degree of the measurement",
-    "operation": "measured operation (vidur GeMM name, prefill_batch, decode_batch)",
+    "operation": "measured operation (GeMM name: vidur's or vLLM's layer name; prefill_batch, "
+                 "decode_batch, all_reduce)",
     "n": "rows (measured points) in the group",
     **{f"{s}_{k}": (f"points scored under '{s}'" if k == "n" else
                     f"{'median' if k == 'median' else '90th percentile'} of |predicted/measured - 1| "
@@ -708,7 +732,8 @@ def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows, shipped
             report.gpus.append({"gpu": g, "status": "roofline, uncalibrated (no public data)", "n": 0,
                                 **_stats_row(errors, on), "targets": {}, "targets_hold": None})
             continue
-        row = {"gpu": g, "status": "measured (vidur GeMMs)", "n": int(on.sum()), **_stats_row(errors, on)}
+        row = {"gpu": g, "status": "measured (public GeMM profiles)", "n": int(on.sum()),
+               **_stats_row(errors, on)}
         checks = {}
         for name, limit in TARGETS.items():
             value = row[name]
@@ -843,7 +868,7 @@ def validate(profiles: dict[str, Profile], settings: Settings | None = None) -> 
         if not rows.size:
             continue
         ops = set(rows["operation"].tolist())
-        if ops & set(VIDUR_GEMMS):
+        if ops & set(GEMM_OPERATIONS):
             data = gemm_rows(rows, s.model_file)
             errors, below = _validate_gemm(report, name, data, s)
             all_gemm.append((data, errors, below))
@@ -851,11 +876,13 @@ def validate(profiles: dict[str, Profile], settings: Settings | None = None) -> 
             _validate_batches(report, name, rows, s)
         if "all_reduce" in ops:
             _validate_allreduce(report, name, rows, s)
-        kernels = rows[np.isin(rows["operation"], VIDUR_KERNELS)]
+        if ATTENTION in ops:
+            report.attention += score_attention(name, rows, gpu_file=s.gpu_file, model_file=s.model_file)
+        kernels = rows[np.isin(rows["operation"], KERNEL_OPERATIONS)]
         if kernels.size:
             _not_predicted(report, name, kernels, NO_KERNEL_LAW)
-        other = rows[~np.isin(rows["operation"], (*VIDUR_GEMMS, *BATCH_OPERATIONS, "all_reduce",
-                                                   *VIDUR_KERNELS))]
+        other = rows[~np.isin(rows["operation"], (*GEMM_OPERATIONS, *BATCH_OPERATIONS, "all_reduce",
+                                                   *KERNEL_OPERATIONS, ATTENTION))]
         if other.size:
             _not_predicted(report, name, other, "operation unknown to the cost model")
     data, errors, below = _concat(all_gemm)

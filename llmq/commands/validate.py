@@ -2,9 +2,11 @@
 
 Prints one line per GPU x model x TP x operation (median and 90th-percentile absolute relative
 error as shipped, calibrated and scored on held-out token counts, calibrated on the other models,
-and in paper mode), then one verdict per GPU on the acceptance targets; writes ``OUT/validate.md``,
-``validate.csv``, ``validate.json`` and the staircase figures ``OUT/validate_<gpu>_<model>.png``
-(:mod:`llmq.validate_output`). The computation is :func:`theory.validate.validate`.
+and in paper mode), measured self-attention batches against Eq. 5-6 per batch kind, then one verdict
+per GPU on the acceptance targets; writes ``OUT/validate.md``, ``validate.csv``, ``validate.json``,
+``validate_attention.csv`` (with its data dictionary) and the staircase figures
+``OUT/validate_<gpu>_<model>.png`` (:mod:`llmq.validate_output`). The computation is
+:func:`theory.validate.validate`.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from pathlib import Path
 from llmq.options import COMMON_DEFAULTS, add_common, parse_names, resolve
 from llmq.output import out_dir, print_json
 
-HELP = ("predicted vs measured for every shipped profile (vidur GeMMs, all-reduce, splitwise batches): "
-        "median/p90 error as shipped, calibrated on held-out tokens and models, paper mode")
+HELP = ("predicted vs measured for every shipped profile (vidur and LLMServingSim GeMMs, all-reduce, "
+        "splitwise batches, LLMServingSim attention): median/p90 error as shipped, calibrated on held-out "
+        "tokens and models, paper mode")
 DEFAULTS = {"gpu": "all", "model": "all", "quick": False, "profile": None, "every": 4, "max_train": 8000}
 UNUSED = ("tiles", "workload", "pad", "gpus_r", "mode")  # common options validate has no use for
 

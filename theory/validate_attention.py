@@ -1,0 +1,146 @@
+"""Self-attention, Eq. 5 and Eq. 6, against measured attention batches of one layer.
+
+A measured ``attention`` row of a profile (:mod:`theory.profiles`) is one layer's self-attention
+over a batch of at most one prefill chunk and ``decodes`` decode requests. In the paper's notation
+(Section 3.1) the chunk is ``PI(R, i, c)`` with ``c = tokens - decodes`` new tokens and ``i - 1 =
+prefill_context`` tokens already in the KV cache, so ``i = prefill_context + 1``; a decode with
+``context`` cached tokens is ``DI(R, i)`` at ``i = context + 1`` (its KV cache holds tokens 1 to
+``i - 1``, and it attends over ``i`` keys with its own). The prediction of one layer is::
+
+    T^{P,SA}(i_P, c) / N  +  decodes x T^{D,SA}(i_D)
+
+(:func:`theory.cost.T_P_SA` sums Eq. 6 over the ``N`` layers, :func:`theory.cost.T_D_SA` is Eq. 5
+for one layer). LLMServingSim's profiler times one decoder layer (its ``meta.yaml`` sets
+``num_hidden_layers = 1``; its simulator multiplies by the layer count), hence the ``/ N``.
+
+Scored per GPU x model x TP x kind (:data:`KINDS`: prefill chunk only, decodes only, both) by the
+median and 90th percentile of ``|predicted / measured - 1|`` (:class:`theory.validate.ErrorStats`)
+under three cost models (:data:`SCHEMES`): the GPU's roofline preset and its preset as shipped, both
+in ``real`` mode (the served widths: ``d`` = query heads x head width for Eq. 6, the KV heads' width
+for Eq. 5), and ``paper`` mode (one head of width ``d`` for both). ``ratio_median`` is the median of
+``predicted / measured`` (below 1: the model predicts too little).
+
+References
+----------
+Bari, Hegde, de Veciana (2025), Eq. 5, Eq. 6, Definitions 1-2. Data: casys-kaist/LLMServingSim
+@ 5daddb21a545658d5150b535712d0494584b5278 (theory/data/profiles/README.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from theory.builder import CostSpec, cost_model
+from theory.cost import T_D_SA, T_P_SA, CostModel, build_cost_model
+from theory.hardware import get_gpu
+from theory.models import get_model
+
+OPERATION = "attention"
+KINDS = {
+    "prefill": "a prefill chunk alone (no decodes)",
+    "decode": "decodes alone (no prefill chunk)",
+    "mixed": "a prefill chunk and decodes in one batch",
+}
+SCHEMES = {
+    "roofline": "GPU preset's roofline, real mode (served attention widths, GQA)",
+    "shipped": "GPU preset as real mode ships it",
+    "paper": "GPU preset as shipped, paper mode (one head of width d for Eq. 5 and Eq. 6)",
+}
+COLUMNS = {
+    "profile": "shipped profile the rows come from (theory/data/profiles)",
+    "gpu": "llmq GPU preset key of the measured card",
+    "model": "llmq model preset key",
+    "tp": "tensor-parallel degree of the measurement",
+    "kind": "batch kind: " + "; ".join(f"{k}: {v}" for k, v in KINDS.items()) + "; all: every row",
+    "n": "measured attention batches in the row",
+    **{f"{s}_{k}": {"median": f"median of |predicted/measured - 1| under '{s}' ({v})",
+                    "p90": f"90th percentile of |predicted/measured - 1| under '{s}'",
+                    "ratio_median": f"median of predicted/measured under '{s}' (< 1: too little)"}[k]
+       for s, v in SCHEMES.items() for k in ("median", "p90", "ratio_median")},
+}
+
+
+def predict_attention(cm: CostModel, tokens, decodes, context, prefill_context) -> np.ndarray:
+    """Predicted seconds of one layer's self-attention over measured batches (module docstring).
+
+    Parameters
+    ----------
+    cm : CostModel
+        The GPU and model.
+    tokens, decodes : array_like of int
+        Query tokens of the batch (prefill chunk + one per decode) and decode requests.
+    context, prefill_context : array_like of int
+        Tokens cached per decode request, and before the prefill chunk; read only where there
+        are decodes, and a chunk (``tokens > decodes``), respectively.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``T^{P,SA}(prefill_context + 1, tokens - decodes) / N + decodes T^{D,SA}(context + 1)``.
+
+    References
+    ----------
+    Eq. 5 (:func:`theory.cost.T_D_SA`), Eq. 6 (:func:`theory.cost.T_P_SA`).
+    """
+    tokens, decodes, context, prefill_context = np.broadcast_arrays(
+        *(np.asarray(x, dtype=np.int64) for x in (tokens, decodes, context, prefill_context)))
+    chunk = tokens - decodes
+    out = np.zeros(tokens.shape)
+    pre, dec = chunk > 0, decodes > 0
+    if pre.any():
+        out[pre] += T_P_SA(cm, prefill_context[pre] + 1, chunk[pre]) / cm.N
+    if dec.any():
+        out[dec] += decodes[dec] * T_D_SA(cm, context[dec] + 1)
+    return out
+
+
+def kind_of(tokens, decodes) -> np.ndarray:
+    """``"prefill"``, ``"decode"`` or ``"mixed"`` per batch (:data:`KINDS`)."""
+    tokens, decodes = np.asarray(tokens), np.asarray(decodes)
+    chunk = tokens - decodes
+    return np.where(decodes == 0, "prefill", np.where(chunk == 0, "decode", "mixed"))
+
+
+def score_attention(profile: str, rows: np.ndarray, *, gpu_file: str | None = None,
+                    model_file: str | None = None) -> list[dict]:
+    """Per GPU x model x TP: one row per kind present and one for ``"all"`` (:data:`COLUMNS`).
+
+    ``rows`` are a loaded profile's rows; those of operation :data:`OPERATION` are scored. The
+    statistics are those of :class:`theory.validate.ErrorStats` (median and numpy's default 90th
+    percentile of ``|predicted / measured - 1|``).
+    """
+    rows = rows[rows["operation"] == OPERATION]
+    out = []
+    for g, m, tp in sorted(set(zip(rows["gpu"].tolist(), rows["model"].tolist(), rows["tp"].tolist(),
+                                   strict=True))):
+        sel = rows[(rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp)]
+        models = _cost_models(g, m, gpu_file, model_file)
+        pred = {s: predict_attention(cm_of(), sel["tokens"], sel["decodes"], sel["context"],
+                                     sel["prefill_context"]) for s, cm_of in models.items()}
+        kinds = kind_of(sel["tokens"], sel["decodes"])
+        for kind in (*(k for k in KINDS if (kinds == k).any()), "all"):
+            part = kinds == kind if kind != "all" else np.ones(sel.size, dtype=bool)
+            row = {"profile": profile, "gpu": g, "model": m, "tp": int(tp), "kind": kind,
+                   "n": int(part.sum())}
+            for s, p in pred.items():
+                ratio = p[part] / sel["seconds"][part]
+                err = np.abs(ratio - 1.0)
+                row |= {f"{s}_median": float(np.median(err)), f"{s}_p90": float(np.percentile(err, 90)),
+                        f"{s}_ratio_median": float(np.median(ratio))}
+            out.append(row)
+    return out
+
+
+def _cost_models(gpu: str, model: str, gpu_file: str | None,
+                 model_file: str | None) -> dict[str, Callable[[], CostModel]]:
+    """The cost model of each scheme of :data:`SCHEMES` (built when called)."""
+    return {
+        "roofline": lambda: build_cost_model(get_gpu(gpu, gpu_file), get_model(model, model_file), "real"),
+        "shipped": lambda: cost_model(CostSpec(gpu, model, "real", None, gpu_file, model_file)),
+        "paper": lambda: cost_model(CostSpec(gpu, model, "paper", None, gpu_file, model_file)),
+    }
+
+
+__all__ = ["COLUMNS", "KINDS", "OPERATION", "SCHEMES", "kind_of", "predict_attention", "score_attention"]
