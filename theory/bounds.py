@@ -24,7 +24,8 @@ Terms beyond Eq. 2 (:mod:`theory.terms`, all off by default) change the inputs a
 docstring states: the linear term becomes ``E[L^P + L^D] l*`` with ``l* = inf_tau T_Lin(tau)/tau``
 (:func:`theory.cost.linear_per_token`), the attention terms vanish without attention, ``lm_head``
 adds ``(E[L^D] + 1) h``, and ``T^max`` takes the linear time of a one-token batch under the terms
-(:func:`theory.cost.linear_single`) plus, per token, ``overhead_s`` and ``h``. With every term off
+(:func:`theory.cost.linear_single`) plus, per token, the fixed time per batch
+(:attr:`theory.cost.CostModel.fixed_s`: ``overhead_s`` and ``N attention_call_s``) and ``h``. With every term off
 the formulas are the printed ones, computed along the same lines.
 
 Each function here has a symbolic twin in :mod:`theory.symbolic`; tests check they agree.
@@ -100,7 +101,8 @@ def T_max(cm: CostModel, l_P_max: int, l_D_max: int) -> float:
 
     ``max over tiles of (l/mu_Lin(t) + l/mu_nLin + N sum_{i=1}^{l} T^{D,SA}(i))`` with
     ``l = l^{P,max} + l^{D,max}``: every token processed alone, as a GeMV. Each of those ``l``
-    one-token batches also pays the profile's ``overhead_s`` (0 in Eq. 13) and, with ``lm_head``,
+    one-token batches also pays the profile's fixed time per batch (``overhead_s`` and ``N
+    attention_call_s``, :attr:`theory.cost.CostModel.fixed_s`; 0 in Eq. 13) and, with ``lm_head``,
     one vocab-projection row; with terms on, ``1/mu_Lin(t)`` is the linear time of a one-token
     batch at tile t (:func:`theory.cost.linear_single`).
 
@@ -113,7 +115,7 @@ def T_max(cm: CostModel, l_P_max: int, l_D_max: int) -> float:
     ell = l_P_max + l_D_max
     S = decode_prefix(cm, ell)
     return float(ell * linear_single(cm) + ell / cm.mu_nLin + cm.N * S[ell]
-                 + ell * (cm.overhead_s + cm.lm_out_s))
+                 + ell * (cm.fixed_s + cm.lm_out_s))
 
 
 def lambda_star(cm: CostModel, w: Workload, r: int = 1, corrected: bool = False) -> float:

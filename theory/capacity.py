@@ -201,7 +201,9 @@ def law_from_cost_model(cm: CostModel, overhead_s: float | None = None) -> Batch
     ----------
     cm : CostModel
     overhead_s : float, optional
-        Fixed time per batch ``c_fix``; default ``cm.overhead_s`` (0 reproduces Eq. 7).
+        Fixed time per batch in place of ``cm.overhead_s`` (default: ``cm.overhead_s``, 0 reproduces
+        Eq. 7); ``c_fix`` is it plus the attention calls ``N attention_call_s``
+        (:attr:`theory.cost.CostModel.fixed_s`).
 
     Notes
     -----
@@ -235,8 +237,8 @@ def law_from_cost_model(cm: CostModel, overhead_s: float | None = None) -> Batch
         tail_slope = linear_per_token(cm) + 1.0 / cm.mu_nLin
     row = cm.lm_out_s  # lm_head: one vocab-projection row per decode and per prefill chunk
     return BatchLaw(
-        name=f"{cm.describe()}, c_fix = {float(c_fix):.4g} s", token_time=token_time,
-        fixed_s=float(c_fix), tail_slope=tail_slope,
+        name=f"{cm.describe()}, c_fix = {cm_fixed.fixed_s:.4g} s", token_time=token_time,
+        fixed_s=cm_fixed.fixed_s, tail_slope=tail_slope,
         decode_attention=(lambda i: cm.N * T_D_SA(cm, i) + row) if row else (lambda i: cm.N * T_D_SA(cm, i)),
         prefill_attention=(lambda i, c: T_P_SA(cm, i, c) + row) if row else (lambda i, c: T_P_SA(cm, i, c)),
         split_period=None if (cm.attention_waves or row) else int(np.lcm.reduce(cm.t_col)),

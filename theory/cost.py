@@ -169,6 +169,9 @@ class CostModel:
         law (the law includes it).
     overhead_s : float
         Fixed time per batch (0 reproduces Eq. 7).
+    attention_call_s : float
+        Fixed time per layer of a batch with attention work (``attention_call_s``,
+        :mod:`theory.terms`; 0 reproduces Eq. 7); :attr:`fixed_s` adds it to ``overhead_s``.
     gemms : tuple of GemmShape
         The linear GeMMs of a batch (one GPU's shards with TP; without the vocab projection
         when ``lm_head`` prices it per row).
@@ -208,12 +211,20 @@ class CostModel:
     attention: bool = True
     waves: bool = False
     attention_waves: bool = False
+    attention_call_s: float = 0.0
 
     @property
     def plain(self) -> bool:
         """Whether every term beyond Eq. 2 is off (the model is Eq. 2-7 plus ``overhead_s``)."""
         return (self.lin is None and self.attention and not self.waves and not self.attention_waves
-                and self.lm_out_s == 0.0)
+                and self.lm_out_s == 0.0 and self.attention_call_s == 0.0)
+
+    @property
+    def fixed_s(self) -> float:
+        """The fixed time of every non-empty batch: ``overhead_s`` plus, with attention priced,
+        ``N attention_call_s`` (every decode and prefill chunk attends, so every non-empty batch
+        calls attention once per layer)."""
+        return self.overhead_s + (self.N * self.attention_call_s if self.attention else 0.0)
 
     @property
     def t_star(self) -> Tile:
@@ -303,7 +314,8 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
         g_col=np.array([g.t_col for g in gpu.gemv_tiles], dtype=np.int64),
         mu_gemv=np.array(gpu.mu_gemv, dtype=float), mu_nLin=float(mu_nLin),
         overhead_s=gpu.overhead_s, gemms=gemms, lin=lin, lm_out_s=lm_out,
-        attention=mt.attention, waves=gt.waves, attention_waves=gt.attention_waves)
+        attention=mt.attention, waves=gt.waves, attention_waves=gt.attention_waves,
+        attention_call_s=gt.attention_call_s)
 
 
 def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_col, t_red, all_gemms) -> LinearTerms:
@@ -543,8 +555,9 @@ class Batch:
 
 
 def T_batch(cm: CostModel, batch: Batch) -> float:
-    """Batch execution time T_B, Eq. 7 (plus the profile's fixed overhead, 0 by default, and with
-    ``lm_head`` the vocab projection of one row per decode and per prefill chunk).
+    """Batch execution time T_B, Eq. 7 (plus the profile's fixed time per batch, ``overhead_s`` and
+    ``N attention_call_s``, 0 by default, and with ``lm_head`` the vocab projection of one row per
+    decode and per prefill chunk).
 
     References
     ----------
@@ -553,7 +566,7 @@ def T_batch(cm: CostModel, batch: Batch) -> float:
     tau = batch.tau
     if tau == 0:
         return 0.0
-    t = float(T_Lin(cm, tau)) + tau / cm.mu_nLin + cm.overhead_s
+    t = float(T_Lin(cm, tau)) + tau / cm.mu_nLin + cm.fixed_s
     if batch.decode_i.size:
         t += cm.N * float(T_D_SA(cm, batch.decode_i).sum())
     if batch.prefill_i.size:
@@ -633,7 +646,7 @@ def chunked_prefill_time(cm: CostModel, L_P, chunk: int) -> np.ndarray:
     rest = L_P - full * chunk
     k_max = int(full.max(initial=0))
     starts = 1 + chunk * np.arange(k_max)
-    per_chunk = (float(T_Lin(cm, chunk)) + chunk / cm.mu_nLin + cm.overhead_s
+    per_chunk = (float(T_Lin(cm, chunk)) + chunk / cm.mu_nLin + cm.fixed_s
                  + T_P_SA(cm, starts, np.full(k_max, chunk)) + cm.lm_out_s)
     cum = np.concatenate([[0.0], np.cumsum(per_chunk)])
     out = cum[full]
@@ -642,6 +655,6 @@ def chunked_prefill_time(cm: CostModel, L_P, chunk: int) -> np.ndarray:
         i_last = 1 + full[has_rest] * chunk
         c_last = rest[has_rest]
         out = out.copy()
-        out[has_rest] += (T_Lin(cm, c_last) + c_last / cm.mu_nLin + cm.overhead_s
+        out[has_rest] += (T_Lin(cm, c_last) + c_last / cm.mu_nLin + cm.fixed_s
                           + T_P_SA(cm, i_last, c_last) + cm.lm_out_s)
     return out

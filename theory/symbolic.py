@@ -146,7 +146,7 @@ class SymbolicCostModel:
             gemv_tiles=tuple((sp.Integer(int(r)), sp.Integer(int(c)), exact(float(m)))
                              for r, c, m in zip(cm.g_row, cm.g_col, cm.mu_gemv, strict=True)),
             gemms=tuple((g.count, g.d_row, g.d_red) for g in cm.gemms),
-            mu_nLin=sp.oo if law is not None else exact(cm.mu_nLin), overhead=exact(cm.overhead_s),
+            mu_nLin=sp.oo if law is not None else exact(cm.mu_nLin), overhead=exact(cm.fixed_s),
             law=None if law is None else (exact(law.c), exact(law.a), sp.Integer(law.b0)),
             attention=cm.attention)
 

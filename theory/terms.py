@@ -21,6 +21,7 @@ Where each switch lives
     l2_bandwidth_gbs = 5300.0    # each GeMM tile: its operand slices stream at <= this (GB/s)
     overhead_s = 0.0             # fixed time per batch (already existed; Eq. 7 + c)
     gemm_overhead_s = 4.2e-6     # fixed time per linear GeMM (the calibrated A100's c_0)
+    attention_call_s = 1.4e-5    # fixed time per layer per batch with attention work
     gemm_profile = "vidur_gemm"  # measured GeMM times where the shape was profiled (real mode)
     tp = 4                       # tensor-parallel degree of the replica (needs mode = "real")
     allreduce_latency_s = 4.6e-5 # all-reduce law: latency + 2 (tp-1)/tp bytes / bandwidth
@@ -98,6 +99,21 @@ The terms and what they change
     (:func:`theory.cost.T_GeMM_terms`). It is the per-GeMM intercept that
     :func:`theory.calibrate.fit_gemm` fits (kernel prologue and epilogue, launch gaps inside a
     kernel's timed range); a GPU property, so one calibrated profile serves every model.
+``attention_call_s`` (GPU, float >= 0)
+    A fixed time ``c_A`` per attention kernel call: each layer of a batch with attention work
+    calls the attention kernel once, so Eq. 7 gains ``N c_A`` per non-empty batch (every decode
+    and every prefill chunk attends, so with ``attention = true`` that is every batch with a token;
+    with ``attention = false`` nothing is added), and one measured layer's attention pays ``c_A``
+    (:func:`theory.validate_attention.predict_attention`). The attention kernels of a serving
+    engine launch a grid and, for split-KV decoding, a reduction, whose cost does not shrink with
+    the work (FlashAttention: Dao et al. 2022, arXiv:2205.14135; Flash-Decoding: Dao, Haziza,
+    Massa, Sizov 2023, "Flash-Decoding for long-context inference", PyTorch blog); LLMServingSim's
+    RTX 4090 profile measures 9.3 us for one decode over 16 cached tokens, where Eq. 5 predicts
+    0.16 us. It rides on the per-batch fixed time (:attr:`theory.cost.CostModel.fixed_s`, which
+    the simulator's tables charge per batch exactly as ``overhead_s``). Fitted for the RTX 4090
+    (:mod:`theory.presets_fit`, :func:`theory.validate_attention.call_fit`) on the training
+    batches of a prefill chunk alone and of decodes alone; no other GPU has attention
+    measurements, so it is off there.
 ``linear_law`` (GPU, table)
     ``kind = "staircase"``: the token-count part of Eq. 7, ``T_Lin(tau) + tau / mu_nLin`` (Eq. 4
     and the non-linear term of Section 3.2.3), is replaced by ``c + a ceil(tau / b0)`` for
@@ -193,6 +209,10 @@ batches also pays the per-batch times. Per term:
   request alone, which ``T^max`` (prompt tokens priced as decode GeMVs) need no longer cover.
 * ``overhead_s`` ``c``: amortized, so ``T_bar^R`` is unchanged; ``T^max`` gains ``l c``.
 * ``gemm_overhead_s`` ``c_0``: as ``overhead_s`` with ``c = c_0`` times the linear GeMMs of a batch.
+* ``attention_call_s`` ``c_A``: as ``overhead_s`` with ``c = N c_A`` (with attention priced):
+  amortized, so ``T_bar^R`` (and ``lambda*``) is unchanged and stays a lower bound of the mean
+  work; each of ``T^max``'s ``l`` one-token batches pays it, so ``T^max`` gains ``l N c_A``
+  (:func:`theory.bounds.T_max` adds :attr:`theory.cost.CostModel.fixed_s` per batch).
 * ``linear_law``: linear term ``E[L^P + L^D] a / b0``, non-linear term 0 (the law includes it);
   ``T^max = l (c + a + overhead_s) + N S(l)``.
 * ``gemm_profile``: ``l* = min(l*_tile, min_{1 <= tau <= tau_max} L(tau) / tau)`` with
@@ -242,8 +262,8 @@ from theory.errors import FieldError
 from theory.measured import MeasuredLinear
 
 GPU_TERM_FIELDS = frozenset({"memory_floor", "waves", "attention_waves", "l2_bandwidth_gbs",
-                             "gemm_overhead_s", "tp", "allreduce_latency_s", "allreduce_bandwidth_gbs",
-                             "linear_law", "gemm_profile", "gemm_profile_gpu"})
+                             "gemm_overhead_s", "attention_call_s", "tp", "allreduce_latency_s",
+                             "allreduce_bandwidth_gbs", "linear_law", "gemm_profile", "gemm_profile_gpu"})
 MODEL_TERM_FIELDS = frozenset({"attention", "lm_head"})
 LAW_KINDS = ("staircase",)
 LM_HEAD = "W_out"  # name of the vocab projection in Model.linear_gemms
@@ -302,6 +322,8 @@ class GpuTerms:
         Bytes/s at which a tile's operand slices stream through L2 (``None``: the term is off).
     gemm_overhead_s : float
         Fixed seconds per linear GeMM.
+    attention_call_s : float
+        Fixed seconds per layer of a batch with attention work (one attention kernel call).
     tp : int
         Tensor-parallel degree of the replica.
     allreduce_latency_s : float
@@ -324,6 +346,7 @@ class GpuTerms:
     attention_waves: bool = False
     l2_bandwidth: float | None = None
     gemm_overhead_s: float = 0.0
+    attention_call_s: float = 0.0
     tp: int = 1
     allreduce_latency_s: float = 0.0
     allreduce_bandwidth: float | None = None
@@ -342,7 +365,7 @@ class GpuTerms:
     @property
     def plain(self) -> bool:
         """Whether every GPU-side term is off (Eq. 2-6 as printed)."""
-        return self.linear_plain and not self.attention_waves
+        return self.linear_plain and not self.attention_waves and not self.attention_call_s
 
 
 @dataclass(frozen=True)
@@ -428,7 +451,8 @@ def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTe
     terms = GpuTerms(memory_floor=read_bool(table, "memory_floor", where, False),
                      waves=read_bool(table, "waves", where, False),
                      attention_waves=read_bool(table, "attention_waves", where, False), l2_bandwidth=l2,
-                     gemm_overhead_s=_nonneg(table, "gemm_overhead_s", where, 0.0), tp=tp,
+                     gemm_overhead_s=_nonneg(table, "gemm_overhead_s", where, 0.0),
+                     attention_call_s=_nonneg(table, "attention_call_s", where, 0.0), tp=tp,
                      allreduce_latency_s=_nonneg(table, "allreduce_latency_s", where, 0.0),
                      allreduce_bandwidth=bw, linear_law=law, bytes_per_element=int(bytes_per_element),
                      gemm_profile=profile, gemm_profile_gpu=profile_gpu)

@@ -10,7 +10,8 @@ prefill_context`` tokens already in the KV cache, so ``i = prefill_context + 1``
     T^{P,SA}(i_P, c) / N  +  decodes x T^{D,SA}(i_D)
 
 (:func:`theory.cost.T_P_SA` sums Eq. 6 over the ``N`` layers, :func:`theory.cost.T_D_SA` is Eq. 5
-for one layer). LLMServingSim's profiler times one decoder layer (its ``meta.yaml`` sets
+for one layer), plus the GPU's fixed time per attention call ``attention_call_s`` (:mod:`theory.terms`;
+0 unless the preset states it). LLMServingSim's profiler times one decoder layer (its ``meta.yaml`` sets
 ``num_hidden_layers = 1``; its simulator multiplies by the layer count), hence the ``/ N``.
 
 Scored per GPU x model x TP x kind (:data:`KINDS`: prefill chunk only, decodes only, both) by the
@@ -19,6 +20,14 @@ under three cost models (:data:`SCHEMES`): the GPU's roofline preset and its pre
 in ``real`` mode (the served widths: ``d`` = query heads x head width for Eq. 6, the KV heads' width
 for Eq. 5), and ``paper`` mode (one head of width ``d`` for both). ``ratio_median`` is the median of
 ``predicted / measured`` (below 1: the model predicts too little).
+
+The fixed time per call is fitted and scored out of sample (:func:`fit_attention_call`): the
+batches are split by shape (:func:`attention_split`: every 4th distinct ``(tokens, decodes,
+context, prefill_context)`` held out, as :func:`theory.validate.batch_split` splits whole batches),
+``attention_call_s`` is fitted on the training batches of the kinds :data:`FIT_KINDS` (a prefill
+chunk alone, decodes alone: the batches whose kernel Eq. 5-6's summed work describes; a mixed batch's
+kernel time follows another law, see ``README.md``), and the held-out batches of every kind are
+scored with the shipped preset without the term (``before``) and with the fitted value (``after``).
 
 References
 ----------
@@ -29,8 +38,10 @@ Bari, Hegde, de Veciana (2025), Eq. 5, Eq. 6, Definitions 1-2. Data: casys-kaist
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 
 from theory.builder import CostSpec, cost_model
 from theory.cost import T_D_SA, T_P_SA, CostModel, build_cost_model
@@ -48,6 +59,8 @@ SCHEMES = {
     "shipped": "GPU preset as real mode ships it",
     "paper": "GPU preset as shipped, paper mode (one head of width d for Eq. 5 and Eq. 6)",
 }
+FIT_KINDS = ("prefill", "decode")
+HELD_OUT_EVERY = 4
 COLUMNS = {
     "profile": "shipped profile the rows come from (theory/data/profiles)",
     "gpu": "llmq GPU preset key of the measured card",
@@ -59,6 +72,16 @@ COLUMNS = {
                     "p90": f"90th percentile of |predicted/measured - 1| under '{s}'",
                     "ratio_median": f"median of predicted/measured under '{s}' (< 1: too little)"}[k]
        for s, v in SCHEMES.items() for k in ("median", "p90", "ratio_median")},
+    "call_s_fit": ("attention_call_s (seconds per layer per call) fitted on the training batches of kinds "
+                   + " and ".join(FIT_KINDS) + " of this GPU x model x TP (attention_split: every "
+                   f"{HELD_OUT_EVERY}th batch shape held out); empty: no training batch"),
+    "n_held_out": "held-out batches of this kind",
+    "before_median": "median of |predicted/measured - 1| on the held-out batches, shipped preset with "
+                     "attention_call_s = 0",
+    "before_p90": "90th percentile of the same",
+    "after_median": "median of |predicted/measured - 1| on the held-out batches, shipped preset with "
+                    "attention_call_s = call_s_fit",
+    "after_p90": "90th percentile of the same",
 }
 
 
@@ -78,7 +101,8 @@ def predict_attention(cm: CostModel, tokens, decodes, context, prefill_context) 
     Returns
     -------
     numpy.ndarray
-        ``T^{P,SA}(prefill_context + 1, tokens - decodes) / N + decodes T^{D,SA}(context + 1)``.
+        ``T^{P,SA}(prefill_context + 1, tokens - decodes) / N + decodes T^{D,SA}(context + 1)``,
+        plus ``attention_call_s`` per batch when attention is priced.
 
     References
     ----------
@@ -93,7 +117,43 @@ def predict_attention(cm: CostModel, tokens, decodes, context, prefill_context) 
         out[pre] += T_P_SA(cm, prefill_context[pre] + 1, chunk[pre]) / cm.N
     if dec.any():
         out[dec] += decodes[dec] * T_D_SA(cm, context[dec] + 1)
+    if cm.attention and cm.attention_call_s:
+        out[tokens > 0] += cm.attention_call_s
     return out
+
+
+def attention_split(tokens, decodes, context, prefill_context, every: int = HELD_OUT_EVERY) -> np.ndarray:
+    """Held-out mask: every ``every``-th distinct batch shape ``(tokens, decodes, context,
+    prefill_context)`` in sorted order (:func:`theory.validate.token_split` on the shapes' ranks)."""
+    from theory.validate import token_split  # theory.validate imports this module
+
+    shapes = np.stack([np.asarray(x, dtype=np.int64) for x in (tokens, decodes, context, prefill_context)],
+                      axis=1)
+    return token_split(np.unique(shapes, axis=0, return_inverse=True)[1].ravel(), every)
+
+
+def fit_attention_call(predicted, measured) -> float:
+    """The fixed time per call ``c >= 0`` minimising ``sum log((predicted + c) / measured)^2``.
+
+    Parameters
+    ----------
+    predicted, measured : array_like of float
+        Eq. 5-6 per layer without the term (:func:`predict_attention`) and the measured seconds of
+        the same batches (at least one).
+
+    Returns
+    -------
+    float
+        The fitted ``attention_call_s``, seconds: the squared log-ratio weighs a batch's relative
+        error symmetrically, so the many long batches do not swamp the short ones where a fixed
+        time shows.
+    """
+    p, m = np.asarray(predicted, dtype=float), np.asarray(measured, dtype=float)
+    if not p.size:
+        raise ValueError("fit_attention_call needs at least one batch")
+    res = minimize_scalar(lambda c: float(np.sum(np.log((p + c) / m) ** 2)), bounds=(0.0, float(m.max())),
+                          method="bounded", options={"xatol": 1e-12})
+    return float(res.x)
 
 
 def kind_of(tokens, decodes) -> np.ndarray:
@@ -101,6 +161,36 @@ def kind_of(tokens, decodes) -> np.ndarray:
     tokens, decodes = np.asarray(tokens), np.asarray(decodes)
     chunk = tokens - decodes
     return np.where(decodes == 0, "prefill", np.where(chunk == 0, "decode", "mixed"))
+
+
+def call_fit(cm: CostModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, float | None, np.ndarray]:
+    """Fit ``attention_call_s`` to the training batches of ``rows`` (module docstring).
+
+    Parameters
+    ----------
+    cm : CostModel
+        The GPU and model; its own ``attention_call_s`` is set to 0 for the fit.
+    rows : numpy.ndarray
+        Attention rows of one GPU x model x TP (:func:`theory.profiles.load_profile`).
+
+    Returns
+    -------
+    held : numpy.ndarray of bool
+        The held-out batches (:func:`attention_split`).
+    before : numpy.ndarray
+        The prediction without the term (:func:`predict_attention`).
+    c_fit : float or None
+        :func:`fit_attention_call` on the training batches of :data:`FIT_KINDS`; ``None`` if none.
+    after : numpy.ndarray
+        The prediction with ``attention_call_s = c_fit`` (``before`` if ``None``).
+    """
+    cm = replace(cm, attention_call_s=0.0)
+    held = attention_split(rows["tokens"], rows["decodes"], rows["context"], rows["prefill_context"])
+    before = predict_attention(cm, rows["tokens"], rows["decodes"], rows["context"], rows["prefill_context"])
+    train = ~held & np.isin(kind_of(rows["tokens"], rows["decodes"]), FIT_KINDS)
+    c_fit = fit_attention_call(before[train], rows["seconds"][train]) if train.any() else None
+    after = before + (c_fit if c_fit is not None and cm.attention else 0.0)
+    return held, before, c_fit, after
 
 
 def score_attention(profile: str, rows: np.ndarray, *, gpu_file: str | None = None,
@@ -120,6 +210,7 @@ def score_attention(profile: str, rows: np.ndarray, *, gpu_file: str | None = No
         pred = {s: predict_attention(cm_of(), sel["tokens"], sel["decodes"], sel["context"],
                                      sel["prefill_context"]) for s, cm_of in models.items()}
         kinds = kind_of(sel["tokens"], sel["decodes"])
+        held, before, c_fit, after = call_fit(models["shipped"](), sel)
         for kind in (*(k for k in KINDS if (kinds == k).any()), "all"):
             part = kinds == kind if kind != "all" else np.ones(sel.size, dtype=bool)
             row = {"profile": profile, "gpu": g, "model": m, "tp": int(tp), "kind": kind,
@@ -129,6 +220,13 @@ def score_attention(profile: str, rows: np.ndarray, *, gpu_file: str | None = No
                 err = np.abs(ratio - 1.0)
                 row |= {f"{s}_median": float(np.median(err)), f"{s}_p90": float(np.percentile(err, 90)),
                         f"{s}_ratio_median": float(np.median(ratio))}
+            ho = part & held
+            row |= {"call_s_fit": c_fit, "n_held_out": int(ho.sum())}
+            for label, p in (("before", before), ("after", after)):
+                err = np.abs(p[ho] / sel["seconds"][ho] - 1.0)
+                fitted = ho.any() and c_fit is not None
+                row |= {f"{label}_median": float(np.median(err)) if fitted else None,
+                        f"{label}_p90": float(np.percentile(err, 90)) if fitted else None}
             out.append(row)
     return out
 
@@ -143,4 +241,5 @@ def _cost_models(gpu: str, model: str, gpu_file: str | None,
     }
 
 
-__all__ = ["COLUMNS", "KINDS", "OPERATION", "SCHEMES", "kind_of", "predict_attention", "score_attention"]
+__all__ = ["COLUMNS", "FIT_KINDS", "KINDS", "OPERATION", "SCHEMES", "attention_split", "call_fit",
+           "fit_attention_call", "kind_of", "predict_attention", "score_attention"]

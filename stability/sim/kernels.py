@@ -136,7 +136,7 @@ def build_tables(cm: CostModel, max_pos: int, chunk: int | None = None) -> Costs
         cm.t_row.copy(), cm.t_col.copy(), cm.t_red.copy(), cm.mu.astype(np.float64),
         (1.0 / cm.mu_Lin).astype(np.float64), S,
         linear_table(cm, _lin_table_size(cm) - 1), np.zeros(max_pos + 1), float(cm.s), float(cm.N),
-        int(cm.d_pre), float(cm.mu_nLin), float(cm.overhead_s), float(lin_ideal),
+        int(cm.d_pre), float(cm.mu_nLin), float(cm.fixed_s), float(lin_ideal),
         float(psa_ideal if cm.attention else 0.0), chunk)
     _set_terms(ct, *_terms_args(cm))
     _set_shifts(ct, *_shifts(cm))
