@@ -17,7 +17,14 @@ from theory.models import get_model
 from theory.profiles import Profile, load_profile
 from theory.profiles_convert import convert_llmservingsim_attention, write_profile
 from theory.validate import NO_KERNEL_LAW, Settings, abs_rel_error, validate
-from theory.validate_attention import kind_of, predict_attention, score_attention
+from theory.validate_attention import (
+    attention_split,
+    call_fit,
+    fit_attention_call,
+    kind_of,
+    predict_attention,
+    score_attention,
+)
 
 DATA = Path(__file__).parent / "data"
 
@@ -123,3 +130,39 @@ def test_outputs_carry_the_attention_section(small_report, tmp_path):
     header = (tmp_path / "validate_attention.csv").read_text().splitlines()[0].split(",")
     assert header == list(doc["attention_columns"]) == list(columns["columns"])
     assert "## Self-attention (Eq. 5-6)" in (tmp_path / "validate.md").read_text()
+
+
+def test_attention_call_is_recovered_from_synthetic_batches(roofline):
+    """Batches timed as Eq. 5-6 plus a known c_A per call, with 3% multiplicative noise (seeded):
+    the fit on the training shapes of single-kind batches finds c_A, and the held-out error falls."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(0)
+    n = 400
+    chunk = np.where(rng.random(n) < 0.5, rng.integers(1, 512, n), 0)
+    alone = rng.random(n) < 0.5
+    decodes = np.where(chunk == 0, rng.integers(1, 64, n), np.where(alone, 0, rng.integers(1, 16, n)))
+    context = np.where(decodes > 0, rng.integers(16, 4096, n), -1)
+    prefill_context = np.where(chunk > 0, rng.integers(0, 2048, n), -1)
+    tokens = chunk + decodes
+    c_true = 9e-6
+    truth = predict_attention(replace(roofline, attention_call_s=c_true), tokens, decodes, context,
+                              prefill_context)
+    assert np.allclose(truth - predict_attention(roofline, tokens, decodes, context, prefill_context), c_true)
+    measured = truth * np.exp(rng.normal(0.0, 0.03, n))
+    rows = np.zeros(n, dtype=[("tokens", "i8"), ("decodes", "i8"), ("context", "i8"),
+                              ("prefill_context", "i8"), ("seconds", "f8")])
+    rows["tokens"], rows["decodes"], rows["context"] = tokens, decodes, context
+    rows["prefill_context"], rows["seconds"] = prefill_context, measured
+    held, before, c_fit, after = call_fit(roofline, rows)
+    assert held.sum() == pytest.approx(n / 4, abs=2)
+    assert c_fit == pytest.approx(c_true, rel=0.05)
+    err = lambda p: np.median(np.abs(p[held] / measured[held] - 1))  # noqa: E731
+    assert err(after) < 0.03 < err(before)
+    assert fit_attention_call(truth - c_true, truth) == pytest.approx(c_true, rel=1e-6)  # no noise
+
+
+def test_attention_split_holds_out_every_fourth_shape():
+    held = attention_split([1, 1, 2, 3, 4, 5, 6, 7, 8], [1, 1, 0, 0, 0, 0, 0, 0, 0],
+                           [16, 16, -1, -1, -1, -1, -1, -1, -1], [-1, -1, 0, 0, 0, 0, 0, 0, 0])
+    assert held.tolist() == [False, False, False, False, True, False, False, False, True]

@@ -25,8 +25,8 @@ docstring states: the linear term becomes ``E[L^P + L^D] l*`` with ``l* = inf_ta
 (:func:`theory.cost.linear_per_token`), the attention terms vanish without attention, ``lm_head``
 adds ``(E[L^D] + 1) h``, and ``T^max`` takes the linear time of a one-token batch under the terms
 (:func:`theory.cost.linear_single`) plus, per token, the fixed time per batch
-(:attr:`theory.cost.CostModel.fixed_s`: ``overhead_s`` and ``N attention_call_s``) and ``h``. With every term off
-the formulas are the printed ones, computed along the same lines.
+(:attr:`theory.cost.CostModel.fixed_s`: ``overhead_s`` and ``N attention_call_s``) and ``h``. With
+every term off the formulas are the printed ones, computed along the same lines.
 
 Each function here has a symbolic twin in :mod:`theory.symbolic`; tests check they agree.
 
