@@ -14,17 +14,30 @@ from theory.validate_attention import COLUMNS, KINDS, SCHEMES
 
 CSV_NAME = "validate_attention.csv"
 NOTE = ("One layer's measured self-attention (LLMServingSim's profiler times a one-layer model) against "
-        "T^{P,SA}(i, c) / N + decodes x T^{D,SA}(i) (Eq. 6 per layer, Eq. 5), with i - 1 the tokens "
-        "already in the request's KV cache (theory.validate_attention).")
+        "T^{P,SA}(i, c) / N + decodes x T^{D,SA}(i) (Eq. 6 per layer, Eq. 5) + attention_call_s, with i - 1 "
+        "the tokens already in the request's KV cache (theory.validate_attention). Held out: every 4th "
+        "batch shape; attention_call_s fitted on the other shapes of the single-kind batches; before: the "
+        "shipped preset without it, after: with the fitted value.")
 
 
 def _pct(x) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
+HELD_OUT = ("before", "after")
+
+
 def _cells(row: dict) -> list[str]:
     return [f"{_pct(row[f'{s}_median'])}/{_pct(row[f'{s}_p90'])} (x{row[f'{s}_ratio_median']:.2f})"
             for s in SCHEMES]
+
+
+def _held_out(row: dict) -> list[str]:
+    return [f"{_pct(row[f'{s}_median'])}/{_pct(row[f'{s}_p90'])}" for s in HELD_OUT]
+
+
+def _call(row: dict) -> str:
+    return "-" if row["call_s_fit"] is None else f"{row['call_s_fit'] * 1e6:.2f} us"
 
 
 def console_lines(report: Report) -> list[str]:
@@ -35,6 +48,7 @@ def console_lines(report: Report) -> list[str]:
                "(x median predicted/measured)):"]
     out += [f"{r['gpu']:<8}{r['model']:<14}TP {r['tp']:<3}{r['kind']:<8}{r['n']:>6}  "
             + "".join(f"{s + ' ' + c:>36}" for s, c in zip(SCHEMES, _cells(r), strict=True))
+            + f"  held out {r['n_held_out']}: " + " -> ".join(_held_out(r)) + f" (call {_call(r)})"
             for r in report.attention]
     return out
 
@@ -43,11 +57,13 @@ def markdown_lines(report: Report) -> list[str]:
     """The Markdown section (empty when no attention row was scored)."""
     if not report.attention:
         return []
-    header = ["GPU", "model", "TP", "kind", "n", *(f"{s} median / p90 (x ratio)" for s in SCHEMES)]
+    header = ["GPU", "model", "TP", "kind", "n", *(f"{s} median / p90 (x ratio)" for s in SCHEMES),
+              "held out", *(f"held out {s} median / p90" for s in HELD_OUT), "attention_call_s fitted"]
     lines = ["", "## Self-attention (Eq. 5-6) against measured batches, median / p90", "", NOTE, "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in [r["gpu"], r["model"], r["tp"], r["kind"], r["n"],
-                                                  *_cells(r)]) + " |" for r in report.attention]
+                                                  *_cells(r), r["n_held_out"], *_held_out(r), _call(r)])
+              + " |" for r in report.attention]
     lines += ["", "Kinds: " + "; ".join(f"`{k}`: {v}" for k, v in KINDS.items()) + "; `all`: every batch. "
               "Schemes: " + "; ".join(f"`{k}`: {v}" for k, v in SCHEMES.items()) + ". x ratio: the median "
               f"of predicted / measured. Columns of `{CSV_NAME}`: " + "; ".join(f"`{k}`: {v}" for k, v in
