@@ -124,12 +124,12 @@ def predict_attention(cm: CostModel, tokens, decodes, context, prefill_context) 
 
 def attention_split(tokens, decodes, context, prefill_context, every: int = HELD_OUT_EVERY) -> np.ndarray:
     """Held-out mask: every ``every``-th distinct batch shape ``(tokens, decodes, context,
-    prefill_context)`` in sorted order (:func:`theory.validate.token_split` on the shapes' ranks)."""
-    from theory.validate import token_split  # theory.validate imports this module
-
+    prefill_context)`` in sorted order, ranked from 0 (ranks ``every - 1, 2 every - 1, ...`` held
+    out: the rule of :func:`theory.validate.token_split`, applied to the shapes)."""
     shapes = np.stack([np.asarray(x, dtype=np.int64) for x in (tokens, decodes, context, prefill_context)],
                       axis=1)
-    return token_split(np.unique(shapes, axis=0, return_inverse=True)[1].ravel(), every)
+    rank = np.unique(shapes, axis=0, return_inverse=True)[1].ravel()
+    return rank % every == every - 1
 
 
 def fit_attention_call(predicted, measured) -> float:
