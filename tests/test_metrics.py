@@ -68,19 +68,7 @@ def test_stable_verdicts_below_capacity():
 def test_histogram_quantiles_are_within_one_bin_of_the_exact_gaps():
     res = simulate(Scenario(n_requests=300, load=0.8, detail=True, log=True, pad=True,
                             workload="uniform:1-600,1-80", options=(("n", 50),)))
-    log = res.batch_log()
-    # every token emission from the log: a prefill chunk ending a prompt, or a decode
-    emits: dict[int, list[float]] = {}
-    ends = log["start"] + log["duration"]
-    L_P = res.requests["L_P"]
-    for end, pre, dec in zip(ends, log["prefill_chunks"], log["decode_positions"], strict=True):
-        for item in pre.split():
-            j, i, c = map(int, item.split(":"))
-            if i + c - 1 == L_P[j]:
-                emits.setdefault(j, []).append(end)
-        for item in dec.split():
-            emits.setdefault(int(item.split(":")[0]), []).append(end)
-    gaps = np.concatenate([np.diff(sorted(v)) for v in emits.values()])
+    gaps = np.concatenate([np.diff(v) for v in _emission_times(res).values()])
     assert gaps.size == res.requests["L_D"].sum()
     hist = res.runs[0].tbt_hist[0]
     for q in (0.5, 0.9, 0.99):
