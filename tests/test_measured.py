@@ -253,3 +253,20 @@ def test_the_symbolic_twin_refuses_the_measured_law():
     measured = cost_model(CostSpec("a100-measured", "llama-2-7b", "real"))
     with pytest.raises(FieldError, match="gemm_profile"):
         SymbolicCostModel.from_cost_model(measured)
+
+
+def test_a_measured_preset_costs_what_its_card_costs_unless_priced_itself(tmp_path):
+    """The measured-profile presets are the same cards: llmq plan prices them by their base
+    preset's entry, an entry of their own wins, and an unknown GPU is still an error."""
+    from theory.errors import FieldError
+    from theory.plan import gpu_price, load_prices
+
+    prices = load_prices()
+    got = gpu_price(prices, "a100-measured")
+    assert got.gpu == "a100-measured" and got.usd_per_gpu_hour == prices["a100"].usd_per_gpu_hour
+    assert got.source == prices["a100"].source
+    own = tmp_path / "p.toml"
+    own.write_text('[prices.a100-measured]\nusd_per_gpu_hour = 1.25\n')
+    assert gpu_price(load_prices(own), "a100-measured").usd_per_gpu_hour == 1.25
+    with pytest.raises(FieldError, match="price of GPU 'a100-unknown'"):
+        gpu_price(prices, "a100-unknown")

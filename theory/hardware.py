@@ -392,6 +392,13 @@ def measured_keys() -> list[str]:
     return list(_measured_data().get("gpus", {}))
 
 
+def measured_base(key: str) -> str | None:
+    """The preset a measured-profile preset ``key`` is built on (the same card: its price, its
+    tiles), or None when ``key`` is not one (``theory/data/measured_gpus.toml``)."""
+    variant = _measured_data().get("gpus", {}).get(key)
+    return None if variant is None else str(variant["base"])
+
+
 def _measured_fields(variant: dict, base: str) -> dict:
     """The fields a ``measured_gpus.toml`` table adds to its base (``gemm_profile_gpu``: the base)."""
     fields = {k: v for k, v in variant.items() if k != "base"}
@@ -496,5 +503,5 @@ def get_gpu(name: str, path: str | Path | None = None, calibrated: bool = False)
 __all__ = [
     "CALIBRATED_FILE", "GPU", "MEASURED_FILE", "ROOFLINE", "UNFITTED_TERMS", "GemvTile", "LlmqError",
     "Tile", "calibrated_keys", "gemm_tile_rate", "gemv_tile_rate", "get_gpu", "gpu_names", "gpu_table",
-    "load_gpus", "measured_keys", "parse_tile", "real_mode_terms", "tile_fits",
+    "load_gpus", "measured_base", "measured_keys", "parse_tile", "real_mode_terms", "tile_fits",
 ]

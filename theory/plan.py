@@ -39,7 +39,7 @@ bound with token budget, decode cap and KV memory).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -116,7 +116,14 @@ def _price(key: str, t: dict, where: str) -> Price:
 
 
 def gpu_price(prices: dict[str, Price], gpu: str, price_file: str | None = None) -> Price:
-    """The price of ``gpu`` (a preset key); a GPU the table lacks is an error naming it and the file."""
+    """The price of ``gpu`` (a preset key); a measured-profile preset without an entry of its own
+    costs what the card it is built on costs (:func:`theory.hardware.measured_base`); a GPU the
+    table lacks is an error naming it and the file."""
+    from theory.hardware import measured_base
+
+    base = measured_base(gpu)
+    if gpu not in prices and base in prices:
+        return replace(prices[base], gpu=gpu)
     if gpu not in prices:
         files = PRICE_FILE + (f" and {price_file}" if price_file else "")
         raise FieldError(f"price of GPU {gpu!r}", None,
