@@ -70,6 +70,7 @@ from stability.sim.mixed import (
     admission_would_act,
     admit_waiting,
     chunk_run,
+    mixed_arrays,
     reserve_decodes,
     run_mixed,
     w_len,
@@ -132,6 +133,7 @@ def make_params(cm: CostModel, chunk_size: int = 512, max_num_seqs: int = 128, o
 def loop(st, ct, prm, t_stop):
     """Sarathi-Serve's iteration, one batch per decision (decode-only runs as one event)."""
     budget, max_seqs, spf, limit, cap = prm.budget, prm.max_seqs, prm.spf, prm.limit, prm.max_chunk
+    mixed_arrays(st)
     kv_setup(st, prm.kv, SARATHI)
     while running(st, t_stop):
         w_refresh(st, spf)

@@ -35,7 +35,16 @@ from typing import NamedTuple
 from numba import njit
 
 from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
-from stability.sim.mixed import add_chunk, admit, chunk_run, run_mixed, w_len, w_pop, w_refresh
+from stability.sim.mixed import (
+    add_chunk,
+    admit,
+    chunk_run,
+    mixed_arrays,
+    run_mixed,
+    w_len,
+    w_pop,
+    w_refresh,
+)
 from theory.cost import CostModel
 from theory.errors import require_positive_int
 
@@ -68,6 +77,7 @@ def make_params(cm: CostModel, chunk_size: int = 512) -> Params:
 def loop(st, ct, prm, t_stop):
     """Algorithm 4 (lines 11-12 corrected), one batch per decision."""
     budget = prm.budget
+    mixed_arrays(st)
     while running(st, t_stop):
         w_refresh(st, False)                                                  # line 3
         if st.nd == 0 and st.np == 0 and w_len(st, False) == 0:

@@ -99,6 +99,7 @@ from stability.sim.mixed import (
     add_chunk,
     admission_would_act,
     admit_waiting,
+    mixed_arrays,
     preempt_decode,
     preempt_prefill,
     run_mixed,
@@ -439,7 +440,10 @@ def loop(st, ct, prm, t_stop):
     """SLAI's iteration (Section 6), one batch per decision (decode-only runs as one event)."""
     budget, alpha, beta = prm.budget, prm.alpha, prm.beta
     mode, limit = prm.order, prm.limit
+    mixed_arrays(st)
     kv_setup(st, prm.kv, SARATHI)
+    if st.lst.size < st.d_id.size:
+        st.lst = np.full(st.d_id.size, np.inf)
     if st.s_id.size < st.d_id.size:  # room to set new decodes aside (_new_times)
         st.s_id = np.zeros(st.d_id.size, dtype=np.int64)
         st.s_pos = np.zeros(st.d_id.size, dtype=np.int64)

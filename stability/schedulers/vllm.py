@@ -40,7 +40,7 @@ from numba import njit
 
 from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
 from stability.sim.memory import VLLM, KvConfig, clean_decode_batches, kv_config, kv_setup
-from stability.sim.mixed import admit_waiting, reserve_decodes, run_mixed, w_len, w_refresh
+from stability.sim.mixed import admit_waiting, mixed_arrays, reserve_decodes, run_mixed, w_len, w_refresh
 from theory.cost import CostModel
 from theory.errors import require_positive_int
 
@@ -88,6 +88,7 @@ def loop(st, ct, prm, t_stop):
     """vLLM v0 ``_schedule_default``, one batch per decision (decode-only runs as one event)."""
     budget, max_seqs = prm.budget, prm.max_seqs
     limit = min(prm.max_model_len, budget)
+    mixed_arrays(st)
     kv_setup(st, prm.kv, VLLM)
     while running(st, t_stop):
         w_refresh(st, False)

@@ -114,8 +114,9 @@ def append_request(st, arrival, L_P, L_D, cls):
     st.lp[j] = L_P
     st.ld[j] = L_D
     st.cls[j] = cls
-    st.pl[j] = L_P
-    st.dr[j] = L_D
+    if st.pl.size > j:  # a mixed-batch loop has sized its arrays
+        st.pl[j] = L_P
+        st.dr[j] = L_D
     st.n_loaded += 1
     return j
 
@@ -264,9 +265,22 @@ def stop_code(st):
 
 
 @njit(cache=True)
+def _size_cycles(st):
+    m = st.arr.size + 2
+    st.cyc_start = np.zeros(m)
+    st.cyc_end = np.zeros(m)
+    st.cyc_x = np.zeros(m, dtype=np.int64)
+    st.cyc_started = np.zeros(m, dtype=np.int64)
+    st.cyc_done = np.zeros(m, dtype=np.int64)
+
+
+@njit(cache=True)
 def begin_cycle(st):
-    """Open cycle c at the current time with X[c] = pending requests (arrived, not finished)."""
+    """Open cycle c at the current time with X[c] = pending requests (arrived, not finished);
+    the first cycle sizes the cycle arrays (at most one cycle per request, plus one)."""
     c = st.n_cyc
+    if c == 0 and st.cyc_start.size == 0:
+        _size_cycles(st)
     st.cyc_start[c] = st.clock
     st.cyc_x[c] = st.seen - st.n_done
     st.cyc_done[c] = st.n_done  # completions before the cycle; turned into a count at its end

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit
 
 from stability.sim.engine import (
@@ -73,6 +74,22 @@ PRIORITY = 2  # the ``spf`` value of shortest-prefill-first within classes by pr
 
 
 # --- waiting queue: FCFS ring or shortest-prefill-first heap -------------------------------------
+
+
+@njit(cache=True)
+def mixed_arrays(st):
+    """Size the mixed-batch arrays of a state (empty until a mixed-batch loop first runs; every
+    such loop calls this on entry): prefill targets L^P and decodes left L^D of the requests
+    loaded so far, prefill progress, the prefill set, the batch being built and the waiting heap."""
+    m = st.arr.size
+    if st.pl.size < m:
+        st.pl = st.lp.copy()
+        st.dr = st.ld.copy()
+        st.pg = np.zeros(m, dtype=np.int64)
+        st.p_id = np.zeros(m, dtype=np.int64)
+        st.bp_j = np.zeros(m, dtype=np.int64)
+        st.bp_c = np.zeros(m, dtype=np.int64)
+        st.hq = np.zeros(m + 1, dtype=np.int64)
 
 
 @njit(cache=True)

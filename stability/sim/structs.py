@@ -112,7 +112,7 @@ STATE_BLOCKS: dict[str, list] = {
         ("arr", FA, "arr"), ("lp", IA, "lp"), ("ld", IA, "ld"), ("cls", IA, "cls"),
         ("t_start", FA, "t_start"), ("t_first", FA, "t_first"),
         ("t_finish", FA, "np.full(m, np.nan)"), ("last_emit", FA, "t_first.copy()"),
-        ("tbt_max", FA, Zeros("m")),
+        ("tbt_max", FA, Zeros("m if detail else 0")),  # written only in detail mode
         ("n_loaded", I64, "n_loaded"),  # requests loaded (append_request adds more)
     ],
     # --- engine core: the waiting queue (FCFS ring buffer) and the decode set D (id, next
@@ -132,10 +132,10 @@ STATE_BLOCKS: dict[str, list] = {
     ],
     # --- engine core: TBT record per class (histogram; count, sum, max), per-class TBT SLO and, per
     # request, the gaps above its class's SLO, of the tokens emitted at or after tbt_from; recorded
-    # in detail mode only ---------------------------------------------------------------------------
+    # in detail mode only (the per-request arrays are empty otherwise) ------------------------------
     "tbt": [
         ("tbt_hist", FA2, "np.zeros((tbt_slo.size, bins))"), ("tbt_stat", FA2, "np.zeros((tbt_slo.size, 3))"),
-        ("tbt_slo", FA, "tbt_slo"), ("n_viol", IA, Zeros("m")),
+        ("tbt_slo", FA, "tbt_slo"), ("n_viol", IA, Zeros("m if detail else 0")),
         ("detail", I64, "detail"), ("tbt_from", F64, "tbt_from"),
     ],
     # --- engine core: batch log, one row per batch, one item per iteration -----------------------
@@ -160,26 +160,28 @@ STATE_BLOCKS: dict[str, list] = {
     # --- mixed batches (stability.sim.mixed): prefill target (L^P, or prompt + generated tokens
     # after a recompute preemption), tokens prefilled, decodes left after the prefill; admitted
     # requests in their prefill phase P (by arrival index); the batch being built; the
-    # shortest-prefill-first waiting heap of keys pl << 32 | j ------------------------------------
+    # shortest-prefill-first waiting heap of keys pl << 32 | j. The arrays are empty until a
+    # mixed-batch loop first runs (stability.sim.mixed.mixed_arrays sizes them) ---------------------
     "mixed": [
-        ("pl", IA, "lp.copy()"), ("pg", IA, Zeros("m")), ("dr", IA, "ld.copy()"),
-        ("p_id", IA, Zeros("m")), ("np", I64, "0"),
-        ("bp_j", IA, Zeros("m")), ("bp_c", IA, Zeros("m")), ("nbp", I64, "0"),
-        ("hq", IA, Zeros("m + 1")), ("hq_len", I64, "0"),
+        ("pl", IA, Zeros("0")), ("pg", IA, Zeros("0")), ("dr", IA, Zeros("0")),
+        ("p_id", IA, Zeros("0")), ("np", I64, "0"),
+        ("bp_j", IA, Zeros("0")), ("bp_c", IA, Zeros("0")), ("nbp", I64, "0"),
+        ("hq", IA, Zeros("0")), ("hq_len", I64, "0"),
     ],
     # --- cycles (Algorithms 1-2, Appendix C.1: start, end, X[c], started, completed) and the modes
-    # of Algorithms 2-3: requests started in the cycle, mode, active decodes ----------------------
+    # of Algorithms 2-3: requests started in the cycle, mode, active decodes. The cycle arrays are
+    # empty until the first cycle opens (stability.sim.engine.begin_cycle sizes them) -------------
     "cycles": [
-        ("cyc_start", FA, Zeros("m + 2")), ("cyc_end", FA, Zeros("m + 2")),
-        ("cyc_x", IA, Zeros("m + 2")), ("cyc_started", IA, Zeros("m + 2")),
-        ("cyc_done", IA, Zeros("m + 2")), ("n_cyc", I64, "0"), ("cyc_open", I64, "0"),
+        ("cyc_start", FA, Zeros("0")), ("cyc_end", FA, Zeros("0")),
+        ("cyc_x", IA, Zeros("0")), ("cyc_started", IA, Zeros("0")),
+        ("cyc_done", IA, Zeros("0")), ("n_cyc", I64, "0"), ("cyc_open", I64, "0"),
         ("rc", I64, "0"), ("mode", I64, "0"), ("na", I64, "0"),
     ],
     # --- SLO-aware scheduling (stability.schedulers.slai): each decode's last schedulable time C;
-    # scratch for the decode entries whose C is new (sized by SLAI's loop on entry); T^{P,SA} of
-    # a budget-sized chunk PI(R, i, psa_c) by i, computed on first use (nan until then) ---------
+    # scratch for the decode entries whose C is new (these arrays sized by SLAI's loop on entry);
+    # T^{P,SA} of a budget-sized chunk PI(R, i, psa_c) by i, computed on first use (nan until then)
     "slai": [
-        ("lst", FA, "np.full(m, np.inf)"),
+        ("lst", FA, Zeros("0")),
         ("s_id", IA, Zeros("1")), ("s_pos", IA, Zeros("1")), ("s_rem", IA, Zeros("1")),
         ("psa_memo", FA, Zeros("0")), ("psa_c", I64, "0"),
     ],
