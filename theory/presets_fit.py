@@ -58,6 +58,7 @@ from theory.validate_attention import FIT_KINDS, KINDS, OPERATION, call_fit, kin
 GEMM_PROFILES = {  # packaged profile with GeMM rows -> its source, for the provenance
     "vidur_gemm": "microsoft/vidur @ 7d47513363ec447a741ac5e47241580b47724fbf",
     "llmservingsim_rtx4090": "casys-kaist/LLMServingSim @ 5daddb21a545658d5150b535712d0494584b5278",
+    "llmservingsim_rtxpro6000": "casys-kaist/LLMServingSim @ 5daddb21a545658d5150b535712d0494584b5278",
 }
 ALLREDUCE_PROFILE = "vidur_all_reduce"
 ALLREDUCE_SETUP = {"a100": "a100_dgx", "h100": "h100_dgx"}  # the node the compute profile's card is in
