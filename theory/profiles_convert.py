@@ -213,9 +213,9 @@ def check_llmservingsim_meta(path: str | Path, hardware: str, model: str) -> dic
     engine = meta.get("engine_effective") or {}
     hf = engine.get("hf_overrides") or {}
     degrees = meta.get("tp_degrees") or [1]
-    tp = degrees[-1] if isinstance(degrees, list) and isinstance(degrees[-1], int) and degrees[-1] > 0 else None
-    if tp is None:
+    if not (isinstance(degrees, list) and all(type(d) is int and d > 0 for d in degrees)):
         raise FieldError(f"{path}: tp_degrees", degrees, "a list of TP degrees (positive integers)")
+    tp = degrees[-1]
     expect = {"hardware": hardware, "variant": LLMSERVINGSIM_VARIANT, "tensor_parallel_size": 1,
               "num_hidden_layers": 1,
               **{k: getattr(preset, attr) // tp for k, attr in LLMSERVINGSIM_SHAPES.items()}}
