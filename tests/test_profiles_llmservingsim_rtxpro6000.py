@@ -96,3 +96,19 @@ def test_bounds_runs_on_the_new_presets(capsys):
     from llmq.cli import main
     assert main(["bounds", "--gpu", "rtxpro6000", "--model", "qwen3-32b", "--mode", "real"]) in (0, None)
     assert "rtxpro6000" in capsys.readouterr().out.lower().replace("-", "")
+
+
+def test_packaged_file_holds_every_source_row_and_the_excerpts():
+    from theory.profiles import load_profile, shipped_profiles
+
+    prof = load_profile("llmservingsim_rtxpro6000")
+    rows = prof.rows
+    # dense + per_sequence + attention data rows of each tp folder (Llama-3.1-8B, Qwen3-32B)
+    assert len(prof) == 2 * (1368 + 80 + 19364) + 2 * (1520 + 80 + 19364)
+    assert set(rows["model"]) == {"llama-3.1-8b", "qwen3-32b"} and set(rows["tp"]) == {1, 2}
+    qwen_tp1 = prof.where(model="qwen3-32b", tp=1, operation="qkv_proj", tokens=2048)
+    assert qwen_tp1.size == 1 and qwen_tp1["seconds"][0] * 1e6 == pytest.approx(559.19, rel=1e-12)
+    llama_tp2 = prof.where(model="llama-3.1-8b", tp=2, operation="gate_up_proj", tokens=512)
+    assert llama_tp2.size == 1 and llama_tp2["seconds"][0] * 1e6 == pytest.approx(182.145, rel=1e-12)
+    path = shipped_profiles()["llmservingsim_rtxpro6000"]
+    assert path.name.endswith(".csv.gz") and path.stat().st_size < 700_000
