@@ -45,6 +45,7 @@ from scipy.optimize import minimize_scalar
 
 from theory.builder import CostSpec, cost_model
 from theory.cost import T_D_SA, T_P_SA, CostModel, build_cost_model
+from theory.errors import TileDivisibilityError
 from theory.hardware import get_gpu
 from theory.models import get_model
 
@@ -58,7 +59,7 @@ SCHEMES = {
     "roofline": "GPU preset's roofline, real mode (served attention widths, GQA)",
     "shipped": "GPU preset as real mode ships it",
     "paper": ("GPU preset as shipped, paper mode (one head of width d for Eq. 5 and Eq. 6; empty at TP > 1: "
-              "the paper's layer has no TP split)"),
+              "the paper's layer has no TP split, and for a model outside Section 3.2.1's divisibility)"),
 }
 FIT_KINDS = ("prefill", "decode")
 HELD_OUT_EVERY = 4
@@ -209,8 +210,7 @@ def score_attention(profile: str, rows: np.ndarray, *, gpu_file: str | None = No
         sel = rows[(rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp)]
         models = _cost_models(g, m, int(tp), gpu_file, model_file)
         axes = (sel["tokens"], sel["decodes"], sel["context"], sel["prefill_context"])
-        pred = {s: None if cm_of is None else predict_attention(cm_of(), *axes)
-                for s, cm_of in models.items()}
+        pred = {s: _predict(cm_of, axes, may_not_divide=s == "paper") for s, cm_of in models.items()}
         kinds = kind_of(sel["tokens"], sel["decodes"])
         held, before, c_fit, after = call_fit(models["shipped"](), sel)
         for kind in (*(k for k in KINDS if (kinds == k).any()), "all"):
@@ -234,6 +234,20 @@ def score_attention(profile: str, rows: np.ndarray, *, gpu_file: str | None = No
                         f"{label}_p90": float(np.percentile(err, 90)) if fitted else None}
             out.append(row)
     return out
+
+
+def _predict(cm_of: Callable[[], CostModel] | None, axes: tuple, may_not_divide: bool) -> np.ndarray | None:
+    """:func:`predict_attention` by the cost model ``cm_of`` builds; ``None`` without one, or, where
+    ``may_not_divide`` (paper mode), when the model is outside Section 3.2.1's divisibility."""
+    if cm_of is None:
+        return None
+    try:
+        cm = cm_of()
+    except TileDivisibilityError:
+        if not may_not_divide:
+            raise
+        return None
+    return predict_attention(cm, *axes)
 
 
 def _cost_models(gpu: str, model: str, tp: int, gpu_file: str | None,
