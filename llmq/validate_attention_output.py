@@ -28,7 +28,8 @@ HELD_OUT = ("before", "after")
 
 
 def _cells(row: dict) -> list[str]:
-    return [f"{_pct(row[f'{s}_median'])}/{_pct(row[f'{s}_p90'])} (x{row[f'{s}_ratio_median']:.2f})"
+    return ["-" if row[f"{s}_ratio_median"] is None else
+            f"{_pct(row[f'{s}_median'])}/{_pct(row[f'{s}_p90'])} (x{row[f'{s}_ratio_median']:.2f})"
             for s in SCHEMES]
 
 

@@ -26,9 +26,26 @@ def gpus() -> list[str]:
     return gpu_names()
 
 
+@cache
 def models() -> list[str]:
-    """Keys of every model preset."""
-    return model_names()
+    """Keys of the model presets whose dimensions the tiles of every GPU preset divide in paper
+    mode: Section 3.2.1's hypothesis ("model dimensions divisible by tiles"), which the claims
+    checked over presets assume. A preset outside it (Qwen3-32B: its vocabulary of 151,936 is not
+    a multiple of 256) is a real-mode model, where the vocabulary is padded (``theory.models``)."""
+    from theory.cost import build_cost_model
+    from theory.errors import TileDivisibilityError
+    from theory.hardware import get_gpu
+    from theory.models import get_model
+
+    def divisible(m: str) -> bool:
+        try:
+            for g in gpus():
+                build_cost_model(get_gpu(g), get_model(m), "paper")
+        except TileDivisibilityError:
+            return False
+        return True
+
+    return [m for m in model_names() if divisible(m)]
 
 
 def t_star_first(gpu: GPU) -> tuple[Tile, ...]:

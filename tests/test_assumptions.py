@@ -4,6 +4,7 @@ import pytest
 
 from theory.assumptions import assumption1, assumption2, assumption3, assumption4, check_assumptions
 from theory.cost import build_cost_model
+from theory.errors import TileDivisibilityError
 from theory.hardware import get_gpu, gpu_names
 from theory.models import get_model, model_names
 from theory.workload import get_workload
@@ -13,7 +14,13 @@ from theory.workload import get_workload
 @pytest.mark.parametrize("model", model_names())
 @pytest.mark.parametrize("mode", ["paper", "real"])
 def test_presets_satisfy_assumptions_1_and_2(gpu, model, mode):
-    cm = build_cost_model(get_gpu(gpu), get_model(model), mode)
+    try:
+        cm = build_cost_model(get_gpu(gpu), get_model(model), mode)
+    except TileDivisibilityError as err:
+        # outside Section 3.2.1's hypothesis only in paper mode, on Qwen3-32B's vocabulary
+        # (151,936 = 2^7 x 1,187: no 256-row tile divides it; real mode pads it)
+        assert (mode, model) == ("paper", "qwen3-32b") and "d_row = 151936" in str(err)
+        return
     assert assumption1(cm).holds
     assert assumption2(cm, d_col_max=1024).holds
 

@@ -38,6 +38,18 @@ def test_refitting_rtx4090_reproduces_the_shipped_preset():
     assert "allreduce_latency_s" not in fields  # one GPU: no collective measured
 
 
+def test_refitting_rtxpro6000_reproduces_the_shipped_preset_and_its_call_time():
+    fields, prov = fit_preset("rtxpro6000", load_profile("llmservingsim_rtxpro6000").rows,
+                              profile="llmservingsim_rtxpro6000")
+    shipped = SHIPPED["gpus"]["rtxpro6000"]
+    assert set(fields) == set(shipped) and "attention_call_s" in fields
+    assert fields["mu"] == pytest.approx(shipped["mu"], rel=1e-9)
+    assert fields["attention_call_s"] == pytest.approx(shipped["attention_call_s"], rel=1e-9)
+    # written because it lowers every kind's held-out median and p90 (both models, TP 1)
+    for kind in prov["attention_held_out_error"].values():
+        assert all(kind["after"][q] < kind["before"][q] for q in ("median", "p90"))
+
+
 def test_the_all_reduce_law_is_refitted_from_the_dgx_profile():
     fields, prov = fit_allreduce("h100")
     assert fields == pytest.approx({k: SHIPPED["gpus"]["h100"][k] for k in fields}, rel=1e-9)
@@ -60,9 +72,10 @@ def test_shipped_rates_stay_below_the_dense_peak_and_keep_the_roofline_t_star():
 
 def test_provenance_and_which_gpus_are_calibrated():
     with_data = {g: name for name in GEMM_PROFILES for g in gemm_rows(load_profile(name).rows).gpu.tolist()}
-    assert calibrated_keys() == sorted(with_data) == ["a100", "a40", "h100", "rtx4090"]
+    assert calibrated_keys() == sorted(with_data) == ["a100", "a40", "h100", "rtx4090", "rtxpro6000"]
     commits = {"vidur_gemm": "7d47513363ec447a741ac5e47241580b47724fbf",
-               "llmservingsim_rtx4090": "5daddb21a545658d5150b535712d0494584b5278"}
+               "llmservingsim_rtx4090": "5daddb21a545658d5150b535712d0494584b5278",
+               "llmservingsim_rtxpro6000": "5daddb21a545658d5150b535712d0494584b5278"}
     for key in calibrated_keys():
         prov = SHIPPED["provenance"][key]
         assert prov["profile"] == with_data[key]

@@ -14,7 +14,7 @@ from theory import symbolic as sym
 from theory.cost import build_cost_model
 from theory.hardware import get_gpu
 from theory.models import get_model
-from theory.profiles import Profile, load_profile
+from theory.profiles import ABSENT, Profile, load_profile
 from theory.profiles_convert import convert_llmservingsim_attention, write_profile
 from theory.validate import NO_KERNEL_LAW, Settings, abs_rel_error, validate
 from theory.validate_attention import (
@@ -166,3 +166,23 @@ def test_attention_split_holds_out_every_fourth_shape():
     held = attention_split([1, 1, 2, 3, 4, 5, 6, 7, 8], [1, 1, 0, 0, 0, 0, 0, 0, 0],
                            [16, 16, -1, -1, -1, -1, -1, -1, -1], [-1, -1, 0, 0, 0, 0, 0, 0, 0])
     assert held.tolist() == [False, False, False, False, True, False, False, False, True]
+
+
+def test_tp2_rows_are_predicted_at_one_rank_s_heads(tmp_path):
+    """A TP 2 row of LLMServingSim is one rank's shard timed on one GPU: predicted at TP 1 by a
+    model with half the query and KV heads (the shard written out by hand), and paper mode has none."""
+    from theory.validate_attention import _cost_models
+
+    half = tmp_path / "half.toml"
+    half.write_text('[models.half]\nbase = "qwen3-32b"\nn_heads = 32\nn_kv_heads = 4\nd_ff = 12800\n')
+    by_hand = build_cost_model(get_gpu("rtxpro6000"), get_model("half", str(half)), "real")
+    models = _cost_models("rtxpro6000", "qwen3-32b", 2, None, None)
+    tokens, decodes = np.array([1, 16, 516, 2048]), np.array([1, 0, 4, 0])
+    context, prefill_context = np.array([16, ABSENT, 128, ABSENT]), np.array([ABSENT, 0, 2048, 16384])
+    want = predict_attention(by_hand, tokens, decodes, context, prefill_context)
+    got = predict_attention(models["roofline"](), tokens, decodes, context, prefill_context)
+    assert np.all(want > 0) and got == pytest.approx(want, rel=1e-12)
+    full = predict_attention(_cost_models("rtxpro6000", "qwen3-32b", 1, None, None)["roofline"](),
+                             tokens, decodes, context, prefill_context)
+    assert np.all(got < full)  # half the heads: less work than the whole layer
+    assert models["paper"] is None

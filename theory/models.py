@@ -162,13 +162,18 @@ class Model:
 
         ``role`` is ``"row"`` (divided by t_row), ``"red"`` (by t_red) or ``"gemv"`` (by the GeMV
         tile's t_row and t_col, Eq. 5). With ``tp > 1`` the per-GPU shards; the vocab shard is then
-        left out (serving frameworks pad it, and Eq. 2's ceilings price the padding).
+        left out (serving frameworks pad it, and Eq. 2's ceilings price the padding). In real mode
+        the vocabulary (the LM head's rows) is left out at TP 1 too, for the same reason (vLLM pads
+        it to a multiple of 64, ``vllm/model_executor/layers/vocab_parallel_embedding.py``,
+        ``pad_vocab_size``; Qwen3's 151,936 is not a multiple of 256); paper mode keeps it
+        (Section 3.2.1 assumes every dimension divisible).
         """
         dims: dict[str, tuple[int, str]] = {}
         for g in self.linear_gemms(mode, tp):
             if tp > 1 and g.name == LM_HEAD:
                 continue
-            dims[f"{g.name}: d_row"] = (g.d_row, "row")
+            if not (mode == "real" and g.name == LM_HEAD):
+                dims[f"{g.name}: d_row"] = (g.d_row, "row")
             dims[f"{g.name}: d_red"] = (g.d_red, "red")
         d_pre, d_dec = self.attention_widths(mode, tp)
         dims["prefill attention d (K^T Q reduction)"] = (d_pre, "red")

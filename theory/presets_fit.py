@@ -53,11 +53,12 @@ from theory.io import atomic_write_text
 from theory.profiles import load_profile
 from theory.terms import fit_allreduce_law
 from theory.validate import abs_rel_error, fit_gpu, gemm_rows, predict_rows, token_split
-from theory.validate_attention import FIT_KINDS, KINDS, OPERATION, call_fit, kind_of
+from theory.validate_attention import FIT_KINDS, KINDS, OPERATION, call_fit, fit_attention_call, kind_of
 
 GEMM_PROFILES = {  # packaged profile with GeMM rows -> its source, for the provenance
     "vidur_gemm": "microsoft/vidur @ 7d47513363ec447a741ac5e47241580b47724fbf",
     "llmservingsim_rtx4090": "casys-kaist/LLMServingSim @ 5daddb21a545658d5150b535712d0494584b5278",
+    "llmservingsim_rtxpro6000": "casys-kaist/LLMServingSim @ 5daddb21a545658d5150b535712d0494584b5278",
 }
 ALLREDUCE_PROFILE = "vidur_all_reduce"
 ALLREDUCE_SETUP = {"a100": "a100_dgx", "h100": "h100_dgx"}  # the node the compute profile's card is in
@@ -162,28 +163,45 @@ def _as_shipped(gpu: str, fields: dict):
 
 
 def fit_attention_call_s(gpu, rows: np.ndarray) -> tuple[dict, dict] | None:
-    """``attention_call_s`` of the fitted ``gpu`` and its provenance, or ``None`` without
-    attention rows (one model and TP). The field is ``{}`` when the fit does not lower both the
-    median and the p90 held-out error of every batch kind."""
-    keys = sorted(set(zip(rows["model"].tolist(), rows["tp"].tolist(), strict=True)))
-    if len(keys) != 1 or keys[0][1] != 1:
+    """``attention_call_s`` of the fitted ``gpu`` and its provenance, or ``None`` without TP 1
+    attention rows.
+
+    The shipped preset is one GPU, so the TP 1 rows are used (a TP 2 profile times one rank's
+    shard on one GPU, a different cost model); one fixed time per call is fitted on the training
+    batch shapes of every model together (:func:`theory.validate_attention.fit_attention_call` on
+    the pooled batches). The field is ``{}`` when it does not lower both the median and the p90
+    held-out error of every batch kind, all models pooled."""
+    rows = rows[rows["tp"] == 1]
+    models = sorted(set(rows["model"].tolist()))
+    if not models:
         return None
-    held, before, c, after = call_fit(_cost_model(gpu, keys[0][0]), rows)
-    if c is None:
+    parts = []
+    for m in models:
+        sel = rows[rows["model"] == m]
+        held, before, _, _ = call_fit(_cost_model(gpu, m), sel)
+        parts.append((sel, held, before))
+    sel = np.concatenate([p[0] for p in parts])
+    held = np.concatenate([p[1] for p in parts])
+    before = np.concatenate([p[2] for p in parts])
+    kinds = kind_of(sel["tokens"], sel["decodes"])
+    train = ~held & np.isin(kinds, FIT_KINDS)
+    if not train.any():
         return None
-    kinds = kind_of(rows["tokens"], rows["decodes"])
+    c = fit_attention_call(before[train], sel["seconds"][train])
+    after = before + c
     stats = {}
     for k in KINDS:
         on = held & (kinds == k)
         if on.any():
-            stats[k] = {"before": _stats(abs_rel_error(rows["seconds"][on], before[on])),
-                        "after": _stats(abs_rel_error(rows["seconds"][on], after[on]))}
+            stats[k] = {"before": _stats(abs_rel_error(sel["seconds"][on], before[on])),
+                        "after": _stats(abs_rel_error(sel["seconds"][on], after[on]))}
     better = all(s["after"]["median"] < s["before"]["median"] and s["after"]["p90"] < s["before"]["p90"]
                  for s in stats.values())
     prov = {"attention_call_s": (f"{'on' if better else 'off'}: fitted {c:.4g} s per layer per call on the "
                                  f"training batch shapes of kinds {', '.join(FIT_KINDS)} of "
-                                 f"{OPERATION} rows (every 4th shape held out, theory.validate_attention); "
-                                 "written only if it lowers the held-out median and p90 of every kind"),
+                                 f"{OPERATION} rows at TP 1 ({', '.join(models)}; every 4th shape held "
+                                 "out, theory.validate_attention); written only if it lowers the "
+                                 "held-out median and p90 of every kind"),
             "attention_held_out_error": stats}
     return ({"attention_call_s": c} if better else {}), prov
 

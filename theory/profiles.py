@@ -73,7 +73,8 @@ VIDUR_KERNELS = ("emb", "input_layernorm", "attn_rope", "post_attention_layernor
 # LLMServingSim's GeMM layers (vLLM module names) -> the GeMM of gemm_shape they are
 LLMSERVINGSIM_GEMMS = {"qkv_proj": "attn_pre_proj", "o_proj": "attn_post_proj",
                        "gate_up_proj": "mlp_up_proj", "down_proj": "mlp_down_proj", "lm_head": "lm_head"}
-LLMSERVINGSIM_KERNELS = ("embedding", "layernorm", "rotary_emb", "act_fn", "final_layernorm", "sampler")
+LLMSERVINGSIM_KERNELS = ("embedding", "layernorm", "qk_norm", "rotary_emb", "act_fn", "final_layernorm",
+                         "sampler")  # qk_norm: Qwen3's RMSNorm of each query and key head
 GEMM_OPERATIONS = (*VIDUR_GEMMS, *LLMSERVINGSIM_GEMMS)
 KERNEL_OPERATIONS = (*VIDUR_KERNELS, *LLMSERVINGSIM_KERNELS)
 NEEDS = {  # operation: integer columns every row of it must fill

@@ -71,7 +71,12 @@ SPLITWISE_DERIVED = {
                       "it: a modelled power cap, not a measurement",
 }
 # LLMServingSim bundles converted: (hardware folder, model folder) -> (GPU preset, model preset)
-LLMSERVINGSIM_BUNDLES = {("RTX4090", "meta-llama/Llama-3.1-8B"): ("rtx4090", "llama-3.1-8b")}
+# (Qwen/Qwen3-30B-A3B-Instruct-2507 on RTXPRO6000 is a mixture of experts: no llmq preset, not converted)
+LLMSERVINGSIM_BUNDLES = {
+    ("RTX4090", "meta-llama/Llama-3.1-8B"): ("rtx4090", "llama-3.1-8b"),
+    ("RTXPRO6000", "meta-llama/Llama-3.1-8B"): ("rtxpro6000", "llama-3.1-8b"),
+    ("RTXPRO6000", "Qwen/Qwen3-32B"): ("rtxpro6000", "qwen3-32b"),
+}
 LLMSERVINGSIM_VARIANT = "bf16"
 LLMSERVINGSIM_LAYERS = (*LLMSERVINGSIM_GEMMS, *LLMSERVINGSIM_KERNELS)
 # meta.yaml hf_overrides key -> the llmq Model attribute it must equal
@@ -187,13 +192,16 @@ def check_llmservingsim_meta(path: str | Path, hardware: str, model: str) -> dic
 
     The bundle must be the ``hardware`` folder's and the bf16 variant, time one decoder layer
     (``hf_overrides.num_hidden_layers = 1``) and have the preset's heads, KV heads, FFN width and
-    vocabulary at TP 1 (``hf_overrides``, which for ``tp > 1`` the profiler divides by the degree
-    to emulate one rank on one GPU).
+    vocabulary divided by the last TP degree of ``tp_degrees`` (``hf_overrides``: for ``tp > 1``
+    the profiler divides them by the degree to emulate one rank on one GPU, and ``meta.yaml``
+    records the engine arguments of the last degree profiled; 1 when ``tp_degrees`` is absent).
 
     References
     ----------
     casys-kaist/LLMServingSim ``docs/docs/profiler/output-bundle.md`` (``meta.yaml``,
-    ``engine_effective.hf_overrides``), commit 5daddb21a545658d5150b535712d0494584b5278.
+    ``engine_effective.hf_overrides``), ``profiler/core/engine.py`` (``SHARD_FIELDS`` divided by
+    ``tp``) and ``profiler/core/writer.py`` (``engine_effective``), commit
+    5daddb21a545658d5150b535712d0494584b5278.
     """
     import yaml  # only to rebuild the packaged files from a checkout
 
@@ -204,14 +212,18 @@ def check_llmservingsim_meta(path: str | Path, hardware: str, model: str) -> dic
     preset = get_model(model)
     engine = meta.get("engine_effective") or {}
     hf = engine.get("hf_overrides") or {}
+    degrees = meta.get("tp_degrees") or [1]
+    if not (isinstance(degrees, list) and all(type(d) is int and d > 0 for d in degrees)):
+        raise FieldError(f"{path}: tp_degrees", degrees, "a list of TP degrees (positive integers)")
+    tp = degrees[-1]
     expect = {"hardware": hardware, "variant": LLMSERVINGSIM_VARIANT, "tensor_parallel_size": 1,
               "num_hidden_layers": 1,
-              **{k: getattr(preset, attr) for k, attr in LLMSERVINGSIM_SHAPES.items()}}
+              **{k: getattr(preset, attr) // tp for k, attr in LLMSERVINGSIM_SHAPES.items()}}
     found = {"hardware": meta.get("hardware"), "variant": meta.get("variant"),
              "tensor_parallel_size": engine.get("tensor_parallel_size"), **hf}
     for key, want in expect.items():
         if found.get(key) != want:
-            raise FieldError(f"{path}: {key}", found.get(key), f"{want} ({hardware}, {model})")
+            raise FieldError(f"{path}: {key}", found.get(key), f"{want} ({hardware}, {model}, TP {tp})")
     return meta
 
 
@@ -328,19 +340,25 @@ def build_splitwise(root: str | Path, out_dir: str | Path) -> dict[str, int]:
 def build_llmservingsim(root: str | Path, out_dir: str | Path) -> dict[str, int]:
     """Convert the bundles of :data:`LLMSERVINGSIM_BUNDLES` in an LLMServingSim checkout at ``root``.
 
-    Each bundle's ``meta.yaml`` is checked (:func:`check_llmservingsim_meta`); its ``tp1``
-    ``dense.csv``, ``per_sequence.csv`` and ``attention.csv`` are written together as
-    ``llmservingsim_<gpu>.csv.gz`` to ``out_dir``; returns the row count of each file. Only TP 1:
-    the profiler's ``tp2`` folders emulate a rank on one GPU (no all-reduce is measured).
+    Each bundle's ``meta.yaml`` is checked (:func:`check_llmservingsim_meta`); the ``dense.csv``,
+    ``per_sequence.csv`` and ``attention.csv`` of each of its ``tp<N>`` folders (``tp_degrees``)
+    are written, every bundle of one GPU together, as ``llmservingsim_<gpu>.csv.gz`` to
+    ``out_dir``; returns the row count of each file. A ``tp2`` folder times one rank's shard on
+    one GPU (the per-rank shapes of ``hf_overrides``): valid one-GPU GeMMs and attention at TP 2,
+    with no all-reduce measured.
     """
-    counts = {}
+    by_gpu: dict[str, list[dict]] = defaultdict(list)
     for (hardware, folder), (gpu, model) in LLMSERVINGSIM_BUNDLES.items():
         bundle = Path(root) / "profiler/perf" / hardware / folder / LLMSERVINGSIM_VARIANT
         meta = check_llmservingsim_meta(bundle / "meta.yaml", hardware, model)
         setup = f"{hardware}/{LLMSERVINGSIM_VARIANT}/vllm-{meta.get('vllm_version')}"
-        rows = convert_llmservingsim_dense(bundle / "tp1/dense.csv", gpu, model, 1, setup)
-        rows += convert_llmservingsim_per_sequence(bundle / "tp1/per_sequence.csv", gpu, model, 1, setup)
-        rows += convert_llmservingsim_attention(bundle / "tp1/attention.csv", gpu, model, 1, setup)
+        for tp in meta.get("tp_degrees") or [1]:
+            d = bundle / f"tp{tp}"
+            by_gpu[gpu] += convert_llmservingsim_dense(d / "dense.csv", gpu, model, tp, setup)
+            by_gpu[gpu] += convert_llmservingsim_per_sequence(d / "per_sequence.csv", gpu, model, tp, setup)
+            by_gpu[gpu] += convert_llmservingsim_attention(d / "attention.csv", gpu, model, tp, setup)
+    counts = {}
+    for gpu, rows in by_gpu.items():
         write_profile(rows, Path(out_dir) / f"llmservingsim_{gpu}.csv.gz")
         counts[f"llmservingsim_{gpu}"] = len(rows)
     return counts

@@ -81,7 +81,7 @@ import numpy as np
 from theory.builder import CostSpec, cost_model
 from theory.calibrate import Calibration, fit_gemm, staircase_jumps
 from theory.cost import Batch, CostModel, T_batch, T_GeMM_terms, build_cost_model
-from theory.errors import FieldError
+from theory.errors import FieldError, TileDivisibilityError
 from theory.hardware import GPU, get_gpu, gpu_names
 from theory.measured import pooled_tables
 from theory.models import Model, get_model
@@ -129,6 +129,8 @@ NO_ALLREDUCE = "no all-reduce law in the GPU profile (allreduce_bandwidth_gbs; t
 NO_KERNEL_LAW = ("the cost model prices element-wise operations only as one aggregate tau/mu_nLin "
                  "per batch (Section 3.2.3), no per-kernel law")
 NO_PAPER_COUNTERPART = "the paper's layer has no output projection (Section 3.2.1)"
+NOT_PAPER_DIVISIBLE = ("the model's dimensions are not divisible by the GPU's tiles in paper mode "
+                       "(Section 3.2.1's hypothesis; Qwen3-32B's vocabulary of 151,936)")
 QUICK_MODELS = ("llama-2-7b", "internlm-20b")
 QUICK_TPS = (1, 2)
 BATCH_OPERATIONS = ("prefill_batch", "decode_batch")
@@ -389,14 +391,18 @@ def predict_rows(rows: GemmRows, cm_of: Callable[[str], CostModel], fixed_s: flo
 
 def predict_paper(rows: GemmRows, cm_of: Callable[[str], CostModel],
                   model_file: str | None = None) -> np.ndarray:
-    """Paper-mode predictions (:func:`paper_shapes`); NaN where the paper's layer has no such GeMM."""
+    """Paper-mode predictions (:func:`paper_shapes`); NaN where the paper's layer has no such GeMM
+    or the model is outside Section 3.2.1's divisibility in paper mode (:data:`NOT_PAPER_DIVISIBLE`)."""
     out = np.full(len(rows), np.nan)
     keys = sorted(set(zip(rows.model.tolist(), rows.operation.tolist(), rows.tp.tolist(), strict=True)))
     for m, op, tp in keys:
         sel = (rows.model == m) & (rows.operation == op) & (rows.tp == tp)
         shapes = paper_shapes(get_model(m, model_file), op, tp)
         if shapes:
-            cm = cm_of(m)
+            try:
+                cm = cm_of(m)
+            except TileDivisibilityError:
+                continue
             out[sel] = sum(predict_gemm(cm, r, rows.tokens[sel], k) for r, k in shapes)
     return out
 
@@ -564,7 +570,8 @@ def _validate_gemm(report: Report, profile: str, data: GemmRows,
                **_stats_row(errors, sel)}
         notes = []
         if not row["paper_n"]:
-            notes.append(f"paper: {NO_PAPER_COUNTERPART}")
+            counterpart = paper_shapes(get_model(m, s.model_file), op, tp)
+            notes.append(f"paper: {NOT_PAPER_DIVISIBLE if counterpart else NO_PAPER_COUNTERPART}")
         if not row["models_n"]:
             notes.append(f"models: no other model of {g} in the data to calibrate on")
         row["note"] = "; ".join(notes)

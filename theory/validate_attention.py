@@ -45,6 +45,7 @@ from scipy.optimize import minimize_scalar
 
 from theory.builder import CostSpec, cost_model
 from theory.cost import T_D_SA, T_P_SA, CostModel, build_cost_model
+from theory.errors import TileDivisibilityError
 from theory.hardware import get_gpu
 from theory.models import get_model
 
@@ -57,7 +58,8 @@ KINDS = {
 SCHEMES = {
     "roofline": "GPU preset's roofline, real mode (served attention widths, GQA)",
     "shipped": "GPU preset as real mode ships it",
-    "paper": "GPU preset as shipped, paper mode (one head of width d for Eq. 5 and Eq. 6)",
+    "paper": ("GPU preset as shipped, paper mode (one head of width d for Eq. 5 and Eq. 6; empty at TP > 1: "
+              "the paper's layer has no TP split, and for a model outside Section 3.2.1's divisibility)"),
 }
 FIT_KINDS = ("prefill", "decode")
 HELD_OUT_EVERY = 4
@@ -206,9 +208,9 @@ def score_attention(profile: str, rows: np.ndarray, *, gpu_file: str | None = No
     for g, m, tp in sorted(set(zip(rows["gpu"].tolist(), rows["model"].tolist(), rows["tp"].tolist(),
                                    strict=True))):
         sel = rows[(rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp)]
-        models = _cost_models(g, m, gpu_file, model_file)
-        pred = {s: predict_attention(cm_of(), sel["tokens"], sel["decodes"], sel["context"],
-                                     sel["prefill_context"]) for s, cm_of in models.items()}
+        models = _cost_models(g, m, int(tp), gpu_file, model_file)
+        axes = (sel["tokens"], sel["decodes"], sel["context"], sel["prefill_context"])
+        pred = {s: _predict(cm_of, axes, may_not_divide=s == "paper") for s, cm_of in models.items()}
         kinds = kind_of(sel["tokens"], sel["decodes"])
         held, before, c_fit, after = call_fit(models["shipped"](), sel)
         for kind in (*(k for k in KINDS if (kinds == k).any()), "all"):
@@ -216,6 +218,9 @@ def score_attention(profile: str, rows: np.ndarray, *, gpu_file: str | None = No
             row = {"profile": profile, "gpu": g, "model": m, "tp": int(tp), "kind": kind,
                    "n": int(part.sum())}
             for s, p in pred.items():
+                if p is None:
+                    row |= {f"{s}_median": None, f"{s}_p90": None, f"{s}_ratio_median": None}
+                    continue
                 ratio = p[part] / sel["seconds"][part]
                 err = np.abs(ratio - 1.0)
                 row |= {f"{s}_median": float(np.median(err)), f"{s}_p90": float(np.percentile(err, 90)),
@@ -231,14 +236,43 @@ def score_attention(profile: str, rows: np.ndarray, *, gpu_file: str | None = No
     return out
 
 
-def _cost_models(gpu: str, model: str, gpu_file: str | None,
-                 model_file: str | None) -> dict[str, Callable[[], CostModel]]:
-    """The cost model of each scheme of :data:`SCHEMES` (built when called)."""
-    return {
-        "roofline": lambda: build_cost_model(get_gpu(gpu, gpu_file), get_model(model, model_file), "real"),
-        "shipped": lambda: cost_model(CostSpec(gpu, model, "real", None, gpu_file, model_file)),
-        "paper": lambda: cost_model(CostSpec(gpu, model, "paper", None, gpu_file, model_file)),
-    }
+def _predict(cm_of: Callable[[], CostModel] | None, axes: tuple, may_not_divide: bool) -> np.ndarray | None:
+    """:func:`predict_attention` by the cost model ``cm_of`` builds; ``None`` without one, or, where
+    ``may_not_divide`` (paper mode), when the model is outside Section 3.2.1's divisibility."""
+    if cm_of is None:
+        return None
+    try:
+        cm = cm_of()
+    except TileDivisibilityError:
+        if not may_not_divide:
+            raise
+        return None
+    return predict_attention(cm, *axes)
+
+
+def _cost_models(gpu: str, model: str, tp: int, gpu_file: str | None,
+                 model_file: str | None) -> dict[str, Callable[[], CostModel] | None]:
+    """The cost model of each scheme of :data:`SCHEMES` (built when called) for rows of degree ``tp``.
+
+    At ``tp > 1`` a row is one rank's attention over its share of the heads (LLMServingSim's
+    ``tp<N>`` folders: the shard timed on one GPU, no collective), so the GPU is set to ``tp``
+    (:mod:`theory.terms`: each rank's heads) with a free all-reduce, which Eq. 5-6 do not use;
+    paper mode, whose layer has no TP split, is ``None`` there.
+    """
+    if tp == 1:
+        return {
+            "roofline": lambda: build_cost_model(get_gpu(gpu, gpu_file), get_model(model, model_file),
+                                                 "real"),
+            "shipped": lambda: cost_model(CostSpec(gpu, model, "real", None, gpu_file, model_file)),
+            "paper": lambda: cost_model(CostSpec(gpu, model, "paper", None, gpu_file, model_file)),
+        }
+
+    def at_tp(calibrated: bool) -> CostModel:
+        g = get_gpu(gpu, gpu_file, calibrated=calibrated)
+        terms = replace(g.terms, tp=tp, allreduce_latency_s=0.0, allreduce_bandwidth=float("inf"))
+        return build_cost_model(replace(g, terms=terms), get_model(model, model_file), "real")
+
+    return {"roofline": lambda: at_tp(False), "shipped": lambda: at_tp(True), "paper": None}
 
 
 __all__ = ["COLUMNS", "FIT_KINDS", "KINDS", "OPERATION", "SCHEMES", "attention_split", "call_fit",
