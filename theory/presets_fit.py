@@ -2,7 +2,8 @@
 
 ``python -m theory.presets_fit`` rewrites ``theory/data/calibrated_gpus.toml``. For every GPU preset
 with GeMM rows in a packaged GeMM profile of :data:`GEMM_PROFILES` (``vidur_gemm``: A100, H100, A40;
-``llmservingsim_rtx4090``: RTX 4090, its four GeMM layers and LM head of Llama-3.1-8B):
+``llmservingsim_rtx4090``: RTX 4090, the four GeMM layers and LM head of Llama-3.1-8B;
+``llmservingsim_rtxpro6000``: RTX PRO 6000, those of Llama-3.1-8B and Qwen3-32B at TP 1 and 2):
 
 * the per-tile rates ``mu(t)``, the achievable DRAM bandwidth (``eta_mem``, the ``memory_floor``
   term), the L2 bandwidth (``l2_bandwidth_gbs``) and the fixed time per GeMM
@@ -19,10 +20,10 @@ with GeMM rows in a packaged GeMM profile of :data:`GEMM_PROFILES` (``vidur_gemm
   (:func:`theory.terms.fit_allreduce_law`), so that ``tp > 1`` can be asked of the preset;
 * ``attention_waves`` is written off: wave quantization of Eq. 6 has no measurement behind it
   (:data:`ATTENTION_WAVES_NOTE`);
-* where the profile holds measured attention batches of the GPU (``llmservingsim_rtx4090``: the
-  RTX 4090), the fixed time per attention call ``attention_call_s`` is fitted on the fitted preset
+* where the profile holds measured attention batches of the GPU (the RTX 4090 and the RTX PRO
+  6000), the fixed time per attention call ``attention_call_s`` is fitted on the fitted preset
   by :func:`theory.validate_attention.call_fit` (training batch shapes of a prefill chunk alone and
-  of decodes alone) and written only if it lowers the median and p90 error of the held-out batches
+  of decodes alone, at TP 1, every model of the GPU together) and written only if it lowers the median and p90 error of the held-out batches
   of every kind; the other GPUs have no attention measurement and leave it off.
 
 The file holds ``[gpus.<key>]`` (the fitted fields, laid over the roofline preset of

@@ -2,7 +2,7 @@
 
 Every term is off by default, so the roofline presets and ``paper`` mode give Eq. 2-7 exactly; a
 :class:`theory.cost.CostModel` whose terms are all off takes the unchanged Eq. 4-7 code paths. In
-``real`` mode the GPUs with public measurements (A100, H100, A40, RTX 4090) use their shipped calibration
+``real`` mode the GPUs with public measurements (A100, H100, A40, RTX 4090, RTX PRO 6000) use their shipped calibration
 (``theory/data/calibrated_gpus.toml``, :mod:`theory.presets_fit`), which switches ``memory_floor``,
 ``waves``, ``l2_bandwidth_gbs`` and ``gemm_overhead_s`` on and states an all-reduce law where one
 was measured; the other presets keep their roofline rates with the terms that need no fitted number, as the
@@ -110,10 +110,10 @@ The terms and what they change
     Massa, Sizov 2023, "Flash-Decoding for long-context inference", PyTorch blog); LLMServingSim's
     RTX 4090 profile measures 9.3 us for one decode over 16 cached tokens, where Eq. 5 predicts
     0.16 us. It rides on the per-batch fixed time (:attr:`theory.cost.CostModel.fixed_s`, which
-    the simulator's tables charge per batch exactly as ``overhead_s``). Fitted for the RTX 4090
-    (:mod:`theory.presets_fit`, :func:`theory.validate_attention.call_fit`) on the training
-    batches of a prefill chunk alone and of decodes alone; no other GPU has attention
-    measurements, so it is off there.
+    the simulator's tables charge per batch exactly as ``overhead_s``). Fitted for the RTX 4090 and
+    the RTX PRO 6000 (:mod:`theory.presets_fit`, :func:`theory.validate_attention.call_fit`) on
+    the training batches of a prefill chunk alone and of decodes alone; no other GPU has
+    attention measurements, so it is off there.
 ``linear_law`` (GPU, table)
     ``kind = "staircase"``: the token-count part of Eq. 7, ``T_Lin(tau) + tau / mu_nLin`` (Eq. 4
     and the non-linear term of Section 3.2.3), is replaced by ``c + a ceil(tau / b0)`` for
