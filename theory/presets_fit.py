@@ -23,8 +23,9 @@ with GeMM rows in a packaged GeMM profile of :data:`GEMM_PROFILES` (``vidur_gemm
 * where the profile holds measured attention batches of the GPU (the RTX 4090 and the RTX PRO
   6000), the fixed time per attention call ``attention_call_s`` is fitted on the fitted preset
   by :func:`theory.validate_attention.call_fit` (training batch shapes of a prefill chunk alone and
-  of decodes alone, at TP 1, every model of the GPU together) and written only if it lowers the median and p90 error of the held-out batches
-  of every kind; the other GPUs have no attention measurement and leave it off.
+  of decodes alone, at TP 1, every model of the GPU together) and written only if it lowers the
+  median and p90 error of the held-out batches of every kind; the other GPUs have no attention
+  measurement and leave it off.
 
 The file holds ``[gpus.<key>]`` (the fitted fields, laid over the roofline preset of
 ``gpus.toml`` in ``real`` mode by :func:`theory.hardware.load_gpus`) and ``[provenance.<key>]``

@@ -2,12 +2,12 @@
 
 Every term is off by default, so the roofline presets and ``paper`` mode give Eq. 2-7 exactly; a
 :class:`theory.cost.CostModel` whose terms are all off takes the unchanged Eq. 4-7 code paths. In
-``real`` mode the GPUs with public measurements (A100, H100, A40, RTX 4090, RTX PRO 6000) use their shipped calibration
-(``theory/data/calibrated_gpus.toml``, :mod:`theory.presets_fit`), which switches ``memory_floor``,
-``waves``, ``l2_bandwidth_gbs`` and ``gemm_overhead_s`` on and states an all-reduce law where one
-was measured; the other presets keep their roofline rates with the terms that need no fitted number, as the
-``[real_mode.<tileset>]`` tables of ``theory/data/gpus.toml`` state them (read by
-:func:`theory.hardware.real_mode_terms`).
+``real`` mode the GPUs with public measurements (A100, H100, A40, RTX 4090, RTX PRO 6000) use
+their shipped calibration (``theory/data/calibrated_gpus.toml``, :mod:`theory.presets_fit`), which
+switches ``memory_floor``, ``waves``, ``l2_bandwidth_gbs`` and ``gemm_overhead_s`` on and states an
+all-reduce law where one was measured; the other presets keep their roofline rates with the terms
+that need no fitted number, as the ``[real_mode.<tileset>]`` tables of ``theory/data/gpus.toml``
+state them (read by :func:`theory.hardware.real_mode_terms`).
 
 Where each switch lives
 -----------------------
