@@ -38,7 +38,7 @@ import numpy as np
 
 from theory.errors import FieldError, TileDivisibilityError
 from theory.hardware import GPU, Tile
-from theory.measured import MeasuredLinear
+from theory.measured import MeasuredLinear, interpolate_by_shape
 from theory.models import GemmShape, Model, _check_mode
 from theory.terms import LM_HEAD, LinearTerms, allreduce_time, ceil_div, check_tp
 
@@ -116,9 +116,7 @@ def T_GeMM_terms(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
     if cm.lin is not None and cm.lin.measured is not None:
         d_row, d_col, d_red = np.broadcast_arrays(d_row[..., 0], d_col[..., 0], d_red[..., 0])
         out = np.array(np.broadcast_to(out, d_row.shape), dtype=float)
-        for (r, k), table in cm.lin.measured.by_shape.items():
-            on = (d_row == r) & (d_red == k) & table.covers(d_col)
-            out[on] = table.time(d_col[on])
+        interpolate_by_shape(cm.lin.measured.by_shape, d_row, d_red, d_col, out)
     return out
 
 

@@ -102,6 +102,21 @@ def pooled_tables(d_row, d_red, tokens, seconds, series) -> dict[tuple[int, int]
     return out
 
 
+def interpolate_by_shape(tables: dict, d_row, d_red, tokens, out: np.ndarray) -> np.ndarray:
+    """Write into ``out`` the measured time of every GeMM whose shape has a table of ``tables``
+    (:func:`pooled_tables`) and whose token count lies in its range; return which were written.
+
+    ``d_row``, ``d_red``, ``tokens`` and ``out`` have one shape (one entry per GeMM); the other
+    entries of ``out`` are left as they are (the caller's fallback).
+    """
+    covered = np.zeros(np.shape(out), dtype=bool)
+    for (r, k), table in tables.items():
+        on = (d_row == r) & (d_red == k) & table.covers(tokens)
+        out[on] = table.time(tokens[on])
+        covered |= on
+    return covered
+
+
 @dataclass(frozen=True, eq=False)
 class MeasuredLinear:
     """The measured-profile law of a cost model's linear GeMMs (one entry per GeMM of the batch).
@@ -160,4 +175,4 @@ class MeasuredLinear:
                 "every GeMM past its measured range, by the tile model")
 
 
-__all__ = ["GemmTable", "MeasuredLinear", "pooled_tables"]
+__all__ = ["GemmTable", "MeasuredLinear", "interpolate_by_shape", "pooled_tables"]

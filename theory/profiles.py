@@ -320,13 +320,18 @@ def _to_array(records: list[dict]) -> np.ndarray:
 # --- Tables of the measured-profile law (theory.measured, the gemm_profile term) ---------------
 
 
+def series_labels(model, operation, tp) -> np.ndarray:
+    """The label ``"model|operation|tp"`` of each row's measured series (arrays of one length)."""
+    return np.char.add(np.char.add(np.asarray(model).astype(str), "|"),
+                       np.char.add(np.asarray(operation).astype(str), "|" + np.asarray(tp).astype(str)))
+
+
 def gemm_series_rows(rows: np.ndarray, model_file: str | None = None) -> tuple[np.ndarray, ...]:
     """``(d_row, d_red, tokens, seconds, series)`` of a profile's GeMM rows (the structured array
     of a :class:`Profile`): each row's served-layer shape (:func:`gemm_shape`), token count, time
     and series label ``"model|operation|tp"``."""
     rows = rows[np.isin(rows["operation"], GEMM_OPERATIONS)]
-    series = np.char.add(np.char.add(rows["model"], "|"),
-                         np.char.add(rows["operation"], "|" + rows["tp"].astype(str)))
+    series = series_labels(rows["model"], rows["operation"], rows["tp"])
     d_row = np.zeros(rows.size, dtype=np.int64)
     d_red = np.zeros(rows.size, dtype=np.int64)
     for key in np.unique(series):

@@ -83,7 +83,7 @@ from theory.calibrate import Calibration, fit_gemm, staircase_jumps
 from theory.cost import Batch, CostModel, T_batch, T_GeMM_terms, build_cost_model
 from theory.errors import FieldError, TileDivisibilityError
 from theory.hardware import GPU, get_gpu, gpu_names
-from theory.measured import pooled_tables
+from theory.measured import interpolate_by_shape, pooled_tables
 from theory.models import Model, get_model
 from theory.profiles import (
     GEMM_OPERATIONS,
@@ -94,6 +94,7 @@ from theory.profiles import (
     Profile,
     gemm_series_rows,
     gemm_shape,
+    series_labels,
 )
 from theory.terms import allreduce_time
 from theory.timings import GemmTimings
@@ -596,16 +597,10 @@ def measured_predictions(train: GemmRows, test: GemmRows, fallback) -> tuple[np.
     (predicted, covered) : tuple of ndarray
         Seconds per test row, and which rows the tables priced.
     """
-    series = np.char.add(np.char.add(train.model.astype(str), "|"),
-                         np.char.add(train.operation.astype(str), "|" + train.tp.astype(str)))
-    tables = pooled_tables(train.d_row, train.d_red, train.tokens, train.seconds, series)
+    tables = pooled_tables(train.d_row, train.d_red, train.tokens, train.seconds,
+                           series_labels(train.model, train.operation, train.tp))
     out = np.array(fallback, dtype=float, copy=True)
-    covered = np.zeros(len(test), dtype=bool)
-    for (r, k), table in tables.items():
-        on = (test.d_row == r) & (test.d_red == k) & table.covers(test.tokens)
-        out[on] = table.time(test.tokens[on])
-        covered |= on
-    return out, covered
+    return out, interpolate_by_shape(tables, test.d_row, test.d_red, test.tokens, out)
 
 
 def _measured_schemes(report: Report, g: str, rows: GemmRows, idx: np.ndarray, held: np.ndarray,
