@@ -2,10 +2,10 @@
 converters against hand-read source rows (verbatim excerpts in tests/data, README there), the
 bundle's meta.yaml checked at the per-rank shapes of its last TP degree, and the new presets."""
 
-from pathlib import Path
 
 import pytest
 
+from tests.test_profiles_llmservingsim import DATA, _pick, _us  # the RTX 4090 module's row helpers
 from theory.errors import FieldError
 from theory.hardware import get_gpu
 from theory.models import get_model
@@ -17,19 +17,8 @@ from theory.profiles_convert import (
     convert_llmservingsim_per_sequence,
 )
 
-DATA = Path(__file__).parent / "data"
 SETUP = "RTXPRO6000/bf16/vllm-0.19.0"
 QWEN_TP2 = ("rtxpro6000", "qwen3-32b", 2, SETUP)
-
-
-def _pick(rows, **equal):
-    found = [r for r in rows if all(str(r[k]) == str(v) for k, v in equal.items())]
-    assert len(found) == 1, (equal, found)
-    return found[0]
-
-
-def _us(row) -> float:
-    return float(row["seconds"]) * 1e6
 
 
 def test_qwen3_dense_rows():
