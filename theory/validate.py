@@ -98,8 +98,8 @@ from theory.profiles import (
 )
 from theory.terms import allreduce_time
 from theory.timings import GemmTimings
+from theory.validate_attention import GROUP_COLUMNS, score_attention
 from theory.validate_attention import OPERATION as ATTENTION
-from theory.validate_attention import score_attention
 
 SCHEMES = ("roofline", "shipped", "tokens", "models", "paper", "measured_law", "measured_law_models")
 SCHEME_MEANING = {
@@ -481,10 +481,7 @@ class Report:
 
 
 COLUMNS = {
-    "profile": "shipped profile the rows come from (theory/data/profiles)",
-    "gpu": "llmq GPU preset key of the measured card",
-    "model": "llmq model preset key",
-    "tp": "tensor-parallel degree of the measurement",
+    **GROUP_COLUMNS,
     "operation": "measured operation (GeMM name: vidur's or vLLM's layer name; prefill_batch, "
                  "decode_batch, all_reduce)",
     "n": "rows (measured points) in the group",

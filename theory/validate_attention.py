@@ -63,11 +63,14 @@ SCHEMES = {
 }
 FIT_KINDS = ("prefill", "decode")
 HELD_OUT_EVERY = 4
-COLUMNS = {
+GROUP_COLUMNS = {  # what names a group of measured rows (here and in theory.validate.COLUMNS)
     "profile": "shipped profile the rows come from (theory/data/profiles)",
     "gpu": "llmq GPU preset key of the measured card",
     "model": "llmq model preset key",
     "tp": "tensor-parallel degree of the measurement",
+}
+COLUMNS = {
+    **GROUP_COLUMNS,
     "kind": "batch kind: " + "; ".join(f"{k}: {v}" for k, v in KINDS.items()) + "; all: every row",
     "n": "measured attention batches in the row",
     **{f"{s}_{k}": {"median": f"median of |predicted/measured - 1| under '{s}' ({v})",
