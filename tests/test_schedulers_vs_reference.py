@@ -185,3 +185,46 @@ def test_distserve(detail, data):
         assert run.counters["n_batch"] == dec[g].batches
         if detail:
             assert_close(run.tbt_max, [r.tbt_max for r in mine])
+
+
+def burst(m, seed):
+    """m requests, half of them at time 0, with prompts of 1-16 and 20-40 decodes."""
+    rng = np.random.default_rng(seed)
+    arrival = np.cumsum(rng.exponential(1e-3, size=m))
+    arrival[: m // 2] = 0.0
+    return arrival, rng.integers(1, 17, size=m), rng.integers(20, 41, size=m)
+
+
+@pytest.mark.parametrize("detail", [False, True])
+def test_long_decode_sets(detail):
+    """Decode sets of ``LONG_SET`` entries and more, which the engine advances through local
+    references to its arrays, give the reference's results: vLLM with KV memory under pressure
+    (blocks grown, freed and preempted on that path) and a DistServe decode node."""
+    from stability.sim.cluster import run_cluster
+    from stability.sim.engine import LONG_SET
+
+    cm = toy_cost_model("toy4", "paper")
+    arrival, L_P, L_D = burst(700, 1)
+    kv = {"block_size": 4, "kv_blocks": 4000, "watermark": 0.01}
+    sch = get_scheduler("vllm")
+    run = run_gpu(cm, sch, sch.make_params(cm, max_num_batched_tokens=8192, max_num_seqs=1024, **kv),
+                  arrival, L_P, L_D, detail=detail)
+    mem = blocks_of(kv, "vllm")
+    sim = ref.vllm(cm, arrival, L_P, L_D, 8192, 1024, mem=mem)
+    assert max(len(b[3]) for b in sim.batches) >= LONG_SET
+    assert run.counters["n_preempt"] > 0
+    assert_same(run, sim, detail, mem)
+
+    sch = get_scheduler("distserve")
+    p = sch.make_params(cm, prefill_nodes=1, prefill_mode="batched")
+    cls = np.zeros(arrival.size, dtype=np.int64)
+    _, runs = run_cluster(cm, sch, p, arrival, L_P, L_D, cls, 1, 2, "round_robin",
+                          np.random.default_rng(0), detail)
+    reqs, _, dec = ref.distserve(cm, arrival, L_P, L_D, 1, 1, "round_robin", "batched", p.chunk)
+    run = runs[1]
+    assert run.counters["n_dec_tok"] >= LONG_SET * run.counters["n_batch"]  # some batch that long
+    assert_close(run.t_finish, [r.finish for r in reqs])
+    assert_close(run.t_first, [r.first for r in reqs])
+    assert run.counters["n_batch"] == dec[0].batches
+    if detail:
+        assert_close(run.tbt_max, [r.tbt_max for r in reqs])
