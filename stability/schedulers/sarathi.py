@@ -149,8 +149,10 @@ def loop(st, ct, prm, t_stop):
                 if decode_run(st, ct, st.nd, wake, t_stop, k) < 0:
                     break
                 continue
-        if st.np > 0 and st.detail == 0 and st.nd < budget and budget - st.nd <= cap:
-            # a prompt whose next chunks (not capped below the budget left) fill the budget
+        if (st.np > 0 and st.detail == 0 and st.nd < budget and budget - st.nd <= cap
+                and st.pl[st.p_id[0]] - st.pg[st.p_id[0]] >= 2 * (budget - st.nd)):
+            # a prompt whose next two chunks or more (not capped below the budget left) fill the
+            # budget (a run is at least two batches)
             if chunk_run(st, ct, st.p_id[0], budget - st.nd, t_stop) >= 0:
                 continue
         if not log_has_room(st, 1, st.nd + st.np + min(w_len(st, spf), budget)):

@@ -89,7 +89,8 @@ def loop(st, ct, prm, t_stop):
             if decode_run(st, ct, st.nd, st.nd < budget, t_stop, BIG) < 0:
                 break
             continue
-        if st.np > 0 and st.detail == 0:  # the oldest prefill fills the budget batch after batch
+        if st.np > 0 and st.detail == 0 and st.pl[st.p_id[0]] - st.pg[st.p_id[0]] >= 2 * (budget - st.nd):
+            # the oldest prefill fills the budget batch after batch (a run is two batches or more)
             if chunk_run(st, ct, st.p_id[0], budget - st.nd, t_stop) >= 0:
                 continue
         if not log_has_room(st, 1, st.nd + st.np + min(w_len(st, False), budget)):
