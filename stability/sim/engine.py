@@ -210,7 +210,8 @@ def see_arrivals(st):
     cap = st.wq.size
     now = st.clock
     while st.seen < st.n_loaded and st.arr[st.seen] <= now:
-        st.wq[(st.wq_head + st.wq_len) % cap] = st.seen
+        q = st.wq_head + st.wq_len  # < 2 cap: wrapped by one subtraction
+        st.wq[q - cap * (q >= cap)] = st.seen
         st.wq_len += 1
         st.seen += 1
 
@@ -224,7 +225,8 @@ def n_waiting(st):
 def pop_waiting(st):
     """Remove and return the request at the head of the waiting queue (FCFS)."""
     j = st.wq[st.wq_head]
-    st.wq_head = (st.wq_head + 1) % st.wq.size
+    h = st.wq_head + 1
+    st.wq_head = h - st.wq.size * (h == st.wq.size)
     st.wq_len -= 1
     return j
 
@@ -232,7 +234,8 @@ def pop_waiting(st):
 @njit(cache=True)
 def push_waiting_front(st, j):
     """Put request j back at the head of the waiting queue (preemption, or a postponed start)."""
-    st.wq_head = (st.wq_head - 1) % st.wq.size
+    h = st.wq_head - 1
+    st.wq_head = h + st.wq.size * (h < 0)
     st.wq[st.wq_head] = j
     st.wq_len += 1
 
@@ -471,20 +474,21 @@ def prefill_batch(st, ct, ids, n):
 
 
 @njit(cache=True)
-def decode_cum(st, ct, na, k):
+def decode_cum(st, ct, na, k, fixed):
     """Time of k consecutive decode batches over the first ``na`` decode entries (Eq. 7 with
-    prefix sums of T^{D,SA})."""
+    prefix sums of T^{D,SA}); ``fixed`` is their T_fixed(na), priced once by the caller (no call
+    here, so no reference count on the records either)."""
     att = 0.0
     for q in range(na):
         p = st.d_pos[q]
         att += ct.S[p + k - 1] - ct.S[p - 1]
-    return k * t_fixed(ct, na) + ct.N * att
+    return k * fixed + ct.N * att
 
 
 @njit(cache=True)
-def first_batch_reaching(st, ct, na, k_hi, horizon, cum_hi):
+def first_batch_reaching(st, ct, na, k_hi, horizon, cum_hi, fixed):
     """Smallest k in [1, k_hi] whose batches end at or after ``horizon`` (k_hi if none does),
-    and their time; ``cum_hi`` is the time of all k_hi batches.
+    and their time; ``cum_hi`` is the time of all k_hi batches, ``fixed`` their T_fixed(na).
 
     The cumulative time is nearly linear in k (batch times grow only with the positions), so the
     search interpolates first: it keeps a < k <= b with cum(a) < horizon <= cum(b), probes the
@@ -500,11 +504,11 @@ def first_batch_reaching(st, ct, na, k_hi, horizon, cum_hi):
         if rounds < 3 and cb > ca:
             g = a + math.ceil((b - a) * ((horizon - ca) / (cb - ca)))
             g = min(max(g, a + 1), b - 1)
-            cg = decode_cum(st, ct, na, g)
+            cg = decode_cum(st, ct, na, g, fixed)
             if cg >= horizon:
                 b, cb = g, cg
                 if b - 1 > a:  # its left neighbour decides at once when the guess was right
-                    c1 = decode_cum(st, ct, na, b - 1)
+                    c1 = decode_cum(st, ct, na, b - 1, fixed)
                     if c1 < horizon:
                         a, ca = b - 1, c1
                     else:
@@ -512,7 +516,7 @@ def first_batch_reaching(st, ct, na, k_hi, horizon, cum_hi):
             else:
                 a, ca = g, cg
                 if a + 1 < b:
-                    c1 = decode_cum(st, ct, na, a + 1)
+                    c1 = decode_cum(st, ct, na, a + 1, fixed)
                     if c1 >= horizon:
                         b, cb = a + 1, c1
                     else:
@@ -520,7 +524,7 @@ def first_batch_reaching(st, ct, na, k_hi, horizon, cum_hi):
             rounds += 1
         else:
             mid = (a + b) // 2
-            cm = decode_cum(st, ct, na, mid)
+            cm = decode_cum(st, ct, na, mid, fixed)
             if cm >= horizon:
                 b, cb = mid, cm
             else:
@@ -535,6 +539,7 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
     ``t_stop`` and, if ``interruptible``, after the next arrival. Completed requests leave the
     decode set (order kept). Returns how many completed, or -1 if the log needs room."""
     now = st.clock
+    fixed = t_fixed(ct, na)  # every batch's T_fixed(na)
     k = k_cap
     for q in range(na):
         if st.d_rem[q] < k:
@@ -544,14 +549,13 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
         horizon = min(horizon, st.arr[st.seen] - now)
     total = -1.0  # the run's time, once known
     if horizon < math.inf:
-        total = decode_cum(st, ct, na, k)
+        total = decode_cum(st, ct, na, k, fixed)
         if total >= horizon:
-            k, total = first_batch_reaching(st, ct, na, k, horizon, total)
+            k, total = first_batch_reaching(st, ct, na, k, horizon, total, fixed)
     if st.log_on and not log_has_room(st, k, k * na):
         return -1
     st.n_event += 1
     if st.detail:
-        fixed = t_fixed(ct, na)
         wasted = lin_waste(ct, na)
         n_layers = ct.N
         t = now
@@ -573,7 +577,7 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
         st.clock = t
     else:
         if total < 0.0:
-            total = decode_cum(st, ct, na, k)
+            total = decode_cum(st, ct, na, k, fixed)
         st.clock = now + total
         st.n_batch += k
         st.n_tokens += k * na

@@ -47,7 +47,6 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from stability.sim.kernels import ceil_udiv
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 from theory.terms import shard_memory
@@ -141,10 +140,12 @@ def kv_setup(st, kv, rule):
     st.kv_below = np.zeros(kv.block_size + 1, dtype=np.int64)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def blocks(st, x):
-    """Blocks covering the KV of x >= 0 tokens: ceil(x / block_size)."""
-    return ceil_udiv(x, st.kv_bs)
+    """Blocks covering the KV of x >= 0 tokens: ceil(x / block_size), as ``ceil_udiv``. The numpy
+    error model leaves out the division's zero-divisor exception (the block size is at least 1),
+    whose exit path would keep a reference-count pair on the state in every caller."""
+    return np.int64((np.uint64(x) + np.uint64(st.kv_bs - 1)) // np.uint64(st.kv_bs))
 
 
 @njit(cache=True)
