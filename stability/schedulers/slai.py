@@ -192,7 +192,7 @@ def make_params(cm: CostModel, token_budget: int = 512, max_num_seqs: int = 128,
 # --- Eq. 8 and the decode order ------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def offset(st, dynamic, delta, delta_low, delta_high, memory_limit):
     """delta for the decodes of the batch that just ended: fixed, or by the KV use after it."""
     if not dynamic:
@@ -214,7 +214,7 @@ def _before(c_a, a, c_b, b):
     return c_a < c_b or (c_a == c_b and a < b)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _new_times(st, prm):
     """Post-processing of a batch: every decode whose C is unset (nan: it just emitted a token)
     gets C from the batch's end, then the decode set is put back in increasing (C, arrival
@@ -270,7 +270,7 @@ def _new_times(st, prm):
         w -= 1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _all_new_times(st, prm):
     """:func:`_new_times` after a run in which every decode entry emitted tokens: each gets C
     from the run's end, and the set is insertion-sorted in place by (C, arrival index) (the

@@ -98,7 +98,7 @@ def _heap_push(st, key):
     q = st.hq_len
     st.hq_len += 1
     while q > 0:
-        parent = (q - 1) // 2
+        parent = (q - 1) >> 1  # (q - 1) // 2 for q >= 1, without a division
         if h[parent] <= key:
             break
         h[q] = h[parent]
@@ -106,7 +106,7 @@ def _heap_push(st, key):
     h[q] = key
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _heap_pop(st):
     h = st.hq
     top = h[0]
@@ -131,11 +131,9 @@ def _heap_pop(st):
 
 @njit(cache=True)
 def _key(st, j, spf):
-    """Heap key of request j: (prefill target, arrival index), after its class under priority."""
-    key = (st.pl[j] << KEY_SHIFT) | j
-    if spf == PRIORITY:
-        key |= st.cls[j] << CLS_SHIFT
-    return key
+    """Heap key of request j: (prefill target, arrival index), after its class under priority
+    (branch-free: a branch reading the state keeps a reference-count pair on it per call)."""
+    return (st.pl[j] << KEY_SHIFT) | j | ((st.cls[j] << CLS_SHIFT) * (spf == PRIORITY))
 
 
 @njit(cache=True)
@@ -180,7 +178,7 @@ def w_push_front(st, j, spf):
 # --- admitted requests: the prefill list P and the decode set D, both sorted by arrival -----------
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def admit(st, j):
     """Admit request j: take its whole prompt's blocks and put it in P (sorted by arrival)."""
     allocate(st, j, st.pl[j])
