@@ -89,10 +89,10 @@ COLUMNS = {
                    f"{HELD_OUT_EVERY}th batch shape held out); empty: no training batch"),
     "n_held_out": "held-out batches of this kind",
     "before_median": "median of |predicted/measured - 1| on the held-out batches, shipped preset with "
-                     "attention_call_s = 0",
+                     "attention_call_s = 0 and mixed_decode_eta = 0",
     "before_p90": "90th percentile of the same",
     "after_median": "median of |predicted/measured - 1| on the held-out batches, shipped preset with "
-                    "attention_call_s = call_s_fit",
+                    "attention_call_s = call_s_fit and mixed_decode_eta = 0",
     "after_p90": "90th percentile of the same",
     "eta_fit": ("mixed_decode_eta (factor of Eq. 5 at the query heads' width for a decode beside a prefill "
                 "chunk) fitted on the training batches of kind mixed with attention_call_s = call_s_fit; "
