@@ -152,9 +152,11 @@ The terms and what they change
     ``mode = "real"`` (the profiles time the served layer's GeMMs). A user CSV is named by its
     path: the cached results of ``stability.runner`` key a GPU file by its content, which holds
     the path and not the CSV's bytes, so give an edited CSV a new name (the packaged profiles are
-    part of the source digest). The presets ``a100-measured``,
-    ``h100-measured``, ``a40-measured`` (``theory/data/measured_gpus.toml``) switch it on over
-    the calibrated presets; ``real_mode_default = true`` there makes it real mode's default.
+    part of the source digest). ``real_mode_default = true`` in ``theory/data/measured_gpus.toml``
+    makes it real mode's default for the presets with public profiles (A100, H100, A40: vidur's;
+    RTX 4090, RTX PRO 6000: LLMServingSim's), where it meets the held-out accuracy targets the
+    tile model misses (``llmq validate``); ``<gpu>-measured`` names the law explicitly and
+    ``<gpu>-tile`` (same file) is the calibrated tile model alone.
 ``attention`` (model, bool, default true)
     ``false`` prices decode (Eq. 5) and prefill (Eq. 6) self-attention at 0, as cost laws that
     depend on the token count alone assume (e.g. the law above).

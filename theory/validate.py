@@ -10,9 +10,11 @@ its **median** and **90th percentile** (:class:`ErrorStats`). Seven predictions 
     the served layer's GeMM shapes (``real`` mode, :func:`theory.profiles.gemm_shape`), Eq. 2 on
     each GeMM's fastest tile.
 ``shipped``
-    The GPU preset as ``real`` mode uses it: for A100, H100, A40 and RTX 4090 the shipped calibration
-    (:mod:`theory.presets_fit`, fitted on the full profile's training token counts, so not a
-    held-out figure on those rows), for the other GPUs the roofline.
+    The GPU preset as ``real`` mode uses it: for the GPUs with public data (A100, H100, A40, RTX 4090,
+    RTX PRO 6000) the measured-profile law of the whole profile (:mod:`theory.measured`) where it
+    covers a GeMM and the shipped tile-model calibration elsewhere (:mod:`theory.presets_fit`,
+    fitted on the full profile's training token counts): an in-sample figure on those rows, not a
+    held-out one; for the other GPUs the roofline.
 ``tokens``
     The roofline preset calibrated (:func:`theory.calibrate.fit_gemm`: per-tile rates, a fixed
     time ``c_0`` per GeMM and, with ``Settings.floor``, ``Settings.waves`` and ``Settings.l2``
@@ -109,10 +111,11 @@ from theory.validate_attention import OPERATION as ATTENTION
 SCHEMES = ("roofline", "shipped", "tokens", "models", "paper", "measured_law", "measured_law_models")
 SCHEME_MEANING = {
     "roofline": "GPU preset's roofline per tile, no calibration, served layer shapes (real mode)",
-    "shipped": "GPU preset as real mode ships it (calibrated where public data exist, else the "
-               "roofline with the unfitted terms of gpus.toml [real_mode]), served layer shapes",
-    "tokens": "preset calibrated on the other token counts, scored on held-out token counts",
-    "models": "preset calibrated on the other models of the GPU, scored on the held-out model",
+    "shipped": "GPU preset as real mode ships it (where public data exist the measured law of the "
+               "whole profile, in sample, and the calibrated tile model elsewhere; else the roofline "
+               "with the unfitted terms of gpus.toml [real_mode]), served layer shapes",
+    "tokens": "tile model: preset calibrated on the other token counts, scored on held-out token counts",
+    "models": "tile model: preset calibrated on the other models of the GPU, scored on the held-out model",
     "paper": "GPU preset as shipped, the paper's single-head 2-matrix-FFN layer (paper mode)",
     "measured_law": "measured-profile law (interpolation of the training token counts; no transfer "
                     "to unprofiled shapes), scored on held-out token counts; 'tokens' where not covered",
@@ -125,6 +128,10 @@ TARGETS = {  # acceptance targets on the pooled absolute relative errors of one 
     "tokens_median": 0.05,
     "tokens_p90": 0.12,
     "models_median": 0.10,
+}
+LAWS = {  # the schemes that score a law on held-out token counts and on held-out models
+    "measured profile": {"tokens": "measured_law", "models": "measured_law_models"},
+    "tile model": {"tokens": "tokens", "models": "models"},
 }
 STAIRCASE_AT = (64, 128, 256, 384, 768)
 STEP_TOLERANCE = 0.10  # step heights: |predicted - measured| <= 10 percentage points
@@ -453,7 +460,8 @@ class Report:
         Pooled statistics per GPU x TP.
     bands : list of dict
         Pooled statistics per GPU x token band (:data:`TOKEN_BANDS`): where the error lives;
-        ``shipped_below`` is the fraction of the band's rows the shipped preset under-predicts.
+        ``tile_below`` is the fraction of the band's rows the calibrated tile model (the
+        token-split fit at every row) under-predicts.
     not_predicted : list of dict
         Rows not scored, counted per profile x GPU x model x TP x operation, with the reason.
     staircase : list of dict
@@ -556,8 +564,8 @@ def _screen(report: Report, profile: str, rows: np.ndarray) -> np.ndarray:
 
 def _validate_gemm(report: Report, profile: str, data: GemmRows,
                    s: Settings) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Errors of every scheme for the GeMM rows ``data``, and where the shipped preset predicts
-    less than measured; fills groups, series and fits."""
+    """Errors of every scheme for the GeMM rows ``data``, and where the calibrated tile model (the
+    token-split fit at every row) predicts less than measured; fills groups, series and fits."""
     pred = {k: np.full(len(data), np.nan) for k in SCHEMES}
     calibrated = np.full(len(data), np.nan)  # the token-split fit on every row, for plots and steps
     for g in sorted(set(data.gpu.tolist())):
@@ -586,7 +594,7 @@ def _validate_gemm(report: Report, profile: str, data: GemmRows,
             pred["models"][idx[mask]] = predict_rows(rows.take(mask), _fitted(fit, s))
         _measured_schemes(report, g, rows, idx, held, pred)
     errors = {k: abs_rel_error(data.seconds, v) for k, v in pred.items()}
-    below = pred["shipped"] < data.seconds
+    below = calibrated < data.seconds
     keys = sorted(set(zip(data.gpu.tolist(), data.model.tolist(), data.tp.tolist(), data.operation.tolist(),
                           strict=True)))
     for g, m, tp, op in keys:
@@ -809,9 +817,9 @@ def _validate_allreduce(report: Report, profile: str, rows: np.ndarray, s: Setti
                         "size (the law is fitted on the DGX node, >= 1 MiB: theory.presets_fit)"})
 
 
-def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows, shipped_below: np.ndarray) -> None:
+def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows, tile_below: np.ndarray) -> None:
     """Per-GPU verdicts, per GPU x TP and per GPU x token band statistics of the GeMM rows;
-    ``shipped_below`` marks the rows the shipped preset under-predicts."""
+    ``tile_below`` marks the rows the calibrated tile model under-predicts."""
     for g in report.settings.gpus or gpu_names():
         on = data.gpu == g
         if not on.any():
@@ -819,14 +827,11 @@ def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows, shipped
                                 **_stats_row(errors, on), "targets": {}, "targets_hold": None})
             continue
         row = {"gpu": g, "status": "measured (public GeMM profiles)", "n": int(on.sum()),
-               **_stats_row(errors, on)}
-        checks = {}
-        for name, limit in TARGETS.items():
-            value = row[name]
-            checks[name] = {"target": limit, "value": value,
-                            "holds": None if value is None else bool(value <= limit)}
-        row["targets"] = checks
-        verdicts = [c["holds"] for c in checks.values()]
+               **_stats_row(errors, on), "law": default_law(g, report.settings.gpu_file)}
+        row["targets"] = target_checks(row, row["law"])
+        row["other_law"] = next(law for law in LAWS if law != row["law"])
+        row["other_targets"] = target_checks(row, row["other_law"])
+        verdicts = [c["holds"] for c in row["targets"].values()]
         row["targets_hold"] = None if None in verdicts else all(verdicts)
         report.gpus.append(row)
         for tp in sorted(set(data.tp[on].tolist())):
@@ -836,9 +841,31 @@ def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows, shipped
             sel = on & (data.tokens >= lo) & (data.tokens <= (hi if hi is not None else np.inf))
             if sel.any():
                 band = f"{lo}-{hi}" if hi is not None else f">= {lo}"
-                below = float(np.mean(shipped_below[sel]))
+                below = float(np.mean(tile_below[sel]))
                 report.bands.append({"gpu": g, "tokens": band, "n": int(sel.sum()),
-                                     **_stats_row(errors, sel), "shipped_below": below})
+                                     **_stats_row(errors, sel), "tile_below": below})
+
+
+def default_law(gpu: str, gpu_file: str | None = None) -> str:
+    """The law real mode prices ``gpu``'s linear GeMMs with: ``"measured profile"`` where its
+    preset states a ``gemm_profile`` (``theory/data/measured_gpus.toml``, ``real_mode_default``),
+    else ``"tile model"`` (a key of :data:`LAWS`)."""
+    profiled = get_gpu(gpu, gpu_file, calibrated=True).terms.gemm_profile is not None
+    return "measured profile" if profiled else "tile model"
+
+
+def target_checks(row: dict, law: str) -> dict[str, dict]:
+    """The acceptance targets (:data:`TARGETS`) checked on the pooled statistics ``row`` of one GPU
+    under ``law`` (a key of :data:`LAWS`): per target its limit, value, scheme and whether it holds
+    (None when the scheme scored no row)."""
+    checks = {}
+    for name, limit in TARGETS.items():
+        split, stat = name.split("_")
+        scheme = LAWS[law][split]
+        value = row[f"{scheme}_{stat}"]
+        checks[name] = {"target": limit, "value": value, "scheme": scheme,
+                        "holds": None if value is None else bool(value <= limit)}
+    return checks
 
 
 def staircase(report: Report, data: GemmRows, gpu: str = "a100", model: str = "llama-2-7b", tp: int = 1,
@@ -901,10 +928,14 @@ def monotone_envelope(seconds) -> np.ndarray:
     return np.minimum.accumulate(y[::-1])[::-1]
 
 
-def staircase_verdict(steps: list[dict], scheme: str = "shipped") -> dict:
+def staircase_verdict(steps: list[dict], scheme: str = "calibrated") -> dict:
     """How many step heights ``scheme`` reproduces within :data:`STEP_TOLERANCE`, for the layer
     and per GeMM, and whether every layer step is (the acceptance criterion); also how many
-    layer steps it reproduces against the steps of the measured :func:`monotone_envelope`."""
+    layer steps it reproduces against the steps of the measured :func:`monotone_envelope`.
+
+    The default scheme is the tile model calibrated on the training token counts, at every count
+    (as shipped in real mode's tile model, ``a100-tile``): real mode's default prices these GeMMs
+    by the measured law, which takes its steps from the measurements themselves."""
     def count(rows):
         judged = [r[f"{scheme}_within"] for r in rows if r[f"{scheme}_within"] is not None]
         return {"within": int(sum(judged)), "steps": len(judged)}
@@ -992,6 +1023,7 @@ def _concat(parts) -> tuple[GemmRows, dict[str, np.ndarray], np.ndarray]:
 
 __all__ = [
     "COLUMNS",
+    "LAWS",
     "MEASURED_LABEL",
     "SCHEMES",
     "TARGETS",
@@ -1007,6 +1039,7 @@ __all__ = [
     "batch_parts",
     "batch_split",
     "batch_time",
+    "default_law",
     "fit_gpu",
     "fit_stack_law",
     "gemm_rows",
@@ -1019,6 +1052,7 @@ __all__ = [
     "predict_rows",
     "staircase",
     "staircase_verdict",
+    "target_checks",
     "token_split",
     "validate",
 ]
