@@ -64,9 +64,9 @@ from theory.profiles import GEMM_OPERATIONS, gemm_shape
 from theory.terms import LM_HEAD
 
 RTOL = 1e-6
-REASON = ("faster than the roofline lower bound of its shape, max(FLOPs / (TP x dense FP16 peak), "
-          "bytes beyond L2 / DRAM bandwidth) at the datasheet figures (theory.plausibility): not a "
-          "measurement of that shape")
+REASON = ("faster than the roofline lower bound of its shape, max(FLOPs / (TP x dense FP16 peak x "
+          "clock headroom), bytes beyond L2 / DRAM bandwidth) at the datasheet figures "
+          "(theory.plausibility): not a measurement of that shape")
 BOUNDED = (*GEMM_OPERATIONS, "prefill_batch", "decode_batch", "attention", "all_reduce")
 
 
