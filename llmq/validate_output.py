@@ -29,12 +29,31 @@ from theory.validate import (
 )
 
 SCHEMA = "llmq.validate/1"
-BATCH_OVERHEAD_COLUMNS = {
-    "gpu, tp": "GPU preset and tensor-parallel degree of the whole-batch rows (splitwise_perf_model)",
-    "overhead_s": "fixed seconds per batch fitted on the training batch shapes (Eq. 7 + c)",
-    "n_train, n_held_out": "batch rows fitted on and scored (every k-th distinct batch shape held out)",
-    "before_median, before_p90": "held-out |predicted/measured - 1| of the shipped preset",
-    "after_median, after_p90": "the same with the fitted fixed time per batch added",
+BATCH_STACK_COLUMNS = {
+    "gpu, tp, operation": "GPU preset, tensor-parallel degree and batch kind of the whole-batch rows "
+                          "(splitwise_perf_model)",
+    "overhead_s, a_compute, a_allreduce": "the stack law T = overhead_s + a_compute C + a_allreduce R "
+                                          "fitted per GPU x TP on the training batch shapes (C: Eq. 7 "
+                                          "without its all-reduces, R: their time; overhead_s >= 0, "
+                                          "a_* >= 1; theory.validate.StackLaw)",
+    "n_train": "batch rows of the GPU x TP fitted on (every k-th distinct batch shape held out)",
+    "n_held_out": "held-out rows of the operation scored",
+    "before_median, before_p90": "held-out |predicted/measured - 1| of the shipped preset (Eq. 7)",
+    "after_median, after_p90": "the same under the fitted stack law",
+}
+NOT_PREDICTED_COLUMNS = {
+    "profile": "the shipped profile (file name without .csv[.gz]) or the CSV given",
+    "gpu": "GPU preset key", "model": "model preset key (empty: model-independent rows)",
+    "tp": "tensor-parallel degree", "operation": "measured operation",
+    "n": "rows of the profile x GPU x model x TP x operation not scored for this reason",
+    "reason": "why they are not scored",
+}
+SCREENED_COLUMNS = {
+    "profile, gpu, model, tp, operation": "the row's profile and group",
+    "tokens, decodes, context, prefill_context, generated, bytes": "the row's shape as the profile "
+                                                                   "states it (-1: not applicable)",
+    "seconds": "measured time", "bound_s": "the roofline lower bound of the shape "
+                                           "(theory.plausibility.lower_bound); seconds < bound_s",
 }
 LABEL = {"roofline": "roofline", "shipped": "shipped", "tokens": "held-out tokens",
          "models": "held-out models", "paper": "paper", "measured_law": "measured law, tokens",
@@ -172,7 +191,8 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
         "settings": {"every": s.every, "max_train": s.max_train, "seed": s.seed, "quick": s.quick,
                      "fit_memory_floor": s.floor, "fit_waves": s.waves, "fit_l2_traffic": s.l2,
                      "gpus": list(s.gpus) or "all", "models": list(s.models) or "all",
-                     "gpu_file": s.gpu_file, "model_file": s.model_file},
+                     "gpu_file": s.gpu_file, "model_file": s.model_file,
+                     "screen_implausible_rows": s.screen},
         "schemes": SCHEME_MEANING,
         "targets": TARGETS,
         "columns": COLUMNS,
@@ -210,8 +230,11 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
             "<scheme>_within_envelope": f"|predicted - envelope| <= {STEP_TOLERANCE}",
             "operation": "a GeMM of the layer, or 'layer': the sum of its four GeMMs (Eq. 4's linear time)"},
         "fits": report.fits,
-        "batch_overheads": report.batch_overheads,
-        "batch_overhead_columns": BATCH_OVERHEAD_COLUMNS,
+        "batch_stack": report.batch_stack,
+        "batch_stack_columns": BATCH_STACK_COLUMNS,
+        "not_predicted_columns": NOT_PREDICTED_COLUMNS,
+        "screened": report.screened,
+        "screened_columns": SCREENED_COLUMNS,
         **attention.json_part(report),
         "files": files,
     }
@@ -261,22 +284,33 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
     lines += _md_table(["GPU", "model", "TP", "operation", "n", *(LABEL[x] for x in SCHEMES), "note"],
                        [[r["gpu"], r["model"], r["tp"], r["operation"], r["n"], *_stat_cells(r), r["note"]]
                         for r in report.groups])
-    if report.batch_overheads:
-        lines += ["", "## Whole batches: a fixed time per batch, fitted per GPU x TP, held-out shapes", ""]
-        lines += _md_table(["GPU", "TP", "overhead (ms)", "train / held out", "before median / p90",
-                            "after median / p90"],
-                           [[r["gpu"], r["tp"], f"{r['overhead_s'] * 1e3:.2f}",
+    if report.batch_stack:
+        lines += ["", "## Whole batches: the stack law, fitted per GPU x TP, held-out shapes", ""]
+        lines += _md_table(["GPU", "TP", "operation", "c (ms)", "a_compute", "a_allreduce",
+                            "train / held out", "Eq. 7 median / p90", "stack law median / p90"],
+                           [[r["gpu"], r["tp"], r["operation"], f"{r['overhead_s'] * 1e3:.2f}",
+                             f"{r['a_compute']:.3f}", f"{r['a_allreduce']:.3f}",
                              f"{r['n_train']} / {r['n_held_out']}",
                              f"{_pct(r['before_median'])} / {_pct(r['before_p90'])}",
                              f"{_pct(r['after_median'])} / {_pct(r['after_p90'])}"]
-                            for r in report.batch_overheads])
-        lines += ["", "Fitted on splitwise's prompt and token batches together "
-                  "(theory.validate.fit_batch_overhead); not part of the shipped presets, whose per-GeMM "
-                  "profile is measured at TP 1-8 while these batches exist at TP 2-8 only."]
+                            for r in report.batch_stack])
+        lines += ["", "T = c + a_compute C + a_allreduce R, C being Eq. 7 without its all-reduces and R "
+                  "their time under the GPU's all-reduce law (fitted on vidur's NCCL profile); c >= 0, "
+                  "a_* >= 1, fitted on splitwise's prompt and token batches of the GPU x TP together "
+                  "(theory.validate.fit_stack_law). It is the 'held-out tokens' scheme of the batch "
+                  "groups, not part of the shipped presets: these batches exist at TP 2-8 only."]
     lines += attention.markdown_lines(report)
     lines += ["", "## Not predicted", ""]
     lines += _md_table(["rows", "where", "reason"],
                        [[n, w, r] for r, n, w in _not_predicted_by_reason(report)])
+    if report.screened:
+        lines += ["", "Rows faster than the roofline lower bound of their shape (left out of every "
+                  "score):", ""]
+        lines += _md_table(["profile", "GPU", "model", "TP", "operation", "tokens", "context",
+                            "measured (s)", "bound (s)"],
+                           [[r["profile"], r["gpu"], r["model"], r["tp"], r["operation"], r["tokens"],
+                             r["context"], f"{r['seconds']:.4g}", f"{r['bound_s']:.4g}"]
+                            for r in report.screened])
     lines += ["", "## Staircase: relative step T(next)/T(after) - 1", ""]
     lines += _md_table(["GPU", "model", "TP", "operation", "after", "next", "measured", "envelope",
                         *STEP_SCHEMES],
@@ -358,6 +392,10 @@ def write_outputs(report: Report, out: Path, elapsed_s: float | None = None) -> 
     files = [str(out / f"validate.{ext}") for ext in ("md", "csv", "json")] + figures
     cols = {k: [("" if r.get(k) is None else r.get(k)) for r in report.groups] for k in COLUMNS}
     atomic_write_csv(out / "validate.csv", cols)
+    atomic_write_csv(out / "validate_not_predicted.csv",
+                     {k: [r[k] for r in report.not_predicted] for k in NOT_PREDICTED_COLUMNS},
+                     dictionary=NOT_PREDICTED_COLUMNS)
+    files += [str(out / "validate_not_predicted.csv"), str(out / "validate_not_predicted.columns.json")]
     files += attention.write_csv(report, out)
     atomic_write_json(out / "validate.json", to_json(report, files, elapsed_s))
     atomic_write_text(out / "validate.md", markdown(report, files, elapsed_s))

@@ -48,15 +48,18 @@ predictor. Whole-batch rows (``prefill_batch``, ``decode_batch``) by Eq. 7
 (:func:`theory.cost.T_batch`) when the cost model can run their tensor-parallel degree
 (:func:`batch_cost_model`: TP 1 as named, TP > 1 through :mod:`theory.terms` when the GPU profile
 states an all-reduce law; the shipped batch rows are TP 2-8, so without one they are listed as not
-predicted with the reason); their ``tokens`` scheme adds a fixed time per batch fitted per
-GPU x TP on the other batch shapes (:func:`fit_batch_overhead`, :func:`batch_split`,
-:attr:`Report.batch_overheads`). All-reduce rows where the GPU profile states an all-reduce law
-(:func:`allreduce_law`; the calibrated A100 and H100 presets state one). Measured self-attention
-batches (``attention`` rows) by Eq. 5-6 per layer, scored per batch kind in
+predicted with the reason); their ``tokens`` scheme is the serving stack's law on top of Eq. 7,
+a fixed time per batch and multipliers on Eq. 7's all-reduce and remaining time
+(:class:`StackLaw`), fitted per GPU x TP on the other batch shapes (:func:`fit_stack_law`,
+:func:`batch_split`, :attr:`Report.batch_stack`). All-reduce rows where the GPU profile states an
+all-reduce law (:func:`allreduce_law`; the calibrated A100 and H100 presets state one). Measured
+self-attention batches (``attention`` rows) by Eq. 5-6 per layer, scored per batch kind in
 :attr:`Report.attention` (:mod:`theory.validate_attention`). Element-wise kernels (``vidur_kernels``
 and LLMServingSim's) are listed as not predicted: the cost model prices them only as one
-aggregate ``tau / mu_nLin`` per batch (Section 3.2.3). Nothing is dropped silently: every row is
-either scored or counted in
+aggregate ``tau / mu_nLin`` per batch (Section 3.2.3). A row faster than the roofline lower
+bound of its shape (:mod:`theory.plausibility`) is no measurement of that shape: it is left out of
+every score and counted as not predicted (:data:`theory.plausibility.REASON`,
+:attr:`Report.screened`). Nothing is dropped silently: every row is either scored or counted in
 :attr:`Report.not_predicted` with its reason.
 
 Where the cost terms (:mod:`theory.terms`) enter: :func:`predict_gemm` (per GeMM:
@@ -87,6 +90,8 @@ from theory.errors import FieldError, TileDivisibilityError
 from theory.hardware import GPU, get_gpu, gpu_names
 from theory.measured import interpolate_by_shape, pooled_tables
 from theory.models import Model, get_model
+from theory.plausibility import REASON as SCREEN_REASON
+from theory.plausibility import implausible
 from theory.profiles import (
     GEMM_OPERATIONS,
     KERNEL_OPERATIONS,
@@ -142,6 +147,8 @@ NOT_PAPER_DIVISIBLE = ("the model's dimensions are not divisible by the GPU's ti
 QUICK_MODELS = ("llama-2-7b", "internlm-20b")
 QUICK_TPS = (1, 2)
 BATCH_OPERATIONS = ("prefill_batch", "decode_batch")
+SCREENED_FIELDS = ("gpu", "model", "tp", "operation", "tokens", "decodes", "context", "prefill_context",
+                   "generated", "bytes")  # the shape of a screened row, as the profile states it
 STEP_SCHEMES = ("shipped", "calibrated", "models")  # "calibrated": the token-split fit, all points
 
 
@@ -421,7 +428,9 @@ def predict_paper(rows: GemmRows, cm_of: Callable[[str], CostModel],
 @dataclass(frozen=True)
 class Settings:
     """What a validation run did: held-out stride, training cap, seed, the terms the calibrations
-    fit (``floor``: memory floor, ``waves``, ``l2``: L2 traffic), subset, user files."""
+    fit (``floor``: memory floor, ``waves``, ``l2``: L2 traffic), subset, user files, and whether
+    rows faster than the roofline bound of their shape are screened out (``screen``; off only for
+    synthetic profiles timed by a model that itself beats the bound, :mod:`theory.plausibility`)."""
 
     every: int = 4
     max_train: int = 8000
@@ -434,6 +443,7 @@ class Settings:
     models: tuple[str, ...] = ()
     gpu_file: str | None = None
     model_file: str | None = None
+    screen: bool = True
 
 
 @dataclass(eq=False)
@@ -461,10 +471,13 @@ class Report:
         "calibrated"}`` for plots ("calibrated": the token-split fit on every point).
     fits : dict
         ``"<gpu> tokens"`` / ``"<gpu> without <model>"`` -> fitted parameters and training size.
-    batch_overheads : list of dict
-        Per GPU x TP of the whole-batch rows: the fixed time per batch fitted on the training
-        shapes (:func:`fit_batch_overhead`, :func:`batch_split`) and the held-out median / p90
-        error of the shipped preset before and after adding it.
+    batch_stack : list of dict
+        Per GPU x TP x operation of the whole-batch rows: the :class:`StackLaw` fitted per GPU x TP
+        on the training shapes (:func:`fit_stack_law`, :func:`batch_split`) and the held-out median
+        / p90 error of the shipped preset before (Eq. 7) and after (the stack law).
+    screened : list of dict
+        Rows left out of every score because they are faster than the roofline lower bound of
+        their shape (:func:`theory.plausibility.implausible`), one entry per row with the bound.
     measured_coverage : list of dict
         Per GPU and measured scheme: rows scored, rows the tables interpolated, rows that fell back
         to the tile model (:func:`measured_predictions`).
@@ -483,7 +496,8 @@ class Report:
     staircase: list = field(default_factory=list)
     series: dict = field(default_factory=dict)
     fits: dict = field(default_factory=dict)
-    batch_overheads: list = field(default_factory=list)
+    batch_stack: list = field(default_factory=list)
+    screened: list = field(default_factory=list)
     measured_coverage: list = field(default_factory=list)
     attention: list = field(default_factory=list)
 
@@ -533,6 +547,19 @@ def _not_predicted(report: Report, profile: str, rows: np.ndarray, reason: str) 
         n = int(sel.sum())
         report.not_predicted.append({"profile": profile, "gpu": g, "model": m, "tp": tp, "operation": op,
                                      "n": n, "reason": reason})
+
+
+def _screen(report: Report, profile: str, rows: np.ndarray) -> np.ndarray:
+    """``rows`` less those faster than the roofline lower bound of their shape, which are counted
+    as not predicted and listed in :attr:`Report.screened` (:func:`theory.plausibility.implausible`)."""
+    s = report.settings
+    bad, bound = implausible(rows, s.gpu_file, s.model_file)
+    if bad.any():
+        _not_predicted(report, profile, rows[bad], SCREEN_REASON)
+        for r, b in zip(rows[bad], bound[bad], strict=True):
+            report.screened.append({"profile": profile, **{k: r[k].item() for k in SCREENED_FIELDS},
+                                    "seconds": float(r["seconds"]), "bound_s": float(b)})
+    return rows[~bad]
 
 
 def _validate_gemm(report: Report, profile: str, data: GemmRows,
@@ -640,20 +667,55 @@ def _fit_summary(fit: GpuFit) -> dict:
             "mu": {str(t): float(m) for t, m in zip(fit.gpu.tiles, fit.gpu.mu, strict=True)}}
 
 
-def fit_batch_overhead(measured, predicted) -> float:
-    """The fixed time per batch ``c >= 0`` (``overhead_s``: Eq. 7 + c) that minimises the squared
-    relative error ``sum_i ((p_i + c) / m_i - 1)^2`` of predictions ``p_i`` against measured times
-    ``m_i``: ``c = max(0, sum (m_i - p_i) / m_i^2 / sum 1 / m_i^2)`` (the normal equation).
+@dataclass(frozen=True)
+class StackLaw:
+    """A serving stack's time for a whole batch on top of Eq. 7, fitted per GPU x TP.
+
+    ``T = overhead_s + a_compute C + a_allreduce R`` where ``R`` is the time Eq. 7 gives the
+    batch's all-reduces (:func:`theory.terms.allreduce_time`, the law fitted on vidur's NCCL
+    profile) and ``C`` the rest of Eq. 7 (GeMMs, attention, element-wise work). ``overhead_s >= 0``
+    is a fixed time per batch (launches, scheduling, sampling), ``a_compute >= 1`` the stack's
+    efficiency on the modelled kernels and ``a_allreduce >= 1`` how much slower its collectives run
+    than NCCL's own benchmark (an all-reduce the stack does not overlap, a slower algorithm).
+    ``StackLaw(0, 1, 1)`` is Eq. 7.
+
+    References
+    ----------
+    Eq. 7; :mod:`theory.terms` (the all-reduce law, nccl-tests ``doc/PERFORMANCE.md``).
+    """
+
+    overhead_s: float
+    a_compute: float
+    a_allreduce: float
+
+    def time(self, compute, allreduce) -> np.ndarray:
+        """Seconds of batches whose Eq. 7 parts are ``compute`` and ``allreduce``."""
+        return (self.overhead_s + self.a_compute * np.asarray(compute, dtype=float)
+                + self.a_allreduce * np.asarray(allreduce, dtype=float))
+
+
+def fit_stack_law(measured, compute, allreduce) -> StackLaw:
+    """The :class:`StackLaw` minimising the squared relative error ``sum_i (T_i / m_i - 1)^2``
+    over batches with measured times ``m_i`` and Eq. 7 parts ``compute``, ``allreduce``, subject to
+    ``overhead_s >= 0``, ``a_compute >= 1``, ``a_allreduce >= 1`` (bounded linear least squares,
+    :func:`scipy.optimize.lsq_linear`). Without all-reduce time (TP 1) ``a_allreduce`` is 1.
 
     References
     ----------
     Eq. 7 with the profile's fixed time per batch (:mod:`theory.terms`, ``overhead_s``).
     """
-    m, p = np.asarray(measured, dtype=float), np.asarray(predicted, dtype=float)
-    if not m.size or m.shape != p.shape:
-        raise FieldError("measured", m.size, "one or more (measured, predicted) pairs of equal length")
-    w = 1.0 / m ** 2
-    return max(0.0, float(np.sum((m - p) * w) / np.sum(w)))
+    from scipy.optimize import lsq_linear
+
+    m, c, r = (np.asarray(x, dtype=float) for x in (measured, compute, allreduce))
+    if not m.size or not m.shape == c.shape == r.shape:
+        raise FieldError("measured", m.size, "one or more (measured, compute, allreduce) triples of "
+                                             "equal length")
+    has_r = bool(np.any(r > 0))
+    cols = [np.ones(m.size), c] + ([r] if has_r else [])
+    lower = [0.0, 1.0] + ([1.0] if has_r else [])
+    x = lsq_linear(np.column_stack(cols) / m[:, None], np.ones(m.size),
+                   bounds=(lower, np.inf), method="bvls").x
+    return StackLaw(float(x[0]), float(x[1]), float(x[2]) if has_r else 1.0)
 
 
 def batch_split(rows: np.ndarray, every: int = 4) -> np.ndarray:
@@ -666,13 +728,32 @@ def batch_split(rows: np.ndarray, every: int = 4) -> np.ndarray:
     return token_split(np.unique(shapes, return_inverse=True)[1], every)
 
 
-BATCH_NOTE = ("whole batches: 'tokens' is the shipped preset plus a fixed time per batch fitted per "
-              "GPU x TP on the other batch shapes (every k-th shape held out: theory.validate.batch_split)")
+def batch_parts(cm: CostModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(compute, allreduce)``: Eq. 7 of each whole-batch row (:func:`batch_time`) split into the
+    time of its all-reduces and the rest, the all-reduce part being Eq. 7 less Eq. 7 with the
+    all-reduces free (zero latency, unbounded bandwidth; 0 at TP 1)."""
+    free = cm
+    if cm.gpu.terms.tp > 1:
+        terms = replace(cm.gpu.terms, allreduce_latency_s=0.0, allreduce_bandwidth=np.inf)
+        free = build_cost_model(replace(cm.gpu, terms=terms), cm.model, cm.mode)
+
+    def times(model):
+        return np.array([batch_time(model, str(r["operation"]), int(r["tokens"]), int(r["context"]),
+                                    int(r["generated"])) for r in rows])
+
+    total, compute = times(cm), times(free)
+    return compute, total - compute
+
+
+BATCH_NOTE = ("whole batches: 'tokens' is the shipped preset under the stack law T = c + a_compute C + "
+              "a_allreduce R (C: Eq. 7 without its all-reduces, R: their time), fitted per GPU x TP on "
+              "the other batch shapes (every k-th shape held out: theory.validate.batch_split, "
+              "theory.validate.fit_stack_law)")
 
 
 def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Settings) -> None:
     rows = rows[np.isin(rows["operation"], BATCH_OPERATIONS)]
-    pred = np.full(rows.size, np.nan)
+    compute, allreduce = np.full(rows.size, np.nan), np.full(rows.size, np.nan)
     keys = sorted(set(zip(rows["gpu"].tolist(), rows["model"].tolist(), rows["tp"].tolist(), strict=True)))
     for g, m, tp in keys:
         sel = (rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp)
@@ -680,9 +761,9 @@ def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Setting
         if cm is None:
             _not_predicted(report, profile, rows[sel], reason)
             continue
-        pred[sel] = [batch_time(cm, str(r["operation"]), int(r["tokens"]), int(r["context"]),
-                                int(r["generated"])) for r in rows[sel]]
-    with_overhead = np.full(rows.size, np.nan)
+        compute[sel], allreduce[sel] = batch_parts(cm, rows[sel])
+    pred = compute + allreduce
+    stacked = np.full(rows.size, np.nan)
     for g, tp in sorted(set(zip(rows["gpu"].tolist(), rows["tp"].tolist(), strict=True))):
         on = (rows["gpu"] == g) & (rows["tp"] == tp) & np.isfinite(pred)
         if not on.any():
@@ -690,17 +771,23 @@ def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Setting
         held = np.zeros(rows.size, dtype=bool)
         held[on] = batch_split(rows[on], s.every)
         train = on & ~held
-        c = fit_batch_overhead(rows["seconds"][train], pred[train])
-        with_overhead[held] = pred[held] + c
-        before = ErrorStats.of(abs_rel_error(rows["seconds"][held], pred[held]))
-        after = ErrorStats.of(abs_rel_error(rows["seconds"][held], with_overhead[held]))
-        report.batch_overheads.append({"gpu": g, "tp": tp, "overhead_s": c, "n_train": int(train.sum()),
-                                       "n_held_out": int(held.sum()), "before_median": before.median,
-                                       "before_p90": before.p90, "after_median": after.median,
-                                       "after_p90": after.p90})
+        law = fit_stack_law(rows["seconds"][train], compute[train], allreduce[train])
+        stacked[held] = law.time(compute[held], allreduce[held])
+        for op in BATCH_OPERATIONS:
+            part = held & (rows["operation"] == op)
+            if not part.any():
+                continue
+            before = ErrorStats.of(abs_rel_error(rows["seconds"][part], pred[part]))
+            after = ErrorStats.of(abs_rel_error(rows["seconds"][part], stacked[part]))
+            report.batch_stack.append({
+                "gpu": g, "tp": tp, "operation": op, "overhead_s": law.overhead_s,
+                "a_compute": law.a_compute, "a_allreduce": law.a_allreduce,
+                "n_train": int(train.sum()), "n_held_out": int(part.sum()),
+                "before_median": before.median, "before_p90": before.p90,
+                "after_median": after.median, "after_p90": after.p90})
     errors = {**{k: np.full(rows.size, np.nan) for k in SCHEMES},
               "shipped": abs_rel_error(rows["seconds"], pred),
-              "tokens": abs_rel_error(rows["seconds"], with_overhead)}
+              "tokens": abs_rel_error(rows["seconds"], stacked)}
     for g, m, tp in keys:
         for op in BATCH_OPERATIONS:
             part = (rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp) & (rows["operation"] == op)
@@ -895,6 +982,8 @@ def validate(profiles: dict[str, Profile], settings: Settings | None = None) -> 
     all_gemm = []
     for name, prof in profiles.items():
         rows = _select(prof.rows, s.gpus, s.models, s.quick)
+        if s.screen:
+            rows = _screen(report, name, rows)
         if not rows.size:
             continue
         ops = set(rows["operation"].tolist())
@@ -943,14 +1032,16 @@ __all__ = [
     "GpuFit",
     "Report",
     "Settings",
+    "StackLaw",
     "abs_rel_error",
     "allreduce_law",
     "batch_cost_model",
+    "batch_parts",
     "batch_split",
     "batch_time",
     "default_law",
-    "fit_batch_overhead",
     "fit_gpu",
+    "fit_stack_law",
     "gemm_rows",
     "measured_predictions",
     "model_folds",
