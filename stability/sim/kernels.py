@@ -15,9 +15,9 @@ of each decode and prefill chunk with ``lm_head``. A decode in a batch that hold
 reads a second prefix table ``Sm`` (``mixed_decode_eta``: :func:`theory.cost.T_D_SA_mixed`), kept
 after ``S`` in one array ``S2`` (``Sm`` at offset ``m_off``); with the term off ``Sm`` equals ``S``,
 so such batches cost what they did. Apart from that offset for the batches with a chunk, the
-engine has no branch for the terms. With terms on, the "wasted"
-time of a batch is its time above ``tau l*`` (Theorem 1's per-token rate,
-:func:`theory.cost.linear_per_token`) rather than tile padding alone.
+engine has no branch for the terms. With terms on, the "wasted" time of a batch is its time above
+``tau l*`` (Theorem 1's per-token rate, :func:`theory.cost.linear_per_token`) rather than tile
+padding alone.
 
 References
 ----------
