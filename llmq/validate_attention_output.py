@@ -17,14 +17,16 @@ NOTE = ("One layer's measured self-attention (LLMServingSim's profiler times a o
         "T^{P,SA}(i, c) / N + decodes x T^{D,SA}(i) (Eq. 6 per layer, Eq. 5) + attention_call_s, with i - 1 "
         "the tokens already in the request's KV cache (theory.validate_attention). Held out: every 4th "
         "batch shape; attention_call_s fitted on the other shapes of the single-kind batches; before: the "
-        "shipped preset without it, after: with the fitted value.")
+        "shipped preset without it, after: with the fitted value; mixed: also with mixed_decode_eta (a "
+        "decode beside a prefill chunk priced at eta x Eq. 5 at the query heads' width) fitted on the other "
+        "shapes of the mixed batches.")
 
 
 def _pct(x) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
-HELD_OUT = ("before", "after")
+HELD_OUT = ("before", "after", "mixed")
 
 
 def _cells(row: dict) -> list[str]:
@@ -41,6 +43,10 @@ def _call(row: dict) -> str:
     return "-" if row["call_s_fit"] is None else f"{row['call_s_fit'] * 1e6:.2f} us"
 
 
+def _eta(row: dict) -> str:
+    return "-" if row["eta_fit"] is None else f"{row['eta_fit']:.3f}"
+
+
 def console_lines(report: Report) -> list[str]:
     """Lines for the console table (empty when no attention row was scored)."""
     if not report.attention:
@@ -49,7 +55,8 @@ def console_lines(report: Report) -> list[str]:
                "(x median predicted/measured)):"]
     out += [f"{r['gpu']:<8}{r['model']:<14}TP {r['tp']:<3}{r['kind']:<8}{r['n']:>6}  "
             + "".join(f"{s + ' ' + c:>36}" for s, c in zip(SCHEMES, _cells(r), strict=True))
-            + f"  held out {r['n_held_out']}: " + " -> ".join(_held_out(r)) + f" (call {_call(r)})"
+            + f"  held out {r['n_held_out']}: " + " -> ".join(_held_out(r))
+            + f" (call {_call(r)}, eta {_eta(r)})"
             for r in report.attention]
     return out
 
@@ -59,11 +66,13 @@ def markdown_lines(report: Report) -> list[str]:
     if not report.attention:
         return []
     header = ["GPU", "model", "TP", "kind", "n", *(f"{s} median / p90 (x ratio)" for s in SCHEMES),
-              "held out", *(f"held out {s} median / p90" for s in HELD_OUT), "attention_call_s fitted"]
+              "held out", *(f"held out {s} median / p90" for s in HELD_OUT), "attention_call_s fitted",
+              "mixed_decode_eta fitted"]
     lines = ["", "## Self-attention (Eq. 5-6) against measured batches, median / p90", "", NOTE, "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in [r["gpu"], r["model"], r["tp"], r["kind"], r["n"],
-                                                  *_cells(r), r["n_held_out"], *_held_out(r), _call(r)])
+                                                  *_cells(r), r["n_held_out"], *_held_out(r), _call(r),
+                                                  _eta(r)])
               + " |" for r in report.attention]
     lines += ["", "Kinds: " + "; ".join(f"`{k}`: {v}" for k, v in KINDS.items()) + "; `all`: every batch. "
               "Schemes: " + "; ".join(f"`{k}`: {v}" for k, v in SCHEMES.items()) + ". x ratio: the median "

@@ -29,12 +29,31 @@ from theory.validate import (
 )
 
 SCHEMA = "llmq.validate/1"
-BATCH_OVERHEAD_COLUMNS = {
-    "gpu, tp": "GPU preset and tensor-parallel degree of the whole-batch rows (splitwise_perf_model)",
-    "overhead_s": "fixed seconds per batch fitted on the training batch shapes (Eq. 7 + c)",
-    "n_train, n_held_out": "batch rows fitted on and scored (every k-th distinct batch shape held out)",
-    "before_median, before_p90": "held-out |predicted/measured - 1| of the shipped preset",
-    "after_median, after_p90": "the same with the fitted fixed time per batch added",
+BATCH_STACK_COLUMNS = {
+    "gpu, tp, operation": "GPU preset, tensor-parallel degree and batch kind of the whole-batch rows "
+                          "(splitwise_perf_model)",
+    "overhead_s, a_compute, a_allreduce": "the stack law T = overhead_s + a_compute C + a_allreduce R "
+                                          "fitted per GPU x TP on the training batch shapes (C: Eq. 7 "
+                                          "without its all-reduces, R: their time; overhead_s >= 0, "
+                                          "a_* >= 1; theory.validate.StackLaw)",
+    "n_train": "batch rows of the GPU x TP fitted on (every k-th distinct batch shape held out)",
+    "n_held_out": "held-out rows of the operation scored",
+    "before_median, before_p90": "held-out |predicted/measured - 1| of the shipped preset (Eq. 7)",
+    "after_median, after_p90": "the same under the fitted stack law",
+}
+NOT_PREDICTED_COLUMNS = {
+    "profile": "the shipped profile (file name without .csv[.gz]) or the CSV given",
+    "gpu": "GPU preset key", "model": "model preset key (empty: model-independent rows)",
+    "tp": "tensor-parallel degree", "operation": "measured operation",
+    "n": "rows of the profile x GPU x model x TP x operation not scored for this reason",
+    "reason": "why they are not scored",
+}
+SCREENED_COLUMNS = {
+    "profile, gpu, model, tp, operation": "the row's profile and group",
+    "tokens, decodes, context, prefill_context, generated, bytes": "the row's shape as the profile "
+                                                                   "states it (-1: not applicable)",
+    "seconds": "measured time", "bound_s": "the roofline lower bound of the shape "
+                                           "(theory.plausibility.lower_bound); seconds < bound_s",
 }
 LABEL = {"roofline": "roofline", "shipped": "shipped", "tokens": "held-out tokens",
          "models": "held-out models", "paper": "paper", "measured_law": "measured law, tokens",
@@ -60,41 +79,45 @@ def _pct(x) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
+LAW_LABEL = {"measured profile": f"the {MEASURED_LABEL}",
+             "tile model": "the calibrated tile model (transfers to unprofiled shapes)"}
+
+
+def _checks_text(checks: dict) -> str:
+    parts = []
+    for name, check in checks.items():
+        stat = name.split("_")[1]
+        state = "n/a" if check["holds"] is None else ("ok" if check["holds"] else "MISS")
+        parts.append(f"{LABEL[check['scheme']]} {stat} {_pct(check['value'])} "
+                     f"(target <= {check['target']:.0%}: {state})")
+    return "; ".join(parts)
+
+
 def gpu_verdict(row: dict) -> str:
-    """One line per GPU: its status and whether each acceptance target holds (misses named)."""
+    """One line per GPU: its status, the law real mode prices its linear GeMMs with, and whether
+    each acceptance target holds for that law (misses named)."""
     if not row["targets"]:
         return f"{row['gpu']}: {row['status']}: no measured rows, not validated"
-    parts = []
-    for name, check in row["targets"].items():
-        scheme, stat = name.split("_")
-        state = "n/a" if check["holds"] is None else ("ok" if check["holds"] else "MISS")
-        parts.append(f"{LABEL[scheme]} {stat} {_pct(check['value'])} "
-                     f"(target <= {check['target']:.0%}: {state})")
     verdict = {True: "targets hold", False: "targets MISSED", None: "targets not all checkable"}
-    return f"{row['gpu']}: {verdict[row['targets_hold']]}; " + "; ".join(parts) + f"; n = {row['n']}"
+    return (f"{row['gpu']}: {verdict[row['targets_hold']]} by real mode's default, "
+            f"{LAW_LABEL[row['law']]}; {_checks_text(row['targets'])}; n = {row['n']}")
 
 
-def measured_verdict(report: Report, row: dict) -> str | None:
-    """One line per GPU with data: the measured-profile law's figures against the same targets,
-    beside the tile model's verdict (None for a GPU without measured rows)."""
+def other_law_verdict(report: Report, row: dict) -> str | None:
+    """One line per GPU with data: the other law's figures against the same targets, and how many
+    rows the measured law interpolated (None for a GPU without measured rows)."""
     if not row["targets"]:
         return None
-    parts = []
-    for scheme, stat in (("measured_law", "median"), ("measured_law", "p90"),
-                         ("measured_law_models", "median")):
-        value = row[f"{scheme}_{stat}"]
-        limit = TARGETS[f"{'tokens' if scheme == 'measured_law' else 'models'}_{stat}"]
-        state = "n/a" if value is None else ("ok" if value <= limit else "MISS")
-        parts.append(f"{LABEL[scheme]} {stat} {_pct(value)} (target <= {limit:.0%}: {state})")
+    parts = [_checks_text(row["other_targets"])]
     for c in report.measured_coverage:
         if c["gpu"] == row["gpu"] and c["n"]:
             parts.append(f"{LABEL[c['scheme']]}: {c['interpolated'] / c['n']:.0%} of {c['n']} rows "
                          "interpolated, the rest the tile model")
-    return f"{row['gpu']}: {MEASURED_LABEL}: " + "; ".join(parts)
+    return f"{row['gpu']}: {LAW_LABEL[row['other_law']]}: " + "; ".join(parts)
 
 
-def _measured_lines(report: Report) -> list[str]:
-    return [line for line in (measured_verdict(report, r) for r in report.gpus) if line]
+def _other_law_lines(report: Report) -> list[str]:
+    return [line for line in (other_law_verdict(report, r) for r in report.gpus) if line]
 
 
 def _stat_cells(row: dict) -> list[str]:
@@ -117,7 +140,7 @@ def console_lines(report: Report, files: list[str]) -> list[str]:
     for row in report.bands:
         out.append(f"{row['gpu']:<8}{row['tokens']:<11}{row['n']:>7}  "
                    + "".join(f"{c:>24}" for c in _stat_cells(row))
-                   + f"   shipped below measured: {row['shipped_below']:.0%}")
+                   + f"   tile model below measured: {row['tile_below']:.0%}")
     out += attention.console_lines(report)
     out += ["", "not predicted (rows counted, with the reason):"]
     for reason, n, where in _not_predicted_by_reason(report):
@@ -125,12 +148,14 @@ def console_lines(report: Report, files: list[str]) -> list[str]:
     out += ["", "acceptance per GPU (held-out tokens: median <= 5%, p90 <= 12%; "
                 "across models: median <= 10%):"]
     out += [f"  {gpu_verdict(row)}" for row in report.gpus]
-    out += [f"  {line}" for line in _measured_lines(report)]
+    out += [f"  {line}" for line in _other_law_lines(report)]
     if report.staircase:
-        out += ["", f"A100 staircase, Llama-2-7B TP 1 (step heights, |shipped - measured| <= "
-                    f"{STEP_TOLERANCE:.0%} points): {staircase_line(report)}"]
+        out += ["", f"A100 staircase, Llama-2-7B TP 1 (step heights of the tile model calibrated on the "
+                    f"training token counts, |calibrated - measured| <= {STEP_TOLERANCE:.0%} points; real "
+                    f"mode's default takes them from the measurements): {staircase_line(report)}"]
         out += [f"  {r['operation']:<15} after {r['after']:>4}: measured {_pct(r['measured']):>6}, "
-                f"shipped {_pct(r['shipped']):>6} ({'ok' if r['shipped_within'] else 'MISS'})"
+                f"calibrated {_pct(r['calibrated']):>6}, shipped {_pct(r['shipped']):>6} "
+                f"({'ok' if r['calibrated_within'] else 'MISS'})"
                 for r in report.staircase if r["operation"] == "layer"]
     out += ["", "wrote " + ", ".join(files)]
     return out
@@ -166,17 +191,19 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
         "settings": {"every": s.every, "max_train": s.max_train, "seed": s.seed, "quick": s.quick,
                      "fit_memory_floor": s.floor, "fit_waves": s.waves, "fit_l2_traffic": s.l2,
                      "gpus": list(s.gpus) or "all", "models": list(s.models) or "all",
-                     "gpu_file": s.gpu_file, "model_file": s.model_file},
+                     "gpu_file": s.gpu_file, "model_file": s.model_file,
+                     "screen_implausible_rows": s.screen},
         "schemes": SCHEME_MEANING,
         "targets": TARGETS,
         "columns": COLUMNS,
         "pooled_rows": "gpus, summary (per GPU x TP) and bands (per GPU x token band) carry the same "
                        "<scheme>_n/_median/_p90 columns as groups, pooled over their rows; bands add "
-                       "shipped_below, the fraction of rows the shipped preset under-predicts",
+                       "tile_below, the fraction of rows the calibrated tile model (the token-split fit at "
+                       "every row) under-predicts",
         "null_means": NULL_MEANING,
         "gpus": report.gpus,
         "verdicts": [gpu_verdict(r) for r in report.gpus],
-        "measured_verdicts": _measured_lines(report),
+        "other_law_verdicts": _other_law_lines(report),
         "measured_coverage": report.measured_coverage,
         "measured_coverage_columns": {
             "gpu, scheme": "GPU preset and measured scheme (measured_law: held-out token counts; "
@@ -193,8 +220,9 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
         "staircase_columns": {
             "after, next": "token counts: the step is T(next) / T(after) - 1",
             "measured, <scheme>": "relative step height measured and predicted (shipped: the real-mode "
-                                  "preset; calibrated: the held-out-token fit on every point; models: the "
-                                  "fit without the model)",
+                                  "preset, for these GeMMs the measured law; calibrated: the tile model's "
+                                  "held-out-token fit on every point, which the verdict scores; models: "
+                                  "the fit without the model)",
             "<scheme>_within": f"|predicted - measured| <= {STEP_TOLERANCE} (absolute: percentage points)",
             "envelope": "relative step of the measured monotone envelope min_{m >= n} T(m) (the least time "
                         "measured for at least as many tokens; for the layer the sum of the GeMMs' "
@@ -202,8 +230,11 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
             "<scheme>_within_envelope": f"|predicted - envelope| <= {STEP_TOLERANCE}",
             "operation": "a GeMM of the layer, or 'layer': the sum of its four GeMMs (Eq. 4's linear time)"},
         "fits": report.fits,
-        "batch_overheads": report.batch_overheads,
-        "batch_overhead_columns": BATCH_OVERHEAD_COLUMNS,
+        "batch_stack": report.batch_stack,
+        "batch_stack_columns": BATCH_STACK_COLUMNS,
+        "not_predicted_columns": NOT_PREDICTED_COLUMNS,
+        "screened": report.screened,
+        "screened_columns": SCREENED_COLUMNS,
         **attention.json_part(report),
         "files": files,
     }
@@ -235,39 +266,51 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
               "projection): its error measures that layer mismatch, not the GPU model."]
     lines += ["", "## Acceptance per GPU", ""]
     lines += [f"- {gpu_verdict(r)}" for r in report.gpus]
-    lines += [f"- {line}" for line in _measured_lines(report)]
+    lines += [f"- {line}" for line in _other_law_lines(report)]
     lines += ["", "## Per GPU x TP (all models and GeMMs pooled), median / p90", ""]
     lines += _md_table(["GPU", "TP", "n", *(LABEL[x] for x in SCHEMES)],
                        [[r["gpu"], r["tp"], r["n"], *_stat_cells(r)] for r in report.summary])
     lines += ["", "## Per GPU x token band (where the error lives), median / p90", ""]
-    lines += _md_table(["GPU", "tokens", "n", *(LABEL[x] for x in SCHEMES), "shipped below measured"],
-                       [[r["gpu"], r["tokens"], r["n"], *_stat_cells(r), f"{r['shipped_below']:.0%}"]
+    lines += _md_table(["GPU", "tokens", "n", *(LABEL[x] for x in SCHEMES), "tile model below measured"],
+                       [[r["gpu"], r["tokens"], r["n"], *_stat_cells(r), f"{r['tile_below']:.0%}"]
                         for r in report.bands])
-    lines += ["", "\"shipped below measured\": the fraction of the band's points the shipped preset "
-              "under-predicts. Eq. 2 charges a GeMM its tiles at a compute rate; a GeMM over few "
-              "tokens is bound by reading its weights from DRAM, which the roofline presets do not "
-              "price (the calibrated presets have the memory floor), so a band where nearly every "
-              "point is under-predicted is where that term is missing."]
+    lines += ["", "\"tile model below measured\": the fraction of the band's points the calibrated tile "
+              "model (the token-split fit at every point) under-predicts. Eq. 2 charges a GeMM its "
+              "tiles at a compute rate; a GeMM over few tokens is bound by reading its weights from "
+              "DRAM, which the roofline presets do not price (the calibrated presets have the memory "
+              "floor), so a band where nearly every point is under-predicted is where that term is "
+              "missing."]
     lines += ["", "## Per GPU x model x TP x operation, median / p90", ""]
     lines += _md_table(["GPU", "model", "TP", "operation", "n", *(LABEL[x] for x in SCHEMES), "note"],
                        [[r["gpu"], r["model"], r["tp"], r["operation"], r["n"], *_stat_cells(r), r["note"]]
                         for r in report.groups])
-    if report.batch_overheads:
-        lines += ["", "## Whole batches: a fixed time per batch, fitted per GPU x TP, held-out shapes", ""]
-        lines += _md_table(["GPU", "TP", "overhead (ms)", "train / held out", "before median / p90",
-                            "after median / p90"],
-                           [[r["gpu"], r["tp"], f"{r['overhead_s'] * 1e3:.2f}",
+    if report.batch_stack:
+        lines += ["", "## Whole batches: the stack law, fitted per GPU x TP, held-out shapes", ""]
+        lines += _md_table(["GPU", "TP", "operation", "c (ms)", "a_compute", "a_allreduce",
+                            "train / held out", "Eq. 7 median / p90", "stack law median / p90"],
+                           [[r["gpu"], r["tp"], r["operation"], f"{r['overhead_s'] * 1e3:.2f}",
+                             f"{r['a_compute']:.3f}", f"{r['a_allreduce']:.3f}",
                              f"{r['n_train']} / {r['n_held_out']}",
                              f"{_pct(r['before_median'])} / {_pct(r['before_p90'])}",
                              f"{_pct(r['after_median'])} / {_pct(r['after_p90'])}"]
-                            for r in report.batch_overheads])
-        lines += ["", "Fitted on splitwise's prompt and token batches together "
-                  "(theory.validate.fit_batch_overhead); not part of the shipped presets, whose per-GeMM "
-                  "profile is measured at TP 1-8 while these batches exist at TP 2-8 only."]
+                            for r in report.batch_stack])
+        lines += ["", "T = c + a_compute C + a_allreduce R, C being Eq. 7 without its all-reduces and R "
+                  "their time under the GPU's all-reduce law (fitted on vidur's NCCL profile); c >= 0, "
+                  "a_* >= 1, fitted on splitwise's prompt and token batches of the GPU x TP together "
+                  "(theory.validate.fit_stack_law). It is the 'held-out tokens' scheme of the batch "
+                  "groups, not part of the shipped presets: these batches exist at TP 2-8 only."]
     lines += attention.markdown_lines(report)
     lines += ["", "## Not predicted", ""]
     lines += _md_table(["rows", "where", "reason"],
                        [[n, w, r] for r, n, w in _not_predicted_by_reason(report)])
+    if report.screened:
+        lines += ["", "Rows faster than the roofline lower bound of their shape (left out of every "
+                  "score):", ""]
+        lines += _md_table(["profile", "GPU", "model", "TP", "operation", "tokens", "context",
+                            "measured (s)", "bound (s)"],
+                           [[r["profile"], r["gpu"], r["model"], r["tp"], r["operation"], r["tokens"],
+                             r["context"], f"{r['seconds']:.4g}", f"{r['bound_s']:.4g}"]
+                            for r in report.screened])
     lines += ["", "## Staircase: relative step T(next)/T(after) - 1", ""]
     lines += _md_table(["GPU", "model", "TP", "operation", "after", "next", "measured", "envelope",
                         *STEP_SCHEMES],
@@ -275,8 +318,9 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
                          _pct(r["measured"]), _pct(r["envelope"]), *(_pct(r[k]) for k in STEP_SCHEMES)]
                         for r in report.staircase])
     if report.staircase:
-        lines += ["", f"Step heights reproduced within {STEP_TOLERANCE:.0%} points by `shipped`: "
-                      f"{staircase_line(report)}."]
+        lines += ["", f"Step heights reproduced within {STEP_TOLERANCE:.0%} points by `calibrated` (the "
+                      f"tile model; `shipped`, real mode's default, prices these GeMMs by the measured law "
+                      f"and takes its steps from the measurements): {staircase_line(report)}."]
     lines += ["", "`calibrated`: the held-out-token fit evaluated on every point; `models`: the fit "
               "without the model; `layer`: the sum of the four GeMMs; `envelope`: the step of the "
               "measured monotone envelope (the least time measured for at least as many tokens), the "
@@ -348,6 +392,10 @@ def write_outputs(report: Report, out: Path, elapsed_s: float | None = None) -> 
     files = [str(out / f"validate.{ext}") for ext in ("md", "csv", "json")] + figures
     cols = {k: [("" if r.get(k) is None else r.get(k)) for r in report.groups] for k in COLUMNS}
     atomic_write_csv(out / "validate.csv", cols)
+    atomic_write_csv(out / "validate_not_predicted.csv",
+                     {k: [r[k] for r in report.not_predicted] for k in NOT_PREDICTED_COLUMNS},
+                     dictionary=NOT_PREDICTED_COLUMNS)
+    files += [str(out / "validate_not_predicted.csv"), str(out / "validate_not_predicted.columns.json")]
     files += attention.write_csv(report, out)
     atomic_write_json(out / "validate.json", to_json(report, files, elapsed_s))
     atomic_write_text(out / "validate.md", markdown(report, files, elapsed_s))

@@ -76,12 +76,12 @@ def test_attaining_budget_closes_the_gap_it_states(tmp_path):
 
 
 def test_attaining_budget_when_the_bound_names_no_batch_size():
-    """The calibrated A100 charges a fixed time per GeMM: min F(tau)/tau is only approached as
-    batches grow, so the doubling starts at Sarathi-Serve's default budget and stops at eps; the
-    budget is then a size attaining the capped LP's best F(tau)/tau (waves make F(tau)/tau far
-    from monotone), and the chunk the split period, or without one the fixed size with the least
-    mean attention."""
-    sc = Scenario(gpu="a100", mode="real", pad=True)
+    """The calibrated A100's tile model (``a100-tile``: real mode without the measured law)
+    charges a fixed time per GeMM: min F(tau)/tau is only approached as batches grow, so the
+    doubling starts at Sarathi-Serve's default budget and stops at eps; the budget is then a size
+    attaining the capped LP's best F(tau)/tau (waves make F(tau)/tau far from monotone), and the
+    chunk the split period, or without one the fixed size with the least mean attention."""
+    sc = Scenario(gpu="a100-tile", mode="real", pad=True)
     cm = cost_model_of(sc)
     w = workload_of(sc, cm)
     assert capacity_bound(cm, w, overhead_s=0.0).best_batch_tokens is None

@@ -66,7 +66,7 @@ def test_shapes_match_across_models_mistral_uses_llama_3_8b(vidur):
 
 def test_fallback_outside_the_range_and_for_unmatched_shapes_is_the_tile_model():
     law = cost_model(CostSpec("h100-measured", "llama-2-7b", "real"))
-    tile = cost_model(CostSpec("h100", "llama-2-7b", "real"))
+    tile = cost_model(CostSpec("h100-tile", "llama-2-7b", "real"))
     top = law.lin.measured.tau_max
     past = np.array([top + 1, top + 7, 2 * top, 5 * top])
     assert np.array_equal(T_Lin(law, past), T_Lin(tile, past))
@@ -78,7 +78,7 @@ def test_fallback_outside_the_range_and_for_unmatched_shapes_is_the_tile_model()
                           T_GeMM_terms(tile, lm_head.d_row, tau, lm_head.d_red))
     # qwen2-7b has no profiled shape on H100: every token count is the tile model's
     q_law = cost_model(CostSpec("h100-measured", "qwen2-7b", "real"))
-    q_tile = cost_model(CostSpec("h100", "qwen2-7b", "real"))
+    q_tile = cost_model(CostSpec("h100-tile", "qwen2-7b", "real"))
     assert all(t is None for t in q_law.lin.measured.tables)
     tau = np.arange(1, 3000, 37)
     assert T_Lin(q_law, tau) == pytest.approx(T_Lin(q_tile, tau), rel=1e-12)
@@ -87,7 +87,7 @@ def test_fallback_outside_the_range_and_for_unmatched_shapes_is_the_tile_model()
 def _synthetic(tmp_path, factor: float, tokens=(1, 2, 4, *range(8, 2049, 8))) -> str:
     """A profile of Llama-2-7B's four A100 layer GeMMs at ``factor`` times the tile model's time,
     and a GPU file pricing with it."""
-    tile = cost_model(CostSpec("a100", "llama-2-7b", "real"))
+    tile = cost_model(CostSpec("a100-tile", "llama-2-7b", "real"))
     tok = np.array(list(tokens))
     path = tmp_path / f"syn{factor}.csv"
     with open(path, "w", newline="") as fh:
@@ -161,12 +161,18 @@ def test_bad_gemm_profile_names_the_field(tmp_path):
 
 
 def test_measured_presets_are_named_but_not_in_all():
-    assert not {"a100-measured", "h100-measured", "a40-measured"} & set(gpu_names())
+    variants = {f"{g}-{kind}" for g in ("a100", "h100", "a40", "rtx4090", "rtxpro6000")
+                for kind in ("measured", "tile")}
+    assert not variants & set(gpu_names())
     g = get_gpu("a100-measured", calibrated=True)
     assert g.terms.gemm_profile == "vidur_gemm" and g.terms.gemm_profile_gpu == "a100"
-    base = get_gpu("a100", calibrated=True)
-    assert g.mu == base.mu and g.terms.gemm_overhead_s == base.terms.gemm_overhead_s
-    assert get_gpu("a100", calibrated=True).terms.gemm_profile is None  # the default stays the tile model
+    tile = get_gpu("a100-tile", calibrated=True)
+    assert g.mu == tile.mu and g.terms.gemm_overhead_s == tile.terms.gemm_overhead_s
+    assert tile.terms.gemm_profile is None and "measured profile" not in tile.calibration
+    assert tile.calibration and g.calibration.startswith(tile.calibration)
+    # real mode's default is the law (measured_gpus.toml: real_mode_default = true), paper mode's not
+    assert get_gpu("a100", calibrated=True).terms == g.terms
+    assert get_gpu("a100-tile").terms == get_gpu("a100").terms
 
 
 def test_simulated_single_request_batch_is_the_profile_rows(vidur):
@@ -188,7 +194,7 @@ def test_simulated_single_request_batch_is_the_profile_rows(vidur):
                 for key in zip(a100["model"], a100["operation"], a100["tp"], strict=True)]
         rows += float(np.median(a100["seconds"][np.array(same)]))
     cm = cost_model(CostSpec("a100-measured", "llama-3-8b", "real"))
-    tile = cost_model(CostSpec("a100", "llama-3-8b", "real"))
+    tile = cost_model(CostSpec("a100-tile", "llama-3-8b", "real"))
     head = T_GeMM_terms(tile, model.d_out, 128, model.d_x)  # the LM head: not profiled, tile model
     expected = (model.N * rows + head + 128 / cm.mu_nLin + cm.overhead_s
                 + float(T_P_SA(cm, 1, 128)))
@@ -198,14 +204,17 @@ def test_simulated_single_request_batch_is_the_profile_rows(vidur):
 def test_real_mode_default_switch_prices_the_base_presets_with_the_profile(monkeypatch):
     import theory.hardware as hw
 
-    assert hw.load_gpus(None, calibrated=True)["a100"].terms.gemm_profile is None
-    flipped = {**hw._measured_data(), "real_mode_default": True}
-    monkeypatch.setattr(hw, "_measured_data", lambda: flipped)
     gpus = hw.load_gpus(None, calibrated=True)
-    for key in ("a100", "h100", "a40"):
-        assert gpus[key].terms.gemm_profile == "vidur_gemm" and gpus[key].terms.gemm_profile_gpu == key
-    assert gpus["h200"].terms.gemm_profile is None  # no profile, no switch
+    profiles = {"a100": "vidur_gemm", "h100": "vidur_gemm", "a40": "vidur_gemm",
+                "rtx4090": "llmservingsim_rtx4090", "rtxpro6000": "llmservingsim_rtxpro6000"}
+    for key, name in profiles.items():
+        assert gpus[key].terms.gemm_profile == name and gpus[key].terms.gemm_profile_gpu == key
+    assert gpus["h200"].terms.gemm_profile is None  # no profile, no law
     assert hw.load_gpus(None, calibrated=False)["a100"].terms.gemm_profile is None  # paper mode
+    off = {**hw._measured_data(), "real_mode_default": False}
+    monkeypatch.setattr(hw, "_measured_data", lambda: off)
+    gpus = hw.load_gpus(None, calibrated=True)
+    assert all(gpus[key].terms.gemm_profile is None for key in profiles)  # switched off: tile model
 
 
 def test_validate_scheme_interpolates_training_counts_only_and_falls_back_elsewhere():
@@ -236,10 +245,12 @@ def test_llmq_bounds_names_the_law_that_priced_the_linear_gemms(capsys):
     assert main(["bounds", "--gpu", "a100-measured", "--mode", "real", "--json"]) == 0
     law = json.loads(capsys.readouterr().out)
     assert law["linear_law"].startswith("measured profile vidur_gemm (a100 rows): 4 of 5")
-    assert main(["bounds", "--gpu", "a100", "--mode", "real", "--json"]) == 0
+    assert main(["bounds", "--gpu", "a100-tile", "--mode", "real", "--json"]) == 0
     tile = json.loads(capsys.readouterr().out)
     assert tile["linear_law"].startswith("tile model")
     assert law["T_max_s"] < tile["T_max_s"]  # Eq. 13 takes the measured one-token times
+    assert main(["bounds", "--gpu", "a100", "--mode", "real", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["linear_law"] == law["linear_law"]  # real mode's default
     assert main(["bounds", "--gpu", "a100-measured", "--mode", "real"]) == 0
     assert "a100-measured linear GeMMs: measured profile vidur_gemm" in capsys.readouterr().out
     assert main(["bounds", "--gpu", "a100-measured"]) == 2  # paper mode: refused, the field named

@@ -82,8 +82,10 @@ def test_provenance_and_which_gpus_are_calibrated():
         assert commits[prov["profile"]] in prov["source"]
         assert "held out" in prov["split"] and prov["n_train"] > 0 and prov["n_held_out"] > 0
         assert 0 < prov["held_out_error"]["median"] < prov["held_out_error"]["p90"] < 1
-        gpu = get_gpu(key, calibrated=True)
-        assert gpu.calibrated and gpu.calibration == prov["summary"]
+        gpu = get_gpu(key, calibrated=True)  # real mode: the calibration, the measured law on top
+        assert gpu.calibrated and gpu.calibration == (f"{prov['summary']}; linear GeMMs: measured "
+                                                      f"profile {prov['profile']}")
+        assert get_gpu(f"{key}-tile", calibrated=True).calibration == prov["summary"]
         assert np.allclose([gpu.mu[gpu.tiles.index(t)] for t in gpu.tiles],
                            [SHIPPED["gpus"][key]["mu"][str(t)] for t in gpu.tiles])
     for key in set(gpu_names()) - set(calibrated_keys()):

@@ -55,7 +55,8 @@ def T_bar_R_terms(cm: CostModel, w: Workload, corrected: bool = False) -> dict[s
 
     With terms on (:mod:`theory.terms`) the linear term is ``E[L^P + L^D] l*``, the prefill
     attention term is 0 without attention (and with ``attention_waves`` stays the unwaved lower
-    bound), and
+    bound), the decode term takes the smaller of Eq. 5 and the mixed-batch law per position
+    (``mixed_decode_eta``, :func:`theory.cost.T_D_SA_least`), and
     ``lm_head`` adds the key ``"lm_head"``: ``(E[L^D] + 1) h``.
 
     References
@@ -64,7 +65,7 @@ def T_bar_R_terms(cm: CostModel, w: Workload, corrected: bool = False) -> dict[s
     """
     t = cm.t_star
     total = w.L_P + w.L_D
-    S = decode_prefix(cm, int(total.max()))
+    S = decode_prefix(cm, int(total.max()), law="least")
     k = 0  # t* is index 0 of the cost model's tile arrays
     coef = cm.N * cm.d_pre / (cm.s * cm.mu[k] * t.t_row * t.t_col * t.t_red)
     if cm.lin is None:

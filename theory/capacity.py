@@ -136,7 +136,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy.optimize import linprog
 
-from theory.cost import T_D_SA, T_P_SA, Batch, CostModel, T_batch, linear_per_token, linear_table
+from theory.cost import T_P_SA, Batch, CostModel, T_batch, T_D_SA_least, linear_per_token, linear_table
 from theory.errors import FieldError, require_positive, require_positive_int
 from theory.terms import shard_memory
 from theory.workload import Workload
@@ -214,7 +214,10 @@ def law_from_cost_model(cm: CostModel, overhead_s: float | None = None) -> Batch
     (module docstring); with ``attention_waves`` or ``lm_head`` (a row per chunk) splitting can
     cost more, so it is None and the DP tries every size (``waves`` on the linear GeMMs leaves
     Eq. 6, and so the split property, unchanged). ``lm_head``'s row per
-    decode and per chunk is part of ``A_D`` and ``A_P``.
+    decode and per chunk is part of ``A_D`` and ``A_P``. With ``mixed_decode_eta`` a decode costs
+    more or less beside a prefill chunk than alone (:mod:`theory.terms`), so ``A_D`` is the smaller
+    of the two per position (:func:`theory.cost.T_D_SA_least`): part (a) of the proof still holds,
+    and ``batch_time`` is the exact Eq. 7 of the batch.
 
     References
     ----------
@@ -239,7 +242,8 @@ def law_from_cost_model(cm: CostModel, overhead_s: float | None = None) -> Batch
     return BatchLaw(
         name=f"{cm.describe()}, c_fix = {cm_fixed.fixed_s:.4g} s", token_time=token_time,
         fixed_s=cm_fixed.fixed_s, tail_slope=tail_slope,
-        decode_attention=(lambda i: cm.N * T_D_SA(cm, i) + row) if row else (lambda i: cm.N * T_D_SA(cm, i)),
+        decode_attention=((lambda i: cm.N * T_D_SA_least(cm, i) + row) if row
+                          else (lambda i: cm.N * T_D_SA_least(cm, i))),
         prefill_attention=(lambda i, c: T_P_SA(cm, i, c) + row) if row else (lambda i, c: T_P_SA(cm, i, c)),
         split_period=None if (cm.attention_waves or row) else int(np.lcm.reduce(cm.t_col)),
         batch_time=batch_time,

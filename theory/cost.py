@@ -170,6 +170,9 @@ class CostModel:
     attention_call_s : float
         Fixed time per layer of a batch with attention work (``attention_call_s``,
         :mod:`theory.terms`; 0 reproduces Eq. 7); :attr:`fixed_s` adds it to ``overhead_s``.
+    mixed_decode_eta : float
+        Factor of Eq. 5 at the query heads' width ``d_pre`` for a decode in a batch with a prefill
+        chunk (``mixed_decode_eta``, :mod:`theory.terms`; 0: Eq. 5 for every decode).
     gemms : tuple of GemmShape
         The linear GeMMs of a batch (one GPU's shards with TP; without the vocab projection
         when ``lm_head`` prices it per row).
@@ -210,12 +213,14 @@ class CostModel:
     waves: bool = False
     attention_waves: bool = False
     attention_call_s: float = 0.0
+    mixed_decode_eta: float = 0.0
 
     @property
     def plain(self) -> bool:
         """Whether every term beyond Eq. 2 is off (the model is Eq. 2-7 plus ``overhead_s``)."""
         return (self.lin is None and self.attention and not self.waves and not self.attention_waves
-                and self.lm_out_s == 0.0 and self.attention_call_s == 0.0)
+                and self.lm_out_s == 0.0 and self.attention_call_s == 0.0
+                and self.mixed_decode_eta == 0.0)
 
     @property
     def fixed_s(self) -> float:
@@ -313,7 +318,7 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
         mu_gemv=np.array(gpu.mu_gemv, dtype=float), mu_nLin=float(mu_nLin),
         overhead_s=gpu.overhead_s, gemms=gemms, lin=lin, lm_out_s=lm_out,
         attention=mt.attention, waves=gt.waves, attention_waves=gt.attention_waves,
-        attention_call_s=gt.attention_call_s)
+        attention_call_s=gt.attention_call_s, mixed_decode_eta=gt.mixed_decode_eta)
 
 
 def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_col, t_red, all_gemms) -> LinearTerms:
@@ -493,6 +498,28 @@ def T_D_SA(cm: CostModel, i):
     return first + second
 
 
+def T_D_SA_mixed(cm: CostModel, i):
+    """Decode self-attention of one layer at position ``i`` in a batch that also holds a prefill
+    chunk: ``eta T^{D,SA}(i)`` at the query heads' width ``d_pre`` (``mixed_decode_eta``,
+    :mod:`theory.terms`); Eq. 5 (:func:`T_D_SA`) when the term is off.
+
+    References
+    ----------
+    Eq. 5; :mod:`theory.terms` (``mixed_decode_eta``: FlashAttention's varlen path).
+    """
+    if not cm.mixed_decode_eta:
+        return T_D_SA(cm, i)
+    return cm.mixed_decode_eta * T_D_SA(replace(cm, d_dec=cm.d_pre), i)
+
+
+def T_D_SA_least(cm: CostModel, i):
+    """The least decode self-attention of one layer at position ``i`` over the batches a decode
+    may join: ``min(T^{D,SA}(i), T^{D,SA}_mix(i))`` (:func:`T_D_SA`, :func:`T_D_SA_mixed`); Eq. 5
+    when ``mixed_decode_eta`` is off. Theorem 1's least work takes it (:mod:`theory.terms`)."""
+    alone = T_D_SA(cm, i)
+    return np.minimum(alone, T_D_SA_mixed(cm, i)) if cm.mixed_decode_eta else alone
+
+
 def T_P_SA(cm: CostModel, i, c, tile: int | None = None, return_tiles: bool = False):
     """Prefill self-attention time over all N layers of chunk ``PI(R, i, c)``, Eq. 6.
 
@@ -555,7 +582,8 @@ class Batch:
 def T_batch(cm: CostModel, batch: Batch) -> float:
     """Batch execution time T_B, Eq. 7 (plus the profile's fixed time per batch, ``overhead_s`` and
     ``N attention_call_s``, 0 by default, and with ``lm_head`` the vocab projection of one row per
-    decode and per prefill chunk).
+    decode and per prefill chunk). With ``mixed_decode_eta`` the decodes of a batch that holds a
+    prefill chunk take :func:`T_D_SA_mixed`.
 
     References
     ----------
@@ -566,7 +594,8 @@ def T_batch(cm: CostModel, batch: Batch) -> float:
         return 0.0
     t = float(T_Lin(cm, tau)) + tau / cm.mu_nLin + cm.fixed_s
     if batch.decode_i.size:
-        t += cm.N * float(T_D_SA(cm, batch.decode_i).sum())
+        law = T_D_SA_mixed if batch.prefill_i.size else T_D_SA
+        t += cm.N * float(law(cm, batch.decode_i).sum())
     if batch.prefill_i.size:
         t += float(T_P_SA(cm, batch.prefill_i, batch.prefill_c).sum())
     if cm.lm_out_s:
@@ -619,15 +648,21 @@ def linear_table(cm: CostModel, tau_max: int) -> np.ndarray:
     return out
 
 
-def decode_prefix(cm: CostModel, max_pos: int) -> np.ndarray:
+def decode_prefix(cm: CostModel, max_pos: int, law: str = "alone") -> np.ndarray:
     """Prefix sums ``S(k) = sum_{i<=k} T^{D,SA}(i)`` for k = 0..max_pos (Eq. 5), S(0) = 0.
 
     A run of decode batches over positions ``a+1 .. b`` of one request costs ``N (S(b) - S(a))``
-    of attention: O(1) per query after O(max_pos) set-up.
+    of attention: O(1) per query after O(max_pos) set-up. ``law`` picks the per-position time:
+    ``"alone"`` Eq. 5 (:func:`T_D_SA`), ``"mixed"`` a decode beside a prefill chunk
+    (:func:`T_D_SA_mixed`), ``"least"`` the smaller of the two (:func:`T_D_SA_least`); the three
+    are Eq. 5 when ``mixed_decode_eta`` is off.
     """
+    laws = {"alone": T_D_SA, "mixed": T_D_SA_mixed, "least": T_D_SA_least}
+    if law not in laws:
+        raise FieldError("law", law, "one of " + ", ".join(map(repr, laws)))
     out = np.zeros(max_pos + 1)
     if max_pos:
-        np.cumsum(T_D_SA(cm, np.arange(1, max_pos + 1)), out=out[1:])
+        np.cumsum(laws[law](cm, np.arange(1, max_pos + 1)), out=out[1:])
     return out
 
 

@@ -38,6 +38,7 @@ KIB = 1024
 ROOFLINE = "roofline, uncalibrated"
 CALIBRATED_FILE = "calibrated_gpus.toml"
 MEASURED_FILE = "measured_gpus.toml"
+MEASURED_SUFFIX = "; linear GeMMs: measured profile "  # closes GPU.calibration under the law
 # The cost terms (theory.terms) that real mode may switch on for a preset without a calibration:
 # those that need no fitted number. A per-GeMM overhead is a fit, and there is no data to fit.
 UNFITTED_TERMS = ("memory_floor", "waves", "attention_waves")
@@ -387,15 +388,22 @@ def _measured_data() -> dict:
 
 
 def measured_keys() -> list[str]:
-    """The presets whose linear GeMMs a measured profile prices (``theory/data/measured_gpus.toml``;
-    resolved by :func:`get_gpu`, not listed by :func:`gpu_names`)."""
-    return list(_measured_data().get("gpus", {}))
+    """The presets a variant of ``theory/data/measured_gpus.toml`` defines: those whose linear GeMMs
+    a measured profile prices (``[gpus.*]``) and those that are real mode's calibrated tile model
+    alone (``[tile_model.*]``); resolved by :func:`get_gpu`, not listed by :func:`gpu_names`."""
+    data = _measured_data()
+    return [*data.get("gpus", {}), *data.get("tile_model", {})]
+
+
+def _variant(key: str) -> dict | None:
+    data = _measured_data()
+    return data.get("gpus", {}).get(key, data.get("tile_model", {}).get(key))
 
 
 def measured_base(key: str) -> str | None:
-    """The preset a measured-profile preset ``key`` is built on (the same card: its price, its
-    tiles), or None when ``key`` is not one (``theory/data/measured_gpus.toml``)."""
-    variant = _measured_data().get("gpus", {}).get(key)
+    """The preset a variant ``key`` of ``measured_gpus.toml`` is built on (the same card: its price,
+    its tiles), or None when ``key`` is not one."""
+    variant = _variant(key)
     return None if variant is None else str(variant["base"])
 
 
@@ -407,16 +415,23 @@ def _measured_fields(variant: dict, base: str) -> dict:
 
 
 def _measured_gpu(key: str, calibrated: bool) -> GPU:
-    """The measured-profile preset ``key`` on its base preset as the mode asks (:func:`load_gpus`)."""
-    variant = _measured_data()["gpus"][key]
+    """The variant ``key`` of ``measured_gpus.toml`` on its base preset as the mode asks
+    (:func:`load_gpus`): a ``[gpus.*]`` variant with its measured profile, a ``[tile_model.*]`` one
+    with the base's tile model alone (real mode's measured law, where it is the default, taken off)."""
+    variant = _variant(key)
     base = str(variant["base"])
     data, tables = _merged_tables(None)
     table = tables[base]
     if calibrated:
         table = _calibrated_table(base, table, None, data)
+    if key in _measured_data().get("tile_model", {}):
+        table = {k: v for k, v in table.items() if k not in ("gemm_profile", "gemm_profile_gpu")}
+        if "calibration" in table:
+            table["calibration"] = table["calibration"].split(MEASURED_SUFFIX)[0]
+        return _build_gpu(key, table, data)
     table = {**table, **_measured_fields(variant, base)}
-    if calibrated and "linear GeMMs:" not in table.get("calibration", "linear GeMMs:"):
-        table["calibration"] += f"; linear GeMMs: measured profile {table['gemm_profile']}"
+    if calibrated and MEASURED_SUFFIX not in table.get("calibration", MEASURED_SUFFIX):
+        table["calibration"] += f"{MEASURED_SUFFIX}{table['gemm_profile']}"
     return _build_gpu(key, table, data)
 
 
@@ -439,7 +454,7 @@ def _calibrated_table(key: str, table: dict, user: dict | None, data: dict) -> d
         for variant in measured.get("gpus", {}).values():
             if variant.get("base") == key:
                 out.update(_measured_fields(variant, key))
-                out["calibration"] += f"; linear GeMMs: measured profile {out['gemm_profile']}"
+                out["calibration"] += f"{MEASURED_SUFFIX}{out['gemm_profile']}"
     return out
 
 

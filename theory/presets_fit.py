@@ -24,8 +24,12 @@ with GeMM rows in a packaged GeMM profile of :data:`GEMM_PROFILES` (``vidur_gemm
   6000), the fixed time per attention call ``attention_call_s`` is fitted on the fitted preset
   by :func:`theory.validate_attention.call_fit` (training batch shapes of a prefill chunk alone and
   of decodes alone, at TP 1, every model of the GPU together) and written only if it lowers the
-  median and p90 error of the held-out batches of every kind; the other GPUs have no attention
-  measurement and leave it off.
+  median and p90 error of the held-out batches of every kind; then the factor ``mixed_decode_eta``
+  of a decode beside a prefill chunk (:mod:`theory.terms`) is fitted with it on the training batch
+  shapes of the mixed batches (:func:`theory.validate_attention.mixed_fit`, TP 1, every model of
+  the GPU together) and written only if it lowers the median and p90 error of the held-out mixed
+  batches (the only ones it prices); the other GPUs have no attention measurement and leave both
+  off.
 
 The file holds ``[gpus.<key>]`` (the fitted fields, laid over the roofline preset of
 ``gpus.toml`` in ``real`` mode by :func:`theory.hardware.load_gpus`) and ``[provenance.<key>]``
@@ -44,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -55,7 +60,17 @@ from theory.io import atomic_write_text
 from theory.profiles import load_profile
 from theory.terms import fit_allreduce_law
 from theory.validate import abs_rel_error, fit_gpu, gemm_rows, predict_rows, token_split
-from theory.validate_attention import FIT_KINDS, KINDS, OPERATION, call_fit, fit_attention_call, kind_of
+from theory.validate_attention import (
+    FIT_KINDS,
+    KINDS,
+    OPERATION,
+    call_fit,
+    fit_attention_call,
+    fit_mixed_eta,
+    kind_of,
+    mixed_parts,
+    predict_attention,
+)
 
 GEMM_PROFILES = {  # packaged profile with GeMM rows -> its source, for the provenance
     "vidur_gemm": "microsoft/vidur @ 7d47513363ec447a741ac5e47241580b47724fbf",
@@ -144,6 +159,11 @@ def fit_preset(gpu: str, rows: np.ndarray, *, profile: str = "vidur_gemm", every
     if att is not None:
         fields |= att[0]
         prov |= att[1]
+        eta = fit_mixed_eta_preset(_as_shipped(gpu, fields),
+                                   rows[(rows["gpu"] == gpu) & (rows["operation"] == OPERATION)])
+        if eta is not None:
+            fields |= eta[0]
+            prov |= eta[1]
     ar = fit_allreduce(gpu)
     if ar is not None:
         fields |= ar[0]
@@ -206,6 +226,46 @@ def fit_attention_call_s(gpu, rows: np.ndarray) -> tuple[dict, dict] | None:
                                  "held-out median and p90 of every kind"),
             "attention_held_out_error": stats}
     return ({"attention_call_s": c} if better else {}), prov
+
+
+def fit_mixed_eta_preset(gpu, rows: np.ndarray) -> tuple[dict, dict] | None:
+    """``mixed_decode_eta`` of the fitted ``gpu`` (with its ``attention_call_s``) and its
+    provenance, or ``None`` without TP 1 mixed attention rows.
+
+    One factor for the GPU, fitted on the training batch shapes of kind ``mixed`` of every model at
+    TP 1 together (:func:`theory.validate_attention.fit_mixed_eta` on the pooled batches, split by
+    :func:`theory.validate_attention.attention_split` per model as ``llmq validate`` splits them).
+    The field is ``{}`` when it does not lower both the median and the p90 held-out error of the
+    mixed batches, all models pooled."""
+    rows = rows[rows["tp"] == 1]
+    parts = []
+    for m in sorted(set(rows["model"].tolist())):
+        sel = rows[rows["model"] == m]
+        cm = replace(_cost_model(gpu, m), mixed_decode_eta=0.0)
+        held, _, _, _ = call_fit(cm, sel)
+        base, decode_q = mixed_parts(cm, sel)
+        before = predict_attention(cm, sel["tokens"], sel["decodes"], sel["context"], sel["prefill_context"])
+        parts.append((sel, held, base, decode_q, before))
+    if not parts:
+        return None
+    sel, held, base, decode_q, before = (np.concatenate([p[k] for p in parts]) for k in range(5))
+    mixed = kind_of(sel["tokens"], sel["decodes"]) == "mixed"
+    train, test = mixed & ~held, mixed & held
+    if not train.any() or not test.any():
+        return None
+    eta = fit_mixed_eta(base[train], decode_q[train], sel["seconds"][train])
+    stats = {"before": _stats(abs_rel_error(sel["seconds"][test], before[test])),
+             "after": _stats(abs_rel_error(sel["seconds"][test], (base + eta * decode_q)[test]))}
+    better = (stats["after"]["median"] < stats["before"]["median"]
+              and stats["after"]["p90"] < stats["before"]["p90"])
+    prov = {"mixed_decode_eta": (f"{'on' if better else 'off'}: fitted {eta:.4g} (Eq. 5 at the query heads' "
+                                 "width) on the training batch shapes of kind mixed of "
+                                 f"{OPERATION} rows at TP 1 ({', '.join(sorted(set(sel['model'].tolist())))};"
+                                 " every 4th shape held out, theory.validate_attention) with the "
+                                 "attention_call_s above; written only if it lowers the held-out median "
+                                 "and p90 of the mixed batches"),
+            "mixed_held_out_error": stats}
+    return ({"mixed_decode_eta": eta} if better else {}), prov
 
 
 def _cost_model(gpu, model: str):

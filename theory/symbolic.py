@@ -11,8 +11,8 @@ with sympy, choosing tiles by ``Min`` over the set as the numeric code does.
 
 Terms beyond Eq. 2 (:mod:`theory.terms`): the twin covers the staircase ``linear_law`` (its
 ``c + a ceiling(tau/b0)`` replaces ``T_Lin + tau/mu_nLin``), ``attention = false`` and
-``overhead_s``. The memory floor, waves, ``lm_head``, tensor parallelism and a measured
-``gemm_profile`` are numeric only:
+``overhead_s``. The memory floor, waves, ``lm_head``, tensor parallelism, a measured
+``gemm_profile`` and the mixed-batch decode law ``mixed_decode_eta`` are numeric only:
 :meth:`SymbolicCostModel.from_cost_model` refuses a cost model that has them, and
 ``tests/test_cost_terms.py`` checks them against recomputations by hand instead.
 
@@ -133,7 +133,8 @@ class SymbolicCostModel:
             ("attention_waves", cm.attention_waves),
             ("l2_bandwidth_gbs", cm.gpu.terms.l2_bandwidth is not None),
             ("tp", cm.gpu.terms.tp > 1), ("lm_head", cm.model.terms.lm_head),
-            ("gemm_profile", cm.gpu.terms.gemm_profile is not None)) if on]
+            ("gemm_profile", cm.gpu.terms.gemm_profile is not None),
+            ("mixed_decode_eta", cm.mixed_decode_eta > 0)) if on]
         if numeric_only:
             raise FieldError("cost model", cm.describe(),
                              f"no numeric-only term for the symbolic twin (has {', '.join(numeric_only)})")

@@ -22,6 +22,7 @@ Where each switch lives
     overhead_s = 0.0             # fixed time per batch (already existed; Eq. 7 + c)
     gemm_overhead_s = 4.2e-6     # fixed time per linear GeMM (the calibrated A100's c_0)
     attention_call_s = 1.4e-5    # fixed time per layer per batch with attention work
+    mixed_decode_eta = 0.76      # a decode beside a prefill chunk: Eq. 5 at eta x query width
     gemm_profile = "vidur_gemm"  # measured GeMM times where the shape was profiled (real mode)
     tp = 4                       # tensor-parallel degree of the replica (needs mode = "real")
     allreduce_latency_s = 4.6e-5 # all-reduce law: latency + 2 (tp-1)/tp bytes / bandwidth
@@ -114,6 +115,37 @@ The terms and what they change
     the RTX PRO 6000 (:mod:`theory.presets_fit`, :func:`theory.validate_attention.call_fit`) on
     the training batches of a prefill chunk alone and of decodes alone; no other GPU has
     attention measurements, so it is off there.
+``mixed_decode_eta`` (GPU, float >= 0; 0 or absent: off)
+    The decode attention of a batch that also holds a prefill chunk. vLLM runs a batch's
+    attention as one FlashAttention varlen call over all its query tokens (vllm-project/vllm @
+    0084b783bcda6d7ee15c337b1062cbee9985c954, ``vllm/v1/attention/backends/flash_attn.py``,
+    ``FlashAttentionImpl.forward``: ``flash_attn_varlen_func`` with ``max_seqlen_q =
+    max_query_len``). FlashAttention shares a KV head's reads among its query heads for a
+    decode only when every sequence of the call has one query token: ``mha_varlen_fwd``'s
+    ``seqlenq_ngroups_swapped = max_seqlen_q == 1 && num_heads > num_heads_k && ...`` packs the
+    query heads of a group into one block per KV head and enables the split-KV (Flash-Decoding)
+    path (Dao-AILab/flash-attention @ 00979f57acf503b0b080ff08ada0007080074649,
+    ``csrc/flash_attn/flash_api.cpp``; vLLM's ``use_cascade_attention`` states the same
+    condition, ``num_queries_per_kv > 1 and np.all(query_lens == 1)``). Beside a prefill chunk
+    ``max_seqlen_q > 1``, so each decode runs as a one-token "prefill": one block per *query*
+    head, each loading its KV head's cache. The term prices each such decode by Eq. 5 at the
+    query heads' width ``d_q = n_heads head_dim / tp`` (the width Eq. 6 uses) times a fitted
+    ``eta``::
+
+        T^{D,SA}_mix(i) = eta T^{D,SA}(i; d = d_q)      (a batch with a prefill chunk)
+        T^{D,SA}(i; d = d_kv)                           (decodes alone: Eq. 5 as served)
+
+    ``eta`` absorbs how much of the repeated reads the cache hierarchy absorbs and the missing
+    split over the SMs. A batch of decodes alone, and a prefill chunk alone, keep Eq. 5-6. Fitted
+    by :func:`theory.validate_attention.fit_mixed_eta` on the training batch shapes of the mixed
+    batches (LLMServingSim's RTX 4090 and RTX PRO 6000 profiles, every 4th shape held out) and
+    shipped where it lowers the held-out error (:mod:`theory.presets_fit`): 0.760 on the RTX 4090
+    (held-out mixed batches 47% / 73% -> 24% / 61%, median / p90) and 0.545 on the RTX PRO 6000
+    (50% / 72% -> 27% / 55%); one ``eta`` fits Llama-3.1-8B's 4 and Qwen3-32B's 8 query heads per
+    KV head (0.58 and 0.51 each), where a factor on Eq. 5 as served would need 2.3 and 4.1. In paper mode
+    ``d_q = d_kv = d`` (one head of width ``d``), so the term is ``eta`` times Eq. 5. The
+    simulator prices it through a second decode prefix table used by the batches that hold a
+    chunk (:func:`theory.cost.decode_prefix` with ``mixed=True``).
 ``linear_law`` (GPU, table)
     ``kind = "staircase"``: the token-count part of Eq. 7, ``T_Lin(tau) + tau / mu_nLin`` (Eq. 4
     and the non-linear term of Section 3.2.3), is replaced by ``c + a ceil(tau / b0)`` for
@@ -152,9 +184,11 @@ The terms and what they change
     ``mode = "real"`` (the profiles time the served layer's GeMMs). A user CSV is named by its
     path: the cached results of ``stability.runner`` key a GPU file by its content, which holds
     the path and not the CSV's bytes, so give an edited CSV a new name (the packaged profiles are
-    part of the source digest). The presets ``a100-measured``,
-    ``h100-measured``, ``a40-measured`` (``theory/data/measured_gpus.toml``) switch it on over
-    the calibrated presets; ``real_mode_default = true`` there makes it real mode's default.
+    part of the source digest). ``real_mode_default = true`` in ``theory/data/measured_gpus.toml``
+    makes it real mode's default for the presets with public profiles (A100, H100, A40: vidur's;
+    RTX 4090, RTX PRO 6000: LLMServingSim's), where it meets the held-out accuracy targets the
+    tile model misses (``llmq validate``); ``<gpu>-measured`` names the law explicitly and
+    ``<gpu>-tile`` (same file) is the calibrated tile model alone.
 ``attention`` (model, bool, default true)
     ``false`` prices decode (Eq. 5) and prefill (Eq. 6) self-attention at 0, as cost laws that
     depend on the token count alone assume (e.g. the law above).
@@ -213,6 +247,14 @@ batches also pays the per-batch times. Per term:
   amortized, so ``T_bar^R`` (and ``lambda*``) is unchanged and stays a lower bound of the mean
   work; each of ``T^max``'s ``l`` one-token batches pays it, so ``T^max`` gains ``l N c_A``
   (:func:`theory.bounds.T_max` adds :attr:`theory.cost.CostModel.fixed_s` per batch).
+* ``mixed_decode_eta``: ``T_bar^R`` is a least work per request, and a scheduler may keep every
+  decode out of the batches with a chunk, or put it in one, so its decode term takes the smaller of
+  the two laws per position, ``N sum_i min(T^{D,SA}(i), T^{D,SA}_mix(i))``
+  (:func:`theory.cost.T_D_SA_least`; with ``eta d_q >= d_kv``, as for every shipped value on a GQA
+  model, that is Eq. 5 and ``T_bar^R`` and ``lambda*`` are unchanged; below it, Eq. 5 alone would
+  over-state the least work and ``lambda*`` would no longer bound). The certified capacity
+  (:mod:`theory.capacity`) and the simulator's optimal work take the same minimum. ``T^max`` (Eq.
+  13) is the time of one request alone, whose batches never mix a chunk with a decode: unchanged.
 * ``linear_law``: linear term ``E[L^P + L^D] a / b0``, non-linear term 0 (the law includes it);
   ``T^max = l (c + a + overhead_s) + N S(l)``.
 * ``gemm_profile``: ``l* = min(l*_tile, min_{1 <= tau <= tau_max} L(tau) / tau)`` with
@@ -262,8 +304,9 @@ from theory.errors import FieldError
 from theory.measured import MeasuredLinear
 
 GPU_TERM_FIELDS = frozenset({"memory_floor", "waves", "attention_waves", "l2_bandwidth_gbs",
-                             "gemm_overhead_s", "attention_call_s", "tp", "allreduce_latency_s",
-                             "allreduce_bandwidth_gbs", "linear_law", "gemm_profile", "gemm_profile_gpu"})
+                             "gemm_overhead_s", "attention_call_s", "mixed_decode_eta", "tp",
+                             "allreduce_latency_s", "allreduce_bandwidth_gbs", "linear_law", "gemm_profile",
+                             "gemm_profile_gpu"})
 MODEL_TERM_FIELDS = frozenset({"attention", "lm_head"})
 LAW_KINDS = ("staircase",)
 LM_HEAD = "W_out"  # name of the vocab projection in Model.linear_gemms
@@ -324,6 +367,9 @@ class GpuTerms:
         Fixed seconds per linear GeMM.
     attention_call_s : float
         Fixed seconds per layer of a batch with attention work (one attention kernel call).
+    mixed_decode_eta : float
+        Factor of Eq. 5 at the query heads' width for a decode in a batch with a prefill chunk
+        (0: off, every decode is Eq. 5).
     tp : int
         Tensor-parallel degree of the replica.
     allreduce_latency_s : float
@@ -347,6 +393,7 @@ class GpuTerms:
     l2_bandwidth: float | None = None
     gemm_overhead_s: float = 0.0
     attention_call_s: float = 0.0
+    mixed_decode_eta: float = 0.0
     tp: int = 1
     allreduce_latency_s: float = 0.0
     allreduce_bandwidth: float | None = None
@@ -365,7 +412,8 @@ class GpuTerms:
     @property
     def plain(self) -> bool:
         """Whether every GPU-side term is off (Eq. 2-6 as printed)."""
-        return self.linear_plain and not self.attention_waves and not self.attention_call_s
+        return (self.linear_plain and not self.attention_waves and not self.attention_call_s
+                and not self.mixed_decode_eta)
 
 
 @dataclass(frozen=True)
@@ -452,7 +500,8 @@ def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTe
                      waves=read_bool(table, "waves", where, False),
                      attention_waves=read_bool(table, "attention_waves", where, False), l2_bandwidth=l2,
                      gemm_overhead_s=_nonneg(table, "gemm_overhead_s", where, 0.0),
-                     attention_call_s=_nonneg(table, "attention_call_s", where, 0.0), tp=tp,
+                     attention_call_s=_nonneg(table, "attention_call_s", where, 0.0),
+                     mixed_decode_eta=_nonneg(table, "mixed_decode_eta", where, 0.0), tp=tp,
                      allreduce_latency_s=_nonneg(table, "allreduce_latency_s", where, 0.0),
                      allreduce_bandwidth=bw, linear_law=law, bytes_per_element=int(bytes_per_element),
                      gemm_profile=profile, gemm_profile_gpu=profile_gpu)

@@ -10,9 +10,11 @@ its **median** and **90th percentile** (:class:`ErrorStats`). Seven predictions 
     the served layer's GeMM shapes (``real`` mode, :func:`theory.profiles.gemm_shape`), Eq. 2 on
     each GeMM's fastest tile.
 ``shipped``
-    The GPU preset as ``real`` mode uses it: for A100, H100, A40 and RTX 4090 the shipped calibration
-    (:mod:`theory.presets_fit`, fitted on the full profile's training token counts, so not a
-    held-out figure on those rows), for the other GPUs the roofline.
+    The GPU preset as ``real`` mode uses it: for the GPUs with public data (A100, H100, A40, RTX 4090,
+    RTX PRO 6000) the measured-profile law of the whole profile (:mod:`theory.measured`) where it
+    covers a GeMM and the shipped tile-model calibration elsewhere (:mod:`theory.presets_fit`,
+    fitted on the full profile's training token counts): an in-sample figure on those rows, not a
+    held-out one; for the other GPUs the roofline.
 ``tokens``
     The roofline preset calibrated (:func:`theory.calibrate.fit_gemm`: per-tile rates, a fixed
     time ``c_0`` per GeMM and, with ``Settings.floor``, ``Settings.waves`` and ``Settings.l2``
@@ -46,15 +48,18 @@ predictor. Whole-batch rows (``prefill_batch``, ``decode_batch``) by Eq. 7
 (:func:`theory.cost.T_batch`) when the cost model can run their tensor-parallel degree
 (:func:`batch_cost_model`: TP 1 as named, TP > 1 through :mod:`theory.terms` when the GPU profile
 states an all-reduce law; the shipped batch rows are TP 2-8, so without one they are listed as not
-predicted with the reason); their ``tokens`` scheme adds a fixed time per batch fitted per
-GPU x TP on the other batch shapes (:func:`fit_batch_overhead`, :func:`batch_split`,
-:attr:`Report.batch_overheads`). All-reduce rows where the GPU profile states an all-reduce law
-(:func:`allreduce_law`; the calibrated A100 and H100 presets state one). Measured self-attention
-batches (``attention`` rows) by Eq. 5-6 per layer, scored per batch kind in
+predicted with the reason); their ``tokens`` scheme is the serving stack's law on top of Eq. 7,
+a fixed time per batch and multipliers on Eq. 7's all-reduce and remaining time
+(:class:`StackLaw`), fitted per GPU x TP on the other batch shapes (:func:`fit_stack_law`,
+:func:`batch_split`, :attr:`Report.batch_stack`). All-reduce rows where the GPU profile states an
+all-reduce law (:func:`allreduce_law`; the calibrated A100 and H100 presets state one). Measured
+self-attention batches (``attention`` rows) by Eq. 5-6 per layer, scored per batch kind in
 :attr:`Report.attention` (:mod:`theory.validate_attention`). Element-wise kernels (``vidur_kernels``
 and LLMServingSim's) are listed as not predicted: the cost model prices them only as one
-aggregate ``tau / mu_nLin`` per batch (Section 3.2.3). Nothing is dropped silently: every row is
-either scored or counted in
+aggregate ``tau / mu_nLin`` per batch (Section 3.2.3). A row faster than the roofline lower
+bound of its shape (:mod:`theory.plausibility`) is no measurement of that shape: it is left out of
+every score and counted as not predicted (:data:`theory.plausibility.REASON`,
+:attr:`Report.screened`). Nothing is dropped silently: every row is either scored or counted in
 :attr:`Report.not_predicted` with its reason.
 
 Where the cost terms (:mod:`theory.terms`) enter: :func:`predict_gemm` (per GeMM:
@@ -85,6 +90,8 @@ from theory.errors import FieldError, TileDivisibilityError
 from theory.hardware import GPU, get_gpu, gpu_names
 from theory.measured import interpolate_by_shape, pooled_tables
 from theory.models import Model, get_model
+from theory.plausibility import REASON as SCREEN_REASON
+from theory.plausibility import implausible
 from theory.profiles import (
     GEMM_OPERATIONS,
     KERNEL_OPERATIONS,
@@ -104,10 +111,11 @@ from theory.validate_attention import OPERATION as ATTENTION
 SCHEMES = ("roofline", "shipped", "tokens", "models", "paper", "measured_law", "measured_law_models")
 SCHEME_MEANING = {
     "roofline": "GPU preset's roofline per tile, no calibration, served layer shapes (real mode)",
-    "shipped": "GPU preset as real mode ships it (calibrated where public data exist, else the "
-               "roofline with the unfitted terms of gpus.toml [real_mode]), served layer shapes",
-    "tokens": "preset calibrated on the other token counts, scored on held-out token counts",
-    "models": "preset calibrated on the other models of the GPU, scored on the held-out model",
+    "shipped": "GPU preset as real mode ships it (where public data exist the measured law of the "
+               "whole profile, in sample, and the calibrated tile model elsewhere; else the roofline "
+               "with the unfitted terms of gpus.toml [real_mode]), served layer shapes",
+    "tokens": "tile model: preset calibrated on the other token counts, scored on held-out token counts",
+    "models": "tile model: preset calibrated on the other models of the GPU, scored on the held-out model",
     "paper": "GPU preset as shipped, the paper's single-head 2-matrix-FFN layer (paper mode)",
     "measured_law": "measured-profile law (interpolation of the training token counts; no transfer "
                     "to unprofiled shapes), scored on held-out token counts; 'tokens' where not covered",
@@ -120,6 +128,10 @@ TARGETS = {  # acceptance targets on the pooled absolute relative errors of one 
     "tokens_median": 0.05,
     "tokens_p90": 0.12,
     "models_median": 0.10,
+}
+LAWS = {  # the schemes that score a law on held-out token counts and on held-out models
+    "measured profile": {"tokens": "measured_law", "models": "measured_law_models"},
+    "tile model": {"tokens": "tokens", "models": "models"},
 }
 STAIRCASE_AT = (64, 128, 256, 384, 768)
 STEP_TOLERANCE = 0.10  # step heights: |predicted - measured| <= 10 percentage points
@@ -135,6 +147,8 @@ NOT_PAPER_DIVISIBLE = ("the model's dimensions are not divisible by the GPU's ti
 QUICK_MODELS = ("llama-2-7b", "internlm-20b")
 QUICK_TPS = (1, 2)
 BATCH_OPERATIONS = ("prefill_batch", "decode_batch")
+SCREENED_FIELDS = ("gpu", "model", "tp", "operation", "tokens", "decodes", "context", "prefill_context",
+                   "generated", "bytes")  # the shape of a screened row, as the profile states it
 STEP_SCHEMES = ("shipped", "calibrated", "models")  # "calibrated": the token-split fit, all points
 
 
@@ -414,7 +428,9 @@ def predict_paper(rows: GemmRows, cm_of: Callable[[str], CostModel],
 @dataclass(frozen=True)
 class Settings:
     """What a validation run did: held-out stride, training cap, seed, the terms the calibrations
-    fit (``floor``: memory floor, ``waves``, ``l2``: L2 traffic), subset, user files."""
+    fit (``floor``: memory floor, ``waves``, ``l2``: L2 traffic), subset, user files, and whether
+    rows faster than the roofline bound of their shape are screened out (``screen``; off only for
+    synthetic profiles timed by a model that itself beats the bound, :mod:`theory.plausibility`)."""
 
     every: int = 4
     max_train: int = 8000
@@ -427,6 +443,7 @@ class Settings:
     models: tuple[str, ...] = ()
     gpu_file: str | None = None
     model_file: str | None = None
+    screen: bool = True
 
 
 @dataclass(eq=False)
@@ -443,7 +460,8 @@ class Report:
         Pooled statistics per GPU x TP.
     bands : list of dict
         Pooled statistics per GPU x token band (:data:`TOKEN_BANDS`): where the error lives;
-        ``shipped_below`` is the fraction of the band's rows the shipped preset under-predicts.
+        ``tile_below`` is the fraction of the band's rows the calibrated tile model (the
+        token-split fit at every row) under-predicts.
     not_predicted : list of dict
         Rows not scored, counted per profile x GPU x model x TP x operation, with the reason.
     staircase : list of dict
@@ -453,10 +471,13 @@ class Report:
         "calibrated"}`` for plots ("calibrated": the token-split fit on every point).
     fits : dict
         ``"<gpu> tokens"`` / ``"<gpu> without <model>"`` -> fitted parameters and training size.
-    batch_overheads : list of dict
-        Per GPU x TP of the whole-batch rows: the fixed time per batch fitted on the training
-        shapes (:func:`fit_batch_overhead`, :func:`batch_split`) and the held-out median / p90
-        error of the shipped preset before and after adding it.
+    batch_stack : list of dict
+        Per GPU x TP x operation of the whole-batch rows: the :class:`StackLaw` fitted per GPU x TP
+        on the training shapes (:func:`fit_stack_law`, :func:`batch_split`) and the held-out median
+        / p90 error of the shipped preset before (Eq. 7) and after (the stack law).
+    screened : list of dict
+        Rows left out of every score because they are faster than the roofline lower bound of
+        their shape (:func:`theory.plausibility.implausible`), one entry per row with the bound.
     measured_coverage : list of dict
         Per GPU and measured scheme: rows scored, rows the tables interpolated, rows that fell back
         to the tile model (:func:`measured_predictions`).
@@ -475,7 +496,8 @@ class Report:
     staircase: list = field(default_factory=list)
     series: dict = field(default_factory=dict)
     fits: dict = field(default_factory=dict)
-    batch_overheads: list = field(default_factory=list)
+    batch_stack: list = field(default_factory=list)
+    screened: list = field(default_factory=list)
     measured_coverage: list = field(default_factory=list)
     attention: list = field(default_factory=list)
 
@@ -527,10 +549,23 @@ def _not_predicted(report: Report, profile: str, rows: np.ndarray, reason: str) 
                                      "n": n, "reason": reason})
 
 
+def _screen(report: Report, profile: str, rows: np.ndarray) -> np.ndarray:
+    """``rows`` less those faster than the roofline lower bound of their shape, which are counted
+    as not predicted and listed in :attr:`Report.screened` (:func:`theory.plausibility.implausible`)."""
+    s = report.settings
+    bad, bound = implausible(rows, s.gpu_file, s.model_file)
+    if bad.any():
+        _not_predicted(report, profile, rows[bad], SCREEN_REASON)
+        for r, b in zip(rows[bad], bound[bad], strict=True):
+            report.screened.append({"profile": profile, **{k: r[k].item() for k in SCREENED_FIELDS},
+                                    "seconds": float(r["seconds"]), "bound_s": float(b)})
+    return rows[~bad]
+
+
 def _validate_gemm(report: Report, profile: str, data: GemmRows,
                    s: Settings) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Errors of every scheme for the GeMM rows ``data``, and where the shipped preset predicts
-    less than measured; fills groups, series and fits."""
+    """Errors of every scheme for the GeMM rows ``data``, and where the calibrated tile model (the
+    token-split fit at every row) predicts less than measured; fills groups, series and fits."""
     pred = {k: np.full(len(data), np.nan) for k in SCHEMES}
     calibrated = np.full(len(data), np.nan)  # the token-split fit on every row, for plots and steps
     for g in sorted(set(data.gpu.tolist())):
@@ -559,7 +594,7 @@ def _validate_gemm(report: Report, profile: str, data: GemmRows,
             pred["models"][idx[mask]] = predict_rows(rows.take(mask), _fitted(fit, s))
         _measured_schemes(report, g, rows, idx, held, pred)
     errors = {k: abs_rel_error(data.seconds, v) for k, v in pred.items()}
-    below = pred["shipped"] < data.seconds
+    below = calibrated < data.seconds
     keys = sorted(set(zip(data.gpu.tolist(), data.model.tolist(), data.tp.tolist(), data.operation.tolist(),
                           strict=True)))
     for g, m, tp, op in keys:
@@ -632,20 +667,55 @@ def _fit_summary(fit: GpuFit) -> dict:
             "mu": {str(t): float(m) for t, m in zip(fit.gpu.tiles, fit.gpu.mu, strict=True)}}
 
 
-def fit_batch_overhead(measured, predicted) -> float:
-    """The fixed time per batch ``c >= 0`` (``overhead_s``: Eq. 7 + c) that minimises the squared
-    relative error ``sum_i ((p_i + c) / m_i - 1)^2`` of predictions ``p_i`` against measured times
-    ``m_i``: ``c = max(0, sum (m_i - p_i) / m_i^2 / sum 1 / m_i^2)`` (the normal equation).
+@dataclass(frozen=True)
+class StackLaw:
+    """A serving stack's time for a whole batch on top of Eq. 7, fitted per GPU x TP.
+
+    ``T = overhead_s + a_compute C + a_allreduce R`` where ``R`` is the time Eq. 7 gives the
+    batch's all-reduces (:func:`theory.terms.allreduce_time`, the law fitted on vidur's NCCL
+    profile) and ``C`` the rest of Eq. 7 (GeMMs, attention, element-wise work). ``overhead_s >= 0``
+    is a fixed time per batch (launches, scheduling, sampling), ``a_compute >= 1`` the stack's
+    efficiency on the modelled kernels and ``a_allreduce >= 1`` how much slower its collectives run
+    than NCCL's own benchmark (an all-reduce the stack does not overlap, a slower algorithm).
+    ``StackLaw(0, 1, 1)`` is Eq. 7.
+
+    References
+    ----------
+    Eq. 7; :mod:`theory.terms` (the all-reduce law, nccl-tests ``doc/PERFORMANCE.md``).
+    """
+
+    overhead_s: float
+    a_compute: float
+    a_allreduce: float
+
+    def time(self, compute, allreduce) -> np.ndarray:
+        """Seconds of batches whose Eq. 7 parts are ``compute`` and ``allreduce``."""
+        return (self.overhead_s + self.a_compute * np.asarray(compute, dtype=float)
+                + self.a_allreduce * np.asarray(allreduce, dtype=float))
+
+
+def fit_stack_law(measured, compute, allreduce) -> StackLaw:
+    """The :class:`StackLaw` minimising the squared relative error ``sum_i (T_i / m_i - 1)^2``
+    over batches with measured times ``m_i`` and Eq. 7 parts ``compute``, ``allreduce``, subject to
+    ``overhead_s >= 0``, ``a_compute >= 1``, ``a_allreduce >= 1`` (bounded linear least squares,
+    :func:`scipy.optimize.lsq_linear`). Without all-reduce time (TP 1) ``a_allreduce`` is 1.
 
     References
     ----------
     Eq. 7 with the profile's fixed time per batch (:mod:`theory.terms`, ``overhead_s``).
     """
-    m, p = np.asarray(measured, dtype=float), np.asarray(predicted, dtype=float)
-    if not m.size or m.shape != p.shape:
-        raise FieldError("measured", m.size, "one or more (measured, predicted) pairs of equal length")
-    w = 1.0 / m ** 2
-    return max(0.0, float(np.sum((m - p) * w) / np.sum(w)))
+    from scipy.optimize import lsq_linear
+
+    m, c, r = (np.asarray(x, dtype=float) for x in (measured, compute, allreduce))
+    if not m.size or not m.shape == c.shape == r.shape:
+        raise FieldError("measured", m.size, "one or more (measured, compute, allreduce) triples of "
+                                             "equal length")
+    has_r = bool(np.any(r > 0))
+    cols = [np.ones(m.size), c] + ([r] if has_r else [])
+    lower = [0.0, 1.0] + ([1.0] if has_r else [])
+    x = lsq_linear(np.column_stack(cols) / m[:, None], np.ones(m.size),
+                   bounds=(lower, np.inf), method="bvls").x
+    return StackLaw(float(x[0]), float(x[1]), float(x[2]) if has_r else 1.0)
 
 
 def batch_split(rows: np.ndarray, every: int = 4) -> np.ndarray:
@@ -658,13 +728,32 @@ def batch_split(rows: np.ndarray, every: int = 4) -> np.ndarray:
     return token_split(np.unique(shapes, return_inverse=True)[1], every)
 
 
-BATCH_NOTE = ("whole batches: 'tokens' is the shipped preset plus a fixed time per batch fitted per "
-              "GPU x TP on the other batch shapes (every k-th shape held out: theory.validate.batch_split)")
+def batch_parts(cm: CostModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(compute, allreduce)``: Eq. 7 of each whole-batch row (:func:`batch_time`) split into the
+    time of its all-reduces and the rest, the all-reduce part being Eq. 7 less Eq. 7 with the
+    all-reduces free (zero latency, unbounded bandwidth; 0 at TP 1)."""
+    free = cm
+    if cm.gpu.terms.tp > 1:
+        terms = replace(cm.gpu.terms, allreduce_latency_s=0.0, allreduce_bandwidth=np.inf)
+        free = build_cost_model(replace(cm.gpu, terms=terms), cm.model, cm.mode)
+
+    def times(model):
+        return np.array([batch_time(model, str(r["operation"]), int(r["tokens"]), int(r["context"]),
+                                    int(r["generated"])) for r in rows])
+
+    total, compute = times(cm), times(free)
+    return compute, total - compute
+
+
+BATCH_NOTE = ("whole batches: 'tokens' is the shipped preset under the stack law T = c + a_compute C + "
+              "a_allreduce R (C: Eq. 7 without its all-reduces, R: their time), fitted per GPU x TP on "
+              "the other batch shapes (every k-th shape held out: theory.validate.batch_split, "
+              "theory.validate.fit_stack_law)")
 
 
 def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Settings) -> None:
     rows = rows[np.isin(rows["operation"], BATCH_OPERATIONS)]
-    pred = np.full(rows.size, np.nan)
+    compute, allreduce = np.full(rows.size, np.nan), np.full(rows.size, np.nan)
     keys = sorted(set(zip(rows["gpu"].tolist(), rows["model"].tolist(), rows["tp"].tolist(), strict=True)))
     for g, m, tp in keys:
         sel = (rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp)
@@ -672,9 +761,9 @@ def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Setting
         if cm is None:
             _not_predicted(report, profile, rows[sel], reason)
             continue
-        pred[sel] = [batch_time(cm, str(r["operation"]), int(r["tokens"]), int(r["context"]),
-                                int(r["generated"])) for r in rows[sel]]
-    with_overhead = np.full(rows.size, np.nan)
+        compute[sel], allreduce[sel] = batch_parts(cm, rows[sel])
+    pred = compute + allreduce
+    stacked = np.full(rows.size, np.nan)
     for g, tp in sorted(set(zip(rows["gpu"].tolist(), rows["tp"].tolist(), strict=True))):
         on = (rows["gpu"] == g) & (rows["tp"] == tp) & np.isfinite(pred)
         if not on.any():
@@ -682,17 +771,23 @@ def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Setting
         held = np.zeros(rows.size, dtype=bool)
         held[on] = batch_split(rows[on], s.every)
         train = on & ~held
-        c = fit_batch_overhead(rows["seconds"][train], pred[train])
-        with_overhead[held] = pred[held] + c
-        before = ErrorStats.of(abs_rel_error(rows["seconds"][held], pred[held]))
-        after = ErrorStats.of(abs_rel_error(rows["seconds"][held], with_overhead[held]))
-        report.batch_overheads.append({"gpu": g, "tp": tp, "overhead_s": c, "n_train": int(train.sum()),
-                                       "n_held_out": int(held.sum()), "before_median": before.median,
-                                       "before_p90": before.p90, "after_median": after.median,
-                                       "after_p90": after.p90})
+        law = fit_stack_law(rows["seconds"][train], compute[train], allreduce[train])
+        stacked[held] = law.time(compute[held], allreduce[held])
+        for op in BATCH_OPERATIONS:
+            part = held & (rows["operation"] == op)
+            if not part.any():
+                continue
+            before = ErrorStats.of(abs_rel_error(rows["seconds"][part], pred[part]))
+            after = ErrorStats.of(abs_rel_error(rows["seconds"][part], stacked[part]))
+            report.batch_stack.append({
+                "gpu": g, "tp": tp, "operation": op, "overhead_s": law.overhead_s,
+                "a_compute": law.a_compute, "a_allreduce": law.a_allreduce,
+                "n_train": int(train.sum()), "n_held_out": int(part.sum()),
+                "before_median": before.median, "before_p90": before.p90,
+                "after_median": after.median, "after_p90": after.p90})
     errors = {**{k: np.full(rows.size, np.nan) for k in SCHEMES},
               "shipped": abs_rel_error(rows["seconds"], pred),
-              "tokens": abs_rel_error(rows["seconds"], with_overhead)}
+              "tokens": abs_rel_error(rows["seconds"], stacked)}
     for g, m, tp in keys:
         for op in BATCH_OPERATIONS:
             part = (rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp) & (rows["operation"] == op)
@@ -722,9 +817,9 @@ def _validate_allreduce(report: Report, profile: str, rows: np.ndarray, s: Setti
                         "size (the law is fitted on the DGX node, >= 1 MiB: theory.presets_fit)"})
 
 
-def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows, shipped_below: np.ndarray) -> None:
+def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows, tile_below: np.ndarray) -> None:
     """Per-GPU verdicts, per GPU x TP and per GPU x token band statistics of the GeMM rows;
-    ``shipped_below`` marks the rows the shipped preset under-predicts."""
+    ``tile_below`` marks the rows the calibrated tile model under-predicts."""
     for g in report.settings.gpus or gpu_names():
         on = data.gpu == g
         if not on.any():
@@ -732,14 +827,11 @@ def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows, shipped
                                 **_stats_row(errors, on), "targets": {}, "targets_hold": None})
             continue
         row = {"gpu": g, "status": "measured (public GeMM profiles)", "n": int(on.sum()),
-               **_stats_row(errors, on)}
-        checks = {}
-        for name, limit in TARGETS.items():
-            value = row[name]
-            checks[name] = {"target": limit, "value": value,
-                            "holds": None if value is None else bool(value <= limit)}
-        row["targets"] = checks
-        verdicts = [c["holds"] for c in checks.values()]
+               **_stats_row(errors, on), "law": default_law(g, report.settings.gpu_file)}
+        row["targets"] = target_checks(row, row["law"])
+        row["other_law"] = next(law for law in LAWS if law != row["law"])
+        row["other_targets"] = target_checks(row, row["other_law"])
+        verdicts = [c["holds"] for c in row["targets"].values()]
         row["targets_hold"] = None if None in verdicts else all(verdicts)
         report.gpus.append(row)
         for tp in sorted(set(data.tp[on].tolist())):
@@ -749,9 +841,31 @@ def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows, shipped
             sel = on & (data.tokens >= lo) & (data.tokens <= (hi if hi is not None else np.inf))
             if sel.any():
                 band = f"{lo}-{hi}" if hi is not None else f">= {lo}"
-                below = float(np.mean(shipped_below[sel]))
+                below = float(np.mean(tile_below[sel]))
                 report.bands.append({"gpu": g, "tokens": band, "n": int(sel.sum()),
-                                     **_stats_row(errors, sel), "shipped_below": below})
+                                     **_stats_row(errors, sel), "tile_below": below})
+
+
+def default_law(gpu: str, gpu_file: str | None = None) -> str:
+    """The law real mode prices ``gpu``'s linear GeMMs with: ``"measured profile"`` where its
+    preset states a ``gemm_profile`` (``theory/data/measured_gpus.toml``, ``real_mode_default``),
+    else ``"tile model"`` (a key of :data:`LAWS`)."""
+    profiled = get_gpu(gpu, gpu_file, calibrated=True).terms.gemm_profile is not None
+    return "measured profile" if profiled else "tile model"
+
+
+def target_checks(row: dict, law: str) -> dict[str, dict]:
+    """The acceptance targets (:data:`TARGETS`) checked on the pooled statistics ``row`` of one GPU
+    under ``law`` (a key of :data:`LAWS`): per target its limit, value, scheme and whether it holds
+    (None when the scheme scored no row)."""
+    checks = {}
+    for name, limit in TARGETS.items():
+        split, stat = name.split("_")
+        scheme = LAWS[law][split]
+        value = row[f"{scheme}_{stat}"]
+        checks[name] = {"target": limit, "value": value, "scheme": scheme,
+                        "holds": None if value is None else bool(value <= limit)}
+    return checks
 
 
 def staircase(report: Report, data: GemmRows, gpu: str = "a100", model: str = "llama-2-7b", tp: int = 1,
@@ -814,10 +928,14 @@ def monotone_envelope(seconds) -> np.ndarray:
     return np.minimum.accumulate(y[::-1])[::-1]
 
 
-def staircase_verdict(steps: list[dict], scheme: str = "shipped") -> dict:
+def staircase_verdict(steps: list[dict], scheme: str = "calibrated") -> dict:
     """How many step heights ``scheme`` reproduces within :data:`STEP_TOLERANCE`, for the layer
     and per GeMM, and whether every layer step is (the acceptance criterion); also how many
-    layer steps it reproduces against the steps of the measured :func:`monotone_envelope`."""
+    layer steps it reproduces against the steps of the measured :func:`monotone_envelope`.
+
+    The default scheme is the tile model calibrated on the training token counts, at every count
+    (as shipped in real mode's tile model, ``a100-tile``): real mode's default prices these GeMMs
+    by the measured law, which takes its steps from the measurements themselves."""
     def count(rows):
         judged = [r[f"{scheme}_within"] for r in rows if r[f"{scheme}_within"] is not None]
         return {"within": int(sum(judged)), "steps": len(judged)}
@@ -864,6 +982,8 @@ def validate(profiles: dict[str, Profile], settings: Settings | None = None) -> 
     all_gemm = []
     for name, prof in profiles.items():
         rows = _select(prof.rows, s.gpus, s.models, s.quick)
+        if s.screen:
+            rows = _screen(report, name, rows)
         if not rows.size:
             continue
         ops = set(rows["operation"].tolist())
@@ -903,6 +1023,7 @@ def _concat(parts) -> tuple[GemmRows, dict[str, np.ndarray], np.ndarray]:
 
 __all__ = [
     "COLUMNS",
+    "LAWS",
     "MEASURED_LABEL",
     "SCHEMES",
     "TARGETS",
@@ -911,13 +1032,16 @@ __all__ = [
     "GpuFit",
     "Report",
     "Settings",
+    "StackLaw",
     "abs_rel_error",
     "allreduce_law",
     "batch_cost_model",
+    "batch_parts",
     "batch_split",
     "batch_time",
-    "fit_batch_overhead",
+    "default_law",
     "fit_gpu",
+    "fit_stack_law",
     "gemm_rows",
     "measured_predictions",
     "model_folds",
@@ -928,6 +1052,7 @@ __all__ = [
     "predict_rows",
     "staircase",
     "staircase_verdict",
+    "target_checks",
     "token_split",
     "validate",
 ]

@@ -29,6 +29,13 @@ chunk alone, decodes alone: the batches whose kernel Eq. 5-6's summed work descr
 kernel time follows another law, see ``README.md``), and the held-out batches of every kind are
 scored with the shipped preset without the term (``before``) and with the fitted value (``after``).
 
+The decodes of a mixed batch run through FlashAttention's varlen path, which reads each decode's KV
+cache once per query head (``mixed_decode_eta``, :mod:`theory.terms`); their law ``eta T^{D,SA}``
+at the query heads' width is fitted the same way (:func:`mixed_fit`): ``eta`` on the training
+batches of kind ``mixed`` with ``attention_call_s`` at its fitted value, scored on the held-out
+batches (``mixed``: the held-out error with both fitted terms). ``before`` and ``after`` leave
+``mixed_decode_eta`` off, so they are the figures without it.
+
 References
 ----------
 Bari, Hegde, de Veciana (2025), Eq. 5, Eq. 6, Definitions 1-2. Data: casys-kaist/LLMServingSim
@@ -44,7 +51,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from theory.builder import CostSpec, cost_model
-from theory.cost import T_D_SA, T_P_SA, CostModel, build_cost_model
+from theory.cost import T_D_SA, T_P_SA, CostModel, T_D_SA_mixed, build_cost_model
 from theory.errors import TileDivisibilityError
 from theory.hardware import get_gpu
 from theory.models import get_model
@@ -82,11 +89,17 @@ COLUMNS = {
                    f"{HELD_OUT_EVERY}th batch shape held out); empty: no training batch"),
     "n_held_out": "held-out batches of this kind",
     "before_median": "median of |predicted/measured - 1| on the held-out batches, shipped preset with "
-                     "attention_call_s = 0",
+                     "attention_call_s = 0 and mixed_decode_eta = 0",
     "before_p90": "90th percentile of the same",
     "after_median": "median of |predicted/measured - 1| on the held-out batches, shipped preset with "
-                    "attention_call_s = call_s_fit",
+                    "attention_call_s = call_s_fit and mixed_decode_eta = 0",
     "after_p90": "90th percentile of the same",
+    "eta_fit": ("mixed_decode_eta (factor of Eq. 5 at the query heads' width for a decode beside a prefill "
+                "chunk) fitted on the training batches of kind mixed with attention_call_s = call_s_fit; "
+                "empty: no training batch of that kind"),
+    "mixed_median": "median of |predicted/measured - 1| on the held-out batches, shipped preset with "
+                    "attention_call_s = call_s_fit and mixed_decode_eta = eta_fit",
+    "mixed_p90": "90th percentile of the same",
 }
 
 
@@ -107,7 +120,8 @@ def predict_attention(cm: CostModel, tokens, decodes, context, prefill_context) 
     -------
     numpy.ndarray
         ``T^{P,SA}(prefill_context + 1, tokens - decodes) / N + decodes T^{D,SA}(context + 1)``,
-        plus ``attention_call_s`` per batch when attention is priced.
+        plus ``attention_call_s`` per batch when attention is priced; beside a chunk the decodes
+        take :func:`theory.cost.T_D_SA_mixed` (``mixed_decode_eta``; Eq. 5 when it is off).
 
     References
     ----------
@@ -120,8 +134,11 @@ def predict_attention(cm: CostModel, tokens, decodes, context, prefill_context) 
     pre, dec = chunk > 0, decodes > 0
     if pre.any():
         out[pre] += T_P_SA(cm, prefill_context[pre] + 1, chunk[pre]) / cm.N
-    if dec.any():
-        out[dec] += decodes[dec] * T_D_SA(cm, context[dec] + 1)
+    alone, mixed = dec & ~pre, dec & pre
+    if alone.any():
+        out[alone] += decodes[alone] * T_D_SA(cm, context[alone] + 1)
+    if mixed.any():
+        out[mixed] += decodes[mixed] * T_D_SA_mixed(cm, context[mixed] + 1)
     if cm.attention and cm.attention_call_s:
         out[tokens > 0] += cm.attention_call_s
     return out
@@ -161,6 +178,75 @@ def fit_attention_call(predicted, measured) -> float:
     return float(res.x)
 
 
+def fit_mixed_eta(base, decode_q, measured) -> float:
+    """The factor ``eta >= 0`` minimising ``sum log((base + eta decode_q) / measured)^2``.
+
+    Parameters
+    ----------
+    base : array_like of float
+        Each batch's prediction without its decodes' attention (the chunk's Eq. 6 and
+        ``attention_call_s``).
+    decode_q : array_like of float
+        ``decodes x T^{D,SA}(context + 1)`` at the query heads' width (``eta = 1``), > 0.
+    measured : array_like of float
+        Measured seconds (at least one batch).
+
+    Returns
+    -------
+    float
+        The fitted ``mixed_decode_eta``; the search runs over ``[0, max(measured / decode_q)]``,
+        past which every batch is over-predicted and the loss only grows.
+    """
+    b, q, m = (np.asarray(x, dtype=float) for x in (base, decode_q, measured))
+    if not q.size or np.any(q <= 0):
+        raise ValueError("fit_mixed_eta needs at least one batch, each with decodes")
+    res = minimize_scalar(lambda e: float(np.sum(np.log((b + e * q) / m) ** 2)),
+                          bounds=(0.0, float(np.max(m / q))), method="bounded", options={"xatol": 1e-9})
+    return float(res.x)
+
+
+def mixed_parts(cm: CostModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's prediction without its decodes beside a chunk, and those decodes' Eq. 5 at the
+    query heads' width (0 where the row is not mixed): ``predict_attention = base + eta decode_q``
+    on the mixed rows for a cost model with ``mixed_decode_eta = eta`` (:func:`fit_mixed_eta`)."""
+    tokens, decodes, context = (np.asarray(rows[k], dtype=np.int64) for k in ("tokens", "decodes", "context"))
+    mixed = (decodes > 0) & (tokens > decodes)
+    base = predict_attention(replace(cm, mixed_decode_eta=0.0), np.where(mixed, tokens - decodes, tokens),
+                             np.where(mixed, 0, decodes), context, rows["prefill_context"])
+    decode_q = np.zeros(tokens.shape)
+    if mixed.any():
+        decode_q[mixed] = decodes[mixed] * T_D_SA_mixed(replace(cm, mixed_decode_eta=1.0), context[mixed] + 1)
+    return base, decode_q
+
+
+def mixed_fit(cm: CostModel, rows: np.ndarray, held: np.ndarray) -> tuple[float | None, np.ndarray]:
+    """Fit ``mixed_decode_eta`` on the training batches of kind ``mixed`` (module docstring).
+
+    Parameters
+    ----------
+    cm : CostModel
+        The GPU and model with the ``attention_call_s`` to keep (its ``mixed_decode_eta`` is
+        replaced).
+    rows : numpy.ndarray
+        Attention rows of one GPU x model x TP.
+    held : numpy.ndarray of bool
+        The held-out batches (:func:`attention_split`).
+
+    Returns
+    -------
+    eta : float or None
+        :func:`fit_mixed_eta` on the training mixed batches; ``None`` if there are none.
+    predicted : numpy.ndarray
+        :func:`predict_attention` with ``mixed_decode_eta = eta`` (off if ``None``).
+    """
+    base, decode_q = mixed_parts(cm, rows)
+    train = ~held & (kind_of(rows["tokens"], rows["decodes"]) == "mixed")
+    if not train.any() or not cm.attention:
+        return None, base
+    eta = fit_mixed_eta(base[train], decode_q[train], rows["seconds"][train])
+    return eta, base + eta * decode_q
+
+
 def kind_of(tokens, decodes) -> np.ndarray:
     """``"prefill"``, ``"decode"`` or ``"mixed"`` per batch (:data:`KINDS`)."""
     tokens, decodes = np.asarray(tokens), np.asarray(decodes)
@@ -174,7 +260,7 @@ def call_fit(cm: CostModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, f
     Parameters
     ----------
     cm : CostModel
-        The GPU and model; its own ``attention_call_s`` is set to 0 for the fit.
+        The GPU and model; its own ``attention_call_s`` and ``mixed_decode_eta`` are set to 0.
     rows : numpy.ndarray
         Attention rows of one GPU x model x TP (:func:`theory.profiles.load_profile`).
 
@@ -189,7 +275,7 @@ def call_fit(cm: CostModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, f
     after : numpy.ndarray
         The prediction with ``attention_call_s = c_fit`` (``before`` if ``None``).
     """
-    cm = replace(cm, attention_call_s=0.0)
+    cm = replace(cm, attention_call_s=0.0, mixed_decode_eta=0.0)
     held = attention_split(rows["tokens"], rows["decodes"], rows["context"], rows["prefill_context"])
     before = predict_attention(cm, rows["tokens"], rows["decodes"], rows["context"], rows["prefill_context"])
     train = ~held & np.isin(kind_of(rows["tokens"], rows["decodes"]), FIT_KINDS)
@@ -215,7 +301,9 @@ def score_attention(profile: str, rows: np.ndarray, *, gpu_file: str | None = No
         axes = (sel["tokens"], sel["decodes"], sel["context"], sel["prefill_context"])
         pred = {s: _predict(cm_of, axes, may_not_divide=s == "paper") for s, cm_of in models.items()}
         kinds = kind_of(sel["tokens"], sel["decodes"])
-        held, before, c_fit, after = call_fit(models["shipped"](), sel)
+        shipped = models["shipped"]()
+        held, before, c_fit, after = call_fit(shipped, sel)
+        eta, mixed = mixed_fit(replace(shipped, attention_call_s=c_fit or 0.0), sel, held)
         for kind in (*(k for k in KINDS if (kinds == k).any()), "all"):
             part = kinds == kind if kind != "all" else np.ones(sel.size, dtype=bool)
             row = {"profile": profile, "gpu": g, "model": m, "tp": int(tp), "kind": kind,
@@ -229,10 +317,10 @@ def score_attention(profile: str, rows: np.ndarray, *, gpu_file: str | None = No
                 row |= {f"{s}_median": float(np.median(err)), f"{s}_p90": float(np.percentile(err, 90)),
                         f"{s}_ratio_median": float(np.median(ratio))}
             ho = part & held
-            row |= {"call_s_fit": c_fit, "n_held_out": int(ho.sum())}
-            for label, p in (("before", before), ("after", after)):
+            row |= {"call_s_fit": c_fit, "n_held_out": int(ho.sum()), "eta_fit": eta}
+            for label, p, fit in (("before", before, c_fit), ("after", after, c_fit), ("mixed", mixed, eta)):
                 err = np.abs(p[ho] / sel["seconds"][ho] - 1.0)
-                fitted = ho.any() and c_fit is not None
+                fitted = ho.any() and fit is not None
                 row |= {f"{label}_median": float(np.median(err)) if fitted else None,
                         f"{label}_p90": float(np.percentile(err, 90)) if fitted else None}
             out.append(row)
@@ -279,4 +367,5 @@ def _cost_models(gpu: str, model: str, tp: int, gpu_file: str | None,
 
 
 __all__ = ["COLUMNS", "FIT_KINDS", "KINDS", "OPERATION", "SCHEMES", "attention_split", "call_fit",
-           "fit_attention_call", "kind_of", "predict_attention", "score_attention"]
+           "fit_attention_call", "fit_mixed_eta", "kind_of", "mixed_fit", "mixed_parts", "predict_attention",
+           "score_attention"]

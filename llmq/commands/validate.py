@@ -4,7 +4,9 @@ Prints one line per GPU x model x TP x operation (median and 90th-percentile abs
 error as shipped, calibrated and scored on held-out token counts, calibrated on the other models,
 and in paper mode), measured self-attention batches against Eq. 5-6 per batch kind, then one verdict
 per GPU on the acceptance targets; writes ``OUT/validate.md``, ``validate.csv``, ``validate.json``,
-``validate_attention.csv`` (with its data dictionary) and the staircase figures
+``validate_not_predicted.csv`` (rows not scored, with the reason, among them those faster than
+the roofline bound of their shape), ``validate_attention.csv`` (each with its data dictionary)
+and the staircase figures
 ``OUT/validate_<gpu>_<model>.png`` (:mod:`llmq.validate_output`). The computation is
 :func:`theory.validate.validate`.
 """

@@ -11,9 +11,13 @@ memory floor, waves, tensor-parallel all-reduces, the embedding gather and a lit
 measured GeMM profile through the table alone, which then reaches past its last measured token
 count); the
 decode prefix sums ``S`` and :func:`t_psa` are 0 without attention and carry the vocab projection
-of each decode and prefill chunk with ``lm_head``. The engine itself has no branch for them. With
-terms on, the "wasted" time of a batch is its time above ``tau l*`` (Theorem 1's per-token rate,
-:func:`theory.cost.linear_per_token`) rather than tile padding alone.
+of each decode and prefill chunk with ``lm_head``. A decode in a batch that holds a prefill chunk
+reads a second prefix table ``Sm`` (``mixed_decode_eta``: :func:`theory.cost.T_D_SA_mixed`), kept
+after ``S`` in one array ``S2`` (``Sm`` at offset ``m_off``); with the term off ``Sm`` equals ``S``,
+so such batches cost what they did. Apart from that offset for the batches with a chunk, the
+engine has no branch for the terms. With terms on, the "wasted" time of a batch is its time above
+``tau l*`` (Theorem 1's per-token rate, :func:`theory.cost.linear_per_token`) rather than tile
+padding alone.
 
 References
 ----------
@@ -33,7 +37,7 @@ LIN_TABLE = 1 << 14  # batches below this many tokens look their linear time up
 
 
 @njit(cache=True)
-def _make_costs(t_row, t_col, t_red, mu, inv_mu_lin, S, lin, pre_time, s, N, d_pre, mu_nLin,
+def _make_costs(t_row, t_col, t_red, mu, inv_mu_lin, S, S2, lin, pre_time, s, N, d_pre, mu_nLin,
                 overhead, lin_ideal, psa_ideal, chunk):
     ct = structref.new(COSTS)
     ct.t_row = t_row
@@ -42,6 +46,8 @@ def _make_costs(t_row, t_col, t_red, mu, inv_mu_lin, S, lin, pre_time, s, N, d_p
     ct.mu = mu
     ct.inv_mu_lin = inv_mu_lin
     ct.S = S
+    ct.S2 = S2
+    ct.m_off = S.size
     ct.lin = lin
     ct.pre_time = pre_time
     ct.s = s
@@ -128,13 +134,16 @@ def build_tables(cm: CostModel, max_pos: int, chunk: int | None = None) -> Costs
     t = cm.t_star
     chunk = int(chunk or cm.t_lcm)
     S = decode_prefix(cm, max_pos)
+    Sm = decode_prefix(cm, max_pos, law="mixed") if cm.mixed_decode_eta else S
     if cm.lm_out_s:  # each decode's vocab-projection row; the engine multiplies S by N
-        S = S + np.arange(max_pos + 1) * (cm.lm_out_s / cm.N)
+        rows = np.arange(max_pos + 1) * (cm.lm_out_s / cm.N)
+        S, Sm = (S + rows, Sm + rows) if cm.mixed_decode_eta else (S + rows,) * 2
+    S2 = np.concatenate([S, Sm])
     lin_ideal = 1.0 / (cm.mu_Lin[0] * t.t_col) if cm.lin is None else linear_per_token(cm)
     psa_ideal = 2.0 * cm.N * cm.d_pre / (cm.s * cm.mu[0] * t.t_row * t.t_col * t.t_red)
     ct = _make_costs(
         cm.t_row.copy(), cm.t_col.copy(), cm.t_red.copy(), cm.mu.astype(np.float64),
-        (1.0 / cm.mu_Lin).astype(np.float64), S,
+        (1.0 / cm.mu_Lin).astype(np.float64), S, S2,
         linear_table(cm, _lin_table_size(cm) - 1), np.zeros(max_pos + 1), float(cm.s), float(cm.N),
         int(cm.d_pre), float(cm.mu_nLin), float(cm.fixed_s), float(lin_ideal),
         float(psa_ideal if cm.attention else 0.0), chunk)

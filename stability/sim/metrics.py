@@ -47,13 +47,14 @@ def optimal_work(cm: CostModel, L_P, L_D) -> np.ndarray:
 
     With cost terms on (:mod:`theory.terms`) it is the per-request work behind Theorem 1's
     ``T_bar^R`` as :func:`theory.bounds.T_bar_R_terms` takes it: linear work at ``l*``, no prefill
-    attention without attention, and ``(L^D + 1) h`` for ``lm_head``.
+    attention without attention, ``(L^D + 1) h`` for ``lm_head``, and the decode attention's least
+    law with ``mixed_decode_eta``.
     """
     L_P = np.asarray(L_P, dtype=np.int64)
     L_D = np.asarray(L_D, dtype=np.int64)
     t = cm.t_star
     total = L_P + L_D
-    S = decode_prefix(cm, int(total.max(initial=1)))
+    S = decode_prefix(cm, int(total.max(initial=1)), law="least")
     coef = cm.N * cm.d_pre / (cm.s * cm.mu[0] * t.t_row * t.t_col * t.t_red)
     linear = total / (cm.mu_Lin[0] * t.t_col) if cm.lin is None else total * linear_per_token(cm)
     prefill = coef * L_P * (L_P + t.t_lcm).astype(float) if cm.attention else 0.0

@@ -10,11 +10,12 @@ decode entries run (the first ``na``, one DI each) and adding chunks ``PI(R, pg 
 
     T_B = T_Lin(tau) + tau / mu_nLin + N sum_D T^{D,SA}(p) + sum_P T^{P,SA}(i, c)  (+ overhead),
 
-computed in O(batch size). While one admitted prompt is long enough to fill the budget left by
-the decodes batch after batch, those batches differ only in positions: :func:`chunk_run` runs
-them as one event (their decode attention from the prefix sums ``S``, as a decode run does). A
-request whose last prompt chunk runs emits a token: its first, or,
-after a preemption, the token its interrupted decode would have produced.
+computed in O(batch size); with ``mixed_decode_eta`` (:mod:`theory.terms`) the decodes of a batch
+with a chunk take ``T^{D,SA}_mix`` from the second prefix table ``Sm``. While one admitted prompt
+is long enough to fill the budget left by the decodes batch after batch, those batches differ only
+in positions: :func:`chunk_run` runs them as one event (their decode attention from the prefix
+sums ``Sm``, as a decode run takes it from ``S``). A request whose last prompt chunk runs emits a
+token: its first, or, after a preemption, the token its interrupted decode would have produced.
 
 Preemption is by recompute (Sarathi-Serve ``base_scheduler._preempt``, vLLM v0
 ``_preempt_by_recompute``): the victim's blocks are freed, it goes to the front of the waiting
@@ -386,12 +387,13 @@ def run_mixed(st, ct, na):
     Returns how many requests finished."""
     now = st.clock
     n_pre = 0
-    att = 0.0
     psa = 0.0
     wasted = 0.0
+    off = ct.m_off if st.nbp > 0 else 0  # beside a chunk: the mixed-batch sums Sm
+    att = 0.0
     for q in range(na):
-        p = st.d_pos[q]
-        att += ct.S[p] - ct.S[p - 1]
+        p = st.d_pos[q] + off
+        att += ct.S2[p] - ct.S2[p - 1]
     for b in range(st.nbp):
         j = st.bp_j[b]
         c = st.bp_c[b]
@@ -461,11 +463,13 @@ def run_mixed(st, ct, na):
 
 @njit(cache=True)
 def _run_att(st, ct, k):
-    """N sum_D (S(p + k - 1) - S(p - 1)): the decode attention of k batches over every entry."""
+    """N sum_D (Sm(p + k - 1) - Sm(p - 1)): the decode attention of k batches over every entry, each
+    beside a prefill chunk (``Sm``, :mod:`stability.sim.kernels`)."""
     att = 0.0
+    off = ct.m_off
     for q in range(st.nd):
-        p = st.d_pos[q]
-        att += ct.S[p + k - 1] - ct.S[p - 1]
+        p = st.d_pos[q] + off
+        att += ct.S2[p + k - 1] - ct.S2[p - 1]
     return ct.N * att
 
 
@@ -480,11 +484,12 @@ def _run_psa(ct, i0, c, k):
 
 @njit(cache=True)
 def _decode_att(st, ct, m):
-    """N sum_D T^{D,SA} of the m-th batch (from 0) of a run over every decode entry."""
+    """N sum_D T^{D,SA}_mix of the m-th batch (from 0) of a run over every decode entry (``Sm``)."""
     att = 0.0
+    off = ct.m_off + m
     for q in range(st.nd):
-        p = st.d_pos[q] + m
-        att += ct.S[p] - ct.S[p - 1]
+        p = st.d_pos[q] + off
+        att += ct.S2[p] - ct.S2[p - 1]
     return ct.N * att
 
 
@@ -500,7 +505,7 @@ def chunk_run(st, ct, j, c, t_stop):
     (no TBT gap or batch-log row is recorded). Returns how many requests finished, or -1 when
     fewer than two such batches would run (the caller then builds the batch itself).
 
-    Batch m lasts ``T_fixed(|D| + c) + N sum_q T^{D,SA}(p_q + m) + T^{P,SA}(pg + 1 + m c, c)``
+    Batch m lasts ``T_fixed(|D| + c) + N sum_q T^{D,SA}_mix(p_q + m) + T^{P,SA}(pg + 1 + m c, c)``
     (Eq. 7), so the run costs O(|D| + k) instead of O(k |D|).
     """
     nd = st.nd

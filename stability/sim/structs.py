@@ -66,6 +66,9 @@ COSTS = CostsType([
     ("mu", FA),  # tile pairs per second per SM (Eq. 2)
     ("inv_mu_lin", FA),  # 1 / mu_Lin(t): linear time of one column block (Eq. 4)
     ("S", FA),  # S(k) = sum_{i<=k} T^{D,SA}(i) (Eq. 5)
+    ("S2", FA),  # S, then at offset m_off the same sums for a decode in a batch with a prefill
+    ("m_off", I64),  # chunk (equal to S unless mixed_decode_eta is on): one array, so a batch
+    #                  picks its table by an offset, not by a branch between two arrays
     ("lin", FA),  # T_Lin(tau) for small tau (Eq. 4)
     ("pre_time", FA),  # whole-prefill time by L^P in chunks of `chunk` (Algorithm 1)
     ("s", F64), ("N", F64), ("d_pre", I64), ("mu_nLin", F64), ("overhead", F64),
