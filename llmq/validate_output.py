@@ -117,7 +117,18 @@ def other_law_verdict(report: Report, row: dict) -> str | None:
 
 
 def _other_law_lines(report: Report) -> list[str]:
-    return [line for line in (other_law_verdict(report, r) for r in report.gpus) if line]
+    lines = [line for line in (other_law_verdict(report, r) for r in report.gpus) if line]
+    return lines + [batch_verdict(v) for v in report.batch_verdicts]
+
+
+def batch_verdict(v: dict) -> str:
+    """One line per GPU with whole-batch rows: the held-out error of the stack law against the
+    held-out-token targets."""
+    return (f"{v['gpu']}: whole batches ({v['profile']}, the stack law on held-out batch shapes, every "
+            f"TP): median {_pct(v['median'])} (target <= {v['targets']['tokens_median']:.0%}: "
+            f"{'ok' if v['median'] <= v['targets']['tokens_median'] else 'MISS'}), p90 {_pct(v['p90'])} "
+            f"(target <= {v['targets']['tokens_p90']:.0%}: "
+            f"{'ok' if v['p90'] <= v['targets']['tokens_p90'] else 'MISS'}); n = {v['n']}")
 
 
 def _stat_cells(row: dict) -> list[str]:
@@ -204,6 +215,7 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
         "gpus": report.gpus,
         "verdicts": [gpu_verdict(r) for r in report.gpus],
         "other_law_verdicts": _other_law_lines(report),
+        "batch_verdicts": report.batch_verdicts,
         "measured_coverage": report.measured_coverage,
         "measured_coverage_columns": {
             "gpu, scheme": "GPU preset and measured scheme (measured_law: held-out token counts; "

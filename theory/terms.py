@@ -145,7 +145,7 @@ The terms and what they change
     KV head (0.58 and 0.51 each), where a factor on Eq. 5 as served would need 2.3 and 4.1. In paper mode
     ``d_q = d_kv = d`` (one head of width ``d``), so the term is ``eta`` times Eq. 5. The
     simulator prices it through a second decode prefix table used by the batches that hold a
-    chunk (:func:`theory.cost.decode_prefix` with ``mixed=True``).
+    chunk (:func:`theory.cost.decode_prefix` with ``law="mixed"``).
 ``linear_law`` (GPU, table)
     ``kind = "staircase"``: the token-count part of Eq. 7, ``T_Lin(tau) + tau / mu_nLin`` (Eq. 4
     and the non-linear term of Section 3.2.3), is replaced by ``c + a ceil(tau / b0)`` for

@@ -475,6 +475,10 @@ class Report:
         Per GPU x TP x operation of the whole-batch rows: the :class:`StackLaw` fitted per GPU x TP
         on the training shapes (:func:`fit_stack_law`, :func:`batch_split`) and the held-out median
         / p90 error of the shipped preset before (Eq. 7) and after (the stack law).
+    batch_verdicts : list of dict
+        Per GPU with whole-batch rows: the held-out rows of every TP pooled under the stack law,
+        their median and p90 error against the held-out-token targets (:data:`TARGETS`) and
+        whether both hold.
     screened : list of dict
         Rows left out of every score because they are faster than the roofline lower bound of
         their shape (:func:`theory.plausibility.implausible`), one entry per row with the bound.
@@ -497,6 +501,7 @@ class Report:
     series: dict = field(default_factory=dict)
     fits: dict = field(default_factory=dict)
     batch_stack: list = field(default_factory=list)
+    batch_verdicts: list = field(default_factory=list)
     screened: list = field(default_factory=list)
     measured_coverage: list = field(default_factory=list)
     attention: list = field(default_factory=list)
@@ -788,6 +793,15 @@ def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Setting
     errors = {**{k: np.full(rows.size, np.nan) for k in SCHEMES},
               "shipped": abs_rel_error(rows["seconds"], pred),
               "tokens": abs_rel_error(rows["seconds"], stacked)}
+    for g in sorted(set(rows["gpu"].tolist())):  # the held-out rows of every TP, pooled per GPU
+        st = ErrorStats.of(errors["tokens"][(rows["gpu"] == g) & np.isfinite(stacked)])
+        if st.n:
+            report.batch_verdicts.append({"gpu": g, "profile": profile, "n": st.n, "median": st.median,
+                                          "p90": st.p90, "targets": {
+                                              "tokens_median": TARGETS["tokens_median"],
+                                              "tokens_p90": TARGETS["tokens_p90"]},
+                                          "holds": bool(st.median <= TARGETS["tokens_median"]
+                                                        and st.p90 <= TARGETS["tokens_p90"])})
     for g, m, tp in keys:
         for op in BATCH_OPERATIONS:
             part = (rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp) & (rows["operation"] == op)
