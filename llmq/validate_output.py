@@ -117,18 +117,21 @@ def other_law_verdict(report: Report, row: dict) -> str | None:
 
 
 def _other_law_lines(report: Report) -> list[str]:
-    lines = [line for line in (other_law_verdict(report, r) for r in report.gpus) if line]
-    return lines + [batch_verdict(v) for v in report.batch_verdicts]
+    return [line for line in (other_law_verdict(report, r) for r in report.gpus) if line]
 
 
 def batch_verdict(v: dict) -> str:
-    """One line per GPU with whole-batch rows: the held-out error of the stack law against the
+    """One line per GPU with whole-batch rows: the stack law's held-out error against the
     held-out-token targets."""
+    verdict = "targets hold" if v["holds"] else "targets MISSED"
     return (f"{v['gpu']}: whole batches ({v['profile']}, the stack law on held-out batch shapes, every "
-            f"TP): median {_pct(v['median'])} (target <= {v['targets']['tokens_median']:.0%}: "
-            f"{'ok' if v['median'] <= v['targets']['tokens_median'] else 'MISS'}), p90 {_pct(v['p90'])} "
-            f"(target <= {v['targets']['tokens_p90']:.0%}: "
-            f"{'ok' if v['p90'] <= v['targets']['tokens_p90'] else 'MISS'}); n = {v['n']}")
+            f"TP): {verdict}; {_checks_text(v['targets'])}; n = {v['n']}")
+
+
+def _verdict_lines(report: Report) -> list[str]:
+    """The acceptance lines: each GPU's GeMM verdict under real mode's law, then each GPU's
+    whole-batch verdict."""
+    return [gpu_verdict(r) for r in report.gpus] + [batch_verdict(v) for v in report.batch_verdicts]
 
 
 def _stat_cells(row: dict) -> list[str]:
@@ -158,8 +161,7 @@ def console_lines(report: Report, files: list[str]) -> list[str]:
         out.append(f"  {n} rows ({where}): {reason}")
     out += ["", "acceptance per GPU (held-out tokens: median <= 5%, p90 <= 12%; "
                 "across models: median <= 10%):"]
-    out += [f"  {gpu_verdict(row)}" for row in report.gpus]
-    out += [f"  {line}" for line in _other_law_lines(report)]
+    out += [f"  {line}" for line in (*_verdict_lines(report), *_other_law_lines(report))]
     if report.staircase:
         out += ["", f"A100 staircase, Llama-2-7B TP 1 (step heights of the tile model calibrated on the "
                     f"training token counts, |calibrated - measured| <= {STEP_TOLERANCE:.0%} points; real "
@@ -213,7 +215,7 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
                        "every row) under-predicts",
         "null_means": NULL_MEANING,
         "gpus": report.gpus,
-        "verdicts": [gpu_verdict(r) for r in report.gpus],
+        "verdicts": _verdict_lines(report),
         "other_law_verdicts": _other_law_lines(report),
         "batch_verdicts": report.batch_verdicts,
         "measured_coverage": report.measured_coverage,
@@ -277,8 +279,7 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
               "d + 2 d_kv rows, one d_ff x d FFN matrix where SwiGLU fuses 2 d_ff rows, no output "
               "projection): its error measures that layer mismatch, not the GPU model."]
     lines += ["", "## Acceptance per GPU", ""]
-    lines += [f"- {gpu_verdict(r)}" for r in report.gpus]
-    lines += [f"- {line}" for line in _other_law_lines(report)]
+    lines += [f"- {line}" for line in (*_verdict_lines(report), *_other_law_lines(report))]
     lines += ["", "## Per GPU x TP (all models and GeMMs pooled), median / p90", ""]
     lines += _md_table(["GPU", "TP", "n", *(LABEL[x] for x in SCHEMES)],
                        [[r["gpu"], r["tp"], r["n"], *_stat_cells(r)] for r in report.summary])
