@@ -77,12 +77,6 @@ def _figures() -> tuple[float, dict[str, float]]:
     return float(data["clock_headroom"]), {k: float(v) * 2**20 for k, v in data["l2_mib"].items()}
 
 
-def _widths(model: Model, tp: int) -> tuple[int, int]:
-    """(query width, K/V width) one GPU of a ``tp``-way split holds."""
-    return (model.n_heads // tp * model.head_dim,
-            max(model.n_kv_heads // tp, 1) * model.head_dim)
-
-
 def _work(rows: np.ndarray, model: Model | None, tp: int, op: str, b: int) -> tuple[np.ndarray, np.ndarray]:
     """``(W, Q)`` of rows of one model, TP and operation (module docstring)."""
     tokens = rows["tokens"].astype(float)
@@ -92,7 +86,7 @@ def _work(rows: np.ndarray, model: Model | None, tp: int, op: str, b: int) -> tu
         d_row, d_red = gemm_shape(model, op, tp)
         return (tp * 2.0 * d_row * d_red * tokens,
                 b * (d_row * d_red + tokens * (d_row + d_red)))
-    d_q, d_kv = _widths(model, tp)
+    d_q, d_kv = model.attention_widths("real", tp)  # the widths one GPU of the split holds
     if op == "attention":
         c = tokens - rows["decodes"]
         p = np.maximum(rows["prefill_context"], 0).astype(float)
@@ -136,6 +130,7 @@ def lower_bound(rows: np.ndarray, gpu_file: str | None = None,
     Williams, Waterman, Patterson (2009), CACM 52(4), 65-76 (the roofline).
     """
     out = np.full(rows.size, np.nan)
+    headroom, l2 = _figures()
     keys = set(zip(rows["gpu"].tolist(), rows["model"].tolist(), rows["tp"].tolist(),
                    rows["operation"].tolist(), strict=True))
     for g, m, tp, op in sorted(k for k in keys if k[3] in BOUNDED):
@@ -143,7 +138,6 @@ def lower_bound(rows: np.ndarray, gpu_file: str | None = None,
         gpu = get_gpu(g, gpu_file)
         model = get_model(m, model_file) if op != "all_reduce" else None
         w, q = _work(rows[sel], model, int(tp), op, gpu.terms.bytes_per_element)
-        headroom, l2 = _figures()
         dram = np.maximum(q - l2[gpu.key], 0.0) / gpu.bandwidth if gpu.key in l2 else 0.0
         out[sel] = np.maximum(w / (tp * headroom * gpu.peak_flops), dram)
     return out
