@@ -154,13 +154,12 @@ def fit_preset(gpu: str, rows: np.ndarray, *, profile: str = "vidur_gemm", every
             "attention_waves": ATTENTION_WAVES_NOTE,
             "winning_tiles": won,
             "train_error": _stats(err[~held]), "held_out_error": _stats(err[held])}
-    att = fit_attention_call_s(_as_shipped(gpu, fields),
-                               rows[(rows["gpu"] == gpu) & (rows["operation"] == OPERATION)])
+    attention = rows[(rows["gpu"] == gpu) & (rows["operation"] == OPERATION)]
+    att = fit_attention_call_s(_as_shipped(gpu, fields), attention)
     if att is not None:
         fields |= att[0]
         prov |= att[1]
-        eta = fit_mixed_eta_preset(_as_shipped(gpu, fields),
-                                   rows[(rows["gpu"] == gpu) & (rows["operation"] == OPERATION)])
+        eta = fit_mixed_eta_preset(_as_shipped(gpu, fields), attention)
         if eta is not None:
             fields |= eta[0]
             prov |= eta[1]
