@@ -173,9 +173,7 @@ def fit_attention_call(predicted, measured) -> float:
     p, m = np.asarray(predicted, dtype=float), np.asarray(measured, dtype=float)
     if not p.size:
         raise ValueError("fit_attention_call needs at least one batch")
-    res = minimize_scalar(lambda c: float(np.sum(np.log((p + c) / m) ** 2)), bounds=(0.0, float(m.max())),
-                          method="bounded", options={"xatol": 1e-12})
-    return float(res.x)
+    return _least_log_ratio(p, np.ones_like(p), m, float(m.max()), 1e-12)
 
 
 def fit_mixed_eta(base, decode_q, measured) -> float:
@@ -200,8 +198,14 @@ def fit_mixed_eta(base, decode_q, measured) -> float:
     b, q, m = (np.asarray(x, dtype=float) for x in (base, decode_q, measured))
     if not q.size or np.any(q <= 0):
         raise ValueError("fit_mixed_eta needs at least one batch, each with decodes")
-    res = minimize_scalar(lambda e: float(np.sum(np.log((b + e * q) / m) ** 2)),
-                          bounds=(0.0, float(np.max(m / q))), method="bounded", options={"xatol": 1e-9})
+    return _least_log_ratio(b, q, m, float(np.max(m / q)), 1e-9)
+
+
+def _least_log_ratio(base, per_unit, measured, upper: float, xatol: float) -> float:
+    """The ``x`` in ``[0, upper]`` minimising ``sum log((base + x per_unit) / measured)^2``
+    (bounded scalar search, :func:`scipy.optimize.minimize_scalar`, to ``xatol``)."""
+    res = minimize_scalar(lambda x: float(np.sum(np.log((base + x * per_unit) / measured) ** 2)),
+                          bounds=(0.0, upper), method="bounded", options={"xatol": xatol})
     return float(res.x)
 
 
