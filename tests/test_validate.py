@@ -356,15 +356,19 @@ def test_quick_json_is_strict_and_names_every_gpu_of_the_data(quick_json):
     verdicts = "\n".join(doc["verdicts"])
     assert all(g in verdicts for g in gpus_in_data)
     assert {"columns", "null_means", "groups", "staircase", "not_predicted"} <= set(doc)
-    # whole batches get a per-GPU verdict of their own, both ways: the stack law misses the
-    # held-out-token targets on the splitwise batches, and the verdict says so
-    batch = {v["gpu"]: v for v in doc["batch_verdicts"]}
-    assert set(batch) == {"a100", "h100"}
-    for v in batch.values():
+    # whole batches get a verdict per profile and GPU, both ways: the stack law misses the
+    # held-out-token targets on the splitwise batches and meets them on llmq's H100 batches (TP 1
+    # whole, TP 2-8 one rank's share), and each verdict says so
+    batch = {(v["profile"], v["gpu"]): v for v in doc["batch_verdicts"]}
+    assert set(batch) == {("splitwise_perf_model", "a100"), ("splitwise_perf_model", "h100"),
+                          ("llmq_h100", "h100"), ("llmq_h200", "h200")}
+    assert not batch["splitwise_perf_model", "a100"]["holds"] and batch["llmq_h100", "h100"]["holds"]
+    for (profile, gpu), v in batch.items():
         median, p90 = v["targets"]["tokens_median"]["value"], v["targets"]["tokens_p90"]["value"]
         assert v["holds"] == (median <= 0.05 and p90 <= 0.12)
-        assert v["n"] == sum(r["n_held_out"] for r in doc["batch_stack"] if r["gpu"] == v["gpu"])
-        assert any(line.startswith(f"{v['gpu']}: whole batches") and ("MISS" in line) != v["holds"]
+        assert v["n"] == sum(r["n_held_out"] for r in doc["batch_stack"]
+                             if (r["profile"], r["gpu"]) == (profile, gpu))
+        assert any(line.startswith(f"{gpu}: whole batches ({profile}") and ("MISS" in line) != v["holds"]
                    for line in doc["verdicts"])
     assert set(doc["groups"][0]) == set(doc["columns"])
     # the shipped A100 and H100 presets state an all-reduce law, so the TP 2-8 whole batches and

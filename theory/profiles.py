@@ -11,7 +11,8 @@ Schema (header names; order free, extra columns refused so that a typo is not si
 =============== ======== ==================================================================================
 column          required meaning
 =============== ======== ==================================================================================
-source          yes      short name of the public source (``vidur``, ``splitwise-sim``, ``llmservingsim``)
+source          yes      short name of the public source (``vidur``, ``splitwise-sim``, ``llmservingsim``;
+                         ``llmq``: measured by ``benchmarks/device/measure_profile.py``)
 gpu             yes      llmq GPU preset key of the card measured (``a100``, ``h100``, ``a40``, ``rtx4090``)
 setup           no       the source's own name for the machine or setting (``a100_dgx``, ``h100-80gb``)
 model           yes      llmq model preset key; empty for model-independent rows (collectives)
@@ -19,7 +20,9 @@ tp              yes      tensor-parallel degree (GPUs sharing each layer); must 
 operation       yes      what was timed: a GeMM or kernel name (:data:`VIDUR_GEMMS`, :data:`VIDUR_KERNELS`,
                          :data:`LLMSERVINGSIM_GEMMS`, :data:`LLMSERVINGSIM_KERNELS`), ``attention`` (the
                          self-attention of one layer over a batch), ``prefill_batch``, ``decode_batch`` or
-                         ``all_reduce``
+                         ``all_reduce``; ``prefill_batch_rank``, ``decode_batch_rank``: one tensor-parallel
+                         rank's share of such a batch (its shard of every layer) timed alone on one GPU,
+                         without the all-reduces
 tokens          per op   tokens in the batch (rows of the activations the operation runs over; ``lm_head``
                          and ``sampler``: one row per sequence)
 decodes         per op   decode requests in the batch (``decode_batch``, ``attention``)
@@ -82,6 +85,8 @@ NEEDS = {  # operation: integer columns every row of it must fill
     "attention": ("tokens", "decodes"),
     "prefill_batch": ("tokens", "context"),
     "decode_batch": ("tokens", "decodes", "context"),
+    "prefill_batch_rank": ("tokens", "context"),
+    "decode_batch_rank": ("tokens", "decodes", "context"),
     "all_reduce": ("bytes",),
 }
 _UNITLESS_TIME = re.compile(r"(time|latency|duration|elapsed|secs?$|ms$|us$)", re.IGNORECASE)

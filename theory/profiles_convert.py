@@ -24,6 +24,10 @@ per_sequence,attention}.csv`` and the bundle's ``meta.yaml``: ``time_us`` in mic
 (``docs/docs/profiler/output-bundle.md``, "Times are microseconds"), the CUDA kernel time vLLM's
 layerwise profiler attributes to one module call of a one-layer model, averaged over the timed
 forwards (``profiler/core/hooks/extension.py``, ``profiler/core/hooks/timings.py``).
+
+llmq's own measurements (Apache-2.0, this repository), ``benchmarks/device/measure_profile.py``:
+each run writes its rows in this schema already (seconds); :func:`build_device` merges the runs of
+one GPU into ``llmq_<gpu>.csv.gz``.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from theory.profiles import (
     LLMSERVINGSIM_KERNELS,
     VIDUR_GEMMS,
     VIDUR_KERNELS,
+    load_profile,
 )
 
 COLUMNS = ("source", "gpu", "setup", "model", "tp", "operation", *INT_COLUMNS, "seconds")
@@ -364,12 +369,41 @@ def build_llmservingsim(root: str | Path, out_dir: str | Path) -> dict[str, int]
     return counts
 
 
+def build_device(runs: list[str | Path], out_dir: str | Path) -> dict[str, int]:
+    """Merge the ``profile.csv`` of measurement runs (``benchmarks/device/measure_profile.py``)
+    into ``llmq_<gpu>.csv.gz`` per GPU; returns the row count of each file.
+
+    Each file is loaded and checked as a profile (:func:`theory.profiles.load_profile`); every row
+    must have ``source = llmq``. A row of a later run replaces the row of an earlier run with the
+    same GPU, model, TP, operation and integer columns (a rerun of a shape); nothing else changes.
+    """
+    merged: dict[str, dict[tuple, dict]] = defaultdict(dict)
+    for run in runs:
+        path = Path(run) / "profile.csv" if Path(run).is_dir() else Path(run)
+        for i, r in enumerate(load_profile(path).rows, start=2):
+            if r["source"] != "llmq":
+                raise ConfigFileError(f"{path}: row {i}, column source: expected 'llmq', got {r['source']!r}")
+            row = {c: "" for c in COLUMNS}
+            row.update({c: r[c].item() for c in ("source", "gpu", "setup", "model", "tp", "operation")})
+            row.update({c: int(r[c]) for c in INT_COLUMNS if int(r[c]) >= 0})
+            row["seconds"] = f"{float(r['seconds']):.8g}"
+            key = tuple(row[c] for c in ("gpu", "model", "tp", "operation", *INT_COLUMNS) if c != "src_rows")
+            merged[row["gpu"]][key] = row
+    counts = {}
+    for gpu, rows in sorted(merged.items()):
+        write_profile(list(rows.values()), Path(out_dir) / f"llmq_{gpu}.csv.gz")
+        counts[f"llmq_{gpu}"] = len(rows)
+    return counts
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line: rebuild the packaged profiles from source checkouts."""
     ap = argparse.ArgumentParser(prog="python -m theory.profiles_convert", description=__doc__.split("\n")[0])
     ap.add_argument("--vidur", help="checkout of microsoft/vidur")
     ap.add_argument("--splitwise", help="checkout of Mutinifni/splitwise-sim")
     ap.add_argument("--llmservingsim", help="checkout of casys-kaist/LLMServingSim")
+    ap.add_argument("--device", nargs="+", metavar="RUN",
+                    help="folders (or profile.csv files) of benchmarks/device/measure_profile.py runs")
     ap.add_argument("--out", default=str(Path(__file__).parent / "data" / "profiles"))
     args = ap.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -380,6 +414,8 @@ def main(argv: list[str] | None = None) -> None:
         counts |= build_splitwise(args.splitwise, args.out)
     if args.llmservingsim:
         counts |= build_llmservingsim(args.llmservingsim, args.out)
+    if args.device:
+        counts |= build_device(args.device, args.out)
     for name, n in counts.items():
         print(f"{name}: {n} rows")
 

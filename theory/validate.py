@@ -147,6 +147,8 @@ NOT_PAPER_DIVISIBLE = ("the model's dimensions are not divisible by the GPU's ti
 QUICK_MODELS = ("llama-2-7b", "internlm-20b")
 QUICK_TPS = (1, 2)
 BATCH_OPERATIONS = ("prefill_batch", "decode_batch")
+# one tensor-parallel rank's share of a whole batch, timed alone (no all-reduce) -> the batch it is of
+RANK_OPERATIONS = {"prefill_batch_rank": "prefill_batch", "decode_batch_rank": "decode_batch"}
 SCREENED_FIELDS = ("gpu", "model", "tp", "operation", "tokens", "decodes", "context", "prefill_context",
                    "generated", "bytes")  # the shape of a screened row, as the profile states it
 STEP_SCHEMES = ("shipped", "calibrated", "models")  # "calibrated": the token-split fit, all points
@@ -271,12 +273,14 @@ def allreduce_law(gpu: GPU) -> Callable[[np.ndarray, int], np.ndarray] | None:
 def batch_time(cm: CostModel, operation: str, tokens: int, context: int, generated: int) -> float:
     """Eq. 7 for a splitwise row: ``tokens / context`` prompts of ``context`` tokens prefilled in
     one batch, or ``tokens`` decodes at the mean position of the ``generated - 1`` decode
-    iterations the row averages (``context + generated / 2``, profiles README).
+    iterations the row averages (``context + generated / 2``, profiles README). A rank's share
+    (:data:`RANK_OPERATIONS`) is predicted as the batch it is of.
 
     References
     ----------
     Eq. 7; Section 3.1 (batches of prefill and decode iterations).
     """
+    operation = RANK_OPERATIONS.get(operation, operation)
     if operation == "prefill_batch":
         return T_batch(cm, Batch.of(prefill=[(1, context)] * max(tokens // max(context, 1), 1)))
     if operation == "decode_batch":
@@ -757,7 +761,12 @@ BATCH_NOTE = ("whole batches: 'tokens' is the shipped preset under the stack law
 
 
 def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Settings) -> None:
-    rows = rows[np.isin(rows["operation"], BATCH_OPERATIONS)]
+    """Whole batches, and ranks' shares of them (:data:`RANK_OPERATIONS`: scored against Eq. 7
+    without its all-reduces, which the rank did not run), under Eq. 7 and the stack law fitted
+    per GPU x TP x kind (whole or rank)."""
+    ops = (*BATCH_OPERATIONS, *RANK_OPERATIONS)
+    rows = rows[np.isin(rows["operation"], ops)]
+    rank = np.isin(rows["operation"], tuple(RANK_OPERATIONS))
     compute, allreduce = np.full(rows.size, np.nan), np.full(rows.size, np.nan)
     keys = sorted(set(zip(rows["gpu"].tolist(), rows["model"].tolist(), rows["tp"].tolist(), strict=True)))
     for g, m, tp in keys:
@@ -767,10 +776,12 @@ def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Setting
             _not_predicted(report, profile, rows[sel], reason)
             continue
         compute[sel], allreduce[sel] = batch_parts(cm, rows[sel])
+    allreduce[rank] = 0.0
     pred = compute + allreduce
     stacked = np.full(rows.size, np.nan)
-    for g, tp in sorted(set(zip(rows["gpu"].tolist(), rows["tp"].tolist(), strict=True))):
-        on = (rows["gpu"] == g) & (rows["tp"] == tp) & np.isfinite(pred)
+    groups = set(zip(rows["gpu"].tolist(), rows["tp"].tolist(), rank.tolist(), strict=True))
+    for g, tp, is_rank in sorted(groups):
+        on = (rows["gpu"] == g) & (rows["tp"] == tp) & (rank == is_rank) & np.isfinite(pred)
         if not on.any():
             continue
         held = np.zeros(rows.size, dtype=bool)
@@ -778,14 +789,14 @@ def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Setting
         train = on & ~held
         law = fit_stack_law(rows["seconds"][train], compute[train], allreduce[train])
         stacked[held] = law.time(compute[held], allreduce[held])
-        for op in BATCH_OPERATIONS:
+        for op in ops:
             part = held & (rows["operation"] == op)
             if not part.any():
                 continue
             before = ErrorStats.of(abs_rel_error(rows["seconds"][part], pred[part]))
             after = ErrorStats.of(abs_rel_error(rows["seconds"][part], stacked[part]))
             report.batch_stack.append({
-                "gpu": g, "tp": tp, "operation": op, "overhead_s": law.overhead_s,
+                "profile": profile, "gpu": g, "tp": tp, "operation": op, "overhead_s": law.overhead_s,
                 "a_compute": law.a_compute, "a_allreduce": law.a_allreduce,
                 "n_train": int(train.sum()), "n_held_out": int(part.sum()),
                 "before_median": before.median, "before_p90": before.p90,
@@ -801,7 +812,7 @@ def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Setting
             report.batch_verdicts.append({"gpu": g, "profile": profile, "n": st.n, "targets": checks,
                                           "holds": all(c["holds"] for c in checks.values())})
     for g, m, tp in keys:
-        for op in BATCH_OPERATIONS:
+        for op in ops:
             part = (rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp) & (rows["operation"] == op)
             if not part.any() or not np.isfinite(pred[part]).any():
                 continue
@@ -1008,7 +1019,7 @@ def validate(profiles: dict[str, Profile], settings: Settings | None = None) -> 
             data = gemm_rows(rows, s.model_file)
             errors, below = _validate_gemm(report, name, data, s)
             all_gemm.append((data, errors, below))
-        if ops & set(BATCH_OPERATIONS):
+        if ops & {*BATCH_OPERATIONS, *RANK_OPERATIONS}:
             _validate_batches(report, name, rows, s)
         if "all_reduce" in ops:
             _validate_allreduce(report, name, rows, s)
@@ -1017,8 +1028,9 @@ def validate(profiles: dict[str, Profile], settings: Settings | None = None) -> 
         kernels = rows[np.isin(rows["operation"], KERNEL_OPERATIONS)]
         if kernels.size:
             _not_predicted(report, name, kernels, NO_KERNEL_LAW)
-        other = rows[~np.isin(rows["operation"], (*GEMM_OPERATIONS, *BATCH_OPERATIONS, "all_reduce",
-                                                   *KERNEL_OPERATIONS, ATTENTION))]
+        known = (*GEMM_OPERATIONS, *BATCH_OPERATIONS, *RANK_OPERATIONS, "all_reduce", *KERNEL_OPERATIONS,
+                 ATTENTION)
+        other = rows[~np.isin(rows["operation"], known)]
         if other.size:
             _not_predicted(report, name, other, "operation unknown to the cost model")
     data, errors, below = _concat(all_gemm)
