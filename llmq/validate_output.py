@@ -30,8 +30,11 @@ from theory.validate import (
 
 SCHEMA = "llmq.validate/1"
 BATCH_STACK_COLUMNS = {
+    "profile": "the shipped profile of the rows (splitwise_perf_model, llmq_h100, llmq_h200) or the CSV "
+               "given",
     "gpu, tp, operation": "GPU preset, tensor-parallel degree and batch kind of the whole-batch rows "
-                          "(splitwise_perf_model)",
+                          "(prefill_batch, decode_batch; *_rank: one rank's share, timed without the "
+                          "all-reduces, scored against C alone)",
     "overhead_s, a_compute, a_allreduce": "the stack law T = overhead_s + a_compute C + a_allreduce R "
                                           "fitted per GPU x TP on the training batch shapes (C: Eq. 7 "
                                           "without its all-reduces, R: their time; overhead_s >= 0, "
@@ -299,9 +302,9 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
                         for r in report.groups])
     if report.batch_stack:
         lines += ["", "## Whole batches: the stack law, fitted per GPU x TP, held-out shapes", ""]
-        lines += _md_table(["GPU", "TP", "operation", "c (ms)", "a_compute", "a_allreduce",
+        lines += _md_table(["profile", "GPU", "TP", "operation", "c (ms)", "a_compute", "a_allreduce",
                             "train / held out", "Eq. 7 median / p90", "stack law median / p90"],
-                           [[r["gpu"], r["tp"], r["operation"], f"{r['overhead_s'] * 1e3:.2f}",
+                           [[r["profile"], r["gpu"], r["tp"], r["operation"], f"{r['overhead_s'] * 1e3:.2f}",
                              f"{r['a_compute']:.3f}", f"{r['a_allreduce']:.3f}",
                              f"{r['n_train']} / {r['n_held_out']}",
                              f"{_pct(r['before_median'])} / {_pct(r['before_p90'])}",

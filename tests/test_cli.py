@@ -46,7 +46,8 @@ def test_bounds_marks_which_gpu_rates_are_calibrated(capsys):
     assert code == 0
     rates = {r["gpu"]: r["gpu_rates"] for r in json.loads(out)}
     assert {g for g, v in rates.items() if v != "roofline, uncalibrated"} == set(calibrated_keys())
-    profile = {"rtx4090": "llmservingsim_rtx4090", "rtxpro6000": "llmservingsim_rtxpro6000"}
+    profile = {"rtx4090": "llmservingsim_rtx4090", "rtxpro6000": "llmservingsim_rtxpro6000",
+               "h200": "llmq_h200"}
     assert all(profile.get(g, "vidur_gemm") in rates[g] for g in calibrated_keys())
     code, out, _ = run(capsys, "bounds", "--gpu", "all", "--mode", "real")
     assert "\nl4 " in out and out.count("roofline, uncalibrated") == len(rates) - len(calibrated_keys())

@@ -113,7 +113,6 @@ overhead_s = 0.002
 
 @pytest.mark.parametrize("key, terms", [
     ("rtx6000ada", "memory_floor = true"), ("l4", "memory_floor = true"),
-    ("h200", "memory_floor = true\nwaves = true"),
 ])
 def test_real_mode_uncalibrated_preset_is_its_roofline_with_the_unfitted_terms(tmp_path, key, terms):
     """Real mode on a preset without a calibration is the roofline preset with the terms of its

@@ -206,10 +206,11 @@ def test_real_mode_default_switch_prices_the_base_presets_with_the_profile(monke
 
     gpus = hw.load_gpus(None, calibrated=True)
     profiles = {"a100": "vidur_gemm", "h100": "vidur_gemm", "a40": "vidur_gemm",
-                "rtx4090": "llmservingsim_rtx4090", "rtxpro6000": "llmservingsim_rtxpro6000"}
+                "rtx4090": "llmservingsim_rtx4090", "rtxpro6000": "llmservingsim_rtxpro6000",
+                "h200": "llmq_h200"}
     for key, name in profiles.items():
         assert gpus[key].terms.gemm_profile == name and gpus[key].terms.gemm_profile_gpu == key
-    assert gpus["h200"].terms.gemm_profile is None  # no profile, no law
+    assert gpus["l40s"].terms.gemm_profile is None  # no profile, no law
     assert hw.load_gpus(None, calibrated=False)["a100"].terms.gemm_profile is None  # paper mode
     off = {**hw._measured_data(), "real_mode_default": False}
     monkeypatch.setattr(hw, "_measured_data", lambda: off)

@@ -72,10 +72,11 @@ def test_shipped_rates_stay_below_the_dense_peak_and_keep_the_roofline_t_star():
 
 def test_provenance_and_which_gpus_are_calibrated():
     with_data = {g: name for name in GEMM_PROFILES for g in gemm_rows(load_profile(name).rows).gpu.tolist()}
-    assert calibrated_keys() == sorted(with_data) == ["a100", "a40", "h100", "rtx4090", "rtxpro6000"]
+    assert calibrated_keys() == sorted(with_data) == ["a100", "a40", "h100", "h200", "rtx4090", "rtxpro6000"]
     commits = {"vidur_gemm": "7d47513363ec447a741ac5e47241580b47724fbf",
                "llmservingsim_rtx4090": "5daddb21a545658d5150b535712d0494584b5278",
-               "llmservingsim_rtxpro6000": "5daddb21a545658d5150b535712d0494584b5278"}
+               "llmservingsim_rtxpro6000": "5daddb21a545658d5150b535712d0494584b5278",
+               "llmq_h200": "59996c9982c51cf8a0ccb3367e7edb54da5a3416"}
     for key in calibrated_keys():
         prov = SHIPPED["provenance"][key]
         assert prov["profile"] == with_data[key]

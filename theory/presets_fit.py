@@ -3,7 +3,9 @@
 ``python -m theory.presets_fit`` rewrites ``theory/data/calibrated_gpus.toml``. For every GPU preset
 with GeMM rows in a packaged GeMM profile of :data:`GEMM_PROFILES` (``vidur_gemm``: A100, H100, A40;
 ``llmservingsim_rtx4090``: RTX 4090, the four GeMM layers and LM head of Llama-3.1-8B;
-``llmservingsim_rtxpro6000``: RTX PRO 6000, those of Llama-3.1-8B and Qwen3-32B at TP 1 and 2):
+``llmservingsim_rtxpro6000``: RTX PRO 6000, those of Llama-3.1-8B and Qwen3-32B at TP 1 and 2;
+``llmq_h200``: H200, the four GeMMs of five models at TP 1-8 and three LM heads, measured by
+``benchmarks/device/measure_profile.py``):
 
 * the per-tile rates ``mu(t)``, the achievable DRAM bandwidth (``eta_mem``, the ``memory_floor``
   term), the L2 bandwidth (``l2_bandwidth_gbs``) and the fixed time per GeMM
@@ -40,8 +42,9 @@ themselves as ``roofline, uncalibrated``.
 References
 ----------
 Bari, Hegde, de Veciana (2025), Eq. 2; :mod:`theory.terms`. Data: microsoft/vidur @
-7d47513363ec447a741ac5e47241580b47724fbf and casys-kaist/LLMServingSim @
-5daddb21a545658d5150b535712d0494584b5278 (``theory/data/profiles/README.md``).
+7d47513363ec447a741ac5e47241580b47724fbf, casys-kaist/LLMServingSim @
+5daddb21a545658d5150b535712d0494584b5278 and this repository's own measurements
+(``theory/data/profiles/README.md``).
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ GEMM_PROFILES = {  # packaged profile with GeMM rows -> its source, for the prov
     "vidur_gemm": "microsoft/vidur @ 7d47513363ec447a741ac5e47241580b47724fbf",
     "llmservingsim_rtx4090": "casys-kaist/LLMServingSim @ 5daddb21a545658d5150b535712d0494584b5278",
     "llmservingsim_rtxpro6000": "casys-kaist/LLMServingSim @ 5daddb21a545658d5150b535712d0494584b5278",
+    "llmq_h200": "llmq benchmarks/device/measure_profile.py @ 59996c9982c51cf8a0ccb3367e7edb54da5a3416",
 }
 ALLREDUCE_PROFILE = "vidur_all_reduce"
 ALLREDUCE_SETUP = {"a100": "a100_dgx", "h100": "h100_dgx"}  # the node the compute profile's card is in
