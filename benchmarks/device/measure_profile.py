@@ -26,14 +26,20 @@ What is timed
   tokens in its KV cache (one cache per layer) that decode one token, which is appended to the cache
   and attends to ``context + 1`` keys; written with ``generated = 2`` (the step that produces each
   request's second output token, :func:`theory.validate.batch_time`).
+* **One rank's share of splitwise's batches** (``--per-rank MODEL:TP,...``; ``prefill_batch_rank``,
+  ``decode_batch_rank``): the same forward pass on one tensor-parallel rank's shard (``1/TP`` of
+  the query heads, KV heads, FFN width and vocabulary), without the all-reduces, at the batch
+  shapes of ``theory/data/profiles/splitwise_perf_model.csv``; a decode at the position
+  :func:`theory.validate.batch_time` predicts the row at.
 
 How it is timed
 ---------------
 Every measurement is a CUDA graph (so host launch gaps are not timed, as in vidur's kernel-time
-profiles): ``copies`` independent operand sets, enough that the operands of one replay exceed
-three times the L2 cache (a served layer's weights are not L2-resident when the next batch comes),
-launched back to back in one graph. The graph is replayed ``warmup`` times, then ``reps`` times
-between CUDA events; a row's time is the median over the replays of (replay time / copies).
+profiles). A GeMM's graph holds ``copies`` calls on independent operand sets, enough that the
+weights of one replay exceed three times the L2 cache (a served layer's weights are not
+L2-resident when the next batch comes); a batch's graph holds one forward pass (its weights are
+many times the L2 cache). The graph is replayed ``warmup`` times, then ``reps`` times between CUDA
+events; a row's time is the median over the replays of (replay time / calls in the graph).
 Inputs are random (``torch.randn``), never zeros. The card's clocks and power limit are read
 (``nvidia-smi --query-gpu``), never set.
 """
