@@ -310,13 +310,15 @@ def _bounded_lsq(design: np.ndarray, target: np.ndarray, lower: np.ndarray) -> n
     ``r = design^T target``, ``|design x - target|^2 = |L^T x - L^{-1} r|^2 + const``, so the
     bounded problem is ``scipy.optimize.lsq_linear`` on ``(L^T, L^{-1} r)``; its unconstrained
     minimum is returned directly when it is feasible. A singular ``G`` falls back to
-    ``lsq_linear`` on the full design.
+    ``lsq_linear`` on the full design with the bounded-variable method (``bvls``: exact for a
+    rank-deficient design, where the default trust-region method warns of invalid values; the
+    shipped calibration refits byte-identical with it).
     """
     gram, rhs = design.T @ design, design.T @ target
     try:
         chol = np.linalg.cholesky(gram)
     except np.linalg.LinAlgError:
-        return lsq_linear(design, target, bounds=(lower, np.inf)).x
+        return lsq_linear(design, target, bounds=(lower, np.inf), method="bvls").x
     y = np.linalg.solve(chol, rhs)
     x = np.linalg.solve(chol.T, y)
     if np.all(np.isfinite(x)) and np.all(x >= lower):
