@@ -17,7 +17,7 @@ from theory.cost import Batch, T_batch, build_cost_model
 from theory.errors import ConfigFileError
 from theory.hardware import get_gpu
 from theory.models import get_model
-from theory.profiles import VIDUR_GEMMS, gemm_shape, load_profile
+from theory.profiles import VIDUR_GEMMS, Profile, gemm_shape, load_profile
 from theory.profiles_convert import build_device
 from theory.validate import Settings, abs_rel_error, validate
 
@@ -101,7 +101,7 @@ def test_splitwise_shapes_are_the_h100_rows_of_the_packaged_file():
 def test_a_rank_row_is_scored_against_eq7_without_all_reduces():
     rows = load_profile("llmq_h100").rows
     rows = rows[(rows["operation"] == "prefill_batch_rank") & (rows["tp"] == 8)]
-    report = validate({"llmq_h100": _profile(rows)}, Settings(screen=False))
+    report = validate({"llmq_h100": Profile("test", rows)}, Settings(screen=False))
     group = next(g for g in report.groups if g["operation"] == "prefill_batch_rank")
     # independent recomputation: the shipped H100 at TP 8 with free collectives, Eq. 7 per row
     g = get_gpu("h100", calibrated=True)
@@ -115,12 +115,6 @@ def test_a_rank_row_is_scored_against_eq7_without_all_reduces():
     g_ar = get_gpu("h100", calibrated=True)
     whole = build_cost_model(replace(g_ar, terms=replace(g_ar.terms, tp=8)), get_model("llama-2-70b"), "real")
     assert T_batch(whole, Batch.of(prefill=[(1, 512)])) > T_batch(cm, Batch.of(prefill=[(1, 512)]))
-
-
-def _profile(rows):
-    from theory.profiles import Profile
-
-    return Profile("test", rows)
 
 
 def test_a_rank_computes_linearly_in_the_prompt_tokens_where_splitwise_does_not():

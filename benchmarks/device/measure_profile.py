@@ -60,7 +60,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from theory.models import get_model  # noqa: E402
-from theory.profiles import gemm_shape  # noqa: E402
+from theory.profiles import gemm_shape, load_profile  # noqa: E402
 
 GEMMS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 # (model, tensor-parallel degrees) whose four GeMMs are timed; the LM head at TP 1
@@ -94,18 +94,12 @@ def decode_shapes(context_length: int, kv_token_cap: int) -> list[tuple[int, int
 
 def splitwise_shapes(model: str, gpu: str) -> tuple[list, list]:
     """Splitwise's prefill shapes ``(prompts, prompt length)`` and decode shapes ``(batch, prompt
-    length, generated)`` of ``model`` on ``gpu`` (``theory/data/profiles/splitwise_perf_model.csv``)."""
-    path = ROOT / "theory" / "data" / "profiles" / "splitwise_perf_model.csv"
-    pre, dec = set(), set()
-    with open(path, newline="") as fh:
-        for r in csv.DictReader(fh):
-            if r["model"] != model or r["gpu"] != gpu:
-                continue
-            t, c = int(r["tokens"]), int(r["context"])
-            if r["operation"] == "prefill_batch":
-                pre.add((t // c, c))
-            else:
-                dec.add((t, c, int(r["generated"])))
+    length, generated)`` of ``model`` on ``gpu`` (the packaged ``splitwise_perf_model`` profile)."""
+    rows = load_profile("splitwise_perf_model").where(gpu=gpu, model=model)
+    pre = {(int(r["tokens"]) // int(r["context"]), int(r["context"]))
+           for r in rows[rows["operation"] == "prefill_batch"]}
+    dec = {(int(r["tokens"]), int(r["context"]), int(r["generated"]))
+           for r in rows[rows["operation"] == "decode_batch"]}
     return sorted(pre), sorted(dec)
 
 
