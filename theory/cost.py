@@ -40,7 +40,7 @@ from theory.errors import FieldError, TileDivisibilityError
 from theory.hardware import GPU, Tile
 from theory.measured import MeasuredLinear, interpolate_by_shape
 from theory.models import GemmShape, Model, _check_mode
-from theory.terms import LM_HEAD, LinearTerms, allreduce_time, ceil_div, check_tp
+from theory.terms import LM_HEAD, LinearTerms, allreduce_count, allreduce_time, ceil_div, check_tp
 
 
 def T_GeMM(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
@@ -334,7 +334,7 @@ def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_col, t_red, all_gemms)
             head = next(g for g in all_gemms if g.name == LM_HEAD)
             batch_s += b * head.d_row * head.d_red / bw
     if gt.tp > 1:  # two all-reduces per layer, one more for the vocab-parallel embedding
-        n_ar = 2 * model.N + (1 if mt.lm_head else 0)
+        n_ar = allreduce_count(model)
         tok_s += n_ar * float(allreduce_time(gt, b * model.d_x, latency=False))
         batch_s += n_ar * gt.allreduce_latency_s
     return LinearTerms(

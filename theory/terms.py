@@ -562,6 +562,19 @@ def shard_memory(model, tp: int, bytes_per_element: int = 2) -> tuple[float, flo
     return weights, model.kv_bytes_per_token(bytes_per_element) * heads / model.n_kv_heads
 
 
+def allreduce_count(model) -> int:
+    """All-reduces per batch of a tensor-parallel ``model``: two per layer (after the attention
+    output projection and after the MLP's down projection, Megatron-LM Section 3) and one for the
+    vocab-parallel embedding when the model has an LM head; each reduces the batch's ``tokens x
+    d_x`` activations.
+
+    References
+    ----------
+    Shoeybi et al. (2019), Megatron-LM, arXiv:1909.08053, Section 3.
+    """
+    return 2 * model.N + (1 if model.terms.lm_head else 0)
+
+
 def allreduce_time(terms: GpuTerms, n_bytes, latency: bool = True) -> np.ndarray:
     """One all-reduce of ``n_bytes`` per GPU: ``latency + 2 (tp-1)/tp n_bytes / busbw`` (0 if tp = 1);
     ``latency=False`` gives the bandwidth part alone.

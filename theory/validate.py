@@ -49,9 +49,10 @@ predictor. Whole-batch rows (``prefill_batch``, ``decode_batch``) by Eq. 7
 (:func:`batch_cost_model`: TP 1 as named, TP > 1 through :mod:`theory.terms` when the GPU profile
 states an all-reduce law; the shipped batch rows are TP 2-8, so without one they are listed as not
 predicted with the reason); their ``tokens`` scheme is the serving stack's law on top of Eq. 7,
-a fixed time per batch and multipliers on Eq. 7's all-reduce and remaining time
-(:class:`StackLaw`), fitted per GPU x TP on the other batch shapes (:func:`fit_stack_law`,
-:func:`batch_split`, :attr:`Report.batch_stack`). All-reduce rows where the GPU profile states an
+a fixed time per batch and multipliers on Eq. 7's all-reduce time, on its bytes beyond
+:data:`LARGE_MESSAGE_BYTES` per message and on the remaining time (:class:`StackLaw`), fitted per
+GPU x model x TP on the other batch shapes (:func:`fit_stack_law`, :func:`batch_split`,
+:attr:`Report.batch_stack`). All-reduce rows where the GPU profile states an
 all-reduce law (:func:`allreduce_law`; the calibrated A100 and H100 presets state one). Measured
 self-attention batches (``attention`` rows) by Eq. 5-6 per layer, scored per batch kind in
 :attr:`Report.attention` (:mod:`theory.validate_attention`). Element-wise kernels (``vidur_kernels``
@@ -103,7 +104,7 @@ from theory.profiles import (
     gemm_shape,
     series_labels,
 )
-from theory.terms import allreduce_time
+from theory.terms import allreduce_count, allreduce_time
 from theory.timings import GemmTimings
 from theory.validate_attention import GROUP_COLUMNS, score_attention
 from theory.validate_attention import OPERATION as ATTENTION
@@ -270,6 +271,19 @@ def allreduce_law(gpu: GPU) -> Callable[[np.ndarray, int], np.ndarray] | None:
     return lambda n_bytes, tp: allreduce_time(replace(gpu.terms, tp=int(tp)), n_bytes)
 
 
+def prompts(tokens: int, context: int) -> int:
+    """Prompts of a splitwise prefill row: ``tokens / context`` of ``context`` tokens, at least one."""
+    return max(tokens // max(context, 1), 1)
+
+
+def batch_tokens(operation: str, tokens: int, context: int) -> int:
+    """Tokens one iteration of the batch :func:`batch_time` prices runs through the linear layers
+    (and each all-reduce): every prompt token, or one per decode."""
+    if RANK_OPERATIONS.get(operation, operation) == "prefill_batch":
+        return prompts(tokens, context) * context
+    return tokens
+
+
 def batch_time(cm: CostModel, operation: str, tokens: int, context: int, generated: int) -> float:
     """Eq. 7 for a splitwise row: ``tokens / context`` prompts of ``context`` tokens prefilled in
     one batch, or ``tokens`` decodes at the mean position of the ``generated - 1`` decode
@@ -282,7 +296,7 @@ def batch_time(cm: CostModel, operation: str, tokens: int, context: int, generat
     """
     operation = RANK_OPERATIONS.get(operation, operation)
     if operation == "prefill_batch":
-        return T_batch(cm, Batch.of(prefill=[(1, context)] * max(tokens // max(context, 1), 1)))
+        return T_batch(cm, Batch.of(prefill=[(1, context)] * prompts(tokens, context)))
     if operation == "decode_batch":
         position = context + max(generated, 2) // 2
         return T_batch(cm, Batch.of(decode=[position] * tokens))
@@ -476,13 +490,15 @@ class Report:
     fits : dict
         ``"<gpu> tokens"`` / ``"<gpu> without <model>"`` -> fitted parameters and training size.
     batch_stack : list of dict
-        Per GPU x TP x operation of the whole-batch rows: the :class:`StackLaw` fitted per GPU x TP
-        on the training shapes (:func:`fit_stack_law`, :func:`batch_split`) and the held-out median
-        / p90 error of the shipped preset before (Eq. 7) and after (the stack law).
+        Per GPU x model x TP x operation of the whole-batch rows: the :class:`StackLaw` fitted per
+        GPU x model x TP on the training shapes (:func:`fit_stack_law`, :func:`batch_split`) and the
+        held-out median / p90 error of the shipped preset before (Eq. 7) and after (the stack law).
     batch_verdicts : list of dict
-        Per GPU with whole-batch rows: the held-out rows of every TP pooled under the stack law
-        (``n``), their median and p90 error checked against the held-out-token targets
-        (``targets``, as :func:`target_checks` checks them) and whether both hold.
+        Per profile x GPU with whole-batch rows: the held-out rows of every model and TP pooled
+        under the stack law (``n``), their median and p90 error checked against the held-out-token
+        targets (``targets``, as :func:`target_checks` checks them), whether both hold, the
+        operations pooled (``kinds``) and the law fitted on every shape scored on every row
+        (``in_sample``: the least error the law's form reaches on the data).
     screened : list of dict
         Rows left out of every score because they are faster than the roofline lower bound of
         their shape (:func:`theory.plausibility.implausible`), one entry per row with the bound.
@@ -676,17 +692,33 @@ def _fit_summary(fit: GpuFit) -> dict:
             "mu": {str(t): float(m) for t, m in zip(fit.gpu.tiles, fit.gpu.mu, strict=True)}}
 
 
+LARGE_MESSAGE_BYTES = 32 * 2**20
+"""All-reduce message size per GPU above which :class:`StackLaw` prices the bytes apart (32 MiB:
+2,048 tokens of Llama-2-70B's ``d_x = 8192`` in fp16). Up to this size what splitwise's H100 stack
+adds to one rank's kernels is NCCL's own all-reduce time (vidur's DGX H100 profile); at 64 MiB it
+is 3.2 times that (the ``llmq_h100`` rank rows, profiles README). The boundary was read off those
+measurements, which share the H100 batch shapes; on the A100 it is out of sample."""
+
+
 @dataclass(frozen=True)
 class StackLaw:
-    """A serving stack's time for a whole batch on top of Eq. 7, fitted per GPU x TP.
+    """A serving stack's time for a whole batch on top of Eq. 7, fitted per GPU x model x TP.
 
-    ``T = overhead_s + a_compute C + a_allreduce R`` where ``R`` is the time Eq. 7 gives the
-    batch's all-reduces (:func:`theory.terms.allreduce_time`, the law fitted on vidur's NCCL
-    profile) and ``C`` the rest of Eq. 7 (GeMMs, attention, element-wise work). ``overhead_s >= 0``
-    is a fixed time per batch (launches, scheduling, sampling), ``a_compute >= 1`` the stack's
-    efficiency on the modelled kernels and ``a_allreduce >= 1`` how much slower its collectives run
-    than NCCL's own benchmark (an all-reduce the stack does not overlap, a slower algorithm).
-    ``StackLaw(0, 1, 1)`` is Eq. 7.
+    ``T = overhead_s + a_compute C + a_allreduce R + a_large L`` where ``R`` is the time Eq. 7
+    gives the batch's all-reduces (:func:`theory.terms.allreduce_time`, the law fitted on vidur's
+    NCCL profile), ``L`` the part of ``R``'s bandwidth time spent on the bytes of each message
+    beyond :data:`LARGE_MESSAGE_BYTES`, and ``C`` the rest of Eq. 7 (GeMMs, attention, element-wise
+    work). ``overhead_s >= 0`` is a fixed time per batch (launches, scheduling, sampling),
+    ``a_compute >= 1`` the stack's efficiency on the modelled kernels, ``a_allreduce >= 1`` how much
+    slower its collectives run than NCCL's own benchmark (an all-reduce the stack does not overlap,
+    a slower algorithm) and ``a_large >= 0`` how much more a byte beyond the large-message boundary
+    costs (``a_allreduce + a_large`` times NCCL's). ``StackLaw(0, 1, 1)`` is Eq. 7.
+
+    The law is fitted per served configuration, not per GPU x TP: what a stack adds per step
+    depends on the model it runs. On splitwise's A100s at TP 8, Eq. 7 puts a BLOOM-176B decode step
+    17 ms above a Llama-2-70B one (its weight shard alone takes 13 ms longer to stream at the
+    datasheet bandwidth), and splitwise measures 3.9 ms: one law for both would need
+    ``a_compute < 1``.
 
     References
     ----------
@@ -696,18 +728,22 @@ class StackLaw:
     overhead_s: float
     a_compute: float
     a_allreduce: float
+    a_large: float = 0.0
 
-    def time(self, compute, allreduce) -> np.ndarray:
-        """Seconds of batches whose Eq. 7 parts are ``compute`` and ``allreduce``."""
+    def time(self, compute, allreduce, large=0.0) -> np.ndarray:
+        """Seconds of batches whose Eq. 7 parts are ``compute``, ``allreduce`` and ``large``."""
         return (self.overhead_s + self.a_compute * np.asarray(compute, dtype=float)
-                + self.a_allreduce * np.asarray(allreduce, dtype=float))
+                + self.a_allreduce * np.asarray(allreduce, dtype=float)
+                + self.a_large * np.asarray(large, dtype=float))
 
 
-def fit_stack_law(measured, compute, allreduce) -> StackLaw:
+def fit_stack_law(measured, compute, allreduce, large=None) -> StackLaw:
     """The :class:`StackLaw` minimising the squared relative error ``sum_i (T_i / m_i - 1)^2``
-    over batches with measured times ``m_i`` and Eq. 7 parts ``compute``, ``allreduce``, subject to
-    ``overhead_s >= 0``, ``a_compute >= 1``, ``a_allreduce >= 1`` (bounded linear least squares,
-    :func:`scipy.optimize.lsq_linear`). Without all-reduce time (TP 1) ``a_allreduce`` is 1.
+    over batches with measured times ``m_i`` and Eq. 7 parts ``compute``, ``allreduce`` and
+    ``large`` (``None``: no message beyond the boundary), subject to ``overhead_s >= 0``,
+    ``a_compute >= 1``, ``a_allreduce >= 1``, ``a_large >= 0`` (bounded linear least squares,
+    :func:`scipy.optimize.lsq_linear`). Without all-reduce time (TP 1) ``a_allreduce`` is 1, and
+    without large messages ``a_large`` is 0.
 
     References
     ----------
@@ -716,15 +752,17 @@ def fit_stack_law(measured, compute, allreduce) -> StackLaw:
     from scipy.optimize import lsq_linear
 
     m, c, r = (np.asarray(x, dtype=float) for x in (measured, compute, allreduce))
-    if not m.size or not m.shape == c.shape == r.shape:
-        raise FieldError("measured", m.size, "one or more (measured, compute, allreduce) triples of "
-                                             "equal length")
-    has_r = bool(np.any(r > 0))
-    cols = [np.ones(m.size), c] + ([r] if has_r else [])
-    lower = [0.0, 1.0] + ([1.0] if has_r else [])
-    x = lsq_linear(np.column_stack(cols) / m[:, None], np.ones(m.size),
-                   bounds=(lower, np.inf), method="bvls").x
-    return StackLaw(float(x[0]), float(x[1]), float(x[2]) if has_r else 1.0)
+    big = np.zeros(m.shape) if large is None else np.asarray(large, dtype=float)
+    if not m.size or not m.shape == c.shape == r.shape == big.shape:
+        raise FieldError("measured", m.size, "one or more (measured, compute, allreduce, large) "
+                                             "tuples of equal length")
+    has_r, has_big = bool(np.any(r > 0)), bool(np.any(big > 0))
+    cols = [np.ones(m.size), c] + ([r] if has_r else []) + ([big] if has_big else [])
+    lower = [0.0, 1.0] + ([1.0] if has_r else []) + ([0.0] if has_big else [])
+    x = list(lsq_linear(np.column_stack(cols) / m[:, None], np.ones(m.size),
+                        bounds=(lower, np.inf), method="bvls").x)
+    return StackLaw(float(x[0]), float(x[1]), float(x[2]) if has_r else 1.0,
+                    float(x[-1]) if has_big else 0.0)
 
 
 def batch_split(rows: np.ndarray, every: int = 4) -> np.ndarray:
@@ -737,37 +775,46 @@ def batch_split(rows: np.ndarray, every: int = 4) -> np.ndarray:
     return token_split(np.unique(shapes, return_inverse=True)[1], every)
 
 
-def batch_parts(cm: CostModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(compute, allreduce)``: Eq. 7 of each whole-batch row (:func:`batch_time`) split into the
-    time of its all-reduces and the rest, the all-reduce part being Eq. 7 less Eq. 7 with the
-    all-reduces free (zero latency, unbounded bandwidth; 0 at TP 1)."""
+def batch_parts(cm: CostModel, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(compute, allreduce, large)``: Eq. 7 of each whole-batch row (:func:`batch_time`) split
+    into the time of its all-reduces and the rest, the all-reduce part being Eq. 7 less Eq. 7 with
+    the all-reduces free (zero latency, unbounded bandwidth; 0 at TP 1); ``large`` is the bandwidth
+    time of the bytes of each all-reduce beyond :data:`LARGE_MESSAGE_BYTES` (part of ``allreduce``;
+    :func:`theory.terms.allreduce_count` messages of the batch's tokens x ``d_x`` activations)."""
     free = cm
-    if cm.gpu.terms.tp > 1:
-        terms = replace(cm.gpu.terms, allreduce_latency_s=0.0, allreduce_bandwidth=np.inf)
-        free = build_cost_model(replace(cm.gpu, terms=terms), cm.model, cm.mode)
+    terms = cm.gpu.terms
+    if terms.tp > 1:
+        free = build_cost_model(replace(cm.gpu, terms=replace(terms, allreduce_latency_s=0.0,
+                                                              allreduce_bandwidth=np.inf)),
+                                cm.model, cm.mode)
 
     def times(model):
         return np.array([batch_time(model, str(r["operation"]), int(r["tokens"]), int(r["context"]),
                                     int(r["generated"])) for r in rows])
 
     total, compute = times(cm), times(free)
-    return compute, total - compute
+    tokens = np.array([batch_tokens(str(r["operation"]), int(r["tokens"]), int(r["context"])) for r in rows])
+    beyond = np.maximum(tokens * terms.bytes_per_element * cm.model.d_x - LARGE_MESSAGE_BYTES, 0.0)
+    large = allreduce_count(cm.model) * allreduce_time(terms, beyond, latency=False)
+    return compute, total - compute, large
 
 
 BATCH_NOTE = ("whole batches: 'tokens' is the shipped preset under the stack law T = c + a_compute C + "
-              "a_allreduce R (C: Eq. 7 without its all-reduces, R: their time), fitted per GPU x TP on "
-              "the other batch shapes (every k-th shape held out: theory.validate.batch_split, "
+              "a_allreduce R + a_large L (C: Eq. 7 without its all-reduces, R: their time, L: the "
+              "bandwidth time of their bytes beyond 32 MiB per message), fitted per GPU x model x TP "
+              "on the other batch shapes (every k-th shape held out: theory.validate.batch_split, "
               "theory.validate.fit_stack_law)")
 
 
 def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Settings) -> None:
     """Whole batches, and ranks' shares of them (:data:`RANK_OPERATIONS`: scored against Eq. 7
     without its all-reduces, which the rank did not run), under Eq. 7 and the stack law fitted
-    per GPU x TP x kind (whole or rank)."""
+    per GPU x model x TP x kind (whole or rank) on the training shapes; and, as the ceiling of the
+    law's form, the same law fitted on every shape (in sample)."""
     ops = (*BATCH_OPERATIONS, *RANK_OPERATIONS)
     rows = rows[np.isin(rows["operation"], ops)]
     rank = np.isin(rows["operation"], tuple(RANK_OPERATIONS))
-    compute, allreduce = np.full(rows.size, np.nan), np.full(rows.size, np.nan)
+    compute, allreduce, large = (np.full(rows.size, np.nan) for _ in range(3))
     keys = sorted(set(zip(rows["gpu"].tolist(), rows["model"].tolist(), rows["tp"].tolist(), strict=True)))
     for g, m, tp in keys:
         sel = (rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp)
@@ -775,42 +822,52 @@ def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Setting
         if cm is None:
             _not_predicted(report, profile, rows[sel], reason)
             continue
-        compute[sel], allreduce[sel] = batch_parts(cm, rows[sel])
-    allreduce[rank] = 0.0
+        compute[sel], allreduce[sel], large[sel] = batch_parts(cm, rows[sel])
+    allreduce[rank], large[rank] = 0.0, 0.0
     pred = compute + allreduce
-    stacked = np.full(rows.size, np.nan)
-    groups = set(zip(rows["gpu"].tolist(), rows["tp"].tolist(), rank.tolist(), strict=True))
-    for g, tp, is_rank in sorted(groups):
-        on = (rows["gpu"] == g) & (rows["tp"] == tp) & (rank == is_rank) & np.isfinite(pred)
+    stacked, in_sample = np.full(rows.size, np.nan), np.full(rows.size, np.nan)
+    seconds = rows["seconds"]
+    for g, m, tp, is_rank in sorted(set(zip(rows["gpu"].tolist(), rows["model"].tolist(),
+                                            rows["tp"].tolist(), rank.tolist(), strict=True))):
+        on = ((rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp) & (rank == is_rank)
+              & np.isfinite(pred))
         if not on.any():
             continue
         held = np.zeros(rows.size, dtype=bool)
         held[on] = batch_split(rows[on], s.every)
         train = on & ~held
-        law = fit_stack_law(rows["seconds"][train], compute[train], allreduce[train])
-        stacked[held] = law.time(compute[held], allreduce[held])
+        law = fit_stack_law(seconds[train], compute[train], allreduce[train], large[train])
+        stacked[held] = law.time(compute[held], allreduce[held], large[held])
+        in_sample[on] = fit_stack_law(seconds[on], compute[on], allreduce[on], large[on]).time(
+            compute[on], allreduce[on], large[on])
         for op in ops:
             part = held & (rows["operation"] == op)
             if not part.any():
                 continue
-            before = ErrorStats.of(abs_rel_error(rows["seconds"][part], pred[part]))
-            after = ErrorStats.of(abs_rel_error(rows["seconds"][part], stacked[part]))
+            before = ErrorStats.of(abs_rel_error(seconds[part], pred[part]))
+            after = ErrorStats.of(abs_rel_error(seconds[part], stacked[part]))
             report.batch_stack.append({
-                "profile": profile, "gpu": g, "tp": tp, "operation": op, "overhead_s": law.overhead_s,
-                "a_compute": law.a_compute, "a_allreduce": law.a_allreduce,
-                "n_train": int(train.sum()), "n_held_out": int(part.sum()),
+                "profile": profile, "gpu": g, "model": m, "tp": tp, "operation": op,
+                "overhead_s": law.overhead_s, "a_compute": law.a_compute, "a_allreduce": law.a_allreduce,
+                "a_large": law.a_large, "n_train": int(train.sum()), "n_held_out": int(part.sum()),
                 "before_median": before.median, "before_p90": before.p90,
                 "after_median": after.median, "after_p90": after.p90})
     errors = {**{k: np.full(rows.size, np.nan) for k in SCHEMES},
-              "shipped": abs_rel_error(rows["seconds"], pred),
-              "tokens": abs_rel_error(rows["seconds"], stacked)}
-    for g in sorted(set(rows["gpu"].tolist())):  # the held-out rows of every TP, pooled per GPU
-        st = ErrorStats.of(errors["tokens"][(rows["gpu"] == g) & np.isfinite(stacked)])
+              "shipped": abs_rel_error(seconds, pred),
+              "tokens": abs_rel_error(seconds, stacked)}
+    ceiling = abs_rel_error(seconds, in_sample)
+    for g in sorted(set(rows["gpu"].tolist())):  # the held-out rows of every model and TP, pooled per GPU
+        on = rows["gpu"] == g
+        st = ErrorStats.of(errors["tokens"][on & np.isfinite(stacked)])
         if st.n:
             checks = {name: _check(TARGETS[name], value, "tokens")
                       for name, value in (("tokens_median", st.median), ("tokens_p90", st.p90))}
-            report.batch_verdicts.append({"gpu": g, "profile": profile, "n": st.n, "targets": checks,
-                                          "holds": all(c["holds"] for c in checks.values())})
+            fit_all = ErrorStats.of(ceiling[on & np.isfinite(in_sample)])
+            report.batch_verdicts.append({
+                "gpu": g, "profile": profile, "n": st.n, "targets": checks,
+                "holds": all(c["holds"] for c in checks.values()),
+                "kinds": sorted(set(rows["operation"][on & np.isfinite(stacked)].tolist())),
+                "in_sample": {"n": fit_all.n, "median": fit_all.median, "p90": fit_all.p90}})
     for g, m, tp in keys:
         for op in ops:
             part = (rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp) & (rows["operation"] == op)
@@ -1052,6 +1109,7 @@ def _concat(parts) -> tuple[GemmRows, dict[str, np.ndarray], np.ndarray]:
 
 __all__ = [
     "COLUMNS",
+    "LARGE_MESSAGE_BYTES",
     "LAWS",
     "MEASURED_LABEL",
     "SCHEMES",
@@ -1068,6 +1126,7 @@ __all__ = [
     "batch_parts",
     "batch_split",
     "batch_time",
+    "batch_tokens",
     "default_law",
     "fit_gpu",
     "fit_stack_law",
@@ -1079,6 +1138,7 @@ __all__ = [
     "predict_gemm",
     "predict_paper",
     "predict_rows",
+    "prompts",
     "staircase",
     "staircase_verdict",
     "target_checks",
