@@ -37,21 +37,23 @@ BATCH_STACK_COLUMNS = {
                                  "share, timed without the all-reduces, scored against C alone)",
     "overhead_s, a_compute, a_allreduce, a_large": "the stack law T = overhead_s + a_compute C + "
                                                    "a_allreduce R + a_large L fitted per GPU x model x "
-                                                   "TP on the training batch shapes (C: Eq. 7 without "
+                                                   "TP on every batch shape (C: Eq. 7 without "
                                                    "its all-reduces, R: their time, L: the bandwidth time "
                                                    "of their bytes beyond 32 MiB per message; "
                                                    "overhead_s >= 0, a_compute and a_allreduce >= 1, "
                                                    "a_large >= 0; theory.validate.StackLaw)",
-    "n_train": "batch rows of the GPU x model x TP fitted on (every k-th distinct batch shape held out)",
-    "n_held_out": "held-out rows of the operation scored",
+    "n": "batch rows of the GPU x model x TP (both operations)",
+    "folds": "k: fold j holds out every k-th interior shape of each operation's series, ranks = j mod "
+             "k; the first and last shape of a series are trained on only (theory.validate.batch_folds)",
+    "n_held_out": "interior rows of the operation, each scored by the fold that holds it out",
     "before_median, before_p90": "held-out |predicted/measured - 1| of the shipped preset (Eq. 7)",
-    "after_median, after_p90": "the same under the fitted stack law",
+    "after_median, after_p90": "the same under the stack law fitted without the row's fold",
 }
 BATCH_VERDICT_COLUMNS = {
     "gpu, profile": "GPU preset and the profile of its whole-batch rows",
-    "n": "held-out batch rows of every model and TP, pooled",
-    "targets": "tokens_median and tokens_p90 of those rows under the stack law fitted on the other "
-               "shapes, each with its limit and whether it holds",
+    "n": "held-out (interior) batch rows of every model and TP, pooled",
+    "targets": "tokens_median and tokens_p90 of those rows, each under the stack law fitted without "
+               "its fold, with its limit and whether it holds",
     "holds": "both targets hold",
     "kinds": "the operations pooled (prefill_batch, decode_batch; *_rank: one rank's share)",
     "in_sample": "n, median and p90 of |predicted/measured - 1| over every row with the stack law "
@@ -319,14 +321,14 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
                        [[r["gpu"], r["model"], r["tp"], r["operation"], r["n"], *_stat_cells(r), r["note"]]
                         for r in report.groups])
     if report.batch_stack:
-        lines += ["", "## Whole batches: the stack law, fitted per GPU x model x TP, held-out shapes", ""]
+        lines += ["", "## Whole batches: the stack law per GPU x model x TP, interior shapes held out", ""]
         lines += _md_table(["profile", "GPU", "model", "TP", "operation", "c (ms)", "a_compute",
-                            "a_allreduce", "a_large", "train / held out", "Eq. 7 median / p90",
+                            "a_allreduce", "a_large", "rows / held out", "Eq. 7 median / p90",
                             "stack law median / p90"],
                            [[r["profile"], r["gpu"], r["model"], r["tp"], r["operation"],
                              f"{r['overhead_s'] * 1e3:.2f}", f"{r['a_compute']:.3f}",
                              f"{r['a_allreduce']:.3f}", f"{r['a_large']:.3f}",
-                             f"{r['n_train']} / {r['n_held_out']}",
+                             f"{r['n']} / {r['n_held_out']}",
                              f"{_pct(r['before_median'])} / {_pct(r['before_p90'])}",
                              f"{_pct(r['after_median'])} / {_pct(r['after_p90'])}"]
                             for r in report.batch_stack])
@@ -335,8 +337,11 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
                   "profile) and L the bandwidth time of their bytes beyond 32 MiB per message "
                   "(theory.validate.LARGE_MESSAGE_BYTES); c >= 0, a_compute and a_allreduce >= 1, "
                   "a_large >= 0, fitted on the prompt and token batches of one GPU x model x TP "
-                  "together (theory.validate.fit_stack_law). It is the 'held-out tokens' scheme of the "
-                  "batch groups, not part of the shipped presets: it describes one serving stack."]
+                  "together (theory.validate.fit_stack_law; the parameters shown: every shape). The "
+                  "held-out errors come from k folds, each interior shape predicted by the law fitted "
+                  "without its fold (theory.validate.batch_folds). It is the 'held-out tokens' scheme "
+                  "of the batch groups, not part of the shipped presets: it describes one serving "
+                  "stack."]
     lines += attention.markdown_lines(report)
     lines += ["", "## Not predicted", ""]
     lines += _md_table(["rows", "where", "reason"],

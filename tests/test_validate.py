@@ -13,6 +13,7 @@ import pytest
 from llmq.cli import main
 from theory.builder import CostSpec, cost_model
 from theory.cost import build_cost_model
+from theory.errors import FieldError
 from theory.hardware import get_gpu
 from theory.models import get_model
 from theory.profiles import VIDUR_GEMMS, gemm_shape, load_profile, shipped_profiles
@@ -311,19 +312,25 @@ def test_batch_parts_split_eq7_into_its_all_reduces_and_the_rest():
     assert (allreduce1 == 0).all() and (large1 == 0).all() and (compute1 > 0).all()
 
 
-def test_batch_split_holds_out_every_kth_shape():
-    from theory.validate import batch_split
+def test_batch_folds_rank_the_shapes_of_each_operation_and_never_hold_out_its_ends():
+    """Fold = rank of the shape within its operation's series mod k; the first and last shape of a
+    series are in no fold (trained on only), so every held-out shape lies inside the trained range."""
+    from theory.validate import batch_folds
 
     rows = load_profile("splitwise_perf_model").rows
-    rows = rows[(rows["gpu"] == "a100") & (rows["tp"] == 8)]
-    held = batch_split(rows, 4)
+    rows = rows[(rows["gpu"] == "a100") & (rows["tp"] == 8) & (rows["model"] == "llama-2-70b")]
+    folds = batch_folds(rows, 4)
 
     def shape(r):
-        return str(r["operation"]), int(r["tokens"]), int(r["context"]), int(r["generated"])
+        return int(r["tokens"]), int(r["context"]), int(r["generated"])
 
-    by_hand = {sh for k, sh in enumerate(sorted({shape(r) for r in rows})) if k % 4 == 3}
-    got = {shape(r) for r in rows[held]}
-    assert got == by_hand and np.array_equal(held, batch_split(rows, 4))
+    for op in ("prefill_batch", "decode_batch"):
+        series = sorted({shape(r) for r in rows if r["operation"] == op})
+        by_hand = {sh: (-1 if k in (0, len(series) - 1) else k % 4) for k, sh in enumerate(series)}
+        assert all(f == by_hand[shape(r)] for r, f in zip(rows, folds, strict=True) if r["operation"] == op)
+    assert set(folds.tolist()) == {-1, 0, 1, 2, 3} and np.array_equal(folds, batch_folds(rows, 4))
+    with pytest.raises(FieldError, match="every"):
+        batch_folds(rows, 1)
 
 
 def test_batch_stack_is_scored_on_held_out_shapes_only():
@@ -334,9 +341,9 @@ def test_batch_stack_is_scored_on_held_out_shapes_only():
         for op in ("prefill_batch", "decode_batch")}
     for r in report.batch_stack:
         assert r["overhead_s"] >= 0 and r["a_compute"] >= 1 and r["a_allreduce"] >= 1 and r["a_large"] >= 0
-        assert r["n_held_out"] > 0 and r["n_train"] > 2 * r["n_held_out"]
-    for g in report.groups:
-        assert 0 < g["tokens_n"] < g["n"] == g["shipped_n"]
+        assert 0 < r["n_held_out"] < r["n"] and r["folds"] == 4
+    for g in report.groups:  # every shape but the two ends of each series is held out once
+        assert g["tokens_n"] == g["n"] - 2 and g["n"] == g["shipped_n"]
 
 
 def test_batch_verdict_holds_on_a_profile_timed_by_a_stack_law_and_misses_when_it_is_broken(tmp_path):
@@ -395,13 +402,12 @@ def test_quick_json_is_strict_and_names_every_gpu_of_the_data(quick_json):
     verdicts = "\n".join(doc["verdicts"])
     assert all(g in verdicts for g in gpus_in_data)
     assert {"columns", "null_means", "groups", "staircase", "not_predicted"} <= set(doc)
-    # whole batches get a verdict per profile and GPU, both ways: the stack law misses the
-    # held-out-token targets on the splitwise batches and meets them on llmq's H100 batches (TP 1
-    # whole, TP 2-8 one rank's share), and each verdict says so
+    # whole batches get a verdict per profile and GPU (llmq's H100 file pools TP 1 whole batches
+    # and TP 2-8 ranks' shares), each in the verdict lines with the law's in-sample figures
+    # (both verdicts: test_batch_verdict_holds_on_a_profile_timed_by_a_stack_law_and_misses_when_it_is_broken)
     batch = {(v["profile"], v["gpu"]): v for v in doc["batch_verdicts"]}
     assert set(batch) == {("splitwise_perf_model", "a100"), ("splitwise_perf_model", "h100"),
                           ("llmq_h100", "h100"), ("llmq_h200", "h200")}
-    assert not batch["splitwise_perf_model", "a100"]["holds"] and batch["llmq_h100", "h100"]["holds"]
     for (profile, gpu), v in batch.items():
         median, p90 = v["targets"]["tokens_median"]["value"], v["targets"]["tokens_p90"]["value"]
         assert v["holds"] == (median <= 0.05 and p90 <= 0.12)

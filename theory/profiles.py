@@ -145,7 +145,8 @@ def load_profile(path: str | Path) -> Profile:
     Returns
     -------
     Profile
-        The rows, times converted to seconds.
+        The rows (read-only: one file content is read and checked once per process and shared),
+        times converted to seconds.
 
     Raises
     ------
@@ -159,12 +160,20 @@ def load_profile(path: str | Path) -> Profile:
     if isinstance(path, str) and path in shipped:
         path = shipped[path]
     path = Path(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+    return _load(path, digest)
+
+
+@cache
+def _load(path: Path, _digest: str) -> Profile:
     header, rows = _read(path)
     time_col = _check_header(path, header)
     scale = TIME_UNITS[time_col]
     checked: dict[tuple[str, object], None] = {}  # (model, tp) pairs and GPUs already checked
     records = [_check_row(path, k + 2, row, time_col, scale, checked) for k, row in enumerate(rows)]
-    return Profile(path=str(path), rows=_to_array(records))
+    array = _to_array(records)
+    array.flags.writeable = False
+    return Profile(path=str(path), rows=array)
 
 
 def gemm_shape(model: Model, operation: str, tp: int) -> tuple[int, int]:

@@ -23,7 +23,7 @@ for Eq. 5), and ``paper`` mode (one head of width ``d`` for both). ``ratio_media
 
 The fixed time per call is fitted and scored out of sample (:func:`fit_attention_call`): the
 batches are split by shape (:func:`attention_split`: every 4th distinct ``(tokens, decodes,
-context, prefill_context)`` held out, as :func:`theory.validate.batch_split` splits whole batches),
+context, prefill_context)`` held out, the rule of :func:`theory.validate.token_split`),
 ``attention_call_s`` is fitted on the training batches of the kinds :data:`FIT_KINDS` (a prefill
 chunk alone, decodes alone: the batches whose kernel Eq. 5-6's summed work describes; a mixed batch's
 kernel time follows another law, see ``README.md``), and the held-out batches of every kind are
