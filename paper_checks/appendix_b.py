@@ -31,7 +31,7 @@ from paper_checks.chunking import (
 from paper_checks.common import PAPER_MODEL, PAPER_WORKLOADS, frac, gpus, models, t_star_first, workload
 from paper_checks.registry import Result, Verdict, not_checkable, outcome, register
 from theory import cost
-from theory.bounds import T_bar_R, T_max
+from theory.bounds import T_bar_R, T_max, T_max_described
 from theory.builder import CostSpec, cost_model
 from theory.hardware import Tile, get_gpu
 from theory.symbolic import SymbolicCostModel
@@ -545,28 +545,13 @@ def prop2_slln_mean(fast: bool) -> Result:
 # --- Eq. 13 -------------------------------------------------------------------------------------
 
 
-def described_worst_case(cm, l_P: int, l_D: int) -> tuple[float, str]:
-    """The schedule Eq. 13's text describes -- prompt in chunks of 1, every iteration alone -- timed
-    by Eq. 7 with one tile for all GeMMs; the max over tiles (as Eq. 13 maxes over tiles)."""
-    i = np.arange(1, l_P + 1)
-    j = np.arange(l_P + 1, l_P + l_D + 1)
-    decode = cm.N * float(cost.T_D_SA(cm, j).sum()) if l_D else 0.0
-    best, which = -1.0, ""
-    for k, t in enumerate(cm.tiles):
-        lin = float(cost.T_Lin(cm, 1, tile=k))
-        attention = float(cost.T_P_SA(cm, i, np.ones_like(i), tile=k).sum())
-        total = (l_P + l_D) * (lin + 1 / cm.mu_nLin) + attention + decode
-        if total > best:
-            best, which = total, str(t)
-    return best, which
-
-
 def rad_alone(cm_star, l_P: int, l_D: int) -> float:
-    """One request processed alone by RAD: prompt in chunks of t*_lcm, then decodes one by one."""
+    """One request processed alone by RAD: prompt in chunks of t*_lcm, then decodes one by one,
+    each iteration a batch of Eq. 7 (with the profile's fixed time per batch)."""
     j = np.arange(l_P + 1, l_P + l_D + 1)
-    lin1 = float(cost.T_Lin(cm_star, 1))
+    decode_batch = float(cost.T_Lin(cm_star, 1)) + 1 / cm_star.mu_nLin + cm_star.fixed_s + cm_star.lm_out_s
     return (float(cost.chunked_prefill_time(cm_star, [l_P], cm_star.t_lcm)[0])
-            + l_D * (lin1 + 1 / cm_star.mu_nLin) + cm_star.N * float(cost.T_D_SA(cm_star, j).sum()))
+            + l_D * decode_batch + cm_star.N * float(cost.T_D_SA(cm_star, j).sum()))
 
 
 @register("eq13.tmax", level="exhaustive",
@@ -574,10 +559,11 @@ def rad_alone(cm_star, l_P: int, l_D: int) -> float:
           items=("Eq. 13",),
           claim="T^max is the time of the worst way to serve a request -- maximal lengths, prefill in "
                 "chunks of 1 without batching, decodes without batching -- so no request needs longer.",
-          method="Time the described schedule with Eq. 7 (chunk-1 prefill iterations via Eq. 6, one tile "
-                 "for all GeMMs, max over tiles) and compare with T^max (theory.bounds.T_max, which prices "
-                 "prompt tokens as decode GeMVs), for every GPU x model x mode and lengths (1,1), Table 1 "
-                 "and sharegpt4 maxima; then RAD's own processing of one request alone vs T^max.")
+          method="Time the described schedule with Eq. 7 (theory.bounds.T_max_described: chunk-1 prefill "
+                 "iterations via Eq. 6, each iteration with the fixed time per batch, one tile for all "
+                 "GeMMs, max over tiles) and compare with T^max (theory.bounds.T_max, which prices prompt "
+                 "tokens as decode GeMVs), for every GPU x model x mode and lengths (1,1), Table 1 and "
+                 "sharegpt4 maxima; then RAD's own processing of one request alone vs T^max.")
 def eq13_tmax(fast: bool) -> Result:
     cases, first_bad, rad_ok, worst_rad = 0, None, True, 0.0
     printed_misses = []  # RAD alone above T^max as printed: the cases the correction is needed for
@@ -589,10 +575,10 @@ def eq13_tmax(fast: bool) -> Result:
                 for l_P, l_D in lengths:
                     cases += 1
                     tm = T_max(cm, l_P, l_D)
-                    desc, tile = described_worst_case(cm, l_P, l_D)
+                    desc, tile = T_max_described(cm, l_P, l_D)
                     if desc > tm and first_bad is None:
                         first_bad = {"gpu": g, "model": mk, "mode": mode, "l_P,max": l_P, "l_D,max": l_D,
-                                     "tile": tile, "described schedule (s)": desc, "T^max (s)": tm,
+                                     "tile": str(tile), "described schedule (s)": desc, "T^max (s)": tm,
                                      "excess": f"{desc / tm - 1:.3%}"}
                     ra = rad_alone(cm_star, l_P, l_D)
                     corrected = max(tm, desc)
@@ -615,7 +601,8 @@ def eq13_tmax(fast: bool) -> Result:
                    counterexample=first_bad,
                   correction="T^max is the time of the schedule the text describes, its prompt tokens priced "
                              "by Eq. 6 (chunks of 1): max(T^max as printed, that schedule at its worst "
-                             "tile). Lemma 1 and Lemma 4 use that a request served alone by RAD finishes "
+                             "tile) (theory.bounds.T_max_corrected; llmq bounds reports Theorem 2's n "
+                             "under it). Lemma 1 and Lemma 4 use that a request served alone by RAD finishes "
                              "within T^max, which the printed T^max does not always give (evidence: RAD "
                              "alone above it, where a preset's linear time leaves it no slack over Eq. 6's "
                              "chunk of 1)",

@@ -1,5 +1,7 @@
 """Theorem 1/2 quantities: exact pmf formulas vs Monte Carlo, vs sympy, and their properties."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import sympy as sp
@@ -11,6 +13,8 @@ from theory.bounds import (
     T_bar_R,
     T_bar_R_terms,
     T_max,
+    T_max_corrected,
+    T_max_described,
     compute_bounds,
     cycle_time_bound,
     lambda_star,
@@ -87,6 +91,31 @@ def test_eq11_equals_eq12_exactly(l_P, l_D):
 def test_T_max_numeric_equals_symbolic(l_P_max, l_D_max):
     assert T_max(CM, l_P_max, l_D_max) == pytest.approx(float(SCM.T_max(l_P_max, l_D_max)),
                                                         rel=1e-12)
+
+
+@pytest.mark.parametrize("l_P_max, l_D_max", [(1, 1), (100, 20), (300, 64)])
+def test_T_max_described_numeric_equals_symbolic(l_P_max, l_D_max):
+    got, tile = T_max_described(CM, l_P_max, l_D_max)
+    assert got == pytest.approx(float(SCM.T_max_described(l_P_max, l_D_max)), rel=1e-12)
+    assert tile in CM.tiles
+
+
+def test_T_max_corrected_is_the_described_schedule_where_eq13_prices_prompts_as_gemvs():
+    """Eq. 13 prices prompt token i as a decode GeMV; its own text serves it as Eq. 6's chunk of one
+    at the schedule's tile, which costs more on the A100 preset (eq13.tmax), so the corrected T^max
+    is the described schedule there and Theorem 2's n grows with it. Without attention the two
+    prices of a prompt token vanish alike and the corrected T^max is the printed one."""
+    w = get_workload("table1")
+    printed, described = T_max(CM, w.l_P_max, w.l_D_max), T_max_described(CM, w.l_P_max, w.l_D_max)[0]
+    assert described > printed and T_max_corrected(CM, w.l_P_max, w.l_D_max) == described
+    b = compute_bounds(CM, w, 1, 0.1)
+    assert b.T_max_s == printed and b.T_max_corrected_s == described
+    assert b.n_min_corrected == n_threshold(CM.t_star.t_col, described, b.T_bar_R_s, 0.1) > b.n_min
+    model = get_model("mistral-7b")
+    flat = build_cost_model(get_gpu("a100"), replace(model, terms=replace(model.terms, attention=False)),
+                            "real")
+    assert T_max_described(flat, 300, 64)[0] == pytest.approx(T_max(flat, 300, 64), rel=1e-12)
+    assert T_max_corrected(flat, 300, 64) == pytest.approx(T_max(flat, 300, 64), rel=1e-12)
 
 
 @settings(max_examples=200)

@@ -20,6 +20,12 @@ Its proof bounds the cycle time (Eq. 25), ``E[T_cycle] <= n T_bar^R + (t*_col - 
 the drift of the cycle DTMC (Lemma 3), and Lemma 4 bounds every cycle's mean length by
 ``r / lambda + n T^max``.
 
+Erratum (``llmq check``: ``eq13.tmax``): Eq. 13 prices each prompt token as a decode GeMV, less
+than the chunk of one token its own text describes (Eq. 6), so the described schedule takes 3-20%
+longer than the printed T^max on Table 1's lengths, and a request served alone by RAD can exceed
+it (the calibrated H200 at (1, 1)). :func:`T_max_corrected` is the max of the two
+(:func:`T_max_described`); :class:`Bounds` reports Theorem 2's n under both.
+
 Terms beyond Eq. 2 (:mod:`theory.terms`, all off by default) change the inputs as that module's
 docstring states: the linear term becomes ``E[L^P + L^D] l*`` with ``l* = inf_tau T_Lin(tau)/tau``
 (:func:`theory.cost.linear_per_token`), the attention terms vanish without attention, ``lm_head``
@@ -41,6 +47,9 @@ import math
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 
+import numpy as np
+
+from theory import cost
 from theory.cost import CostModel, decode_prefix, linear_per_token, linear_single
 from theory.errors import FieldError, require_positive, require_positive_int
 from theory.hardware import Tile
@@ -117,6 +126,52 @@ def T_max(cm: CostModel, l_P_max: int, l_D_max: int) -> float:
     S = decode_prefix(cm, ell)
     return float(ell * linear_single(cm) + ell / cm.mu_nLin + cm.N * S[ell]
                  + ell * (cm.fixed_s + cm.lm_out_s))
+
+
+def T_max_described(cm: CostModel, l_P_max: int, l_D_max: int) -> tuple[float, Tile]:
+    """The schedule Eq. 13's text describes for T^max, timed by Eq. 7: its seconds and tile.
+
+    Theorem 2 defines T^max as the time of the worst way to serve one request: maximal lengths,
+    the prompt in chunks of one token, every iteration alone, one tile for all GeMMs. Each of the
+    ``l = l^{P,max} + l^{D,max}`` one-token iterations is a batch of Eq. 7 at tile t: the linear
+    time of one token (:func:`theory.cost.T_Lin` at t), ``1/mu_nLin``, the profile's fixed time
+    per batch and, with ``lm_head``, one vocab-projection row; prompt token i adds Eq. 6's chunk of
+    one at t, decode j adds ``N T^{D,SA}(j)`` (Eq. 5). The max over tiles.
+
+    Eq. 13 as printed (:func:`T_max`) prices prompt token i as a decode GeMV, ``N T^{D,SA}(i)``,
+    which is less than Eq. 6's chunk of one; so this schedule can take longer than the printed
+    T^max (``llmq check``: ``eq13.tmax``).
+
+    References
+    ----------
+    Theorem 2; Eq. 5-7, Eq. 13.
+    """
+    require_positive_int("l_P_max", l_P_max)
+    require_positive_int("l_D_max", l_D_max)
+    ell = l_P_max + l_D_max
+    prompt = np.arange(1, l_P_max + 1)
+    decode = cm.N * float(cost.T_D_SA(cm, np.arange(l_P_max + 1, ell + 1)).sum())
+    per_batch = 1.0 / cm.mu_nLin + cm.fixed_s + cm.lm_out_s
+    best, tile = -1.0, cm.tiles[0]
+    for k, t in enumerate(cm.tiles):
+        total = (ell * (float(cost.T_Lin(cm, 1, tile=k)) + per_batch)
+                 + float(cost.T_P_SA(cm, prompt, np.ones_like(prompt), tile=k).sum()))
+        if total > best:
+            best, tile = total, t
+    return best + decode, tile
+
+
+def T_max_corrected(cm: CostModel, l_P_max: int, l_D_max: int) -> float:
+    """T^max that is what Theorem 2 says it is: ``max(T^max as printed, the described schedule)``
+    (:func:`T_max`, :func:`T_max_described`), an upper bound on both the schedule Eq. 13's text
+    describes and RAD serving the request alone (``llmq check``: ``eq13.tmax`` checks the latter on
+    every GPU x model x mode).
+
+    References
+    ----------
+    Theorem 2; Eq. 13; Lemmas 1 and 4 (which use that a request alone finishes within T^max).
+    """
+    return max(T_max(cm, l_P_max, l_D_max), T_max_described(cm, l_P_max, l_D_max)[0])
 
 
 def lambda_star(cm: CostModel, w: Workload, r: int = 1, corrected: bool = False) -> float:
@@ -209,9 +264,11 @@ class Bounds:
     t_lcm: int
     T_bar_R_s: float
     T_max_s: float
+    T_max_corrected_s: float
     lambda_star: float
     lambda_star_corrected: float
     n_min: int
+    n_min_corrected: int
     cycle_bound_s: float
     lemma4_bound_s: float
     l_P_max: int
@@ -236,13 +293,15 @@ def compute_bounds(cm: CostModel, w: Workload, r: int = 1, epsilon: float = 0.1)
     terms = T_bar_R_terms(cm, w)
     tbar = float(sum(terms.values()))
     tmax = T_max(cm, w.l_P_max, w.l_D_max)
+    tmax_corrected = max(tmax, T_max_described(cm, w.l_P_max, w.l_D_max)[0])
     n_min = n_threshold(t.t_col, tmax, tbar, epsilon)
     lam = r / tbar
     return Bounds(
         gpu=cm.gpu.key, model=cm.model.key, workload=w.name, mode=cm.mode, r=r, epsilon=epsilon,
         t_star=str(t), t_row=t.t_row, t_col=t.t_col, t_red=t.t_red, t_lcm=t.t_lcm,
-        T_bar_R_s=tbar, T_max_s=tmax, lambda_star=lam,
+        T_bar_R_s=tbar, T_max_s=tmax, T_max_corrected_s=tmax_corrected, lambda_star=lam,
         lambda_star_corrected=lambda_star(cm, w, r, corrected=True), n_min=n_min,
+        n_min_corrected=n_threshold(t.t_col, tmax_corrected, tbar, epsilon),
         cycle_bound_s=cycle_time_bound(n_min, tbar, t.t_col, tmax),
         lemma4_bound_s=lemma4_bound(n_min, tmax, lam * (1 - epsilon), r),
         l_P_max=w.l_P_max, l_D_max=w.l_D_max, assumption3_mass=w.assumption3(t.t_lcm),

@@ -248,6 +248,21 @@ class SymbolicCostModel:
         worst = sp.Max(*[ell / self.mu_Lin(k) for k in range(len(self.tiles))])
         return worst + ell / self.mu_nLin + att + ell * self.overhead
 
+    def T_max_described(self, l_P_max: int, l_D_max: int):
+        """The schedule Eq. 13's text describes: every token alone as a batch (Eq. 7 with the
+        per-batch overhead), prompt token i as Eq. 6's chunk of one, one tile for all GeMMs, the
+        max over tiles; decode j adds ``N T^{D,SA}(j)``."""
+        ell = sp.Integer(l_P_max + l_D_max)
+        decode = self.N * sp.Add(*[self.T_D_SA(sp.Integer(j))
+                                   for j in range(l_P_max + 1, l_P_max + l_D_max + 1)])
+        per_tile = []
+        for k in range(len(self.tiles)):
+            prompt = sp.Add(*[self.T_P_SA(sp.Integer(i), sp.Integer(1), tile=k)
+                              for i in range(1, l_P_max + 1)])
+            per_tile.append(ell * (self.T_Lin(sp.Integer(1), tile=k) + self.overhead) + prompt)
+        nonlinear = sp.Integer(0) if self.law is not None else ell / self.mu_nLin
+        return sp.Max(*per_tile) + nonlinear + decode
+
 
 # --- Theorem 1/2 quantities -----------------------------------------------------------------
 
