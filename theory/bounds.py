@@ -23,8 +23,8 @@ the drift of the cycle DTMC (Lemma 3), and Lemma 4 bounds every cycle's mean len
 Erratum (``llmq check``: ``eq13.tmax``): Eq. 13 prices each prompt token as a decode GeMV, less
 than the chunk of one token its own text describes (Eq. 6), so the described schedule takes 3-20%
 longer than the printed T^max on Table 1's lengths, and a request served alone by RAD can exceed
-it (the calibrated H200 at (1, 1)). :func:`T_max_corrected` is the max of the two
-(:func:`T_max_described`); :class:`Bounds` reports Theorem 2's n under both.
+it (the H200, RTX 4090 and RTX PRO 6000 real-mode presets at (1, 1)). :func:`T_max_corrected`
+is the max of the two (:func:`T_max_described`); :class:`Bounds` reports Theorem 2's n under both.
 
 Terms beyond Eq. 2 (:mod:`theory.terms`, all off by default) change the inputs as that module's
 docstring states: the linear term becomes ``E[L^P + L^D] l*`` with ``l* = inf_tau T_Lin(tau)/tau``
@@ -163,9 +163,9 @@ def T_max_described(cm: CostModel, l_P_max: int, l_D_max: int) -> tuple[float, T
 
 def T_max_corrected(cm: CostModel, l_P_max: int, l_D_max: int) -> float:
     """T^max that is what Theorem 2 says it is: ``max(T^max as printed, the described schedule)``
-    (:func:`T_max`, :func:`T_max_described`), an upper bound on both the schedule Eq. 13's text
-    describes and RAD serving the request alone (``llmq check``: ``eq13.tmax`` checks the latter on
-    every GPU x model x mode).
+    (:func:`T_max`, :func:`T_max_described`). It bounds the schedule Eq. 13's text describes by
+    construction, and RAD serving the request alone on every GPU x model x mode x length case
+    ``llmq check``'s ``eq13.tmax`` times (where the printed T^max does not always).
 
     References
     ----------

@@ -719,7 +719,7 @@ class StackLaw:
     depends on the model it runs. On splitwise's A100s at TP 8, Eq. 7 puts a BLOOM-176B decode step
     17 ms above a Llama-2-70B one (its weight shard alone takes 13 ms longer to stream at the
     datasheet bandwidth), and splitwise measures 3.9 ms: one law for both would need
-    ``a_compute < 1``.
+    ``a_compute < 1``, or collectives about 16 times slower than NCCL's.
 
     References
     ----------
