@@ -346,7 +346,7 @@ def test_batch_stack_is_scored_on_held_out_shapes_only():
         assert g["tokens_n"] == g["n"] - 2 and g["n"] == g["shipped_n"]
 
 
-def test_batch_verdict_holds_on_a_profile_timed_by_a_stack_law_and_misses_when_it_is_broken(tmp_path):
+def test_batch_verdict_holds_on_a_profile_timed_by_a_stack_law_and_misses_when_it_is_broken():
     """Both verdicts: rows timed by a stack law on top of Eq. 7 (large messages priced apart) are
     predicted on held-out shapes and in sample to rounding, so the targets hold; the same rows with
     every third shape's time 25% off are missed, held out and in sample alike."""
