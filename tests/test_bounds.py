@@ -111,6 +111,11 @@ def test_T_max_corrected_is_the_described_schedule_where_eq13_prices_prompts_as_
     b = compute_bounds(CM, w, 1, 0.1)
     assert b.T_max_s == printed and b.T_max_corrected_s == described
     assert b.n_min_corrected == n_threshold(CM.t_star.t_col, described, b.T_bar_R_s, 0.1) > b.n_min
+    assert b.cycle_bound_corrected_s == pytest.approx(
+        cycle_time_bound(b.n_min_corrected, b.T_bar_R_s, b.t_col, described), rel=1e-12)
+    assert b.lemma4_bound_corrected_s == pytest.approx(
+        lemma4_bound(b.n_min_corrected, described, b.lambda_star * 0.9, 1), rel=1e-12)
+    assert b.cycle_bound_corrected_s > b.cycle_bound_s and b.lemma4_bound_corrected_s > b.lemma4_bound_s
     model = get_model("mistral-7b")
     flat = build_cost_model(get_gpu("a100"), replace(model, terms=replace(model.terms, attention=False)),
                             "real")

@@ -24,7 +24,8 @@ Erratum (``llmq check``: ``eq13.tmax``): Eq. 13 prices each prompt token as a de
 than the chunk of one token its own text describes (Eq. 6), so the described schedule takes 3-22%
 longer than the printed T^max on Table 1's lengths, and a request served alone by RAD can exceed
 it (the H200, RTX 4090 and RTX PRO 6000 real-mode presets at (1, 1)). :func:`T_max_corrected`
-is the max of the two (:func:`T_max_described`); :class:`Bounds` reports Theorem 2's n under both.
+is the max of the two (:func:`T_max_described`); :class:`Bounds` reports Theorem 2's n, Eq. 25
+and Lemma 4 under both.
 
 Terms beyond Eq. 2 (:mod:`theory.terms`, all off by default) change the inputs as that module's
 docstring states: the linear term becomes ``E[L^P + L^D] l*`` with ``l* = inf_tau T_Lin(tau)/tau``
@@ -271,6 +272,8 @@ class Bounds:
     n_min_corrected: int
     cycle_bound_s: float
     lemma4_bound_s: float
+    cycle_bound_corrected_s: float
+    lemma4_bound_corrected_s: float
     l_P_max: int
     l_D_max: int
     assumption3_mass: float
@@ -284,7 +287,8 @@ def compute_bounds(cm: CostModel, w: Workload, r: int = 1, epsilon: float = 0.1)
     """Theorem 1/2 quantities for ``cm`` and ``w`` with r nodes and margin epsilon.
 
     The Eq. 25 and Lemma 4 bounds are evaluated at Theorem 2's smallest n and at the load
-    ``lambda = lambda* (1 - epsilon)``.
+    ``lambda = lambda* (1 - epsilon)``; the ``*_corrected`` fields with the corrected T^max
+    (:func:`T_max_corrected`) and the n it gives.
     """
     require_positive_int("r", r)
     if not (0 < epsilon < 1):
@@ -295,14 +299,17 @@ def compute_bounds(cm: CostModel, w: Workload, r: int = 1, epsilon: float = 0.1)
     tmax = T_max(cm, w.l_P_max, w.l_D_max)
     tmax_corrected = max(tmax, T_max_described(cm, w.l_P_max, w.l_D_max)[0])
     n_min = n_threshold(t.t_col, tmax, tbar, epsilon)
+    n_corrected = n_threshold(t.t_col, tmax_corrected, tbar, epsilon)
     lam = r / tbar
     return Bounds(
         gpu=cm.gpu.key, model=cm.model.key, workload=w.name, mode=cm.mode, r=r, epsilon=epsilon,
         t_star=str(t), t_row=t.t_row, t_col=t.t_col, t_red=t.t_red, t_lcm=t.t_lcm,
         T_bar_R_s=tbar, T_max_s=tmax, T_max_corrected_s=tmax_corrected, lambda_star=lam,
         lambda_star_corrected=lambda_star(cm, w, r, corrected=True), n_min=n_min,
-        n_min_corrected=n_threshold(t.t_col, tmax_corrected, tbar, epsilon),
+        n_min_corrected=n_corrected,
         cycle_bound_s=cycle_time_bound(n_min, tbar, t.t_col, tmax),
         lemma4_bound_s=lemma4_bound(n_min, tmax, lam * (1 - epsilon), r),
+        cycle_bound_corrected_s=cycle_time_bound(n_corrected, tbar, t.t_col, tmax_corrected),
+        lemma4_bound_corrected_s=lemma4_bound(n_corrected, tmax_corrected, lam * (1 - epsilon), r),
         l_P_max=w.l_P_max, l_D_max=w.l_D_max, assumption3_mass=w.assumption3(t.t_lcm),
         terms_s=terms)

@@ -97,8 +97,9 @@ def run(args) -> int:
           f"+{first['lambda_star_corrected'] / first['lambda_star'] - 1:.3%}  [{first['gpu']}]")
     print(f"T^max as Eq. 13's text describes its schedule (erratum eq13.tmax; prompt tokens in chunks of "
           f"one, Eq. 6): {first['T_max_corrected_s']:.4g} s, "
-          f"+{first['T_max_corrected_s'] / first['T_max_s'] - 1:.3%}; Theorem 2's n with it: "
-          f"{first['n_min_corrected']} (printed T^max: {first['n_min']})  [{first['gpu']}]")
+          f"+{first['T_max_corrected_s'] / first['T_max_s'] - 1:.3%}; with it Theorem 2's n "
+          f"{first['n_min_corrected']} (printed T^max: {first['n_min']}), Eq. 25 "
+          f"{first['cycle_bound_corrected_s']:.0f} s ({first['cycle_bound_s']:.0f} s)  [{first['gpu']}]")
     cert = first["certified"]
     print(f"certified capacity (theory.capacity: any scheduler, this cost law): {cert['bound']:.4f} req/s, "
           f"{cert['vs_lambda_star']:+.3%} vs lambda*; {cert['why']}  [{first['gpu']}]")
