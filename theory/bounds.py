@@ -297,7 +297,7 @@ def compute_bounds(cm: CostModel, w: Workload, r: int = 1, epsilon: float = 0.1)
     terms = T_bar_R_terms(cm, w)
     tbar = float(sum(terms.values()))
     tmax = T_max(cm, w.l_P_max, w.l_D_max)
-    tmax_corrected = max(tmax, T_max_described(cm, w.l_P_max, w.l_D_max)[0])
+    tmax_corrected = T_max_corrected(cm, w.l_P_max, w.l_D_max)
     n_min = n_threshold(t.t_col, tmax, tbar, epsilon)
     n_corrected = n_threshold(t.t_col, tmax_corrected, tbar, epsilon)
     lam = r / tbar

@@ -784,10 +784,8 @@ def batch_folds(rows: np.ndarray, every: int = 4) -> np.ndarray:
     folds = np.full(rows.size, -1, dtype=np.int64)
     for op in np.unique(rows["operation"]):
         on = np.flatnonzero(rows["operation"] == op)
-        shapes = np.char.add(np.char.add(np.char.zfill(rows["tokens"][on].astype(str), 9), "|"),
-                             np.char.add(np.char.zfill(rows["context"][on].astype(str), 9), "|"
-                                         + np.char.zfill(rows["generated"][on].astype(str), 9)))
-        rank = np.unique(shapes, return_inverse=True)[1].ravel()
+        shapes = np.stack([rows[c][on] for c in ("tokens", "context", "generated")], axis=1)
+        rank = np.unique(shapes, axis=0, return_inverse=True)[1].ravel()
         interior = (rank > 0) & (rank < rank.max())
         folds[on[interior]] = rank[interior] % every
     return folds
