@@ -549,7 +549,7 @@ def rad_alone(cm_star, l_P: int, l_D: int) -> float:
     """One request processed alone by RAD: prompt in chunks of t*_lcm, then decodes one by one,
     each iteration a batch of Eq. 7 (with the profile's fixed time per batch)."""
     j = np.arange(l_P + 1, l_P + l_D + 1)
-    decode_batch = float(cost.T_Lin(cm_star, 1)) + 1 / cm_star.mu_nLin + cm_star.fixed_s + cm_star.lm_out_s
+    decode_batch = float(cost.T_Lin(cm_star, 1)) + cost.one_token_batch_rest(cm_star)
     return (float(cost.chunked_prefill_time(cm_star, [l_P], cm_star.t_lcm)[0])
             + l_D * decode_batch + cm_star.N * float(cost.T_D_SA(cm_star, j).sum()))
 

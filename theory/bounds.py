@@ -125,8 +125,7 @@ def T_max(cm: CostModel, l_P_max: int, l_D_max: int) -> float:
     require_positive_int("l_D_max", l_D_max)
     ell = l_P_max + l_D_max
     S = decode_prefix(cm, ell)
-    return float(ell * linear_single(cm) + ell / cm.mu_nLin + cm.N * S[ell]
-                 + ell * (cm.fixed_s + cm.lm_out_s))
+    return float(ell * (linear_single(cm) + cost.one_token_batch_rest(cm)) + cm.N * S[ell])
 
 
 def T_max_described(cm: CostModel, l_P_max: int, l_D_max: int) -> tuple[float, Tile]:
@@ -152,7 +151,7 @@ def T_max_described(cm: CostModel, l_P_max: int, l_D_max: int) -> tuple[float, T
     ell = l_P_max + l_D_max
     prompt = np.arange(1, l_P_max + 1)
     decode = cm.N * float(cost.T_D_SA(cm, np.arange(l_P_max + 1, ell + 1)).sum())
-    per_batch = 1.0 / cm.mu_nLin + cm.fixed_s + cm.lm_out_s
+    per_batch = cost.one_token_batch_rest(cm)
     best, tile = -1.0, cm.tiles[0]
     for k, t in enumerate(cm.tiles):
         total = (ell * (float(cost.T_Lin(cm, 1, tile=k)) + per_batch)

@@ -477,6 +477,19 @@ def linear_single(cm: CostModel) -> float:
     return max(float(T_Lin(cm, 1, tile=k)) for k in range(len(cm.tiles)))
 
 
+def one_token_batch_rest(cm: CostModel) -> float:
+    """What a batch of one token pays in Eq. 7 besides its linear layers and its attention:
+    ``1/mu_nLin``, the profile's fixed time per batch (:attr:`CostModel.fixed_s`) and, with
+    ``lm_head``, one vocab-projection row (:func:`T_batch` of a one-token batch, less ``T_Lin(1)``
+    and the attention). Eq. 13 charges it to each of T^max's one-token iterations.
+
+    References
+    ----------
+    Eq. 7; Eq. 13.
+    """
+    return 1.0 / cm.mu_nLin + cm.fixed_s + cm.lm_out_s
+
+
 def T_D_SA(cm: CostModel, i):
     """Decode self-attention time of one layer at token position ``i``, Eq. 5.
 
