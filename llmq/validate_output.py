@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from llmq import validate_attention_output as attention
+from theory.batch_orderings import COLUMNS as ORDERING_COLUMNS
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
 from theory.validate import (
     COLUMNS,
@@ -59,6 +60,9 @@ BATCH_VERDICT_COLUMNS = {
     "in_sample": "n, median and p90 of |predicted/measured - 1| over every row with the stack law "
                  "fitted on every shape of its GPU x model x TP: the least error the law's form "
                  "reaches on these data, no held-out figure",
+    "orderings": "per batch kind, the equal-token pairs of batch_orderings: pairs, inverted (measured "
+                 "against Eq. 7's order), over_limit (error floor above limit, the p90 target: any "
+                 "one stack law errs past it on one row of each) and the largest floor's pair",
 }
 NOT_PREDICTED_COLUMNS = {
     "profile": "the shipped profile (file name without .csv[.gz]) or the CSV given",
@@ -147,7 +151,23 @@ def batch_verdict(v: dict) -> str:
     ceiling = v["in_sample"]
     return (f"{v['gpu']}: {kinds} ({v['profile']}, the stack law on held-out batch shapes, every "
             f"model and TP): {verdict}; {_checks_text(v['targets'])}; n = {v['n']}; fitted on every "
-            f"shape (in sample): median {_pct(ceiling['median'])}, p90 {_pct(ceiling['p90'])}")
+            f"shape (in sample): median {_pct(ceiling['median'])}, p90 {_pct(ceiling['p90'])}"
+            + (f"; equal-token pairs measured against Eq. 7's order: {orderings_text(v['orderings'])}"
+               if v["orderings"] else ""))
+
+
+def orderings_text(summary: dict) -> str:
+    """Per batch kind: pairs inverted, those whose error floor exceeds the limit, the largest."""
+    parts = []
+    for operation, s in summary.items():
+        text = f"{operation} {s['inverted']} of {s['pairs']}"
+        if s["largest"]:
+            w = s["largest"]
+            text += (f" ({s['over_limit']} with a floor above {s['limit']:.0%}; largest "
+                     f"{w['error_floor']:.1%}: {w['model']} TP {w['tp']}, {w['tokens']} tokens, "
+                     f"shape {tuple(w['light'])} measured slower than {tuple(w['heavy'])})")
+        parts.append(text)
+    return ", ".join(parts)
 
 
 def _verdict_lines(report: Report) -> list[str]:
@@ -269,6 +289,8 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
         "fits": report.fits,
         "batch_stack": report.batch_stack,
         "batch_stack_columns": BATCH_STACK_COLUMNS,
+        "batch_orderings": report.batch_orderings,
+        "batch_orderings_columns": ORDERING_COLUMNS,
         "not_predicted_columns": NOT_PREDICTED_COLUMNS,
         "screened": report.screened,
         "screened_columns": SCREENED_COLUMNS,
@@ -342,6 +364,21 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
                   "without its fold (theory.validate.batch_folds). It is the 'held-out tokens' scheme "
                   "of the batch groups, not part of the shipped presets: it describes one serving "
                   "stack."]
+        inverted = [r for r in report.batch_orderings if r["inverted"]]
+        lines += ["", "### Equal-token pairs measured against Eq. 7's order", "",
+                  "Two batches with the same tokens differ under Eq. 7 only in attention, and every "
+                  "stack law orders them as Eq. 7 does (theory.batch_orderings). Where the batch Eq. 7 "
+                  "prices lower measured slower, any one law errs on one of the two rows by at least "
+                  "the error floor. "
+                  f"{len(inverted)} of {len(report.batch_orderings)} pairs are inverted; the ten with "
+                  "the largest floor:", ""]
+        lines += _md_table(["profile", "GPU", "model", "TP", "operation", "tokens", "light (Eq. 7 lower)",
+                            "heavy", "measured light / heavy (ms)", "error floor"],
+                           [[r["profile"], r["gpu"], r["model"], r["tp"], r["operation"], r["tokens"],
+                             tuple(r["light"]), tuple(r["heavy"]),
+                             f"{r['light_measured_s'] * 1e3:.1f} / {r['heavy_measured_s'] * 1e3:.1f}",
+                             _pct(r["error_floor"])]
+                            for r in sorted(inverted, key=lambda r: -r["error_floor"])[:10]])
     lines += attention.markdown_lines(report)
     lines += ["", "## Not predicted", ""]
     lines += _md_table(["rows", "where", "reason"],

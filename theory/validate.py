@@ -84,6 +84,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from theory.batch_orderings import ordering_pairs, ordering_summary
 from theory.builder import CostSpec, cost_model
 from theory.calibrate import Calibration, fit_gemm, staircase_jumps
 from theory.cost import Batch, CostModel, T_batch, T_GeMM_terms, build_cost_model
@@ -499,7 +500,12 @@ class Report:
         pooled under the stack law (``n``), their median and p90 error checked against the held-out-token
         targets (``targets``, as :func:`target_checks` checks them), whether both hold, the
         operations pooled (``kinds``) and the law fitted on every shape scored on every row
-        (``in_sample``: the least error the law's form reaches on the data).
+        (``in_sample``: the least error the law's form reaches on the data) and its equal-token
+        pairs (``orderings``, :func:`theory.batch_orderings.ordering_summary`).
+    batch_orderings : list of dict
+        Every pair of whole-batch rows of one GPU x model x TP x kind with equal tokens and
+        different shapes, with the order Eq. 7 gives them, the measured order and the least error
+        any one stack law makes on one of the two (:func:`theory.batch_orderings.ordering_pairs`).
     screened : list of dict
         Rows left out of every score because they are faster than the roofline lower bound of
         their shape (:func:`theory.plausibility.implausible`), one entry per row with the bound.
@@ -523,6 +529,7 @@ class Report:
     fits: dict = field(default_factory=dict)
     batch_stack: list = field(default_factory=list)
     batch_verdicts: list = field(default_factory=list)
+    batch_orderings: list = field(default_factory=list)
     screened: list = field(default_factory=list)
     measured_coverage: list = field(default_factory=list)
     attention: list = field(default_factory=list)
@@ -842,6 +849,8 @@ def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Setting
             continue
         compute[sel], allreduce[sel], large[sel] = batch_parts(cm, rows[sel])
     allreduce[rank], large[rank] = 0.0, 0.0
+    pairs = ordering_pairs(profile, rows, compute, allreduce, large)
+    report.batch_orderings += pairs
     pred = compute + allreduce
     stacked, in_sample = np.full(rows.size, np.nan), np.full(rows.size, np.nan)
     seconds = rows["seconds"]
@@ -886,7 +895,8 @@ def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Setting
                 "gpu": g, "profile": profile, "n": st.n, "targets": checks,
                 "holds": all(c["holds"] for c in checks.values()),
                 "kinds": sorted(set(rows["operation"][on & np.isfinite(stacked)].tolist())),
-                "in_sample": {"n": fit_all.n, "median": fit_all.median, "p90": fit_all.p90}})
+                "in_sample": {"n": fit_all.n, "median": fit_all.median, "p90": fit_all.p90},
+                "orderings": ordering_summary([p for p in pairs if p["gpu"] == g], TARGETS["tokens_p90"])})
     for g, m, tp in keys:
         for op in ops:
             part = (rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp) & (rows["operation"] == op)
