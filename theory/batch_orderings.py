@@ -2,11 +2,12 @@
 
 Two batches of one GPU x model x TP and one kind that run the same number of tokens through the
 linear layers (prompts of 512 tokens and one prompt of 2,048, say) have the same linear time,
-element-wise time and all-reduces under Eq. 7; they differ only in attention. The stack law of
+element-wise time and all-reduces under Eq. 7; they differ only in attention (and, with
+``lm_head``, in the vocab rows: one per prompt, :func:`theory.cost.T_batch`). The stack law of
 :class:`theory.validate.StackLaw`, ``T = c + a_compute C + a_allreduce R + a_large L`` with
 ``a_compute >= 1``, gives both the same ``R`` and ``L`` (they depend on the tokens alone), so
-whatever its parameters it orders them as ``C`` orders them. Where the measurements order them
-the other way, any one such law errs on one of the two rows by at least
+whatever its parameters it orders them as ``C`` (computed, not assumed) orders them. Where the
+measurements order them the other way, any one such law errs on one of the two rows by at least
 
     ``(m_light - m_heavy) / (m_light + m_heavy)``,
 
@@ -17,8 +18,9 @@ GPU x model x TP), not the held-out one, where the two rows may fall in differen
 
 References
 ----------
-Eq. 5-7 (attention is the only part of a batch that depends on how its tokens split into
-prompts or on the decodes' positions); :func:`theory.validate.fit_stack_law`.
+Eq. 5-7 (attention and the vocab rows are the only parts of a batch that depend on how its
+tokens split into prompts, attention the only one that depends on the decodes' positions);
+:func:`theory.validate.fit_stack_law`.
 """
 
 from __future__ import annotations
