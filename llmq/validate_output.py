@@ -58,8 +58,11 @@ BATCH_VERDICT_COLUMNS = {
     "holds": "both targets hold",
     "kinds": "the operations pooled (prefill_batch, decode_batch; *_rank: one rank's share)",
     "in_sample": "n, median and p90 of |predicted/measured - 1| over every row with the stack law "
-                 "fitted on every shape of its GPU x model x TP: the least error the law's form "
-                 "reaches on these data, no held-out figure",
+                 "fitted by least squares on every shape of its GPU x model x TP: no held-out figure",
+    "in_sample_reach": "whether one stack law per GPU x model x TP x kind meets both targets on every "
+                       "row: verdict reachable (with the median and p90 of such laws), unreachable or "
+                       "undecided; n rows; solver: least squares where its laws meet them, else a "
+                       "mixed-integer program (theory.stack_law_reach)",
     "orderings": "per batch kind, the equal-token pairs of batch_orderings: pairs, inverted (measured "
                  "against Eq. 7's order), over_limit (error floor above limit, the p90 target: any "
                  "one stack law errs past it on one row of each) and the largest floor's pair",
@@ -145,15 +148,25 @@ def _other_law_lines(report: Report) -> list[str]:
 
 def batch_verdict(v: dict) -> str:
     """One line per profile x GPU with whole-batch rows: the stack law's held-out error against the
-    held-out-token targets, and the same law fitted on every shape (the best its form reaches)."""
+    held-out-token targets, the same law fitted on every shape by least squares, whether any laws
+    of the form meet the targets on every row, and the equal-token pairs measured against Eq. 7."""
     verdict = "targets hold" if v["holds"] else "targets MISSED"
     kinds = "whole batches" + (" and ranks' shares" if any(k.endswith("_rank") for k in v["kinds"]) else "")
     ceiling = v["in_sample"]
     return (f"{v['gpu']}: {kinds} ({v['profile']}, the stack law on held-out batch shapes, every "
             f"model and TP): {verdict}; {_checks_text(v['targets'])}; n = {v['n']}; fitted on every "
-            f"shape (in sample): median {_pct(ceiling['median'])}, p90 {_pct(ceiling['p90'])}"
+            f"shape (in sample): median {_pct(ceiling['median'])}, p90 {_pct(ceiling['p90'])}; "
+            f"{reach_text(v['in_sample_reach'])}"
             + (f"; equal-token pairs measured against Eq. 7's order: {orderings_text(v['orderings'])}"
                if v["orderings"] else ""))
+
+
+def reach_text(reach: dict) -> str:
+    """Whether laws of the stack law's form meet the targets on every row (in sample)."""
+    head = f"one law per model, TP and kind meeting the targets on every row ({reach['solver']}): "
+    if reach["verdict"] == "reachable":
+        return head + f"reachable (median {_pct(reach['median'])}, p90 {_pct(reach['p90'])})"
+    return head + ("no such laws (unreachable)" if reach["verdict"] == "unreachable" else "undecided")
 
 
 def orderings_text(summary: dict) -> str:
