@@ -379,8 +379,9 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
                   "stack."]
         inverted = [r for r in report.batch_orderings if r["inverted"]]
         lines += ["", "### Equal-token pairs measured against Eq. 7's order", "",
-                  "Two batches with the same tokens differ under Eq. 7 only in attention, and every "
-                  "stack law orders them as Eq. 7 does (theory.batch_orderings). Where the batch Eq. 7 "
+                  "Two batches with the same tokens differ under Eq. 7 only in attention (and, with "
+                  "the LM head, in vocab rows), so every stack law orders them as Eq. 7 does "
+                  "(theory.batch_orderings). Where the batch Eq. 7 "
                   "prices lower measured slower, any one law errs on one of the two rows by at least "
                   "the error floor. "
                   f"{len(inverted)} of {len(report.batch_orderings)} pairs are inverted; the ten with "
