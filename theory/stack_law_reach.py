@@ -14,8 +14,8 @@ time) and at most as many rows beyond each limit as the quantile allows. A param
 loses no solution, and ``M_i = sum_j cap_j B_ij + 1`` then never binds a row allowed beyond.
 numpy's quantile interpolates (``method="linear"``): ``q`` at ``pos = q (n - 1)`` is at most a limit
 if no more than ``n - ceil(pos) - 1`` rows are beyond it (sufficient), and only if no more than
-``n - floor(pos) - 1`` are (necessary). The program is first solved under the necessary counts:
-infeasible, no law reaches the targets (within the solver's tolerances). Witnesses are sought a hair
+``n - floor(pos) - 1`` are (necessary). Under the necessary counts at the limits, an infeasible
+program proves that no laws reach the targets (within the solver's tolerances). Witnesses are sought a hair
 inside the limits (:data:`WITNESS_MARGIN`), first under the necessary counts, then under the
 sufficient ones, and scored exactly (numpy's median and percentile, as
 :class:`theory.validate.ErrorStats`): laws that meet both limits make the targets reachable.
