@@ -50,7 +50,7 @@ def test_rows_timed_by_stack_laws_are_reachable():
     parts = _h100_tp8()
     groups = [(parts, StackLaw(0.015, 1.1, 1.8, 3.5).time(*parts.T)),
               (parts, StackLaw(0.002, 1.4, 2.5, 0.0).time(*parts.T))]
-    reach = reach_in_sample(groups, 0.05, 0.12)
+    reach = reach_in_sample(groups, 0.05, 0.12, StackLaw.LOWER)
     assert reach["verdict"] == "reachable" and reach["n"] == 2 * len(parts)
     assert reach["median"] <= 0.05 and reach["p90"] <= 0.12
 
@@ -62,8 +62,9 @@ def test_rows_no_law_fits_are_unreachable():
     parts = _h100_tp8()
     exact = StackLaw(0.015, 1.1, 1.8, 3.5).time(*parts.T)
     twice = np.r_[parts, parts]
-    assert reach_in_sample([(twice, np.r_[exact, 1.6 * exact])], 0.05, 0.12)["verdict"] == "unreachable"
-    near = reach_in_sample([(twice, np.r_[exact, 1.1 * exact])], 0.05, 0.12)
+    far = reach_in_sample([(twice, np.r_[exact, 1.6 * exact])], 0.05, 0.12, StackLaw.LOWER)
+    assert far["verdict"] == "unreachable"
+    near = reach_in_sample([(twice, np.r_[exact, 1.1 * exact])], 0.05, 0.12, StackLaw.LOWER)
     assert near["verdict"] == "reachable" and near["p90"] <= 0.12
 
 

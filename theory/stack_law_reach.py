@@ -36,7 +36,6 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
-LOWER = (0.0, 1.0, 1.0, 0.0)  # c, a_compute, a_allreduce, a_large (theory.validate.fit_stack_law)
 SOLVER = "scipy.optimize.milp (HiGHS)"
 OPTIMAL, INFEASIBLE = 0, 2  # scipy.optimize.milp's status codes
 WITNESS_MARGIN = 1e-6  # the witnesses' limits lie this far inside the targets
@@ -50,19 +49,19 @@ def beyond_allowed(n: int, q: float, necessary: bool) -> int:
     return n - (math.floor(pos) if necessary else math.ceil(pos)) - 1
 
 
-def _caps(design: np.ndarray, limit: float) -> np.ndarray:
+def _caps(design: np.ndarray, limit: float, lower) -> np.ndarray:
     """Each parameter's cap: beyond ``(1 + limit) / min_i B_ij`` every row it touches is beyond the
     limit; a column of zeros is fixed at its lower bound."""
-    caps = np.array(LOWER, dtype=float)
+    caps = np.array(lower, dtype=float)
     for j in range(design.shape[1]):
         touched = design[:, j] > 0
         if touched.any():
-            caps[j] = max(LOWER[j], (1.0 + limit) / float(design[touched, j].min()))
+            caps[j] = max(lower[j], (1.0 + limit) / float(design[touched, j].min()))
     return caps
 
 
 def reach_in_sample(groups: list[tuple[np.ndarray, np.ndarray]], median_limit: float,
-                    p90_limit: float, time_limit_s: float = 120.0) -> dict:
+                    p90_limit: float, lower: tuple[float, ...], time_limit_s: float = 120.0) -> dict:
     """Whether one stack law per group meets both limits on the pooled rows of ``groups``.
 
     Parameters
@@ -72,6 +71,9 @@ def reach_in_sample(groups: list[tuple[np.ndarray, np.ndarray]], median_limit: f
         (:func:`theory.validate.batch_parts`) and their measured seconds.
     median_limit, p90_limit : float
         The limits on the pooled median and 90th percentile of ``|T / m - 1|``.
+    lower : tuple of float
+        The lower bounds of ``(c, a_compute, a_allreduce, a_large)``, each >= 0
+        (:attr:`theory.validate.StackLaw.LOWER`).
     time_limit_s : float
         The solver's time limit per program; a program it does not settle leaves the verdict
         ``"undecided"``.
@@ -90,7 +92,7 @@ def reach_in_sample(groups: list[tuple[np.ndarray, np.ndarray]], median_limit: f
     # witnesses a hair inside the limits, so that the solver's feasibility tolerance cannot put a
     # row past a limit when they are scored exactly; the proof of "unreachable" at the limits
     for necessary, inside in ((True, WITNESS_MARGIN), (True, 0.0), (False, WITNESS_MARGIN)):
-        res = _solve(designs, median_limit - inside, p90_limit - inside, necessary, time_limit_s)
+        res = _solve(designs, median_limit - inside, p90_limit - inside, lower, necessary, time_limit_s)
         if res.status == INFEASIBLE and not inside:
             return out | {"verdict": "unreachable"}
         if res.status != OPTIMAL or not inside:
@@ -103,11 +105,11 @@ def reach_in_sample(groups: list[tuple[np.ndarray, np.ndarray]], median_limit: f
     return out
 
 
-def _solve(designs: list[np.ndarray], median_limit: float, p90_limit: float, necessary: bool,
+def _solve(designs: list[np.ndarray], median_limit: float, p90_limit: float, lower, necessary: bool,
            time_limit_s: float):
     """The feasibility program of the module docstring (:func:`scipy.optimize.milp`'s result)."""
     n, k = sum(len(d) for d in designs), 4 * len(designs)
-    caps = [_caps(d, max(median_limit, p90_limit)) for d in designs]
+    caps = [_caps(d, max(median_limit, p90_limit), lower) for d in designs]
     rows, cols, vals, upper = [], [], [], []
     row = first = 0
     for g, (d, cap) in enumerate(zip(designs, caps, strict=True)):
@@ -125,7 +127,7 @@ def _solve(designs: list[np.ndarray], median_limit: float, p90_limit: float, nec
     beyond = np.zeros((2, k + 2 * n))
     beyond[0, k:k + n], beyond[1, k + n:] = 1.0, 1.0
     allowed = [beyond_allowed(n, 0.9, necessary), beyond_allowed(n, 0.5, necessary)]
-    bounds = Bounds(np.r_[np.tile(LOWER, len(designs)), np.zeros(2 * n)],
+    bounds = Bounds(np.r_[np.tile(lower, len(designs)), np.zeros(2 * n)],
                     np.r_[np.concatenate(caps), np.ones(2 * n)])
     with _solver_notes_to_devnull():
         return milp(np.zeros(k + 2 * n), integrality=np.r_[np.zeros(k), np.ones(2 * n)], bounds=bounds,

@@ -81,6 +81,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import numpy as np
 
@@ -740,6 +741,7 @@ class StackLaw:
     a_compute: float
     a_allreduce: float
     a_large: float = 0.0
+    LOWER: ClassVar[tuple[float, ...]] = (0.0, 1.0, 1.0, 0.0)  # the bounds the fields are fitted under
 
     def time(self, compute, allreduce, large=0.0) -> np.ndarray:
         """Seconds of batches whose Eq. 7 parts are ``compute``, ``allreduce`` and ``large``."""
@@ -768,8 +770,9 @@ def fit_stack_law(measured, compute, allreduce, large=None) -> StackLaw:
         raise FieldError("measured", m.size, "one or more (measured, compute, allreduce, large) "
                                              "tuples of equal length")
     has_r, has_big = bool(np.any(r > 0)), bool(np.any(big > 0))
+    c0, a_c, a_r, a_l = StackLaw.LOWER
     cols = [np.ones(m.size), c] + ([r] if has_r else []) + ([big] if has_big else [])
-    lower = [0.0, 1.0] + ([1.0] if has_r else []) + ([0.0] if has_big else [])
+    lower = [c0, a_c] + ([a_r] if has_r else []) + ([a_l] if has_big else [])
     x = list(lsq_linear(np.column_stack(cols) / m[:, None], np.ones(m.size),
                         bounds=(lower, np.inf), method="bvls").x)
     return StackLaw(float(x[0]), float(x[1]), float(x[2]) if has_r else 1.0,
@@ -921,7 +924,7 @@ def _reach(groups: list, least_squares: ErrorStats) -> dict:
     if least_squares.median <= median and least_squares.p90 <= p90:
         return {"verdict": "reachable", "n": least_squares.n, "median": least_squares.median,
                 "p90": least_squares.p90, "solver": "least squares (theory.validate.fit_stack_law)"}
-    return reach_in_sample(groups, median, p90)
+    return reach_in_sample(groups, median, p90, StackLaw.LOWER)
 
 
 def _validate_allreduce(report: Report, profile: str, rows: np.ndarray, s: Settings) -> None:
