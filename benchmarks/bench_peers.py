@@ -125,8 +125,8 @@ def batch_means(x: np.ndarray) -> tuple[float, float]:
 
 def run_llmq(cm, w, lam: float, n: int, seed: int) -> tuple[float, float, float]:
     """RAD (n infinite) on ``n`` Poisson arrivals: (req/s, mean TTFT s, half-width s)."""
-    from stability.schedulers import get_scheduler
     from stability.sim.gpu import run_gpu
+    from stability.sim.registry import get_scheduler
 
     rng = np.random.default_rng(seed)
     arrival = np.cumsum(rng.exponential(1.0 / lam, n))

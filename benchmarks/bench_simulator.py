@@ -111,8 +111,8 @@ def scaling_table(sizes: tuple[int, ...], gpus: tuple[int, ...]) -> None:
 
 
 def main() -> None:
-    from stability.schedulers import get_scheduler, scheduler_names
     from stability.sim.cluster import run_cluster
+    from stability.sim.registry import get_scheduler, scheduler_names
     from stability.sim.simulate import Scenario, cost_model_of, simulate, workload_of
     from tests import reference_sim
     from theory.bounds import T_bar_R

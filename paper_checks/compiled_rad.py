@@ -22,7 +22,7 @@ import numpy as np
 from paper_checks.pseudocode import Req, rad
 from paper_checks.registry import Result, outcome, register
 from paper_checks.simulated import run_gpu, small_tile_cost_model
-from stability.schedulers import get_scheduler
+from stability.sim.registry import get_scheduler
 from theory.cost import Batch, T_batch
 
 

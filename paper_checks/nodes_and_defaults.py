@@ -29,7 +29,7 @@ import numpy as np
 
 from paper_checks.registry import Result, Verdict, register
 from paper_checks.simulated import run_gpu, small_tile_cost_model
-from stability.schedulers import get_scheduler
+from stability.sim.registry import get_scheduler
 from theory.builder import CostSpec, cost_model
 from theory.cost import Batch, T_batch
 from theory.hardware import get_gpu

@@ -182,7 +182,7 @@ def thm1_upper_bound(fast: bool) -> Result:
           claim="Above lambda* every scheduler's queue grows linearly.",
           method="simulation of every scheduler above lambda*")
 def thm1_instability(fast: bool) -> Result:
-    from stability.schedulers import scheduler_names
+    from stability.sim.registry import scheduler_names
 
     # above lambda* and above the corrected bound (thm1.upper_bound: +0.04% at most)
     return instability_core(1.05, 20000 if fast else 100000, scheduler_names())

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from stability.schedulers import get_scheduler
 from stability.sim.gpu import run_gpu
+from stability.sim.registry import get_scheduler
 from stability.sim.simulate import Scenario, SimResult, cost_model_of, simulate, workload_of
 
 GPU = "a100"

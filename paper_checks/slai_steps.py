@@ -38,8 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from paper_checks.registry import Result, outcome, register
-from stability.schedulers import get_scheduler
 from stability.sim.gpu import GpuRun, run_gpu
+from stability.sim.registry import get_scheduler
 from theory.builder import CostSpec, cost_model
 
 TIE = 1e-9  # seconds: |t - C_j| below this leaves a batch uncompared

@@ -139,7 +139,7 @@ class SweepSpec:
 
     def validate(self) -> None:
         """Raise a :class:`theory.errors.LlmqError` naming the first bad field."""
-        from stability.schedulers import scheduler_names
+        from stability.sim.registry import scheduler_names
 
         if not self.loads:
             raise FieldError("loads (lambda grid)", list(self.loads), "at least one load > 0")
@@ -238,7 +238,7 @@ def _theory(spec: SweepSpec, tileset: str, law: str, variant: str, r: int, sched
 def _kv_tokens(cm, scheduler: str, options: tuple) -> int | None:
     """The KV cache of one GPU as the scheduler models it, in tokens (its blocks times the block
     size: every token of a resident request holds a slot), or None when it models no KV memory."""
-    from stability.schedulers import get_scheduler
+    from stability.sim.registry import get_scheduler
     from stability.sim.simulate import make_params
 
     kv = getattr(make_params(get_scheduler(scheduler), cm, dict(options)), "kv", None)

@@ -22,7 +22,8 @@ says how many runs the cache holds (the command line prints it as one line and e
 pool workers ignore SIGINT (the parent decides) and watch the parent: a worker whose parent is
 gone (``kill -9``) exits within ``WATCH_S`` seconds instead of staying behind.
 
-One runner serves every sweep: ``llmq region``, ``llmq slai`` and ``llmq plan`` (:mod:`stability.plan`).
+One runner serves every sweep: ``llmq region``, ``llmq slai`` and ``llmq plan``
+(:mod:`stability.planner.search`).
 """
 
 from __future__ import annotations
@@ -104,8 +105,8 @@ TASK_KINDS = {
     "n_min": "stability.points:run_n_min",
     "dtmc": "stability.points:run_dtmc",
     "slai": "stability.slai.study:run_point_task",
-    "plan": "stability.plan:run_plan_task",
-    "plan_mixed": "stability.plan_mixed:run_mixed_task",
+    "plan": "stability.planner.search:run_plan_task",
+    "plan_mixed": "stability.planner.search_mixed:run_mixed_task",
 }
 
 

@@ -1,12 +1,12 @@
-"""Equal-token batch pairs against Eq. 7's order (:mod:`theory.batch_orderings`): by hand, and the
+"""Equal-token batch pairs against Eq. 7's order (:mod:`theory.validation.batch_orderings`): by hand, and the
 error floor against every stack law drawn and the fitted one."""
 
 import numpy as np
 import pytest
 
-from theory.batch_orderings import ordering_pairs, ordering_summary
 from theory.profiles import load_profile
-from theory.validate import StackLaw, abs_rel_error, batch_cost_model, batch_parts, fit_stack_law
+from theory.validation.batch_orderings import ordering_pairs, ordering_summary
+from theory.validation.validate import StackLaw, abs_rel_error, batch_cost_model, batch_parts, fit_stack_law
 
 
 def _batch_rows(shapes):

@@ -13,12 +13,12 @@ import pytest
 import tomli_w
 
 from llmq.cli import main
-from theory.calibrate import fit_batch, fit_gemm, profile_toml, staircase_jumps, write_profile
 from theory.cost import Batch, T_batch, T_GeMM, T_GeMM_terms, build_cost_model
 from theory.errors import FieldError
 from theory.hardware import get_gpu, load_gpus
 from theory.models import get_model
-from theory.timings import BatchTimings, GemmTimings, read_timings, timings_path
+from theory.validation.calibrate import fit_batch, fit_gemm, profile_toml, staircase_jumps, write_profile
+from theory.validation.timings import BatchTimings, GemmTimings, read_timings, timings_path
 
 A100 = get_gpu("a100")
 LLAMA = get_model("llama-2-7b")
@@ -461,5 +461,5 @@ def test_cli_bad_csv_and_tiles_with_batches(capsys, tmp_path):
     code, _, err = run(capsys, "calibrate", "--timings", str(f), "--tiles", "128x128")
     assert code == 2 and "tiles" in err
     with pytest.raises(FieldError, match="tiles"):
-        from theory.calibrate import calibrate
+        from theory.validation.calibrate import calibrate
         calibrate(read_timings(f), A100, LLAMA, tiles="128x128")

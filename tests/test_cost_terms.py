@@ -560,7 +560,7 @@ def test_memory_floor_closes_the_small_batch_gap_on_measured_gemms():
 def test_one_gemm_with_terms_and_the_validation_plug_points(tmp_path):
     """T_GeMM_terms of one GeMM: its bytes over eta_mem B when memory bound, Eq. 2 when compute
     bound; validate's per-GeMM predictor, TP batch model and all-reduce law use the GPU's terms."""
-    from theory.validate import NEEDS_TP, allreduce_law, batch_cost_model, predict_gemm
+    from theory.validation.validate import NEEDS_TP, allreduce_law, batch_cost_model, predict_gemm
 
     g = gpu_file(tmp_path, '[gpus.a100]\nmemory_floor = true\nallreduce_latency_s = 4e-5\n'
                            'allreduce_bandwidth_gbs = 170\n')
@@ -666,8 +666,8 @@ def test_engine_prices_the_attention_call_as_t_batch(scheduler):
     the term on: identical finish times, and different from those without it."""
     from dataclasses import replace
 
-    from stability.schedulers import get_scheduler
     from stability.sim.gpu import run_gpu
+    from stability.sim.registry import get_scheduler
     from tests import reference_sim as ref
     from tests.toys import toy_cost_model
 
@@ -695,8 +695,8 @@ def test_t_max_and_t_bar_r_with_the_attention_call(tmp_path):
     """T^max pays N c_A per token and still bounds a request whose every token is a batch of its own;
     the same bound without the term does not (the term cannot be dropped from T^max). T_bar^R
     amortizes it (unchanged) and stays below a saturated run's busy time per request."""
-    from stability.schedulers import get_scheduler
     from stability.sim.gpu import run_gpu
+    from stability.sim.registry import get_scheduler
     from theory.bounds import T_bar_R, T_max
 
     c = 5e-6

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stability.schedulers import get_scheduler
 from stability.sim.cluster import run_cluster
 from stability.sim.fleet import Member, run_fleet, simulate_fleet
+from stability.sim.registry import get_scheduler
 from stability.sim.simulate import Scenario
 from tests import reference_sim as ref
 from tests.toys import toy_cost_model

@@ -2,8 +2,8 @@
 
 import pytest
 
-from stability.schedulers import get_scheduler
 from stability.sim.memory import capacity_blocks, kv_config
+from stability.sim.registry import get_scheduler
 from stability.sim.simulate import Scenario, cost_model_of
 from theory.errors import FieldError, UnknownNameError
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from numba import njit
 
-from stability.schedulers import get_scheduler
 from stability.sim.gpu import run_gpu
 from stability.sim.kernels import build_tables
 from stability.sim.metrics import optimal_work
+from stability.sim.registry import get_scheduler
 from tests import reference_sim as ref
 from tests.toys import solo_cost_model, toy_cost_model
 from theory.bounds import T_bar_R, T_max
@@ -24,7 +24,7 @@ from theory.cost import T_D_SA, Batch, T_batch, T_D_SA_least, T_D_SA_mixed, deco
 from theory.errors import FieldError
 from theory.symbolic import SymbolicCostModel
 from theory.terms import GpuTerms
-from theory.validate_attention import fit_mixed_eta, mixed_fit, predict_attention
+from theory.validation.attention import fit_mixed_eta, mixed_fit, predict_attention
 from theory.workload import get_workload
 
 

@@ -8,13 +8,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from stability.plan import replicate, search
-from stability.plan_mixed import mixed_task, search_mixes
+from stability.planner.grid import PlanSpec, parse_slo
+from stability.planner.mixed_fleet import member_rates, mix_grid, mixed_capacity
+from stability.planner.search import replicate, search
+from stability.planner.search_mixed import mixed_task, search_mixes
 from stability.runner import Cache, LocalExecutor, Runner
 from stability.sim.simulate import Scenario, simulate
 from theory.errors import FieldError
-from theory.mixed_fleet import member_rates, mix_grid, mixed_capacity
-from theory.plan import PlanSpec, parse_slo
 from theory.workload import get_workload
 
 W = "uniform:64-320,8-40"
@@ -133,7 +133,7 @@ def test_state_dependent_mixes_pruning_agrees_with_brute_force_and_the_search_fi
 def test_a_family_that_certifies_nothing_joins_no_mix():
     from types import SimpleNamespace
 
-    from theory.plan import Family, OneGpu
+    from stability.planner.grid import Family, OneGpu
 
     fams = [Family(g, "m", "real", "sarathi", ()) for g in ("a", "b", "c")]
     bounds = {"a": 10.0, "b": 0.0, "c": 4.0}
@@ -146,7 +146,7 @@ def test_a_family_that_certifies_nothing_joins_no_mix():
 
 
 def test_mixes_refuse_a_trace():
-    from stability.plan import PlanResult
+    from stability.planner.search import PlanResult
 
     spec = PlanSpec(rate=1.0, workload="t.csv", trace="t.csv")
     with pytest.raises(FieldError, match="--mixed"):

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from stability.schedulers import get_scheduler
+from stability.sim.registry import get_scheduler
 from tests import reference_sim as ref
 from tests.toys import toy_cost_model
 

@@ -28,7 +28,7 @@ import paper_checks.section5_claims as section5
 import paper_checks.section67_data as section67
 from paper_checks import compiled_rad, other_papers, proofs, pseudocode, slai_steps, statements
 from paper_checks.registry import Level, Verdict, all_checks, get_check
-from stability.schedulers import get_scheduler
+from stability.sim.registry import get_scheduler
 from theory import cost
 from theory.bounds import T_bar_R, T_max, n_threshold
 from theory.builder import CostSpec, cost_model

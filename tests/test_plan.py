@@ -8,13 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from stability.plan import judge, search
-from stability.runner import Cache, LocalExecutor, Runner
-from stability.sim.simulate import Scenario, simulate
-from theory.builder import CostSpec, cost_model
-from theory.capacity import capacity_bound, kv_capacity_tokens
-from theory.errors import FieldError, UnknownNameError
-from theory.plan import (
+from stability.planner.grid import (
     InfeasibleTargetError,
     PlanSpec,
     build_grid,
@@ -25,6 +19,12 @@ from theory.plan import (
     parse_slo,
     scheduler_caps,
 )
+from stability.planner.search import judge, search
+from stability.runner import Cache, LocalExecutor, Runner
+from stability.sim.simulate import Scenario, simulate
+from theory.builder import CostSpec, cost_model
+from theory.capacity import capacity_bound, kv_capacity_tokens
+from theory.errors import FieldError, UnknownNameError
 from theory.stats import t_interval
 from theory.workload import get_workload
 
@@ -74,7 +74,7 @@ def test_slo_parsing():
 
 
 def test_scheduler_caps_match_the_schedulers_defaults():
-    from stability.schedulers import get_scheduler
+    from stability.sim.registry import get_scheduler
     from stability.sim.simulate import make_params
 
     cm = cost_model(CostSpec("a100", "mistral-7b", "real"))
@@ -153,7 +153,7 @@ def tiny(tmp_path_factory):
 def _agrees_with_brute_force(spec, runner, res) -> None:
     """Simulate every candidate of the grid, pruned or not: nothing brute force accepts was pruned,
     feasibility is monotone in r, and the search's best is brute force's cheapest."""
-    from stability.plan import plan_task, replicate
+    from stability.planner.search import plan_task, replicate
 
     grid = res.grid
     kept = {(c.family, c.r) for c in grid.kept}
@@ -215,7 +215,7 @@ def test_full_front_finds_the_same_best_and_a_non_dominated_front(tiny):
 
 
 def test_returned_plans_hold_on_new_seeds_and_longer_runs(tiny, tmp_path):
-    from stability.plan import plan_task
+    from stability.planner.search import plan_task
 
     spec, _, res = tiny
     assert res.best is not None
@@ -230,7 +230,7 @@ def test_returned_plans_hold_on_new_seeds_and_longer_runs(tiny, tmp_path):
 
 
 def test_results_do_not_depend_on_the_worker_count(tiny, tmp_path):
-    from stability.plan import plan_task, replicate
+    from stability.planner.search import plan_task, replicate
 
     spec, _, res = tiny
     c = res.best.candidate
@@ -302,7 +302,7 @@ def test_llmq_plan_writes_strict_outputs_with_a_data_dictionary(tmp_path, capsys
     import json
 
     from llmq.cli import main
-    from llmq.plan_output import COLUMNS
+    from stability.planner.report import COLUMNS
 
     args = ["plan", "--rate", "60", "--workload", W, "--gpus", "a100,l40s", "--schedulers", "sarathi",
             "--knob", "sarathi.chunk_size=256|512", "--max-gpus", "3", "--requests", "300", "--out",
@@ -349,7 +349,7 @@ def test_llmq_plan_writes_strict_outputs_with_a_data_dictionary(tmp_path, capsys
 
 
 def test_feasibility_steps_find_the_first_feasible_of_every_monotone_pattern():
-    from stability.plan import Evaluated, feasibility_steps
+    from stability.planner.search import Evaluated, feasibility_steps
 
     for n in range(1, 10):
         for first in range(n + 1):  # feasible from index `first` on (n: none)
@@ -399,7 +399,7 @@ def test_search_on_a_dask_cluster_gives_the_same_plan(tiny, tmp_path):
 
 
 def test_verify_resimulates_with_new_seeds(tiny, tmp_path):
-    from stability.plan import verify
+    from stability.planner.search import verify
 
     res = tiny[2]
     checked = verify(res, _runner(tmp_path), n_requests=600, seeds=3)
@@ -414,7 +414,7 @@ def test_verify_resimulates_with_new_seeds(tiny, tmp_path):
 
 
 def test_class_slos_join_the_spec_and_unknown_classes_are_named():
-    from theory.plan import with_class_slos
+    from stability.planner.grid import with_class_slos
 
     classes = (("paying", 0.2, 0.05), ("free", 0.8, 0.5))
     slo = with_class_slos(parse_slo("ttft_p50=0.2,ttft_p99@free=2"), classes)
@@ -430,7 +430,7 @@ def test_class_slos_join_the_spec_and_unknown_classes_are_named():
 
 
 def test_per_class_metrics_are_each_class_s_own():
-    from stability.plan import measure
+    from stability.planner.search import measure
 
     sc = Scenario(gpu="a100", mode="real", workload=W, scheduler="slai", rate=40.0, load=None,
                   n_requests=800, seed=3, detail=True, classes=(("paying", 0.3, 0.05), ("free", 0.7, 0.5)))
@@ -533,7 +533,7 @@ class _TableRunner:
         self.table, self.asked = table, []
 
     def run(self, tasks: list[dict]) -> list[dict]:
-        from stability.plan import replicates_of
+        from stability.planner.search import replicates_of
 
         self.asked += tasks
         return [{"replicates": [{"ttft_p50": self.table[t["scenario"]["name"]][k], "verdict": "stable",
@@ -551,7 +551,7 @@ def _scipy_interval(x: list[float]) -> list[float]:
 
 
 def test_replicate_doubles_undecided_candidates_and_pools_every_replicate():
-    from stability.plan import replicate
+    from stability.planner.search import replicate
 
     table = {"decides_feasible_at_4": [0.5, 0.9, 0.6, 0.7],
              "decides_infeasible_at_4": [1.5, 1.1, 1.3, 1.4],
@@ -581,7 +581,7 @@ def test_replicate_doubles_undecided_candidates_and_pools_every_replicate():
 
 
 def test_replicates_have_the_same_seeds_whichever_task_ran_them():
-    from stability.plan import run_plan_task
+    from stability.planner.search import run_plan_task
 
     sc = Scenario(gpu="a100", mode="real", workload=W, scheduler="sarathi", rate=20.0, load=None,
                   n_requests=120, seed=0, detail=True).to_dict()
@@ -629,8 +629,8 @@ def test_max_seeds_must_cover_the_first_seeds(tiny, tmp_path, capsys):
 def test_an_undecided_plan_says_so_and_what_to_do(tiny):
     from dataclasses import replace
 
-    from llmq.plan_output import describe, markdown, plan_row
-    from stability.plan import Evaluated
+    from stability.planner.report import describe, markdown, plan_row
+    from stability.planner.search import Evaluated
 
     res = tiny[2]
     e = res.best
@@ -653,7 +653,7 @@ class _VoteRunner:
         self.table, self.asked = table, []
 
     def run(self, tasks: list[dict]) -> list[dict]:
-        from stability.plan import replicates_of
+        from stability.planner.search import replicates_of
 
         self.asked += tasks
         out = []
@@ -667,7 +667,7 @@ class _VoteRunner:
 
 
 def test_an_unstable_seed_or_an_undecided_candidate_is_judged_again_on_longer_runs():
-    from stability.plan import LONGER, replicate
+    from stability.planner.search import LONGER, replicate
 
     u, i, s = "unstable", "inconclusive", "stable"
     n1, n2, n3 = 100, 100 * LONGER, 100 * LONGER**2
@@ -712,7 +712,7 @@ def test_an_unstable_seed_or_an_undecided_candidate_is_judged_again_on_longer_ru
 def test_short_runs_unstable_near_capacity_are_judged_on_longer_runs_both_ways(tmp_path):
     """7 H100s running RAD at 40 req/s (Table 1): both 2,000-request seeds say unstable, both
     6,000-request ones do not; 5 H100s running vLLM: unstable at either length."""
-    from stability.plan import LONGER, plan_task, replicate, replicate_seed
+    from stability.planner.search import LONGER, plan_task, replicate, replicate_seed
 
     spec = PlanSpec(rate=40.0, workload="table1", slo=parse_slo("stable"), gpus=("h100",),
                     schedulers=("rad", "vllm"), r_max=16)
@@ -738,7 +738,7 @@ def test_short_runs_unstable_near_capacity_are_judged_on_longer_runs_both_ways(t
 def test_plan_metrics_leave_out_the_warm_up_the_verdict_leaves_out():
     from dataclasses import replace
 
-    from stability.plan import measure, scenario_of
+    from stability.planner.search import measure, scenario_of
     from stability.sim.metrics import WARMUP
     from tests.test_metrics import _emission_times
 
@@ -768,7 +768,7 @@ def test_the_warm_up_lowers_ttft_near_capacity_only(load, moves):
     empty system the first requests see short queues, which matters near capacity only."""
     from dataclasses import replace
 
-    from stability.plan import measure
+    from stability.planner.search import measure
 
     diff = []
     for seed in range(10):
@@ -786,8 +786,8 @@ def test_the_fleet_one_replica_smaller_is_reported_as_the_search_judged_it(tiny)
     and nothing when that fleet was never simulated."""
     from dataclasses import replace
 
-    from llmq.plan_output import below_line, to_json
-    from stability.plan import Evaluated
+    from stability.planner.report import below_line, to_json
+    from stability.planner.search import Evaluated
 
     res = tiny[2]
     best = res.best

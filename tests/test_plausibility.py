@@ -1,12 +1,13 @@
-"""The roofline screen of measured rows (theory.plausibility): two-sided on hand-computed bounds."""
+"""The roofline screen of measured rows (theory.validation.plausibility):
+two-sided on hand-computed bounds."""
 
 import numpy as np
 import pytest
 
 from theory.config import read_packaged
-from theory.plausibility import REASON, implausible, lower_bound
 from theory.profiles import load_profile
-from theory.validate import validate
+from theory.validation.plausibility import REASON, implausible, lower_bound
+from theory.validation.validate import validate
 
 HEADER = "source,gpu,model,tp,operation,tokens,decodes,context,bytes,seconds"
 HEADROOM = read_packaged("plausibility.toml")["clock_headroom"]

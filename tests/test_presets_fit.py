@@ -7,9 +7,9 @@ import pytest
 
 from theory.config import read_packaged
 from theory.hardware import CALIBRATED_FILE, calibrated_keys, get_gpu, gpu_names
-from theory.presets_fit import GEMM_PROFILES, fit_allreduce, fit_preset
 from theory.profiles import load_profile
-from theory.validate import gemm_rows
+from theory.validation.presets_fit import GEMM_PROFILES, fit_allreduce, fit_preset
+from theory.validation.validate import gemm_rows
 
 SHIPPED = read_packaged(CALIBRATED_FILE)
 
@@ -59,7 +59,7 @@ def test_the_all_reduce_law_is_refitted_from_the_dgx_profile():
 
 def test_shipped_rates_stay_below_the_dense_peak_and_keep_the_roofline_t_star():
     """With the L2 term the fit bounds every tile's FLOP rate by the dense FP16 peak and by t*'s
-    (theory.presets_fit.L2_NOTE): recomputed here from the file and gpus.toml's peak."""
+    (theory.validation.presets_fit.L2_NOTE): recomputed here from the file and gpus.toml's peak."""
     for key in calibrated_keys():
         roofline, gpu = get_gpu(key), get_gpu(key, calibrated=True)
         assert gpu.terms.l2_bandwidth > 0

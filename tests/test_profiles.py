@@ -13,7 +13,7 @@ from theory.errors import FieldError, LlmqError
 from theory.hardware import get_gpu
 from theory.models import get_model
 from theory.profiles import ABSENT, VIDUR_GEMMS, gemm_shape, load_profile, shipped_profiles
-from theory.profiles_convert import (
+from theory.validation.profiles_convert import (
     convert_splitwise,
     convert_vidur_all_reduce,
     convert_vidur_mlp,

@@ -18,8 +18,8 @@ from theory.errors import ConfigFileError
 from theory.hardware import get_gpu
 from theory.models import get_model
 from theory.profiles import VIDUR_GEMMS, Profile, gemm_shape, load_profile
-from theory.profiles_convert import build_device
-from theory.validate import Settings, abs_rel_error, validate
+from theory.validation.profiles_convert import build_device
+from theory.validation.validate import Settings, abs_rel_error, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "benchmarks" / "device" / "runs"

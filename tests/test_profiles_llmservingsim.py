@@ -13,7 +13,7 @@ import pytest
 from theory.errors import FieldError
 from theory.models import get_model
 from theory.profiles import ABSENT, LLMSERVINGSIM_GEMMS, gemm_shape, load_profile, shipped_profiles
-from theory.profiles_convert import (
+from theory.validation.profiles_convert import (
     check_llmservingsim_meta,
     convert_llmservingsim_attention,
     convert_llmservingsim_dense,

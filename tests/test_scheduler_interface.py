@@ -1,4 +1,4 @@
-"""The scheduler interface (:mod:`stability.schedulers`): what a policy module defines, and that
+"""The scheduler interface (:mod:`stability.sim.registry`): what a policy module defines, and that
 adding one is one module plus one registry line.
 
 A toy policy is written here as a module string, put on ``sys.path``, registered with one line
@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import stability.schedulers as registry
-from stability.schedulers import get_scheduler, missing_names, register, scheduler_names
+import stability.sim.registry as registry
+from stability.sim.registry import get_scheduler, missing_names, register, scheduler_names
 from stability.sim.simulate import Scenario, cost_model_of, simulate
 from theory.cost import Batch, T_batch
 from theory.errors import FieldError
@@ -208,7 +208,7 @@ def test_no_option_is_read_by_position():
 
 
 CACHED = """
-from stability.schedulers import get_scheduler, scheduler_names
+from stability.sim.registry import get_scheduler, scheduler_names
 from stability.sim.simulate import Scenario, simulate
 misses = 0
 for name in scheduler_names():

@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stability.schedulers import get_scheduler
 from stability.sim.cluster import run_cluster
 from stability.sim.gpu import run_gpu
 from stability.sim.memory import REJECT_REASONS
+from stability.sim.registry import get_scheduler
 from tests.test_schedulers_vs_reference import drawn
 from theory.cost import build_cost_model
 from theory.hardware import get_gpu

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stability.schedulers import get_scheduler
 from stability.sim import engine
 from stability.sim.gpu import collect, tables_for
+from stability.sim.registry import get_scheduler
 from tests.test_schedulers_vs_reference import drawn
 
 LOOPS = [("sarathi", "loop"), ("sarathi_paper", "loop"), ("vllm", "loop"), ("slai", "loop"),

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stability.schedulers import get_scheduler
 from stability.sim.gpu import run_gpu
+from stability.sim.registry import get_scheduler
 from tests import reference_sim as ref
 from tests.toys import toy_cost_model
 

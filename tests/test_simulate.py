@@ -122,8 +122,8 @@ def test_request_level_with_b1_is_an_mg1_queue_pollaczek_khinchine():
     ES, ES2 = w.expect(service), w.expect(service**2)
     lam = 0.7 / ES
     expected = lam * ES2 / (2 * (1 - lam * ES))
-    from stability.schedulers import get_scheduler
     from stability.sim.cluster import run_cluster
+    from stability.sim.registry import get_scheduler
 
     rng = np.random.default_rng(7)
     n = 200000
@@ -140,8 +140,8 @@ def test_request_level_with_b1_is_an_mg1_queue_pollaczek_khinchine():
 def test_jsq_matches_a_hand_written_join_shortest_queue():
     """JSQ over single-server FCFS nodes (request-level, b = 1): each arrival joins the node with
     the fewest requests not finished by its arrival time (lowest index on ties)."""
-    from stability.schedulers import get_scheduler
     from stability.sim.cluster import run_cluster
+    from stability.sim.registry import get_scheduler
 
     cm = build_cost_model(get_gpu("h100"), get_model("mistral-7b"))
     rng = np.random.default_rng(3)

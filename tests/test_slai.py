@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stability.schedulers import get_scheduler
 from stability.schedulers.slai import last_schedulable_time, offset
 from stability.sim import engine
 from stability.sim.gpu import run_gpu
 from stability.sim.memory import SARATHI, KvConfig, allocate, kv_setup
+from stability.sim.registry import get_scheduler
 from stability.sim.simulate import Scenario, simulate
 from tests import reference_sim as ref
 from tests.test_schedulers_vs_reference import BIG, assert_close, assert_same, blocks_of, drawn

@@ -1,4 +1,4 @@
-"""Whether any stack law meets the targets in sample (:mod:`theory.stack_law_reach`): the quantile
+"""Whether any stack law meets the targets in sample (:mod:`theory.validation.stack_law_reach`): the quantile
 counts against numpy, both verdicts on rows built to have them, and the command's stdout kept clean
 of the solver's own notes."""
 
@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from theory.profiles import load_profile
-from theory.stack_law_reach import beyond_allowed, reach_in_sample
-from theory.validate import StackLaw, batch_cost_model, batch_parts
+from theory.validation.stack_law_reach import beyond_allowed, reach_in_sample
+from theory.validation.validate import StackLaw, batch_cost_model, batch_parts
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from stability.planner.grid import PlanSpec, build_grid, families_of, load_prices
 from stability.sim.memory import capacity_blocks
 from theory.builder import CostSpec, cost_model
 from theory.capacity import kv_capacity_tokens
@@ -12,7 +13,6 @@ from theory.cost import Batch, T_batch
 from theory.errors import FieldError
 from theory.hardware import get_gpu, gpu_table
 from theory.models import get_model
-from theory.plan import PlanSpec, build_grid, families_of, load_prices
 from theory.tensor_parallel import allreduce_law, auto_degree, degrees, variant_file, variant_text
 from theory.terms import shard_memory
 
@@ -111,7 +111,7 @@ def test_grid_prices_groups_as_tp_gpus_and_prunes_what_cannot_hold_the_model(tmp
 
 
 def test_a_model_no_planned_gpu_holds_is_a_clear_error(tmp_path):
-    from theory.plan import InfeasibleTargetError
+    from stability.planner.grid import InfeasibleTargetError
 
     spec = PlanSpec(rate=1.0, workload=W, models=("llama-2-70b",), gpus=("l4", "l40s"), schedulers=("vllm",))
     with pytest.raises(InfeasibleTargetError, match=r"0 req/s.*no room for KV cache.*--tp"):

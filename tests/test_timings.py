@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from theory.errors import ConfigFileError, FieldError, LlmqError
-from theory.timings import EXAMPLES, BatchTimings, GemmTimings, read_timings, timings_path
+from theory.validation.timings import EXAMPLES, BatchTimings, GemmTimings, read_timings, timings_path
 
 
 def write(tmp_path, text, name="t.csv"):

@@ -17,7 +17,7 @@ from theory.errors import FieldError
 from theory.hardware import get_gpu
 from theory.models import get_model
 from theory.profiles import VIDUR_GEMMS, gemm_shape, load_profile, shipped_profiles
-from theory.validate import (
+from theory.validation.validate import (
     ErrorStats,
     Settings,
     abs_rel_error,
@@ -108,7 +108,7 @@ def perturbed(tmp_path_factory):
 def test_the_preset_predicts_its_own_synthetic_profile_exactly(tmp_path):
     prof = _synthetic(tmp_path / "p.csv", get_gpu("a100"), 0.0)
     # the roofline preset has no memory floor, so its times for few tokens beat the DRAM bound:
-    # the screen (theory.plausibility) would rightly refuse them as measurements
+    # the screen (theory.validation.plausibility) would rightly refuse them as measurements
     report = validate({"syn": prof}, Settings(floor=False, waves=False, screen=False))
     a100 = next(r for r in report.gpus if r["gpu"] == "a100")
     assert a100["roofline_n"] == len(prof) and a100["roofline_p90"] < 1e-12
@@ -176,7 +176,7 @@ def test_shipped_real_mode_tile_model_is_the_calibrated_one_with_waves_floor_l2_
     assert not cost_model(CostSpec("a100", "llama-2-7b", "paper")).gpu.calibrated
     assert not get_gpu("l4", calibrated=True).calibrated  # no public data: the roofline
     c0, bw, l2 = gpu.terms.gemm_overhead_s, gpu.eta_mem * gpu.bandwidth, gpu.terms.l2_bandwidth
-    assert l2 > 0  # on (theory.presets_fit.L2_NOTE)
+    assert l2 > 0  # on (theory.validation.presets_fit.L2_NOTE)
     for d_row, d_col, d_red in ((12288, 200, 4096), (22016, 3, 4096), (4096, 1000, 11008)):
         tiles = [max(math.ceil(math.ceil(d_row / t.t_row) * math.ceil(d_col / t.t_col) / cm.s)
                      * math.ceil(d_red / t.t_red) / mu,
@@ -194,7 +194,7 @@ def test_attention_waves_barely_move_the_shipped_whole_prefill_batches():
     prefill batches the switch moves Eq. 7 by well under the batches' own residual. Eq. 6 with
     waves is recomputed here by hand for the largest prompt, not through T_P_SA."""
     from theory.cost import T_P_SA
-    from theory.validate import batch_cost_model, batch_time
+    from theory.validation.validate import batch_cost_model, batch_time
 
     rows = load_profile("splitwise_perf_model").rows
     rows = rows[rows["operation"] == "prefill_batch"]
@@ -219,7 +219,7 @@ def test_attention_waves_barely_move_the_shipped_whole_prefill_batches():
 
 
 def test_monotone_envelope_is_the_least_time_for_at_least_as_many_tokens():
-    from theory.validate import monotone_envelope
+    from theory.validation.validate import monotone_envelope
 
     y = np.array([3.0, 5.0, 4.0, 4.5, 9.0, 7.0, 8.0])
     by_hand = [min(y[k:]) for k in range(y.size)]
@@ -248,7 +248,7 @@ def test_staircase_reports_the_envelope_step_beside_the_measured_one():
 def _synthetic_batches(gpu="a100", model="llama-2-70b", tp=8):
     """Splitwise-like batch rows (prompts of 128-8,192 tokens, batches of 1-64 decodes) and their
     Eq. 7 parts on the calibrated preset."""
-    from theory.validate import batch_cost_model, batch_parts
+    from theory.validation.validate import batch_cost_model, batch_parts
 
     shapes = [("prefill_batch", n * c, 0, c, 0) for c in (128, 512, 2048) for n in (1, 2, 4)]
     shapes += [("decode_batch", b, b, c, 128) for b in (1, 8, 64) for c in (256, 4096)]
@@ -263,7 +263,7 @@ def test_stack_law_recovers_known_parameters_from_synthetic_batches():
     term on) give it back; with noise, the fit is the unconstrained least-squares solution of the
     relative error (the normal equations solved by numpy, feasible here); a stack faster than Eq. 7
     is held at the bounds (c = 0, a = 1, a_large = 0), not given a speed-up."""
-    from theory.validate import StackLaw, fit_stack_law
+    from theory.validation.validate import StackLaw, fit_stack_law
 
     compute, allreduce, large = _synthetic_batches()
     assert (allreduce > 0).all() and (compute > allreduce).all()
@@ -293,7 +293,7 @@ def test_batch_parts_split_eq7_into_its_all_reduces_and_the_rest():
     activations under the preset's law latency + 2 (tp-1)/tp bytes / busbw, and the parts add up to
     Eq. 7; the large part is the bandwidth time of the bytes beyond 32 MiB of each; at TP 1 there
     is neither."""
-    from theory.validate import batch_cost_model, batch_time
+    from theory.validation.validate import batch_cost_model, batch_time
 
     compute, allreduce, large = _synthetic_batches()
     g = get_gpu("a100", calibrated=True).terms
@@ -315,7 +315,7 @@ def test_batch_parts_split_eq7_into_its_all_reduces_and_the_rest():
 def test_batch_folds_rank_the_shapes_of_each_operation_and_never_hold_out_its_ends():
     """Fold = rank of the shape within its operation's series mod k; the first and last shape of a
     series are in no fold (trained on only), so every held-out shape lies inside the trained range."""
-    from theory.validate import batch_folds
+    from theory.validation.validate import batch_folds
 
     rows = load_profile("splitwise_perf_model").rows
     rows = rows[(rows["gpu"] == "a100") & (rows["tp"] == 8) & (rows["model"] == "llama-2-70b")]
@@ -351,7 +351,7 @@ def test_batch_verdict_holds_on_a_profile_timed_by_a_stack_law_and_misses_when_i
     predicted on held-out shapes and in sample to rounding, so the targets hold; the same rows with
     every third shape's time 25% off are missed, held out and in sample alike."""
     from theory.profiles import Profile
-    from theory.validate import StackLaw, batch_cost_model, batch_parts
+    from theory.validation.validate import StackLaw, batch_cost_model, batch_parts
 
     rows = load_profile("splitwise_perf_model").rows
     rows = rows[(rows["gpu"] == "h100") & (rows["model"] == "llama-2-70b") & (rows["tp"] == 8)]

@@ -1,4 +1,4 @@
-"""Self-attention against measured batches (theory.validate_attention) and the RTX 4090 profile in
+"""Self-attention against measured batches (theory.validation.attention) and the RTX 4090 profile in
 ``llmq validate``: Eq. 5-6 per layer checked against the exact symbolic twin, the paper's positions
 of a batch's chunk and decodes, the scoring per batch kind and the outputs."""
 
@@ -9,15 +9,12 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from llmq.validate_output import write_outputs
 from theory import symbolic as sym
 from theory.cost import build_cost_model
 from theory.hardware import get_gpu
 from theory.models import get_model
 from theory.profiles import ABSENT, Profile, load_profile
-from theory.profiles_convert import convert_llmservingsim_attention, write_profile
-from theory.validate import NO_KERNEL_LAW, Settings, abs_rel_error, validate
-from theory.validate_attention import (
+from theory.validation.attention import (
     attention_split,
     call_fit,
     fit_attention_call,
@@ -25,6 +22,9 @@ from theory.validate_attention import (
     predict_attention,
     score_attention,
 )
+from theory.validation.profiles_convert import convert_llmservingsim_attention, write_profile
+from theory.validation.report import write_outputs
+from theory.validation.validate import NO_KERNEL_LAW, Settings, abs_rel_error, validate
 
 DATA = Path(__file__).parent / "data"
 
@@ -171,7 +171,7 @@ def test_attention_split_holds_out_every_fourth_shape():
 def test_tp2_rows_are_predicted_at_one_rank_s_heads(tmp_path):
     """A TP 2 row of LLMServingSim is one rank's shard timed on one GPU: predicted at TP 1 by a
     model with half the query and KV heads (the shard written out by hand), and paper mode has none."""
-    from theory.validate_attention import _cost_models
+    from theory.validation.attention import _cost_models
 
     half = tmp_path / "half.toml"
     half.write_text('[models.half]\nbase = "qwen3-32b"\nn_heads = 32\nn_kv_heads = 4\nd_ff = 12800\n')

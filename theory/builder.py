@@ -8,7 +8,7 @@ split into ``gpu="a100"`` and ``tiles="128x128"`` when the spec is made. Every c
 sweep point and paper check resolves names through :func:`cost_model`; only code that constructs
 a synthetic GPU or model object of its own calls :func:`theory.cost.build_cost_model` directly.
 
-In ``real`` mode a GPU preset with a shipped calibration (:mod:`theory.presets_fit`, fitted to
+In ``real`` mode a GPU preset with a shipped calibration (:mod:`theory.validation.presets_fit`, fitted to
 public measured profiles) is used calibrated, and any other preset is its roofline with the cost
 terms that need no fit (``[real_mode]`` of ``gpus.toml``: :func:`theory.hardware.real_mode_terms`);
 ``paper`` mode always uses the roofline presets, so the paper's numbers stay exact.

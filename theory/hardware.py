@@ -366,7 +366,7 @@ def load_gpus(path: str | Path | None = None, calibrated: bool = False) -> dict[
     """All GPU profiles: the presets, plus or overridden by the user TOML at ``path``.
 
     With ``calibrated`` (real mode) a preset that has a shipped calibration (``calibrated_gpus.toml``,
-    written by :mod:`theory.presets_fit` from the public profiles) gets its fitted fields on top of
+    written by :mod:`theory.validation.presets_fit` from the public profiles) gets its fitted fields on top of
     the preset's, and says so in :attr:`GPU.calibration`; the others keep their roofline rates with
     the terms of :func:`real_mode_terms` switched on (a field the preset states wins) and stay
     marked :data:`ROOFLINE`. A key the user file states is built from the roofline preset tables

@@ -3,7 +3,7 @@
 Each row of a profile is one measured operation on one GPU: a named GeMM or element-wise kernel
 of one transformer layer, a whole prefill or decode batch, or a collective. The packaged profiles
 live in ``theory/data/profiles/`` (their README gives source repository, commit, license and the
-exact transformation of each); :mod:`theory.profiles_convert` rebuilds them from a checkout of
+exact transformation of each); :mod:`theory.validation.profiles_convert` rebuilds them from a checkout of
 the source repository.
 
 Schema (header names; order free, extra columns refused so that a typo is not silently lost):

@@ -3,7 +3,7 @@
 Every term is off by default, so the roofline presets and ``paper`` mode give Eq. 2-7 exactly; a
 :class:`theory.cost.CostModel` whose terms are all off takes the unchanged Eq. 4-7 code paths. In
 ``real`` mode the GPUs with public measurements (A100, H100, A40, RTX 4090, RTX PRO 6000) use
-their shipped calibration (``theory/data/calibrated_gpus.toml``, :mod:`theory.presets_fit`), which
+their shipped calibration (``theory/data/calibrated_gpus.toml``, :mod:`theory.validation.presets_fit`), which
 switches ``memory_floor``, ``waves``, ``l2_bandwidth_gbs`` and ``gemm_overhead_s`` on and states an
 all-reduce law where one was measured; the other presets keep their roofline rates with the terms
 that need no fitted number, as the ``[real_mode.<tileset>]`` tables of ``theory/data/gpus.toml``
@@ -82,7 +82,7 @@ The terms and what they change
     Applied to the linear GeMMs (Eq. 4), before the minimum over tiles. On in the calibrated
     presets: fitted per GPU (A100 5.2, H100 8.5, A40 2.7 TB/s on the packaged vidur GeMMs), it
     lowers the held-out error on H100 and A40 and reproduces the A100 layer staircase
-    (:data:`theory.presets_fit.L2_NOTE`).
+    (:data:`theory.validation.presets_fit.L2_NOTE`).
 ``attention_waves`` (GPU, bool)
     The same wave quantization for the two GeMMs of Eq. 6 (prefill attention). Off by default and
     in the calibrated presets: no packaged profile measures attention kernels alone, and on the
@@ -98,21 +98,21 @@ The terms and what they change
     A fixed time ``c_0`` per linear GeMM: each batch pays ``c_0`` times the model's number of
     linear GeMMs (Eq. 4's sum, ``N`` layers), and each GeMM alone pays ``c_0``
     (:func:`theory.cost.T_GeMM_terms`). It is the per-GeMM intercept that
-    :func:`theory.calibrate.fit_gemm` fits (kernel prologue and epilogue, launch gaps inside a
+    :func:`theory.validation.calibrate.fit_gemm` fits (kernel prologue and epilogue, launch gaps inside a
     kernel's timed range); a GPU property, so one calibrated profile serves every model.
 ``attention_call_s`` (GPU, float >= 0)
     A fixed time ``c_A`` per attention kernel call: each layer of a batch with attention work
     calls the attention kernel once, so Eq. 7 gains ``N c_A`` per non-empty batch (every decode
     and every prefill chunk attends, so with ``attention = true`` that is every batch with a token;
     with ``attention = false`` nothing is added), and one measured layer's attention pays ``c_A``
-    (:func:`theory.validate_attention.predict_attention`). The attention kernels of a serving
+    (:func:`theory.validation.attention.predict_attention`). The attention kernels of a serving
     engine launch a grid and, for split-KV decoding, a reduction, whose cost does not shrink with
     the work (FlashAttention: Dao et al. 2022, arXiv:2205.14135; Flash-Decoding: Dao, Haziza,
     Massa, Sizov 2023, "Flash-Decoding for long-context inference", PyTorch blog); LLMServingSim's
     RTX 4090 profile measures 9.3 us for one decode over 16 cached tokens, where Eq. 5 predicts
     0.16 us. It rides on the per-batch fixed time (:attr:`theory.cost.CostModel.fixed_s`, which
     the simulator's tables charge per batch exactly as ``overhead_s``). Fitted for the RTX 4090 and
-    the RTX PRO 6000 (:mod:`theory.presets_fit`, :func:`theory.validate_attention.call_fit`) on
+    the RTX PRO 6000 (:mod:`theory.validation.presets_fit`, :func:`theory.validation.attention.call_fit`) on
     the training batches of a prefill chunk alone and of decodes alone; no other GPU has
     attention measurements, so it is off there.
 ``mixed_decode_eta`` (GPU, float >= 0; 0 or absent: off)
@@ -137,9 +137,9 @@ The terms and what they change
 
     ``eta`` absorbs how much of the repeated reads the cache hierarchy absorbs and the missing
     split over the SMs. A batch of decodes alone, and a prefill chunk alone, keep Eq. 5-6. Fitted
-    by :func:`theory.validate_attention.fit_mixed_eta` on the training batch shapes of the mixed
+    by :func:`theory.validation.attention.fit_mixed_eta` on the training batch shapes of the mixed
     batches (LLMServingSim's RTX 4090 and RTX PRO 6000 profiles, every 4th shape held out) and
-    shipped where it lowers the held-out error (:mod:`theory.presets_fit`): 0.760 on the RTX 4090
+    shipped where it lowers the held-out error (:mod:`theory.validation.presets_fit`): 0.760 on the RTX 4090
     (held-out mixed batches 47% / 73% -> 24% / 61%, median / p90) and 0.545 on the RTX PRO 6000
     (50% / 72% -> 27% / 55%); one ``eta`` fits Llama-3.1-8B's 4 and Qwen3-32B's 8 query heads per
     KV head (0.58 and 0.51 each), where a factor on Eq. 5 as served would need 2.3 and 4.1. In paper mode
@@ -284,7 +284,7 @@ the attention terms. With ``l2_bandwidth_gbs`` Assumption 1's t* (a maximal ``mu
 ignores the L2 bound, and a fitted tile that is fastest only where its traffic binds has a compute
 rate the data do not bound, which could then win t*: the calibration therefore keeps Assumption 1
 with the roofline preset's t*, bounding every tile's FLOP rate by t*'s and by the dense peak
-(:mod:`theory.calibrate`, "Bounds"), and those bounded compute rates also price Eq. 6's attention
+(:mod:`theory.validation.calibrate`, "Bounds"), and those bounded compute rates also price Eq. 6's attention
 GeMMs, on which the L2 term is not applied.
 
 References

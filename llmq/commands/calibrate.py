@@ -97,11 +97,11 @@ def _print(cal, values: dict, source: str, jumps: list[dict], path) -> None:
 
 def run(args) -> int:
     """Run ``llmq calibrate`` on the parsed ``args``; the exit code."""
-    from theory.calibrate import calibrate, staircase_jumps, write_profile
     from theory.errors import FieldError
     from theory.hardware import get_gpu, gpu_names
     from theory.models import get_model
-    from theory.timings import GemmTimings, read_timings, timings_path
+    from theory.validation.calibrate import calibrate, staircase_jumps, write_profile
+    from theory.validation.timings import GemmTimings, read_timings, timings_path
 
     values = resolve(args)
     out = out_dir(values["out"])

@@ -131,9 +131,9 @@ def parse_tp(text: str) -> list[int]:
 
 
 def spec_from(args):
-    """The :class:`theory.plan.PlanSpec` the options describe."""
+    """The :class:`stability.planner.grid.PlanSpec` the options describe."""
     from llmq.options import parse_names
-    from theory.plan import PlanSpec, parse_slo, with_class_slos
+    from stability.planner.grid import PlanSpec, parse_slo, with_class_slos
 
     gpus = () if str(args.gpus).strip().lower() == "all" else tuple(parse_names(args.gpus))
     knobs = parse_knobs(args.knob)
@@ -199,13 +199,13 @@ def check_context(spec) -> None:
 def run(args) -> int:
     """Run ``llmq plan`` on the parsed ``args``; the exit code."""
     from llmq.output import out_dir
-    from llmq.plan_output import console_lines, write_outputs
-    from stability.plan import cached_capacity, check_max_seeds, search, verify
-    from stability.plan_mixed import search_mixes
+    from stability.planner.grid import build_grid
+    from stability.planner.report import console_lines, write_outputs
+    from stability.planner.search import cached_capacity, check_max_seeds, search, verify
+    from stability.planner.search_mixed import search_mixes
     from stability.runner import Cache, DaskExecutor, LocalExecutor, Runner, SweepInterrupted
     from stability.sim.fleet import ROUTERS
     from theory.errors import UnknownNameError, require_seed
-    from theory.plan import build_grid
 
     t0 = time.perf_counter()
     out = out_dir(args.out)

@@ -87,7 +87,7 @@ def spec_from(values: dict, notes: list[str]):
     """The :class:`stability.region.SweepSpec` the options describe (``notes`` collects what was
     skipped)."""
     from stability.region import DEFAULT_SCHEDULERS, SweepSpec
-    from stability.schedulers import scheduler_names
+    from stability.sim.registry import scheduler_names
     from theory.hardware import gpu_names
 
     gpus = gpu_names() if str(values["gpu"]).strip().lower() == "all" else parse_names(values["gpu"])

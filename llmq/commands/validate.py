@@ -7,8 +7,8 @@ per GPU on the acceptance targets; writes ``OUT/validate.md``, ``validate.csv``,
 ``validate_not_predicted.csv`` (rows not scored, with the reason, among them those faster than
 the roofline bound of their shape), ``validate_attention.csv`` (each with its data dictionary)
 and the staircase figures
-``OUT/validate_<gpu>_<model>.png`` (:mod:`llmq.validate_output`). The computation is
-:func:`theory.validate.validate`.
+``OUT/validate_<gpu>_<model>.png`` (:mod:`theory.validation.report`). The computation is
+:func:`theory.validation.validate.validate`.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def _check_unused(values: dict) -> None:
 def _settings(values: dict):
     from theory.hardware import get_gpu
     from theory.models import get_model
-    from theory.validate import Settings
+    from theory.validation.validate import Settings
 
     gpus = tuple(get_gpu(g, values["gpu_file"]).key for g in _names(values["gpu"]))
     models = tuple(get_model(m, values["model_file"]).key for m in _names(values["model"]))
@@ -84,9 +84,9 @@ def run(args) -> int:
     """Run ``llmq validate`` on the parsed ``args``; the exit code."""
     from dataclasses import asdict
 
-    from llmq.validate_output import console_lines, to_json, write_outputs
     from theory.io import claim_output_dir
-    from theory.validate import validate
+    from theory.validation.report import console_lines, to_json, write_outputs
+    from theory.validation.validate import validate
 
     values = resolve(args)
     _check_unused(values)

@@ -9,7 +9,7 @@ numbered member by member. The routers (:mod:`stability.sim.routing`):
   the lowest index. Identical members give exactly the simulation of ``planner="jsq"``.
 * ``"sed"``: shortest expected delay, the node minimising ``(pending + 1) / w``.
 * ``"random"``: node g with probability ``w_g / sum_h w_h``, independently of everything (the
-  capacity-proportional random router of :mod:`theory.mixed_fleet` when ``w`` are capacities).
+  capacity-proportional random router of :mod:`stability.planner.mixed_fleet` when ``w`` are capacities).
 
 Which rule for unequal GPUs. Fewest-pending JSQ ignores speed: at light load the slow GPUs receive
 as many requests as the fast ones, and their requests wait longer. Normalising by capacity (SED)
@@ -54,9 +54,9 @@ from types import ModuleType
 
 import numpy as np
 
-from stability.schedulers import get_scheduler
 from stability.sim.classes import draw_classes, parse_classes
 from stability.sim.gpu import GpuRun, collect, run_gpu, tables_for
+from stability.sim.registry import get_scheduler
 from stability.sim.routing import jsq_route_nodes
 from stability.sim.simulate import (
     Scenario,
@@ -190,7 +190,7 @@ def simulate_fleet(members: Sequence[Scenario], router: str = "jsq",
     capacities (req/s) for ``"sed"`` and ``"random"``.
 
     Returns one :class:`stability.sim.simulate.SimResult` per member, holding the requests routed
-    to it (``node`` local to the member); :func:`stability.plan.measure` takes them as one system.
+    to it (``node`` local to the member); :func:`stability.planner.search.measure` takes them as one system.
     """
     members = list(members)
     if not members:

@@ -28,11 +28,11 @@ from functools import cached_property
 
 import numpy as np
 
-from stability.schedulers import get_scheduler
 from stability.sim import metrics
 from stability.sim.classes import RequestClass, draw_classes, p99_met, parse_classes
 from stability.sim.cluster import run_cluster
 from stability.sim.gpu import GpuRun
+from stability.sim.registry import get_scheduler
 from stability.sim.routing import PLANNERS
 from theory.bounds import T_bar_R
 from theory.builder import CostSpec, cost_model

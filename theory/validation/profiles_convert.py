@@ -3,7 +3,7 @@
 Each ``convert_*`` function takes the path of one source file (from a checkout of the source
 repository) and returns rows as dicts with the schema's columns (exact duplicate source rows are
 dropped first; repeated measurements are then merged by their median); :func:`write_profile` writes them
-(``.csv.gz`` compressed). ``python -m theory.profiles_convert --vidur DIR --splitwise DIR
+(``.csv.gz`` compressed). ``python -m theory.validation.profiles_convert --vidur DIR --splitwise DIR
 --llmservingsim DIR --out DIR`` rebuilds the packaged files from checkouts;
 ``theory/data/profiles/README.md`` records the commits and the exact transformation.
 
@@ -398,13 +398,14 @@ def build_device(runs: list[str | Path], out_dir: str | Path) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> None:
     """Command line: rebuild the packaged profiles from source checkouts."""
-    ap = argparse.ArgumentParser(prog="python -m theory.profiles_convert", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m theory.validation.profiles_convert",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--vidur", help="checkout of microsoft/vidur")
     ap.add_argument("--splitwise", help="checkout of Mutinifni/splitwise-sim")
     ap.add_argument("--llmservingsim", help="checkout of casys-kaist/LLMServingSim")
     ap.add_argument("--device", nargs="+", metavar="RUN",
                     help="folders (or profile.csv files) of benchmarks/device/measure_profile.py runs")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "data" / "profiles"))
+    ap.add_argument("--out", default=str(Path(__file__).parents[1] / "data" / "profiles"))
     args = ap.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     counts = {}

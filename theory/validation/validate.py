@@ -12,11 +12,11 @@ its **median** and **90th percentile** (:class:`ErrorStats`). Seven predictions 
 ``shipped``
     The GPU preset as ``real`` mode uses it: for the GPUs with public data (A100, H100, A40, RTX 4090,
     RTX PRO 6000) the measured-profile law of the whole profile (:mod:`theory.measured`) where it
-    covers a GeMM and the shipped tile-model calibration elsewhere (:mod:`theory.presets_fit`,
+    covers a GeMM and the shipped tile-model calibration elsewhere (:mod:`theory.validation.presets_fit`,
     fitted on the full profile's training token counts): an in-sample figure on those rows, not a
     held-out one; for the other GPUs the roofline.
 ``tokens``
-    The roofline preset calibrated (:func:`theory.calibrate.fit_gemm`: per-tile rates, a fixed
+    The roofline preset calibrated (:func:`theory.validation.calibrate.fit_gemm`: per-tile rates, a fixed
     time ``c_0`` per GeMM and, with ``Settings.floor``, ``Settings.waves`` and ``Settings.l2``
     (default, the shipped presets' terms), the achievable DRAM bandwidth of the memory floor, wave
     quantization and the L2 bandwidth of the tiles' operand traffic) on the GPU's rows whose
@@ -55,11 +55,11 @@ GPU x model x TP on the other batch shapes (:func:`fit_stack_law`; k folds of in
 :func:`batch_folds`; :attr:`Report.batch_stack`). All-reduce rows where the GPU profile states an
 all-reduce law (:func:`allreduce_law`; the calibrated A100 and H100 presets state one). Measured
 self-attention batches (``attention`` rows) by Eq. 5-6 per layer, scored per batch kind in
-:attr:`Report.attention` (:mod:`theory.validate_attention`). Element-wise kernels (``vidur_kernels``
+:attr:`Report.attention` (:mod:`theory.validation.attention`). Element-wise kernels (``vidur_kernels``
 and LLMServingSim's) are listed as not predicted: the cost model prices them only as one
 aggregate ``tau / mu_nLin`` per batch (Section 3.2.3). A row faster than the roofline lower
-bound of its shape (:mod:`theory.plausibility`) is no measurement of that shape: it is left out of
-every score and counted as not predicted (:data:`theory.plausibility.REASON`,
+bound of its shape (:mod:`theory.validation.plausibility`) is no measurement of that shape: it is left out of
+every score and counted as not predicted (:data:`theory.validation.plausibility.REASON`,
 :attr:`Report.screened`). Nothing is dropped silently: every row is either scored or counted in
 :attr:`Report.not_predicted` with its reason.
 
@@ -85,16 +85,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from theory.batch_orderings import ordering_pairs, ordering_summary
 from theory.builder import CostSpec, cost_model
-from theory.calibrate import Calibration, fit_gemm, staircase_jumps
 from theory.cost import Batch, CostModel, T_batch, T_GeMM_terms, build_cost_model
 from theory.errors import FieldError, TileDivisibilityError
 from theory.hardware import GPU, get_gpu, gpu_names
 from theory.measured import interpolate_by_shape, pooled_tables
 from theory.models import Model, get_model
-from theory.plausibility import REASON as SCREEN_REASON
-from theory.plausibility import implausible
 from theory.profiles import (
     GEMM_OPERATIONS,
     KERNEL_OPERATIONS,
@@ -106,11 +102,15 @@ from theory.profiles import (
     gemm_shape,
     series_labels,
 )
-from theory.stack_law_reach import reach_in_sample
 from theory.terms import allreduce_count, allreduce_time
-from theory.timings import GemmTimings
-from theory.validate_attention import GROUP_COLUMNS, score_attention
-from theory.validate_attention import OPERATION as ATTENTION
+from theory.validation.attention import GROUP_COLUMNS, score_attention
+from theory.validation.attention import OPERATION as ATTENTION
+from theory.validation.batch_orderings import ordering_pairs, ordering_summary
+from theory.validation.calibrate import Calibration, fit_gemm, staircase_jumps
+from theory.validation.plausibility import REASON as SCREEN_REASON
+from theory.validation.plausibility import implausible
+from theory.validation.stack_law_reach import reach_in_sample
+from theory.validation.timings import GemmTimings
 
 SCHEMES = ("roofline", "shipped", "tokens", "models", "paper", "measured_law", "measured_law_models")
 SCHEME_MEANING = {
@@ -197,7 +197,8 @@ def predict_gemm(cm: CostModel, d_row, d_col, d_red, fixed_s: float = 0.0) -> np
 
     :func:`theory.cost.T_GeMM_terms`: Eq. 2 on the fastest of the GPU's tiles, with the GPU's
     cost terms (``memory_floor``, ``waves``; :mod:`theory.terms`) when its profile switches them
-    on, plus ``fixed_s``, the fixed time per GeMM ``c_0`` of a calibration (:mod:`theory.calibrate`;
+    on, plus ``fixed_s``, the fixed time per GeMM ``c_0`` of a calibration
+    (:mod:`theory.validation.calibrate`;
     0 for a preset). With the terms off (the presets) this is Eq. 2 on the fastest tile.
 
     Parameters
@@ -330,7 +331,7 @@ class GemmRows:
         return GemmRows(**{k: getattr(self, k)[mask] for k in self.__dataclass_fields__})
 
     def timings(self) -> GemmTimings:
-        """The rows as calibration input (one GeMM each, :class:`theory.timings.GemmTimings`)."""
+        """The rows as calibration input (one GeMM each, :class:`theory.validation.timings.GemmTimings`)."""
         return GemmTimings(self.d_row, self.tokens, self.d_red, np.ones(len(self), dtype=np.int64),
                            self.seconds)
 
@@ -395,13 +396,13 @@ def fit_gpu(base: GPU, train: GemmRows, *, max_train: int = 8000, seed: int = 0,
 
     At most ``max_train`` rows enter the fit, evenly spaced over ``train`` (deterministic). The
     fitted GPU keeps the base profile's tiles with the fitted rates (tiles never fastest keep
-    their bound, :func:`theory.calibrate.fit_gemm`), the fitted ``eta_mem``, and the terms
+    their bound, :func:`theory.validation.calibrate.fit_gemm`), the fitted ``eta_mem``, and the terms
     switched as fitted with ``gemm_overhead_s = c_0`` (:mod:`theory.terms`), so that
     :func:`predict_gemm` on it reproduces the fit.
 
     References
     ----------
-    Eq. 2; the fit is :func:`theory.calibrate.fit_gemm`'s.
+    Eq. 2; the fit is :func:`theory.validation.calibrate.fit_gemm`'s.
     """
     if not len(train):
         raise FieldError("training rows", 0, f"at least one GeMM row of {base.key} to calibrate on")
@@ -451,7 +452,8 @@ class Settings:
     """What a validation run did: held-out stride, training cap, seed, the terms the calibrations
     fit (``floor``: memory floor, ``waves``, ``l2``: L2 traffic), subset, user files, and whether
     rows faster than the roofline bound of their shape are screened out (``screen``; off only for
-    synthetic profiles timed by a model that itself beats the bound, :mod:`theory.plausibility`)."""
+    synthetic profiles timed by a model that itself beats the bound,
+    :mod:`theory.validation.plausibility`)."""
 
     every: int = 4
     max_train: int = 8000
@@ -504,22 +506,22 @@ class Report:
         operations pooled (``kinds``) and the law fitted on every shape scored on every row
         (``in_sample``: the least-squares law, no held-out figure), whether any one law per
         group meets both targets on every row (``in_sample_reach``: the least-squares laws where
-        they do, else :func:`theory.stack_law_reach.reach_in_sample`) and its equal-token pairs
-        (``orderings``, :func:`theory.batch_orderings.ordering_summary`).
+        they do, else :func:`theory.validation.stack_law_reach.reach_in_sample`) and its equal-token pairs
+        (``orderings``, :func:`theory.validation.batch_orderings.ordering_summary`).
     batch_orderings : list of dict
         Every pair of whole-batch rows of one GPU x model x TP x kind with equal tokens and
         different shapes, with the order Eq. 7 gives them, the measured order and the least error
-        any one stack law makes on one of the two (:func:`theory.batch_orderings.ordering_pairs`).
+        any one stack law makes on one of the two (:func:`theory.validation.batch_orderings.ordering_pairs`).
     screened : list of dict
         Rows left out of every score because they are faster than the roofline lower bound of
-        their shape (:func:`theory.plausibility.implausible`), one entry per row with the bound.
+        their shape (:func:`theory.validation.plausibility.implausible`), one entry per row with the bound.
     measured_coverage : list of dict
         Per GPU and measured scheme: rows scored, rows the tables interpolated, rows that fell back
         to the tile model (:func:`measured_predictions`).
     attention : list of dict
         Measured self-attention batches against Eq. 5-6, per GPU x model x TP x batch kind
-        (:func:`theory.validate_attention.score_attention`, columns
-        :data:`theory.validate_attention.COLUMNS`).
+        (:func:`theory.validation.attention.score_attention`, columns
+        :data:`theory.validation.attention.COLUMNS`).
     """
 
     settings: Settings
@@ -588,7 +590,8 @@ def _not_predicted(report: Report, profile: str, rows: np.ndarray, reason: str) 
 
 def _screen(report: Report, profile: str, rows: np.ndarray) -> np.ndarray:
     """``rows`` less those faster than the roofline lower bound of their shape, which are counted
-    as not predicted and listed in :attr:`Report.screened` (:func:`theory.plausibility.implausible`)."""
+    as not predicted and listed in :attr:`Report.screened`
+    (:func:`theory.validation.plausibility.implausible`)."""
     s = report.settings
     bad, bound = implausible(rows, s.gpu_file, s.model_file)
     if bad.any():
@@ -832,7 +835,8 @@ BATCH_NOTE = ("whole batches: 'tokens' is the shipped preset under the stack law
               "a_allreduce R + a_large L (C: Eq. 7 without its all-reduces, R: their time, L: the "
               "bandwidth time of their bytes beyond 32 MiB per message), fitted per GPU x model x TP "
               "on the other batch shapes: k folds, each holding out every k-th interior shape of a "
-              "series (theory.validate.batch_folds, theory.validate.fit_stack_law); the first and "
+              "series (theory.validation.validate.batch_folds, theory.validation.validate.fit_stack_law); "
+              "the first and "
               "last shape of each series are trained on only")
 
 
@@ -842,7 +846,7 @@ def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Setting
     per GPU x model x TP x kind (whole or rank), each interior shape predicted by the fold that
     holds it out (:func:`batch_folds`); and the law fitted on every shape (reported, and scored in
     sample), and whether any one law per group of the form meets the targets in sample
-    (:func:`theory.stack_law_reach.reach_in_sample`)."""
+    (:func:`theory.validation.stack_law_reach.reach_in_sample`)."""
     ops = (*BATCH_OPERATIONS, *RANK_OPERATIONS)
     rows = rows[np.isin(rows["operation"], ops)]
     rank = np.isin(rows["operation"], tuple(RANK_OPERATIONS))
@@ -919,11 +923,13 @@ def _validate_batches(report: Report, profile: str, rows: np.ndarray, s: Setting
 
 def _reach(groups: list, least_squares: ErrorStats) -> dict:
     """Whether one stack law per group meets both held-out-token targets on every row: the
-    least-squares laws where they do (their figures), else :func:`theory.stack_law_reach.reach_in_sample`."""
+    least-squares laws where they do (their figures), else
+    :func:`theory.validation.stack_law_reach.reach_in_sample`."""
     median, p90 = TARGETS["tokens_median"], TARGETS["tokens_p90"]
     if least_squares.median <= median and least_squares.p90 <= p90:
         return {"verdict": "reachable", "n": least_squares.n, "median": least_squares.median,
-                "p90": least_squares.p90, "solver": "least squares (theory.validate.fit_stack_law)"}
+                "p90": least_squares.p90,
+                "solver": "least squares (theory.validation.validate.fit_stack_law)"}
     return reach_in_sample(groups, median, p90, StackLaw.LOWER)
 
 
@@ -944,7 +950,7 @@ def _validate_allreduce(report: Report, profile: str, rows: np.ndarray, s: Setti
                 "n": int(sel.size), **_stats_row({**dict.fromkeys(SCHEMES, nan), "shipped": e},
                                                  np.ones(e.size, dtype=bool)),
                 "note": f"setup {setup}: the GPU profile's all-reduce law (theory.terms), every message "
-                        "size (the law is fitted on the DGX node, >= 1 MiB: theory.presets_fit)"})
+                        "size (the law is fitted on the DGX node, >= 1 MiB: theory.validation.presets_fit)"})
 
 
 def _pool(report: Report, errors: dict[str, np.ndarray], data: GemmRows, tile_below: np.ndarray) -> None:
@@ -1019,7 +1025,7 @@ def staircase(report: Report, data: GemmRows, gpu: str = "a100", model: str = "l
 
     References
     ----------
-    Eq. 2 (the ceilings make the staircase); :func:`theory.calibrate.staircase_jumps`.
+    Eq. 2 (the ceilings make the staircase); :func:`theory.validation.calibrate.staircase_jumps`.
     """
     series = {op: {**report.series[(gpu, model, tp, op)],
                    "envelope": monotone_envelope(report.series[(gpu, model, tp, op)]["measured"])}

@@ -4,13 +4,13 @@ Routers (``router``):
 
 * ``"random"`` (default): the capacity-proportional random router. A mix of ``n_i`` replicas of
   kinds i is simulated as its members' independent subsystems, each at its share
-  ``lam n_i C_i / sum_j n_j C_j`` of the target rate (:mod:`theory.mixed_fleet`: Poisson thinning
+  ``lam n_i C_i / sum_j n_j C_j`` of the target rate (:mod:`stability.planner.mixed_fleet`: Poisson thinning
   makes the two the same system in distribution).
 * ``"jsq"`` (fewest pending requests) and ``"sed"`` (shortest expected delay, weights the
   members' certified bounds ``C_i``): one Poisson stream at the target rate into every replica of
   the mix, advanced together (:func:`stability.sim.fleet.simulate_fleet`).
 
-Either way the members' runs are measured as one system (:func:`stability.plan.measure`). The
+Either way the members' runs are measured as one system (:func:`stability.planner.search.measure`). The
 pruning is the same for every router: no router that ignores the arriving request's own lengths
 carries more than ``sum_i n_i C_i`` (:mod:`stability.sim.fleet`, fleet bound). Pure fleets are
 planned behind the random router whatever ``router`` says.
@@ -18,7 +18,7 @@ planned behind the random router whatever ``router`` says.
 The search (:func:`search_mixes`) looks only at mixes cheaper than the best pure plan (only they
 can beat every pure fleet), whose certified capacity, the sum of the members' certified bounds,
 reaches the target. They are simulated cheapest first, each judged by the pure fleets' sequential
-rule (:func:`stability.plan.judge`: replicates doubled while the intervals straddle a limit),
+rule (:func:`stability.planner.search.judge`: replicates doubled while the intervals straddle a limit),
 until one meets the SLOs; a mix is skipped
 without simulation when a mix of the same two kinds with at least as many replicas of each has
 missed (feasibility is assumed monotone in each count, as in r for pure fleets; behind JSQ an
@@ -28,7 +28,7 @@ at most ``budget`` mixes are simulated.
 
 References
 ----------
-Bari, Hegde, de Veciana (2025), Section 4.1; :mod:`theory.mixed_fleet`.
+Bari, Hegde, de Veciana (2025), Section 4.1; :mod:`stability.planner.mixed_fleet`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stability.plan import (
+from stability.planner.mixed_fleet import MixCandidate, member_rates, mix_grid
+from stability.planner.search import (
     MAX_SEEDS,
     PlanResult,
     check_max_seeds,
@@ -52,7 +53,6 @@ from stability.runner import Runner, with_seed
 from stability.sim.fleet import ROUTERS, simulate_fleet
 from stability.sim.simulate import Scenario
 from theory.errors import FieldError, UnknownNameError
-from theory.mixed_fleet import MixCandidate, member_rates, mix_grid
 
 MIN_MEMBER_REQUESTS = 100  # requests simulated for the smallest member of a mix
 
@@ -60,11 +60,11 @@ MIN_MEMBER_REQUESTS = 100  # requests simulated for the smallest member of a mix
 def run_mixed_task(task: dict) -> dict:
     """The runner's ``plan_mixed`` task: ``{"kind": "plan_mixed", "members": [Scenario.to_dict(),
     ...], "seeds": k, "seed": s}``; replicate k runs member m with the m-th seed spawned from
-    :func:`stability.plan.replicate_seed` ``(s, k)`` and measures the members as one system. With
+    :func:`stability.planner.search.replicate_seed` ``(s, k)`` and measures the members as one system. With
     ``"router": "jsq"`` or ``"sed"`` (and ``"weights"``) the members share one arrival stream at
     their common rate, replicate k seeded ``replicate_seed(s, k)``
     (:func:`stability.sim.fleet.simulate_fleet`). With ``"first": j`` it runs replicates j to
-    j + k - 1 (:func:`stability.plan.replicates_of`)."""
+    j + k - 1 (:func:`stability.planner.search.replicates_of`)."""
     from stability.sim.simulate import simulate
 
     router = task.get("router", "random")
@@ -109,7 +109,7 @@ def mixed_task(res: PlanResult, mix: MixCandidate, n_requests: int, seeds: int, 
 @dataclass(frozen=True)
 class MixEvaluated:
     """A simulated mix: its pooled ``plan_mixed`` result, whether it met the SLOs, what it missed,
-    and whether the intervals decided it (:func:`stability.plan.judge`)."""
+    and whether the intervals decided it (:func:`stability.planner.search.judge`)."""
 
     mix: MixCandidate
     result: dict
@@ -154,7 +154,8 @@ def search_mixes(res: PlanResult, runner: Runner, n_requests: int, seeds: int, b
                  budget: int = 8, router: str = "random", max_seeds: int = MAX_SEEDS) -> MixResult:
     """Cheapest-first search over the two-kind mixes cheaper than ``res.best``, behind ``router``
     (module docstring); each mix judged as a pure fleet is, its replicates doubled from ``seeds``
-    up to ``max_seeds`` while the intervals leave it undecided (:func:`stability.plan.replicate`)."""
+    up to ``max_seeds`` while the intervals leave it undecided
+    (:func:`stability.planner.search.replicate`)."""
     check_max_seeds(seeds, max_seeds)
     if res.spec.trace is not None:
         raise FieldError("--mixed", True, "no --trace (a mix splits Poisson arrivals)")

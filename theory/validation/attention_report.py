@@ -1,6 +1,7 @@
 """The self-attention part of ``llmq validate``'s outputs: console lines, Markdown, CSV and JSON.
 
-Formats :attr:`theory.validate.Report.attention` (:func:`theory.validate_attention.score_attention`);
+Formats :attr:`theory.validation.validate.Report.attention`
+(:func:`theory.validation.attention.score_attention`);
 nothing is computed here but formatting.
 """
 
@@ -9,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from theory.io import atomic_write_csv
-from theory.validate import Report
-from theory.validate_attention import COLUMNS, KINDS, SCHEMES
+from theory.validation.attention import COLUMNS, KINDS, SCHEMES
+from theory.validation.validate import Report
 
 CSV_NAME = "validate_attention.csv"
 NOTE = ("One layer's measured self-attention (LLMServingSim's profiler times a one-layer model) against "
         "T^{P,SA}(i, c) / N + decodes x T^{D,SA}(i) (Eq. 6 per layer, Eq. 5) + attention_call_s, with i - 1 "
-        "the tokens already in the request's KV cache (theory.validate_attention). Held out: every 4th "
+        "the tokens already in the request's KV cache (theory.validation.attention). Held out: every 4th "
         "batch shape; attention_call_s fitted on the other shapes of the single-kind batches; before: the "
         "shipped preset without it, after: with the fitted value; mixed: also with mixed_decode_eta (a "
         "decode beside a prefill chunk priced at eta x Eq. 5 at the query heads' width) fitted on the other "

@@ -1,4 +1,4 @@
-"""The planner's search: simulate the candidates :mod:`theory.plan` kept, cheapest first.
+"""The planner's search: simulate the candidates :mod:`stability.planner.grid` kept, cheapest first.
 
 Every simulation is a ``"plan"`` task of the one runner (:mod:`stability.runner`): a scenario at
 the target rate on r GPUs behind the uniformly random planner, replicated over a few seeds, whose
@@ -12,7 +12,7 @@ so a search resumes where it stopped and its result does not depend on the numbe
 The search (:func:`search`):
 
 * candidates whose certified capacity is below the target are pruned without simulation
-  (:func:`theory.plan.build_grid`);
+  (:func:`stability.planner.grid.build_grid`);
 * families (GPU x model x mode x scheduler x knobs) are visited in the order of their cheapest
   unpruned fleet; the search stops once the cheapest fleet of the next family costs at least the
   best feasible plan found;
@@ -78,11 +78,20 @@ from typing import NamedTuple
 
 import numpy as np
 
+from stability.planner.grid import (
+    Candidate,
+    Family,
+    Grid,
+    OneGpu,
+    PlanSpec,
+    SloSpec,
+    build_grid,
+    one_gpu_capacity,
+)
 from stability.runner import Cache, Runner, task_key, with_seed
 from stability.sim.metrics import WARMUP
 from stability.sim.simulate import Scenario
 from theory.errors import FieldError
-from theory.plan import Candidate, Family, Grid, OneGpu, PlanSpec, SloSpec, build_grid, one_gpu_capacity
 from theory.stats import t_interval
 
 CONFIDENCE = 0.95
@@ -171,8 +180,9 @@ def _finite(x):
 
 
 def cached_capacity(cache: Cache):
-    """:func:`theory.plan.one_gpu_capacity` kept in the runner's cache (keyed by the family, the
-    workload, the GPU and model files' content and the code version), for :func:`theory.plan.build_grid`."""
+    """:func:`stability.planner.grid.one_gpu_capacity` kept in the runner's cache (keyed by the family, the
+    workload, the GPU and model files' content and the code version),
+    for :func:`stability.planner.grid.build_grid`."""
 
     def capacity(spec: PlanSpec, fam: Family) -> OneGpu:
         key = task_key({"kind": "plan_bound", "family": fam.label, "options": list(map(list, fam.options)),

@@ -1,6 +1,7 @@
 """The shipped calibrated GPU presets: fitted to the packaged public profiles, with provenance.
 
-``python -m theory.presets_fit`` rewrites ``theory/data/calibrated_gpus.toml``. For every GPU preset
+``python -m theory.validation.presets_fit`` rewrites ``theory/data/calibrated_gpus.toml``.
+For every GPU preset
 with GeMM rows in a packaged GeMM profile of :data:`GEMM_PROFILES` (``vidur_gemm``: A100, H100, A40;
 ``llmservingsim_rtx4090``: RTX 4090, the four GeMM layers and LM head of Llama-3.1-8B;
 ``llmservingsim_rtxpro6000``: RTX PRO 6000, those of Llama-3.1-8B and Qwen3-32B at TP 1 and 2;
@@ -9,9 +10,9 @@ with GeMM rows in a packaged GeMM profile of :data:`GEMM_PROFILES` (``vidur_gemm
 
 * the per-tile rates ``mu(t)``, the achievable DRAM bandwidth (``eta_mem``, the ``memory_floor``
   term), the L2 bandwidth (``l2_bandwidth_gbs``) and the fixed time per GeMM
-  (``gemm_overhead_s``), with ``waves`` on, are fitted by :func:`theory.validate.fit_gpu`
-  (:func:`theory.calibrate.fit_gemm`) on the **training split** of
-  :func:`theory.validate.token_split`: every model and TP of the GPU, the token counts *not*
+  (``gemm_overhead_s``), with ``waves`` on, are fitted by :func:`theory.validation.validate.fit_gpu`
+  (:func:`theory.validation.calibrate.fit_gemm`) on the **training split** of
+  :func:`theory.validation.validate.token_split`: every model and TP of the GPU, the token counts *not*
   held out (every ``every``-th distinct count is held out), at most ``max_train`` evenly spaced
   rows. So ``llmq validate``'s held-out-token figures score exactly these presets on points they
   were not fitted to. No tile rate exceeds the card's dense FP16 peak nor t*'s FLOP rate
@@ -24,11 +25,11 @@ with GeMM rows in a packaged GeMM profile of :data:`GEMM_PROFILES` (``vidur_gemm
   (:data:`ATTENTION_WAVES_NOTE`);
 * where the profile holds measured attention batches of the GPU (the RTX 4090 and the RTX PRO
   6000), the fixed time per attention call ``attention_call_s`` is fitted on the fitted preset
-  by :func:`theory.validate_attention.call_fit` (training batch shapes of a prefill chunk alone and
+  by :func:`theory.validation.attention.call_fit` (training batch shapes of a prefill chunk alone and
   of decodes alone, at TP 1, every model of the GPU together) and written only if it lowers the
   median and p90 error of the held-out batches of every kind; then the factor ``mixed_decode_eta``
   of a decode beside a prefill chunk (:mod:`theory.terms`) is fitted with it on the training batch
-  shapes of the mixed batches (:func:`theory.validate_attention.mixed_fit`, TP 1, every model of
+  shapes of the mixed batches (:func:`theory.validation.attention.mixed_fit`, TP 1, every model of
   the GPU together) and written only if it lowers the median and p90 error of the held-out mixed
   batches (the only ones it prices); the other GPUs have no attention measurement and leave both
   off.
@@ -62,8 +63,7 @@ from theory.hardware import CALIBRATED_FILE, get_gpu
 from theory.io import atomic_write_text
 from theory.profiles import load_profile
 from theory.terms import fit_allreduce_law
-from theory.validate import abs_rel_error, fit_gpu, gemm_rows, predict_rows, token_split
-from theory.validate_attention import (
+from theory.validation.attention import (
     FIT_KINDS,
     KINDS,
     OPERATION,
@@ -74,6 +74,7 @@ from theory.validate_attention import (
     mixed_parts,
     predict_attention,
 )
+from theory.validation.validate import abs_rel_error, fit_gpu, gemm_rows, predict_rows, token_split
 
 GEMM_PROFILES = {  # packaged profile with GeMM rows -> its source, for the provenance
     "vidur_gemm": "microsoft/vidur @ 7d47513363ec447a741ac5e47241580b47724fbf",
@@ -133,7 +134,7 @@ def fit_preset(gpu: str, rows: np.ndarray, *, profile: str = "vidur_gemm", every
     profile : str
         Its name, a key of :data:`GEMM_PROFILES`.
     every, max_train, seed : int
-        Held-out stride of :func:`theory.validate.token_split`, training cap and seed of the fit.
+        Held-out stride of :func:`theory.validation.validate.token_split`, training cap and seed of the fit.
     """
     base = get_gpu(gpu)
     data = gemm_rows(rows[rows["gpu"] == gpu])
@@ -149,7 +150,8 @@ def fit_preset(gpu: str, rows: np.ndarray, *, profile: str = "vidur_gemm", every
     won = [p.name for p in fit.calibration.parameters if p.note.startswith("fastest tile")]
     source = GEMM_PROFILES[profile]
     prov = {"profile": profile, "source": source,
-            "split": (f"training rows: the token counts not held out by theory.validate.token_split "
+            "split": (f"training rows: the token counts not held out by "
+                      f"theory.validation.validate.token_split "
                       f"(every {every}th distinct token count held out), all models and TP of {gpu}; "
                       f"at most {max_train} evenly spaced rows, seed {seed}"),
             "n_train": fit.n_train, "n_held_out": int(held.sum()),
@@ -193,7 +195,7 @@ def fit_attention_call_s(gpu, rows: np.ndarray) -> tuple[dict, dict] | None:
 
     The shipped preset is one GPU, so the TP 1 rows are used (a TP 2 profile times one rank's
     shard on one GPU, a different cost model); one fixed time per call is fitted on the training
-    batch shapes of every model together (:func:`theory.validate_attention.fit_attention_call` on
+    batch shapes of every model together (:func:`theory.validation.attention.fit_attention_call` on
     the pooled batches). The field is ``{}`` when it does not lower both the median and the p90
     held-out error of every batch kind, all models pooled."""
     rows = rows[rows["tp"] == 1]
@@ -225,7 +227,7 @@ def fit_attention_call_s(gpu, rows: np.ndarray) -> tuple[dict, dict] | None:
     prov = {"attention_call_s": (f"{'on' if better else 'off'}: fitted {c:.4g} s per layer per call on the "
                                  f"training batch shapes of kinds {', '.join(FIT_KINDS)} of "
                                  f"{OPERATION} rows at TP 1 ({', '.join(models)}; every 4th shape held "
-                                 "out, theory.validate_attention); written only if it lowers the "
+                                 "out, theory.validation.attention); written only if it lowers the "
                                  "held-out median and p90 of every kind"),
             "attention_held_out_error": stats}
     return ({"attention_call_s": c} if better else {}), prov
@@ -236,8 +238,8 @@ def fit_mixed_eta_preset(gpu, rows: np.ndarray) -> tuple[dict, dict] | None:
     provenance, or ``None`` without TP 1 mixed attention rows.
 
     One factor for the GPU, fitted on the training batch shapes of kind ``mixed`` of every model at
-    TP 1 together (:func:`theory.validate_attention.fit_mixed_eta` on the pooled batches, split by
-    :func:`theory.validate_attention.attention_split` per model as ``llmq validate`` splits them).
+    TP 1 together (:func:`theory.validation.attention.fit_mixed_eta` on the pooled batches, split by
+    :func:`theory.validation.attention.attention_split` per model as ``llmq validate`` splits them).
     The field is ``{}`` when it does not lower both the median and the p90 held-out error of the
     mixed batches, all models pooled."""
     rows = rows[rows["tp"] == 1]
@@ -264,7 +266,7 @@ def fit_mixed_eta_preset(gpu, rows: np.ndarray) -> tuple[dict, dict] | None:
     prov = {"mixed_decode_eta": (f"{'on' if better else 'off'}: fitted {eta:.4g} (Eq. 5 at the query heads' "
                                  "width) on the training batch shapes of kind mixed of "
                                  f"{OPERATION} rows at TP 1 ({', '.join(sorted(set(sel['model'].tolist())))};"
-                                 " every 4th shape held out, theory.validate_attention) with the "
+                                 " every 4th shape held out, theory.validation.attention) with the "
                                  "attention_call_s above; written only if it lowers the held-out median "
                                  "and p90 of the mixed batches"),
             "mixed_held_out_error": stats}
@@ -297,11 +299,11 @@ def fit_presets(*, every: int = 4, max_train: int = 8000, seed: int = 0) -> dict
 
 
 HEADER = """\
-# Calibrated GPU presets, written by `python -m theory.presets_fit` (do not edit by hand).
+# Calibrated GPU presets, written by `python -m theory.validation.presets_fit` (do not edit by hand).
 # [gpus.<key>]: fields laid over the roofline preset of gpus.toml in real mode (theory.hardware);
 # paper mode never uses them. [provenance.<key>]: the profile, the split the fit saw, residuals
 # (absolute relative error |predicted/measured - 1| of each GeMM row: median and 90th percentile).
-# Method and data: theory/presets_fit.py, theory/data/profiles/README.md.
+# Method and data: theory/validation/presets_fit.py, theory/data/profiles/README.md.
 """
 
 
@@ -312,7 +314,8 @@ def presets_toml(presets: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the calibrated presets (default: the packaged ``calibrated_gpus.toml``)."""
-    parser = argparse.ArgumentParser(prog="python -m theory.presets_fit", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m theory.validation.presets_fit",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="file to write (default: the packaged one)")
     args = parser.parse_args(argv)
     out = args.out or Path(str(resources.files("theory").joinpath("data", CALIBRATED_FILE)))

@@ -7,11 +7,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from stability.plan import CONFIDENCE, LENGTHENINGS, LONGER, Evaluated, PlanResult, Verified
-from stability.plan_mixed import MixResult
+from stability.planner.grid import scheduler_caps
+from stability.planner.search import CONFIDENCE, LENGTHENINGS, LONGER, Evaluated, PlanResult, Verified
+from stability.planner.search_mixed import MixResult
 from stability.sim.metrics import WARMUP
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
-from theory.plan import scheduler_caps
 
 COLUMNS = {
     "gpu": "GPU preset key",
@@ -177,7 +177,7 @@ def verification_line(v: Verified, keys: list[str]) -> str:
 
 ROUTER_TEXT = {
     "random": "capacity-proportional random router: each request to a member with probability "
-              "proportional to its certified capacity (theory/mixed_fleet.py)",
+              "proportional to its certified capacity (stability/planner/mixed_fleet.py)",
     "jsq": "JSQ router: each request to the replica with the fewest pending requests, ties to the "
            "lowest index (stability/sim/fleet.py)",
     "sed": "SED router: each request to the replica with the least (pending requests + 1) / certified "

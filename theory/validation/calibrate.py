@@ -100,7 +100,7 @@ from theory.errors import FieldError
 from theory.hardware import GPU, Tile
 from theory.io import atomic_write_text
 from theory.models import Model
-from theory.timings import BatchTimings, GemmTimings
+from theory.validation.timings import BatchTimings, GemmTimings
 
 _SVD_TOL = 1e-6      # smallest admissible singular value of the unit-norm design columns
 _LOWER = 1e-9        # lower bound of a time coefficient, relative to its reference value

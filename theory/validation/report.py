@@ -1,6 +1,6 @@
 """The outputs of ``llmq validate``: console table, Markdown, CSV, strict JSON and staircase figures.
 
-Every number comes from a :class:`theory.validate.Report`; nothing is computed here but formatting.
+Every number comes from a :class:`theory.validation.validate.Report`; nothing is computed here but formatting.
 JSON is strict (``allow_nan=False``): a statistic with nothing to score is ``null``, and the
 meaning of ``null`` is stated in the file (``null_means``) next to the data dictionary of the CSV
 columns (``columns``), which the Markdown report repeats.
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from llmq import validate_attention_output as attention
-from theory.batch_orderings import COLUMNS as ORDERING_COLUMNS
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
-from theory.validate import (
+from theory.validation import attention_report as attention
+from theory.validation.batch_orderings import COLUMNS as ORDERING_COLUMNS
+from theory.validation.validate import (
     COLUMNS,
     MEASURED_LABEL,
     NULL_MEANING,
@@ -42,10 +42,11 @@ BATCH_STACK_COLUMNS = {
                                                    "its all-reduces, R: their time, L: the bandwidth time "
                                                    "of their bytes beyond 32 MiB per message; "
                                                    "overhead_s >= 0, a_compute and a_allreduce >= 1, "
-                                                   "a_large >= 0; theory.validate.StackLaw)",
+                                                   "a_large >= 0; theory.validation.validate.StackLaw)",
     "n": "batch rows of the GPU x model x TP (both operations)",
     "folds": "k: fold j holds out every k-th interior shape of each operation's series, ranks = j mod "
-             "k; the first and last shape of a series are trained on only (theory.validate.batch_folds)",
+             "k; the first and last shape of a series are trained on only "
+             "(theory.validation.validate.batch_folds)",
     "n_held_out": "interior rows of the operation, each scored by the fold that holds it out",
     "before_median, before_p90": "held-out |predicted/measured - 1| of the shipped preset (Eq. 7)",
     "after_median, after_p90": "the same under the stack law fitted without the row's fold",
@@ -62,7 +63,7 @@ BATCH_VERDICT_COLUMNS = {
     "in_sample_reach": "whether one stack law per GPU x model x TP x kind meets both targets on every "
                        "row: verdict reachable (with the median and p90 of such laws), unreachable or "
                        "undecided; n rows; solver: least squares where its laws meet them, else a "
-                       "mixed-integer program (theory.stack_law_reach)",
+                       "mixed-integer program (theory.validation.stack_law_reach)",
     "orderings": "per batch kind, the equal-token pairs of batch_orderings: pairs, inverted (measured "
                  "against Eq. 7's order), over_limit (error floor above limit, the p90 target: any "
                  "one stack law errs past it on one row of each) and the largest floor's pair",
@@ -79,7 +80,7 @@ SCREENED_COLUMNS = {
     "tokens, decodes, context, prefill_context, generated, bytes": "the row's shape as the profile "
                                                                    "states it (-1: not applicable)",
     "seconds": "measured time", "bound_s": "the roofline lower bound of the shape "
-                                           "(theory.plausibility.lower_bound); seconds < bound_s",
+                                           "(theory.validation.plausibility.lower_bound); seconds < bound_s",
 }
 LABEL = {"roofline": "roofline", "shipped": "shipped", "tokens": "held-out tokens",
          "models": "held-out models", "paper": "paper", "measured_law": "measured law, tokens",
@@ -370,18 +371,20 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
         lines += ["", "T = c + a_compute C + a_allreduce R + a_large L, C being Eq. 7 without its "
                   "all-reduces, R their time under the GPU's all-reduce law (fitted on vidur's NCCL "
                   "profile) and L the bandwidth time of their bytes beyond 32 MiB per message "
-                  "(theory.validate.LARGE_MESSAGE_BYTES); c >= 0, a_compute and a_allreduce >= 1, "
+                  "(theory.validation.validate.LARGE_MESSAGE_BYTES); c >= 0, a_compute and a_allreduce >= 1, "
                   "a_large >= 0, fitted on the prompt and token batches of one GPU x model x TP "
-                  "together (theory.validate.fit_stack_law; the parameters shown: every shape). The "
+                  "together (theory.validation.validate.fit_stack_law; the parameters shown: every shape). "
+                  "The "
                   "held-out errors come from k folds, each interior shape predicted by the law fitted "
-                  "without its fold (theory.validate.batch_folds). It is the 'held-out tokens' scheme "
+                  "without its fold (theory.validation.validate.batch_folds). "
+                  "It is the 'held-out tokens' scheme "
                   "of the batch groups, not part of the shipped presets: it describes one serving "
                   "stack."]
         inverted = [r for r in report.batch_orderings if r["inverted"]]
         lines += ["", "### Equal-token pairs measured against Eq. 7's order", "",
                   "Two batches with the same tokens differ under Eq. 7 only in attention (and, with "
                   "the LM head, in vocab rows), so every stack law orders them as Eq. 7 does "
-                  "(theory.batch_orderings). Where the batch Eq. 7 "
+                  "(theory.validation.batch_orderings). Where the batch Eq. 7 "
                   "prices lower measured slower, any one law errs on one of the two rows by at least "
                   "the error floor. "
                   f"{len(inverted)} of {len(report.batch_orderings)} pairs are inverted; the ten with "
@@ -443,7 +446,7 @@ def plot(report: Report, gpu: str, model: str, tp: int, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     from theory.profiles import LLMSERVINGSIM_GEMMS, VIDUR_GEMMS
-    from theory.validate import step_positions
+    from theory.validation.validate import step_positions
 
     measured_as = {LLMSERVINGSIM_GEMMS.get(o, o): o
                    for g, m, t, o in report.series if (g, m, t) == (gpu, model, tp)}

@@ -16,7 +16,7 @@ on the same operands finds up to that many of them in L2), both from
 
 A row measured faster than ``T_min`` cannot be a measurement of the shape it states (a failed or
 truncated run, a mislabelled shape): :func:`implausible` marks it, and
-:func:`theory.validate.validate` leaves it out of every score and lists it as not predicted with
+:func:`theory.validation.validate.validate` leaves it out of every score and lists it as not predicted with
 :data:`REASON`.
 
 The work counted, per operation (``b`` bytes per element, ``N`` layers, ``d_q`` and ``d_kv`` the
@@ -66,7 +66,7 @@ from theory.terms import LM_HEAD
 RTOL = 1e-6
 REASON = ("faster than the roofline lower bound of its shape, max(FLOPs / (TP x dense FP16 peak x "
           "clock headroom), bytes beyond L2 / DRAM bandwidth) at the datasheet figures "
-          "(theory.plausibility): not a measurement of that shape")
+          "(theory.validation.plausibility): not a measurement of that shape")
 BOUNDED = (*GEMM_OPERATIONS, "prefill_batch", "decode_batch", "attention", "all_reduce")
 
 
