@@ -410,8 +410,12 @@ def diagnose(cm: CostModel, table: StepTable, scored: list[StepRow], parts: list
     """The part-by-part comparison of :class:`Parts` on the scored ``graph`` rows and their parts."""
     from scipy.optimize import nnls
 
+    cache: dict[StepRow, float] = {}
+
     def predicted(r: StepRow) -> float:
-        return predict_step(cm, r, padded=True)
+        if r not in cache:
+            cache[r] = predict_step(cm, r, padded=True)
+        return cache[r]
 
     def gemms_run(part: dict) -> float:
         return part["gemms"] - part["lm_head_excess"]
@@ -524,6 +528,30 @@ def fit_overlap(graph, eager) -> tuple[float, float]:
     return float(hs[i]), float(cs[j])
 
 
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks ``0 .. n-1`` of ``x``, tied values taking the mean of their ranks."""
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(x.size)
+    ranks[order] = np.arange(x.size)
+    _, group = np.unique(x, return_inverse=True)
+    return (np.bincount(group, ranks) / np.bincount(group))[group]
+
+
+def rank_correlation(x, y) -> float | None:
+    """Spearman's rank correlation of ``x`` and ``y``: the Pearson correlation of their ranks, tied
+    values taking their mean rank; ``None`` when either is constant.
+
+    References
+    ----------
+    Spearman (1904), "The proof and measurement of association between two things", Am. J. Psychol.
+    15(1); the tie convention of :func:`scipy.stats.spearmanr`.
+    """
+    rx, ry = _ranks(np.asarray(x, dtype=float)), _ranks(np.asarray(y, dtype=float))
+    if np.ptp(rx) == 0 or np.ptp(ry) == 0:
+        return None
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
 def score_fixed(table: StepTable) -> FixedTime:
     """:class:`FixedTime` over every step timed ``eager`` and, unpadded, ``graph``."""
     graph = _graph_by_key(table, unpadded=True)
@@ -538,11 +566,7 @@ def score_fixed(table: StepTable) -> FixedTime:
     bands = tuple({"low": lo, "high": hi,
                    "overhead": Summary.of(over[(tokens >= lo) & (tokens <= (hi or tokens.max()))])}
                   for lo, hi in TOKEN_BANDS)
-    rho = None
-    if len(both) > 2 and np.ptp(tokens) > 0:
-        from scipy.stats import spearmanr
-
-        rho = float(spearmanr(tokens, over).statistic)
+    rho = rank_correlation(tokens, over) if len(both) > 2 else None
     fold = np.arange(len(both)) % FOLDS
     constant, overlap = {"folds": []}, {"folds": []}
     pred_c, pred_o = np.full(len(both), np.nan), np.full(len(both), np.nan)
