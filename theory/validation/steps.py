@@ -126,6 +126,7 @@ class Summary:
 
     @classmethod
     def of(cls, values) -> Summary:
+        """The summary of the finite entries of ``values`` (numpy's linear-interpolation percentiles)."""
         v = np.asarray(values, dtype=float)
         v = v[np.isfinite(v)]
         if not v.size:
@@ -144,6 +145,7 @@ class Accuracy:
 
     @classmethod
     def of(cls, measured, predicted) -> Accuracy:
+        """The accuracy of ``predicted`` against ``measured`` times (equal lengths, measured > 0)."""
         m, p = np.asarray(measured, dtype=float), np.asarray(predicted, dtype=float)
         return cls(ErrorStats.of(abs_rel_error(m, p)), float(np.median(p / m)) if m.size else None)
 
