@@ -10,29 +10,27 @@ step-time terms on it.
 
 Schema (header names; order free; a missing, unknown or duplicated column is an error):
 
-================= ==============================================================================
-column            meaning
-================= ==============================================================================
-``source``        who measured it (``llmq``: this repository's script)
-``gpu``           llmq GPU preset key of the card (``theory/data/gpus.toml``)
-``setup``         the card, dtype and software as the run recorded them (text, may be empty)
-``model``         llmq model preset key whose shapes were run (random weights)
-``tp``            tensor-parallel degree (the script runs TP 1)
-``kind``          ``decode_step`` (decodes only) or ``mixed_step`` (decodes and one prefill chunk)
-``mode``          ``graph`` (one CUDA graph replayed, GPU time) or ``eager`` (host wall time)
-``decodes``       sequences decoding one token (padding rows not counted); ``>= 1`` for a
-                  ``decode_step``
-``decode_context`` tokens in each decoding sequence's KV cache before the step; empty when
-                  ``decodes`` is 0
-``chunk_tokens``  rows of the prefill chunk: 0 for a ``decode_step``, ``>= 1`` for a ``mixed_step``
-``chunk_context`` tokens of the chunk's request already cached; empty for a ``decode_step``
-``padded_to``     the CUDA-graph capture size a decode step's graph ran at (``>= decodes``); empty
-                  for ``eager`` rows, for a ``graph`` row timed without padding and for mixed steps
-``seconds``       median time of one step over ``reps`` repetitions, seconds (> 0)
-``seconds_p10``,  10th and 90th percentile of the repetitions, seconds
-``seconds_p90``   (``0 < p10 <= seconds <= p90``)
-``reps``          timed repetitions (``>= 1``)
-================= ==============================================================================
+==================== =========================================================================================
+column               meaning
+==================== =========================================================================================
+``source``           who measured it (``llmq``: this repository's script)
+``gpu``              llmq GPU preset key of the card (``theory/data/gpus.toml``)
+``setup``            the card, dtype and software as the run recorded them (text, may be empty)
+``model``            llmq model preset key whose shapes were run (random weights)
+``tp``               tensor-parallel degree (the script runs TP 1)
+``kind``             ``decode_step`` (decodes only) or ``mixed_step`` (decodes and one prefill chunk)
+``mode``             ``graph`` (one CUDA graph replayed, GPU time) or ``eager`` (host wall time)
+``decodes``          sequences decoding one token (padding rows not counted); ``>= 1`` for a ``decode_step``
+``decode_context``   tokens in each decoding sequence's KV cache before the step; empty when ``decodes`` is 0
+``chunk_tokens``     rows of the prefill chunk: 0 for a ``decode_step``, ``>= 1`` for a ``mixed_step``
+``chunk_context``    tokens of the chunk's request already cached; empty for a ``decode_step``
+``padded_to``        the CUDA-graph capture size a decode step's graph ran at (``>= decodes``); empty for
+                     ``eager`` rows, for a ``graph`` row timed without padding and for mixed steps
+``seconds``          median time of one step over ``reps`` repetitions, seconds (> 0)
+``seconds_p10``      10th percentile of the repetitions, seconds (``0 < p10 <= seconds``)
+``seconds_p90``      90th percentile of the repetitions, seconds (``seconds <= p90``)
+``reps``             timed repetitions (``>= 1``)
+==================== =========================================================================================
 
 Every row of a table has the same ``gpu``, ``model`` and ``tp`` (one cost model scores it), and no
 two rows time the same step (``kind, mode, decodes, decode_context, chunk_tokens, chunk_context,
