@@ -327,10 +327,9 @@ def step_parts(cm: CostModel, row: StepRow) -> dict[str, float]:
     if head is not None and tau > row.lm_rows:
         on_all, on_run = (T_GeMM_terms(cm, head.d_row, n, head.d_red) for n in (tau, row.lm_rows))
         excess = float(on_all - on_run)
+    lm_rows = cm.lm_out_s * (batch.decode_i.size + batch.prefill_i.size)
     return {"gemms": float(T_Lin(cm, tau)), "elementwise": tau / cm.mu_nLin, "decode_attention": decode,
-            "chunk_attention": chunk, "fixed": cm.fixed_s, "lm_rows": cm.lm_out_s * (batch.decode_i.size
-                                                                                      + batch.prefill_i.size),
-            "lm_head_excess": excess}
+            "chunk_attention": chunk, "fixed": cm.fixed_s, "lm_rows": lm_rows, "lm_head_excess": excess}
 
 
 SUMMED_PARTS = ("gemms", "elementwise", "decode_attention", "chunk_attention", "fixed", "lm_rows")
@@ -391,10 +390,9 @@ def score_steps(table: StepTable | str | Path | None = None, options: StepOption
                      score_padding(cm, table), score_fixed(table), rows)
 
 
-def _graph_by_key(table: StepTable, unpadded: bool) -> dict[tuple, StepRow]:
-    """``graph`` rows by :meth:`StepRow.key`: the unpadded ones, or those run at a capture size."""
-    return {r.key(): r for r in table.select(mode="graph")
-            if (r.unpadded if unpadded else r.padded_to is not None)}
+def _unpadded_graphs(table: StepTable) -> dict[tuple, StepRow]:
+    """The ``graph`` rows run without padding rows, by :meth:`StepRow.key`."""
+    return {r.key(): r for r in table.select(mode="graph") if r.unpadded}
 
 
 def _pairs(rows: list[StepRow], vary: str, same) -> tuple[list[tuple[StepRow, StepRow]], tuple]:
@@ -446,15 +444,15 @@ def diagnose(cm: CostModel, table: StepTable, scored: list[StepRow], parts: list
     lm_head = Summary.of([p["lm_head_excess"] / r.seconds for r, p in zip(scored, parts, strict=True)
                           if r.kind == "mixed_step"])
     # the diagnosis fit: measured - GeMMs as run = c + sum_k m_k (Eq. 7 term k), relative least squares
-    terms = DIAGNOSED_TERMS
     measured = np.array([r.seconds for r in scored])
     gemms = np.array([gemms_run(p) for p in parts])
-    x = np.column_stack([np.ones(len(scored))] + [[p[t] for p in parts] for t in terms])
+    x = np.column_stack([np.ones(len(scored))] + [[p[t] for p in parts] for t in DIAGNOSED_TERMS])
     used = np.flatnonzero(np.any(x > 0, axis=0))
     coef = np.zeros(x.shape[1])
     coef[used] = nnls(x[:, used] / measured[:, None], (measured - gemms) / measured)[0]
     multipliers = {"fixed_s": float(coef[0]),
-                   **{t: (float(coef[k + 1]) if k + 1 in used else None) for k, t in enumerate(terms)},
+                   **{t: (float(coef[k]) if k in used else None)
+                      for k, t in enumerate(DIAGNOSED_TERMS, start=1)},
                    "in_sample": Accuracy.of(measured, gemms + x @ coef)}
     return Parts(smallest, decode_attention, chunk_attention, lm_head, multipliers)
 
@@ -471,7 +469,7 @@ def _growth(grow: list[tuple[float, float, float]], contexts: tuple, unit: str, 
 def score_padding(cm: CostModel, table: StepTable) -> Padding:
     """:class:`Padding`: every decode-only ``graph`` row run at a capture size above its decodes,
     against its unpadded control and the capture size's own step (same cache length)."""
-    unpadded = _graph_by_key(table, unpadded=True)
+    unpadded = _unpadded_graphs(table)
     points = []
     for r in table.select("decode_step", "graph"):
         if r.padded_to is None or r.padded_to == r.decodes:
@@ -556,7 +554,7 @@ def rank_correlation(x, y) -> float | None:
 
 def score_fixed(table: StepTable) -> FixedTime:
     """:class:`FixedTime` over every step timed ``eager`` and, unpadded, ``graph``."""
-    graph = _graph_by_key(table, unpadded=True)
+    graph = _unpadded_graphs(table)
     both = sorted(((graph[r.key()], r) for r in table.select(mode="eager") if r.key() in graph),
                   key=lambda ge: (ge[0].tokens, ge[0].seconds))
     if not both:
