@@ -91,6 +91,7 @@ NEEDS = {  # operation: integer columns every row of it must fill
 }
 _UNITLESS_TIME = re.compile(r"(time|latency|duration|elapsed|secs?$|ms$|us$)", re.IGNORECASE)
 _PACKAGED = ("data", "profiles")
+_STEP_TABLES = "_steps"  # the suffix of a step table's name (theory.validation.steps_data)
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,13 +124,15 @@ class Profile:
 
 
 def shipped_profiles() -> dict[str, Path]:
-    """The packaged profiles, ``{name: path}``, name being the file name without ``.csv[.gz]``."""
+    """The packaged profiles, ``{name: path}``, name being the file name without ``.csv[.gz]``.
+    The step tables beside them (``*_steps.csv``: another schema, :mod:`theory.validation.steps_data`)
+    are not profiles."""
     folder = resources.files("theory").joinpath(*_PACKAGED)
     found = {}
     for entry in folder.iterdir():
         name = entry.name
         for suffix in (".csv.gz", ".csv"):
-            if name.endswith(suffix):
+            if name.endswith(suffix) and not name[: -len(suffix)].endswith(_STEP_TABLES):
                 found[name[: -len(suffix)]] = Path(str(entry))
     return dict(sorted(found.items()))
 

@@ -7,7 +7,9 @@ At ``builder-inited`` it writes, under ``docs/generated/`` (never committed):
   section per check (location, claim, method, verdict, and the finding of a ``llmq check`` report
   when one is found: ``$LLMQ_CHECK_REPORT``, else ``out/ci/paper_checks.json``);
 * ``notebooks/*.ipynb``: the notebooks to render: executed copies from ``$LLMQ_DOCS_NOTEBOOKS``
-  (CI executes them with nbmake first), else the repository's, which myst-nb then executes.
+  (CI executes them with nbmake first), else the repository's, which myst-nb then executes;
+* ``steps_score.inc`` and its figures: the score of the packaged engine steps
+  (``theory.validation.steps``), included by ``steps.md``.
 
 It also appends to the docstring of every implementing function a "Paper map" line linking back
 to its items, and fails the build (a warning, under ``-W``) when the paper map cites an object the
@@ -157,8 +159,20 @@ def _copy_notebooks() -> int:
     return len(wanted)
 
 
+def _steps_score() -> None:
+    """``steps_score.inc`` and its figures: the score of the packaged engine steps
+    (:mod:`theory.validation.steps`), which ``steps.md`` includes."""
+    from theory.validation.steps import score_steps
+    from theory.validation.steps_report import markdown, plot
+
+    score = score_steps()
+    figures = plot(score, GENERATED)
+    _write_if_changed(GENERATED / "steps_score.inc",
+                      markdown(score, {caption: f"generated/{name}" for caption, name in figures.items()}))
+
+
 def generate(app: Sphinx) -> None:
-    """Write the paper map and the notebook copies under ``docs/generated/``."""
+    """Write the paper map, the notebook copies and the engine-step score under ``docs/generated/``."""
     from paper_checks.paper_map import build
 
     report = os.environ.get("LLMQ_CHECK_REPORT") or ROOT / "out" / "ci" / "paper_checks.json"
@@ -167,6 +181,7 @@ def generate(app: Sphinx) -> None:
     _BACKLINKS.update(backlinks(pm))
     _write_if_changed(GENERATED / "paper_map.rst", paper_map_rst(pm))
     n_nb = _copy_notebooks()
+    _steps_score()
     c = pm.counts()
     logger.info(f"llmq_docs: paper map: {c['items']} items ({c['numbered items']} numbered), "
                 f"{c['rows with functions']} with functions, {c['rows with checks']} with checks, "
