@@ -210,9 +210,12 @@ def build_bench(root: str | Path, out_dir: str | Path) -> dict[str, int]:
     ``timeseries.csv`` (:func:`convert_timeseries`), ``requests.csv`` (:func:`convert_requests`),
     ``trace.csv`` (:func:`convert_trace` of the workload ``meta.json`` names, whose sha256 must be
     the ``dataset_hash`` it records) and ``run.json``; then :data:`FIELDS_FILE` from the run
-    :data:`FIELDS_FROM`. Returns each run's request count.
+    :data:`FIELDS_FROM`, and the repository's ``LICENSE`` as :data:`LICENSE_FILE`. Returns each
+    run's request count.
     """
     root, out_dir = Path(root), Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(root / "LICENSE", out_dir / LICENSE_FILE)
     counts = {}
     for name, run in BENCH_RUNS.items():
         src = root / "bench/examples" / run.folder
