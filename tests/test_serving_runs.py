@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from theory.errors import FieldError
-from theory.validation.runs_convert import config_fields, shared_prefixes
+from theory.validation.runs_convert import config_fields
 from theory.validation.serving_runs import (
     MEASURED,
     SIMULATOR,
@@ -111,11 +111,6 @@ def test_the_known_config_fields_are_those_of_the_recorded_resolved_config():
     shipped = json.loads((Path(run.path).parent / "vllm_config_fields.json").read_text())
     rebuilt = config_fields(run.meta)
     assert shipped["resolved_config"] == rebuilt["resolved_config"] and rebuilt["vllm_version"] == "0.19.0"
-
-
-def test_shared_prefixes_against_hand_made_prompts():
-    prompts = [[1, 2, 3], [1, 2, 9], [7], [1, 2, 3, 4], [7, 7]]
-    assert shared_prefixes(prompts) == ([0, 2, 0, 3, 1], [-1, 0, -1, 0, 2])
 
 
 def test_the_shipped_prefix_counts_name_an_earlier_request():
