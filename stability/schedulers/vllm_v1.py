@@ -93,14 +93,20 @@ from stability.sim.memory import (
     REJ_PROMPT_LIMIT,
     VLLM,
     KvConfig,
-    append,
     blocks,
     clean_decode_batches,
     kv_config,
     kv_setup,
     reject,
 )
-from stability.sim.mixed import add_chunk, mixed_arrays, preempt_decode, preempt_prefill, run_mixed
+from stability.sim.mixed import (
+    add_chunk,
+    chunk_run,
+    mixed_arrays,
+    preempt_decode,
+    preempt_prefill,
+    run_mixed,
+)
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
@@ -203,9 +209,23 @@ def _chunk(remaining, threshold, left):
 
 @njit(cache=True)
 def _fits(st, j, x):
-    """``allocate_slots`` succeeds: the blocks covering x tokens that request j does not hold
-    yet are free (always, with the memory off)."""
+    """``allocate_slots`` would succeed: the blocks covering x tokens that request j does not
+    hold yet are free (always, with the memory off)."""
     return (st.kv_on == 0) | (blocks(st, x) - st.blk[j] <= st.kv_free)
+
+
+@njit(cache=True)
+def _allocate_slots(st, j, x):
+    """``allocate_slots``: if the blocks covering x tokens that request j does not hold yet are
+    free, take them and return True; else change nothing and return False. Branch-free (see
+    :mod:`stability.sim.structs`): it runs once per scheduled request."""
+    need = (blocks(st, x) - st.blk[j]) * st.kv_on
+    ok = need <= st.kv_free
+    took = max(need, 0) * ok
+    st.blk[j] += took
+    st.kv_free -= took
+    st.kv_peak = max(st.kv_peak, st.kv_total - st.kv_free)
+    return ok
 
 
 @njit(cache=True)
@@ -252,14 +272,13 @@ def _schedule(st, budget, max_seqs, threshold, limit):
             n = _chunk(st.pl[j] - st.pg[j], threshold, left)
             x = st.pg[j] + n
         gone = False
-        while not _fits(st, j, x):
+        while not _allocate_slots(st, j, x):
             preempted = True
             if _preempt_newest(st) == j:
                 gone = True
                 break
         if gone:
             break
-        append(st, j, x)
         if decode:
             qd += 1
         else:
@@ -275,11 +294,10 @@ def _schedule(st, budget, max_seqs, threshold, limit):
             if st.nd + st.np >= max_seqs:
                 break
             n = _chunk(st.pl[j], threshold, left)
-            if not _fits(st, j, n):
+            if not _allocate_slots(st, j, n):
                 break
             pop_waiting(st)
             _admit(st, j)
-            append(st, j, n)
             add_chunk(st, j, n)
             left -= n
     return budget - left, qd
@@ -297,6 +315,45 @@ def _admission_would_act(st, budget, max_seqs, threshold, limit):
         return True
     left = budget - st.nd
     return st.nd < max_seqs and left > 0 and _fits(st, j, _chunk(st.pl[j], threshold, left))
+
+
+@njit(cache=True)
+def _chunk_run(st, ct, budget, threshold, t_stop):
+    """Run, as one event, the steps that each give every decode one token and the only prefill
+    (the newest running request) the rest of the budget, ``c = budget - |D|`` tokens: nothing
+    else runs in them (the budget is spent, so the waiting phase does not act) while the prompt
+    has ``c`` tokens left for each and nothing is preempted (:func:`stability.sim.mixed.chunk_run`,
+    fast mode only). Returns how many requests finished, or -1 when no such run of two steps or
+    more applies (nothing changed).
+
+    :func:`stability.sim.mixed.chunk_run` grows the decodes' blocks but not the chunks': the
+    blocks of every whole chunk the prompt has left are taken first (if free), so that its check
+    for preemption counts them, and the blocks the run did not reach are given back after it,
+    with the peak use lowered by as many (the run's peak is at its last step, where the prefill
+    holds exactly the blocks of its computed tokens)."""
+    j = st.p_id[0]
+    c = budget - st.nd
+    rem = st.pl[j] - st.pg[j]
+    if c <= 0 or rem < 2 * c or 0 < threshold < c or (st.nd > 0 and st.d_id[st.nd - 1] > j):
+        return -1
+    held = st.blk[j]
+    extra = max(blocks(st, st.pg[j] + (rem // c) * c) * st.kv_on - held, 0)
+    if extra > st.kv_free:
+        return -1
+    peak = st.kv_peak
+    st.kv_free -= extra
+    st.blk[j] = held + extra
+    done = chunk_run(st, ct, j, c, t_stop)
+    if done < 0:
+        st.kv_free += extra
+        st.blk[j] = held
+        return -1
+    if st.pg[j] < st.pl[j]:  # still prefilling: give back the blocks of the chunks not run
+        back = st.blk[j] - blocks(st, st.pg[j]) * st.kv_on
+        st.blk[j] -= back
+        st.kv_free += back
+        st.kv_peak = max(peak, st.kv_peak - back)
+    return done
 
 
 @njit(cache=True)
@@ -318,6 +375,8 @@ def loop(st, ct, prm, t_stop):
                 if decode_run(st, ct, st.nd, wake, t_stop, k) < 0:
                     break
                 continue
+        if st.np == 1 and st.detail == 0 and _chunk_run(st, ct, budget, threshold, t_stop) >= 0:
+            continue
         if not log_has_room(st, 1, st.nd + st.np + min(st.wq_len, budget)):
             break
         tokens, na = _schedule(st, budget, max_seqs, threshold, limit)
