@@ -461,8 +461,11 @@ def vllm_v1(cm, arrival, L_P, L_D, budget, max_seqs, threshold=0, max_model_len=
     ``appendleft``); a request's computed tokens are its prefill progress, or all its tokens but
     the latest once it decodes, and its known tokens ``num_tokens`` its prompt plus outputs. A
     request whose prompt plus ``L^D + 1`` outputs exceed ``max_model_len`` is rejected on arrival.
-    ``mem``: a :class:`Blocks` (its watermark and rule unused), or None for unlimited memory."""
+    ``mem``: a :class:`Blocks` (its watermark and rule unused), or None for unlimited memory.
+    ``sim.left_out`` counts the running requests a step's running pass did not reach (budget
+    spent before them)."""
     sim = MSim(cm, arrival, L_P, L_D)
+    sim.left_out = 0
     waiting, running = deque(), []
 
     def computed(r):
@@ -510,6 +513,7 @@ def vllm_v1(cm, arrival, L_P, L_D, budget, max_seqs, threshold=0, max_model_len=
             scheduled.append((r, n))
             left -= n
             i += 1
+        sim.left_out += len(running) - i
         if not preempted:  # WAITING requests
             while waiting and left > 0:
                 if len(running) == max_seqs:

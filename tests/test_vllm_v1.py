@@ -4,7 +4,8 @@
   ``tests.reference_sim.vllm_v1`` (vLLM's ``Scheduler.schedule`` transcribed step by step, with its
   own running list, waiting deque and block counts) give the same batches (contents, start and
   duration), finish and first-token times to 1e-9, rejections, preemptions, token counts and peak
-  KV use. The seeded loop checks that preemption and rejection really happen.
+  KV use; and no step leaves a running request out (the FCFS property the module docstring
+  states). The seeded loop checks that preemption and rejection really happen.
 * Hand-made traces whose batches are worked out by hand in the comments below (the token budget
   split between running and waiting requests, the long-prefill threshold, the running cap,
   preemption of the newest running request with the waiting phase skipped, head-of-line blocking
@@ -62,6 +63,7 @@ def run_both(cm, arrival, L_P, L_D, opts, kv, memory, detail):
     assert_same(run, sim, detail, mem)
     if detail:
         assert_same_batches(run, sim)
+    assert sim.left_out == 0  # FCFS: every running request gets tokens in every step
     return run
 
 

@@ -10,12 +10,13 @@ the gap. Each step, with a budget of ``max_num_batched_tokens`` tokens:
 
 1. the *running* requests, in the order they were admitted, each get
    ``n = min(tokens left to compute, long_prefill_token_threshold if > 0, budget left)`` tokens:
-   1 for a decode, a chunk for a partial prefill, until the budget is spent (later running
-   requests then wait a step, decodes included). Before each, ``allocate_slots`` needs the blocks
-   of its computed tokens plus ``n`` that it does not hold yet to be free; while they are not,
-   the newest running request (``self.running.pop()``) is preempted by recompute (its blocks
-   freed, its computed tokens reset to 0, put at the front of the waiting queue), or the request
-   itself when it is the newest, which ends the pass;
+   1 for a decode, a chunk for a partial prefill, until the budget is spent (under FCFS that
+   never leaves a running request out: the tokens of the requests before it never grow from step
+   to step, and it fitted behind them when it was admitted). Before each, ``allocate_slots`` needs
+   the blocks of its computed tokens plus ``n`` that it does not hold yet to be free; while they
+   are not, the newest running request (``self.running.pop()``) is preempted by recompute (its
+   blocks freed, its computed tokens reset to 0, put at the front of the waiting queue), or the
+   request itself when it is the newest, which ends the pass;
 2. only if nothing was preempted in this step, *waiting* requests from the head of the queue
    (FCFS, head-of-line blocking): stop when ``max_num_seqs`` requests are running (holding KV) or
    when the head's first chunk ``min(prompt plus outputs, threshold if > 0, budget left)`` cannot
