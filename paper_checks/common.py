@@ -88,8 +88,9 @@ def jsonable(obj):
 def bound_test(samples, bound: float, confidence: float = 0.99, effect: float = 0.1) -> dict:
     """A one-sided test that the mean of ``samples`` is at most ``bound``: it rejects (the bound
     fails) when the lower end of the two-sided ``confidence`` t-interval exceeds it. Returns the
-    test, the interval and its power against a mean ``effect`` x |bound| above the bound (normal
-    approximation, ``Phi(effect |bound| / se - z)``), the evidence a ``statistical`` check reports.
+    test, its error rate ``alpha`` (one-sided: half of 1 - ``confidence``), the interval and its power
+    against a mean ``effect`` x |bound| above the bound (normal approximation,
+    ``Phi(effect |bound| / se - z)``), the evidence a ``statistical`` check reports.
 
     References
     ----------
@@ -108,6 +109,7 @@ def bound_test(samples, bound: float, confidence: float = 0.99, effect: float = 
     power = float(norm.cdf(delta / se - z)) if se > 0 else 1.0
     return {"test": f"one-sided: reject 'mean <= bound' when the lower end of the {confidence:.0%} "
                     f"t-interval exceeds the bound ({x.size} samples)",
-            "ci": [lo, hi], "mean": mean, "bound": bound, "rejected": bool(lo > bound),
+            "alpha": (1 - confidence) / 2, "ci": [lo, hi], "mean": mean, "bound": bound,
+            "rejected": bool(lo > bound),
             "power": {"against a mean above the bound by": delta, "probability of rejecting": power}}
 

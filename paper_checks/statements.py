@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from paper_checks.common import PAPER_GPU, PAPER_MODEL, gpus, models
+from paper_checks.evidence import Enumeration, Points
 from paper_checks.pseudocode import alg2, instances, rad
 from paper_checks.registry import Result, not_checkable, outcome, register
 from theory import cost
@@ -64,7 +65,10 @@ def common_tile_core(cms: Iterable[CostModel], taus: np.ndarray) -> Result:
 
 @register(
     "sec321.common_tile",
-    level="exhaustive",
+    level="sample",
+    domain="every batch token count tau >= 1, every linear GeMM, every GPU and model",
+    evaluates=(Points("tau = every multiple of t*_col up to 4096 on every GPU preset x model preset (2 "
+                      "models in the fast run), paper mode"),),
     location="Section 3.2.1: 'a common tile configuration across transformations, as Assumption 1 "
     "implies a single tile configuration can achieve optimal performance across different GeMM "
     "dimensions'",
@@ -138,7 +142,9 @@ def appD_core(
 
 @register(
     "appD.tbt_ttft",
-    level="exhaustive",
+    level="sample",
+    domain="every arrival sequence and request lengths",
+    evaluates=(Points("every burst of <= 3 (fast) or 4 requests, L^P, L^D in 1..3, t*_col 1..3, n 1..4"),),
     location="Appendix D, the paragraph after Algorithm 2",
     items=("Algorithm 2", "Algorithm 1"),
     claim="Under Algorithm 2 a request's decode iterations run in consecutive batches (low TBT) but its "
@@ -189,6 +195,9 @@ def fig5c_core(position: int = 513, budget: int = 512) -> Result:
 @register(
     "fig5c.decode_pressure",
     level="exhaustive",
+    domain="N = 0..511 decodes at token 513 in a 512-token batch, RTX 6000 Ada, Mistral-7B (real mode)",
+    evaluates=(Enumeration("N = 0..511 decodes at token 513 in a 512-token batch, RTX 6000 Ada, "
+                           "Mistral-7B (real mode)", lambda: 512),),
     location="Section 6.1.3 and Fig. 5c",
     items=("Eq. 7",),
     claim="At a fixed token budget of 512, a batch takes significantly longer as decode iterations (at "
@@ -206,6 +215,7 @@ def fig5c_decode_pressure(fast: bool) -> Result:
 @register(
     "sec7.measured_results",
     level="none",
+    domain="the measurements of Section 7, Appendix F and Figs. 5a-5b",
     location="Section 7 and Appendix F (Figs. 6-10), Fig. 5a-5b",
     items=(),
     claim="SLAI lowers the median TTFT by 53% and raises capacity by 26% against Sarathi-Serve; Fig. 5a's "
