@@ -323,6 +323,22 @@ def replay_thm2_rad_overhead():
     assert 1 / (T_bar_R(cm, w) + 0.005 * batches) < 0.9 * lambda_star(cm, w)
 
 
+def replay_common_tile():
+    # Eq. 2 by hand at tau = 1 on the A100 (Mistral-7B's W_Q, W_K, W_V: 4096 x 4096, paper mode): t*'s
+    # 256x128x32 pays for 128 token columns where 256x64x32 pays for 64, at the rates of the roofline
+    gpu = get_gpu("a100")
+    t_star, t_small = gpu.optimal_tile(), Tile(256, 64, 32)
+    assert t_star == Tile(256, 128, 32) and t_small in gpu.tiles
+
+    def eq2(t, tau):
+        return (math.ceil(4096 / t.t_row) * math.ceil(tau / t.t_col) * math.ceil(4096 / t.t_red)
+                / (gpu.s * gpu.rate(t)))
+
+    assert eq2(t_star, 1) / eq2(t_small, 1) == pytest.approx(1.7845606837606838, rel=1e-12)
+    # at a multiple of t*_col the common tile is (at least tied) fastest: the correction
+    assert all(eq2(t_star, 128 * k) <= eq2(t, 128 * k) * (1 + 1e-12) for t in gpu.tiles for k in (1, 2, 32))
+
+
 REPLAYS = {
     "eq5.missing_1_over_s": replay_eq5,
     "def2.stop_index": replay_def2,
@@ -355,6 +371,7 @@ REPLAYS = {
     "table1.decode_column": replay_table1,
     "beyond.thm1_overhead": replay_thm1_overhead,
     "beyond.thm2_rad_overhead": replay_thm2_rad_overhead,
+    "sec321.common_tile": replay_common_tile,
 }
 
 
@@ -666,6 +683,18 @@ def test_a_verdict_on_part_of_the_domain_says_so(tmp_path):
     assert "**Verdict: PASS** on part of the claim's domain" in md
     assert "**Verdict: PASS** on the claim's whole domain" in md
     assert md.count("- **Domain of the claim**: ") == 3 and md.count("- **Checked**: ") == 3
+
+
+def test_common_tile_is_judged_on_every_token_count():
+    from paper_checks import statements
+
+    cm = cost_model(CostSpec("a100"))
+    res = statements.common_tile_core([cm])
+    assert res.verdict is Verdict.ERRATUM and res.counterexample["tau"] == 1
+    assert "tau = 1..4096" in res.coverage
+    # the former domain (multiples of t*_col) is where the correction holds, and only there
+    aligned = statements.common_tile_core([cm], lambda c: np.arange(1, 33) * c.t_star.t_col)
+    assert aligned.verdict is Verdict.PASS
 
 
 def test_beyond_the_paper_stays_out_of_the_items_it_extends():
