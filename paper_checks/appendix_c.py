@@ -660,6 +660,21 @@ def drift_core(r_premise: Callable | None = None) -> Result:
                                     "every parameter above the threshold" if corrected_ok else "not proved")
 
 
+@cache
+def executed_chain(fast: bool):
+    """RAD's cycle chain executed at Theorem 2's n (eps = 0.1) and 0.9 lambda* on an A100 with one
+    16x4x16 tile, uniform:1-64,1-24 padded (stability.dtmc.build_chain, seeded): ``(cost model,
+    workload, n, chain)``, shared by lemma3.executed_drift and eq25.repaired_executed."""
+    from paper_checks.simulated import small_tile_cost_model
+    from stability.dtmc import build_chain
+    from theory.bounds import T_bar_R, T_max, lambda_star, n_threshold
+
+    cm = small_tile_cost_model()
+    w = get_workload("uniform:1-64,1-24").padded(cm.t_lcm)
+    n = n_threshold(cm.t_star.t_col, T_max(cm, w.l_P_max, w.l_D_max), T_bar_R(cm, w), 0.1)
+    return cm, w, n, build_chain(cm, w, n, 0.9 * lambda_star(cm, w), samples=20 if fast else 60, seed=11)
+
+
 @register("lemma3.executed_drift", level="statistical",
           domain="every state x >= n of RAD's cycle chain",
           evaluates=(StatTest("one-sided t-test: reject 'drift <= corrected Lemma 3 bound' when the "
@@ -675,14 +690,8 @@ def drift_core(r_premise: Callable | None = None) -> Result:
                  "chain's drift at every x with the drift measured on a long simulated RAD run.")
 def lemma3_executed_drift(fast: bool) -> Result:
     from paper_checks.chain_statements import compare_with_paper
-    from paper_checks.simulated import small_tile_cost_model
-    from stability.dtmc import build_chain
-    from theory.bounds import T_bar_R, T_max, lambda_star, n_threshold
 
-    cm = small_tile_cost_model()
-    w = get_workload("uniform:1-64,1-24").padded(cm.t_lcm)
-    n = n_threshold(cm.t_star.t_col, T_max(cm, w.l_P_max, w.l_D_max), T_bar_R(cm, w), 0.1)
-    chain = build_chain(cm, w, n, 0.9 * lambda_star(cm, w), samples=20 if fast else 60, seed=11)
+    cm, w, n, chain = executed_chain(fast)
     info, checks = compare_with_paper(chain, cm, w)
     by_name = {c.name: c for c in checks}
     corrected = by_name["Lemma 3 corrected"]
@@ -701,6 +710,58 @@ def lemma3_executed_drift(fast: bool) -> Result:
                   coverage=f"RAD cycle chain at n = {n} (Theorem 2's at eps = 0.1) and 0.9 lambda*, A100 "
                            "with one 16x4x16 tile, uniform:1-64,1-24 padded; every state x < n executed",
                   evidence=evidence)
+
+
+def repaired_bound(K, n: int, T_bar: float, t_col: int, T_max_value: float):
+    """The corrected Eq. 25 per cycle: K T_bar^R + 1{K = n} (t*_col - 1) T^max, K the requests the
+    cycle started (a cycle that line 9 ends before n started ran only full decode batches, so only a
+    cycle with K = n can lose time to tiling; Wald's identity gives E[K] T_bar^R for their work)."""
+    K = np.asarray(K)
+    return K * T_bar + (K == n) * (t_col - 1) * T_max_value
+
+
+@register("eq25.repaired_executed", level="statistical",
+          domain="every cycle of RAD from x >= n, every GPU, workload and load",
+          evaluates=(StatTest("one-sided t-test: reject 'E[T - (K T_bar^R + 1{K = n} (t*_col - 1) "
+                              "T^max)] <= 0' when the lower end of the 99% t-interval exceeds 0", 0.005),
+                     Points("RAD's executed cycles from x >= n at Theorem 2's n, 0.9 lambda*, A100 with one "
+                            "16x4x16 tile"),),
+          location="Appendix C.2, Eq. 25, corrected for cycles that end before n requests started",
+          items=("Eq. 25", "Theorem 2"),
+          claim="For a cycle from x >= n that starts K requests, E[T_cycle] <= E[K] T_bar^R + P(K = n) "
+                "(t*_col - 1) T^max: Eq. 25 with K in place of n and the tiling term only where K = n "
+                "(lemma3.completes_n: K < n happens), the premise of thm2.repaired_drift.",
+          method="RAD's cycle chain executed at Theorem 2's n and 0.9 lambda* (stability.dtmc, the chain of "
+                 "lemma3.executed_drift): per cycle from x >= n, T - (K T_bar^R + 1{K = n} (t*_col - 1) "
+                 "T^max) from theory.bounds's T_bar^R and T^max; one-sided t-test of its mean against 0 "
+                 "(99%).")
+def eq25_repaired_executed(fast: bool) -> Result:
+    cm, w, n, chain = executed_chain(fast)
+    t_col, n, _, _, conf = chain.sat_params()
+    tbar, tmax = T_bar_R(cm, w), T_max(cm, w.l_P_max, w.l_D_max)
+    bound = repaired_bound(chain.sat.K, n, tbar, t_col, tmax)
+    slack = chain.sat.T - bound
+    # power against a mean cycle 10% of the mean bound above it
+    test = bound_test(slack, 0.0, conf, effect=0.1, scale=float(bound.mean()))
+    early = float(np.mean(chain.sat.K < n))
+    evidence = {"test": test["test"], "alpha": test["alpha"], "ci": test["ci"], "power": test["power"],
+                "cycles from x >= n": int(slack.size), "P(K < n)": early,
+                "mean cycle (s)": float(chain.sat.T.mean()), "mean bound (s)": float(bound.mean()),
+                "mean cycle / mean of K T_bar^R": float(chain.sat.T.mean() / (chain.sat.K * tbar).mean())}
+    case = {"gpu": "a100 with one 16x4x16 tile", "workload": "uniform:1-64,1-24 padded", "n": n,
+            "load": "0.9 lambda*", "T_bar^R (s)": tbar, "T^max (s)": tmax, "t*_col": t_col}
+    if test["rejected"]:
+        return Result(Verdict.FAIL, "executed cycles from x >= n last longer than the corrected Eq. 25 "
+                                    "allows", counterexample={**case, **evidence}, evidence=evidence)
+    lo, hi = test["ci"]
+    return Result(Verdict.PASS, "executed cycles respect the corrected Eq. 25: mean slack "
+                                f"{test['mean']:.3g} s (99% CI [{lo:.3g}, {hi:.3g}]) on a mean bound of "
+                                f"{bound.mean():.3g} s, {early:.0%} of the cycles ending before n requests "
+                                "started",
+                  coverage=f"{slack.size} executed cycles from x >= n, RAD at n = {n} (Theorem 2's at "
+                           "eps = 0.1) and 0.9 lambda*, A100 with one 16x4x16 tile, uniform:1-64,1-24 "
+                           "padded",
+                  evidence={**case, **evidence})
 
 
 # --- C.4: Lemma 4 and regeneration -----------------------------------------------------------

@@ -709,3 +709,29 @@ def test_beyond_the_paper_stays_out_of_the_items_it_extends():
     md = to_markdown(outcomes, fast=True)
     assert "| Theorem 1 | `thm1.premises` ERRATUM | `beyond.thm1_overhead` FAIL |" in md
     assert "## Checks: beyond the paper" in md
+
+
+def test_the_default_event_skipping_path_is_checked(monkeypatch):
+    """Users' runs take the engine's default mode (decode runs priced in closed form, no log); a
+    price that is wrong there alone, by one part in a million, moves alg1.compiled_replay to FAIL."""
+    from dataclasses import replace as dc_replace
+
+    from paper_checks import compiled_rad
+
+    original = compiled_rad.run_gpu
+
+    def skipping_off_by_ppm(*a, detail=False, log=False, **k):
+        run = original(*a, detail=detail, log=log, **k)
+        return run if detail else dc_replace(run, t_finish=run.t_finish * (1 + 1e-6))
+
+    monkeypatch.setattr(compiled_rad, "run_gpu", skipping_off_by_ppm)
+    res = compiled_rad.replay_core([0])
+    assert res.verdict is Verdict.FAIL and res.counterexample["mode"].startswith("default")
+
+
+def test_the_corrected_tmax_users_get_is_checked_where_it_matters(monkeypatch):
+    """theory.bounds.T_max_corrected (llmq bounds' Theorem 2 n) reverting to the printed T^max is
+    caught by the fast run: it covers the presets where RAD alone exceeds the printed T^max."""
+    assert verdict("eq13.tmax") is Verdict.ERRATUM
+    monkeypatch.setattr(appendix_b, "T_max_corrected", lambda cm, l_P, l_D: T_max(cm, l_P, l_D))
+    assert verdict("eq13.tmax") is Verdict.FAIL

@@ -3,9 +3,11 @@
 At ``builder-inited`` it writes, under ``docs/generated/`` (never committed):
 
 * ``paper_map.rst``: the paper map of :mod:`paper_checks.paper_map` as a table (item, the
-  functions that implement it, the checks that test it with their recorded verdicts) and one
-  section per check (location, claim, method, verdict, and the finding of a ``llmq check`` report
-  when one is found: ``$LLMQ_CHECK_REPORT``, else ``out/ci/paper_checks.json``);
+  functions that implement it, the checks that test it with their recorded verdicts and evidence
+  levels, the checks beyond the paper that extend it) and one section per check (location, claim,
+  the domain it quantifies over, method, verdict, evidence level, and the finding and what was
+  checked from a ``llmq check`` report when one is found: ``$LLMQ_CHECK_REPORT``, else
+  ``out/ci/paper_checks.json``);
 * ``notebooks/*.ipynb``: the notebooks to render: executed copies from ``$LLMQ_DOCS_NOTEBOOKS``
   (CI executes them with nbmake first), else the repository's, which myst-nb then executes.
 
