@@ -7,12 +7,16 @@ literal interpreters of ``pseudocode``), ``section5_claims``, ``section67_data``
 SLAI's parameters and reported numbers), ``slai_steps`` (SLAI's batch construction, Section 6,
 replayed on the simulator's batch log), ``nodes_and_defaults`` (Theorems 1-2 and Lemmas 3-4 at
 r > 1 nodes, Algorithms 1-3 with their default parameters, added by mutation testing), ``proofs``
-(sympy and z3 proofs over whole parameter families: the relaxed chunking bound, Assumption 2 for
-every d_col, Eq. 7 for symbolic batches, Theorem 2's drift with the corrected Eq. 25),
-``compiled_rad`` (the simulator's RAD replayed through the literal Algorithm 1), ``statements``
-(unnumbered statements: Section 3.2.1's common tile, Appendix D, Fig. 5c, measurements).
-``chunking`` holds the exact dynamic programme over chunk boundaries; ``registry``, ``runner`` and
-``report`` the machinery; ``verdicts.json`` the reviewed verdicts CI compares against.
+(sympy and z3: the relaxed chunking bound, Assumption 2 for every d_col, Eq. 7 for symbolic
+batches, Theorem 2's drift with the corrected Eq. 25),
+``compiled_rad`` (the simulator's RAD, in its logged and its default event-skipping mode, replayed
+through the literal Algorithm 1), ``statements`` (unnumbered statements: Section 3.2.1's common
+tile, Appendix D, Fig. 5c, measurements), ``beyond_paper`` (the library's own extensions of
+Theorems 1-2 to a per-batch overhead and a token budget: verdicts on the extension, not on the
+paper), ``other_papers`` (other papers' results). ``chunking`` holds the exact dynamic programme
+over chunk boundaries; ``evidence`` what a check evaluates and the evidence level it gives;
+``registry``, ``runner`` and ``report`` the machinery; ``verdicts.json`` the reviewed verdicts CI
+compares against.
 
 References
 ----------

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from paper_checks.evidence import Points
 from paper_checks.registry import Result, outcome, register
 from stability.sim.gpu import GpuRun, run_gpu
 from stability.sim.registry import get_scheduler
@@ -217,6 +218,9 @@ def slai_steps_core(runs: list[tuple[Scenario, GpuRun]]) -> Result:
 
 
 @register("sec6.slai_batch_steps", level="sample",
+          domain="every batch SLAI builds",
+          evaluates=(Points("seeded runs of stability.schedulers.slai, three orders, fixed delta, two "
+                            "TBT classes, every batch replayed"),),
           location="Section 6, 'Batch construction', steps (1)-(4), with Eq. 8",
           items=("Eq. 8",),
           claim="SLAI builds each batch by marking a decode critical when t >= C_j (Eq. 8), adding the "

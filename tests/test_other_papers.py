@@ -6,55 +6,11 @@ routes where the check computes them otherwise) and wrong ones.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from paper_checks import other_papers as op
 from paper_checks.registry import Verdict
-from theory.bounds import lambda_star
-from theory.builder import CostSpec, cost_model
-from theory.capacity import capacity_bound, rad_overhead_rate_bound
 from theory.workload import get_workload
-
-
-@pytest.fixture(scope="module")
-def overhead_case():
-    return op._overhead_case()
-
-
-def test_theorem1_judge_passes_the_certified_bound_and_catches_wrong_ones(overhead_case):
-    cm, w = overhead_case
-    cert = capacity_bound(cm, w, b_max=op.OVERHEAD_BUDGET).bound
-    assert op.judge_capacity_claim(cert, cm, w, op.OVERHEAD_BUDGET, "certified").verdict is Verdict.PASS
-    too_high = op.judge_capacity_claim(1.02 * cert, cm, w, op.OVERHEAD_BUDGET, "wrong")
-    assert too_high.verdict is Verdict.FAIL and "exceeds the certified bound" in too_high.summary
-    too_low = op.judge_capacity_claim(0.5 * cert, cm, w, op.OVERHEAD_BUDGET, "wrong")
-    assert too_low.verdict is Verdict.FAIL and "not an upper bound" in too_low.summary
-    # lambda* ignores c_fix: the registered check fails, with the instance to replay
-    res = op.other_thm1_overhead(True)
-    assert res.verdict is Verdict.FAIL and res.counterexample["token_budget"] == op.OVERHEAD_BUDGET
-    assert res.counterexample["claimed (lambda*) req/s"] == pytest.approx(lambda_star(cm, w))
-
-
-def test_theorem1_holds_without_overhead_where_the_chunking_lemma_holds():
-    # t*_row <= t*_col on the 128x128 tile: lambda* is the certified bound (theory.capacity tests)
-    cm = cost_model(CostSpec("a100", "mistral-7b", tiles="128x128"))
-    w = get_workload("deterministic:512,64")
-    assert op.judge_capacity_claim(lambda_star(cm, w), cm, w, None, "lambda*").verdict is Verdict.PASS
-
-
-def test_rad_judge_both_verdicts(overhead_case):
-    cm, w = overhead_case
-    feasible, at = op._best_lockstep(cm, w)
-    assert op.judge_rad(cm, w, op.EPSILON, rad_overhead_rate_bound(cm, w), feasible, at).verdict \
-        is Verdict.FAIL
-    cm0 = replace(cm, overhead_s=0.0)
-    f0, at0 = op._best_lockstep(cm0, w)
-    rad0 = rad_overhead_rate_bound(cm0, w)
-    assert op.judge_rad(cm0, w, op.EPSILON, rad0, f0, at0).verdict is Verdict.PASS
-    wrong = op.judge_rad(cm0, w, op.EPSILON, 0.5 * rad0, f0, at0)  # a deliberately wrong RAD bound
-    assert wrong.verdict is Verdict.FAIL and "unstable" in wrong.summary
 
 
 def test_ldp_closed_form_is_the_affine_capacity():

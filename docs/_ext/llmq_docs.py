@@ -3,9 +3,11 @@
 At ``builder-inited`` it writes, under ``docs/generated/`` (never committed):
 
 * ``paper_map.rst``: the paper map of :mod:`paper_checks.paper_map` as a table (item, the
-  functions that implement it, the checks that test it with their recorded verdicts) and one
-  section per check (location, claim, method, verdict, and the finding of a ``llmq check`` report
-  when one is found: ``$LLMQ_CHECK_REPORT``, else ``out/ci/paper_checks.json``);
+  functions that implement it, the checks that test it with their recorded verdicts and evidence
+  levels, the checks beyond the paper that extend it) and one section per check (location, claim,
+  the domain it quantifies over, method, verdict, evidence level, and the finding and what was
+  checked from a ``llmq check`` report when one is found: ``$LLMQ_CHECK_REPORT``, else
+  ``out/ci/paper_checks.json``);
 * ``notebooks/*.ipynb``: the notebooks to render: executed copies from ``$LLMQ_DOCS_NOTEBOOKS``
   (CI executes them with nbmake first), else the repository's, which myst-nb then executes;
 * ``steps_score.inc`` and its figures: the score of the packaged engine steps
@@ -100,31 +102,48 @@ def paper_map_rst(pm) -> str:
         "One row per numbered item of the paper, then per appendix section and table that a check "
         "locates a claim in. *Implemented by*: the documented objects whose docstring cites the item "
         "(found by scanning the packages). *Checked by*: the registered checks that cover it, with "
-        "the verdict recorded in ``paper_checks/verdicts.json``; each check's section below has the "
-        "claim, the method and, when a ``llmq check`` report was available to the build, the finding.",
+        "the verdict recorded in ``paper_checks/verdicts.json`` and the evidence level. *Beyond the "
+        "paper*: the library's own checks of whether the item still holds where the paper's model "
+        "stops (a per-batch overhead, a token budget); their verdicts are not verdicts on the paper. "
+        "Each check's section below has the claim, the domain it quantifies over, the method and, "
+        "when a ``llmq check`` report was available to the build, the finding and what was checked.",
+        "",
+        "Evidence levels: **proof** (symbolic statements over the whole parameter family, sympy or "
+        "z3), **exhaustive** (every case of the finite domain the claim quantifies over), "
+        "**statistical** (a test with a stated error rate), **sample** (chosen or seeded points, or "
+        "part of the domain), **reading** (the printed text against a corrected transcription, or a "
+        "definition restated), **none** (not checkable).",
         "",
         f"**{c['items']} items** ({c['numbered items']} numbered), **{c['rows with functions']}** with "
         f"implementing functions, **{c['rows with checks']}** with checks; **{c['checks listed']} checks** "
         "listed.", "",
         ".. list-table:: The paper's items, the code that implements them, the checks that test them",
-        "   :header-rows: 1", "   :widths: 14 56 30", "   :class: paper-map", "",
-        "   * - Item", "     - Implemented by", "     - Checked by (recorded verdict)",
+        "   :header-rows: 1", "   :widths: 12 48 24 16", "   :class: paper-map", "",
+        "   * - Item", "     - Implemented by", "     - Checked by (recorded verdict, evidence)",
+        "     - Beyond the paper",
     ]
+
+    def cell(ids) -> str:
+        return "; ".join(f":ref:`{cid} <{check_label(cid)}>` **{pm.checks[cid].verdict}** "
+                         f"({pm.checks[cid].level})" for cid in ids) or "—"
+
     for row in pm.rows:
         impl = "; ".join(_grouped(row.implementers)) or "—"
-        checks = "; ".join(f":ref:`{cid} <{check_label(cid)}>` **{pm.checks[cid].verdict}**"
-                           for cid in row.checks) or "—"
         out += [f"   * - .. _{item_label(row.item)}:", "", f"       **{row.item}**",
-                f"     - {impl}", f"     - {checks}"]
+                f"     - {impl}", f"     - {cell(row.checks)}", f"     - {cell(row.beyond)}"]
     out += ["", "Checks", "------", ""]
     for e in pm.checks.values():
+        items = ", ".join(f":ref:`{i} <{item_label(i)}>`" for i in e.items)
+        where = "Beyond the paper, extends" if e.section == "beyond" else "Items"
         out += [f".. _{check_label(e.id)}:", "", e.id, "~" * len(e.id), "",
                 f"**Verdict (recorded): {e.verdict}**", "",
-                "- **Items**: " + ", ".join(f":ref:`{i} <{item_label(i)}>`" for i in e.items),
+                f"- **{where}**: {items}",
+                f"- **Evidence level**: {e.level}",
                 f"- **Location**: {_esc(e.location)}", f"- **Claim**: {_esc(e.claim)}",
+                f"- **Domain of the claim**: {_esc(e.domain or '(not stated)')}",
                 f"- **Method**: {_esc(e.method)}"]
         f = e.finding
-        for key, title in (("summary", "Finding"), ("coverage", "Coverage"), ("correction", "Correction"),
+        for key, title in (("summary", "Finding"), ("coverage", "Checked"), ("correction", "Correction"),
                            ("correction_check", "Correction checked by")):
             if key in f:
                 out.append(f"- **{title}**: {_esc(f[key])}")
