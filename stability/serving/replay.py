@@ -6,10 +6,10 @@ options of a chunked-prefill scheduler (:func:`engine_options`): the step's toke
 ``gpu_memory_utilization`` and ``block_size`` the KV cache's share of the GPU and its block, and
 ``max_model_len`` the context limit. Where a run leaves an argument out, vLLM's default for that
 engine stands in (``vllm/engine/arg_utils.py`` ``EngineArgs`` and ``get_batch_defaults``; cited
-in :data:`VLLM_DEFAULTS`). What the engine arguments do not set is the simulated policy's own: for
-``sarathi``, Sarathi-Serve's block manager (its free-block watermark included), whose admission
-and preemption differ from vLLM v1's incremental allocation; the replay says how many requests it
-preempted.
+in :data:`VLLM_DEFAULTS`). What the engine arguments do not set is the simulated policy's own:
+``vllm_v1`` allocates KV blocks as vLLM v1 does (incrementally, no watermark, recompute preemption
+of the newest request); ``sarathi`` keeps Sarathi-Serve's block manager (its free-block watermark
+included). The replay says how many requests it preempted.
 
 The requests are the measured ones, in the order the engine queued them, each arriving at its
 measured queue time (the anchor the source bench measures TTFT from): a prompt of
@@ -42,7 +42,11 @@ from theory.validation.serving_runs import ServingRun, latency, load_run, tpot, 
 # vLLM's defaults where a run does not state an argument (the module docstring's references)
 VLLM_DEFAULTS = {"max_num_batched_tokens": 2048, "max_num_seqs": 256, "gpu_memory_utilization": 0.9,
                  "block_size": 16}
-SCHEDULERS = ("sarathi",)  # chunked-prefill policies whose options the engine arguments map to
+# chunked-prefill policies, and the name each gives the engine argument it takes
+SCHEDULERS = {
+    "vllm_v1": {"max_num_batched_tokens": "max_num_batched_tokens", "max_num_seqs": "max_num_seqs"},
+    "sarathi": {"max_num_batched_tokens": "chunk_size", "max_num_seqs": "max_num_seqs"},
+}
 
 
 @dataclass(frozen=True)
@@ -54,13 +58,14 @@ class ReplaySpec:
     run : str
         A shipped run's name (:func:`theory.validation.serving_runs.shipped_runs`) or a run folder.
     scheduler : str
-        One of :data:`SCHEDULERS`.
+        One of :data:`SCHEDULERS`: ``vllm_v1`` (vLLM v1's scheduler, the engine the shipped runs ran)
+        or ``sarathi`` (Sarathi-Serve's).
     mode : str
         The cost model's layer mode (``real``: GQA and SwiGLU as served).
     """
 
     run: str
-    scheduler: str = "sarathi"
+    scheduler: str = "vllm_v1"
     mode: str = "real"
 
 
@@ -107,7 +112,7 @@ def unsupported(run: ServingRun) -> str | None:
     return None
 
 
-def engine_options(run: ServingRun, scheduler: str = "sarathi") -> tuple[tuple[str, object], ...]:
+def engine_options(run: ServingRun, scheduler: str = "vllm_v1") -> tuple[tuple[str, object], ...]:
     """The scheduler options that configure the simulator as ``run``'s engine was (module docstring)."""
     if scheduler not in SCHEDULERS:
         raise FieldError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
@@ -120,7 +125,9 @@ def engine_options(run: ServingRun, scheduler: str = "sarathi") -> tuple[tuple[s
         return VLLM_DEFAULTS[name]
 
     context = kw.get("max_model_len") or get_model(run.model).context_length
-    options = {"chunk_size": int(arg("max_num_batched_tokens")), "max_num_seqs": int(arg("max_num_seqs")),
+    names = SCHEDULERS[scheduler]
+    options = {names["max_num_batched_tokens"]: int(arg("max_num_batched_tokens")),
+               names["max_num_seqs"]: int(arg("max_num_seqs")),
                "gpu_memory_utilization": float(arg("gpu_memory_utilization")),
                "block_size": int(arg("block_size"))}
     if context:

@@ -86,6 +86,6 @@ def score_run(spec: ReplaySpec) -> RunScore:
                     int(rep.result.counters()["n_preempt"]), replay=rep)
 
 
-def score_runs(scheduler: str = "sarathi", runs: tuple[str, ...] | None = None) -> list[RunScore]:
+def score_runs(scheduler: str = "vllm_v1", runs: tuple[str, ...] | None = None) -> list[RunScore]:
     """Every shipped run (or ``runs``) replayed on ``scheduler`` and scored."""
     return [score_run(ReplaySpec(name, scheduler)) for name in (runs or tuple(shipped_runs()))]
