@@ -75,3 +75,36 @@ def test_the_docstring_example_runs():
 
     result = doctest.testmod(llmq, verbose=False)
     assert result.attempted >= 3 and result.failed == 0
+
+
+JOB_PACKAGES = ("theory", "theory.validation", "stability", "stability.sim", "stability.planner",
+                "stability.slai", "paper_checks")
+
+
+def resolve(dotted: str):
+    """The object a docstring cross-reference names (a module, or an attribute chain inside one)."""
+    parts = dotted.split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ImportError:
+            continue
+        for attr in parts[k:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(dotted)
+
+
+@pytest.mark.parametrize("package", JOB_PACKAGES)
+def test_each_job_package_names_its_api_and_every_name_resolves(package):
+    doc = importlib.import_module(package).__doc__
+    assert "The API" in doc, f"{package}'s docstring names no API"
+    refs = re.findall(r":(?:func|class|mod|meth|data):`~?([\w.]+)`", doc)
+    assert len(refs) >= 2
+    unresolved = []
+    for ref in refs:
+        try:
+            resolve(ref)
+        except (ImportError, AttributeError):
+            unresolved.append(ref)
+    assert not unresolved, unresolved
