@@ -7,7 +7,13 @@ At ``builder-inited`` it writes, under ``docs/generated/`` (never committed):
   section per check (location, claim, method, verdict, and the finding of a ``llmq check`` report
   when one is found: ``$LLMQ_CHECK_REPORT``, else ``out/ci/paper_checks.json``);
 * ``notebooks/*.ipynb``: the notebooks to render: executed copies from ``$LLMQ_DOCS_NOTEBOOKS``
-  (CI executes them with nbmake first), else the repository's, which myst-nb then executes.
+  (CI executes them with nbmake first), else the repository's, which myst-nb then executes;
+* ``validation/``: the Markdown report of ``llmq validate`` (``$LLMQ_VALIDATE_REPORT``, else
+  ``out/ci/validate.md``, which CI writes before the build), whole (``report.md``, a page of its
+  own) and cut at its headings into the sections (``<name>.txt``, Markdown that is no page of its
+  own) the limitations page includes: every figure on those pages comes from the command's own
+  report, none is typed into a page. Without a report each file says how to make one; a report
+  that lacks a section a page includes fails the build.
 
 It also appends to the docstring of every implementing function a "Paper map" line linking back
 to its items, and fails the build (a warning, under ``-W``) when the paper map cites an object the
@@ -157,8 +163,61 @@ def _copy_notebooks() -> int:
     return len(wanted)
 
 
+VALIDATION = GENERATED / "validation"
+# the sections of `llmq validate`'s Markdown report that the pages include, by the start of their heading
+VALIDATION_SECTIONS = {
+    "settings": None,  # the report's preamble: settings, error definition, schemes
+    "acceptance": "Acceptance per GPU",
+    "tp": "Per GPU x TP",
+    "bands": "Per GPU x token band",
+    "batches": "Whole batches",
+    "orderings": "Equal-token pairs",
+    "attention": "Self-attention",
+    "not_predicted": "Not predicted",
+    "staircase": "Staircase",
+}
+
+
+def report_sections(text: str) -> dict[str | None, str]:
+    """A Markdown report cut at its ``##`` and ``###`` headings: ``{heading: body}``, the text before
+    the first such heading under ``None`` (its ``#`` title line dropped)."""
+    out: dict[str | None, list[str]] = {None: []}
+    key = None
+    for line in text.splitlines():
+        m = re.match(r"#{2,3} (.+)", line)
+        if m:
+            key = m.group(1).strip()
+            out[key] = []
+        elif not (key is None and line.startswith("# ")):
+            out[key].append(line)
+    return {k: "\n".join(v).strip() + "\n" for k, v in out.items()}
+
+
+def _write_validation() -> str:
+    """Write ``validation/report.md`` and one file per included section; returns the report used."""
+    report = Path(os.environ.get("LLMQ_VALIDATE_REPORT") or ROOT / "out" / "ci" / "validate.md")
+    if not report.is_file():
+        note = ("*No* ``llmq validate`` *report was found when this page was built:*\n"
+                "``llmq validate --quick --out out/ci`` *writes one (or set* ``LLMQ_VALIDATE_REPORT``*).*\n")
+        _write_if_changed(VALIDATION / "report.md", f"# llmq validate: predicted vs measured\n\n{note}")
+        for key in VALIDATION_SECTIONS:
+            _write_if_changed(VALIDATION / f"{key}.txt", note)
+        return "no report"
+    text = report.read_text(encoding="utf-8")
+    _write_if_changed(VALIDATION / "report.md", text)
+    sections = report_sections(text)
+    for key, heading in VALIDATION_SECTIONS.items():
+        found = [None] if heading is None else [h for h in sections if h and h.startswith(heading)]
+        if not found:
+            logger.warning(f"llmq_docs: the validate report {report} has no section '{heading}'")
+            continue
+        _write_if_changed(VALIDATION / f"{key}.txt", sections[found[0]])
+    return str(report)
+
+
 def generate(app: Sphinx) -> None:
-    """Write the paper map and the notebook copies under ``docs/generated/``."""
+    """Write the paper map, the notebook copies and the validation report's pages under
+    ``docs/generated/``."""
     from paper_checks.paper_map import build
 
     report = os.environ.get("LLMQ_CHECK_REPORT") or ROOT / "out" / "ci" / "paper_checks.json"
@@ -167,11 +226,13 @@ def generate(app: Sphinx) -> None:
     _BACKLINKS.update(backlinks(pm))
     _write_if_changed(GENERATED / "paper_map.rst", paper_map_rst(pm))
     n_nb = _copy_notebooks()
+    validation = _write_validation()
     c = pm.counts()
     logger.info(f"llmq_docs: paper map: {c['items']} items ({c['numbered items']} numbered), "
                 f"{c['rows with functions']} with functions, {c['rows with checks']} with checks, "
                 f"{c['checks listed']} checks listed; findings from "
-                f"{report if Path(report).is_file() else 'no report'}; {n_nb} notebooks")
+                f"{report if Path(report).is_file() else 'no report'}; {n_nb} notebooks; "
+                f"validation figures from {validation}")
 
 
 def backlinks(pm) -> dict[str, list[str]]:
