@@ -4,14 +4,14 @@ runs it (``llmq --help``).
 Every name below is imported from the package that owns it on first use, so ``import llmq`` itself
 loads nothing (no numpy, no numba); ``dir(llmq)`` lists them.
 
-The model (Eq. 2-7) and its bounds, :mod:`theory`
+The paper's model and its bounds, :mod:`theory`
     ``CostSpec``, ``cost_model``: the one builder of a batch-time model (a GPU preset, optionally
     restricted to some tiles, a model preset, ``mode="paper"`` or ``"real"``).
-    ``CostModel``, ``Batch``, ``T_batch``: the model and the batch execution time T_B (Eq. 7).
+    ``CostModel``, ``Batch``, ``T_batch``: the model and the batch execution time T_B.
     ``get_gpu``, ``gpu_names``, ``get_model``, ``model_names``, ``get_workload``, ``workload_names``,
     ``Workload``: presets and length laws.
     ``compute_bounds``, ``Bounds``, ``T_bar_R``, ``T_max``, ``lambda_star``, ``n_threshold``:
-    Theorem 1's lambda* = r / T_bar^R, T^max, Theorem 2's smallest n, Eq. 25 and Lemma 4.
+    lambda* = r / T_bar^R, T^max, RAD's smallest n and its cycle-time bounds.
     ``capacity_bound``, ``CapacityBound``: the certified capacity for any batch-time law the
     toolkit expresses (:mod:`theory.capacity`).
 The simulator, :mod:`stability.sim`

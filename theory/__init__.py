@@ -8,7 +8,7 @@ The API (the names :mod:`llmq` also gives are marked there):
 * :func:`~theory.hardware.get_gpu`, :func:`~theory.models.get_model`,
   :func:`~theory.workload.get_workload` and their ``*_names``: presets and length laws.
 * :func:`~theory.bounds.compute_bounds` (:class:`~theory.bounds.Bounds`): T_bar^R, T^max,
-  lambda* (Theorem 1), Theorem 2's n, Eq. 25 and Lemma 4; :func:`~theory.capacity.capacity_bound`
+  lambda*, Theorem 2's n, Eq. 25 and Lemma 4; :func:`~theory.capacity.capacity_bound`
   (:class:`~theory.capacity.CapacityBound`): the certified capacity beyond Eq. 2.
 * :mod:`theory.errors`: the ``LlmqError`` family every bad input raises.
 
