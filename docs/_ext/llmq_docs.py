@@ -16,8 +16,9 @@ At ``builder-inited`` it writes, under ``docs/generated/`` (never committed):
   that lacks a section a page includes fails the build.
 
 It also appends to the docstring of every implementing function a "Paper map" line linking back
-to its items, and fails the build (a warning, under ``-W``) when the paper map cites an object the
-API reference does not document.
+to its items, fails the build (a warning, under ``-W``) when the paper map cites an object the
+API reference does not document, and keeps the front door's re-exports off the :mod:`llmq` page
+(each object is documented once, in the module that defines it).
 """
 
 from __future__ import annotations
@@ -301,6 +302,20 @@ def modules_section_as_literal(app: Sphinx, what: str, name: str, obj, options, 
             return
 
 
+def skip_front_door(app: Sphinx, what: str, name: str, obj, skip: bool, options) -> bool | None:
+    """Leave the front door's re-exports off the :mod:`llmq` page: autodoc follows ``__all__``, and
+    each object is documented where it is defined (the :mod:`llmq` docstring lists and describes
+    them)."""
+    if what != "module" or str(getattr(obj, "__module__", None) or "llmq").split(".")[0] == "llmq":
+        return None
+    current = getattr(app.env, "current_document", None)  # Sphinx >= 8.2; temp_data before
+    module = (getattr(current, "autodoc_module", None) if current is not None
+              else app.env.temp_data.get("autodoc:module"))
+    import llmq
+
+    return True if module == "llmq" and name in llmq.__all__ else None
+
+
 class _KnownDocstringIssues:
     """A logging filter that lets through every warning except the docutils ones raised by the
     docstrings named in the ``llmq_known_docstring_issues`` setting (each one to be fixed in its
@@ -345,5 +360,6 @@ def setup(app: Sphinx) -> dict:
     app.connect("autodoc-process-docstring", modules_section_as_literal, priority=100)
     app.connect("builder-inited", generate)
     app.connect("autodoc-process-docstring", add_backlinks, priority=900)
+    app.connect("autodoc-skip-member", skip_front_door)
     app.connect("missing-reference", missing_reference)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
