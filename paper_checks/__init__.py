@@ -1,5 +1,12 @@
 """Every claim of the paper as an executable check (``llmq check``).
 
+The API (the names :mod:`llmq` also gives are marked there):
+:func:`~paper_checks.runner.run_checks` (all, the CI subset with ``fast=True``, or some ids) ->
+:class:`~paper_checks.runner.Outcome` per check -> :func:`~paper_checks.report.write_reports`
+(``paper_checks.md`` and ``.json``); :func:`~paper_checks.registry.all_checks` and
+:func:`~paper_checks.registry.get_check`: the registered checks with their cards;
+:func:`~paper_checks.runner.mismatches` against ``verdicts.json`` (``llmq check --expect``).
+
 Modules, in paper order: ``section3_model`` (Eq. 2-7, Definitions 1-2, Assumptions 1-4),
 ``appendix_b`` (Eq. 9-16, Propositions 1-2, Lemma 1), ``section4_theorems`` (Theorems 1-2, RAD's
 principles), ``appendix_c`` (Eq. 17-25, Lemmas 2-4), ``algorithms`` (Algorithms 1-5, run by the

@@ -12,10 +12,17 @@ At ``builder-inited`` it writes, under ``docs/generated/`` (never committed):
   (CI executes them with nbmake first), else the repository's, which myst-nb then executes;
 * ``steps_score.inc`` and its figures: the score of the packaged engine steps
   (``theory.validation.steps``), included by ``steps.md``.
+* ``validation/``: the Markdown report of ``llmq validate`` (``$LLMQ_VALIDATE_REPORT``, else
+  ``out/ci/validate.md``, which CI writes before the build), whole (``report.md``, a page of its
+  own) and cut at its headings into the sections (``<name>.txt``, Markdown that is no page of its
+  own) the limitations page includes: every figure on those pages comes from the command's own
+  report, none is typed into a page. Without a report each file says how to make one; a report
+  that lacks a section a page includes fails the build.
 
 It also appends to the docstring of every implementing function a "Paper map" line linking back
-to its items, and fails the build (a warning, under ``-W``) when the paper map cites an object the
-API reference does not document.
+to its items, fails the build (a warning, under ``-W``) when the paper map cites an object the
+API reference does not document, and keeps the front door's re-exports off the :mod:`llmq` page
+(each object is documented once, in the module that defines it).
 """
 
 from __future__ import annotations
@@ -190,8 +197,61 @@ def _steps_score() -> None:
                       markdown(score, {caption: f"generated/{name}" for caption, name in figures.items()}))
 
 
+VALIDATION = GENERATED / "validation"
+# the sections of `llmq validate`'s Markdown report that the pages include, by the start of their heading
+VALIDATION_SECTIONS = {
+    "settings": None,  # the report's preamble: settings, error definition, schemes
+    "acceptance": "Acceptance per GPU",
+    "tp": "Per GPU x TP",
+    "bands": "Per GPU x token band",
+    "batches": "Whole batches",
+    "orderings": "Equal-token pairs",
+    "attention": "Self-attention",
+    "not_predicted": "Not predicted",
+    "staircase": "Staircase",
+}
+
+
+def report_sections(text: str) -> dict[str | None, str]:
+    """A Markdown report cut at its ``##`` and ``###`` headings: ``{heading: body}``, the text before
+    the first such heading under ``None`` (its ``#`` title line dropped)."""
+    out: dict[str | None, list[str]] = {None: []}
+    key = None
+    for line in text.splitlines():
+        m = re.match(r"#{2,3} (.+)", line)
+        if m:
+            key = m.group(1).strip()
+            out[key] = []
+        elif not (key is None and line.startswith("# ")):
+            out[key].append(line)
+    return {k: "\n".join(v).strip() + "\n" for k, v in out.items()}
+
+
+def _write_validation() -> str:
+    """Write ``validation/report.md`` and one file per included section; returns the report used."""
+    report = Path(os.environ.get("LLMQ_VALIDATE_REPORT") or ROOT / "out" / "ci" / "validate.md")
+    if not report.is_file():
+        note = ("*No* ``llmq validate`` *report was found when this page was built:*\n"
+                "``llmq validate --quick --out out/ci`` *writes one (or set* ``LLMQ_VALIDATE_REPORT``*).*\n")
+        _write_if_changed(VALIDATION / "report.md", f"# llmq validate: predicted vs measured\n\n{note}")
+        for key in VALIDATION_SECTIONS:
+            _write_if_changed(VALIDATION / f"{key}.txt", note)
+        return "no report"
+    text = report.read_text(encoding="utf-8")
+    _write_if_changed(VALIDATION / "report.md", text)
+    sections = report_sections(text)
+    for key, heading in VALIDATION_SECTIONS.items():
+        found = [None] if heading is None else [h for h in sections if h and h.startswith(heading)]
+        if not found:
+            logger.warning(f"llmq_docs: the validate report {report} has no section '{heading}'")
+            continue
+        _write_if_changed(VALIDATION / f"{key}.txt", sections[found[0]])
+    return str(report)
+
+
 def generate(app: Sphinx) -> None:
-    """Write the paper map, the notebook copies and the engine-step score under ``docs/generated/``."""
+    """Write the paper map, the notebook copies, the engine-step score and the validation report's
+    pages under ``docs/generated/``."""
     from paper_checks.paper_map import build
 
     report = os.environ.get("LLMQ_CHECK_REPORT") or ROOT / "out" / "ci" / "paper_checks.json"
@@ -201,11 +261,13 @@ def generate(app: Sphinx) -> None:
     _write_if_changed(GENERATED / "paper_map.rst", paper_map_rst(pm))
     n_nb = _copy_notebooks()
     _steps_score()
+    validation = _write_validation()
     c = pm.counts()
     logger.info(f"llmq_docs: paper map: {c['items']} items ({c['numbered items']} numbered), "
                 f"{c['rows with functions']} with functions, {c['rows with checks']} with checks, "
                 f"{c['checks listed']} checks listed; findings from "
-                f"{report if Path(report).is_file() else 'no report'}; {n_nb} notebooks")
+                f"{report if Path(report).is_file() else 'no report'}; {n_nb} notebooks; "
+                f"validation figures from {validation}")
 
 
 def backlinks(pm) -> dict[str, list[str]]:
@@ -274,6 +336,20 @@ def modules_section_as_literal(app: Sphinx, what: str, name: str, obj, options, 
             return
 
 
+def skip_front_door(app: Sphinx, what: str, name: str, obj, skip: bool, options) -> bool | None:
+    """Leave the front door's re-exports off the :mod:`llmq` page: autodoc follows ``__all__``, and
+    each object is documented where it is defined (the :mod:`llmq` docstring lists and describes
+    them)."""
+    if what != "module" or str(getattr(obj, "__module__", None) or "llmq").split(".")[0] == "llmq":
+        return None
+    current = getattr(app.env, "current_document", None)  # Sphinx >= 8.2; temp_data before
+    module = (getattr(current, "autodoc_module", None) if current is not None
+              else app.env.temp_data.get("autodoc:module"))
+    import llmq
+
+    return True if module == "llmq" and name in llmq.__all__ else None
+
+
 class _KnownDocstringIssues:
     """A logging filter that lets through every warning except the docutils ones raised by the
     docstrings named in the ``llmq_known_docstring_issues`` setting (each one to be fixed in its
@@ -318,5 +394,6 @@ def setup(app: Sphinx) -> dict:
     app.connect("autodoc-process-docstring", modules_section_as_literal, priority=100)
     app.connect("builder-inited", generate)
     app.connect("autodoc-process-docstring", add_backlinks, priority=900)
+    app.connect("autodoc-skip-member", skip_front_door)
     app.connect("missing-reference", missing_reference)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
