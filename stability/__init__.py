@@ -11,6 +11,8 @@ The API (the names :mod:`llmq` also gives are marked there):
 * :func:`~stability.dtmc.build_chain`, :func:`~stability.dtmc.empirical_n_min`: RAD's cycle DTMC
   (``llmq dtmc``).
 * :mod:`stability.planner` (``llmq plan``) and :mod:`stability.slai` (``llmq slai``).
+* :func:`~stability.serving.score.score_runs`: measured serving runs replayed end to end
+  (``llmq validate --serving``).
 * :class:`~stability.runner.Runner` over a :class:`~stability.runner.Cache`: the one cached,
   resumable runner every sweep, study and search runs on.
 
@@ -31,6 +33,7 @@ bound_gap   where a logged schedule loses against the certified bound.
 plot        the drift, stability-region and two-class figures.
 planner     the capacity planner (``llmq plan``).
 slai        Section 7 reproduced: SLAI vs Sarathi-Serve vs vLLM (``llmq slai``).
+serving     measured serving runs replayed through the simulator configured as their engine was.
 """
 
 import os

@@ -12,6 +12,12 @@ The API:
   :func:`theory.validation.calibrate.calibrate` (or :func:`~theory.validation.calibrate.fit_gemm`,
   :func:`~theory.validation.calibrate.fit_batch`): a GPU profile fitted to measured timings
   (``llmq calibrate``).
+* :func:`theory.validation.steps.score_steps`: Eq. 7 per engine step against the measured steps
+  (:mod:`theory.validation.steps_data`), the CUDA-graph padding rule and the time per step.
+* :func:`theory.validation.serving_runs.load_run` of the runs
+  :func:`theory.validation.serving_runs.shipped_runs` names: measured serving runs and the
+  latency metrics benchmark clients define (:mod:`theory.validation.runs_convert` rebuilds them);
+  :mod:`stability.serving` replays them through the simulator.
 
 The model itself (:mod:`theory` proper) never imports this package.
 """
