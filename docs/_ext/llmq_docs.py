@@ -11,7 +11,9 @@ At ``builder-inited`` it writes, under ``docs/generated/`` (never committed):
 * ``notebooks/*.ipynb``: the notebooks to render: executed copies from ``$LLMQ_DOCS_NOTEBOOKS``
   (CI executes them with nbmake first), else the repository's, which myst-nb then executes;
 * ``steps_score.inc`` and its figures: the score of the packaged engine steps
-  (``theory.validation.steps``), included by ``steps.md``.
+  (``theory.validation.steps``), included by ``steps.md``;
+* ``serving_score.inc`` and its figures: the shipped serving runs replayed on ``vllm_v1``
+  (``stability.serving``), included by ``serving.md``.
 * ``validation/``: the Markdown report of ``llmq validate`` (``$LLMQ_VALIDATE_REPORT``, else
   ``out/ci/validate.md``, which CI writes before the build), whole (``report.md``, a page of its
   own) and cut at its headings into the sections (``<name>.txt``, Markdown that is no page of its
@@ -249,6 +251,19 @@ def _write_validation() -> str:
     return str(report)
 
 
+def _serving_score() -> None:
+    """``serving_score.inc`` and its figures: the shipped serving runs replayed
+    (:mod:`stability.serving`), which ``serving.md`` includes."""
+    from stability.serving.report import markdown, plot
+    from stability.serving.score import score_runs
+
+    scores = score_runs()
+    figures = [plot(s, GENERATED / f"serving_{s.run}.png") for s in scores if s.replay is not None]
+    text = markdown(scores, "vllm_v1").split("\n", 1)[1]  # the page has its own title
+    text += "\n" + "\n".join(f"![{f.stem}](generated/{f.name})\n" for f in figures)
+    _write_if_changed(GENERATED / "serving_score.inc", text)
+
+
 def generate(app: Sphinx) -> None:
     """Write the paper map, the notebook copies, the engine-step score and the validation report's
     pages under ``docs/generated/``."""
@@ -261,6 +276,7 @@ def generate(app: Sphinx) -> None:
     _write_if_changed(GENERATED / "paper_map.rst", paper_map_rst(pm))
     n_nb = _copy_notebooks()
     _steps_score()
+    _serving_score()
     validation = _write_validation()
     c = pm.counts()
     logger.info(f"llmq_docs: paper map: {c['items']} items ({c['numbered items']} numbered), "
