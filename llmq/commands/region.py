@@ -188,27 +188,14 @@ def run(args) -> int:
 
 
 def _print(table: list[dict], res, files: dict) -> None:
+    from llmq.region_table import table_lines
+
     spec = res.spec
     print(f"model {spec.model} ({spec.mode} mode), workload {spec.workload}"
           + (f", two classes {spec.two_class[0]} | {spec.two_class[1]}" if spec.two_class else "")
           + f"; boundary = throughput of {spec.replicates} saturated runs at {spec.saturation} "
             f"lambda*, {spec.confidence:.0%} t-interval")
-    header = (f"{'tile set':<16}{'scheduler':<22}{'r':>2} {'var':<4}{'share':>6} {'boundary':>9} "
-              f"{'CI':>21} {'lambda*':>9} {'ratio':>7} {'Thm 2':>8} {'DTMC (RAD)':>10}  flags")
-    print(header)
-    print("-" * len(header))
-    for b in table:
-        sched = b["scheduler"] + (f"[{b['options']}]" if b["options"] else "")
-        share = "" if b["class_1"] == "" else f"{b['share_1']:.2f}"
-        flags = []
-        if b["exceeds_lambda_star"]:
-            flags.append("ABOVE lambda* (Theorem 1)")
-        if not b["consistent"]:
-            flags.append("bisection bracket disagrees")
-        print(f"{b['tileset']:<16}{sched:<22}{b['r']:>2} {b['workload_variant']:<4}{share:>6} "
-              f"{b['boundary']:>9.4g} [{b['ci_low']:>9.4g},{b['ci_high']:>9.4g}] "
-              f"{b['lambda_star']:>9.4g} {b['ratio']:>7.4f} {b['theorem2']:>8.4g} "
-              f"{b['dtmc_boundary']:>10.4g}  {'; '.join(flags)}")
+    print("\n".join(table_lines(table, spec)))
     print(f"{res.computed} runs computed, {res.cached} reused from the cache, in {res.elapsed_s:.1f} s")
     for name, path in files.items():
         print(f"{name}: {path}")
