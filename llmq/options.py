@@ -88,8 +88,8 @@ _ACTIONS = {"flag": {"action": "store_true"}, "int": {"type": int}, "float": {"t
 
 
 def dest_of(flag: str) -> str:
-    """The option's key in a config file and in the resolved values: ``--gpus-r`` -> ``gpus_r``,
-    ``--no-progress`` -> ``progress``."""
+    """The option's key in a config file and in the resolved values: ``--gpus-r`` -> ``gpus_r``;
+    ``--no-progress`` -> ``progress`` (a ``--no-NAME`` flag sets ``NAME`` false)."""
     return flag.removeprefix("--").removeprefix("no-").replace("-", "_")
 
 
@@ -117,7 +117,7 @@ def add(p: argparse.ArgumentParser, flag: str, default=None, detail: str = "", *
     if meaning is not None:
         kwargs = {**_ACTIONS[meaning.kind], **kwargs}
         detail = meaning.text + (f"; {detail}" if detail else "")
-    if kwargs.get("action") == "store_true" and flag.startswith("--no-"):
+    if flag.startswith("--no-"):  # sets NAME false (its default true)
         kwargs["action"] = "store_false"
     (to or p).add_argument(flag, dest=dest, default=None, help=detail, **kwargs)
     p.get_default("_defaults")[dest] = default

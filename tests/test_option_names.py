@@ -103,8 +103,11 @@ def test_every_command_takes_config_and_json_and_every_option_has_a_config_key(n
     p = commands(build_parser())[name]
     flags = options(p)
     assert "--config" in flags and "--json" in flags
-    keys = set(p.get_default("_defaults"))
-    assert keys == {a.dest for flag, a in flags.items() if flag != "--config"}
+    defaults = p.get_default("_defaults")
+    assert set(defaults) == {a.dest for flag, a in flags.items() if flag != "--config"}
+    for flag, action in flags.items():  # --no-NAME sets NAME, true by default, false
+        if flag.startswith("--no-"):
+            assert isinstance(action, argparse._StoreFalseAction) and defaults[action.dest] is True, flag
 
 
 def test_old_spellings_name_their_new_option():

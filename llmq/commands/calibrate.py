@@ -21,8 +21,8 @@ def add_parser(sub) -> None:
                         "tiles": "before fitting, e.g. '256x128x32,128x64'",
                         "seed": "of the random starts of the GeMM fit (default 0)",
                         "out": "the profile is written to OUT/<key>.toml (default out)"})
-    add(p, "--no-overhead", False, "fit no fixed time per GeMM / per batch (the paper's Eq. 2 and Eq. 7)",
-        action="store_true")
+    add(p, "--no-overhead", True, "fit no fixed time per GeMM / per batch (the paper's Eq. 2 and Eq. 7)",
+        action="store_false")
     add(p, "--floor", False, "GeMM timings: fit the memory floor's achievable DRAM bandwidth with the rates "
                              "(the profile gets memory_floor = true and the fitted eta_mem; theory.terms)",
         action="store_true")
@@ -95,7 +95,7 @@ def run(args) -> int:
     source = str(values["timings"])
     timings = read_timings(timings_path(source))
     cal = calibrate(timings, base, get_model(values["model"]), values["mode"],
-                    tiles=values["tiles"], overhead=not values["no_overhead"], key=values["key"],
+                    tiles=values["tiles"], overhead=values["overhead"], key=values["key"],
                     seed=values["seed"], floor=bool(values["floor"]), waves=bool(values["waves"]),
                     l2=bool(values["l2"]))
     jumps = []

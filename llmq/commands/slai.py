@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
     add(p, "--requests", None, "default 4096; quick 600")
     add(p, "--panels", None, "comma-separated panel keys to run (default: every panel of the study, e.g. "
                              "real_table1_5pct,real_sharegpt4_5pct)")
-    add(p, "--no-figures", False, "skip the PNG figures", action="store_true")
+    add(p, "--no-figures", True, "skip the PNG figures", action="store_false")
     add(p, "--json", False, "the paper-vs-llmq table, the claims and the files")
     add(p, "--no-progress", True)
     p.set_defaults(run=run)
@@ -58,7 +58,7 @@ def run(args) -> int:
         with tqdm(total=n_points(study), unit=" runs", desc="llmq slai",
                   disable=values["json"] or not values["progress"]) as bar:
             rows = run_study(study, out, workers, bar)
-        written = write_outputs(study, rows, out, figures=not values["no_figures"])
+        written = write_outputs(study, rows, out, figures=values["figures"])
     except KeyboardInterrupt:  # wherever it lands: say what is cached and how to resume
         raise SweepInterrupted(out / "cache") from None
     if values["json"]:
