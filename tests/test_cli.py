@@ -98,7 +98,8 @@ def test_bad_config(capsys, tmp_path):
 
 
 def test_option_values_are_typed():
-    from llmq.options import parse_value, scheduler_options
+    from llmq.options import parse_value
+    from llmq.scheduler_options import scheduler_options
 
     got = scheduler_options(["memory=false", "n=2000", "order=spf", "delta=2.5", "dynamic=True"], ["rad"])
     assert got == {"rad": {"memory": [False], "n": [2000], "order": ["spf"], "delta": [2.5],
@@ -109,7 +110,7 @@ def test_option_values_are_typed():
 def test_scheduler_options_have_one_syntax_on_the_command_line_and_in_a_config_file():
     """``SCHED.NAME=VALUE`` everywhere (``SCHED.`` may go with one scheduler), the same as a TOML
     table; ``V1|V2`` only where a command tries alternatives (``llmq plan``)."""
-    from llmq.options import scheduler_options
+    from llmq.scheduler_options import scheduler_options
     from theory.errors import FieldError
 
     both = ["rad", "sarathi"]

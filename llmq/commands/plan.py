@@ -13,8 +13,8 @@ from llmq.options import (
     parse_names,
     renamed,
     resolve,
-    scheduler_options,
 )
+from llmq.scheduler_options import scheduler_options
 from theory.errors import FieldError, require_positive, require_positive_int
 from theory.io import claim_output_dir
 
@@ -94,7 +94,7 @@ def add_parser(sub) -> None:
 
 def parse_knobs(value, schedulers) -> dict:
     """``["sarathi.chunk_size=256|512"]`` -> ``{"sarathi": ({"chunk_size": 256}, {"chunk_size": 512})}``
-    (several options of one scheduler combine as a grid; :func:`llmq.options.scheduler_options`)."""
+    (several options of one scheduler combine as a grid; :func:`llmq.scheduler_options.scheduler_options`)."""
     from itertools import product
 
     grid = scheduler_options(value, schedulers, alternatives=True)
@@ -155,7 +155,7 @@ def check_options(spec) -> None:
     """Every ``--option`` a name its scheduler takes and every value to try one it accepts (on the
     first GPU and model planned, in paper mode: no measured profile to load), and every ``--tp``
     degree one that some planned GPU offers and some planned model splits into: before any bound."""
-    from llmq.options import check_scheduler_options
+    from llmq.scheduler_options import check_scheduler_options
     from stability.planner.grid import families_of
     from stability.sim.classes import parse_classes
     from theory.builder import CostSpec, cost_model

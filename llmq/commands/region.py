@@ -9,17 +9,16 @@ from dataclasses import asdict
 from llmq.options import (
     add,
     add_common,
-    check_scheduler_options,
     command,
     parse_floats,
     parse_gpus,
     parse_ints,
     parse_names,
     resolve,
-    scheduler_options,
     single,
 )
 from llmq.output import out_dir, print_json
+from llmq.scheduler_options import check_scheduler_options, scheduler_options
 from theory.defaults import RAD_N
 from theory.errors import FieldError
 from theory.io import claim_output_dir
@@ -76,7 +75,7 @@ def add_parser(sub) -> None:
 
 def _options(value, schedulers) -> tuple:
     """``["rad.n=2000"]`` -> ``(("rad", (("n", 2000),)),)``; RAD's ``n`` is ``auto`` unless given
-    (:func:`llmq.options.scheduler_options`)."""
+    (:func:`llmq.scheduler_options.scheduler_options`)."""
     per = {s: {k: v[0] for k, v in opts.items()} for s, opts in scheduler_options(value, schedulers).items()}
     out = {"rad": {"n": RAD_N}}
     for sched, opts in per.items():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llmq.options import add, add_common, command, one, resolve, scheduler_options, single
+from llmq.options import add, add_common, command, one, resolve, single
 from llmq.output import check_output_file, print_json
 from theory.errors import FieldError, require_positive_int
 
@@ -91,7 +91,8 @@ def _requests(values) -> int:
 def _options(values) -> dict:
     """The scheduler's ``--option`` values as ``{name: value}``, each name one it takes and each value
     one it accepts (RAD's n may be ``auto``): checked before any work."""
-    from llmq.options import build_cost_model_from, check_scheduler_options
+    from llmq.options import build_cost_model_from
+    from llmq.scheduler_options import check_scheduler_options, scheduler_options
     from stability.sim.classes import parse_classes
 
     sched = values["scheduler"]
