@@ -13,7 +13,8 @@ Every option can come from the command line or from ``--config scenario.toml``, 
 keys are the option names with underscores (``gpu = "a100"``, ``gpus_r = 2``). The command line
 wins over the file, and the file over the built-in defaults; a key the command does not offer is
 an error naming the nearest one (:func:`resolve`). Old spellings (``plan --gpus``) are errors
-naming the new one (:func:`renamed`), never reinterpreted.
+naming the new one (:func:`renamed`), never reinterpreted. Scheduler options (``--option
+SCHED.NAME=VALUE``) are read and checked by :mod:`llmq.scheduler_options`.
 """
 
 from __future__ import annotations
