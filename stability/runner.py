@@ -110,6 +110,9 @@ TASK_KINDS = {
 }
 
 
+RESULT_FIELDS = ("elapsed_s",)  # in every result run_task returns: a cache entry without them is malformed
+
+
 def run_task(task: dict) -> dict:
     """Run one task by its ``kind`` (see ``TASK_KINDS``) and return its result dict, timed."""
     from importlib import import_module
@@ -147,7 +150,9 @@ class Cache:
     def __init__(self, directory: str | Path):
         self.dir = Path(directory)
 
-    def get(self, key: str) -> dict | None:
+    def get(self, key: str, required: tuple[str, ...] = ()) -> dict | None:
+        """The result cached under ``key``, or None; an entry whose result lacks a ``required`` field
+        is malformed (a miss, with a warning)."""
         path = self.dir / f"{key}.json"
         try:
             text = path.read_text(encoding="utf-8")
@@ -161,6 +166,9 @@ class Cache:
             return self._bad(path, f"not valid JSON ({exc})")
         if not isinstance(entry, dict) or not isinstance(entry.get("result"), dict):
             return self._bad(path, 'not of the shape {"task": ..., "result": {...}}')
+        missing = [k for k in required if k not in entry["result"]]
+        if missing:
+            return self._bad(path, f"a result without {', '.join(missing)}")
         return entry["result"]
 
     @staticmethod
@@ -379,7 +387,7 @@ class Runner:
         results: list = [None] * len(tasks)
         todo = []
         for k, key in enumerate(keys):
-            hit = self.cache.get(key)
+            hit = self.cache.get(key, RESULT_FIELDS)
             if hit is not None:
                 results[k] = hit
                 self.cached += 1
@@ -432,7 +440,7 @@ class Runner:
                 if key in tags:
                     tags[key][1].append(tag)
                     continue
-                hit = self.cache.get(key)
+                hit = self.cache.get(key, RESULT_FIELDS)
                 if hit is not None:
                     self.cached += 1
                     if self.bar is not None:

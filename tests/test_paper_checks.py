@@ -472,7 +472,7 @@ def test_mutation_cores():
 
 
 def test_check_cli_exit_codes_and_expect(capsys, tmp_path):
-    args = ["check", "--fast", "--quiet", "--out", str(tmp_path), "--only", "def1.mask",
+    args = ["check", "--quick", "--quiet", "--out", str(tmp_path), "--only", "def1.mask",
             "--only", "lemma1.case_split"]
     good = tmp_path / "good.json"
     good.write_text(json.dumps({"def1.mask": "PASS", "lemma1.case_split": "ERRATUM"}))
@@ -493,13 +493,13 @@ def test_a_crashing_check_exits_1_and_is_reported(monkeypatch, capsys, tmp_path)
         raise RuntimeError("planted crash")
 
     monkeypatch.setitem(_REGISTRY, "test.crash", Check("test.crash", "nowhere", ("Eq. 2",), "c", "m", boom))
-    assert main(["check", "--fast", "--quiet", "--out", str(tmp_path), "--only", "test.crash"]) == 1
+    assert main(["check", "--quick", "--quiet", "--out", str(tmp_path), "--only", "test.crash"]) == 1
     assert "planted crash" in (tmp_path / "paper_checks.md").read_text()
     assert "crashed: test.crash" in capsys.readouterr().err
 
 
 def test_a_fail_verdict_is_not_a_crash(tmp_path):
-    assert main(["check", "--fast", "--quiet", "--out", str(tmp_path), "--only", "lemma3.completes_n"]) == 0
+    assert main(["check", "--quick", "--quiet", "--out", str(tmp_path), "--only", "lemma3.completes_n"]) == 0
 
 
 def test_unknown_id_is_an_llmq_error():
@@ -562,7 +562,7 @@ def test_check_json_is_strict_and_files_are_readable(capsys, tmp_path):
     from paper_checks.common import jsonable
 
     assert jsonable({"a": float("nan"), "b": [np.float64("inf"), 1.5]}) == {"a": None, "b": [None, 1.5]}
-    assert main(["check", "--fast", "--json", "--out", str(tmp_path), "--only", "def1.mask",
+    assert main(["check", "--quick", "--json", "--out", str(tmp_path), "--only", "def1.mask",
                  "--only", "thm2.repaired_drift", "--record", str(tmp_path / "v.json")]) == 0
 
     def no_nan(name):

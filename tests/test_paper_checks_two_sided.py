@@ -1,7 +1,7 @@
 """Every check can return both verdicts: a flipped premise, a corrected statement or a mutated input
 turns each recorded verdict into the other one.
 
-For each check the recorded verdict (``paper_checks/verdicts.json``, which ``llmq check --fast
+For each check the recorded verdict (``paper_checks/verdicts.json``, which ``llmq check --quick
 --expect`` reproduces in CI) is one outcome; ``FLIPS[id]`` runs the same check on a changed input
 and must give the other: PASS where the record is FAIL or ERRATUM, FAIL or ERRATUM where it is
 PASS. A check that could only ever return one verdict would have no entry and fail

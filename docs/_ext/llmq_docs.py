@@ -163,7 +163,7 @@ def paper_map_rst(pm) -> str:
         out.append("")
     if not any(e.finding for e in pm.checks.values()):
         out += [".. note::", "", "   No ``llmq check`` report was found at build time, so the findings "
-                "are not shown; ``llmq check --fast --out out/ci`` writes one.", ""]
+                "are not shown; ``llmq check --quick --out out/ci`` writes one.", ""]
     return "\n".join(out) + "\n"
 
 
