@@ -48,7 +48,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "slai --quick": ("slai --quick --out {out}", "llmq.commands.slai"),
     "validate --quick": ("validate --quick --out {out}", "llmq.commands.validate"),
     "validate": ("validate --out {out}", "llmq.commands.validate"),
-    "check --fast": ("check --fast --out {out}", "llmq.commands.check"),
+    "check --quick": ("check --quick --out {out}", "llmq.commands.check"),
     "check": ("check --out {out}", "llmq.commands.check"),
 }
 

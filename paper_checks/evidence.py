@@ -32,7 +32,7 @@ declared level must agree with (``tests/test_paper_checks.py`` inspects every ch
 
 A check's claim ``domain`` is what its claim quantifies over, in the paper's words; its result's
 coverage is what was checked. Only ``proof``, ``exhaustive`` (over the whole domain, not shrunk by
-``--fast``) and ``reading`` cover the claim's whole domain; every other check covers part of it,
+``--quick``) and ``reading`` cover the claim's whole domain; every other check covers part of it,
 and the report says so beside its verdict (:func:`covers_whole_domain`).
 """
 
@@ -236,6 +236,6 @@ def describe(m: Method) -> dict:
 
 def covers_whole_domain(level: str, shrunk: bool) -> bool:
     """Whether a check of evidence ``level`` covered its claim's whole domain: a proof, a reading,
-    and an exhaustive enumeration that ``--fast`` did not shrink (``shrunk``) do; samples and
+    and an exhaustive enumeration that ``--quick`` did not shrink (``shrunk``) do; samples and
     statistical tests never do."""
     return level in ("proof", "reading") or (level == "exhaustive" and not shrunk)

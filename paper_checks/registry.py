@@ -104,7 +104,7 @@ class Result:
     evidence : dict
         Further numbers (JSON-serialisable).
     shrunk : bool
-        True when ``--fast`` enumerated less than the claim's whole finite domain (an exhaustive
+        True when ``--quick`` enumerated less than the claim's whole finite domain (an exhaustive
         check run on a subset says so).
     """
 
@@ -184,7 +184,7 @@ class Check:
         ------
         FieldError
             If a statistical check's evidence does not name its test, error rate and power, a
-            check that is not exhaustive says ``--fast`` shrank its domain, or a NOT_CHECKABLE
+            check that is not exhaustive says ``--quick`` shrank its domain, or a NOT_CHECKABLE
             verdict comes from a check with a level of evidence.
         """
         if result.verdict is Verdict.NOT_CHECKABLE:

@@ -41,7 +41,7 @@ class Outcome:
     def scope(self) -> str:
         """``"whole"`` when the verdict rests on the claim's whole domain, ``"part"`` when on part
         of it (a PASS, or an ERRATUM's correction, checked on part: samples, statistical tests, an
-        enumeration ``--fast`` shrank), ``""`` when it rests on no domain (a FAIL's counterexample
+        enumeration ``--quick`` shrank), ``""`` when it rests on no domain (a FAIL's counterexample
         refutes the claim wherever it was found; NOT_CHECKABLE; a crash)."""
         if self.result is None or self.verdict in ("FAIL", "NOT_CHECKABLE"):
             return ""

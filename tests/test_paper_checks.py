@@ -667,7 +667,7 @@ def test_statistical_evidence_names_its_error_rate():
     assert check.validate(Result(Verdict.PASS, "holds", coverage="x", evidence=full))
     with pytest.raises(FieldError, match="alpha"):
         check.validate(Result(Verdict.PASS, "holds", coverage="x", evidence={"test": "t", "power": 0.9}))
-    with pytest.raises(FieldError, match="shrunk"):  # only an exhaustive domain is shrunk by --fast
+    with pytest.raises(FieldError, match="shrunk"):  # only an exhaustive domain is shrunk by --quick
         check.validate(Result(Verdict.PASS, "holds", coverage="x", evidence=full, shrunk=True))
 
 
