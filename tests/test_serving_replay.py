@@ -38,10 +38,12 @@ def small_run(tmp_path: Path, name: str = RTX4090, keep: int = 60) -> Path:
 def test_engine_arguments_become_the_scheduler_options():
     meta = json.loads((shipped_runs()[RTX4090] / "meta.json").read_text())
     kw, kv = meta["engine_kwargs"], meta["kv_cache"]
+    common = {"max_num_seqs": kw["max_num_seqs"], "gpu_memory_utilization": kv["gpu_memory_utilization"],
+              "block_size": kv["block_size"], "max_model_len": kw["max_model_len"]}
     assert dict(engine_options(load_run(RTX4090))) == {
-        "chunk_size": kw["max_num_batched_tokens"], "max_num_seqs": kw["max_num_seqs"],
-        "gpu_memory_utilization": kv["gpu_memory_utilization"], "block_size": kv["block_size"],
-        "max_model_len": kw["max_model_len"]}
+        "max_num_batched_tokens": kw["max_num_batched_tokens"], **common}
+    assert dict(engine_options(load_run(RTX4090), "sarathi")) == {
+        "chunk_size": kw["max_num_batched_tokens"], **common}
 
 
 def test_vllm_defaults_stand_in_for_arguments_a_run_leaves_out():
@@ -81,9 +83,10 @@ def test_the_replay_is_the_naive_reference_on_the_measured_requests(small):
     # the replay's input is the measured queue times and lengths, nothing of the measured output
     assert np.allclose(rq["arrival"], run.requests.arrival - run.requests.arrival[0])
     assert np.array_equal(rq["L_D"], run.requests.output_tokens - 1)
-    mem = ref.Blocks(prm.kv.blocks, prm.kv.block_size, prm.kv.watermark_blocks, "sarathi")
-    sim = ref.sarathi(rep.result.cost_model, rq["arrival"], rq["L_P"].astype(int), rq["L_D"].astype(int),
-                      prm.chunk_size, prm.max_num_seqs, "fcfs", prm.max_model_len, mem)
+    mem = ref.Blocks(prm.kv.blocks, prm.kv.block_size, 0, "vllm")
+    sim = ref.vllm_v1(rep.result.cost_model, rq["arrival"], rq["L_P"].astype(int), rq["L_D"].astype(int),
+                      prm.max_num_batched_tokens, prm.max_num_seqs, prm.long_prefill_token_threshold,
+                      prm.max_model_len, mem)
     first = np.array([r.first for r in sim.reqs])
     finish = np.array([r.finish for r in sim.reqs])
     assert np.allclose(rep.predicted["ttft"], first - rq["arrival"], rtol=0, atol=1e-9)
@@ -123,3 +126,35 @@ def test_scores_and_report_files(small, tmp_path):
     assert tuple(rows[0]) == CSV_COLUMNS and len(rows) == 12
     assert set(json.loads((tmp_path / "serving.columns.json").read_text())["columns"]) == set(CSV_COLUMNS)
     assert any(p.suffix == ".png" for p in paths)
+
+
+def run_cli(argv, capsys):
+    from llmq.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    return code, capsys.readouterr()
+
+
+def test_validate_serving_writes_strict_json(tmp_path, capsys):
+    code, out = run_cli(["validate", "--serving", "--runs", "llmservingsim_rtxpro6000_llama-3.1-8b", "--json",
+                         "--out", str(tmp_path / "o")], capsys)
+    assert code == 0
+    doc = json.loads(out.out)
+    assert doc["scheduler"] == "vllm_v1" and [r["run"] for r in doc["runs"]] == [
+        "llmservingsim_rtxpro6000_llama-3.1-8b"]
+    assert (tmp_path / "o" / "serving.csv").is_file()
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["validate", "--serving", "--runs", "bogus"], "--runs"),
+    (["validate", "--runs", RTX4090], "--runs"),
+    (["validate", "--scheduler", "sarathi"], "--scheduler"),
+    (["validate", "--serving", "--quick"], "--quick"),
+    (["validate", "--serving", "--scheduler", "rad"], "--scheduler"),
+])
+def test_validate_serving_refuses_bad_options(argv, field, capsys, tmp_path):
+    code, out = run_cli([*argv, "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and field in out.err and "Traceback" not in out.err

@@ -9,6 +9,11 @@ the roofline bound of their shape), ``validate_attention.csv`` (each with its da
 and the staircase figures
 ``OUT/validate_<gpu>_<model>.png`` (:mod:`theory.validation.report`). The computation is
 :func:`theory.validation.validate.validate`.
+
+``--serving`` replays the shipped measured serving runs end to end instead
+(:mod:`stability.serving`): measured against predicted TTFT, TPOT and latency per run, beside the
+source's own simulator; writes ``OUT/serving.md``, ``serving.csv`` (with its data dictionary),
+``serving.json`` and ``serving_<run>.png``.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from llmq.options import add, add_common, command, parse_gpus, parse_names, resolve
+from llmq.options import add, add_common, command, one, parse_gpus, parse_names, resolve
 from llmq.output import out_dir, print_json
 
 HELP = ("predicted vs measured for every shipped profile (vidur and LLMServingSim GeMMs, all-reduce, "
@@ -40,6 +45,11 @@ def add_parser(sub) -> None:
     add(p, "--every", 4, "hold out every k-th distinct token count, k >= 2 (default 4)", type=int)
     add(p, "--max-train", 8000, "at most this many evenly spaced training rows per calibration, >= 10 "
                                 "(default 8000)", type=int)
+    add(p, "--serving", False, "replay the shipped measured serving runs (vLLM) end to end instead of "
+                               "scoring the profiles", action="store_true")
+    add(p, "--scheduler", "vllm_v1", "with --serving: the policy the runs are replayed on, vllm_v1 "
+                                     "(default) or sarathi")
+    add(p, "--runs", None, "with --serving: run name(s), comma-separated (default: every shipped run)")
     p.set_defaults(run=run)
 
 
@@ -80,6 +90,45 @@ def _profile_names(value) -> dict[str, str]:
     return {Path(n).name.split(".")[0] if n not in shipped_profiles() else n: n for n in names}
 
 
+def _serving_options(values: dict) -> tuple[str, tuple[str, ...] | None]:
+    """``--scheduler`` and ``--runs`` of ``--serving``, checked before any replay; the profile
+    options are refused with it (they would be silently ignored)."""
+    from stability.serving.replay import SCHEDULERS
+    from theory.errors import FieldError, UnknownNameError
+    from theory.validation.serving_runs import shipped_runs
+
+    for name in ("quick", "profile", "gpu_file", "model_file"):
+        if values[name] not in (None, False):
+            raise FieldError(f"--{name.replace('_', '-')}", values[name], "not given with --serving "
+                             "(the runs fix their GPU, model and engine)")
+    scheduler = one("--scheduler", values["scheduler"], "scheduler", "validate --serving")
+    if scheduler not in SCHEDULERS:
+        raise UnknownNameError("--scheduler", scheduler, list(SCHEDULERS))
+    runs = None
+    if values["runs"]:
+        runs = tuple(parse_names("--runs", values["runs"]))
+        for r in runs:
+            if r not in shipped_runs():
+                raise UnknownNameError("--runs", r, list(shipped_runs()))
+    return scheduler, runs
+
+
+def run_serving(values: dict) -> int:
+    """``llmq validate --serving``: every shipped run (or ``--runs``) replayed and scored."""
+    from stability.serving.report import console_lines, to_json, write_outputs
+    from stability.serving.score import score_runs
+
+    scheduler, runs = _serving_options(values)
+    out = out_dir(values["out"])
+    scores = score_runs(scheduler, runs)
+    files = write_outputs(scores, scheduler, out)
+    if values["json"]:
+        print_json(to_json(scores, scheduler))
+    else:
+        print("\n".join([*console_lines(scores, scheduler), "wrote " + ", ".join(str(f) for f in files)]))
+    return 0
+
+
 def run(args) -> int:
     """Run ``llmq validate`` on the parsed ``args``; the exit code."""
     from dataclasses import asdict
@@ -90,6 +139,13 @@ def run(args) -> int:
     from theory.validation.validate import validate
 
     values = resolve(args)
+    if values["serving"]:
+        return run_serving(values)
+    for name in ("runs", "scheduler"):
+        if name in values.given:
+            from theory.errors import FieldError
+
+            raise FieldError(f"--{name}", values[name], "given only with --serving")
     _check_numbers(values)
     out = out_dir(values["out"])
     settings = _settings(values)
