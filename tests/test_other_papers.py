@@ -36,3 +36,57 @@ def test_registered_ldp_checks_run_and_a_wrong_capacity_is_caught():
     assert op.judge_work_conserving(1.05 * closed, bound, work).verdict is Verdict.FAIL
     assert op.judge_unstable_below(closed, other).verdict is Verdict.PASS
     assert op.judge_unstable_below(0.5 * closed, other).verdict is Verdict.FAIL
+
+
+# --- Nie, Si, Zhou (2026): the KV-memory threshold ------------------------------------------------
+
+
+def _g_by_iterations(s: int, o: int, chunk: int) -> int:
+    """KV tokens held, summed iteration by iteration: prompt chunk j holds the tokens prefilled so
+    far, decode k holds s + k."""
+    held, done = 0, 0
+    while done < s:
+        done = min(done + chunk, s)
+        held += done
+    return held + sum(s + k for k in range(1, o + 1))
+
+
+@pytest.mark.parametrize("s, o, chunk", [(16, 1024, 4096), (1000, 7, 256), (512, 1, 512), (513, 3, 512)])
+def test_nsz_g_is_the_iteration_sum(s, o, chunk):
+    from paper_checks import other_papers_kv as kv
+
+    assert int(kv.g_kv(s, o, chunk)) == _g_by_iterations(s, o, chunk)
+
+
+def test_nsz_threshold_closed_form():
+    from paper_checks import other_papers_kv as kv
+
+    w = get_workload("deterministic:16,1024")
+    mu, delta = kv.nsz_threshold(65536, 0.005, w, 4096)
+    assert mu == pytest.approx(65536 / (0.005 * _g_by_iterations(16, 1024, 4096)))
+    assert delta == pytest.approx(1040 / 65536)
+
+
+def test_nsz_check_passes_and_a_misstated_threshold_fails():
+    from paper_checks import other_papers_kv as kv
+
+    r = kv.nsz_runs(True)
+    args = (r["delta"], r["measured"], r["case"])
+    assert r["case"]["saturated"]
+    assert kv.judge_threshold(r["mu"], *args).verdict is Verdict.PASS
+    for factor in (0.8, 0.9, 1.1, 1.2):  # mu misstated by 10% and 20% either way
+        assert kv.judge_threshold(factor * r["mu"], *args).verdict is Verdict.FAIL
+    # g without KV growth during decode (s tokens held per decode): mu far too high
+    w = get_workload("deterministic:16,1024")
+    g_flat = 16 + 1024 * 16
+    assert kv.judge_threshold(65536 / (r["b_bar"] * g_flat), *args).verdict is Verdict.FAIL
+    assert w.expect(kv.g_kv(w.L_P, w.L_D, 4096)) > g_flat
+
+
+def test_nsz_judge_both_sides():
+    from paper_checks import other_papers_kv as kv
+
+    case = {"workload": "w", "M tokens": 1, "replicates": 3, "requests": 10}
+    assert kv.judge_threshold(10.0, 0.02, (9.9, 9.85, 9.95), case).verdict is Verdict.PASS
+    assert kv.judge_threshold(10.0, 0.02, (10.5, 10.45, 10.55), case).verdict is Verdict.FAIL  # above mu
+    assert kv.judge_threshold(10.0, 0.02, (9.5, 9.45, 9.55), case).verdict is Verdict.FAIL  # below mu(1-d)
