@@ -90,3 +90,63 @@ def test_nsz_judge_both_sides():
     assert kv.judge_threshold(10.0, 0.02, (9.9, 9.85, 9.95), case).verdict is Verdict.PASS
     assert kv.judge_threshold(10.0, 0.02, (10.5, 10.45, 10.55), case).verdict is Verdict.FAIL  # above mu
     assert kv.judge_threshold(10.0, 0.02, (9.5, 9.45, 9.55), case).verdict is Verdict.FAIL  # below mu(1-d)
+
+
+# --- Zhang et al. (2026): the exclusive- versus mixed-batching crossover ---------------------------
+
+
+def test_published_crossover_is_the_root_of_their_quadratic():
+    from paper_checks import other_papers_batching as b
+
+    for fit in b.PUBLISHED_FITS.values():
+        r = b.published_crossover(fit["beta_d"], fit["abc"])
+        a, bb, c = fit["abc"]
+        assert 0 < r < 1
+        assert a + bb * r + c * r * r == pytest.approx(fit["beta_d"], rel=1e-12)
+    assert b.published_crossover(1.0, (2.0, 1.0, 1.0)) == 0.0  # mixed dearer even at r = 0
+    assert b.published_crossover(10.0, (1.0, 1.0, 1.0)) == 1.0  # never dearer on [0, 1]
+
+
+def test_crossover_is_the_first_share_above():
+    from paper_checks import other_papers_batching as b
+
+    assert b.crossover(0.5, lambda r: r) == pytest.approx(0.51)
+    assert b.crossover(0.5, lambda r: 1 - r) == 0.0
+    assert b.crossover(2.0, lambda r: r) == 1.0
+
+
+def test_mixed_slope_at_share_zero_is_the_prefill_only_slope():
+    """Independent route: explicit prefill-only batches of 512-token chunks, slope by hand."""
+    import numpy as np
+
+    from paper_checks import other_papers_batching as b
+    from theory.builder import CostSpec, cost_model
+    from theory.cost import Batch, T_batch
+
+    cm = cost_model(CostSpec(gpu="h200", model=b.MODEL, mode="real"))
+    n = np.array(b.STEP_TOKENS, dtype=float)
+    t = np.array([T_batch(cm, Batch.of(prefill=[(1, 512)] * (m // 512) if m >= 512 else [(1, m)]))
+                  for m in b.STEP_TOKENS])
+    slope = ((n - n.mean()) * (t - t.mean())).sum() / ((n - n.mean()) ** 2).sum()
+    assert b.mixed_slope(cm, 0.0) == pytest.approx(slope, rel=1e-9)
+
+
+def test_crossover_check_fails_on_rtxpro6000_and_the_interference_term_decides():
+    from dataclasses import replace
+
+    from paper_checks import other_papers_batching as b
+
+    found = b.llmq_crossovers()
+    assert abs(found["h200"]["r_star"] - b.CLAIMED["h200"]) <= b.TOL
+    assert abs(found["rtxpro6000"]["r_star"] - b.CLAIMED["rtxpro6000"]) > b.TOL
+    ev = b.crossover_evidence(True)
+    assert b.judge_crossover(found, b.CLAIMED, ev).verdict is Verdict.FAIL
+    # the judge passes llmq's own shares and fails them moved by more than the tolerance
+    own = {g: v["r_star"] for g, v in found.items()}
+    assert b.judge_crossover(found, own, ev).verdict is Verdict.PASS
+    assert b.judge_crossover(found, {g: r + 1.5 * b.TOL for g, r in own.items()}, ev).verdict is Verdict.FAIL
+    # without the mixed-decode term the RTX PRO 6000's crossover moves far up; with twice it, to ~20%
+    none = b.llmq_crossovers(transform=lambda cm: replace(cm, mixed_decode_eta=0.0))
+    assert none["rtxpro6000"]["r_star"] > found["rtxpro6000"]["r_star"] + 0.3
+    twice = b.llmq_crossovers(transform=lambda cm: replace(cm, mixed_decode_eta=2 * cm.mixed_decode_eta))
+    assert b.judge_crossover(twice, b.CLAIMED, ev).verdict is Verdict.PASS
