@@ -150,3 +150,13 @@ def test_crossover_check_fails_on_rtxpro6000_and_the_interference_term_decides()
     assert none["rtxpro6000"]["r_star"] > found["rtxpro6000"]["r_star"] + 0.3
     twice = b.llmq_crossovers(transform=lambda cm: replace(cm, mixed_decode_eta=2 * cm.mixed_decode_eta))
     assert b.judge_crossover(twice, b.CLAIMED, ev).verdict is Verdict.PASS
+
+
+def test_nsz_spread_lengths_instance_passes_and_a_misstated_threshold_fails():
+    from paper_checks import other_papers_kv as kv
+
+    r = kv.nsz_runs(True, workload=kv.WORKLOADS[1])
+    args = (r["delta"], r["measured"], r["case"])
+    assert kv.judge_threshold(r["mu"], *args).verdict is Verdict.PASS
+    for factor in (0.9, 1.1):
+        assert kv.judge_threshold(factor * r["mu"], *args).verdict is Verdict.FAIL
