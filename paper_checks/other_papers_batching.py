@@ -119,16 +119,23 @@ def llmq_crossovers(context: int = CONTEXT, model: str = MODEL, transform=None) 
 
 def judge_crossover(found: dict, claimed: dict, evidence: dict) -> Result:
     """PASS if llmq's crossover ``found[gpu]["r_star"]`` is within :data:`TOL` of ``claimed[gpu]``
-    on every GPU; else FAIL, naming the GPUs where it is not."""
+    on every GPU; else FAIL, naming the GPUs where it is not, with where the two sides differ:
+    llmq's decode slope against their fitted ``beta_d`` and llmq's mixed-decode term."""
     off = {g: (found[g]["r_star"], share) for g, share in claimed.items()
            if abs(found[g]["r_star"] - share) > TOL}
     case = {"claimed decode share": claimed, "llmq": found, "tolerance": TOL, **evidence}
     text = ", ".join(f"{g}: llmq r* = {found[g]['r_star']:.2f} vs {claimed[g]:.2f}" for g in claimed)
     if off:
+        published = evidence["published beta_d s/token"]
+        where = "; ".join(
+            f"{g}: llmq's decode slope is {found[g]['beta_d'] / published[g]:.3f} x their beta_d, so the "
+            f"difference is the mixed step (llmq: Eq. 7's step-time slope with mixed_decode_eta = "
+            f"{found[g]['mixed_decode_eta']:.3g}; theirs: a quadratic in r through end-to-end seconds "
+            "per token)" for g in off if g in published)
         return Result(Verdict.FAIL, f"crossover not reproduced on {', '.join(off)} ({text}); their own "
                                     "published fits give " + ", ".join(
-                                        f"{g} {r:.2f}" for g, r in evidence["published fits r*"].items()),
-                      counterexample=case)
+                                        f"{g} {r:.2f}" for g, r in evidence["published fits r*"].items())
+                      + (f"; {where}" if where else ""), counterexample=case)
     return Result(Verdict.PASS, f"crossover within {TOL} of the published share ({text})",
                   coverage=f"h200 and rtxpro6000 presets, {MODEL} real mode, decodes at position {CONTEXT}, "
                            "decode share on a 0.01 grid", evidence=case)
