@@ -339,6 +339,28 @@ def replay_common_tile():
     assert all(eq2(t_star, 128 * k) <= eq2(t, 128 * k) * (1 + 1e-12) for t in gpu.tiles for k in (1, 2, 32))
 
 
+def replay_eb_mb_crossover():
+    # Eq. 7 by hand on the RTX PRO 6000 preset (llama-3.1-8b, real mode, decodes at position 768): at
+    # a decode share of 30% a mixed step's least-squares slope over 256..4096 tokens (the rest prefill
+    # in 512-token chunks) is still below a decode-only step's over 16..1024 decodes, so the share at
+    # which mixing costs more per token is above 0.3, not about 0.2
+    cm = cost_model(CostSpec(gpu="rtxpro6000", model="llama-3.1-8b", mode="real"))
+
+    def slope(xs, ts):
+        x, t = np.asarray(xs, float), np.asarray(ts, float)
+        return ((x - x.mean()) * (t - t.mean())).sum() / ((x - x.mean()) ** 2).sum()
+
+    counts = (16, 32, 64, 128, 256, 384, 512, 768, 1024)
+    beta_d = slope(counts, [T_batch(cm, Batch.of(decode=[768] * k)) for k in counts])
+    sizes = (256, 512, 1024, 2048, 4096)
+    mixed = []
+    for m in sizes:
+        d = round(0.3 * m)
+        chunks = [(1, min(512, m - d - j)) for j in range(0, m - d, 512)]
+        mixed.append(T_batch(cm, Batch.of(prefill=chunks, decode=[768] * d)))
+    assert slope(sizes, mixed) < beta_d
+
+
 REPLAYS = {
     "eq5.missing_1_over_s": replay_eq5,
     "def2.stop_index": replay_def2,
@@ -372,6 +394,7 @@ REPLAYS = {
     "beyond.thm1_overhead": replay_thm1_overhead,
     "beyond.thm2_rad_overhead": replay_thm2_rad_overhead,
     "sec321.common_tile": replay_common_tile,
+    "other.eb_mb_crossover": replay_eb_mb_crossover,
 }
 
 

@@ -22,6 +22,8 @@ import paper_checks.algorithms as algorithms
 import paper_checks.appendix_b as appendix_b
 import paper_checks.appendix_c as appendix_c
 import paper_checks.nodes_and_defaults as nodes
+import paper_checks.other_papers_batching as other_papers_batching
+import paper_checks.other_papers_kv as other_papers_kv
 import paper_checks.section3_model as section3
 import paper_checks.section4_theorems as section4
 import paper_checks.section5_claims as section5
@@ -607,6 +609,21 @@ def flip_other_ldp_unstable_below(mp):
     return other_papers.judge_unstable_below(10.0, {"vllm": (10.2, 10.1, 10.3)})  # a policy reaching capacity
 
 
+def flip_other_nsz_kv_threshold(mp):
+    g = other_papers_kv.g_kv
+    mp.setattr(other_papers_kv, "g_kv", lambda s, o, chunk: 1.1 * g(s, o, chunk))  # E[g] 10% high
+    return run("other.nsz_kv_threshold")
+
+
+def flip_other_eb_mb_crossover(mp):
+    def twice_the_interference(cm):  # the mixed-decode term doubled (the H200 preset has none)
+        return replace(cm, mixed_decode_eta=2 * cm.mixed_decode_eta)
+
+    b = other_papers_batching
+    return b.judge_crossover(b.llmq_crossovers(transform=twice_the_interference), b.CLAIMED,
+                             b.crossover_evidence(True))
+
+
 # --- proofs ---------------------------------------------------------------------------------------
 
 
@@ -722,6 +739,8 @@ FLIPS = {
     "beyond.thm2_rad_overhead": flip_beyond_thm2_rad_overhead,
     "other.ldp_work_conserving": flip_other_ldp_work_conserving,
     "other.ldp_unstable_below": flip_other_ldp_unstable_below,
+    "other.nsz_kv_threshold": flip_other_nsz_kv_threshold,
+    "other.eb_mb_crossover": flip_other_eb_mb_crossover,
     "appB.relaxed_bound_proof": flip_relaxed_bound_proof,
     "assumption2.all_d_col": flip_assumption2_all_d_col,
     "thm2.repaired_drift": flip_repaired_drift,
