@@ -21,7 +21,7 @@ head size; four layers fewer, smaller vocabulary). The check PASSes when ``r*`` 
 :data:`TOL` of the published share on both GPUs.
 
 Their published fits are evaluated the same way (``beta_MB(r*) = beta_d``) and reported beside
-llmq's, with (without ``--fast``) the crossover at other decode positions (sensitivity), so a
+llmq's, with (without ``--quick``) the crossover at other decode positions (sensitivity), so a
 reader sees which side a disagreement comes from.
 
 References

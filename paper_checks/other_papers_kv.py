@@ -35,7 +35,7 @@ it admits while a block is free and preempts by recompute to keep decoding) is r
 (:func:`stability.attain.saturated_runs`) on two workloads (:data:`WORKLOADS`); its saturated
 throughput must not exceed ``mu`` (beyond the tolerance) and must reach ``mu (1 - delta)`` (within
 it). Tolerance: max(:data:`RTOL`, the 95% interval's half-width). It cannot see an error of ``mu``
-below that tolerance (a few percent in ``--fast``).
+below that tolerance (a few percent in ``--quick``).
 
 References
 ----------
@@ -146,7 +146,7 @@ def nsz_runs(fast: bool, kv_tokens: int | None = None, workload: str = WORKLOADS
                  "batching policy",
           evaluates=(Points("two memory-bound instances: staircase law with constant batch time, "
                             "M = 65536 tokens, deterministic s = 16, o = 1024 and uniform s in 256..1024, "
-                            "o in 128..512; 3 seeded replicates each (4 without --fast)"),),
+                            "o in 128..512; 3 seeded replicates each (4 without --quick)"),),
           section="other",
           location="Other papers: Nie, Si, Zhou (ICML 2026, arXiv:2605.04595), the KV-memory stability "
                    "threshold",
