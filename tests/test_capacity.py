@@ -421,17 +421,18 @@ def test_prefill_tables_are_reused_only_for_equal_laws():
     """min_prefill_attention keeps its table per (law digest, L_max, largest chunk): an equal law
     built again reuses it, another law does not, and a reused table equals a fresh computation."""
     from theory import capacity
+    from theory.capacity import pieces as capacity_pieces
 
-    capacity._PREFILL_TABLES.clear()
+    capacity_pieces._PREFILL_TABLES.clear()
     law = capacity.law_from_cost_model(cost_model(CostSpec("a100")))
     f1 = capacity.min_prefill_attention(law, 600)
     again = capacity.law_from_cost_model(cost_model(CostSpec("a100")))
-    assert again.content_key == law.content_key and len(capacity._PREFILL_TABLES) == 1
+    assert again.content_key == law.content_key and len(capacity_pieces._PREFILL_TABLES) == 1
     f1[5] = -1.0  # the caller's copy: the kept table is not changed through it
     f2 = capacity.min_prefill_attention(again, 600)
     fresh = capacity.min_prefill_attention(replace(law, content_key=None), 600)
-    assert np.array_equal(f2, fresh) and f2[5] > 0 and len(capacity._PREFILL_TABLES) == 1
+    assert np.array_equal(f2, fresh) and f2[5] > 0 and len(capacity_pieces._PREFILL_TABLES) == 1
     other = capacity.law_from_cost_model(cost_model(CostSpec("a100", mode="real")))
     assert other.content_key != law.content_key
     f3 = capacity.min_prefill_attention(other, 600)
-    assert len(capacity._PREFILL_TABLES) == 2 and not np.array_equal(f3, fresh)
+    assert len(capacity_pieces._PREFILL_TABLES) == 2 and not np.array_equal(f3, fresh)

@@ -532,8 +532,8 @@ def test_tp_split_agrees_with_the_profiles_statement_of_vidur(model):
 def test_memory_floor_closes_the_small_batch_gap_on_measured_gemms():
     """vidur's A100 GeMMs (TP 1, every model, 1-64 tokens) are weight-streaming bound: Eq. 2 alone
     is about half the measured time, the per-GeMM floor is within 15% of it (median)."""
+    from theory.linear_terms import LinearTerms
     from theory.profiles import gemm_shape, load_profile
-    from theory.terms import LinearTerms
 
     gpu = get_gpu("a100")
     rows = load_profile("vidur_gemm").where(gpu="a100", tp=1)
