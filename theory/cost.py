@@ -36,10 +36,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from theory import added_time
 from theory.cost_model import CostModel, build_cost_model
 from theory.errors import FieldError
-from theory.measured import interpolate_by_shape
-from theory.terms import ceil_div
+from theory.linear_terms import LinearTerms
+from theory.measured import MeasuredLinear, interpolate_by_shape
+from theory.terms import LinearLaw, ceil_div
+from theory.tp_split import allreduce_time, shard_memory
 
 
 def T_GeMM(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
@@ -371,7 +374,8 @@ def T_batch(cm: CostModel, batch: Batch) -> float:
     """Batch execution time T_B, Eq. 7 (plus the profile's fixed time per batch, ``overhead_s`` and
     ``N attention_call_s``, 0 by default, and with ``lm_head`` the vocab projection of one row per
     decode and per prefill chunk). With ``mixed_decode_eta`` the decodes of a batch that holds a
-    prefill chunk take :func:`T_D_SA_mixed`.
+    prefill chunk take :func:`T_D_SA_mixed`. The added-time terms add their per-batch time through
+    :attr:`CostModel.fixed_s` and their per-decode time per decode (:mod:`theory.added_time`).
 
     References
     ----------
@@ -388,6 +392,8 @@ def T_batch(cm: CostModel, batch: Batch) -> float:
         t += float(T_P_SA(cm, batch.prefill_i, batch.prefill_c).sum())
     if cm.lm_out_s:
         t += cm.lm_out_s * (batch.decode_i.size + batch.prefill_i.size)
+    if cm.added and batch.decode_i.size:
+        t += float(added_time.decode_s(cm, batch.decode_i).sum())
     return t
 
 
@@ -481,7 +487,27 @@ def chunked_prefill_time(cm: CostModel, L_P, chunk: int) -> np.ndarray:
     return out
 
 
+
+# Where Eq. 2-7 take each cost term of theory.cost_terms (an added-time term is priced through the
+# slots of theory.added_time, where its formula is registered, and is not listed here).
+NUMERIC_TERMS: dict[str, tuple] = {
+    "memory_floor": (T_GeMM_terms, LinearTerms.per_tile, LinearTerms.per_token_limit),
+    "waves": (T_GeMM_terms, T_GeMM_waves, LinearTerms.per_tile),
+    "attention_waves": (T_P_SA, T_GeMM_waves),
+    "l2_bandwidth_gbs": (T_GeMM_terms, T_GeMM_l2, LinearTerms.per_tile, LinearTerms.per_token_limit),
+    "overhead_s": (CostModel.base_fixed_s, T_batch, chunked_prefill_time, one_token_batch_rest),
+    "gemm_overhead_s": (T_GeMM_terms, build_cost_model, T_Lin),
+    "attention_call_s": (CostModel.base_fixed_s,),
+    "mixed_decode_eta": (T_D_SA_mixed, T_D_SA_least, T_batch, decode_prefix),
+    "linear_law": (LinearLaw.time, T_Lin, linear_per_token, linear_single),
+    "gemm_profile": (T_GeMM_terms, MeasuredLinear.time, T_Lin, linear_per_token, linear_single),
+    "tp": (build_cost_model, allreduce_time, shard_memory),
+    "attention": (T_D_SA, T_P_SA),
+    "lm_head": (build_cost_model, T_batch, one_token_batch_rest, chunked_prefill_time),
+}
+
 __all__ = [
+    "NUMERIC_TERMS",
     "T_D_SA",
     "T_P_SA",
     "Batch",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from theory import added_time
 from theory.errors import FieldError, TileDivisibilityError
 from theory.hardware import GPU, Tile
 from theory.linear_terms import LinearTerms
@@ -57,6 +58,9 @@ class CostModel:
     mixed_decode_eta : float
         Factor of Eq. 5 at the query heads' width ``d_pre`` for a decode in a batch with a prefill
         chunk (``mixed_decode_eta``, :mod:`theory.terms`; 0: Eq. 5 for every decode).
+    added : tuple of (str, float)
+        The added-time terms switched on, GPU side then model side, with their values
+        (:mod:`theory.cost_terms`; their time is :mod:`theory.added_time`'s).
     gemms : tuple of GemmShape
         The linear GeMMs of a batch (one GPU's shards with TP; without the vocab projection
         when ``lm_head`` prices it per row).
@@ -98,20 +102,27 @@ class CostModel:
     attention_waves: bool = False
     attention_call_s: float = 0.0
     mixed_decode_eta: float = 0.0
+    added: tuple[tuple[str, float], ...] = ()
 
     @property
     def plain(self) -> bool:
         """Whether every term beyond Eq. 2 is off (the model is Eq. 2-7 plus ``overhead_s``)."""
         return (self.lin is None and self.attention and not self.waves and not self.attention_waves
                 and self.lm_out_s == 0.0 and self.attention_call_s == 0.0
-                and self.mixed_decode_eta == 0.0)
+                and self.mixed_decode_eta == 0.0 and not self.added)
+
+    @property
+    def base_fixed_s(self) -> float:
+        """The fixed time of every non-empty batch before the added-time terms: ``overhead_s``
+        plus, with attention priced, ``N attention_call_s`` (every decode and prefill chunk attends,
+        so every non-empty batch calls attention once per layer)."""
+        return self.overhead_s + (self.N * self.attention_call_s if self.attention else 0.0)
 
     @property
     def fixed_s(self) -> float:
-        """The fixed time of every non-empty batch: ``overhead_s`` plus, with attention priced,
-        ``N attention_call_s`` (every decode and prefill chunk attends, so every non-empty batch
-        calls attention once per layer)."""
-        return self.overhead_s + (self.N * self.attention_call_s if self.attention else 0.0)
+        """The fixed time of every non-empty batch: :attr:`base_fixed_s` plus the per-batch time of
+        the added-time terms (:func:`theory.added_time.batch_s`)."""
+        return self.base_fixed_s + added_time.batch_s(self) if self.added else self.base_fixed_s
 
     @property
     def t_star(self) -> Tile:
@@ -202,7 +213,8 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
         mu_gemv=np.array(gpu.mu_gemv, dtype=float), mu_nLin=float(mu_nLin),
         overhead_s=gpu.overhead_s, gemms=gemms, lin=lin, lm_out_s=lm_out,
         attention=mt.attention, waves=gt.waves, attention_waves=gt.attention_waves,
-        attention_call_s=gt.attention_call_s, mixed_decode_eta=gt.mixed_decode_eta)
+        attention_call_s=gt.attention_call_s, mixed_decode_eta=gt.mixed_decode_eta,
+        added=gt.added + mt.added)
 
 
 def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_col, t_red, all_gemms) -> LinearTerms:

@@ -9,6 +9,10 @@ all-reduce law where one was measured; the other presets keep their roofline rat
 that need no fitted number, as the ``[real_mode.<tileset>]`` tables of ``theory/data/gpus.toml``
 state them (read by :func:`theory.hardware.real_mode_terms`).
 
+The terms are declared once, with their units, defaults, paper-mode values and sources, in the
+table :data:`theory.cost_terms.TERMS`; this module says what each changes and reads them, and the
+records' defaults are the table's.
+
 Where each switch lives
 -----------------------
 *GPU side* (``[gpus.<key>]`` of a ``--gpu-file``; a property of the hardware a replica runs on)::
@@ -300,14 +304,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from theory.config import read_bool
+from theory.cost_terms import TERMS, read_added
 from theory.errors import FieldError
 from theory.tp_split import allreduce_count, allreduce_time, check_tp, fit_allreduce_law, shard_memory
 
-GPU_TERM_FIELDS = frozenset({"memory_floor", "waves", "attention_waves", "l2_bandwidth_gbs",
-                             "gemm_overhead_s", "attention_call_s", "mixed_decode_eta", "tp",
-                             "allreduce_latency_s", "allreduce_bandwidth_gbs", "linear_law", "gemm_profile",
-                             "gemm_profile_gpu"})
-MODEL_TERM_FIELDS = frozenset({"attention", "lm_head"})
 LAW_KINDS = ("staircase",)
 LM_HEAD = "W_out"  # name of the vocab projection in Model.linear_gemms
 
@@ -385,22 +385,27 @@ class GpuTerms:
         a matching shape (:mod:`theory.measured`; ``None``: the tile model alone).
     gemm_profile_gpu : str or None
         The ``gpu`` rows of ``gemm_profile`` to use.
+    added : tuple of (str, float)
+        The added-time terms switched on (:mod:`theory.cost_terms`), with their values.
+
+    The defaults of the terms are those of the table (:data:`theory.cost_terms.TERMS`).
     """
 
-    memory_floor: bool = False
-    waves: bool = False
-    attention_waves: bool = False
-    l2_bandwidth: float | None = None
-    gemm_overhead_s: float = 0.0
-    attention_call_s: float = 0.0
-    mixed_decode_eta: float = 0.0
-    tp: int = 1
+    memory_floor: bool = TERMS["memory_floor"].default
+    waves: bool = TERMS["waves"].default
+    attention_waves: bool = TERMS["attention_waves"].default
+    l2_bandwidth: float | None = TERMS["l2_bandwidth_gbs"].default
+    gemm_overhead_s: float = TERMS["gemm_overhead_s"].default
+    attention_call_s: float = TERMS["attention_call_s"].default
+    mixed_decode_eta: float = TERMS["mixed_decode_eta"].default
+    tp: int = TERMS["tp"].default
     allreduce_latency_s: float = 0.0
     allreduce_bandwidth: float | None = None
-    linear_law: LinearLaw | None = None
+    linear_law: LinearLaw | None = TERMS["linear_law"].default
     bytes_per_element: int = 2
-    gemm_profile: str | None = None
+    gemm_profile: str | None = TERMS["gemm_profile"].default
     gemm_profile_gpu: str | None = None
+    added: tuple[tuple[str, float], ...] = ()
 
     @property
     def linear_plain(self) -> bool:
@@ -413,20 +418,22 @@ class GpuTerms:
     def plain(self) -> bool:
         """Whether every GPU-side term is off (Eq. 2-6 as printed)."""
         return (self.linear_plain and not self.attention_waves and not self.attention_call_s
-                and not self.mixed_decode_eta)
+                and not self.mixed_decode_eta and not self.added)
 
 
 @dataclass(frozen=True)
 class ModelTerms:
-    """The model-side switches: ``attention`` (default on) and ``lm_head`` (default off)."""
+    """The model-side switches: ``attention`` (default on) and ``lm_head`` (default off), and the
+    model-side added-time terms switched on (``added``, :mod:`theory.cost_terms`)."""
 
-    attention: bool = True
-    lm_head: bool = False
+    attention: bool = TERMS["attention"].default
+    lm_head: bool = TERMS["lm_head"].default
+    added: tuple[tuple[str, float], ...] = ()
 
     @property
     def plain(self) -> bool:
         """Whether the model is priced as Eq. 4-7 print it."""
-        return self.attention and not self.lm_head
+        return self.attention and not self.lm_head and not self.added
 
 
 def _nonneg(table: dict, key: str, where: str, default: float) -> float:
@@ -496,15 +503,17 @@ def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTe
     law = _law_from(table["linear_law"], f"{where}.linear_law") if "linear_law" in table else None
     l2 = _positive(table, "l2_bandwidth_gbs", where) * 1e9 if "l2_bandwidth_gbs" in table else None
     profile, profile_gpu = _profile_fields(table, where, where.rpartition(".")[2])
-    terms = GpuTerms(memory_floor=read_bool(table, "memory_floor", where, False),
-                     waves=read_bool(table, "waves", where, False),
-                     attention_waves=read_bool(table, "attention_waves", where, False), l2_bandwidth=l2,
-                     gemm_overhead_s=_nonneg(table, "gemm_overhead_s", where, 0.0),
-                     attention_call_s=_nonneg(table, "attention_call_s", where, 0.0),
-                     mixed_decode_eta=_nonneg(table, "mixed_decode_eta", where, 0.0), tp=tp,
-                     allreduce_latency_s=_nonneg(table, "allreduce_latency_s", where, 0.0),
+    terms = GpuTerms(memory_floor=read_bool(table, "memory_floor", where, GpuTerms.memory_floor),
+                     waves=read_bool(table, "waves", where, GpuTerms.waves),
+                     attention_waves=read_bool(table, "attention_waves", where, GpuTerms.attention_waves),
+                     l2_bandwidth=l2,
+                     gemm_overhead_s=_nonneg(table, "gemm_overhead_s", where, GpuTerms.gemm_overhead_s),
+                     attention_call_s=_nonneg(table, "attention_call_s", where, GpuTerms.attention_call_s),
+                     mixed_decode_eta=_nonneg(table, "mixed_decode_eta", where, GpuTerms.mixed_decode_eta),
+                     tp=tp, allreduce_latency_s=_nonneg(table, "allreduce_latency_s", where, 0.0),
                      allreduce_bandwidth=bw, linear_law=law, bytes_per_element=int(bytes_per_element),
-                     gemm_profile=profile, gemm_profile_gpu=profile_gpu)
+                     gemm_profile=profile, gemm_profile_gpu=profile_gpu,
+                     added=read_added(table, where, "gpu"))
     if law is not None:
         for field, on in (("memory_floor", terms.memory_floor), ("waves", terms.waves),
                           ("gemm_overhead_s", terms.gemm_overhead_s > 0), ("tp", tp > 1),
@@ -517,10 +526,11 @@ def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTe
 
 def model_terms_from(table: dict, where: str) -> ModelTerms:
     """Read the model-side term fields of a ``[models.<key>]`` table (absent fields: Eq. 4-7)."""
-    return ModelTerms(attention=read_bool(table, "attention", where, True),
-                      lm_head=read_bool(table, "lm_head", where, False))
+    return ModelTerms(attention=read_bool(table, "attention", where, ModelTerms.attention),
+                      lm_head=read_bool(table, "lm_head", where, ModelTerms.lm_head),
+                      added=read_added(table, where, "model"))
 
 
-__all__ = ["GPU_TERM_FIELDS", "LAW_KINDS", "LM_HEAD", "MODEL_TERM_FIELDS", "GpuTerms", "LinearLaw",
+__all__ = ["LAW_KINDS", "LM_HEAD", "GpuTerms", "LinearLaw",
            "ModelTerms", "allreduce_count", "allreduce_time", "ceil_div", "check_tp", "fit_allreduce_law",
            "gpu_terms_from", "model_terms_from", "shard_memory"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from theory import added_time
 from theory.cost import T_P_SA, Batch, CostModel, T_batch, T_D_SA_least, linear_per_token, linear_table
 from theory.errors import FieldError, require_positive, require_positive_int
 
@@ -86,7 +87,8 @@ def law_from_cost_model(cm: CostModel, overhead_s: float | None = None) -> Batch
     decode and per chunk is part of ``A_D`` and ``A_P``. With ``mixed_decode_eta`` a decode costs
     more or less beside a prefill chunk than alone (:mod:`theory.terms`), so ``A_D`` is the smaller
     of the two per position (:func:`theory.cost.T_D_SA_least`): part (a) of the proof still holds,
-    and ``batch_time`` is the exact Eq. 7 of the batch.
+    and ``batch_time`` is the exact Eq. 7 of the batch. The added-time terms
+    (:mod:`theory.added_time`) ride on ``c_fix`` (per batch) and on ``A_D`` (per decode).
 
     References
     ----------
@@ -108,11 +110,16 @@ def law_from_cost_model(cm: CostModel, overhead_s: float | None = None) -> Batch
     else:
         tail_slope = linear_per_token(cm) + 1.0 / cm.mu_nLin
     row = cm.lm_out_s  # lm_head: one vocab-projection row per decode and per prefill chunk
+    decode = (lambda i: cm.N * T_D_SA_least(cm, i) + row) if row else (lambda i: cm.N * T_D_SA_least(cm, i))
+    if cm.added and added_time.adds_per_decode(cm):
+        attention = decode
+
+        def decode(i):
+            return attention(i) + added_time.decode_s(cm, i)
+
     return BatchLaw(
         name=f"{cm.describe()}, c_fix = {cm_fixed.fixed_s:.4g} s", token_time=token_time,
-        fixed_s=cm_fixed.fixed_s, tail_slope=tail_slope,
-        decode_attention=((lambda i: cm.N * T_D_SA_least(cm, i) + row) if row
-                          else (lambda i: cm.N * T_D_SA_least(cm, i))),
+        fixed_s=cm_fixed.fixed_s, tail_slope=tail_slope, decode_attention=decode,
         prefill_attention=(lambda i, c: T_P_SA(cm, i, c) + row) if row else (lambda i, c: T_P_SA(cm, i, c)),
         split_period=None if (cm.attention_waves or row) else int(np.lcm.reduce(cm.t_col)),
         batch_time=batch_time,
