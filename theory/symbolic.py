@@ -88,25 +88,50 @@ def decode_attention_time(i, d, t_row, t_col, mu, s, printed: bool = False):
     return tiles / mu if printed else tiles / (s * mu)
 
 
-def prefill_attention_time(i, c, d, N, t_row, t_col, t_red, mu, s):
+@dataclass(frozen=True)
+class Printed:
+    """The quantities of Eq. 4-7 with one common tile ``t``, as the paper prints them (numbers or
+    sympy symbols).
+
+    Attributes
+    ----------
+    N, d, s
+        Layers, attention width, SMs.
+    t_row, t_col, t_red
+        The tile.
+    mu, mu_lin, mu_nLin
+        ``mu(t)`` (Eq. 2), ``mu_Lin(t)`` (Eq. 4) and the non-linear rate (Section 3.2.3).
+    """
+
+    N: object
+    d: object
+    s: object
+    t_row: object
+    t_col: object
+    t_red: object
+    mu: object
+    mu_lin: object
+    mu_nLin: object
+
+
+def prefill_attention_time(i, c, p: Printed):
     """Eq. 6 over all N layers: N/(s mu) (ceiling((i+c-1)/t_row) ceiling(c/t_col) d/t_red
     + d/t_row ceiling(c/t_col) ceiling((i+c-1)/t_red))."""
     e = i + c - 1
-    return N / (s * mu) * (ceiling(e / t_row) * ceiling(c / t_col) * d / t_red
-                           + d / t_row * ceiling(c / t_col) * ceiling(e / t_red))
+    return p.N / (p.s * p.mu) * (ceiling(e / p.t_row) * ceiling(c / p.t_col) * p.d / p.t_red
+                                 + p.d / p.t_row * ceiling(c / p.t_col) * ceiling(e / p.t_red))
 
 
-def batch_time(prefill, decode, *, N, d, mu_lin, mu_nLin, t_row, t_col, t_red, mu, s, t_dsa):
+def batch_time(prefill, decode, p: Printed, t_dsa):
     """Eq. 7 with one common GeMM tile, exactly as printed.
 
     ``prefill`` is a sequence of ``(i_j, c_j)``, ``decode`` of positions ``i_j``, and ``t_dsa`` a
     function ``i -> T^{D,SA}(i)``.
     """
     tau = sp.Add(*[c for _, c in prefill]) + len(decode)
-    out = linear_time(tau, mu_lin, t_col) + tau / mu_nLin
-    out += N * sp.Add(*[t_dsa(i) for i in decode])
-    out += sp.Add(*[prefill_attention_time(i, c, d, N, t_row, t_col, t_red, mu, s)
-                    for i, c in prefill])
+    out = linear_time(tau, p.mu_lin, p.t_col) + tau / p.mu_nLin
+    out += p.N * sp.Add(*[t_dsa(i) for i in decode])
+    out += sp.Add(*[prefill_attention_time(i, c, p) for i, c in prefill])
     return out
 
 
@@ -161,6 +186,13 @@ class SymbolicCostModel:
     def added_decode(self, i):
         """The added-time terms' time of one decode at position ``i`` (0 without them)."""
         return sp.Add(*[f.per_decode(self, v, i) for f, v in self.added if f.per_decode is not None])
+
+    def printed(self, k: int = 0) -> Printed:
+        """The model as Eq. 4-7 print it with tile index ``k`` common to every GeMM (prefill
+        attention width ``d_pre``)."""
+        t_row, t_col, t_red, mu = self.tiles[k]
+        return Printed(N=self.N, d=self.d_pre, s=self.s, t_row=t_row, t_col=t_col, t_red=t_red, mu=mu,
+                       mu_lin=self.mu_Lin(k), mu_nLin=self.mu_nLin)
 
     def mu_Lin(self, k: int = 0):
         t_row, _, t_red, mu = self.tiles[k]
@@ -334,12 +366,11 @@ E_total, E_PP, E_DSA = sp.symbols("E_total E_PP E_DSA", positive=True)
 T_bar, T_mx, eps, lam, r, n = sp.symbols("T_bar T_max epsilon lambda r n", positive=True)
 
 
-def T_bar_R_expr(mu_lin_star, t_col, mu_nLin, N, d, s, mu_star, t_row, t_red,
-                 E_total=E_total, E_PP=E_PP, E_DSA=E_DSA):
-    """Theorem 1's T_bar^R with E_total = E[L^P + L^D], E_PP = E[L^P (L^P + t*_lcm)] and
-    E_DSA = E[sum_{i=1}^{L^D} T^{D,SA}(L^P + i)]."""
-    return (E_total / (mu_lin_star * t_col) + E_total / mu_nLin + N * E_DSA
-            + N * d / (s * mu_star * t_row * t_col * t_red) * E_PP)
+def T_bar_R_expr(p: Printed, E_total=E_total, E_PP=E_PP, E_DSA=E_DSA):
+    """Theorem 1's T_bar^R at the tile ``t* = (p.t_row, p.t_col, p.t_red)`` with E_total =
+    E[L^P + L^D], E_PP = E[L^P (L^P + t*_lcm)] and E_DSA = E[sum_{i=1}^{L^D} T^{D,SA}(L^P + i)]."""
+    return (E_total / (p.mu_lin * p.t_col) + E_total / p.mu_nLin + p.N * E_DSA
+            + p.N * p.d / (p.s * p.mu * p.t_row * p.t_col * p.t_red) * E_PP)
 
 
 def T_bar_R_exact(scm: SymbolicCostModel, w: Workload) -> sp.Rational:

@@ -137,6 +137,7 @@ from __future__ import annotations
 from theory.capacity.bound import CapacityBound, capacity_bound, kv_capacity_tokens, kv_token_seconds
 from theory.capacity.check import (
     BoundCheck,
+    Schedules,
     check_bound_against,
     lockstep_throughput,
     rad_overhead_rate_bound,
@@ -150,7 +151,7 @@ from theory.capacity.pieces import (
     min_prefill_attention,
 )
 
-__all__ = ["DEFAULT_HORIZON", "BatchLaw", "BoundCheck", "CapacityBound", "LinearFixedCost",
+__all__ = ["DEFAULT_HORIZON", "BatchLaw", "BoundCheck", "CapacityBound", "LinearFixedCost", "Schedules",
            "capacity_bound", "check_bound_against", "decode_attention_sums", "kv_capacity_tokens",
            "kv_token_seconds", "law_from_cost_model", "linear_fixed_cost", "lockstep_throughput",
            "min_prefill_attention", "rad_overhead_rate_bound", "staircase_law"]

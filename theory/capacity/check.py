@@ -74,14 +74,23 @@ class BoundCheck:
     witness: dict
 
 
+@dataclass(frozen=True)
+class Schedules:
+    """The lock-step schedules a claimed capacity is judged against (:func:`lockstep_throughput`
+    for every ``group x chunk``), and the relative tolerance of the verdict."""
+
+    groups: tuple[int, ...] = (1, 16, 128, 256)
+    chunks: tuple[int, ...] = (64, 128, 256, 512)
+    rtol: float = 1e-9
+
+
 def check_bound_against(claimed: float, law: BatchLaw | CostModel, w: Workload, r: int = 1, *,
                         b_max: int | None = None, max_decodes: int | None = None,
-                        overhead_s: float | None = None, groups=(1, 16, 128, 256),
-                        chunks=(64, 128, 256, 512), rtol: float = 1e-9) -> BoundCheck:
+                        overhead_s: float | None = None, schedules: Schedules = Schedules()) -> BoundCheck:
     """Judge a claimed capacity (req/s) against explicit schedules and the certified bound.
 
     A claimed capacity is refuted from below if a feasible lock-step schedule
-    (:func:`lockstep_throughput` over ``groups x chunks``) sustains more (then it is not an upper
+    (:func:`lockstep_throughput` over ``schedules``) sustains more (then it is not an upper
     bound on throughput: e.g. the printed lam* of Theorem 1 where the chunking lemma fails), and
     from above if it exceeds :func:`theory.capacity.capacity_bound` (no scheduler reaches it: e.g.
     lam* ignoring a per-batch fixed time under a token budget).
@@ -94,8 +103,9 @@ def check_bound_against(claimed: float, law: BatchLaw | CostModel, w: Workload, 
     law = as_law(law, overhead_s)
     cert = capacity_bound(law, w, r, b_max=b_max, max_decodes=max_decodes).bound
     best, wit = 0.0, {}
-    for g in groups:
-        for c in chunks:
+    rtol = schedules.rtol
+    for g in schedules.groups:
+        for c in schedules.chunks:
             x = lockstep_throughput(law, w, r, group=g, chunk=c, b_max=b_max, max_decodes=max_decodes)
             if x > best:
                 best, wit = x, {"group": g, "chunk": c}
