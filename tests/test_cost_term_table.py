@@ -12,7 +12,7 @@ import pytest
 import sympy as sp
 
 from stability.sim import kernels
-from stability.sim.gpu import run_gpu
+from stability.sim.gpu import RunOptions, run_gpu
 from stability.sim.metrics import optimal_work
 from stability.sim.registry import get_scheduler
 from stability.sim.structs import COST_BLOCKS, COST_FIELDS, COSTS
@@ -238,7 +238,7 @@ def test_toy_term_in_the_compiled_simulator(toy, scheduler):
         else:
             sim = ref.sarathi(on, arrival, L_P, L_D, 16, 8)
         for detail in (False, True):
-            run = run_gpu(on, sch, p, arrival, L_P, L_D, detail=detail)
+            run = run_gpu(on, sch, p, arrival, L_P, L_D, options=RunOptions(detail=detail))
             assert np.allclose(run.t_finish, [r.finish for r in sim.reqs], rtol=1e-9, atol=0)
         without = run_gpu(off, sch, sch.make_params(off, **knob[scheduler]), arrival, L_P, L_D)
         assert not np.allclose(without.t_finish, run.t_finish, rtol=1e-6)

@@ -34,6 +34,7 @@ Bari, Hegde, de Veciana (2025), Section 3.1 (the scheduler framework), Eq. 7, Al
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
@@ -87,17 +88,41 @@ def grow_log(st):
     st.need_grow = 0
 
 
-def new_state(arrival, L_P, L_D, cls=None, n_class: int = 1, detail: bool = False,
-              log: bool = False, log_rows: int = 1024, capacity: int | None = None,
-              t_start=None, t_first=None, tbt_slo=None, tbt_from: float = 0.0) -> State:
-    """A fresh state for requests arriving at ``arrival`` (sorted) with lengths ``L_P, L_D``.
+@dataclass(frozen=True)
+class Recording:
+    """What a GPU's state records of its run (:func:`new_state`).
 
-    ``cls`` gives each request's class (0 .. n_class - 1); ``tbt_slo`` (optional, one value per
-    class, seconds) is each class's TBT SLO: every gap above it is counted for its request
-    (:func:`export_violations`). Without it no gap counts as a violation. The per-class TBT record
-    (:func:`export_tbt`) and the violation counts take only the tokens emitted at or after
-    ``tbt_from`` (seconds; default 0: every token), so a warm-up can be left out of them; each
-    request's longest gap takes every token.
+    Attributes
+    ----------
+    n_class : int
+        Number of request classes (a request's class is 0 .. n_class - 1).
+    detail : bool
+        Detail mode: runs expanded batch by batch, every TBT gap recorded.
+    log : bool
+        Also keep the batch log (in detail mode only).
+    log_rows : int
+        Rows the batch log starts with (it grows).
+    tbt_slo : sequence of float or None
+        Each class's TBT SLO, seconds: every gap above it is counted for its request
+        (:func:`export_violations`); None: no gap counts as a violation.
+    tbt_from : float
+        The per-class TBT record (:func:`export_tbt`) and the violation counts take only the
+        tokens emitted at or after it (seconds; 0: every token), so a warm-up can be left out;
+        each request's longest gap takes every token.
+    """
+
+    n_class: int = 1
+    detail: bool = False
+    log: bool = False
+    log_rows: int = 1024
+    tbt_slo: tuple | np.ndarray | None = None
+    tbt_from: float = 0.0
+
+
+def new_state(arrival, L_P, L_D, cls=None, recording: Recording = Recording(), capacity: int | None = None,
+              t_start=None, t_first=None) -> State:
+    """A fresh state for requests arriving at ``arrival`` (sorted) with lengths ``L_P, L_D`` and
+    classes ``cls`` (default 0), recording what ``recording`` says.
 
     With ``capacity`` > len(arrival), room is left for requests routed to the GPU later with
     :func:`append_request` (join-shortest-queue routing). ``t_start`` and ``t_first`` (optional)
@@ -106,6 +131,7 @@ def new_state(arrival, L_P, L_D, cls=None, n_class: int = 1, detail: bool = Fals
     """
     m = len(arrival)
     cap = m if capacity is None else max(int(capacity), m)
+    n_class, tbt_slo, detail, log = recording.n_class, recording.tbt_slo, recording.detail, recording.log
 
     def padded(values, dtype, fill=0):
         out = np.full(cap, fill, dtype=dtype)
@@ -119,8 +145,9 @@ def new_state(arrival, L_P, L_D, cls=None, n_class: int = 1, detail: bool = Fals
         raise FieldError("tbt_slo", slo.tolist(), f"one TBT SLO per class ({n_class} classes)")
     return _new_state(padded(arrival, np.float64), padded(L_P, np.int64), padded(L_D, np.int64),
                       padded(cls, np.int64), padded(t_start, np.float64, np.nan),
-                      padded(t_first, np.float64, np.nan), m, slo.copy(), int(detail), float(tbt_from),
-                      int(log and detail), int(log_rows if log and detail else 0))
+                      padded(t_first, np.float64, np.nan), m, slo.copy(), int(detail),
+                      float(recording.tbt_from), int(log and detail),
+                      int(recording.log_rows if log and detail else 0))
 
 
 @njit(cache=True)
@@ -322,7 +349,7 @@ def end_cycle(st):
 
 # the primitives a scheduler's loop calls, wherever they are defined (stability.schedulers)
 __all__ = ["BIG", "COUNTERS", "DONE", "GROW", "KV_COUNTERS", "LONG_SET", "STOPPED", "TBT_BINS", "TBT_LO",
-           "TBT_PER_DECADE", "advance_decodes", "append_request", "begin_cycle", "count_batch",
+           "TBT_PER_DECADE", "Recording", "advance_decodes", "append_request", "begin_cycle", "count_batch",
            "decode_cum", "decode_run", "end_cycle", "export_counters", "export_cycles", "export_kv",
            "export_log", "export_requests", "export_tbt", "export_violations", "first_batch_reaching",
            "grow_log", "idle", "log_batch", "log_has_room", "log_item", "move_decode", "n_waiting",
