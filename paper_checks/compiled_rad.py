@@ -25,6 +25,7 @@ from paper_checks.evidence import Points
 from paper_checks.pseudocode import Req, rad
 from paper_checks.registry import Result, outcome, register
 from paper_checks.simulated import run_gpu, small_tile_cost_model
+from stability.sim.gpu import RunOptions
 from stability.sim.registry import get_scheduler
 from theory.cost import Batch, T_batch
 
@@ -83,7 +84,8 @@ def replay_core(seeds: list[int], params_of: Callable | None = None) -> Result:
     for seed in seeds:
         sc = scenario(seed, t.t_lcm)
         run = run_gpu(
-            cm, sch, params_of(cm, sc["n"]), sc["arrival"], sc["L_P"], sc["L_D"], detail=True, log=True
+            cm, sch, params_of(cm, sc["n"]), sc["arrival"], sc["L_P"], sc["L_D"],
+            options=RunOptions(detail=True, log=True),
         )
         skipping = run_gpu(cm, sch, params_of(cm, sc["n"]), sc["arrival"], sc["L_P"], sc["L_D"])
         got = engine_batches(run)

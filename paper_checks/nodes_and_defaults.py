@@ -30,6 +30,7 @@ import numpy as np
 from paper_checks.evidence import Points
 from paper_checks.registry import Result, Verdict, register
 from paper_checks.simulated import run_gpu, small_tile_cost_model
+from stability.sim.gpu import RunOptions
 from stability.sim.registry import get_scheduler
 from theory.builder import CostSpec, cost_model
 from theory.cost import Batch, T_batch
@@ -206,7 +207,7 @@ def _replay(name: str, gpu: str, requests: int) -> list[str]:
     arrival = np.zeros(requests)
     sch = get_scheduler(name)
     params = sch.make_params(cm, n=2 * t_col) if name in ("rad", "alg2") else sch.make_params(cm)
-    run = run_gpu(cm, sch, params, arrival, L_P, L_D, detail=True, log=True)
+    run = run_gpu(cm, sch, params, arrival, L_P, L_D, options=RunOptions(detail=True, log=True))
     items, batches = run.items, run.batches
     pre = items["c"] > 0
     bad = []
@@ -447,7 +448,8 @@ def alg4_sarathi_chunks(fast: bool) -> Result:
     spaced = np.arange(m) * 10.0  # each request alone on the GPU
     for name, opts in (("sarathi_paper", {"chunk_size": 256}), ("sarathi", {"chunk_size": 256})):
         sch = get_scheduler(name)
-        run = run_gpu(cm, sch, sch.make_params(cm, **opts), spaced, L_P, L_D, detail=True, log=True)
+        run = run_gpu(cm, sch, sch.make_params(cm, **opts), spaced, L_P, L_D,
+                      options=RunOptions(detail=True, log=True))
         items = run.items
         pre = items["c"] > 0
         counts = np.bincount(items["request"][pre], minlength=m)
@@ -458,8 +460,8 @@ def alg4_sarathi_chunks(fast: bool) -> Result:
     for name, opts in (("sarathi", {"chunk_size": 128, "max_num_seqs": 3}),
                        ("sarathi_paper", {"chunk_size": 128})):
         sch = get_scheduler(name)
-        run = run_gpu(cm, sch, sch.make_params(cm, **opts), np.zeros(burst_m), L_P, L_D, detail=True,
-                      log=True)
+        run = run_gpu(cm, sch, sch.make_params(cm, **opts), np.zeros(burst_m), L_P, L_D,
+                      options=RunOptions(detail=True, log=True))
         b = run.batches
         per_batch = b["decodes"] + b["prefills"]
         if name == "sarathi" and per_batch.max() != 3:

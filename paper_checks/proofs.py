@@ -375,16 +375,8 @@ def eq7_core(linear_blocks: Callable = printed_eq7_linear, shapes=((1, 0), (0, 1
         twin = symbolic.batch_time(
             chunks,
             list(pp),
-            N=N,
-            d=d,
-            mu_lin=mu_lin,
-            mu_nLin=mun,
-            t_row=tr,
-            t_col=tc,
-            t_red=tk,
-            mu=mu,
-            s=s,
-            t_dsa=dsa,
+            symbolic.Printed(N=N, d=d, s=s, t_row=tr, t_col=tc, t_red=tk, mu=mu, mu_lin=mu_lin, mu_nLin=mun),
+            dsa,
         )
         gap, twin_gap = sp.simplify(built - printed), sp.simplify(twin - built)
         if (gap != 0 or twin_gap != 0) and not bad:

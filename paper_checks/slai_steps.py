@@ -39,7 +39,7 @@ import numpy as np
 
 from paper_checks.evidence import Points
 from paper_checks.registry import Result, outcome, register
-from stability.sim.gpu import GpuRun, run_gpu
+from stability.sim.gpu import GpuRun, RunOptions, run_gpu
 from stability.sim.registry import get_scheduler
 from theory.builder import CostSpec, cost_model
 
@@ -80,8 +80,8 @@ def simulate(sc: Scenario) -> GpuRun:
     arrival = np.sort(rng.uniform(0.0, 0.3, size=sc.m))
     cls = rng.integers(0, len(sc.tbt), size=sc.m)
     sch = get_scheduler("slai")
-    return run_gpu(cm, sch, sch.make_params(cm, **sc.options()), arrival, L_P, L_D, cls=cls,
-                   n_class=len(sc.tbt), detail=True, log=True)
+    return run_gpu(cm, sch, sch.make_params(cm, **sc.options()), arrival, L_P, L_D, cls,
+                   RunOptions(n_class=len(sc.tbt), detail=True, log=True))
 
 
 def _waiting_key(order: str, cls: np.ndarray, L_P: np.ndarray):

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stability.sim.cluster import run_cluster
-from stability.sim.gpu import run_gpu
+from stability.sim.gpu import RunOptions, run_gpu
 from stability.sim.memory import REJECT_REASONS
 from stability.sim.registry import get_scheduler
 from tests.test_schedulers_vs_reference import drawn
@@ -86,7 +86,7 @@ def simulate_one(name, data):
                                  np.random.default_rng(0), True, True)
         rows = [np.flatnonzero(node == g) if run.rows is None else run.rows for g, run in enumerate(runs)]
         return L_P, L_D, opts, runs, rows, runs[1]
-    run = run_gpu(cm, sch, p, arrival, L_P, L_D, detail=True, log=True)
+    run = run_gpu(cm, sch, p, arrival, L_P, L_D, options=RunOptions(detail=True, log=True))
     return L_P, L_D, opts, [run], [np.arange(len(arrival))], run
 
 
@@ -225,7 +225,8 @@ def test_tiling_flag(gpu, name, data):
     sch = get_scheduler(name)
     opts = {"sarathi_paper": {"chunk_size": pick([100, 128, 256, 384, 512])},
             "sarathi": {"chunk_size": pick([100, 128, 256, 384, 512])}}.get(name, {})
-    run = run_gpu(cm, sch, sch.make_params(cm, **opts), arrival, L_P, L_D, detail=True, log=True)
+    run = run_gpu(cm, sch, sch.make_params(cm, **opts), arrival, L_P, L_D,
+                  options=RunOptions(detail=True, log=True))
     b, it = run.batches, run.items
     lin = unpadded(cm, cm.mu_Lin * cm.t_col)  # per-token rate of the shared linear tile (Eq. 4)
     att = unpadded(cm, cm.mu * cm.t_row * cm.t_col * cm.t_red)  # per-FLOP rate (Eq. 6)
