@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llmq.cli import main
-from stability.sim.gpu import run_gpu
+from stability.sim.gpu import RunOptions, run_gpu
 from stability.sim.memory import REJ_PROMPT_LIMIT
 from stability.sim.registry import get_scheduler
 from tests import reference_sim as ref
@@ -56,7 +56,7 @@ def run_both(cm, arrival, L_P, L_D, opts, kv, memory, detail):
     """The compiled policy and the reference on one scenario."""
     p = V1.make_params(cm, memory=memory, block_size=kv["block_size"], kv_blocks=kv["kv_blocks"],
                        **opts)
-    run = run_gpu(cm, V1, p, arrival, L_P, L_D, detail=detail, log=detail)
+    run = run_gpu(cm, V1, p, arrival, L_P, L_D, options=RunOptions(detail=detail, log=detail))
     mem = blocks_of({**kv, "watermark": 0.0}, "vllm") if memory else None
     sim = ref.vllm_v1(cm, arrival, L_P, L_D, opts["max_num_batched_tokens"], opts["max_num_seqs"],
                       opts["long_prefill_token_threshold"], opts["max_model_len"], mem)
@@ -125,7 +125,7 @@ def hand_run(opts, L_P, L_D, memory=False, kv_blocks=None, block_size=16):
     cm = toy_cost_model("toy4", "paper")
     arrival = np.zeros(len(L_P))
     p = V1.make_params(cm, memory=memory, kv_blocks=kv_blocks, block_size=block_size, **opts)
-    run = run_gpu(cm, V1, p, arrival, np.array(L_P), np.array(L_D), detail=True, log=True)
+    run = run_gpu(cm, V1, p, arrival, np.array(L_P), np.array(L_D), options=RunOptions(detail=True, log=True))
     return cm, run
 
 
