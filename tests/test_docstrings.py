@@ -151,7 +151,7 @@ ALLOWED: dict[str, dict[str, str]] = {
     "theory.defaults": {"within 5% of λ*": "what epsilon = 0.05 means (arithmetic)"},
     "theory.hardware.GPU.flop_rate": {"2 s mu(t)": "s is the SM count of Eq. 2, not seconds"},
     "theory.capacity": {"c_fix = 5 ms": "a parameter of the worked example"},
-    "theory.terms.shard_memory": {"under 0.01 % of the weights": "arithmetic on the architecture: a "
+    "theory.tp_split.shard_memory": {"under 0.01 % of the weights": "arithmetic on the architecture: a "
                                   "layer's norm weights are 2 d_x against its d_x^2-sized matrices"},
     "theory.validation.report.plot": {"jumps > 10%": SETTING},
     "stability.attain.attain_cell": {"max(1%, its half-width)": SETTING},

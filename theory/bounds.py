@@ -21,8 +21,9 @@ the drift of the cycle DTMC (Lemma 3), and Lemma 4 bounds every cycle's mean len
 ``r / lambda + n T^max``.
 
 Erratum (``llmq check``: ``eq13.tmax``): Eq. 13 prices each prompt token as a decode GeMV, less
-than the chunk of one token its own text describes (Eq. 6), so the described schedule takes 3-22%
-longer than the printed T^max on Table 1's lengths, and a request served alone by RAD can exceed
+than the chunk of one token its own text describes (Eq. 6), so the described schedule takes longer
+than the printed T^max on Table 1's lengths (``llmq bounds`` prints both), and a request served
+alone by RAD can exceed
 it (the H200, RTX 4090 and RTX PRO 6000 real-mode presets at (1, 1)). :func:`T_max_corrected`
 is the max of the two (:func:`T_max_described`); :class:`Bounds` reports Theorem 2's n, Eq. 25
 and Lemma 4 under both.

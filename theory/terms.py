@@ -91,9 +91,9 @@ The terms and what they change
     The same wave quantization for the two GeMMs of Eq. 6 (prefill attention). Off by default and
     in the calibrated presets: no packaged profile measures attention kernels alone, and on the
     packaged whole prefill batches (splitwise-sim, Llama-2-70B and BLOOM-176B at TP 2-8, prompts
-    of 128-8192 tokens) switching it on changes Eq. 7 by 0.4% (median; at most 2.2%), far below
-    the batches' residual (median 28%), so the data neither support nor refute it
-    (``tests/test_validate.py``). Served prefill attention is a fused
+    of 128-8192 tokens) switching it on changes Eq. 7 by far less than the batches' residual, so
+    the data neither support nor refute it (``tests/test_validate.py`` computes both). Served
+    prefill attention is a fused
     kernel (FlashAttention: Dao et al. 2022, arXiv:2205.14135) whose work is split over query
     blocks and heads, not Eq. 6's two GeMMs over one head, so their wave count is not Eq. 6's.
 ``overhead_s`` (GPU, float >= 0)
@@ -113,8 +113,9 @@ The terms and what they change
     engine launch a grid and, for split-KV decoding, a reduction, whose cost does not shrink with
     the work (FlashAttention: Dao et al. 2022, arXiv:2205.14135; Flash-Decoding: Dao, Haziza,
     Massa, Sizov 2023, "Flash-Decoding for long-context inference", PyTorch blog); LLMServingSim's
-    RTX 4090 profile measures 9.3 us for one decode over 16 cached tokens, where Eq. 5 predicts
-    0.16 us. It rides on the per-batch fixed time (:attr:`theory.cost.CostModel.fixed_s`, which
+    RTX 4090 profile measures a decode over a few cached tokens at many times what Eq. 5 predicts
+    (``llmq validate``'s attention section). It rides on the per-batch fixed time
+    (:attr:`theory.cost.CostModel.fixed_s`, which
     the simulator's tables charge per batch exactly as ``overhead_s``). Fitted for the RTX 4090 and
     the RTX PRO 6000 (:mod:`theory.validation.presets_fit`, :func:`theory.validation.attention.call_fit`) on
     the training batches of a prefill chunk alone and of decodes alone; no other GPU has
@@ -143,10 +144,10 @@ The terms and what they change
     split over the SMs. A batch of decodes alone, and a prefill chunk alone, keep Eq. 5-6. Fitted
     by :func:`theory.validation.attention.fit_mixed_eta` on the training batch shapes of the mixed
     batches (LLMServingSim's RTX 4090 and RTX PRO 6000 profiles, every 4th shape held out) and
-    shipped where it lowers the held-out error (:mod:`theory.validation.presets_fit`): 0.760 on the RTX 4090
-    (held-out mixed batches 47% / 73% -> 24% / 61%, median / p90) and 0.545 on the RTX PRO 6000
-    (50% / 72% -> 27% / 55%); one ``eta`` fits Llama-3.1-8B's 4 and Qwen3-32B's 8 query heads per
-    KV head (0.58 and 0.51 each), where a factor on Eq. 5 as served would need 2.3 and 4.1. In paper mode
+    shipped where it lowers the held-out error (:mod:`theory.validation.presets_fit`; the fitted
+    values are in ``theory/data/calibrated_gpus.toml``, the held-out errors before and after in
+    ``llmq validate``'s attention section); one ``eta`` fits both Llama-3.1-8B's 4 and Qwen3-32B's 8
+    query heads per KV head, where a factor on Eq. 5 as served would need one per model. In paper mode
     ``d_q = d_kv = d`` (one head of width ``d``), so the term is ``eta`` times Eq. 5. The
     simulator prices it through a second decode prefix table used by the batches that hold a
     chunk (:func:`theory.cost.decode_prefix` with ``law="mixed"``).
@@ -180,10 +181,8 @@ The terms and what they change
     tables are built once per cost model (``theory.cost.build_cost_model``) and reach the
     simulator through its linear table (:func:`theory.cost.linear_table`, extended past the last
     measured count), so simulation speed is unchanged. Continuity: at ``tau_max + 1`` a GeMM
-    jumps from its last measured time to the tile model; on the shipped calibrated presets the
-    tile model at ``tau_max`` differs from the measured time by a median of -0.9% (A100), +1.3%
-    (H100), -2.1% (A40), with 10th-90th percentiles -11% to +6%, -5% to +13%, -9% to +4% over the
-    GPU's shapes (extremes -23% and +23%), so ``L(tau)`` may step down or up there; both sides
+    jumps from its last measured time to the tile model, which may lie above or below it there,
+    so ``L(tau)`` may step down or up at ``tau_max + 1``; both sides
     are valid per-GeMM estimates, and the bounds below hold across the step. Needs
     ``mode = "real"`` (the profiles time the served layer's GeMMs). A user CSV is named by its
     path: the cached results of ``stability.runner`` key a GPU file by its content, which holds
@@ -216,8 +215,8 @@ The terms and what they change
     vocab-parallel embedding when ``lm_head = true``; each takes ``latency + 2 (tp-1)/tp bytes /
     bandwidth``, with ``bandwidth`` the NCCL bus bandwidth (nccl-tests ``doc/PERFORMANCE.md``:
     ``busbw = algbw 2 (n-1)/n``); :func:`fit_allreduce_law` fits the two fields to measured
-    times, and on the packaged vidur NCCL profiles (A100/H100 DGX, TP 2-8, >= 1 MiB) the law's
-    median relative error is under 10%. ``tp`` must divide ``n_heads`` and ``d_ff``, and divide or be a
+    times; ``tests/test_cost_terms.py`` scores the law on the packaged vidur NCCL profiles
+    (A100/H100 DGX, TP 2-8, >= 1 MiB). ``tp`` must divide ``n_heads`` and ``d_ff``, and divide or be a
     multiple of ``n_kv_heads``; the paper's layer has no output projection to split row-wise, so
     ``tp > 1`` needs ``mode = "real"``. Weights and KV cache are sharded over the group
     (:func:`shard_memory`): the KV bound's ``M`` and the simulator's KV blocks count the tokens

@@ -66,7 +66,7 @@ work per request exactly ``T_bar_W`` (a test times such a schedule batch by batc
 r / T_bar_W`` is ``r`` over the DP-minimal work per request: Theorem 1 with Eq. 12's
 ``L_P (L_P + t*_lcm)`` replaced by the exact chunking minimum. The paper's lam* is recovered where
 the chunking lemma holds (t*_row <= t*_col) and undercuts this bound where t*_row > t*_col (every
-preset: by 0.02-0.09 % on Table 1's law padded to t*_lcm, Mistral-7B, paper mode). With a fixed
+preset, by a small margin that ``llmq bounds`` prints). With a fixed
 cost and no caps, groups of G such requests pay ``c_fix`` per batch, ``c_fix (chunks + L_D) / G``
 per request, so the bound is approached as G grows (a supremum, not attained). With caps or a
 decode cap the packing may fail and the bound is an upper bound only.
@@ -112,10 +112,10 @@ RAD spends at least ``c_fix (E[ceil(L_P / t*_lcm)] + E[L_D] / t*_col)`` more per
 (:func:`rad_overhead_rate_bound`), and a lock-step schedule of large groups beats it: RAD is
 strictly suboptimal and Theorem 2's "stable for lam <= lam* (1 - eps)" fails for small eps.
 Computed example (checked in tests/test_capacity.py): A100, Mistral-7B, paper mode, c_fix = 5 ms,
-deterministic L_P = 512, L_D = 64, r = 1: lam* = 24.694 req/s, lam_C = 24.739 without caps and
-23.907 with b_max = 2048 (3.2 % below lam*); RAD sustains at most 18.896 (23.5 % below lam*, so
-Theorem 2 fails for every eps < 0.235), while lock-step groups of 256 requests (chunks of 128)
-sustain 23.952 and groups of 1024 sustain 24.537.
+deterministic L_P = 512, L_D = 64, r = 1: lam_C lies above lam* without caps and below it with
+b_max = 2048; RAD's bound lies well below lam* (so Theorem 2 fails for small eps), while lock-step
+groups of 256 and of 1024 requests (chunks of 128) come ever closer to lam_C (the test computes
+each figure).
 
 References
 ----------
