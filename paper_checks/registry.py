@@ -47,6 +47,7 @@ from enum import Enum
 
 from paper_checks.evidence import Method, level_of
 from paper_checks.items import PAPER_ITEMS
+from paper_checks.margins import BLIND_ABOVE
 from theory.errors import FieldError, UnknownNameError
 
 MODULES = ("section3_model", "appendix_b", "section4_theorems", "appendix_c", "algorithms",
@@ -106,6 +107,13 @@ class Result:
     shrunk : bool
         True when ``--quick`` enumerated less than the claim's whole finite domain (an exhaustive
         check run on a subset says so).
+    margin : float or None
+        For a PASS on a computed quantity: the smallest relative perturbation of that quantity
+        that flips the verdict (:mod:`paper_checks.margins`); None where the check computes no
+        quantity (a reading, a symbolic statement) or has not derived it.
+    blind_spot : str
+        For a margin above :data:`paper_checks.margins.BLIND_ABOVE`: what an error of the
+        quantity smaller than the margin does that the check cannot see.
     """
 
     verdict: Verdict
@@ -116,9 +124,17 @@ class Result:
     correction_check: str = ""
     evidence: dict = field(default_factory=dict)
     shrunk: bool = False
+    margin: float | None = None
+    blind_spot: str = ""
 
     def __post_init__(self):
         v = self.verdict
+        if self.margin is not None:
+            if v is not Verdict.PASS or not self.margin >= 0:
+                raise FieldError("Result.margin", self.margin, "a finite margin >= 0, on a PASS only")
+            if self.margin > BLIND_ABOVE and not self.blind_spot:
+                raise FieldError("Result.blind_spot", self.blind_spot,
+                                 f"what the check cannot see, for a margin above {BLIND_ABOVE:g}")
         if v is Verdict.PASS and not self.coverage:
             raise FieldError("Result.coverage", self.coverage, "a description of what a PASS covered")
         if v in (Verdict.FAIL, Verdict.ERRATUM) and not self.counterexample:
@@ -309,7 +325,8 @@ def judged(printed_holds: bool, corrected_holds: bool | None = None) -> Verdict:
 
 def outcome(printed_holds: bool, *, summary: str, coverage: str, counterexample: dict | None = None,
             corrected_holds: bool | None = None, correction: str = "", correction_check: str = "",
-            evidence: dict | None = None, shrunk: bool = False) -> Result:
+            evidence: dict | None = None, shrunk: bool = False, margin: float | None = None,
+            blind_spot: str = "") -> Result:
     """The one code path from a computed finding to a :class:`Result`, for either verdict.
 
     ``printed_holds`` decides PASS; otherwise ``corrected_holds`` decides ERRATUM (with
@@ -324,7 +341,8 @@ def outcome(printed_holds: bool, *, summary: str, coverage: str, counterexample:
     """
     verdict = judged(printed_holds, corrected_holds)
     if verdict is Verdict.PASS:
-        return Result(verdict, summary, coverage=coverage, evidence=evidence or {}, shrunk=shrunk)
+        return Result(verdict, summary, coverage=coverage, evidence=evidence or {}, shrunk=shrunk,
+                      margin=margin, blind_spot=blind_spot)
     if verdict is Verdict.FAIL:
         correction = correction_check = ""
     return Result(verdict, summary, coverage=coverage, counterexample=counterexample or {},

@@ -5,7 +5,9 @@ section (``paper``, ``beyond``, ``other``), its verdict and whether it rests on 
 domain or on part of it (``scope``), its evidence level (``proof``, ``exhaustive``,
 ``statistical``, ``sample``, ``reading``, ``none``), the domain its claim quantifies over, what it
 evaluates, and the evidence itself. The checks beyond the paper (the library's own extensions of
-its results) are counted and listed apart from the paper's.
+its results) are counted and listed apart from the paper's. A PASS on a computed quantity prints its
+margin (the least relative perturbation of the quantity that flips it, :mod:`paper_checks.margins`)
+and, above a factor of two, what the check cannot see.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from paper_checks.common import jsonable
 from paper_checks.evidence import describe
+from paper_checks.margins import BLIND_ABOVE, margin_text
 from paper_checks.registry import SECTIONS, Level
 from paper_checks.runner import CRASH, Outcome, beyond_index, item_index
 from theory.io import atomic_write_text
@@ -50,14 +53,27 @@ def level_counts(outcomes: list[Outcome]) -> dict[str, int]:
     return {str(v): c[v] for v in Level if c[v]}
 
 
+def margin_of(o: Outcome) -> float | None:
+    """The outcome's margin, or None (no result, no computed quantity, or not derived)."""
+    return o.result.margin if o.result is not None else None
+
+
+def margin_counts(outcomes: list[Outcome]) -> dict[str, int]:
+    """PASS checks, those with a margin, and those whose margin is above a factor of two."""
+    passed = [o for o in outcomes if o.verdict == "PASS"]
+    with_margin = [m for o in passed if (m := margin_of(o)) is not None]
+    return {"PASS": len(passed), "with a margin": len(with_margin),
+            "margin above x2": sum(m > BLIND_ABOVE for m in with_margin)}
+
+
 def _finding(o: Outcome) -> str:
     return o.result.summary if o.result else o.error.strip().splitlines()[-1]
 
 
 def summary_table(outcomes: list[Outcome], width: int = 120) -> str:
     """One line per check: id, verdict (``/part`` when it rests on part of the claim's domain), level,
-    seconds, finding (cut to ``width``); the beyond-the-paper checks under their own heading."""
-    lines = [f"{'check':<32} {'verdict':<18} {'level':<11} {'s':>6}  finding", "-" * width]
+    margin, seconds, finding (cut to ``width``); the beyond-the-paper checks under their own heading."""
+    lines = [f"{'check':<32} {'verdict':<18} {'level':<11} {'margin':>7} {'s':>6}  finding", "-" * width]
     for section in SECTIONS:
         group = [o for o in outcomes if o.check.section == section]
         if not group:
@@ -66,7 +82,8 @@ def summary_table(outcomes: list[Outcome], width: int = 120) -> str:
             lines.append(f"-- {SECTION_TITLES[section]}")
         for o in group:
             verdict = o.verdict + ("/part" if o.scope == "part" else "")
-            line = f"{o.check.id:<32} {verdict:<18} {o.check.level!s:<11} {o.seconds:>6.2f}  {_finding(o)}"
+            line = (f"{o.check.id:<32} {verdict:<18} {o.check.level!s:<11} {margin_text(margin_of(o)):>7} "
+                    f"{o.seconds:>6.2f}  {_finding(o)}")
             lines.append(line if len(line) <= width else line[: width - 3] + "...")
     lines.append("-" * width)
     for section, c in section_counts(outcomes).items():
@@ -74,6 +91,8 @@ def summary_table(outcomes: list[Outcome], width: int = 120) -> str:
     lines.append(f"({sum(o.seconds for o in outcomes):.1f} s; /part: the PASS, or the correction of the "
                  "ERRATUM, rests on part of the claim's domain)")
     lines.append("evidence: " + "  ".join(f"{k} {v}" for k, v in level_counts(outcomes).items()))
+    lines.append("margins: " + "  ".join(f"{k} {v}" for k, v in margin_counts(outcomes).items())
+                 + " (margin: the least relative change of the computed quantity that flips the PASS)")
     return "\n".join(lines)
 
 
@@ -94,13 +113,17 @@ def outcome_dict(o: Outcome) -> dict:
         value = getattr(r, key)
         if value:
             d[key] = jsonable(value)
+    if r.margin is not None:
+        d["margin"] = r.margin
+    if r.blind_spot:
+        d["blind_spot"] = r.blind_spot
     return d
 
 
 def to_json(outcomes: list[Outcome], fast: bool) -> dict:
     """The whole report as JSON-ready data."""
     return {"paper": TITLE, "fast": fast, "counts": counts(outcomes), "sections": section_counts(outcomes),
-            "levels": level_counts(outcomes),
+            "levels": level_counts(outcomes), "margins": margin_counts(outcomes),
             "items": {k: [{"check": i, "verdict": v} for i, v in rows]
                       for k, rows in item_index(outcomes).items()},
             "beyond the paper": {k: [{"check": i, "verdict": v} for i, v in rows]
@@ -122,12 +145,12 @@ def _anchor(check_id: str) -> str:
 
 
 def _summary_rows(outcomes: list[Outcome]) -> list[str]:
-    out = ["| check | location | verdict | evidence | finding |", "|---|---|---|---|---|"]
+    out = ["| check | location | verdict | evidence | margin | finding |", "|---|---|---|---|---|---|"]
     for o in outcomes:
         finding = (o.result.summary if o.result else "crashed").replace("|", "\\|")
         part = " (part of its domain)" if o.scope == "part" else ""
         out.append(f"| [`{o.check.id}`](#{_anchor(o.check.id)}) | {o.check.location.replace('|', '/')} | "
-                   f"**{o.verdict}**{part} | {o.check.level} | {finding} |")
+                   f"**{o.verdict}**{part} | {o.check.level} | {margin_text(margin_of(o))} | {finding} |")
     return out
 
 
@@ -148,6 +171,11 @@ def _check_section(o: Outcome) -> list[str]:
     out.append(f"- **Finding**: {d['summary']}")
     if "coverage" in d:
         out.append(f"- **Checked**: {d['coverage']}")
+    if "margin" in d:
+        out.append(f"- **Margin**: {margin_text(d['margin'])} (the least relative change of the computed "
+                   "quantity that flips the PASS)")
+    if "blind_spot" in d:
+        out.append(f"- **Cannot see**: {d['blind_spot']}")
     elif o.verdict == "FAIL":
         out.append("- **Checked**: until the counterexample below, which refutes the claim")
     if "correction" in d:
@@ -169,7 +197,8 @@ def to_markdown(outcomes: list[Outcome], fast: bool) -> str:
            + "; ".join(f"{SECTION_TITLES[s]}: " + ", ".join(f"{v} {k}" for k, v in c.items())
                        for s, c in section_counts(outcomes).items())
            + f"; {sum(o.seconds for o in outcomes):.1f} s. Evidence: "
-           + ", ".join(f"{v} {k}" for k, v in level_counts(outcomes).items()) + ".", "",
+           + ", ".join(f"{v} {k}" for k, v in level_counts(outcomes).items()) + ". Margins: "
+           + ", ".join(f"{k} {v}" for k, v in margin_counts(outcomes).items()) + ".", "",
            "Verdicts: **PASS** (could have been refuted, was not; what was checked is given), "
            "**FAIL** (false; minimal counterexample), **ERRATUM** (false as printed, an evident "
            "correction holds and is checked), **NOT_CHECKABLE** (why). A PASS, or an ERRATUM's "

@@ -1,0 +1,71 @@
+"""Margins: how far the quantity a check computes may move before its PASS flips.
+
+A check that compares a computed quantity ``q`` with a bound, a threshold or an interval PASSes
+by some distance. Its *margin* is the smallest relative perturbation of ``q`` that flips the
+verdict: the least ``m >= 0`` such that ``q * (1 + m)`` or ``q / (1 + m)`` (whichever direction
+flips) crosses the comparison. It is derived analytically from the check's own comparison,
+never by search:
+
+* one comparison ``q <= t`` or ``q >= t`` (same sign): ``m = max(q / t, t / q) - 1``
+  (:func:`ratio_margin`);
+* several compared pairs: the least of their margins (:func:`least_margin`);
+* a reference value ``p`` inside an interval ``[lo, hi]`` computed from ``q`` (a confidence
+  interval scales with the estimate): the least factor that moves an end of the interval past
+  ``p`` (:func:`interval_margin`); an end of the other sign than ``p`` never reaches it.
+
+A margin above :data:`BLIND_ABOVE` (the quantity may be off by more than a factor of two and the
+check still PASSes) must come with a *blind spot*: what such an error does that the check cannot
+see (:class:`paper_checks.registry.Result`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+BLIND_ABOVE = 1.0  # a margin above 1 is a factor above 2: the check must say what it cannot see
+
+
+def _factor_margin(r: float) -> float:
+    """``max(r, 1/r) - 1`` for a positive ratio ``r`` (``inf`` for 0 or infinity)."""
+    if r <= 0 or not math.isfinite(r):
+        return math.inf
+    return max(r, 1.0 / r) - 1.0
+
+
+def ratio_margin(q: float, threshold: float) -> float:
+    """The margin of a PASS comparing ``q`` with ``threshold`` (``q <= t`` or ``q >= t``): the
+    relative perturbation of ``q`` that brings it onto ``threshold``.
+
+    ``inf`` when ``q`` and ``threshold`` differ in sign or one is 0 (no scaling of ``q`` crosses
+    the threshold; the check cannot be flipped by an error of ``q``'s size).
+    """
+    if q == 0 or threshold == 0 or (q > 0) != (threshold > 0):
+        return math.inf
+    return _factor_margin(q / threshold)
+
+
+def least_margin(margins: Iterable[float]) -> float:
+    """The margin of a PASS over several comparisons: the least of theirs (``inf`` if none)."""
+    return min(margins, default=math.inf)
+
+
+def interval_margin(reference: float, lo: float, hi: float) -> float:
+    """The margin of a PASS "``reference`` lies in ``[lo, hi]``" where the interval scales with the
+    computed quantity: the least factor moving ``lo`` or ``hi`` onto ``reference``.
+
+    Only an end of the same sign as ``reference`` can reach it under scaling; ``inf`` when neither
+    can (an interval through 0 and a reference of 0).
+    """
+    ends = [e for e in (lo, hi) if e != 0 and reference != 0 and (e > 0) == (reference > 0)]
+    return least_margin(_factor_margin(reference / e) for e in ends)
+
+
+def margin_text(margin: float | None) -> str:
+    """The margin as printed: ``"12.5%"``, ``"x3.2"`` above :data:`BLIND_ABOVE`, ``"inf"``, or
+    ``"—"`` when none was derived."""
+    if margin is None:
+        return "—"
+    if not math.isfinite(margin):
+        return "inf"
+    return f"x{1 + margin:.3g}" if margin > BLIND_ABOVE else f"{100 * margin:.3g}%"
