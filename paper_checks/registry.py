@@ -52,7 +52,7 @@ from theory.errors import FieldError, UnknownNameError
 
 MODULES = ("section3_model", "appendix_b", "section4_theorems", "appendix_c", "algorithms",
            "section5_claims", "section67_data", "slai_steps", "nodes_and_defaults", "proofs",
-           "compiled_rad", "statements", "beyond_paper", "other_papers")
+           "compiled_rad", "statements", "figure5", "section7_results", "beyond_paper", "other_papers")
 SECTIONS = ("paper", "beyond", "other")
 
 

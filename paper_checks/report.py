@@ -171,13 +171,13 @@ def _check_section(o: Outcome) -> list[str]:
     out.append(f"- **Finding**: {d['summary']}")
     if "coverage" in d:
         out.append(f"- **Checked**: {d['coverage']}")
+    elif o.verdict == "FAIL":
+        out.append("- **Checked**: until the counterexample below, which refutes the claim")
     if "margin" in d:
         out.append(f"- **Margin**: {margin_text(d['margin'])} (the least relative change of the computed "
                    "quantity that flips the PASS)")
     if "blind_spot" in d:
         out.append(f"- **Cannot see**: {d['blind_spot']}")
-    elif o.verdict == "FAIL":
-        out.append("- **Checked**: until the counterexample below, which refutes the claim")
     if "correction" in d:
         out += [f"- **Correction**: {d['correction']}",
                 f"- **Correction checked by**: {d['correction_check']}"]

@@ -1,7 +1,10 @@
 """Margins (paper_checks.margins): derived from the comparison, printed, and just enough to flip."""
 
+import itertools
 import math
+from functools import partial
 
+import numpy as np
 import pytest
 
 from paper_checks import margins
@@ -71,3 +74,88 @@ def test_the_report_prints_each_margin_and_what_a_wide_one_cannot_see():
     md = to_markdown([narrow, wide], fast=True)
     assert "**Margin**: 12.5%" in md and "**Cannot see**: a 3x error" in md
     assert margin_counts([narrow, wide]) == {"PASS": 2, "with a margin": 2, "margin above x2": 1}
+
+
+# --- a perturbation just above the margin flips a real check; just below it does not --------------
+
+EPS = 1e-3
+
+
+def _scaled(fn, factor, where=None):
+    """``fn`` with its result multiplied by ``factor`` (at the argument ``where`` only, if given)."""
+    def wrapped(*args):
+        value = fn(*args)
+        if where is not None and args[-1] != where:
+            return value
+        return [factor * v for v in value] if isinstance(value, list) else factor * value
+    return wrapped
+
+
+def fig5a_at(mp, k):
+    """fig5a.budget_tradeoff with its closest comparison's quantity moved by (1 + margin) k."""
+    from paper_checks import figure5
+
+    base = figure5.fig5a_budget_tradeoff(True)
+    t, bt = base.evidence["TTFT (s)"], base.evidence["mean batch time (s)"]
+    budgets = sorted(bt)
+    pairs = [(margins.ratio_margin(t[budgets[0]], t[budgets[-1]]), "ttft", budgets[-1], 1.0)]
+    pairs += [(margins.ratio_margin(bt[b], bt[c]), "mean_batch_time", b, 1.0)
+              for b, c in itertools.pairwise(budgets)]
+    m, name, where, _ = min(pairs)
+    assert m == pytest.approx(base.margin)  # the margin is the closest comparison's, recomputed here
+    mp.setattr(figure5, name, _scaled(getattr(figure5, name), (1 + m) * k, where))
+    return base, figure5.fig5a_budget_tradeoff(True)
+
+
+def interval_at(mp, check_id, k):
+    """An interval check of paper_checks.section7_results with llmq's replicate values scaled by
+    (1 + margin) k towards the nearer end of the interval (their mean and interval scale with them)."""
+    from paper_checks import section7_results as s7
+    from paper_checks.registry import get_check
+
+    base = get_check(check_id).run(True)
+    lo, hi = base.evidence["llmq 95% CI"]
+    paper = base.evidence["paper"]
+    if base.margin is None:  # a FAIL: scale the mean onto the paper's figure
+        factor = paper / base.evidence["llmq mean"]
+    else:
+        up = margins.ratio_margin(paper, lo) <= margins.ratio_margin(paper, hi)
+        factor = ((1 + base.margin) * k) ** (1 if up == (paper > 0) else -1)
+    mp.setattr(s7, "replicate_values", _scaled(s7.replicate_values, factor))
+    return base, get_check(check_id).run(True)
+
+
+def paired_at(mp, check_id, k):
+    """A direction check of paper_checks.section7_results with its better side scaled by
+    (1 + margin) k (a FAIL: by the factor that brings the worse side's mean ratio below 1)."""
+    from paper_checks import section7_results as s7
+    from paper_checks.registry import get_check
+
+    base = get_check(check_id).run(True)
+    if base.margin is not None:
+        factor = (1 + base.margin) * k
+    else:
+        b, w = np.asarray(base.evidence["better"]), np.asarray(base.evidence["worse"])
+        factor = 0.5 * float(np.min(w / b))
+    judge = s7.paired_direction
+
+    def scaled(better, worse, *args, **kw):
+        return judge([factor * x for x in better], worse, *args, **kw)
+
+    mp.setattr(s7, "paired_direction", scaled)
+    return base, get_check(check_id).run(True)
+
+
+@pytest.mark.parametrize("flip", [fig5a_at, partial(interval_at, check_id="sec7.capacity_gain_26"),
+                                  partial(paired_at, check_id="sec7.spf_beats_fcfs"),
+                                  partial(paired_at, check_id="appF3.gain_shrinks")],
+                         ids=["fig5a.budget_tradeoff", "sec7.capacity_gain_26", "sec7.spf_beats_fcfs",
+                              "appF3.gain_shrinks"])
+def test_just_above_the_margin_flips_and_just_below_does_not(flip, monkeypatch):
+    with monkeypatch.context() as mp:
+        base, below = flip(mp, k=1 - EPS)
+    assert base.verdict is Verdict.PASS and base.margin is not None
+    assert below.verdict is Verdict.PASS
+    with monkeypatch.context() as mp:
+        _, above = flip(mp, k=1 + EPS)
+    assert above.verdict is Verdict.FAIL

@@ -31,6 +31,7 @@ import paper_checks.section67_data as section67
 from paper_checks import beyond_paper, compiled_rad, other_papers, proofs, pseudocode, slai_steps, statements
 from paper_checks.registry import Level, Verdict, all_checks, get_check
 from stability.sim.registry import get_scheduler
+from tests.test_margins import EPS, fig5a_at, interval_at, paired_at
 from theory import cost
 from theory.bounds import T_bar_R, T_max, n_threshold
 from theory.builder import CostSpec, cost_model
@@ -575,6 +576,20 @@ def flip_appD(mp):
     return statements.appD_core(3, algorithm2=pseudocode.rad, algorithm1=pseudocode.alg2)  # roles swapped
 
 
+def flip_fig5b(mp):
+    from paper_checks import figure5
+
+    mp.setattr(figure5, "kv_bytes_per_request", lambda cm: 0)  # a model that stores no KV
+    return figure5.fig5b_memory_growth(True)
+
+
+def at_margin(flip, check_id=None):
+    """The check moved just past its margin (tests/test_margins.py): its computed quantity scaled
+    by (1 + margin)(1 + 1e-3), or, for a FAIL, onto the paper's figure."""
+    kw = {} if check_id is None else {"check_id": check_id}
+    return lambda mp: flip(mp, k=1 + EPS, **kw)[1]
+
+
 def flip_fig5c(mp):
     return statements.fig5c_core(position=1)  # decodes at the first token: nearly free
 
@@ -734,6 +749,12 @@ FLIPS = {
     "sec321.common_tile": flip_common_tile,
     "appD.tbt_ttft": flip_appD,
     "fig5c.decode_pressure": flip_fig5c,
+    "fig5a.budget_tradeoff": at_margin(fig5a_at),
+    "fig5b.memory_growth": flip_fig5b,
+    **{c: at_margin(interval_at, c) for c in ("sec7.ttft_cut_53", "sec7.capacity_gain_26",
+                                              "appF3.capacity_gain_50", "appF3.capacity_gain_95")},
+    **{c: at_margin(paired_at, c) for c in ("appF3.gain_shrinks", "sec7.spf_beats_fcfs",
+                                            "appF2.priority_paying_first")},
     "alg1.compiled_replay": flip_compiled_replay,
     "beyond.thm1_overhead": flip_beyond_thm1_overhead,
     "beyond.thm2_rad_overhead": flip_beyond_thm2_rad_overhead,
