@@ -69,3 +69,36 @@ def margin_text(margin: float | None) -> str:
     if not math.isfinite(margin):
         return "inf"
     return f"x{1 + margin:.3g}" if margin > BLIND_ABOVE else f"{100 * margin:.3g}%"
+
+
+# --- margins read off a check's recorded evidence --------------------------------------------------
+#
+# A check that does not compute its margin itself may still record the comparison it made; its
+# margin is then derived from that record here, by the same rules. Each entry maps a check id to a
+# function of the PASS result's evidence returning (margin, blind spot).
+
+
+def _executed_cycles(evidence: dict) -> tuple[float, str]:
+    # appC2.executed_cycles rejects "mean <= bound" when the 99% interval's lower end exceeds the
+    # bound; scaling the cycle times scales that end
+    m = least_margin(ratio_margin(row["test"]["ci"][0], row["test"]["bound"]) for row in evidence["cycles"])
+    return m, ("Eq. 25's (t*_col - 1) T^max term dwarfs a cycle: cycle times wrong by less than this factor "
+               "still pass; eq25.repaired_executed tests the tight bound")
+
+
+def _decode_bound(evidence: dict) -> tuple[float, str]:
+    # eq24.decode_bound: every inequality lhs <= rhs, recorded as its largest lhs / rhs
+    return least_margin(ratio_margin(r, 1.0) for r in evidence["largest lhs/rhs per inequality"].values()), ""
+
+
+FROM_EVIDENCE = {"appC2.executed_cycles": _executed_cycles, "eq24.decode_bound": _decode_bound}
+
+
+def from_evidence(check_id: str, evidence: dict) -> tuple[float | None, str]:
+    """(margin, blind spot) of a PASS of ``check_id`` read off its ``evidence`` (:data:`FROM_EVIDENCE`);
+    ``(None, "")`` for a check without an entry."""
+    derive = FROM_EVIDENCE.get(check_id)
+    if derive is None:
+        return None, ""
+    margin, blind = derive(evidence)
+    return margin, (blind if margin > BLIND_ABOVE else "")

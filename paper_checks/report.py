@@ -18,7 +18,7 @@ from pathlib import Path
 
 from paper_checks.common import jsonable
 from paper_checks.evidence import describe
-from paper_checks.margins import BLIND_ABOVE, margin_text
+from paper_checks.margins import BLIND_ABOVE, from_evidence, margin_text
 from paper_checks.registry import SECTIONS, Level
 from paper_checks.runner import CRASH, Outcome, beyond_index, item_index
 from theory.io import atomic_write_text
@@ -54,8 +54,19 @@ def level_counts(outcomes: list[Outcome]) -> dict[str, int]:
 
 
 def margin_of(o: Outcome) -> float | None:
-    """The outcome's margin, or None (no result, no computed quantity, or not derived)."""
-    return o.result.margin if o.result is not None else None
+    """The outcome's margin (its result's, else read off its evidence:
+    :func:`paper_checks.margins.from_evidence`), or None (no PASS, no computed quantity, or not
+    derived)."""
+    return _margin(o)[0]
+
+
+def _margin(o: Outcome) -> tuple[float | None, str]:
+    r = o.result
+    if r is None or o.verdict != "PASS":
+        return None, ""
+    if r.margin is not None:
+        return r.margin, r.blind_spot
+    return from_evidence(o.check.id, r.evidence)
 
 
 def margin_counts(outcomes: list[Outcome]) -> dict[str, int]:
@@ -113,10 +124,11 @@ def outcome_dict(o: Outcome) -> dict:
         value = getattr(r, key)
         if value:
             d[key] = jsonable(value)
-    if r.margin is not None:
-        d["margin"] = r.margin
-    if r.blind_spot:
-        d["blind_spot"] = r.blind_spot
+    margin, blind = _margin(o)
+    if margin is not None:
+        d["margin"] = margin
+    if blind:
+        d["blind_spot"] = blind
     return d
 
 

@@ -159,3 +159,19 @@ def test_just_above_the_margin_flips_and_just_below_does_not(flip, monkeypatch):
     with monkeypatch.context() as mp:
         _, above = flip(mp, k=1 + EPS)
     assert above.verdict is Verdict.FAIL
+
+
+def test_a_margin_is_read_off_the_evidence_of_a_check_that_records_its_comparison():
+    from paper_checks.registry import get_check
+    from paper_checks.report import margin_of, outcome_dict
+    from paper_checks.runner import Outcome
+
+    row = {"test": {"ci": [146.0, 152.0], "bound": 19548.0}}
+    cycles = Result(Verdict.PASS, "s", coverage="c", evidence={"cycles": [row, row]})
+    o = Outcome(get_check("appC2.executed_cycles"), cycles, None, 0.0)
+    assert margin_of(o) == pytest.approx(19548 / 146 - 1)
+    assert "eq25.repaired_executed" in outcome_dict(o)["blind_spot"]  # far above x2: says what it misses
+    ratios = {"a <= b": 0.6, "b <= c": 1.0}
+    chain = Result(Verdict.PASS, "s", coverage="c", evidence={"largest lhs/rhs per inequality": ratios})
+    assert margin_of(Outcome(get_check("eq24.decode_bound"), chain, None, 0.0)) == 0.0  # attained: tight
+    assert margin_of(Outcome(get_check("def1.mask"), chain, None, 0.0)) is None  # records no comparison
