@@ -175,3 +175,7 @@ def test_a_margin_is_read_off_the_evidence_of_a_check_that_records_its_compariso
     chain = Result(Verdict.PASS, "s", coverage="c", evidence={"largest lhs/rhs per inequality": ratios})
     assert margin_of(Outcome(get_check("eq24.decode_bound"), chain, None, 0.0)) == 0.0  # attained: tight
     assert margin_of(Outcome(get_check("def1.mask"), chain, None, 0.0)) is None  # records no comparison
+    drift = Result(Verdict.PASS, "s", coverage="c", evidence={
+        "ci": [-20.0, -18.0], "checks": [{"name": "Eq. 25", "paper": 9.0},
+                                         {"name": "Lemma 3 corrected", "paper": -2.0}]})
+    assert margin_of(Outcome(get_check("lemma3.executed_drift"), drift, None, 0.0)) == pytest.approx(9.0)
