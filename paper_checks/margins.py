@@ -62,8 +62,8 @@ def interval_margin(reference: float, lo: float, hi: float) -> float:
 
 
 def margin_text(margin: float | None) -> str:
-    """The margin as printed: ``"12.5%"``, ``"x3.2"`` above :data:`BLIND_ABOVE`, ``"inf"``, or
-    ``"—"`` when none was derived."""
+    """The margin as printed: a percentage, a factor ``x(1 + margin)`` above :data:`BLIND_ABOVE`,
+    ``"inf"``, or ``"—"`` when none was derived."""
     if margin is None:
         return "—"
     if not math.isfinite(margin):

@@ -1,15 +1,14 @@
 """Section 7 and Appendix F: the paper's measured results against ``llmq slai``'s reproduction.
 
 The study is :mod:`stability.slai` (Mistral-7B on one RTX 6000 Ada, real mode, Table-1 lengths
-capped at 8192 tokens, Poisson arrivals, 5%, 50% and 95% paying users), restricted to the four
-policies the claims name: Sarathi-Serve FCFS and SPF, SLAI (SPF, dynamic offset) and SLAI (SPF
-with priority, dynamic offset). Replicates use common random numbers, so each gain is paired per
-replicate (:mod:`stability.slai.analysis`). The full run is ``llmq slai``'s full study (4096
-requests, four replicates, the paper's eight rates and nine fractions of lambda*); ``--fast`` runs
-``llmq slai --quick``'s sizes (600 requests; rates 1.0, 1.6 req/s and 0.8, 0.9, 0.95 lambda*) with
-six replicates. Points either shares with ``llmq slai`` are read from its cache (``out/slai/cache``)
-when it exists. Runs of 600 requests are short: a capacity gain they estimate is biased against
-the full study's, so a ``--fast`` verdict on a figure can differ from the full run's, which is the
+capped at 8192 tokens, Poisson arrivals, the paying shares of :data:`stability.slai.study.SHARES`),
+restricted to the four policies the claims name: Sarathi-Serve FCFS and SPF, SLAI (SPF, dynamic
+offset) and SLAI (SPF with priority, dynamic offset). Replicates use common random numbers, so each gain is paired per
+replicate (:mod:`stability.slai.analysis`). The full run is ``llmq slai``'s full study
+(:data:`stability.slai.study.FULL`'s sizes); ``--fast`` runs ``llmq slai --quick``'s run length
+with more replicates and fewer rates (:func:`study_rows`). Points either shares with ``llmq slai``
+are read from its cache (``out/slai/cache``) when it exists. Short runs bias a capacity gain
+against the full study's, so a ``--fast`` verdict on a figure can differ from the full run's, the
 one that judges the paper.
 
 Two kinds of check, each ``statistical``:
@@ -28,8 +27,8 @@ A FAIL is a finding about the paper's figure in llmq's model, not an error of th
 
 References
 ----------
-Bari, Hegde, de Veciana (2025), Section 7 (Fig. 6c: 1.5 s -> 0.7 s median TTFT, 1.15 -> 1.45
-req/s capacity), Appendix F.2 (Fig. 8), Appendix F.3 (Figs. 9-10).
+Bari, Hegde, de Veciana (2025), Section 7 (Fig. 6c and its text), Appendix F.2 (Fig. 8),
+Appendix F.3 (Figs. 9-10).
 """
 
 from __future__ import annotations
@@ -161,7 +160,8 @@ def paired_direction(better: list[float], worse: list[float], what: str, coverag
     ``log(1 + m)`` and leaves their spread, so the margin is exactly ``exp(mean - t_crit se) - 1``.
     Without it the test is on the differences and the margin is the least scaling of ``better``
     that brings the statistic to its critical value (:func:`_difference_margin`). Power is
-    stated against a true effect of :data:`EFFECT` (a ratio of 1.25, or 25% of ``better``'s mean).
+    stated against a true effect of :data:`EFFECT` (a ratio ``1 + EFFECT``, or ``EFFECT`` times
+    ``better``'s mean).
     """
     from scipy.stats import t
 
