@@ -3,8 +3,8 @@
 The study is :mod:`stability.slai` (Mistral-7B on one RTX 6000 Ada, real mode, Table-1 lengths
 capped at 8192 tokens, Poisson arrivals, the paying shares of :data:`stability.slai.study.SHARES`),
 restricted to the four policies the claims name: Sarathi-Serve FCFS and SPF, SLAI (SPF, dynamic
-offset) and SLAI (SPF with priority, dynamic offset). Replicates use common random numbers, so each gain is paired per
-replicate (:mod:`stability.slai.analysis`). The full run is ``llmq slai``'s full study
+offset) and SLAI (SPF with priority, dynamic offset). Replicates use common random numbers, so
+each gain is paired per replicate (:mod:`stability.slai.analysis`). The full run is ``llmq slai``'s full study
 (:data:`stability.slai.study.FULL`'s sizes); ``--fast`` runs ``llmq slai --quick``'s run length
 with more replicates and fewer rates (:func:`study_rows`). Points either shares with ``llmq slai``
 are read from its cache (``out/slai/cache``) when it exists. Short runs bias a capacity gain
