@@ -5,10 +5,10 @@ capped at 8192 tokens, Poisson arrivals, the paying shares of :data:`stability.s
 restricted to the four policies the claims name: Sarathi-Serve FCFS and SPF, SLAI (SPF, dynamic
 offset) and SLAI (SPF with priority, dynamic offset). Replicates use common random numbers, so
 each gain is paired per replicate (:mod:`stability.slai.analysis`). The full run is ``llmq slai``'s full study
-(:data:`stability.slai.study.FULL`'s sizes); ``--fast`` runs ``llmq slai --quick``'s run length
+(:data:`stability.slai.study.FULL`'s sizes); ``--quick`` runs ``llmq slai --quick``'s run length
 with more replicates and fewer rates (:func:`study_rows`). Points either shares with ``llmq slai``
 are read from its cache (``out/slai/cache``) when it exists. Short runs bias a capacity gain
-against the full study's, so a ``--fast`` verdict on a figure can differ from the full run's, the
+against the full study's, so a ``--quick`` verdict on a figure can differ from the full run's, the
 one that judges the paper.
 
 Two kinds of check, each ``statistical``:
@@ -71,7 +71,7 @@ def study_rows(fast: bool) -> tuple[tuple, list[dict]]:
 
 
 def _sizes(fast: bool) -> str:
-    return ("--fast: 600 requests x 6 replicates, rates 1.0, 1.6 req/s and 0.8, 0.9, 0.95 lambda* (short "
+    return ("--quick: 600 requests x 6 replicates, rates 1.0, 1.6 req/s and 0.8, 0.9, 0.95 lambda* (short "
             "runs: their capacities are biased against the full study's)" if fast
             else "4096 requests x 4 replicates, the paper's eight rates and nine fractions of lambda* "
                  "(llmq slai's full study)")
