@@ -755,8 +755,10 @@ def test_the_default_event_skipping_path_is_checked(monkeypatch):
 
     original = compiled_rad.run_gpu
 
-    def skipping_off_by_ppm(*a, detail=False, log=False, **k):
-        run = original(*a, detail=detail, log=log, **k)
+    def skipping_off_by_ppm(*a, **k):
+        run = original(*a, **k)
+        options = k.get("options") or (a[7] if len(a) > 7 else None)
+        detail = options is not None and options.detail
         return run if detail else dc_replace(run, t_finish=run.t_finish * (1 + 1e-6))
 
     monkeypatch.setattr(compiled_rad, "run_gpu", skipping_off_by_ppm)
