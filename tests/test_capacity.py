@@ -211,8 +211,11 @@ def test_monotone_in_gpus_budget_and_fixed_cost(c, a, b0, b1, b2, q, r, dc):
     law = staircase_law(c, a, b0)
     base = capacity_bound(law, w, r, b_max=lo, max_decodes=q).bound
     assert capacity_bound(law, w, r + 1, b_max=lo, max_decodes=q).bound >= base * (1 - 1e-12)
-    assert capacity_bound(law, w, r, b_max=hi, max_decodes=q).bound >= base * (1 - 1e-9)
-    assert capacity_bound(law, w, r, b_max=None, max_decodes=q).bound >= base * (1 - 1e-9)
+    # a decode cap's bound comes from a linear program (HiGHS, theory.capacity.pieces): equal up to its
+    # tolerance (a relative 2.4e-9 was seen at c = 1e-9, q = 3, b_max = 14 against none)
+    tol = 1e-9 if q is None else 1e-8
+    assert capacity_bound(law, w, r, b_max=hi, max_decodes=q).bound >= base * (1 - tol)
+    assert capacity_bound(law, w, r, b_max=None, max_decodes=q).bound >= base * (1 - tol)
     more_c = capacity_bound(staircase_law(c + dc, a, b0), w, r, b_max=lo, max_decodes=q).bound
     assert more_c <= base * (1 + 1e-9)
 
