@@ -17,8 +17,8 @@
     nearly independent, and the interval shrinks like T^-1.5.
   - *increments*: the mean of the K - 1 differences of consecutive batch means, with its
     t-interval. Right when U is a random walk with drift (an unstable queue accumulates every
-    fluctuation), where the levels interval is too narrow (measured: 99% intervals covering the
-    true drift in 7 to 9 of 16 seeds); conservative for a stationary U.
+    fluctuation), where the levels interval is too narrow (its nominal coverage is not met);
+    conservative for a stationary U.
 
   The run is *unstable* when the increments interval lies above ``g_min``; *stable* when, besides,
   the levels interval lies below ``g_tol`` and reaches down to ``g_min`` (no significant

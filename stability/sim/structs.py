@@ -1,8 +1,8 @@
 """Mutable compiled records (numba structrefs) for the engine's state and cost tables.
 
 A numba tuple of arrays pays a reference-count round trip for every member a called function
-does not touch (about 9 ns each, per call); a structref is passed as one pointer. Reference
-counts are atomic and still cost about 10 ns a pair where they survive numba's pruning, which
+does not touch, per call; a structref is passed as one pointer. Reference
+counts are atomic and still cost a pair of atomic operations where they survive numba's pruning, which
 removes a pair only within one basic block: a compiled function that reads a record's array in
 a branch or loop header of its own, or hands a record to a callee that is not inlined, pays one
 pair per call. So does one with an exception exit: under numba's default error model a
@@ -10,8 +10,8 @@ division or modulo checks its divisor for zero and raises, so hot helpers wrap a
 subtraction and divide by a divisor that cannot be zero under ``error_model="numpy"`` (found
 with ``perf`` on JIT code built with frame pointers). Per-decode and per-batch code therefore
 reads arrays in straight-line code or through one-line helpers and tests the common case inline
-(measured with ``perf`` on the simulator: these pairs were 50-70% of Sarathi-Serve's and SLAI's
-time). Fields are
+(``perf`` on the simulator found these pairs to be most of Sarathi-Serve's and SLAI's time).
+Fields are
 declared once here with their types; instances are created by cached compiled factories in
 :mod:`stability.sim.kernels` and :mod:`stability.sim.engine`, and read back from Python by compiled
 exporters, so no per-process compilation is needed.
