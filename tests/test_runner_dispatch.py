@@ -7,7 +7,8 @@ from stability.runner import Cache, Runner
 
 class Recorder:
     """An executor that runs a toy task (``{"kind": "toy", "x": x}`` -> ``2 x``) when waited for,
-    and records the order in which tasks were handed to it."""
+    and records the order in which tasks were handed to it; its results carry ``elapsed_s``, as
+    every result of :func:`stability.runner.run_task` does (the cache refuses an entry without)."""
 
     def __init__(self, slots: int):
         self.slots = slots
@@ -19,7 +20,7 @@ class Recorder:
 
     def wait(self, handles: list):
         handle = min(handles)  # the oldest finishes first
-        return [(handle, {"value": 2 * self.started[handle]})]
+        return [(handle, {"value": 2 * self.started[handle], "elapsed_s": 0.0})]
 
     def close(self, abort: bool = False) -> None:
         pass
