@@ -211,7 +211,7 @@ BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 def _one_blas_thread() -> Iterator[None]:
     """Environment under which the forkserver starts, and with it every pool worker: one BLAS
     thread each. The workers already keep every core busy; a BLAS library's own threads would
-    spin against them (on a loaded 2-core machine the dot products of one T_bar^R took 30x
+    spin against them (on a loaded 2-core machine the dot products of one T_bar^R take many times
     longer with OpenBLAS's default threads than with one). A thread count set by the user wins."""
     saved = {k: os.environ.get(k) for k in BLAS_THREADS}
     os.environ.update({k: v or "1" for k, v in saved.items()})
