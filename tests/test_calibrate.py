@@ -17,7 +17,10 @@ from theory.cost import Batch, T_batch, T_GeMM, T_GeMM_terms, build_cost_model
 from theory.errors import FieldError
 from theory.hardware import get_gpu, load_gpus
 from theory.models import get_model
-from theory.validation.calibrate import fit_batch, fit_gemm, profile_toml, staircase_jumps, write_profile
+from theory.validation.batch_fit import fit_batch
+from theory.validation.calibrate import staircase_jumps
+from theory.validation.calibration import profile_toml, write_profile
+from theory.validation.gemm_fit import fit_gemm
 from theory.validation.timings import BatchTimings, GemmTimings, read_timings, timings_path
 
 A100 = get_gpu("a100")

@@ -8,10 +8,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from stability.planner.grid import PlanSpec, parse_slo
 from stability.planner.mixed_fleet import member_rates, mix_grid, mixed_capacity
 from stability.planner.search import replicate, search
 from stability.planner.search_mixed import mixed_task, search_mixes
+from stability.planner.slo import parse_slo
+from stability.planner.spec import PlanSpec
 from stability.runner import Cache, LocalExecutor, Runner
 from stability.sim.simulate import Scenario, simulate
 from theory.errors import FieldError

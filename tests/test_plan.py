@@ -8,18 +8,12 @@ import sys
 import numpy as np
 import pytest
 
-from stability.planner.grid import (
-    InfeasibleTargetError,
-    PlanSpec,
-    build_grid,
-    families_of,
-    fleet_capacity,
-    load_prices,
-    one_gpu_capacity,
-    parse_slo,
-    scheduler_caps,
-)
+from stability.planner.caps import scheduler_caps
+from stability.planner.grid import InfeasibleTargetError, build_grid, families_of, one_gpu_capacity
+from stability.planner.prices import load_prices
 from stability.planner.search import judge, search
+from stability.planner.slo import parse_slo
+from stability.planner.spec import PlanSpec, fleet_capacity
 from stability.runner import Cache, LocalExecutor, Runner
 from stability.sim.simulate import Scenario, simulate
 from theory.builder import CostSpec, cost_model
@@ -414,7 +408,7 @@ def test_verify_resimulates_with_new_seeds(tiny, tmp_path):
 
 
 def test_class_slos_join_the_spec_and_unknown_classes_are_named():
-    from stability.planner.grid import with_class_slos
+    from stability.planner.slo import with_class_slos
 
     classes = (("paying", 0.2, 0.05), ("free", 0.8, 0.5))
     slo = with_class_slos(parse_slo("ttft_p50=0.2,ttft_p99@free=2"), classes)

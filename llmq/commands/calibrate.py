@@ -100,7 +100,8 @@ def run(args) -> int:
     from theory.errors import FieldError
     from theory.hardware import get_gpu, gpu_names
     from theory.models import get_model
-    from theory.validation.calibrate import calibrate, staircase_jumps, write_profile
+    from theory.validation.calibrate import calibrate, staircase_jumps
+    from theory.validation.calibration import write_profile
     from theory.validation.timings import GemmTimings, read_timings, timings_path
 
     values = resolve(args)

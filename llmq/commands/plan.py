@@ -133,7 +133,8 @@ def parse_tp(text: str) -> list[int]:
 def spec_from(args):
     """The :class:`stability.planner.grid.PlanSpec` the options describe."""
     from llmq.options import parse_names
-    from stability.planner.grid import PlanSpec, parse_slo, with_class_slos
+    from stability.planner.slo import parse_slo, with_class_slos
+    from stability.planner.spec import PlanSpec
 
     gpus = () if str(args.gpus).strip().lower() == "all" else tuple(parse_names(args.gpus))
     knobs = parse_knobs(args.knob)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from stability.planner.grid import scheduler_caps
+from stability.planner.caps import scheduler_caps
 from stability.planner.search import CONFIDENCE, LENGTHENINGS, LONGER, Evaluated, PlanResult, Verified
 from stability.planner.search_mixed import MixResult
 from stability.sim.metrics import WARMUP

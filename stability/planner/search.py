@@ -78,16 +78,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stability.planner.grid import (
-    Candidate,
-    Family,
-    Grid,
-    OneGpu,
-    PlanSpec,
-    SloSpec,
-    build_grid,
-    one_gpu_capacity,
-)
+from stability.planner.grid import Candidate, Family, Grid, OneGpu, build_grid, one_gpu_capacity
+from stability.planner.slo import SloSpec
+from stability.planner.spec import PlanSpec
 from stability.runner import Cache, Runner, task_key, with_seed
 from stability.sim.metrics import WARMUP
 from stability.sim.simulate import Scenario

@@ -11,7 +11,7 @@ with GeMM rows in a packaged GeMM profile of :data:`GEMM_PROFILES` (``vidur_gemm
 * the per-tile rates ``mu(t)``, the achievable DRAM bandwidth (``eta_mem``, the ``memory_floor``
   term), the L2 bandwidth (``l2_bandwidth_gbs``) and the fixed time per GeMM
   (``gemm_overhead_s``), with ``waves`` on, are fitted by :func:`theory.validation.validate.fit_gpu`
-  (:func:`theory.validation.calibrate.fit_gemm`) on the **training split** of
+  (:func:`theory.validation.gemm_fit.fit_gemm`) on the **training split** of
   :func:`theory.validation.validate.token_split`: every model and TP of the GPU, the token counts *not*
   held out (every ``every``-th distinct count is held out), at most ``max_train`` evenly spaced
   rows. So ``llmq validate``'s held-out-token figures score exactly these presets on points they
@@ -74,7 +74,8 @@ from theory.validation.attention import (
     mixed_parts,
     predict_attention,
 )
-from theory.validation.validate import abs_rel_error, fit_gpu, gemm_rows, predict_rows, token_split
+from theory.validation.errors import abs_rel_error
+from theory.validation.gemm import fit_gpu, gemm_rows, predict_rows, token_split
 
 GEMM_PROFILES = {  # packaged profile with GeMM rows -> its source, for the provenance
     "vidur_gemm": "microsoft/vidur @ 7d47513363ec447a741ac5e47241580b47724fbf",

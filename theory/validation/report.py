@@ -16,18 +16,9 @@ import numpy as np
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
 from theory.validation import attention_report as attention
 from theory.validation.batch_orderings import COLUMNS as ORDERING_COLUMNS
-from theory.validation.validate import (
-    COLUMNS,
-    MEASURED_LABEL,
-    NULL_MEANING,
-    SCHEME_MEANING,
-    SCHEMES,
-    STEP_SCHEMES,
-    STEP_TOLERANCE,
-    TARGETS,
-    Report,
-    staircase_verdict,
-)
+from theory.validation.results import COLUMNS, MEASURED_LABEL, NULL_MEANING, SCHEME_MEANING, SCHEMES, Report
+from theory.validation.staircase import STEP_SCHEMES, STEP_TOLERANCE, staircase_verdict
+from theory.validation.targets import TARGETS
 
 SCHEMA = "llmq.validate/1"
 BATCH_STACK_COLUMNS = {
@@ -446,7 +437,7 @@ def plot(report: Report, gpu: str, model: str, tp: int, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     from theory.profiles import LLMSERVINGSIM_GEMMS, VIDUR_GEMMS
-    from theory.validation.validate import step_positions
+    from theory.validation.staircase import step_positions
 
     measured_as = {LLMSERVINGSIM_GEMMS.get(o, o): o
                    for g, m, t, o in report.series if (g, m, t) == (gpu, model, tp)}
