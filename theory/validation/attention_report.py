@@ -1,6 +1,6 @@
 """The self-attention part of ``llmq validate``'s outputs: console lines, Markdown, CSV and JSON.
 
-Formats :attr:`theory.validation.validate.Report.attention`
+Formats :attr:`theory.validation.results.Report.attention`
 (:func:`theory.validation.attention.score_attention`);
 nothing is computed here but formatting.
 """

@@ -23,7 +23,7 @@ BATCH_NOTE = ("whole batches: 'tokens' is the shipped preset under the stack law
               "a_allreduce R + a_large L (C: Eq. 7 without its all-reduces, R: their time, L: the "
               "bandwidth time of their bytes beyond 32 MiB per message), fitted per GPU x model x TP "
               "on the other batch shapes: k folds, each holding out every k-th interior shape of a "
-              "series (theory.validation.validate.batch_folds, theory.validation.validate.fit_stack_law); "
+              "series (theory.validation.batches.batch_folds, theory.validation.stack_law.fit_stack_law); "
               "the first and "
               "last shape of each series are trained on only")
 
@@ -117,7 +117,7 @@ def _reach(groups: list, least_squares: ErrorStats) -> dict:
     if least_squares.median <= median and least_squares.p90 <= p90:
         return {"verdict": "reachable", "n": least_squares.n, "median": least_squares.median,
                 "p90": least_squares.p90,
-                "solver": "least squares (theory.validation.validate.fit_stack_law)"}
+                "solver": "least squares (theory.validation.stack_law.fit_stack_law)"}
     return reach_in_sample(groups, median, p90, StackLaw.LOWER)
 
 
