@@ -101,7 +101,7 @@ def run(args) -> int:
     from theory.hardware import get_gpu, gpu_names
     from theory.models import get_model
     from theory.validation.calibrate import calibrate, staircase_jumps
-    from theory.validation.calibration import write_profile
+    from theory.validation.calibration import FitOptions, write_profile
     from theory.validation.timings import GemmTimings, read_timings, timings_path
 
     values = resolve(args)
@@ -115,9 +115,9 @@ def run(args) -> int:
     if base.key not in gpu_names():
         raise FieldError("gpu", values["gpu"], "a GPU preset (choose a tile subset with --tiles)")
     cal = calibrate(timings, base, get_model(values["model"]), values["mode"],
-                    tiles=values["tiles"], overhead=not values["no_overhead"], key=values["key"],
-                    seed=values["seed"], floor=bool(values["floor"]), waves=bool(values["waves"]),
-                    l2=bool(values["l2"]))
+                    FitOptions(tiles=values["tiles"], overhead=not values["no_overhead"], key=values["key"],
+                               seed=values["seed"], floor=bool(values["floor"]), waves=bool(values["waves"]),
+                               l2=bool(values["l2"])))
     jumps = []
     if steps and isinstance(timings, GemmTimings):
         jumps = staircase_jumps(timings, {"model": cal.predicted, "base": cal.base_predicted}, steps)

@@ -29,6 +29,7 @@ Bari, Hegde, de Veciana (2025), Eq. 3-7.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import lsq_linear
@@ -113,10 +114,24 @@ def fit_batch(timings: BatchTimings, base: GPU, model: Model, mode: str = "paper
         se = standard_errors(weighted, weighted @ sol.x - target)
         if se is not None:
             rel_se = {j: float(s / u) for j, s, u in zip(free, se, sol.x, strict=True) if u > 0}
-    return _batch_calibration(cm, timings, design, theta, base_theta, tried, free, rel_se, key)
+    return _batch_calibration(cm, timings, design, _Solution(theta, base_theta, tried, free, rel_se), key)
 
 
-def _batch_calibration(cm, timings, design, theta, base_theta, tried, free, rel_se, key) -> Calibration:
+@dataclass(frozen=True, eq=False)
+class _Solution:
+    """The batch fit's coefficients ``(theta_G, theta_D, 1/mu_nLin, overhead_s)``, the base
+    profile's, the columns tried and those fitted, and the fitted ones' relative standard errors."""
+
+    theta: np.ndarray
+    base_theta: np.ndarray
+    tried: tuple
+    free: list
+    rel_se: dict
+
+
+def _batch_calibration(cm, timings: BatchTimings, design: np.ndarray, sol: _Solution,
+                       key: str | None) -> Calibration:
+    theta, base_theta, tried, free, rel_se = sol.theta, sol.base_theta, sol.tried, sol.free, sol.rel_se
     base, t_star = cm.gpu, cm.t_star
     mu = {str(tl): float(m / theta[0]) for tl, m in zip(base.tiles, base.mu, strict=True)}
     mu_gemv = {str(g): float(m / theta[1]) for g, m in zip(base.gemv_tiles, base.mu_gemv, strict=True)}

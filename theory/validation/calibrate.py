@@ -18,29 +18,31 @@ Bari, Hegde, de Veciana (2025), Eq. 2-7 and Section 3.2.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from theory.errors import FieldError
 from theory.hardware import GPU
 from theory.models import Model
 from theory.validation.batch_fit import fit_batch
-from theory.validation.calibration import Calibration
+from theory.validation.calibration import Calibration, FitOptions
 from theory.validation.gemm_fit import fit_gemm
 from theory.validation.timings import BatchTimings, GemmTimings
 
 
-def calibrate(timings: GemmTimings | BatchTimings, base: GPU, model: Model, mode: str = "paper", *,
-              tiles: str | None = None, overhead: bool = True, key: str | None = None,
-              seed: int = 0, floor: bool = False, waves: bool = False, l2: bool = False) -> Calibration:
+def calibrate(timings: GemmTimings | BatchTimings, base: GPU, model: Model, mode: str = "paper",
+              options: FitOptions | None = None) -> Calibration:
     """Fit GeMM timings with :func:`theory.validation.gemm_fit.fit_gemm` or batch timings with
     :func:`theory.validation.batch_fit.fit_batch`.
 
-    The GeMM fit models the memory floor, waves and the L2 traffic when ``floor`` / ``waves`` /
-    ``l2`` or the base profile switch them on (:func:`theory.validation.gemm_fit.fit_gemm`); the
-    batch fit is linear in Eq. 7's rates, so for it a base profile or model with cost terms
-    beyond Eq. 2 (:mod:`theory.terms`) is refused rather than fitted as if the terms were off, and
-    so are the other terms for either fit.
+    The GeMM fit models the memory floor, waves and the L2 traffic when ``options`` asks for them
+    or the base profile switches them on; the batch fit is linear in Eq. 7's rates, so for it a
+    base profile or model with cost terms beyond Eq. 2 (:mod:`theory.terms`) is refused rather than
+    fitted as if the terms were off, and so are the other terms for either fit, and a tile subset
+    or a GeMM term asked of a batch fit.
     """
+    o = options or FitOptions()
     gemm = isinstance(timings, GemmTimings)
     on = [name for name, value in (("memory_floor", base.terms.memory_floor and not gemm),
                                    ("waves", base.terms.waves and not gemm),
@@ -54,15 +56,16 @@ def calibrate(timings: GemmTimings | BatchTimings, base: GPU, model: Model, mode
                          f"a profile whose cost terms the {what} fit models (it has {', '.join(on)}; "
                          "GeMM timings fit memory_floor, waves and l2_bandwidth_gbs, batch timings none)")
     if gemm:
-        return fit_gemm(timings, base, model, mode, tiles=tiles, overhead=overhead, key=key, seed=seed,
-                        floor=floor or base.terms.memory_floor, waves=waves or base.terms.waves,
-                        l2=l2 or base.terms.l2_bandwidth is not None)
-    for name, on in (("floor", floor), ("waves", waves), ("l2", l2)):
+        return fit_gemm(timings, base, model, mode,
+                        replace(o, floor=bool(o.floor) or base.terms.memory_floor,
+                                waves=bool(o.waves) or base.terms.waves,
+                                l2=bool(o.l2) or base.terms.l2_bandwidth is not None))
+    for name, on in (("floor", o.floor), ("waves", o.waves), ("l2", o.l2)):
         if on:
             raise FieldError(name, on, "off with batch timings (the batch fit is linear in Eq. 7's rates)")
-    if tiles:
-        raise FieldError("tiles", tiles, "no tile subset with batch timings (only with GeMM timings)")
-    return fit_batch(timings, base, model, mode, overhead=overhead, key=key)
+    if o.tiles:
+        raise FieldError("tiles", o.tiles, "no tile subset with batch timings (only with GeMM timings)")
+    return fit_batch(timings, base, model, mode, overhead=o.overhead, key=o.key)
 
 
 def staircase_jumps(timings: GemmTimings, predictions: dict[str, np.ndarray], at) -> list[dict]:

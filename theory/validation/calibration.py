@@ -46,6 +46,53 @@ class Parameter:
 
 
 @dataclass(frozen=True)
+class FitOptions:
+    """What a calibration fits, and how (:func:`theory.validation.calibrate.calibrate`,
+    :func:`theory.validation.gemm_fit.fit_gemm`).
+
+    Attributes
+    ----------
+    tiles : str, optional
+        Fit only these tiles (see :meth:`theory.hardware.GPU.restrict`); the profile lists them.
+        GeMM timings only.
+    overhead : bool
+        Fit the fixed time: ``c_0`` per GeMM (else 0, as in Eq. 2), or a batch's ``overhead_s``
+        (else the base value).
+    key : str, optional
+        The new profile's key (default ``"<base>-calibrated"``).
+    starts, seed : int
+        Number of seeded random starting points of the GeMM search, and their seed.
+    floor, waves : bool, optional
+        Model each GeMM with the ``memory_floor`` and ``waves`` terms (:mod:`theory.terms`);
+        default: as the base profile switches them. With the floor, the bandwidth is one more
+        rate of the alternating fit (its points are those where the floor binds); its start is the
+        base profile's ``eta_mem B``. The written profile switches the terms on as fitted and
+        states the bandwidth as ``eta_mem`` (which also sets the GeMV rates of Eq. 3 and 5 that
+        the profile does not pin: one achievable DRAM bandwidth per GPU).
+    l2 : bool, optional
+        Model each tile with the ``l2_bandwidth_gbs`` term (:mod:`theory.terms`): its time is at
+        least its operand bytes (:func:`theory.validation.gemm_search.tile_traffic`) over the L2
+        bandwidth, one more rate of the alternating fit (its points are those where the traffic
+        binds on the fastest tile); start: the base profile's value, else three times its
+        ``eta_mem B``. Default: as the base profile switches it.
+    keep_t_star : bool, optional
+        Bound every tile's FLOP rate by that of the base profile's ``t*`` (Assumption 1;
+        :mod:`theory.validation.gemm_fit`, "Bounds"). Default: with the L2 term. Every tile is
+        always bounded by the dense FP16 peak.
+    """
+
+    tiles: str | None = None
+    overhead: bool = True
+    key: str | None = None
+    starts: int = 8
+    seed: int = 0
+    floor: bool | None = None
+    waves: bool | None = None
+    l2: bool | None = None
+    keep_t_star: bool | None = None
+
+
+@dataclass(frozen=True)
 class FitError:
     """Error of predicted against measured times: RMSE (s), relative RMSE, max relative error."""
 
@@ -167,6 +214,7 @@ __all__ = [
     "SVD_TOL",
     "Calibration",
     "FitError",
+    "FitOptions",
     "Parameter",
     "identifiable_columns",
     "profile_toml",

@@ -20,7 +20,7 @@ from theory.hardware import GPU
 from theory.measured import interpolate_by_shape, pooled_tables
 from theory.models import Model, get_model
 from theory.profiles import GEMM_OPERATIONS, LLMSERVINGSIM_GEMMS, gemm_series_rows, gemm_shape, series_labels
-from theory.validation.calibration import Calibration
+from theory.validation.calibration import Calibration, FitOptions
 from theory.validation.gemm_fit import fit_gemm
 from theory.validation.timings import GemmTimings
 
@@ -178,7 +178,7 @@ def fit_gpu(base: GPU, train: GemmRows, *, max_train: int = 8000, seed: int = 0,
         raise FieldError("training rows", 0, f"at least one GeMM row of {base.key} to calibrate on")
     sub = train.take(_subsample(len(train), max_train))
     cal = fit_gemm(sub.timings(), base, get_model(str(sub.model[0]), model_file), "real",
-                   key=f"{base.key}-validate", seed=seed, floor=floor, waves=waves, l2=l2)
+                   FitOptions(key=f"{base.key}-validate", seed=seed, floor=floor, waves=waves, l2=l2))
     mu = tuple(float(cal.profile["mu"][str(t)]) for t in base.tiles)
     c0 = float(next((p.value for p in cal.parameters if p.name.startswith("c_0")), 0.0))
     eta_mem = float(cal.profile.get("eta_mem", base.eta_mem))

@@ -71,12 +71,21 @@ Bari, Hegde, de Veciana (2025), Eq. 2, Assumption 1, Section 3.2.1.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from theory.hardware import GPU
 from theory.models import Model
-from theory.validation.calibration import Calibration, Parameter, identifiable_columns, standard_errors
+from theory.validation.calibration import (
+    Calibration,
+    FitOptions,
+    Parameter,
+    identifiable_columns,
+    standard_errors,
+)
 from theory.validation.gemm_search import (
+    GemmData,
     GemmProblem,
     gemm_bytes,
     peak_tile_time,
@@ -166,8 +175,22 @@ def _gemm_linearised(p: GemmProblem, x, c0, arg, won) -> tuple[dict[int, float],
     return rel_se, admitted
 
 
-def _tile_parameters(gpu: GPU, x, x_ref, arg, won, alternatives, rel_se, admitted,
-                     l2_only: dict[int, int], t_star: int | None = None) -> list[Parameter]:
+@dataclass(frozen=True, eq=False)
+class _Identified:
+    """What the data say about the tiles: the winners, each winner's alternatives, the relative
+    standard errors, the identified coefficients and the tiles fastest only where L2 binds."""
+
+    won: np.ndarray
+    alternatives: dict
+    rel_se: dict
+    admitted: set
+    l2_only: dict
+
+
+def _tile_parameters(gpu: GPU, p: GemmProblem, x, arg, ident: _Identified) -> list[Parameter]:
+    won, alternatives, rel_se, admitted, l2_only = (ident.won, ident.alternatives, ident.rel_se,
+                                                    ident.admitted, ident.l2_only)
+    x_ref, t_star = p.x_ref, p.t_star
     params = []
     for k, tile in enumerate(gpu.tiles):
         subs = alternatives.get(k, [])
@@ -190,11 +213,8 @@ def _tile_parameters(gpu: GPU, x, x_ref, arg, won, alternatives, rel_se, admitte
     return params
 
 
-def fit_gemm(timings: GemmTimings, base: GPU, model: Model, mode: str = "paper", *,
-             tiles: str | None = None, overhead: bool = True, key: str | None = None,
-             starts: int = 8, seed: int = 0, floor: bool | None = None,
-             waves: bool | None = None, l2: bool | None = None,
-             keep_t_star: bool | None = None) -> Calibration:
+def fit_gemm(timings: GemmTimings, base: GPU, model: Model, mode: str = "paper",
+             options: FitOptions | None = None) -> Calibration:
     """Fit the per-tile rates ``mu(t)`` of Eq. 2, a fixed time ``c_0`` per GeMM and, with the
     memory floor, the achievable DRAM bandwidth ``eta_mem B``, to GeMM timings.
 
@@ -208,42 +228,22 @@ def fit_gemm(timings: GemmTimings, base: GPU, model: Model, mode: str = "paper",
         linear GeMMs of one batch (Section 3.2.1).
     mode : str
         ``"paper"`` or ``"real"`` (see :mod:`theory.models`).
-    tiles : str, optional
-        Fit only these tiles (see :meth:`theory.hardware.GPU.restrict`); the profile lists them.
-    overhead : bool
-        Fit ``c_0``; otherwise ``c_0 = 0`` as in Eq. 2.
-    key : str, optional
-        The new profile's key (default ``"<base>-calibrated"``).
-    starts, seed : int
-        Number of seeded random starting points, and their seed.
-    floor, waves : bool, optional
-        Model each GeMM with the ``memory_floor`` and ``waves`` terms (:mod:`theory.terms`);
-        default: as the base profile switches them. With the floor, the bandwidth is one more
-        rate of the alternating fit (its points are those where the floor binds); its start is the
-        base profile's ``eta_mem B``. The written profile switches the terms on as fitted and
-        states the bandwidth as ``eta_mem`` (which also sets the GeMV rates of Eq. 3 and 5 that
-        the profile does not pin: one achievable DRAM bandwidth per GPU).
-    l2 : bool, optional
-        Model each tile with the ``l2_bandwidth_gbs`` term (:mod:`theory.terms`): its time is at least its
-        operand bytes (:func:`theory.validation.gemm_search.tile_traffic`) over the L2 bandwidth, one more
-        rate of the alternating fit (its points are those where the traffic binds on the fastest tile);
-        start: the base profile's value, else three times its ``eta_mem B``. Default: as the base profile
-        switches it.
-    keep_t_star : bool, optional
-        Bound every tile's FLOP rate by that of the base profile's ``t*`` (Assumption 1; module
-        docstring, "Bounds"). Default: with the L2 term. Every tile is always bounded by the
-        dense FP16 peak.
+    options : FitOptions, optional
+        The tiles fitted, whether ``c_0`` is, the key, the search's starts and seed, and the cost
+        terms modelled (:class:`theory.validation.calibration.FitOptions`; default: its defaults).
 
     References
     ----------
     Eq. 2; :mod:`theory.terms` (memory floor, waves, L2 traffic); the method is in the module
     docstring.
     """
+    options = options or FitOptions()
+    tiles, overhead, key = options.tiles, options.overhead, options.key
     gpu = base.restrict(tiles) if tiles else base
-    floor = gpu.terms.memory_floor if floor is None else bool(floor)
-    waves = gpu.terms.waves if waves is None else bool(waves)
+    floor = gpu.terms.memory_floor if options.floor is None else bool(options.floor)
+    waves = gpu.terms.waves if options.waves is None else bool(options.waves)
     pairs = tile_pairs(timings.d_row, timings.d_col, timings.d_red, gpu.tiles, gpu.s if waves else None)
-    l2 = gpu.terms.l2_bandwidth is not None if l2 is None else bool(l2)
+    l2 = gpu.terms.l2_bandwidth is not None if options.l2 is None else bool(options.l2)
     x_ref = 1.0 / (gpu.s * np.asarray(gpu.mu))
     b = gpu.terms.bytes_per_element
     if floor:
@@ -258,20 +258,20 @@ def fit_gemm(timings: GemmTimings, base: GPU, model: Model, mode: str = "paper",
     x_min[:len(gpu.tiles)] = peak_tile_time(gpu)
     if floor:
         x_min[len(gpu.tiles)] = 1.0 / gpu.bandwidth
-    keep_t_star = l2 if keep_t_star is None else bool(keep_t_star)
+    keep_t_star = l2 if options.keep_t_star is None else bool(options.keep_t_star)
     t_star = gpu.tiles.index(gpu.optimal_tile()) if keep_t_star else None
     volume = np.array([t.t_row * t.t_col * t.t_red for t in gpu.tiles], dtype=float)
-    problem = GemmProblem(pairs, count, timings.seconds, x_ref, overhead, floor, traffic, x_min,
-                           t_star, volume)
-    _, x, c0 = problem.search(starts, seed)
+    problem = GemmProblem(GemmData(pairs, count, timings.seconds, floor, traffic), x_ref, overhead, x_min,
+                          t_star, volume)
+    _, x, c0 = problem.search(options.starts, options.seed)
     _, arg, tile = problem.evaluate(x, c0)
     won = np.unique(np.r_[arg, tile[arg == problem.k_l2]])  # a tile fastest where L2 binds keeps its rate
     rel_se, admitted = _gemm_linearised(problem, x, c0, arg, won)
     alternatives = _alternatives(problem, x, c0, arg, won)
     x = _bound_idle(problem, x, won)
     l2_only = {k: int(np.sum((arg == problem.k_l2) & (tile == k))) for k in l2_only_tiles(problem, arg, tile)}
-    params = _tile_parameters(gpu, x, problem.x_ref, arg, won, alternatives, rel_se, admitted, l2_only,
-                              problem.t_star)
+    params = _tile_parameters(gpu, problem, x, arg,
+                              _Identified(won, alternatives, rel_se, admitted, l2_only))
     mu = {str(tl): p.value for tl, p in zip(gpu.tiles, params, strict=True)}
     n_gemms = sum(g.count for g in model.linear_gemms(mode))
     profile = {"base": base.key, "mu": mu, "overhead_s": n_gemms * c0}

@@ -10,6 +10,7 @@ Bari, Hegde, de Veciana (2025), Eq. 2; :mod:`theory.terms` (memory floor, waves,
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import lsq_linear
@@ -123,13 +124,39 @@ def _bounded_lsq(design: np.ndarray, target: np.ndarray, lower: np.ndarray) -> n
     return lsq_linear(chol.T, y, bounds=(lower, np.inf)).x
 
 
-class GemmProblem:
-    """The data of a GeMM fit and its search (module docstring)."""
+@dataclass(frozen=True, eq=False)
+class GemmData:
+    """The points of a GeMM fit in the model's terms (:func:`gemm_model`).
 
-    def __init__(self, pairs: np.ndarray, count: np.ndarray, t: np.ndarray, x_ref: np.ndarray,
-                 overhead: bool, floor: bool = False, traffic: np.ndarray | None = None,
-                 x_min: np.ndarray | None = None, t_star: int | None = None,
-                 volume: np.ndarray | None = None):
+    Attributes
+    ----------
+    pairs : ndarray
+        Tile pairs per point (rows) and tile (columns), with each GeMM's bytes as a last column
+        when ``floor``.
+    count, t : ndarray
+        GeMMs per point and the measured seconds.
+    floor : bool
+        Whether the last column of ``pairs`` is the memory floor's bytes.
+    traffic : ndarray or None
+        L2 operand bytes per point and tile (:func:`tile_traffic`), with the L2 term.
+    """
+
+    pairs: np.ndarray
+    count: np.ndarray
+    t: np.ndarray
+    floor: bool = False
+    traffic: np.ndarray | None = None
+
+
+class GemmProblem:
+    """The data of a GeMM fit and its search (:mod:`theory.validation.gemm_fit`): the points
+    ``data``, the reference coefficients ``x_ref`` (the base profile's), whether ``c_0`` is fitted
+    (``overhead``), the least coefficients ``x_min`` and, when Assumption 1 is kept, ``t*``'s
+    index and the tiles' volumes."""
+
+    def __init__(self, data: GemmData, x_ref: np.ndarray, overhead: bool, x_min: np.ndarray | None = None,
+                 t_star: int | None = None, volume: np.ndarray | None = None):
+        pairs, count, t, floor, traffic = data.pairs, data.count, data.t, data.floor, data.traffic
         self.pairs, self.count, self.t, self.x_ref, self.overhead = pairs, count, t, x_ref, overhead
         # least admissible coefficient: the dense peak for a tile, LOWER x the reference otherwise
         self.x_min = np.maximum(LOWER * x_ref, 0.0 if x_min is None else x_min)
@@ -273,6 +300,7 @@ class GemmProblem:
 
 
 __all__ = [
+    "GemmData",
     "GemmProblem",
     "gemm_bytes",
     "gemm_model",
