@@ -202,7 +202,7 @@ def run(args) -> int:
     from llmq.output import out_dir
     from stability.planner.grid import build_grid
     from stability.planner.report import console_lines, write_outputs
-    from stability.planner.search import cached_capacity, check_max_seeds, search, verify
+    from stability.planner.search import SearchOptions, cached_capacity, check_max_seeds, search, verify
     from stability.planner.search_mixed import search_mixes
     from stability.runner import Cache, DaskExecutor, LocalExecutor, Runner, SweepInterrupted
     from stability.sim.fleet import ROUTERS
@@ -233,8 +233,8 @@ def run(args) -> int:
         claim_output_dir(out, "plan", identity, adds={k: getattr(args, k) for k in ADD_FIELDS})  # it starts
         runner = Runner(cache, DaskExecutor(args.dask) if args.dask else LocalExecutor(workers))
         try:
-            res = search(spec, runner, n_requests, seeds, args.seed, grid, stop_early=not args.full_front,
-                         parallel=workers, max_seeds=max_seeds)
+            options = SearchOptions(n_requests, seeds, args.seed, not args.full_front, workers, max_seeds)
+            res = search(spec, runner, options, grid)
             mixes = (search_mixes(res, runner, n_requests, seeds, args.seed, budget, args.router, max_seeds)
                      if args.mixed else None)
             checked = (verify(res, runner, verify_requests, seeds + 1, args.seed, max(max_seeds, seeds + 1))
@@ -242,8 +242,8 @@ def run(args) -> int:
         finally:
             runner.executor.close()
         elapsed = time.perf_counter() - t0
-        lines = console_lines(res, n_requests, seeds, max_seeds, elapsed, checked, mixes)
-        files = write_outputs(res, out, lines, n_requests, seeds, max_seeds, elapsed, checked, mixes)
+        lines = console_lines(res, elapsed, checked, mixes)
+        files = write_outputs(res, out, lines, elapsed, checked, mixes)
     except KeyboardInterrupt:  # wherever it lands: say what is cached and how to resume
         raise SweepInterrupted(cache.dir) from None
     if args.json:
