@@ -1,2 +1,28 @@
 """The model against measured hardware: public profiles and their converters, calibration, the
-roofline screen, scoring per GeMM and per whole batch, and the reports of ``llmq validate``."""
+roofline screen, scoring per GeMM and per whole batch, and the reports of ``llmq validate``.
+
+Modules
+-------
+validate          the driver: every row of the shipped profiles predicted and scored (llmq validate).
+results           what a run did and found: Settings, Report, the schemes and the group columns.
+errors            absolute relative errors and their median / 90th percentile (ErrorStats).
+gemm              the per-GeMM predictor, GeMM rows and their held-out splits, the tile model fitted
+                  on rows, the measured-profile law built from rows.
+score_gemm        every scheme's prediction of the GeMM rows, per group and pooled per GPU.
+batches           whole batches under Eq. 7: TP cost model, batch time, its parts, folds.
+stack_law         the serving stack's law on top of Eq. 7 and its bounded least-squares fit.
+score_batches     whole batches under Eq. 7 and the stack law, held out by folds; per-GPU verdicts.
+stack_law_reach   whether any one stack law per group reaches the targets in sample (a MILP).
+batch_orderings   equal-token batch pairs whose measured order Eq. 7 cannot give.
+allreduce         the all-reduce law and its scores against measured collectives.
+attention         measured self-attention batches against Eq. 5-6 (and its report: attention_report).
+staircase         the step heights of GeMM times over the token count, and their verdict.
+targets           the acceptance targets and the law each GPU is judged under.
+plausibility      the roofline screen: rows faster than their shape's lower bound.
+calibrate         fit a GPU profile to timings (llmq calibrate): gemm_fit (Eq. 2 per tile, its search
+                  gemm_search), batch_fit (Eq. 7), calibration (the fitted record and its TOML).
+timings           reading measured GeMM or batch timings (CSV).
+presets_fit       refitting the shipped calibrated presets from the public profiles.
+profiles_convert  converting the public profiles' raw files into llmq's profile CSVs.
+report            the outputs of llmq validate: console, Markdown, CSV, JSON, figures.
+"""
