@@ -6,7 +6,7 @@ anything runs, so it cannot drift silently). The script applies every mutant in 
 the repository in a temporary directory (the working tree is never edited), with a fresh numba
 cache, and runs
 
-(a) ``python -m llmq check --fast --expect paper_checks/verdicts.json``, and
+(a) ``python -m llmq check --quick --expect paper_checks/verdicts.json``, and
 (b) the mutant's test files under pytest,
 
 each with a timeout. A stage **kills** a mutant when a verdict differs from the recorded one (a)
@@ -16,7 +16,7 @@ Equivalent mutants (``equivalent = true``, with the reason) are listed but not r
 ``--include-equivalent``) and never enter the rates.
 
 The kill rates, both over the non-equivalent mutants run: overall (check or tests) and
-``llmq check --fast`` alone. Results go to ``out/mutation.json`` (strict JSON). Slow (from 40 s
+``llmq check --quick`` alone. Results go to ``out/mutation.json`` (strict JSON). Slow (from 40 s
 a mutant on an idle machine to 3-4 minutes on a loaded 2-core one); not part of CI::
 
     python benchmarks/mutation.py [--only ID] [--jobs 1] [--fast-only]
@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "benchmarks" / "mutants.toml"
 KILLED, CRASH, SURVIVED, SKIPPED = "KILLED", "CRASH", "SURVIVED", "SKIPPED"
 # a failing test whose exception is one of these failed on a check of a value, not by crashing
-DEFAULT_TIMEOUT = 240.0  # a normal check --fast takes about 40 s, a test file under a minute
+DEFAULT_TIMEOUT = 240.0  # a normal check --quick takes about 40 s, a test file under a minute
 ASSERTION_KINDS = ("AssertionError", "Failed", "assert ")
 
 
@@ -269,7 +269,7 @@ def run_mutant(m: Mutant, files: list[str], args, expected: dict) -> Outcome:
             check = Stage(SKIPPED, "--tests-only")
         else:
             only = [a for c in args.new_check for a in ("--only", c)]
-            rc, tail, sec = run([sys.executable, "-m", "llmq", "check", "--fast", "--quiet", "--expect",
+            rc, tail, sec = run([sys.executable, "-m", "llmq", "check", "--quick", "--quiet", "--expect",
                                  "paper_checks/verdicts.json", "--out", str(base / "check"), *only],
                                 repo, env, args.check_timeout)
             check = Stage(*classify_check(rc, tail, base / "check" / "paper_checks.json", expected), sec)
@@ -321,7 +321,7 @@ def print_table(rows: list[dict]) -> None:
 
 def markdown(rows: list[dict], summary: dict) -> str:
     """The results as a markdown table with the two kill rates."""
-    lines = ["| mutant | file | models | check --fast | tests | overall |", "|---|---|---|---|---|---|"]
+    lines = ["| mutant | file | models | check --quick | tests | overall |", "|---|---|---|---|---|---|"]
     for r in rows:
         overall = r["overall"] or "equivalent: " + r["reason"]
         lines.append(f"| `{r['id']}` | `{r['file']}` | {r['models']} | {r['check']['status']} | "
@@ -329,7 +329,7 @@ def markdown(rows: list[dict], summary: dict) -> str:
     n = summary["mutants_run"]
     lines += ["", f"Non-equivalent mutants: {n}; equivalent: {len(summary['equivalent'])}.",
               f"Killed by tests + check: {summary['killed']}/{n} ({summary['kill_rate']:.1%}); "
-              f"by `llmq check --fast` alone: {summary['killed_by_check']}/{n} "
+              f"by `llmq check --quick` alone: {summary['killed_by_check']}/{n} "
               f"({summary['check_kill_rate']:.1%}); crashes (not kills): {summary['crashed']}.",
               f"Survivors: {', '.join(summary['survived']) or 'none'}. Not killed by the check: "
               f"{', '.join(summary['not_killed_by_check']) or 'none'}."]
@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", action="append", metavar="ID", help="run only this mutant (repeatable)")
     p.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1)")
-    p.add_argument("--fast-only", action="store_true", help="run only llmq check --fast, no pytest")
+    p.add_argument("--fast-only", action="store_true", help="run only llmq check --quick, no pytest")
     p.add_argument("--tests-only", action="store_true",
                    help="run only the pytest stage (to try new tests; the rates then lack the check)")
     p.add_argument("--resume-from", type=Path, metavar="FILE",
@@ -447,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(summary['equivalent'])}")
     print(f"kill rate, tests + check: {summary['killed']}/{summary['mutants_run']} = "
           f"{summary['kill_rate']:.1%}   (crashes, not counted as kills: {summary['crashed']})")
-    print(f"kill rate, llmq check --fast alone: {summary['killed_by_check']}/{summary['mutants_run']} = "
+    print(f"kill rate, llmq check --quick alone: {summary['killed_by_check']}/{summary['mutants_run']} = "
           f"{summary['check_kill_rate']:.1%}")
     print(f"survivors: {', '.join(summary['survived']) or 'none'}")
     print(f"run time: {summary['seconds_this_run']:.0f} s")

@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"llmq {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt as exc:
-        print(f"llmq {args.command}: {exc or 'interrupted'}", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # a sweep says what it cached; a bare Ctrl-C has no message
+        print(f"llmq {args.command}: {str(exc) or 'interrupted'}", file=sys.stderr)
         return 130
 
 

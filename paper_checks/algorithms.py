@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cache
 
+from paper_checks.evidence import Points, Reading
 from paper_checks.pseudocode import (
     NonTerminationError,
     Req,
@@ -136,7 +137,11 @@ def rad_invariants(run, *, n: int, t_col: int, t_lcm: int) -> list[str]:
     return out
 
 
-@register("alg1.line13", level="exhaustive",
+@register("alg1.line13", level="reading",
+          domain="every request and every t*_lcm",
+          evaluates=(Reading("Algorithm 1, line 13: c = min{t*_lcm, L^P(R) - i}"),
+                     Points("the literal interpreter on the smallest instances; the corrected line on "
+                            "the domain of alg1.invariants"),),
           location="Algorithm 1, lines 11-15",
           items=("Algorithm 1",),
           claim="With i starting at 1 and c = min{t*_lcm, L^P(R) - i}, the loop of lines 12-16 prefills the "
@@ -163,7 +168,10 @@ def alg1_line13(fast: bool) -> Result:
                   evidence={"under Assumption 3 (L^P = t*_lcm = 2)": a3_case})
 
 
-@register("alg1.invariants", level="exhaustive",
+@register("alg1.invariants", level="sample",
+          domain="every arrival sequence, request lengths and parameters (n, t*_col, t*_lcm)",
+          evaluates=(Points("every instance of <= 3 (fast) or 4 requests, L^P in 1..3, L^D in 1..2, 2 "
+                            "arrival gaps, t*_col 1..3, n 1..4, t*_lcm 1..3"),),
           location="Algorithm 1 and Section 4.2 (with line 13 corrected)",
           items=("Algorithm 1", "Definition 1", "Definition 2"),
           claim="RAD prefills every prompt token exactly once in contiguous chunks covering 1..L^P, never "
@@ -204,7 +212,11 @@ def alg2_invariants(run, *, n: int, t_col: int, t_lcm: int) -> list[str]:
     return out
 
 
-@register("alg2.line7", level="exhaustive",
+@register("alg2.line7", level="reading",
+          domain="every request and every t*_lcm",
+          evaluates=(Reading("Algorithm 2, line 7: c = min{LCM(t*_row, t*_col, t*_red), L_P(R) - i}"),
+                     Points("the literal interpreter on the smallest instances and on the domain of "
+                            "alg1.invariants"),),
           location="Algorithm 2, line 7",
           items=("Algorithm 2",),
           claim="c = min{LCM(t*_row, t*_col, t*_red), L_P(R) - i} with i starting at 1 prefills the prompt.",
@@ -220,7 +232,11 @@ def alg2_line7(fast: bool) -> Result:
                                    "invariants")
 
 
-@register("alg2.arrivals", level="exhaustive",
+@register("alg2.arrivals", level="reading",
+          domain="every arrival sequence",
+          evaluates=(Reading("Algorithm 2: P initialised empty, no line adding arrivals"),
+                     Points("the literal interpreter on the smallest instances and on the domain of "
+                            "alg1.invariants"),),
           location="Algorithm 2 (no 'Update P based on new arrivals' line)",
           items=("Algorithm 2",),
           claim="Algorithm 2 serves the requests that arrive.",
@@ -239,7 +255,9 @@ def alg2_arrivals(fast: bool) -> Result:
                   correction_check=f"alg2.invariants: {runs} corrected runs serve every request")
 
 
-@register("alg2.invariants", level="exhaustive",
+@register("alg2.invariants", level="sample",
+          domain="every arrival sequence, request lengths and parameters (n, t*_col, t*_lcm)",
+          evaluates=(Points("the instances of alg1.invariants"),),
           location="Algorithm 2, Appendix D (corrected)",
           items=("Algorithm 2", "Definition 1", "Definition 2"),
           claim="Algorithm 2 prefills up to n requests per cycle in chunks of t*_lcm, then decodes them with "
@@ -250,6 +268,9 @@ def alg2_invariants_check(fast: bool) -> Result:
 
 
 @register("alg2.theorem2", level="sample",
+          domain="every lambda <= lambda* (1 - eps)",
+          evaluates=(Points("0.9 and 1.1 lambda*, n = 2000, 20000 (fast) or 100000 requests, A100, Table "
+                            "1 padded"),),
           location="Appendix D: 'Theorem 2 applies when the RAD scheduler is replaced by "
                                     "the scheduler in Algorithm 2'",
           items=("Algorithm 2",),
@@ -286,7 +307,12 @@ def alg3_invariants(run, *, b: int) -> list[str]:
     return out
 
 
-@register("alg3.line5", level="exhaustive",
+@register("alg3.line5", level="reading",
+          domain="every arrival sequence",
+          evaluates=(Reading("Algorithm 3, lines 5 and 12: 'if mode = Prefill' and 'else if mode = "
+                             "Prefill'"),
+                     Points("the literal interpreter on the smallest instances and on the domain of "
+                            "alg3.invariants"),),
           location="Algorithm 3, lines 2, 5 and 12",
           items=("Algorithm 3",),
           claim="Starting with mode = Decode, lines 5 ('if mode = Prefill') and 12 ('else if mode = "
@@ -303,7 +329,9 @@ def alg3_line5(fast: bool) -> Result:
                   correction_check=f"alg3.invariants: {runs} corrected runs serve every request")
 
 
-@register("alg3.invariants", level="exhaustive",
+@register("alg3.invariants", level="sample",
+          domain="every arrival sequence, request lengths and b",
+          evaluates=(Points("the instances of alg1.invariants, b in 1..3"),),
           location="Algorithm 3, Appendix E.1 (corrected)",
           items=("Algorithm 3", "Definition 1", "Definition 2"),
           claim="Request-level batching prefills up to b whole prompts at a time and admits no new request "
@@ -327,7 +355,12 @@ def alg4_invariants(run, *, budget: int) -> list[str]:
     return out
 
 
-@register("alg4.termination", level="exhaustive",
+@register("alg4.termination", level="reading",
+          domain="every arrival sequence and token budget",
+          evaluates=(Reading("Algorithm 4, lines 11-12: 'while tau < tau_budget', c = min{tau_budget - "
+                             "tau, L_j^P - i}"),
+                     Points("the literal interpreter on the smallest instances and on the domain of "
+                            "alg4.invariants"),),
           location="Algorithm 4, lines 11-12",
           items=("Algorithm 4",),
           claim="The inner loop 'while tau < tau_budget' with c = min{tau_budget - tau, L_j^P - i} fills the "
@@ -353,7 +386,9 @@ def alg4_termination(fast: bool) -> Result:
                                    "invariants")
 
 
-@register("alg4.invariants", level="exhaustive",
+@register("alg4.invariants", level="sample",
+          domain="every arrival sequence, request lengths and token budget",
+          evaluates=(Points("the instances of alg1.invariants, budget in 1..4"),),
           location="Algorithm 4, Appendix E.2 (corrected): 'the number of these is "
                                       "guaranteed to be below the budget'",
           items=("Algorithm 4", "Definition 1", "Definition 2"),
@@ -370,7 +405,9 @@ def alg4_invariants_check(fast: bool) -> Result:
 # --- Algorithm 5 ------------------------------------------------------------------------------
 
 
-@register("alg5.invariants", level="exhaustive",
+@register("alg5.invariants", level="sample",
+          domain="every arrival sequence and request lengths",
+          evaluates=(Points("the instances of alg1.invariants"),),
           location="Algorithm 5, Appendix E.3",
           items=("Algorithm 5", "Definition 1", "Definition 2"),
           claim="DistServe prefills each prompt whole on the prefill node, hands it to the decode node, "

@@ -85,11 +85,13 @@ def jsonable(obj):
     return str(obj)
 
 
-def bound_test(samples, bound: float, confidence: float = 0.99, effect: float = 0.1) -> dict:
+def bound_test(samples, bound: float, confidence: float = 0.99, effect: float = 0.1,
+               scale: float | None = None) -> dict:
     """A one-sided test that the mean of ``samples`` is at most ``bound``: it rejects (the bound
     fails) when the lower end of the two-sided ``confidence`` t-interval exceeds it. Returns the
-    test, the interval and its power against a mean ``effect`` x |bound| above the bound (normal
-    approximation, ``Phi(effect |bound| / se - z)``), the evidence a ``statistical`` check reports.
+    test, its error rate ``alpha`` (one-sided: half of 1 - ``confidence``), the interval and its power
+    against a mean ``effect`` x ``scale`` above the bound (``scale`` is |bound| unless given; normal
+    approximation, ``Phi(effect scale / se - z)``), the evidence a ``statistical`` check reports.
 
     References
     ----------
@@ -104,10 +106,11 @@ def bound_test(samples, bound: float, confidence: float = 0.99, effect: float = 
     mean, lo, hi = t_interval(x, confidence)
     se = float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else math.inf
     z = float(norm.ppf(0.5 + confidence / 2))
-    delta = effect * abs(bound)
+    delta = effect * (abs(bound) if scale is None else scale)
     power = float(norm.cdf(delta / se - z)) if se > 0 else 1.0
     return {"test": f"one-sided: reject 'mean <= bound' when the lower end of the {confidence:.0%} "
                     f"t-interval exceeds the bound ({x.size} samples)",
-            "ci": [lo, hi], "mean": mean, "bound": bound, "rejected": bool(lo > bound),
+            "alpha": (1 - confidence) / 2, "ci": [lo, hi], "mean": mean, "bound": bound,
+            "rejected": bool(lo > bound),
             "power": {"against a mean above the bound by": delta, "probability of rejecting": power}}
 

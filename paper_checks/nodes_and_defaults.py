@@ -27,12 +27,14 @@ import math
 
 import numpy as np
 
+from paper_checks.evidence import Points
 from paper_checks.registry import Result, Verdict, register
 from paper_checks.simulated import run_gpu, small_tile_cost_model
+from stability.sim.gpu import RunOptions
 from stability.sim.registry import get_scheduler
 from theory.builder import CostSpec, cost_model
 from theory.cost import Batch, T_batch
-from theory.hardware import get_gpu
+from theory.hardware import get_gpu, gpu_names
 from theory.workload import get_workload
 
 PRESETS = ("a100", "h100", "l4")
@@ -159,6 +161,9 @@ def _theorems_executed(r: int, fast: bool) -> tuple[list[str], dict]:
 
 
 @register("sec41.r_nodes", level="sample",
+          domain="every r >= 1 and every lambda",
+          evaluates=(Points("r = 2, 3: deterministic cycles and the A100 preset's bounds; r = 2: the "
+                            "executed chain at n = 48, 0.9 and 1.1 lambda*"),),
           location="Section 4.1 (uniformly random planner), Theorems 1-2 and Lemmas 3-4 "
                                     "with r > 1 nodes",
           items=("Theorem 1", "Theorem 2", "Lemma 3", "Lemma 4"),
@@ -202,7 +207,7 @@ def _replay(name: str, gpu: str, requests: int) -> list[str]:
     arrival = np.zeros(requests)
     sch = get_scheduler(name)
     params = sch.make_params(cm, n=2 * t_col) if name in ("rad", "alg2") else sch.make_params(cm)
-    run = run_gpu(cm, sch, params, arrival, L_P, L_D, detail=True, log=True)
+    run = run_gpu(cm, sch, params, arrival, L_P, L_D, options=RunOptions(detail=True, log=True))
     items, batches = run.items, run.batches
     pre = items["c"] > 0
     bad = []
@@ -234,6 +239,9 @@ def _replay(name: str, gpu: str, requests: int) -> list[str]:
 
 
 @register("alg123.default_parameters", level="sample",
+          domain="every GPU and every burst of requests",
+          evaluates=(Points("A100 (fast) or A100, H100, L4: one seeded burst of 2 t*_col + 7 requests "
+                            "per scheduler"),),
           location="Algorithm 1, lines 6-16; Algorithm 2, lines 4-15; "
                                                 "Algorithm 3, line 14",
           items=("Algorithm 1", "Algorithm 2", "Algorithm 3"),
@@ -259,7 +267,10 @@ def alg123_default_parameters(fast: bool) -> Result:
                            "requests per scheduler, every batch replayed")
 
 
-@register("eq7.partial_chunks_and_decode_runs", level="exhaustive",
+@register("eq7.partial_chunks_and_decode_runs", level="sample",
+          domain="every prompt length and every run of decode positions",
+          evaluates=(Points("8 prompt lengths around multiples of t*_lcm and 5 position ranges on A100 "
+                            "(fast) or A100, H100, L4"),),
           location="Eq. 5 and Eq. 7 summed over RAD's batches "
                                                          "(Algorithm 1, lines 7-16), any prompt length",
           items=("Eq. 5", "Eq. 7", "Algorithm 1"),
@@ -300,7 +311,9 @@ def eq7_partial_chunks_and_decode_runs(fast: bool) -> Result:
                            f"{' (fast subset)' if fast else ''}")
 
 
-@register("thm2.n_strictly_above", level="exhaustive",
+@register("thm2.n_strictly_above", level="sample",
+          domain="every t*_col, T^max, T_bar^R and eps",
+          evaluates=(Points("7 cases, 5 of them with an integer bound"),),
           location="Theorem 2: n > (t*_col - 1) T^max / (eps T_bar^R)",
           items=("Theorem 2",),
           claim="Theorem 2's n is strictly above its bound: where the bound is an integer, the smallest "
@@ -340,13 +353,19 @@ base = "a100"
 """
 
 
-@register("eq5.gemv_orientation", level="exhaustive",
+@register("eq5.gemv_orientation", level="sample",
+          domain="every token index i on every GPU and GeMV tile",
+          evaluates=(Points("10 positions on GeMV tiles 16x64 and 128x16; i = 1, 17, 513, 4096 on every "
+                            "GPU preset"),),
           location="Eq. 5 (from Eq. 3)", items=("Eq. 5",),
           claim="The decode attention of token i takes (d/t_col) ceil(i/t_row) + ceil(i/t_col) (d/t_row) "
-                "GeMV tiles: K^T q is an i x d GeMV and P V a d x i one.",
+                "GeMV tiles over s mu (Eq. 5 with Eq. 3's 1/s): K^T q is an i x d GeMV and P V a d x i one; "
+                "theory.cost.T_D_SA, the simulator's decode attention, is that time.",
           method="A GPU file with one GeMV tile that is not square (16 x 64, 128 x 16; the presets' tile "
                  "sets are symmetric, where the orientation cannot show): theory.cost.T_D_SA against the "
-                 "tile count of Eq. 5 over s mu(t_row, t_col), for positions around tile multiples.")
+                 "tile count of Eq. 5 over s mu(t_row, t_col), for positions around tile multiples; and on "
+                 "every GPU preset, in exact rationals, against the corrected Eq. 5 with each GeMV on its "
+                 "fastest GeMV tile.")
 def eq5_gemv_orientation(fast: bool) -> Result:
     import tempfile
     from pathlib import Path
@@ -369,14 +388,45 @@ def eq5_gemv_orientation(fast: bool) -> Result:
                 if not _close(float(T_D_SA(cm, i)), tiles / (gpu.s * gpu.mu_gemv[0]), 1e-12):
                     bad.append({"gemv tile": f"{rows}x{cols}", "i": i, "T_D_SA": float(T_D_SA(cm, i)),
                                 "Eq. 5": tiles / (gpu.s * gpu.mu_gemv[0])})
+    presets = preset_decode_attention_gaps()
+    bad += presets
     if bad:
         return Result(Verdict.FAIL, f"T^D,SA differs from Eq. 5's tile count in {len(bad)} cases",
                       counterexample={"cases": bad[:5]})
-    return Result(Verdict.PASS, "T^D,SA counts Eq. 5's tiles on non-square GeMV tiles",
-                  coverage=f"{cases} positions on GeMV tiles 16x64 and 128x16 (A100, Mistral-7B)")
+    return Result(Verdict.PASS, "T^D,SA counts Eq. 5's tiles on non-square GeMV tiles and is the corrected "
+                                "Eq. 5 on every GPU preset",
+                  coverage=f"{cases} positions on GeMV tiles 16x64 and 128x16 (A100, Mistral-7B); i = "
+                           f"{', '.join(map(str, PRESET_POSITIONS))} on {len(gpu_names())} GPU presets")
+
+
+PRESET_POSITIONS = (1, 17, 513, 4096)
+
+
+def preset_decode_attention_gaps(positions: tuple[int, ...] = PRESET_POSITIONS) -> list[dict]:
+    """theory.cost.T_D_SA on every GPU preset against the corrected Eq. 5 (Eq. 3 for K^T q and V p,
+    each GeMV on its fastest GeMV tile) in exact rationals at ``positions``; the differing cases."""
+    from fractions import Fraction
+
+    from paper_checks.common import frac
+    from theory.cost import T_D_SA
+
+    bad = []
+    for g in gpu_names():
+        cm = cost_model(CostSpec(g))
+        d = cm.d_dec
+        gemv = list(zip(cm.g_row.tolist(), cm.g_col.tolist(), cm.mu_gemv.tolist(), strict=True))
+        got = T_D_SA(cm, np.array(positions))
+        for p, x in zip(positions, got, strict=True):
+            want = (min(Fraction(-(-p // r) * -(-d // c)) / (cm.s * frac(m)) for r, c, m in gemv)
+                    + min(Fraction(-(-d // r) * -(-p // c)) / (cm.s * frac(m)) for r, c, m in gemv))
+            if not _close(float(x), float(want), 1e-12):
+                bad.append({"gpu": g, "i": p, "T_D_SA": float(x), "corrected Eq. 5": float(want)})
+    return bad
 
 
 @register("alg4.sarathi_chunks", level="sample",
+          domain="every arrival sequence and request lengths",
+          evaluates=(Points("A100 preset: 12 spaced requests and a burst of 20, seeded"),),
           location="Algorithm 4, lines 5-17 (corrected), and Sarathi-Serve's "
                                           "scheduler (Section 5)",
           items=("Algorithm 4",),
@@ -398,7 +448,8 @@ def alg4_sarathi_chunks(fast: bool) -> Result:
     spaced = np.arange(m) * 10.0  # each request alone on the GPU
     for name, opts in (("sarathi_paper", {"chunk_size": 256}), ("sarathi", {"chunk_size": 256})):
         sch = get_scheduler(name)
-        run = run_gpu(cm, sch, sch.make_params(cm, **opts), spaced, L_P, L_D, detail=True, log=True)
+        run = run_gpu(cm, sch, sch.make_params(cm, **opts), spaced, L_P, L_D,
+                      options=RunOptions(detail=True, log=True))
         items = run.items
         pre = items["c"] > 0
         counts = np.bincount(items["request"][pre], minlength=m)
@@ -409,8 +460,8 @@ def alg4_sarathi_chunks(fast: bool) -> Result:
     for name, opts in (("sarathi", {"chunk_size": 128, "max_num_seqs": 3}),
                        ("sarathi_paper", {"chunk_size": 128})):
         sch = get_scheduler(name)
-        run = run_gpu(cm, sch, sch.make_params(cm, **opts), np.zeros(burst_m), L_P, L_D, detail=True,
-                      log=True)
+        run = run_gpu(cm, sch, sch.make_params(cm, **opts), np.zeros(burst_m), L_P, L_D,
+                      options=RunOptions(detail=True, log=True))
         b = run.batches
         per_batch = b["decodes"] + b["prefills"]
         if name == "sarathi" and per_batch.max() != 3:

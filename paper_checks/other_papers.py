@@ -1,15 +1,12 @@
-"""Other papers: where Theorems 1-2 stop holding under a per-batch overhead, and the
-throughput-optimality claims of Li, Dai and Peng (2025).
+"""Other papers: the throughput-optimality claims of Li, Dai and Peng (2025).
 
-* ``other.thm1_overhead``: Theorem 1's lambda* = r / T_bar_R as the capacity of a GPU whose every
-  batch also pays a fixed time ``c_fix`` (launches, CPU scheduling), with a token budget. The
-  certified bound of :mod:`theory.capacity` is an upper bound on every scheduler; a claimed
-  capacity above it is not attained by any schedule, one below a feasible lock-step schedule's
-  throughput is not an upper bound (:func:`theory.capacity.check_bound_against`).
-* ``other.thm2_rad_overhead``: Theorem 2 (RAD stable for lambda <= lambda* (1 - eps)) and RAD's
-  optimality with ``c_fix > 0``: RAD runs each t*_lcm chunk alone and at most t*_col decodes per
-  batch, so its rate is at most :func:`theory.capacity.rad_overhead_rate_bound`; below
-  lambda* (1 - eps), or below a feasible lock-step schedule, refutes the claim.
+(Nie, Si and Zhou's KV-memory threshold: :mod:`paper_checks.other_papers_kv`; the exclusive- versus
+mixed-batching crossover of Zhang et al.: :mod:`paper_checks.other_papers_batching`; both registered
+on import of this module.)
+
+(Theorems 1-2 of Bari, Hegde, de Veciana under a per-batch overhead are the library's own
+extensions: :mod:`paper_checks.beyond_paper`.)
+
 * ``other.ldp_work_conserving``: Li, Dai, Peng (2025): with a batch-time law
   ``t(b) = c + a ceil(b / b0)`` and token budget ``b``, work-conserving policies are stable up
   to ``lam (m_p + m_d) < b / t_b``. The closed form is set against the certified bound and
@@ -24,7 +21,7 @@ of those numbers; tests feed the judges wrong bounds and see both verdicts.
 
 References
 ----------
-Bari, Hegde, de Veciana (2025), Theorems 1-2, Algorithm 1. Li, Dai, Peng (2025),
+Li, Dai, Peng (2025),
 "Throughput-optimal scheduling algorithms for LLM inference and AI agents", arXiv:2504.07347
 (the stability condition ``lam (m_p + m_d) < b / t_b``, the staircase batch time, and the
 instability of non-work-conserving policies). Agrawal et al. (2024), Sarathi-Serve.
@@ -36,21 +33,11 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from paper_checks.common import PAPER_MODEL
+from paper_checks import other_papers_batching, other_papers_kv  # noqa: F401  (register their checks)
+from paper_checks.evidence import Points
 from paper_checks.registry import Result, Verdict, register
-from theory.bounds import lambda_star
-from theory.builder import CostSpec, cost_model
-from theory.capacity import (
-    capacity_bound,
-    check_bound_against,
-    lockstep_throughput,
-    rad_overhead_rate_bound,
-)
-from theory.workload import get_workload
+from theory.capacity import capacity_bound
 
-# the per-batch overhead instance (theory.capacity's computed example)
-OVERHEAD_S, OVERHEAD_BUDGET, OVERHEAD_WORKLOAD = 0.005, 2048, "deterministic:512,64"
-EPSILON = 0.1  # Theorem 2's margin for this check (the recorded figures use it; not theory.defaults)
 # Li, Dai, Peng's staircase instance
 LDP_C, LDP_A, LDP_B0, LDP_BUDGET = 0.003, 0.002, 64, 512
 LDP_WORKLOAD = "uniform:64-448,16-256"
@@ -68,109 +55,6 @@ base = "mistral-7b"
 attention = false
 """
 RTOL = 0.01  # attainment tolerance: max(1%, the interval's half-width)
-
-
-def _overhead_case(gpu: str = "a100", overhead_s: float = OVERHEAD_S):
-    cm = replace(cost_model(CostSpec(gpu, PAPER_MODEL)), overhead_s=overhead_s)
-    return cm, get_workload(OVERHEAD_WORKLOAD)
-
-
-def _replay(gpu: str, overhead_s: float, b_max: int | None) -> str:
-    return (f"theory.capacity.capacity_bound(dataclasses.replace(cost_model(CostSpec('{gpu}', "
-            f"'{PAPER_MODEL}')), overhead_s={overhead_s}), get_workload('{OVERHEAD_WORKLOAD}'), "
-            f"b_max={b_max})")
-
-
-# --- Theorem 1 under a per-batch overhead -----------------------------------------------------------
-
-
-def judge_capacity_claim(claimed: float, cm, w, b_max: int | None, what: str) -> Result:
-    """PASS if ``claimed`` lies between the best feasible lock-step schedule and the certified
-    bound (:func:`theory.capacity.check_bound_against`), else FAIL with the instance."""
-    chk = check_bound_against(claimed, cm, w, b_max=b_max)
-    case = {"gpu": cm.gpu.key, "model": cm.model.key, "mode": cm.mode, "overhead_s": cm.overhead_s,
-            "workload": w.name, "token_budget": b_max, f"claimed ({what}) req/s": claimed,
-            "certified bound req/s": chk.certified, "best feasible schedule req/s": chk.best_feasible,
-            "schedule": chk.witness, "replay": _replay(cm.gpu.key, cm.overhead_s, b_max)}
-    if chk.verdict == "FAIL":
-        return Result(Verdict.FAIL, f"{what}: {chk.reason}", counterexample=case)
-    return Result(Verdict.PASS, f"{what}: {chk.reason}", coverage=f"{cm.gpu.key}, c_fix = {cm.overhead_s} s, "
-                  f"budget {b_max}, {w.name}; lock-step schedules and the certified bound", evidence=case)
-
-
-@register("other.thm1_overhead", level="sample",
-          location="Other papers: Theorem 1 under a per-batch overhead",
-          items=("Theorem 1",),
-          claim="lambda* = r / T_bar_R is the throughput limit: no scheduler is stable above it and it is "
-                "approached, also on a GPU whose every batch pays a fixed time c_fix and holds at most a "
-                "token budget of tokens.",
-          method="theory.capacity.check_bound_against: lambda* (which ignores c_fix) against the certified "
-                 "bound (LP over batch sizes with the budget, DP-minimal attention) and explicit lock-step "
-                 "schedules timed batch by batch; A100, Mistral-7B paper mode, c_fix = 5 ms, budget 2048, "
-                 "L_P = 512, L_D = 64 (the full run adds every preset).")
-def other_thm1_overhead(fast: bool) -> Result:
-    gpus = ("a100",) if fast else ("a100", "h100", "l4", "rtx6000ada")
-    results = []
-    for g in gpus:
-        cm, w = _overhead_case(g)
-        results.append(judge_capacity_claim(lambda_star(cm, w), cm, w, OVERHEAD_BUDGET, "lambda*"))
-    failed = [r for r in results if r.verdict is Verdict.FAIL]
-    if failed:
-        return replace(failed[0], summary=failed[0].summary + f" ({len(failed)} of {len(gpus)} GPUs)")
-    return results[0]
-
-
-# --- Theorem 2 and RAD's optimality under a per-batch overhead ----------------------------------------
-
-
-def judge_rad(cm, w, eps: float, rad_bound: float, feasible: float, feasible_at: dict) -> Result:
-    """FAIL if RAD's certified largest rate ``rad_bound`` is below lambda* (1 - eps) (Theorem 2
-    refuted) or below a feasible schedule's throughput (RAD not throughput-optimal); else PASS."""
-    lam = lambda_star(cm, w)
-    target = lam * (1 - eps)
-    case = {"gpu": cm.gpu.key, "model": cm.model.key, "overhead_s": cm.overhead_s, "workload": w.name,
-            "epsilon": eps, "lambda* req/s": lam, "lambda* (1 - eps) req/s": target,
-            "RAD at most req/s": rad_bound, "feasible lock-step schedule req/s": feasible,
-            "schedule": feasible_at,
-            "replay": f"theory.capacity.rad_overhead_rate_bound(cm, w) and lockstep_throughput(cm, w, "
-                      f"**{feasible_at}) with cm, w of {_replay(cm.gpu.key, cm.overhead_s, None)}"}
-    problems = []
-    if rad_bound < target * (1 - 1e-9):
-        problems.append(f"RAD is unstable at lambda = {0.5 * (rad_bound + target):.6g} <= lambda* (1 - eps) "
-                        f"= {target:.6g} (it sustains at most {rad_bound:.6g})")
-    if feasible > rad_bound * (1 + 1e-9):
-        problems.append(f"a lock-step schedule sustains {feasible:.6g} > RAD's {rad_bound:.6g} req/s")
-    if problems:
-        return Result(Verdict.FAIL, "; ".join(problems), counterexample=case)
-    return Result(Verdict.PASS, f"RAD's certified rate {rad_bound:.6g} >= lambda* (1 - eps) = {target:.6g} "
-                                f"and >= every lock-step schedule tried ({feasible:.6g})",
-                  coverage=f"{cm.gpu.key}, c_fix = {cm.overhead_s} s, {w.name}, eps = {eps}", evidence=case)
-
-
-def _best_lockstep(cm, w) -> tuple[float, dict]:
-    best, at = 0.0, {}
-    for g in (16, 128, 1024):
-        for c in (128, 256, 512):
-            x = lockstep_throughput(cm, w, group=g, chunk=c)
-            if x > best:
-                best, at = x, {"group": g, "chunk": c}
-    return best, at
-
-
-@register("other.thm2_rad_overhead", level="sample",
-          location="Other papers: Theorem 2 and RAD's optimality under a "
-                                                "per-batch overhead",
-          items=("Theorem 2",),
-          claim="RAD is stable for every lambda <= lambda* (1 - eps) (n large enough) and no scheduler "
-                "sustains more, also when every batch pays a fixed time c_fix.",
-          method="theory.capacity.rad_overhead_rate_bound (RAD's chunks of t*_lcm run alone, at most t*_col "
-                 "decodes per batch, each batch paying c_fix) against lambda* (1 - eps), eps = 0.1, and "
-                 "against lock-step schedules of 16-1024 requests timed batch by batch; A100, Mistral-7B "
-                 "paper mode, c_fix = 5 ms, L_P = 512, L_D = 64.")
-def other_thm2_rad_overhead(fast: bool) -> Result:
-    cm, w = _overhead_case()
-    feasible, at = _best_lockstep(cm, w)
-    return judge_rad(cm, w, EPSILON, rad_overhead_rate_bound(cm, w), feasible, at)
 
 
 # --- Li, Dai, Peng (2025) ---------------------------------------------------------------------------
@@ -229,6 +113,9 @@ def judge_work_conserving(claimed: float, certified: float, measured: dict) -> R
 
 
 @register("other.ldp_work_conserving", level="sample",
+          domain="every batch-time law c + a ceil(b / b0), token budget and workload",
+          evaluates=(Points("c = 3 ms, a = 2 ms, b0 = 64, b = 512, uniform lengths, 3 seeded replicates"),),
+          section="other",
           location="Other papers: Li, Dai, Peng (2025), throughput "
                                                   "optimality of work-conserving policies",
           items=(),
@@ -260,6 +147,9 @@ def judge_unstable_below(capacity: float, measured: dict) -> Result:
 
 
 @register("other.ldp_unstable_below", level="sample",
+          domain="every instance where the policies are unstable below capacity",
+          evaluates=(Points("the instance of other.ldp_work_conserving, 3 seeded replicates per policy"),),
+          section="other",
           location="Other papers: Li, Dai, Peng (2025), instability of "
                                                  "non-work-conserving policies",
           items=(),

@@ -12,7 +12,10 @@ Every row is computed, never kept by hand:
   "Appendix C.2"; the registered check functions are the checks, not implementations, and the
   check machinery (:data:`NOT_IMPLEMENTATIONS`) is left out;
 * the checks are the registry's (:func:`paper_checks.registry.all_checks`), each listed under
-  every item it covers (its ``items``, and the appendix sections of its ``location``);
+  every item it covers (its ``items``, and the appendix sections of its ``location``); a check
+  beyond the paper (the library's own extension of a result, section ``beyond``) is listed in its
+  own column of the items it extends, never among the checks of those items, so its FAIL is not
+  read as a FAIL of the paper;
 * the verdict of a check is the recorded one (``verdicts.json``); the finding, coverage,
   counterexample and correction come from a report of ``llmq check`` (``paper_checks.json``) when
   one is given.
@@ -118,12 +121,18 @@ class CheckEntry:
     id, location, claim, method : str
         From the registry.
     items : tuple of str
-        The rows it is listed under.
+        The rows it is listed under (for a check beyond the paper: the items it extends).
     verdict : str
         The recorded verdict (``verdicts.json``), ``"unrecorded"`` if none.
     finding : dict
         ``summary``, ``coverage``, ``counterexample``, ``correction``, ``correction_check``,
         ``evidence`` from a ``llmq check`` report, those it has; empty without a report.
+    level : str
+        The evidence level.
+    domain : str
+        The domain the claim quantifies over.
+    section : str
+        ``"paper"``, ``"beyond"`` or ``"other"`` (:data:`paper_checks.registry.SECTIONS`).
     """
 
     id: str
@@ -133,6 +142,9 @@ class CheckEntry:
     items: tuple[str, ...]
     verdict: str
     finding: dict = field(default_factory=dict)
+    level: str = ""
+    domain: str = ""
+    section: str = "paper"
 
 
 @dataclass(frozen=True)
@@ -148,12 +160,15 @@ class Row:
     implementers : tuple of Implementer
     checks : tuple of str
         Ids of the checks listed under it.
+    beyond : tuple of str
+        Ids of the checks beyond the paper that extend it (their own column).
     """
 
     item: str
     group: str
     implementers: tuple[Implementer, ...]
     checks: tuple[str, ...]
+    beyond: tuple[str, ...] = ()
 
 
 def _modules(packages: tuple[str, ...]):
@@ -223,7 +238,10 @@ def scan_docstrings(packages: tuple[str, ...] = PACKAGES,
 
 def check_items(check: Check) -> tuple[str, ...]:
     """The rows a check is listed under: its numbered ``items``, the appendix sections its
-    ``location`` names, or (when it has neither) the table or section its location starts with."""
+    ``location`` names, or (when it has neither) the table or section its location starts with; for
+    a check beyond the paper, the items it extends (in their beyond-the-paper column)."""
+    if check.section == "beyond":
+        return tuple(check.extends)
     items = list(dict.fromkeys(check.items))
     items += sorted(i for i in cited_items(check.location) if i.startswith("Appendix") and i not in items)
     if not items:
@@ -262,8 +280,9 @@ class PaperMap:
     checks: dict[str, CheckEntry]
 
     def counts(self) -> dict[str, int]:
-        """Items, numbered items, rows with implementing functions, rows with checks, checks listed."""
-        listed = {c for r in self.rows for c in r.checks}
+        """Items, numbered items, rows with implementing functions, rows with checks, checks listed
+        (beyond-the-paper checks included)."""
+        listed = {c for r in self.rows for c in (*r.checks, *r.beyond)}
         return {"items": len(self.rows),
                 "numbered items": sum(r.group == "numbered" for r in self.rows),
                 "rows with functions": sum(bool(r.implementers) for r in self.rows),
@@ -295,18 +314,21 @@ def build(report: str | Path | None = None, verdicts_path: str | Path = VERDICTS
     implementers = scan_docstrings(packages, exclude)
 
     entries = {c.id: CheckEntry(c.id, c.location, c.claim, c.method, check_items(c),
-                                recorded.get(c.id, "unrecorded"), findings.get(c.id, {}))
+                                recorded.get(c.id, "unrecorded"), findings.get(c.id, {}), str(c.level),
+                                c.domain, c.section)
                for c in checks}
     by_item: dict[str, list[str]] = {}
+    extended: dict[str, list[str]] = {}
     for e in entries.values():
         for item in e.items:
-            by_item.setdefault(item, []).append(e.id)
+            (extended if e.section == "beyond" else by_item).setdefault(item, []).append(e.id)
 
     appendix = sorted((i for i in by_item if i.startswith("Appendix")), key=_appendix_key)
     other = [i for i in by_item if i not in PAPER_ITEMS and i not in appendix]
     groups = ([(i, "numbered") for i in PAPER_ITEMS] + [(i, "appendix") for i in appendix]
               + [(i, "other") for i in other])
-    rows = tuple(Row(item, group, tuple(implementers.get(item, ())), tuple(by_item.get(item, ())))
+    rows = tuple(Row(item, group, tuple(implementers.get(item, ())), tuple(by_item.get(item, ())),
+                     tuple(extended.get(item, ())))
                  for item, group in groups)
     return PaperMap(rows, entries)
 

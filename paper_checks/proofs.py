@@ -1,18 +1,21 @@
-"""Claims proved over their whole parameter family: sympy identities and z3 (SMT) inequalities.
+"""Claims decided by sympy identities and z3 (SMT) inequalities.
 
-Each check here has a core that takes the statement's input (a chunk size, a set of cost models,
-the cycle bound to assume) and returns a :class:`~paper_checks.registry.Result` from one code
-path: PASS when the solver proves the claim for every value of the free parameters, FAIL (or
-ERRATUM) with the solver's model as the counterexample otherwise.
+Each check here has a core that takes the statement's input (a premise on t*_lcm, a set of cost
+models, the cycle bound to assume, a batch shape) and returns a
+:class:`~paper_checks.registry.Result` from one code path: PASS when the solver proves the claim
+for every value of the free parameters, FAIL (or ERRATUM) with the solver's model as the
+counterexample otherwise.
 
-- the relaxed chunking bound of Appendix B: over *all* chunkings of a prompt of L tokens, the
-  ceiling-free attention cost sum_k 2 (i_k + c_k - 1) c_k equals L^2 + sum_k c_k^2 (a telescoping
-  identity), hence is at least L (L + 1), with equality only for chunks of one token;
-- Assumption 2 for every d_col from d_col = 1: ceil(d/t) <= d ceil(1/t) makes the best GeMM at
-  most d_col times its d_col = 1 time, so d_col GeMVs are slower for every d_col once they are at
-  d_col = 1;
-- Theorem 2 with the corrected Eq. 25 (cycles that end before n requests started lose no time to
-  tiling): the drift of the cycle chain is negative above n for every load below the bound.
+- the relaxed chunking bound of Appendix B (proof): over *all* chunkings of a prompt of L tokens,
+  the ceiling-free attention cost sum_k 2 (i_k + c_k - 1) c_k equals L^2 + sum_k c_k^2 (a
+  telescoping identity), hence is at least L (L + 1), with equality only for chunks of one token,
+  for every t*_lcm;
+- Assumption 2 for every d_col from d_col = 1 (exhaustive over the presets): ceil(d/t) <= d
+  ceil(1/t) makes the best GeMM at most d_col times its d_col = 1 time, so d_col GeMVs are slower
+  for every d_col once they are at d_col = 1, which is evaluated on every preset;
+- Theorem 2 with the corrected Eq. 25 (proof; cycles that end before n requests started lose no
+  time to tiling): the drift of the cycle chain is negative above n for every load below the bound;
+- Eq. 7 for symbolic batches (a sample of batch shapes, every other quantity symbolic).
 
 References
 ----------
@@ -29,6 +32,7 @@ import sympy as sp
 import z3
 
 from paper_checks.common import frac, gpus, models
+from paper_checks.evidence import Enumeration, Points, Symbolic
 from paper_checks.registry import Result, outcome, register
 from theory.builder import CostSpec, cost_model
 from theory.cost import CostModel
@@ -60,49 +64,48 @@ def prove(claim: z3.BoolRef, premises: Iterable[z3.BoolRef] = ()) -> tuple[bool,
 # --- the relaxed chunking bound (Appendix B.1) --------------------------------------------------
 
 
-def chunk_cost_identity() -> bool:
-    """sympy: a chunk of c tokens after S prefilled ones costs 2 (S + c) c = (S + c)^2 - S^2 + c^2
-    in the ceiling-free bound, so a chunking of L tokens costs L^2 + sum_k c_k^2 (telescoping)."""
-    S, c = sp.symbols("S c", integer=True, nonnegative=True)
-    e = S + c  # i + c - 1 with i = S + 1
-    return sp.expand(2 * e * c - ((S + c) ** 2 - S**2 + c**2)) == 0
-
-
-def relaxed_bound_core(t_lcm: int) -> Result:
-    """Appendix B's claim that chunks of ``t_lcm`` minimise the ceiling-free prefill attention, at
-    cost L (L + t_lcm), proved or refuted for every prompt length L that is a multiple of t_lcm.
-
-    The minimum over all chunkings is L^2 + min sum_k c_k^2 over compositions of L, and z3 proves
-    c^2 >= c for every integer c >= 1 (equality only at c = 1): the minimum is L (L + 1), reached
-    by chunks of one token. The claim then holds iff L (L + t_lcm) = L (L + 1) for every such L;
-    z3 decides that and gives the smallest refuting L.
-    """
+def relaxed_statements(t_premise: Callable | None = None) -> dict:
+    """The statements of :func:`relaxed_bound_core`: sympy's telescoping identity of a chunk's
+    cost, z3's ``c^2 >= c`` (equality only at c = 1) for integers c >= 1, and z3's question whether
+    L (L + 1) = L (L + t) for every L = m t, m >= 1, t*_lcm ``t`` constrained by ``t_premise`` (every
+    t >= 1 unless a test narrows it)."""
+    S, c_ = sp.symbols("S c", integer=True, nonnegative=True)
     c = z3.Int("c")
-    square_ok, _ = prove(z3.And(c * c >= c, z3.Implies(c * c == c, c == 1)), [c >= 1])
-    identity_ok = chunk_cost_identity()
-    L, m = z3.Ints("L m")
-    printed_ok, cex = prove(L * (L + 1) == L * (L + t_lcm), [m >= 1, L == m * t_lcm])
-    if not printed_ok:  # the smallest refuting length: the first multiple, m = 1
-        printed_ok, cex = prove(L * (L + 1) == L * (L + t_lcm), [m == 1, L == m * t_lcm])
+    L, m, t = z3.Ints("L m t")
+    t_premise = t_premise or (lambda t: t >= 1)
+    return {"telescoping (sympy)": 2 * (S + c_) * c_ - ((S + c_) ** 2 - S**2 + c_**2),
+            "c^2 >= c (z3)": (z3.And(c * c >= c, z3.Implies(c * c == c, c == 1)), [c >= 1]),
+            "L(L+1) = L(L + t*_lcm) (z3)": (L * (L + 1) == L * (L + t), [m >= 1, L == m * t, t_premise(t)])}
+
+
+def relaxed_bound_core(t_premise: Callable | None = None) -> Result:
+    """Appendix B's claim that chunks of t*_lcm minimise the ceiling-free prefill attention, at
+    cost L (L + t*_lcm), proved or refuted for every prompt length L that is a multiple of t*_lcm
+    and every t*_lcm allowed by ``t_premise`` (every t*_lcm >= 1 unless a test narrows it).
+
+    The minimum over all chunkings is L^2 + min sum_k c_k^2 over compositions of L (the
+    telescoping identity, sympy), and z3 proves c^2 >= c for every integer c >= 1 (equality only at
+    c = 1): the minimum is L (L + 1), reached by chunks of one token. The claim then holds iff
+    L (L + t*_lcm) = L (L + 1) for every such L; z3 decides that and gives a refuting (L, t*_lcm).
+    """
+    st = relaxed_statements(t_premise)
+    identity_ok = sp.expand(st["telescoping (sympy)"]) == 0
+    square_ok, _ = prove(*st["c^2 >= c (z3)"])
+    printed_ok, cex = prove(*st["L(L+1) = L(L + t*_lcm) (z3)"])
     corrected_ok = square_ok and identity_ok
+    L, t = (int(cex["L"]), int(cex["t"])) if cex else (None, None)
     return outcome(
         printed_ok and corrected_ok,
         corrected_holds=corrected_ok,
         summary=(
-            f"proved: chunks of t*_lcm = {t_lcm} are optimal, cost L(L + {t_lcm})"
+            "proved: chunks of t*_lcm are optimal, cost L(L + t*_lcm)"
             if printed_ok and corrected_ok
             else "proved: the minimum over all chunkings is L(L+1) (chunks of one token), below "
-            f"L(L + {t_lcm}) for every L >= 1"
+            "L(L + t*_lcm) for every L >= 1 as soon as t*_lcm >= 2 (every GPU preset)"
         ),
-        coverage=f"every prompt length L = m t*_lcm, m >= 1, every chunking (t*_lcm = {t_lcm})",
-        counterexample={
-            "t*_lcm": t_lcm,
-            **cex,
-            "cost of chunks of one token L(L+1)": "L(L+1)"
-            if not cex
-            else int(cex["L"]) * (int(cex["L"]) + 1),
-            "printed L(L + t*_lcm)": int(cex["L"]) * (int(cex["L"]) + t_lcm) if cex else None,
-        },
+        coverage="every prompt length L = m t*_lcm, m >= 1, every chunking, every t*_lcm the premise allows",
+        counterexample={**cex, "cost of chunks of one token L(L+1)": L * (L + 1) if cex else None,
+                        "printed L(L + t*_lcm)": L * (L + t) if cex else None},
         correction="the minimum of Eq. 10's ceiling-free bound over all chunkings is L (L + 1) "
         "(chunks of one token), not L (L + t*_lcm)",
         correction_check="sympy: 2 (S + c) c = (S + c)^2 - S^2 + c^2, so a chunking costs "
@@ -117,24 +120,31 @@ def relaxed_bound_core(t_lcm: int) -> Result:
 @register(
     "appB.relaxed_bound_proof",
     level="proof",
+    domain="every prompt length L^P = m t*_lcm (m >= 1), every chunking of it, every t*_lcm >= 1",
+    evaluates=(Symbolic("sympy", lambda: relaxed_statements()["telescoping (sympy)"],
+                        "a chunk's ceiling-free cost telescopes"),
+               Symbolic("z3", lambda: {k: v for k, v in relaxed_statements().items() if "z3" in k},
+                        "c^2 >= c for integers c >= 1; L (L + 1) = L (L + t*_lcm) for every L = m t*_lcm")),
     location="Appendix B.1, after Eq. 10: the optimal chunk set I_j and Eq. 12's L^P (L^P + t*_lcm)",
     items=("Eq. 10", "Eq. 12", "Proposition 1"),
     claim="Chunks of t*_lcm minimise the ceiling-free prefill attention of Eq. 10 over all "
     "chunkings, at cost L^P (L^P + t*_lcm).",
     method="sympy: the cost of a chunking telescopes to L^2 + sum c_k^2; z3: c^2 >= c for integers "
     "c >= 1 (equality iff c = 1), so the minimum is L (L + 1); z3 then decides L (L + 1) = "
-    "L (L + t*_lcm) for all multiples L of each GPU preset's t*_lcm.",
+    "L (L + t*_lcm) for all multiples L of every t*_lcm >= 1.",
 )
 def appB_relaxed_bound_proof(fast: bool) -> Result:
-    from theory.hardware import get_gpu
-
-    lcms = sorted({get_gpu(g).optimal_tile().t_lcm for g in gpus()})
-    results = {t: relaxed_bound_core(t) for t in lcms}
-    failing = [r for r in results.values() if r.counterexample]
-    return failing[0] if failing else results[lcms[0]]
+    return relaxed_bound_core()
 
 
 # --- Assumption 2 for every d_col ----------------------------------------------------------------
+
+
+def ceil_le_statement():
+    """z3 over the integers: q = ceil(d/t) (the least q with q t >= d) is at most d for d, t >= 1.
+    Returns ``(claim, premises)``."""
+    d, t, q = z3.Ints("d t q")
+    return q <= d, [d >= 1, t >= 1, q * t >= d, (q - 1) * t < d]
 
 
 def assumption2_core(cms: Iterable[CostModel]) -> Result:
@@ -146,8 +156,7 @@ def assumption2_core(cms: Iterable[CostModel]) -> Result:
     for every d_col >= 1 as soon as the best GeMV is slower than the best GeMM at d_col = 1, which
     is checked in exact rationals (the binary value of each float rate).
     """
-    d, t, q = z3.Ints("d t q")
-    lemma_ok, _ = prove(q <= d, [d >= 1, t >= 1, q * t >= d, (q - 1) * t < d])
+    lemma_ok, _ = prove(*ceil_le_statement())
     n, worst, cex = 0, None, {}
     for cm in cms:
         for g in cm.model.linear_gemms(cm.mode):
@@ -195,7 +204,11 @@ def assumption2_core(cms: Iterable[CostModel]) -> Result:
 
 @register(
     "assumption2.all_d_col",
-    level="proof",
+    level="exhaustive",
+    domain="every GPU preset x model preset x mode (paper, real), every d_col >= 1",
+    evaluates=(Symbolic("z3", ceil_le_statement, "ceil(d/t) <= d for all integers d, t >= 1"),
+               Enumeration("every GPU preset x model preset x mode (paper, real), every d_col >= 1",
+                           lambda: len(gpus()) * len(models()) * 2),),
     location="Section 2.3, Assumption 2",
     items=("Assumption 2",),
     claim="Computing d_col GeMVs y(i) = A x(i) takes longer than the one GeMM Y = A X, for every d_col.",
@@ -224,14 +237,14 @@ def printed_cycle_bound(ET, EK, p, n, T_bar, t_col, T_max):
     return ET <= n * T_bar + (t_col - 1) * T_max
 
 
-def theorem2_drift_core(bound: Callable = repaired_cycle_bound) -> Result:
-    """Theorem 2's drift, proved by z3 over all positive reals from the cycle bound ``bound``.
+def theorem2_drift_statement(bound: Callable = repaired_cycle_bound):
+    """Theorem 2's drift as a z3 statement over all positive reals, from the cycle bound ``bound``.
 
     Variables: lambda = theta r (1 - eps) / T_bar^R with 0 < theta <= 1, 0 < eps < 1; n >
     (t*_col - 1) T^max / (eps T_bar^R) (Theorem 2's threshold), n >= 1, t*_col >= 1, T^max >= 0;
     a cycle from x >= n starts K requests, 1 <= K <= n, with E[K] and p = P(K = n), so
     E[K] >= max(1, p n); the drift of the cycle chain is (lambda / r) E[T] - E[K] (Poisson(lambda/r)
-    arrivals during the cycle, Wald). Claim: the drift is negative.
+    arrivals during the cycle, Wald). Claim: the drift is negative. Returns ``(claim, premises)``.
     """
     R = z3.Reals("lam r T_bar T_max eps theta n t_col ET EK p")
     lam, r, T_bar, T_max, eps, theta, n, t_col, ET, EK, p = R
@@ -255,7 +268,13 @@ def theorem2_drift_core(bound: Callable = repaired_cycle_bound) -> Result:
         ET >= 0,
         bound(ET, EK, p, n, T_bar, t_col, T_max),
     ]
-    ok, cex = prove(lam / r * ET - EK < 0, premises)
+    return lam / r * ET - EK < 0, premises
+
+
+def theorem2_drift_core(bound: Callable = repaired_cycle_bound) -> Result:
+    """Theorem 2's drift, proved by z3 from the cycle bound ``bound``
+    (:func:`theorem2_drift_statement`), or refuted with z3's counterexample."""
+    ok, cex = prove(*theorem2_drift_statement(bound))
     return outcome(
         ok,
         summary=(
@@ -273,6 +292,10 @@ def theorem2_drift_core(bound: Callable = repaired_cycle_bound) -> Result:
 @register(
     "thm2.repaired_drift",
     level="proof",
+    domain="every r >= 1, T_bar^R > 0, T^max >= 0, eps in (0, 1), lambda <= r (1 - eps) / T_bar^R, n above "
+    "Theorem 2's threshold and every law of the requests K started in a cycle",
+    evaluates=(Symbolic("z3", theorem2_drift_statement, "the premises and the corrected Eq. 25 imply a "
+                                                        "negative drift, over the reals"),),
     location="Theorem 2 and Appendix C.2 (Eq. 25, Lemma 3)",
     items=("Theorem 2", "Eq. 25", "Lemma 3"),
     claim="With the corrected Eq. 25 (a cycle that ends before n requests started loses no time to "
@@ -352,16 +375,8 @@ def eq7_core(linear_blocks: Callable = printed_eq7_linear, shapes=((1, 0), (0, 1
         twin = symbolic.batch_time(
             chunks,
             list(pp),
-            N=N,
-            d=d,
-            mu_lin=mu_lin,
-            mu_nLin=mun,
-            t_row=tr,
-            t_col=tc,
-            t_red=tk,
-            mu=mu,
-            s=s,
-            t_dsa=dsa,
+            symbolic.Printed(N=N, d=d, s=s, t_row=tr, t_col=tc, t_red=tk, mu=mu, mu_lin=mu_lin, mu_nLin=mun),
+            dsa,
         )
         gap, twin_gap = sp.simplify(built - printed), sp.simplify(twin - built)
         if (gap != 0 or twin_gap != 0) and not bad:
@@ -385,7 +400,10 @@ def eq7_core(linear_blocks: Callable = printed_eq7_linear, shapes=((1, 0), (0, 1
 
 @register(
     "eq7.symbolic_batch",
-    level="proof",
+    level="sample",
+    domain="every batch of m prefill chunks and k decodes",
+    evaluates=(Points("(m, k) in {(1, 0), (0, 1), (1, 1), (2, 3)}, every position, size, tile, rate and "
+                      "dimension symbolic (sympy)"),),
     location="Section 3.2.3, Eq. 7",
     items=("Eq. 7", "Eq. 4"),
     claim="A batch's time is the sum of its linear time over all its tau tokens (Eq. 4), tau / mu_nLin, "

@@ -15,14 +15,24 @@ ERRATUM
 NOT_CHECKABLE
     no computation can refute it (``summary`` says why).
 
-Every check states its evidence :class:`Level`: ``proof`` (a symbolic identity or inequality over
-the whole parameter family, by sympy or the SMT solver z3), ``exhaustive`` (every case of a stated
-finite domain), ``statistical`` (a test whose result names the test, its power and a confidence
-interval), ``sample`` (seeded samples or the presets: the claim could fail off them), ``none``
-(NOT_CHECKABLE). A check is *two-sided* when the same code path has been shown to return PASS on
-one input and FAIL or ERRATUM on another (``tests/test_paper_checks_two_sided.py`` feeds each
-check a flipped premise, a corrected statement or a mutated input); only two-sided checks count as
-covering a numbered item of the paper.
+Every check states the domain its claim quantifies over (``domain``), what it evaluates
+(``evaluates``: symbolic statements, enumerations, points, statistical tests, readings of the text;
+:mod:`paper_checks.evidence`) and its evidence :class:`Level`, which must be the one
+:func:`paper_checks.evidence.level_of` derives from them: ``proof`` (symbolic statements over the
+whole parameter family, by sympy or the SMT solver z3, none evaluated at a point), ``exhaustive``
+(every case of the stated finite domain the claim quantifies over), ``statistical`` (a test with a
+stated error rate, whose result names the test, its error rate and its power), ``sample`` (chosen
+or seeded points, or part of the domain: the claim could fail off them), ``reading`` (the printed
+text against a corrected transcription, or a definition restated: no change of the library can
+move the verdict), ``none`` (NOT_CHECKABLE). A check is *two-sided* when the same code path has
+been shown to return PASS on one input and FAIL or ERRATUM on another
+(``tests/test_paper_checks_two_sided.py`` feeds each check a flipped premise, a corrected
+statement or a mutated input); only two-sided checks count as covering a numbered item of the paper.
+
+A check belongs to one :data:`SECTIONS`: ``paper`` (a claim of the paper), ``beyond`` (the
+library's own extension of a result of the paper to what its model leaves out, e.g. a per-batch
+overhead: ``extends`` names the items, and a FAIL there is not an error of the paper) or ``other``
+(another paper's result).
 
 Checks register themselves with :func:`register` when their module is imported;
 :func:`all_checks` imports every module of the package in paper order.
@@ -35,12 +45,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from paper_checks.evidence import Method, level_of
 from paper_checks.items import PAPER_ITEMS
 from theory.errors import FieldError, UnknownNameError
 
 MODULES = ("section3_model", "appendix_b", "section4_theorems", "appendix_c", "algorithms",
            "section5_claims", "section67_data", "slai_steps", "nodes_and_defaults", "proofs",
-           "compiled_rad", "statements", "other_papers")
+           "compiled_rad", "statements", "beyond_paper", "other_papers")
+SECTIONS = ("paper", "beyond", "other")
 
 
 class Level(str, Enum):
@@ -50,13 +62,14 @@ class Level(str, Enum):
     EXHAUSTIVE = "exhaustive"
     STATISTICAL = "statistical"
     SAMPLE = "sample"
+    READING = "reading"
     NONE = "none"
 
     def __str__(self) -> str:
         return self.value
 
 
-STATISTICAL_EVIDENCE = ("test", "power", "ci")  # what a statistical check's evidence must name
+STATISTICAL_EVIDENCE = ("test", "alpha", "power")  # what a statistical check's evidence must name
 
 
 class Verdict(str, Enum):
@@ -90,6 +103,9 @@ class Result:
         For ERRATUM: how the correction was checked, and over what.
     evidence : dict
         Further numbers (JSON-serialisable).
+    shrunk : bool
+        True when ``--quick`` enumerated less than the claim's whole finite domain (an exhaustive
+        check run on a subset says so).
     """
 
     verdict: Verdict
@@ -99,6 +115,7 @@ class Result:
     correction: str = ""
     correction_check: str = ""
     evidence: dict = field(default_factory=dict)
+    shrunk: bool = False
 
     def __post_init__(self):
         v = self.verdict
@@ -132,6 +149,15 @@ class Check:
         ``run(fast: bool) -> Result``; ``fast`` shrinks ranges (the result says so in coverage).
     level : Level
         The strength of the evidence the method gives.
+    domain : str
+        What the claim quantifies over, in the paper's words.
+    evaluates : tuple of Method
+        What the check evaluates (:mod:`paper_checks.evidence`); ``level`` must be
+        ``level_of(evaluates, domain)``.
+    section : str
+        One of :data:`SECTIONS`.
+    extends : tuple of str
+        For a ``beyond`` check: the numbered items of the paper it extends.
     """
 
     id: str
@@ -141,6 +167,15 @@ class Check:
     method: str
     run: Callable[[bool], Result]
     level: Level = Level.SAMPLE
+    domain: str = ""
+    evaluates: tuple[Method, ...] = ()
+    section: str = "paper"
+    extends: tuple[str, ...] = ()
+
+    @property
+    def derived_level(self) -> str:
+        """The level :func:`paper_checks.evidence.level_of` derives from ``evaluates``."""
+        return level_of(self.evaluates, self.domain)
 
     def validate(self, result: Result) -> Result:
         """``result``, once it carries what the check's level promises.
@@ -148,8 +183,9 @@ class Check:
         Raises
         ------
         FieldError
-            If a statistical check's evidence does not name its test, power and confidence
-            interval, or a NOT_CHECKABLE verdict comes from a check with a level of evidence.
+            If a statistical check's evidence does not name its test, error rate and power, a
+            check that is not exhaustive says ``--quick`` shrank its domain, or a NOT_CHECKABLE
+            verdict comes from a check with a level of evidence.
         """
         if result.verdict is Verdict.NOT_CHECKABLE:
             if self.level is not Level.NONE:
@@ -161,6 +197,8 @@ class Check:
             if missing:
                 raise FieldError(f"{self.id} evidence", sorted(result.evidence),
                                  f"the statistical test's {', '.join(missing)}")
+        if result.shrunk and self.level is not Level.EXHAUSTIVE:
+            raise FieldError(f"{self.id} shrunk", True, "False: only an exhaustive domain is shrunk")
         return result
 
 
@@ -168,19 +206,23 @@ _REGISTRY: dict[str, Check] = {}
 
 
 def register(id: str, *, location: str, items: tuple[str, ...] | list[str], claim: str,
-             method: str, level: Level | str
+             method: str, level: Level | str, domain: str = "", evaluates: tuple[Method, ...] = (),
+             section: str = "paper", extends: tuple[str, ...] = ()
              ) -> Callable[[Callable[[bool], Result]], Callable[[bool], Result]]:
-    """Decorator: register ``fn(fast) -> Result`` as the check ``id`` with its evidence ``level``;
-    a check without a docstring gets :func:`card` (its location, claim, method and level), which
-    must therefore be non-empty, and ``items`` must name numbered items of the paper
-    (:data:`PAPER_ITEMS`).
+    """Decorator: register ``fn(fast) -> Result`` as the check ``id`` with its evidence ``level``,
+    its claim's ``domain`` and what it ``evaluates``; a check without a docstring gets :func:`card`
+    (its location, claim, domain, method and level), which must therefore be non-empty, and
+    ``items`` (and a ``beyond`` check's ``extends``) must name numbered items of the paper
+    (:data:`PAPER_ITEMS`). Whether ``level`` agrees with ``evaluates`` is the test's to say
+    (``tests/test_paper_checks.py``), for every registered check at once.
 
     Raises
     ------
     FieldError
-        If the id is taken, the level unknown, a description empty, an item unknown, or the
-        docstring (its own or the generated one) does not name the location, the claim, the
-        method and the evidence level (:func:`docstring_misses`).
+        If the id is taken, the level or section unknown, a description empty, an item unknown, a
+        ``beyond`` check covers items of the paper instead of extending them, or the docstring (its
+        own or the generated one) does not name the location, the claim, the method and the
+        evidence level (:func:`docstring_misses`).
     """
 
     def wrap(fn: Callable[[bool], Result]) -> Callable[[bool], Result]:
@@ -193,12 +235,18 @@ def register(id: str, *, location: str, items: tuple[str, ...] | list[str], clai
         for name, text in (("location", location), ("claim", claim), ("method", method)):
             if not isinstance(text, str) or not text.strip():
                 raise FieldError(f"{id} {name}", text, "a non-empty description")
-        unknown = [k for k in items if k not in PAPER_ITEMS]
+        unknown = [k for k in (*items, *extends) if k not in PAPER_ITEMS]
         if unknown:
             raise FieldError(f"{id} items", unknown,
                              f"numbered items of the paper, among {list(PAPER_ITEMS)}")
+        if section not in SECTIONS:
+            raise FieldError(f"{id} section", section, f"one of {list(SECTIONS)}")
+        if (section == "beyond") != bool(extends) or (section == "beyond" and items):
+            raise FieldError(f"{id} extends", extends, "the items a beyond-the-paper check extends "
+                             "(and no items it covers); none for a check of another section")
         check = Check(id=id, location=location, items=tuple(items), claim=claim, method=method,
-                      run=fn, level=lev)
+                      run=fn, level=lev, domain=domain, evaluates=tuple(evaluates), section=section,
+                      extends=tuple(extends))
         fn.__doc__ = fn.__doc__ or card(check)
         missing = docstring_misses(check)
         if missing:
@@ -211,10 +259,11 @@ def register(id: str, *, location: str, items: tuple[str, ...] | list[str], clai
 
 
 def card(check: Check) -> str:
-    """The docstring :func:`register` gives a check function: id, location, claim, method and
-    evidence level."""
-    return (f"Check {check.id} ({check.location}): {check.claim}\n\nMethod: {check.method}\n\n"
-            f"Evidence: {check.level}.")
+    """The docstring :func:`register` gives a check function: id, location, claim, the claim's
+    domain, method and evidence level."""
+    domain = f"\n\nDomain of the claim: {check.domain}" if check.domain else ""
+    return (f"Check {check.id} ({check.location}): {check.claim}{domain}\n\nMethod: {check.method}"
+            f"\n\nEvidence: {check.level}.")
 
 
 def docstring_misses(check: Check) -> list[str]:
@@ -260,7 +309,7 @@ def judged(printed_holds: bool, corrected_holds: bool | None = None) -> Verdict:
 
 def outcome(printed_holds: bool, *, summary: str, coverage: str, counterexample: dict | None = None,
             corrected_holds: bool | None = None, correction: str = "", correction_check: str = "",
-            evidence: dict | None = None) -> Result:
+            evidence: dict | None = None, shrunk: bool = False) -> Result:
     """The one code path from a computed finding to a :class:`Result`, for either verdict.
 
     ``printed_holds`` decides PASS; otherwise ``corrected_holds`` decides ERRATUM (with
@@ -275,11 +324,12 @@ def outcome(printed_holds: bool, *, summary: str, coverage: str, counterexample:
     """
     verdict = judged(printed_holds, corrected_holds)
     if verdict is Verdict.PASS:
-        return Result(verdict, summary, coverage=coverage, evidence=evidence or {})
+        return Result(verdict, summary, coverage=coverage, evidence=evidence or {}, shrunk=shrunk)
     if verdict is Verdict.FAIL:
         correction = correction_check = ""
     return Result(verdict, summary, coverage=coverage, counterexample=counterexample or {},
-                  correction=correction, correction_check=correction_check, evidence=evidence or {})
+                  correction=correction, correction_check=correction_check, evidence=evidence or {},
+                  shrunk=shrunk)
 
 
 def not_checkable(because: str) -> Result:

@@ -1,8 +1,11 @@
 """The paper-check report: a terminal summary, ``paper_checks.md`` and ``paper_checks.json``.
 
 The JSON is strict (a float NaN or infinity becomes ``null``); each check's entry holds its
-verdict, its evidence level (``proof``, ``exhaustive``, ``statistical``, ``sample``, ``none``) and
-the evidence itself.
+section (``paper``, ``beyond``, ``other``), its verdict and whether it rests on the claim's whole
+domain or on part of it (``scope``), its evidence level (``proof``, ``exhaustive``,
+``statistical``, ``sample``, ``reading``, ``none``), the domain its claim quantifies over, what it
+evaluates, and the evidence itself. The checks beyond the paper (the library's own extensions of
+its results) are counted and listed apart from the paper's.
 """
 
 from __future__ import annotations
@@ -12,13 +15,22 @@ from collections import Counter
 from pathlib import Path
 
 from paper_checks.common import jsonable
-from paper_checks.registry import Level
-from paper_checks.runner import CRASH, Outcome, item_index
+from paper_checks.evidence import describe
+from paper_checks.registry import SECTIONS, Level
+from paper_checks.runner import CRASH, Outcome, beyond_index, item_index
 from theory.io import atomic_write_text
 
 ORDER = ("PASS", "FAIL", "ERRATUM", "NOT_CHECKABLE", CRASH)
 TITLE = ("Optimal Scheduling Algorithms for LLM Inference: Theory and Practice "
          "(Bari, Hegde, de Veciana 2025)")
+SECTION_TITLES = {"paper": "the paper's claims",
+                  "beyond": "beyond the paper (the library's own extensions)", "other": "other papers"}
+LEVELS_TEXT = ("**proof** (symbolic statements over the whole parameter family, sympy or z3, none "
+               "evaluated at a point), **exhaustive** (every case of the finite domain the claim "
+               "quantifies over), **statistical** (a test with a stated error rate and its power), "
+               "**sample** (chosen or seeded points, or part of the domain), **reading** (the printed "
+               "text against a corrected transcription, or a definition restated: no change of the code "
+               "can move it), **none**")
 
 
 def counts(outcomes: list[Outcome]) -> dict[str, int]:
@@ -27,22 +39,40 @@ def counts(outcomes: list[Outcome]) -> dict[str, int]:
     return {v: c[v] for v in ORDER if c[v]}
 
 
+def section_counts(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
+    """Verdict counts per section (:data:`paper_checks.registry.SECTIONS`) that has checks."""
+    return {s: counts(group) for s in SECTIONS if (group := [o for o in outcomes if o.check.section == s])}
+
+
 def level_counts(outcomes: list[Outcome]) -> dict[str, int]:
     """How many checks give each level of evidence."""
     c = Counter(o.check.level for o in outcomes)
     return {str(v): c[v] for v in Level if c[v]}
 
 
+def _finding(o: Outcome) -> str:
+    return o.result.summary if o.result else o.error.strip().splitlines()[-1]
+
+
 def summary_table(outcomes: list[Outcome], width: int = 120) -> str:
-    """One line per check: id, verdict, level, seconds, finding (cut to ``width``)."""
-    lines = [f"{'check':<32} {'verdict':<13} {'level':<11} {'s':>6}  finding", "-" * width]
-    for o in outcomes:
-        finding = o.result.summary if o.result else o.error.strip().splitlines()[-1]
-        line = f"{o.check.id:<32} {o.verdict:<13} {o.check.level!s:<11} {o.seconds:>6.2f}  {finding}"
-        lines.append(line if len(line) <= width else line[: width - 3] + "...")
+    """One line per check: id, verdict (``/part`` when it rests on part of the claim's domain), level,
+    seconds, finding (cut to ``width``); the beyond-the-paper checks under their own heading."""
+    lines = [f"{'check':<32} {'verdict':<18} {'level':<11} {'s':>6}  finding", "-" * width]
+    for section in SECTIONS:
+        group = [o for o in outcomes if o.check.section == section]
+        if not group:
+            continue
+        if section != "paper":
+            lines.append(f"-- {SECTION_TITLES[section]}")
+        for o in group:
+            verdict = o.verdict + ("/part" if o.scope == "part" else "")
+            line = f"{o.check.id:<32} {verdict:<18} {o.check.level!s:<11} {o.seconds:>6.2f}  {_finding(o)}"
+            lines.append(line if len(line) <= width else line[: width - 3] + "...")
     lines.append("-" * width)
-    lines.append("  ".join(f"{k} {v}" for k, v in counts(outcomes).items())
-                 + f"  ({sum(o.seconds for o in outcomes):.1f} s)")
+    for section, c in section_counts(outcomes).items():
+        lines.append(f"{SECTION_TITLES[section]}: " + "  ".join(f"{k} {v}" for k, v in c.items()))
+    lines.append(f"({sum(o.seconds for o in outcomes):.1f} s; /part: the PASS, or the correction of the "
+                 "ERRATUM, rests on part of the claim's domain)")
     lines.append("evidence: " + "  ".join(f"{k} {v}" for k, v in level_counts(outcomes).items()))
     return "\n".join(lines)
 
@@ -50,8 +80,12 @@ def summary_table(outcomes: list[Outcome], width: int = 120) -> str:
 def outcome_dict(o: Outcome) -> dict:
     """One check's outcome as JSON-ready data."""
     c, r = o.check, o.result
-    d = {"id": c.id, "location": c.location, "items": list(c.items), "claim": c.claim, "method": c.method,
-         "verdict": o.verdict, "level": str(c.level), "seconds": round(o.seconds, 3)}
+    d = {"id": c.id, "section": c.section, "location": c.location, "items": list(c.items),
+         "claim": c.claim, "domain": c.domain, "method": c.method,
+         "evaluates": [describe(m) for m in c.evaluates], "verdict": o.verdict, "scope": o.scope,
+         "level": str(c.level), "seconds": round(o.seconds, 3)}
+    if c.extends:
+        d["extends"] = list(c.extends)
     if r is None:
         d["error"] = o.error
         return d
@@ -65,9 +99,12 @@ def outcome_dict(o: Outcome) -> dict:
 
 def to_json(outcomes: list[Outcome], fast: bool) -> dict:
     """The whole report as JSON-ready data."""
-    return {"paper": TITLE, "fast": fast, "counts": counts(outcomes), "levels": level_counts(outcomes),
+    return {"paper": TITLE, "fast": fast, "counts": counts(outcomes), "sections": section_counts(outcomes),
+            "levels": level_counts(outcomes),
             "items": {k: [{"check": i, "verdict": v} for i, v in rows]
                       for k, rows in item_index(outcomes).items()},
+            "beyond the paper": {k: [{"check": i, "verdict": v} for i, v in rows]
+                                 for k, rows in beyond_index(outcomes).items()},
             "checks": [outcome_dict(o) for o in outcomes]}
 
 
@@ -80,48 +117,83 @@ def _block(value) -> str:
     return "```json\n" + json.dumps(jsonable(value), indent=1, allow_nan=False) + "\n```"
 
 
-def to_markdown(outcomes: list[Outcome], fast: bool) -> str:
-    """The readable report: counts, the index of paper items, a summary table, one section per check."""
-    out = [f"# Paper checks: {TITLE}", "",
-           f"Run: {'fast (CI subset of the ranges)' if fast else 'full'}; "
-           + ", ".join(f"{v} {k}" for k, v in counts(outcomes).items())
-           + f"; {sum(o.seconds for o in outcomes):.1f} s. Evidence: "
-           + ", ".join(f"{v} {k}" for k, v in level_counts(outcomes).items()) + ".", "",
-           "Verdicts: **PASS** (could have been refuted, was not; coverage given), **FAIL** (false; minimal "
-           "counterexample), **ERRATUM** (false as printed, an evident correction holds and is checked), "
-           "**NOT_CHECKABLE** (why). Evidence levels: **proof** (symbolic, over the whole parameter "
-           "family), **exhaustive** (every case of a stated finite domain), **statistical** (a test with "
-           "its power and confidence interval), **sample** (seeded samples or presets), **none**.", "",
-           "## The paper's numbered items", "", "| item | checks |", "|---|---|"]
-    for item, rows in item_index(outcomes).items():
-        cell = ", ".join(f"`{i}` {v}" for i, v in rows) if rows else "**no check**"
-        out.append(f"| {item} | {cell} |")
-    out += ["", "## Summary", "", "| check | location | verdict | evidence | finding |",
-            "|---|---|---|---|---|"]
+def _anchor(check_id: str) -> str:
+    return check_id.replace(".", "").lower()
+
+
+def _summary_rows(outcomes: list[Outcome]) -> list[str]:
+    out = ["| check | location | verdict | evidence | finding |", "|---|---|---|---|---|"]
     for o in outcomes:
         finding = (o.result.summary if o.result else "crashed").replace("|", "\\|")
-        out.append(f"| [`{o.check.id}`](#{o.check.id.replace('.', '').lower()}) | "
-                   f"{o.check.location.replace('|', '/')} | **{o.verdict}** | {o.check.level} | {finding} |")
-    out += ["", "## Checks"]
-    for o in outcomes:
-        d = outcome_dict(o)
-        out += ["", f"### {o.check.id}", "", f"**Verdict: {o.verdict}** ({d['seconds']} s)", "",
-                f"- **Evidence level**: {d['level']}", f"- **Location**: {d['location']}",
-                f"- **Items**: {', '.join(d['items']) or '(unnumbered)'}",
-                f"- **Claim**: {d['claim']}", f"- **Method**: {d['method']}"]
-        if o.result is None:
-            out += ["", "Crashed:", "", "```", o.error.rstrip(), "```"]
-            continue
-        out.append(f"- **Finding**: {d['summary']}")
-        if "coverage" in d:
-            out.append(f"- **Coverage**: {d['coverage']}")
-        if "correction" in d:
-            out += [f"- **Correction**: {d['correction']}", "- **Correction checked by**: "
-                                                            f"{d['correction_check']}"]
-        if "counterexample" in d:
-            out += ["", "Counterexample (replayable):", "", _block(d["counterexample"])]
-        if "evidence" in d:
-            out += ["", "Evidence:", "", _block(d["evidence"])]
+        part = " (part of its domain)" if o.scope == "part" else ""
+        out.append(f"| [`{o.check.id}`](#{_anchor(o.check.id)}) | {o.check.location.replace('|', '/')} | "
+                   f"**{o.verdict}**{part} | {o.check.level} | {finding} |")
+    return out
+
+
+def _check_section(o: Outcome) -> list[str]:
+    d = outcome_dict(o)
+    scope = {"part": " on part of the claim's domain",
+             "whole": " on the claim's whole domain"}.get(o.scope, "")
+    out = ["", f"### {o.check.id}", "", f"**Verdict: {o.verdict}**{scope} ({d['seconds']} s)", "",
+           f"- **Evidence level**: {d['level']}", f"- **Location**: {d['location']}"]
+    if o.check.extends:
+        out.append(f"- **Extends (beyond the paper)**: {', '.join(o.check.extends)}")
+    else:
+        out.append(f"- **Items**: {', '.join(d['items']) or '(unnumbered)'}")
+    out += [f"- **Claim**: {d['claim']}", f"- **Domain of the claim**: {d['domain'] or '(not stated)'}",
+            f"- **Method**: {d['method']}"]
+    if o.result is None:
+        return [*out, "", "Crashed:", "", "```", o.error.rstrip(), "```"]
+    out.append(f"- **Finding**: {d['summary']}")
+    if "coverage" in d:
+        out.append(f"- **Checked**: {d['coverage']}")
+    elif o.verdict == "FAIL":
+        out.append("- **Checked**: until the counterexample below, which refutes the claim")
+    if "correction" in d:
+        out += [f"- **Correction**: {d['correction']}",
+                f"- **Correction checked by**: {d['correction_check']}"]
+    if "counterexample" in d:
+        out += ["", "Counterexample (replayable):", "", _block(d["counterexample"])]
+    if "evidence" in d:
+        out += ["", "Evidence:", "", _block(d["evidence"])]
+    return out
+
+
+def to_markdown(outcomes: list[Outcome], fast: bool) -> str:
+    """The readable report: counts, the index of paper items (with the beyond-the-paper verdicts in
+    their own column), a summary table per section, one section per check."""
+    beyond = beyond_index(outcomes)
+    out = [f"# Paper checks: {TITLE}", "",
+           f"Run: {'fast (CI subset of the ranges)' if fast else 'full'}; "
+           + "; ".join(f"{SECTION_TITLES[s]}: " + ", ".join(f"{v} {k}" for k, v in c.items())
+                       for s, c in section_counts(outcomes).items())
+           + f"; {sum(o.seconds for o in outcomes):.1f} s. Evidence: "
+           + ", ".join(f"{v} {k}" for k, v in level_counts(outcomes).items()) + ".", "",
+           "Verdicts: **PASS** (could have been refuted, was not; what was checked is given), "
+           "**FAIL** (false; minimal counterexample), **ERRATUM** (false as printed, an evident "
+           "correction holds and is checked), **NOT_CHECKABLE** (why). A PASS, or an ERRATUM's "
+           "correction, *on part of its domain* was checked on less than the domain its claim "
+           "quantifies over. Evidence levels: "
+           + LEVELS_TEXT + ".", "",
+           "## The paper's numbered items", "",
+           "| item | checks | beyond the paper |", "|---|---|---|"]
+    for item, rows in item_index(outcomes).items():
+        cell = ", ".join(f"`{i}` {v}" for i, v in rows) if rows else "**no check**"
+        ext = ", ".join(f"`{i}` {v}" for i, v in beyond.get(item, ())) or "—"
+        out.append(f"| {item} | {cell} | {ext} |")
+    for section in SECTIONS:
+        group = [o for o in outcomes if o.check.section == section]
+        if group:
+            title = "Summary" if section == "paper" else SECTION_TITLES[section].capitalize()
+            out += ["", f"## {title}", "", *_summary_rows(group)]
+    for section in SECTIONS:
+        group = [o for o in outcomes if o.check.section == section]
+        if group:
+            out += ["", "## Checks" if section == "paper" else
+                    f"## Checks: {SECTION_TITLES[section]}"]
+            for o in group:
+                out += _check_section(o)
     return "\n".join(out) + "\n"
 
 

@@ -1,7 +1,9 @@
 """Run the paper checks, index their verdicts by paper item, compare with recorded verdicts.
 
 A check that raises is a *crash* (a bug in the check or in the code it exercises), recorded with
-its traceback; a FAIL verdict is a finding, not a crash.
+its traceback; a FAIL verdict is a finding, not a crash. Each outcome says whether its verdict
+rests on the claim's whole domain or on part of it (:attr:`Outcome.scope`); the checks beyond the
+paper are indexed by the items they extend, apart from the checks of those items.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from paper_checks.evidence import covers_whole_domain
 from paper_checks.items import PAPER_ITEMS
 from paper_checks.registry import Check, Result, all_checks, get_check
 from theory.errors import ConfigFileError
@@ -31,7 +34,23 @@ class Outcome:
 
     @property
     def verdict(self) -> str:
+        """The verdict's name, or ``CRASH``."""
         return self.result.verdict.value if self.result is not None else CRASH
+
+    @property
+    def scope(self) -> str:
+        """``"whole"`` when the verdict rests on the claim's whole domain, ``"part"`` when on part
+        of it (a PASS, or an ERRATUM's correction, checked on part: samples, statistical tests, an
+        enumeration ``--quick`` shrank), ``""`` when it rests on no domain (a FAIL's counterexample
+        refutes the claim wherever it was found; NOT_CHECKABLE; a crash)."""
+        if self.result is None or self.verdict in ("FAIL", "NOT_CHECKABLE"):
+            return ""
+        return "whole" if covers_whole_domain(str(self.check.level), self.result.shrunk) else "part"
+
+    @property
+    def verdict_text(self) -> str:
+        """The verdict, followed by "on part of its domain" when :attr:`scope` is ``"part"``."""
+        return self.verdict + (" on part of its domain" if self.scope == "part" else "")
 
 
 def run_checks(ids: list[str] | None = None, fast: bool = False,
@@ -59,10 +78,20 @@ def run_checks(ids: list[str] | None = None, fast: bool = False,
 
 
 def item_index(outcomes: list[Outcome]) -> dict[str, list[tuple[str, str]]]:
-    """Each numbered item of the paper -> [(check id, verdict), ...] of the checks that cover it."""
+    """Each numbered item of the paper -> [(check id, verdict), ...] of the checks that cover it
+    (the beyond-the-paper checks extend items, they do not cover them: :func:`beyond_index`)."""
     index: dict[str, list[tuple[str, str]]] = {item: [] for item in PAPER_ITEMS}
     for o in outcomes:
         for item in o.check.items:
+            index.setdefault(item, []).append((o.check.id, o.verdict))
+    return index
+
+
+def beyond_index(outcomes: list[Outcome]) -> dict[str, list[tuple[str, str]]]:
+    """Each numbered item that a beyond-the-paper check extends -> [(check id, verdict), ...]."""
+    index: dict[str, list[tuple[str, str]]] = {}
+    for o in outcomes:
+        for item in o.check.extends:
             index.setdefault(item, []).append((o.check.id, o.verdict))
     return index
 

@@ -19,6 +19,7 @@ import numpy as np
 import sympy as sp
 
 from paper_checks.common import PAPER_GPU, PAPER_MODEL, PAPER_WORKLOADS, frac, gpus, models, workload
+from paper_checks.evidence import Enumeration, Points, Reading, Symbolic
 from paper_checks.pseudocode import Req, rad, violations
 from paper_checks.registry import Result, Verdict, outcome, register
 from theory import cost
@@ -56,7 +57,10 @@ def gemm_tile_pairs(d_row: int, d_col: int, d_red: int, t_row: int, t_col: int, 
     return len(out_tiles) * len(red_tiles)
 
 
-@register("eq2_eq3.tile_counts", level="exhaustive",
+@register("eq2_eq3.tile_counts", level="sample",
+          domain="every GeMM and GeMV shape (dimensions >= 1) and every tile",
+          evaluates=(Points("every shape with dimensions 1..9 (1..6 fast) and tiles in {1, 2, 3, 4, 8}, "
+                            "enumerated"),),
           location="Section 2.3, Eq. 2 and Eq. 3",
           items=("Eq. 2", "Eq. 3"),
           claim="A GeMM on tiles t_row x t_col x t_red multiplies ceil(d_row/t_row) ceil(d_col/t_col) "
@@ -142,7 +146,10 @@ def eq4_core(mode: str = "paper", printed: Callable = printed_eq4_sum, gpu_keys=
     return True, None, n
 
 
-@register("eq4.linear_aggregation", level="exhaustive",
+@register("eq4.linear_aggregation", level="sample",
+          domain="every batch size tau, every tile and every model whose dimensions the tile divides",
+          evaluates=(Points("every tile of every GPU preset x model preset x mode (paper, real), tau "
+                            "symbolic"),),
           location="Section 3.2.1, the display before Eq. 4 and Eq. 4",
           items=("Eq. 4",),
           claim="With model dimensions divisible by the tiles, the linear layers of a batch of tau tokens "
@@ -185,57 +192,54 @@ def eq3(d_row, d_col, t_row, t_col, mu, s):
     return ceiling(d_row / t_row) * ceiling(d_col / t_col) / (s * mu)
 
 
+def eq5_statements() -> dict:
+    """sympy, i, D, t_row, t_col, mu, s symbolic and d = D t_row t_col: Eq. 5 as printed, Eq. 5 with
+    the 1/s of Eq. 3, and theory.symbolic's decode attention, each minus the two Eq. 3 GeMV times
+    (K^T q: i x d, V p: d x i) they should equal (zero when they do)."""
+    from theory import symbolic
+
+    Dm, tr, tc = sp.symbols("D t_row t_col", integer=True, positive=True)
+    d = Dm * tr * tc
+    derived = eq3(i_, d, tr, tc, mu_, s_) + eq3(d, i_, tr, tc, mu_, s_)
+    return {"printed Eq. 5 - (Eq. 3 + Eq. 3)": printed_eq5(i_, d, tr, tc, mu_, s_) - derived,
+            "corrected Eq. 5 - (Eq. 3 + Eq. 3)": corrected_eq5(i_, d, tr, tc, mu_, s_) - derived,
+            "theory.symbolic decode attention - (Eq. 3 + Eq. 3)":
+                symbolic.decode_attention_time(i_, d, tr, tc, mu_, s_) - derived}
+
+
 @register("eq5.missing_1_over_s", level="proof",
           location="Section 3.2.2, Eq. 5",
           items=("Eq. 5",),
           claim="Eq. 5, the decode self-attention time at token i, is Eq. 3 applied to its two GeMVs "
                 "(K^T q: i x d; V p: d x i).",
-          method="sympy: printed Eq. 5 minus the sum of the two Eq. 3 GeMV times, with i symbolic and "
-                 "d divisible by the tiles; then the same for Eq. 5 divided by s, for "
-                 "theory.symbolic's corrected form, and theory.cost.T_D_SA against the corrected form "
-                 "on every GPU preset.")
+          domain="every token index i, attention width d divisible by the GeMV tile, GeMV tile, rate "
+                 "mu and speed-up s",
+          evaluates=(Symbolic("sympy", eq5_statements, "Eq. 5 (printed, corrected, theory.symbolic's) "
+                                                       "minus Eq. 3 + Eq. 3, for symbolic i, d, tiles, "
+                                                       "mu, s"),),
+          method="sympy: printed Eq. 5 minus the sum of the two Eq. 3 GeMV times, with i, the tiles, mu "
+                 "and s symbolic and d divisible by the tiles; then the same for Eq. 5 divided by s and "
+                 "for theory.symbolic's corrected form (theory.cost.T_D_SA against it on the presets is "
+                 "eq5.gemv_orientation).")
 def eq5_missing_1_over_s(fast: bool) -> Result:
-    Dm, tr, tc = sp.symbols("D t_row t_col", integer=True, positive=True)
-    d = Dm * tr * tc
-    derived = eq3(i_, d, tr, tc, mu_, s_) + eq3(d, i_, tr, tc, mu_, s_)
-    printed = printed_eq5(i_, d, tr, tc, mu_, s_)
-    gap = sp.simplify(printed - derived)
-    corrected_ok = sp.simplify(corrected_eq5(i_, d, tr, tc, mu_, s_) - derived) == 0
-    from theory import symbolic
-    corrected_ok &= sp.simplify(symbolic.decode_attention_time(i_, d, tr, tc, mu_, s_) - derived) == 0
-    ratios = {}
-    pos = [1, 17, 513, 4096]
-    for g in gpus():
-        cm = cost_model(CostSpec(g))
-        d = cm.d_dec
-        gemv = list(zip(cm.g_row.tolist(), cm.g_col.tolist(), cm.mu_gemv.tolist(), strict=True))
-        # corrected Eq. 5 in exact rationals, each GeMV on its fastest tile (as theory.cost does)
-        best = [min(Fraction(-(-p // r) * -(-d // c)) / (cm.s * frac(m)) for r, c, m in gemv)
-                + min(Fraction(-(-d // r) * -(-p // c)) / (cm.s * frac(m)) for r, c, m in gemv)
-                for p in pos]
-        got = cost.T_D_SA(cm, np.array(pos))
-        corrected_ok &= all(math.isclose(float(b), float(x), rel_tol=1e-12) for b, x in zip(best, got,
-                                                                                          strict=True))
-        ratios[g] = cm.s
-    printed_ok = gap == 0
-    a100 = cost_model(CostSpec("a100"))
-    cex = {"gpu": "a100", "s": a100.s, "i": 1, "d": a100.d_dec, "gemv tile": "16x16", "mu": 1,
-           "printed Eq. 5": str(printed_eq5(1, a100.d_dec, 16, 16, 1, a100.s)),
-           "Eq. 3 + Eq. "
-           "3": str(eq3(1, a100.d_dec, 16, 16, 1, a100.s) + eq3(a100.d_dec, 1, 16, 16, 1, a100.s)),
-           "printed - derived (symbolic)": str(gap)}
+    gaps = {k: sp.simplify(v) for k, v in eq5_statements().items()}
+    printed_gap, *corrected_gaps = gaps.values()
+    printed_ok, corrected_ok = printed_gap == 0, all(g == 0 for g in corrected_gaps)
+    d, s = 4096, 2  # an instance of the symbolic gap (Mistral-7B's d; any s > 1 shows it)
+    cex = {"s": s, "i": 1, "d": d, "gemv tile": "16x16", "mu": 1,
+           "printed Eq. 5": str(printed_eq5(1, d, 16, 16, 1, s)),
+           "Eq. 3 + Eq. 3": str(eq3(1, d, 16, 16, 1, s) + eq3(d, 1, 16, 16, 1, s)),
+           "printed - derived (symbolic)": str(printed_gap)}
     return outcome(printed_ok, corrected_holds=corrected_ok,
                    summary="Eq. 5 is Eq. 3 applied to its two GeMVs" if printed_ok else
                    "printed Eq. 5 is s times Eq. 3's time (it drops 1/s); divided by s it matches",
-                   coverage=f"symbolic i, d, tiles, mu, s; theory.cost on {len(gpus())} GPU presets",
+                   coverage="symbolic i, d, tiles, mu, s (the whole family)",
                    counterexample=cex,
                    correction="T^{D,SA}(i) = (1/(s mu(t_row,t_col))) (d/t_col ceil(i/t_row) + ceil(i/t_col) "
                               "d/t_row), i.e. Eq. 5 divided by s, as Eq. 3 prescribes",
-                   correction_check="sympy: corrected Eq. 5 - (Eq. 3 + Eq. 3) == 0 for symbolic i, d, tiles; "
-                                    "theory.symbolic's form equals it; theory.cost.T_D_SA equals the "
-                                    "corrected form (fastest GeMV tile per GeMV) on all GPU presets at "
-                                    "i = 1, 17, 513, 4096",
-                   evidence={"printed / derived = s on each GPU": ratios})
+                   correction_check="sympy: corrected Eq. 5 - (Eq. 3 + Eq. 3) == 0 for symbolic i, d, tiles, "
+                                    "mu, s; theory.symbolic's form equals it",
+                   evidence={"differences (sympy, simplified)": {k: str(v) for k, v in gaps.items()}})
 
 
 # --- Eq. 6: prefill attention ---------------------------------------------------------------
@@ -256,17 +260,46 @@ def eq2(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
     return ceiling(d_row / t_row) * ceiling(d_col / t_col) * ceiling(d_red / t_red) / (s * mu)
 
 
-def eq6_core(printed: Callable = printed_eq6, fast: bool = True) -> tuple[bool, dict | None, int]:
-    """Eq. 6 minus N x (Eq. 2 of K^T Q + Eq. 2 of V P), symbolically; then theory.cost.T_P_SA at
-    t* against printed Eq. 6 in exact rationals on a grid of chunks, every GPU preset."""
+def eq6_statement(printed: Callable | None = None):
+    """sympy, i, c, D, tiles, N, mu, s symbolic and d = D t_row t_red: Eq. 6 (``printed``, as
+    printed unless a test feeds another) minus N x (Eq. 2 of K^T Q + Eq. 2 of V P)."""
+    printed = printed or printed_eq6
     Dm, tr, tc, tk = sp.symbols("D t_row t_col t_red", integer=True, positive=True)
     d = Dm * tr * tk
     e = i_ + c_ - 1
     derived = N_ * (eq2(e, c_, d, tr, tc, tk, mu_, s_) + eq2(d, c_, e, tr, tc, tk, mu_, s_))
-    if sp.simplify(printed(i_, c_, d, N_, tr, tc, tk, mu_, s_) - derived) != 0:
-        return False, {"reason": "printed Eq. 6 != N (Eq. 2 + Eq. 2) symbolically"}, 1
+    return printed(i_, c_, d, N_, tr, tc, tk, mu_, s_) - derived
+
+
+def eq6_core(printed: Callable | None = None) -> tuple[bool, dict | None]:
+    """Eq. 6 minus N x (Eq. 2 + Eq. 2), simplified symbolically: (holds, the difference if not)."""
+    gap = sp.simplify(eq6_statement(printed))
+    return gap == 0, (None if gap == 0 else {"printed Eq. 6 - N (Eq. 2 + Eq. 2)": str(gap)})
+
+
+@register("eq6.two_gemms", level="proof",
+          location="Section 3.2.2, Eq. 6",
+          items=("Eq. 6",),
+          claim="The prefill self-attention of PI(R, i, c) over N layers is two GeMMs, (i+c-1) x d times "
+                "d x c and d x (i+c-1) times (i+c-1) x c, each timed by Eq. 2: that is Eq. 6.",
+          domain="every chunk (i, c), tile, attention width d divisible by t_row and t_red, N, mu and s",
+          evaluates=(Symbolic("sympy", eq6_statement, "printed Eq. 6 - N (Eq. 2 + Eq. 2), all symbolic"),),
+          method="sympy: printed Eq. 6 - N (Eq. 2 + Eq. 2) with i, c, tiles, N, mu, s symbolic and d "
+                 "divisible by t_row and t_red (theory.cost.T_P_SA against it is eq6.cost_at_t_star).")
+def eq6_two_gemms(fast: bool) -> Result:
+    ok, bad = eq6_core()
+    if not ok:
+        return Result(Verdict.FAIL, "Eq. 6 does not match its two GeMMs", counterexample=bad)
+    return Result(Verdict.PASS, "Eq. 6 = N (Eq. 2 + Eq. 2) symbolically",
+                  coverage="symbolic identity: every i, c, tile, d, N, mu, s")
+
+
+def eq6_cost_core(printed: Callable | None = None, fast: bool = True) -> tuple[bool, dict | None, int]:
+    """theory.cost.T_P_SA at t* against Eq. 6 (``printed``) in exact rationals on a grid of chunks,
+    every GPU preset: (holds, first differing case, cases)."""
+    printed = printed or printed_eq6
     grid = [1, 2, 127, 128, 129, 256, 1000] if fast else [1, 2, 31, 64, 127, 128, 129, 255, 256, 1000, 4095]
-    n = 1
+    n = 0
     for g in gpus():
         cm = cost_model(CostSpec(g, tiles="t*"))
         t = cm.t_star
@@ -281,20 +314,21 @@ def eq6_core(printed: Callable = printed_eq6, fast: bool = True) -> tuple[bool, 
     return True, None, n
 
 
-@register("eq6.two_gemms", level="proof",
-          location="Section 3.2.2, Eq. 6",
+@register("eq6.cost_at_t_star", level="sample",
+          location="Section 3.2.2, Eq. 6, as theory.cost implements it",
           items=("Eq. 6",),
-          claim="The prefill self-attention of PI(R, i, c) over N layers is two GeMMs, (i+c-1) x d times "
-                "d x c and d x (i+c-1) times (i+c-1) x c, each timed by Eq. 2: that is Eq. 6.",
-          method="sympy: printed Eq. 6 - N (Eq. 2 + Eq. 2) with i, c, tiles symbolic and d divisible by "
-                 "t_row and t_red; then theory.cost.T_P_SA at t* vs printed Eq. 6 in exact rationals.")
-def eq6_two_gemms(fast: bool) -> Result:
-    ok, bad, n = eq6_core(fast=fast)
+          claim="theory.cost.T_P_SA, the simulator's prefill attention, is Eq. 6 at the GPU's t*.",
+          domain="every chunk (i, c) on every GPU",
+          evaluates=(Points("chunks (i, c) on a grid of 7 (fast) or 11 values each, at t* of every GPU "
+                            "preset, exact rationals"),),
+          method="theory.cost.T_P_SA on each GPU preset restricted to t* against printed Eq. 6 in exact "
+                 "rationals, i and c on a grid around tile multiples (1, 2, 127-129, 256, 1000, ...).")
+def eq6_cost_at_t_star(fast: bool) -> Result:
+    ok, bad, n = eq6_cost_core(fast=fast)
     if not ok:
-        return Result(Verdict.FAIL, "Eq. 6 does not match its two GeMMs", counterexample=bad)
-    return Result(Verdict.PASS, "Eq. 6 = N (Eq. 2 + Eq. 2) symbolically; theory.cost agrees",
-                  coverage=f"symbolic identity (all i, c, tiles); {n - 1} numeric (GPU, i, c) cases at t* "
-                           f"on {len(gpus())} GPU presets")
+        return Result(Verdict.FAIL, "theory.cost.T_P_SA differs from Eq. 6", counterexample=bad)
+    return Result(Verdict.PASS, "theory.cost.T_P_SA equals Eq. 6 at t* to 1e-12",
+                  coverage=f"{n} (GPU, i, c) cases at t* on {len(gpus())} GPU presets, rel. tol. 1e-12")
 
 
 # --- Eq. 7: batch time ------------------------------------------------------------------------
@@ -344,6 +378,9 @@ def eq7_core(t_batch: Callable | None = None, k: int = 40, seed: int = 7) -> tup
 
 
 @register("eq7.batch_sum", level="sample",
+          domain="every batch (prefill chunks and decodes) on every GPU",
+          evaluates=(Points("seeded random batches (<= 3 chunks, <= 300 decodes), 15 (fast) or 60 per "
+                            "GPU preset at t*"),),
           location="Section 3.2.3, Eq. 7",
           items=("Eq. 7",),
           claim="A batch's time is the sum of its linear time (Eq. 4), tau / mu_nLin, N T^{D,SA} per "
@@ -362,33 +399,46 @@ def eq7_batch_sum(fast: bool) -> Result:
 # --- Definitions 1-2 ------------------------------------------------------------------------
 
 
-def printed_mask(k1: np.ndarray, k2: np.ndarray, i: int) -> np.ndarray:
-    """The masking matrix M of PI(R, i, c) as printed: 0 where k1 > i and k2 <= k1 - i, else 1."""
-    return np.where((k1 > i) & (k2 <= k1 - i), 0, 1)
+def printed_mask_zero(k1, k2, i) -> list:
+    """The entries where the masking matrix M of PI(R, i, c) is 0, as printed: the conjuncts
+    ``k1 > i`` and ``k2 <= k1 - i`` (z3 or numpy operands)."""
+    return [k1 > i, k2 <= k1 - i]
 
 
-@register("def1.mask", level="exhaustive",
+def mask_statement():
+    """z3, integers i, c >= 1, 1 <= k1 <= i + c - 1, 1 <= k2 <= c: M(k1, k2) = 0 as printed exactly
+    when key k1 is not among the keys 1..i + k2 - 1 that query k2 (token i + k2 - 1) may see."""
+    import z3
+
+    i, c, k1, k2 = z3.Ints("i c k1 k2")
+    premises = [i >= 1, c >= 1, k1 >= 1, k1 <= i + c - 1, k2 >= 1, k2 <= c]
+    return z3.And(*printed_mask_zero(k1, k2, i)) == (k1 > i + k2 - 1), premises
+
+
+@register("def1.mask", level="proof",
           location="Section 3.2.2, the masking matrix M of PI(R, i, c)",
           items=("Definition 1", "Eq. 6"),
           claim="M ((i+c-1) x c) is 1 except where k1 > i and k2 <= k1 - i; so query k2 (token i+k2-1) "
                 "sees exactly the keys of tokens 1..i+k2-1 (causal attention).",
-          method="Build M literally and compare with the causal mask for every i, c <= 24 (<= 12 fast).")
+          domain="every chunk (i, c) and every entry (k1, k2) of its mask",
+          evaluates=(Symbolic("z3", mask_statement, "M(k1, k2) = 0 as printed iff k1 > i + k2 - 1, for "
+                                                    "all integers i, c, k1, k2 in range"),),
+          method="z3 over the integers: the printed zero pattern of M equals the complement of the causal "
+                 "mask for every i, c >= 1 and every entry.")
 def def1_mask(fast: bool) -> Result:
-    top = 12 if fast else 24
-    for i in range(1, top + 1):
-        for c in range(1, top + 1):
-            k1 = np.arange(1, i + c)[:, None]
-            k2 = np.arange(1, c + 1)[None, :]
-            printed = printed_mask(k1, k2, i)
-            causal = (k1 <= i + k2 - 1).astype(int)
-            if not np.array_equal(printed, causal):
-                return Result(Verdict.FAIL, "the printed mask is not causal",
-                              counterexample={"i": i, "c": c})
-    return Result(Verdict.PASS, "the printed mask is exactly the causal mask",
-                  coverage=f"all i, c in 1..{top}")
+    from paper_checks.proofs import prove
+
+    holds, cex = prove(*mask_statement())
+    if not holds:
+        return Result(Verdict.FAIL, "the printed mask is not causal", counterexample=cex)
+    return Result(Verdict.PASS, "proved: the printed mask is exactly the causal mask",
+                  coverage="every i, c >= 1 and every entry (z3 over the integers)")
 
 
-@register("defs.index_conventions", level="exhaustive",
+@register("defs.index_conventions", level="sample",
+          domain="every request (L^P, L^D >= 1)",
+          evaluates=(Points("every request with L^P, L^D <= 5 (fast) or 8, run by the literal RAD with "
+                            "chunk 2"),),
           location="Definitions 1-2, Eq. 5-6, Theorem 1 (T_bar^R)",
           items=("Definition 1", "Definition 2"),
           claim="PI(R, i, c) covers tokens i..i+c-1 and needs the KV of 1..i-1, so Eq. 6's K has "
@@ -425,7 +475,11 @@ def printed_def2_admits(i: int, L_P: int, stop: int) -> bool:
     return i > L_P and not i > stop
 
 
-@register("def2.stop_index", level="exhaustive",
+@register("def2.stop_index", level="reading",
+          domain="every request (L^P, L^D >= 1) and token index i",
+          evaluates=(Reading("Definition 2: DI(R, i) when i is not a prompt token and does not follow "
+                             "the stop token"),
+                     Points("every L^P, L^D <= 50"),),
           location="Definition 2 and the paragraph after it; Section 2.2",
           items=("Definition 2",),
           claim="DI(R, i) may be scheduled when i is not a prompt token and does not follow the stop token; "
@@ -474,6 +528,9 @@ def _matrix(fn, per_mode: bool) -> tuple[dict, list]:
 
 
 @register("assumption1.presets", level="exhaustive",
+          domain="every GPU preset x model preset x mode (paper, real)",
+          evaluates=(Enumeration("every GPU preset x model preset x mode (paper, real)",
+                                 lambda: len(gpus()) * len(models()) * 2),),
           location="Section 2.3, Assumption 1 and the remark after it",
           items=("Assumption 1",),
           claim="Each GPU has a tile t* reaching its maximal FLOP rate on large perfectly tiled GeMMs, and "
@@ -495,7 +552,9 @@ def assumption1_presets(fast: bool) -> Result:
                   evidence={"tiles tied with t* at maximal FLOP rate": ties})
 
 
-@register("assumption2.presets", level="exhaustive",
+@register("assumption2.presets", level="sample",
+          domain="every GPU preset x model preset x mode (paper, real), every d_col >= 1",
+          evaluates=(Points("d_col = 1..4096 (1..512 fast) on every GPU preset x model preset x mode"),),
           location="Section 2.3, Assumption 2",
           items=("Assumption 2",),
           claim="Computing d_col GeMVs y(i) = A x(i) takes longer than the one GeMM Y = A X.",
@@ -511,6 +570,9 @@ def assumption2_presets(fast: bool) -> Result:
 
 
 @register("assumption3.workloads", level="exhaustive",
+          domain="every GPU preset x workload of the paper (openchat_sharegpt4, Table 1)",
+          evaluates=(Enumeration("every GPU preset x workload of the paper (openchat_sharegpt4, Table 1)",
+                                 lambda: len(gpus()) * len(PAPER_WORKLOADS)),),
           location="Section 4.3, Assumption 3",
           items=("Assumption 3",),
           claim="Prompt lengths are multiples of t*_lcm almost surely and bounded, for the workload the "
@@ -543,7 +605,10 @@ def printed_assumption3_lcm(t_row: int, t_col: int, t_red: int) -> int:
     return math.lcm(t_row, t_col, t_row)
 
 
-@register("assumption3.lcm_typo", level="exhaustive",
+@register("assumption3.lcm_typo", level="reading",
+          domain="every tile (t_row, t_col, t_red)",
+          evaluates=(Reading("Assumption 3: multiples of LCM(t*_row, t*_col, t*_row)"),
+                     Points("power-of-2 tiles 16..256 and every preset tile"),),
           location="Assumption 3 and the remark after it",
           items=("Assumption 3",),
           claim="Assumption 3 asks for multiples of LCM(t*_row, t*_col, t*_row) -- as printed, t*_row twice.",
@@ -578,6 +643,9 @@ def assumption3_lcm_typo(fast: bool) -> Result:
 
 
 @register("assumption4.presets", level="exhaustive",
+          domain="every GPU preset x model preset x workload of the paper, raw and padded",
+          evaluates=(Enumeration("every GPU preset x model preset x workload of the paper, raw and padded",
+                                 lambda: len(gpus()) * len(models()) * len(PAPER_WORKLOADS) * 2),),
           location="Section 4.3, Assumption 4 and the remark after it",
           items=("Assumption 4",),
           claim="Assumption 4 is mild: a node holds the KV cache of t*_col requests of maximal length "

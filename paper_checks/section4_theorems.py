@@ -13,13 +13,15 @@ Bari, Hegde, de Veciana (2025), Section 4, Theorems 1-2, Assumption 3.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
-import sympy as sp
+import z3
 
 from paper_checks.chunking import closed_form_units, dp_range, gpu_dp, relaxed_dp
 from paper_checks.common import PAPER_MODEL, gpus, models
+from paper_checks.evidence import Points, Reading, Symbolic
 from paper_checks.registry import Result, Verdict, judged, outcome, register
 from theory import cost
 from theory.bounds import T_bar_R_terms, lemma3_drift_bound, n_threshold
@@ -33,7 +35,10 @@ def printed_thm1_member(t: Tile) -> int:
     return t.t_col
 
 
-@register("thm1.symbols", level="exhaustive",
+@register("thm1.symbols", level="reading",
+          domain="the tile sets of every GPU",
+          evaluates=(Reading("Theorem 1: '(t*_row, t*_col) in T_out and t*_col in T_red'"),
+                     Points("the tile sets of every GPU preset"),),
           location="Theorem 1 statement: '(t*_row, t*_col) in T_out and t*_col in T_red'",
           items=("Theorem 1",),
           claim="Theorem 1 takes (t*_row, t*_col) in T_out and t*_col in T_red.",
@@ -58,7 +63,11 @@ def thm1_symbols(fast: bool) -> Result:
                    correction_check=f"t*_red is in T_red on all {len(gpus())} GPU presets")
 
 
-@register("thm1.premises", level="exhaustive",
+@register("thm1.premises", level="reading",
+          domain="every prompt length L^P",
+          evaluates=(Reading("Theorem 1: 'Under Assumptions 1 and 2'; Appendix B.1: 'By Assumption 3, "
+                             "L_j^P is a multiple of t*_lcm'"),
+                     Points("L^P <= 1024 at the A100's t*_lcm; the relaxed DP up to 1024"),),
           location="Theorem 1 ('Under Assumptions 1 and 2') vs Appendix B.1 ('By "
                                     "Assumption 3, L_j^P is a multiple of t*_lcm')",
           items=("Theorem 1", "Assumption 3"),
@@ -135,6 +144,9 @@ def grouped_scheduler_drift(gpu: str, L_P: int, L_D: int, chunking: str = "dp") 
 
 
 @register("thm1.upper_bound", level="sample",
+          domain="every planner and scheduler, every GPU and workload",
+          evaluates=(Points("one grouped scheduler (A100, L^P = 256, L^D = 1); 2 (fast) or all GPU "
+                            "presets x 2 or 4 workloads"),),
           location="Theorem 1 (Section 4.3) and its proof (Appendix B)",
           items=("Theorem 1", "Eq. 12"),
           claim="If lambda T_bar^R > r, every planner and scheduler is unstable: lambda* = r / T_bar^R "
@@ -177,6 +189,9 @@ def thm1_upper_bound(fast: bool) -> Result:
 
 
 @register("thm1.instability", level="sample",
+          domain="every scheduler and every lambda above lambda*",
+          evaluates=(Points("every registered scheduler at 1.05 lambda*, 20000 (fast) or 100000 "
+                            "requests, A100, Table 1 padded"),),
           location="Theorem 1, 'lim Q(t)/t > alpha almost surely'",
           items=("Theorem 1",),
           claim="Above lambda* every scheduler's queue grows linearly.",
@@ -208,45 +223,71 @@ def instability_core(load: float, n_req: int, names: list[str]) -> Result:
                    counterexample={"load": load, "schedulers": stable}, evidence={"schedulers": rows})
 
 
+def threshold_of(t_col, T_max, T_bar, eps):
+    """Theorem 2's threshold (t*_col - 1) T^max / (eps T_bar^R), written as the product it bounds:
+    n > threshold iff n eps T_bar^R > (t*_col - 1) T^max."""
+    return (t_col - 1) * T_max, eps * T_bar
+
+
+def threshold_statement(threshold: Callable | None = None):
+    """z3 over the reals: n above ``threshold`` (Theorem 2's unless a test feeds another),
+    lambda = theta r (1 - eps) / T_bar^R with 0 < theta <= 1 and 0 < eps < 1, r >= 1, t*_col >= 1,
+    T^max >= 0 imply that the drift bound n (lambda T_bar^R / r - 1) + (lambda / r)(t*_col - 1) T^max
+    of the cycle chain (Lemma 3 with the per-node rate lambda / r) is negative. Returns
+    ``(claim, premises)``."""
+    threshold = threshold or threshold_of
+    lam, r, tb, tm, eps, theta, n, tc = z3.Reals("lam r T_bar T_max eps theta n t_col")
+    num, den = threshold(tc, tm, tb, eps)
+    premises = [r >= 1, tb > 0, tm >= 0, eps > 0, eps < 1, theta > 0, theta <= 1, tc >= 1,
+                lam * tb == theta * r * (1 - eps), n * den > num]
+    return n * (lam / r * tb - 1) + lam / r * (tc - 1) * tm < 0, premises
+
+
 @register("thm2.threshold", level="proof",
           location="Theorem 2, n > (t*_col - 1) T^max / (eps T_bar^R); Lemma 3 step (b)",
           items=("Theorem 2", "Lemma 3"),
           claim="With n above Theorem 2's threshold, the drift bound of the cycle DTMC (with arrivals at "
                 "rate lambda/r per node) is negative for every lambda <= r (1 - eps) / T_bar^R.",
-          method="sympy: write lambda = theta r (1 - eps)/T_bar (0 < theta <= 1), n = K/eps + delta with K = "
-                 "(t*_col - 1) T^max / T_bar; verify the identity drift = (K/eps)(theta (1 - eps^2) - 1) + "
-                 "delta (theta (1 - eps) - 1) and the signs of both brackets; plus an exact-rational grid "
-                 "over r, eps, t*_col, T^max/T_bar, theta with theory.bounds's n and drift.")
+          domain="every r >= 1, T_bar^R > 0, T^max >= 0, eps in (0, 1), t*_col >= 1, lambda <= "
+                 "r (1 - eps) / T_bar^R and n above the threshold",
+          evaluates=(Symbolic("z3", threshold_statement, "threshold and load imply a negative drift "
+                                                         "bound, over the reals"),),
+          method="z3 over the reals: Theorem 2's threshold on n, lambda = theta r (1 - eps)/T_bar^R with "
+                 "0 < theta <= 1, and the other parameters' ranges imply n (lambda T_bar/r - 1) + "
+                 "(lambda/r)(t*_col - 1) T^max < 0 (theory.bounds's n and drift on a grid are "
+                 "thm2.threshold_grid).")
 def thm2_threshold(fast: bool) -> Result:
-    ok, why = threshold_proof()
-    grid_ok, n_grid, bad = threshold_grid(fast)
-    if not (ok and grid_ok):
-        return Result(Verdict.FAIL, "the threshold does not make the drift negative",
-                      counterexample=bad or {"symbolic": why})
-    return Result(Verdict.PASS, "negative drift for all lambda <= r(1-eps)/T_bar once n exceeds the "
+    from paper_checks.proofs import prove
+
+    holds, cex = prove(*threshold_statement())
+    if not holds:
+        return Result(Verdict.FAIL, "the threshold does not make the drift negative", counterexample=cex)
+    return Result(Verdict.PASS, "proved: negative drift for all lambda <= r(1-eps)/T_bar once n exceeds the "
                                 "threshold (with the corrected rate lambda/r, see lemma3.drift)",
-                  coverage=f"symbolic proof (identity + bracket signs); {n_grid} grid points (r 1..8, eps, "
-                           "t*_col 1..256, T^max/T_bar up to 1e4, theta in (0, 1])")
+                  coverage="z3 over the reals: every r >= 1, T_bar^R, T^max, eps in (0, 1), t*_col >= 1, "
+                           "theta in (0, 1] and n above the threshold")
 
 
-def threshold_proof() -> tuple[bool, str]:
-    """The sympy part of thm2.threshold."""
-    a, b, delta, Tb, Tm, r, tc = sp.symbols("a b delta T_bar T_max r t_col", positive=True)
-    eps = 1 / (1 + a)  # eps in (0, 1)
-    theta = 1 / (1 + b)  # theta in (0, 1)
-    K = (tc - 1) * Tm / Tb  # >= 0 since t*_col >= 1
-    n = K / eps + delta
-    lam = theta * r * (1 - eps) / Tb
-    drift = n * (lam / r * Tb - 1) + lam / r * (tc - 1) * Tm
-    claimed = K / eps * (theta * (1 - eps**2) - 1) + delta * (theta * (1 - eps) - 1)
-    if sp.simplify(drift - claimed) != 0:
-        return False, "identity"
-    br1 = sp.factor(sp.together(-(theta * (1 - eps**2) - 1)))
-    br2 = sp.factor(sp.together(-(theta * (1 - eps) - 1)))
-    if not (br1.is_positive and br2.is_positive):
-        return False, f"signs: {br1}, {br2}"
-    # theta = 1 (b -> 0) is the boundary lambda = r (1 - eps) / T_bar: still strictly negative
-    return bool(sp.limit(br1, b, 0).is_positive and sp.limit(br2, b, 0).is_positive), "ok"
+@register("thm2.threshold_grid", level="sample",
+          location="Theorem 2's n and Lemma 3's drift bound, as theory.bounds computes them",
+          items=("Theorem 2", "Lemma 3"),
+          claim="theory.bounds.n_threshold is above Theorem 2's threshold and "
+                "theory.bounds.lemma3_drift_bound is the corrected drift bound, which it makes negative for "
+                "every lambda <= r (1 - eps) / T_bar^R.",
+          domain="every r, eps, t*_col, T^max / T_bar^R and lambda <= r (1 - eps) / T_bar^R",
+          evaluates=(Points("a grid of 4 x 4 x 5 x 4 x 3 points: r 1..8, eps 0.01..0.9, t*_col 1..256, "
+                            "T^max / T_bar^R 0.5..1e4, theta in (0, 1]; exact rationals"),),
+          method="theory.bounds.n_threshold and lemma3_drift_bound on the grid against the drift in exact "
+                 "rationals at lambda = theta r (1 - eps)/T_bar: negative, and equal to 1e-9.")
+def thm2_threshold_grid(fast: bool) -> Result:
+    grid_ok, n_grid, bad = threshold_grid(fast)
+    if not grid_ok:
+        return Result(Verdict.FAIL, "theory.bounds's threshold does not make the drift negative",
+                      counterexample=bad)
+    return Result(Verdict.PASS, "theory.bounds's n makes its drift bound negative, and the bound is the "
+                                "exact corrected drift",
+                  coverage=f"{n_grid} grid points (r 1..8, eps, t*_col 1..256, T^max/T_bar up to 1e4, "
+                           "theta in (0, 1])")
 
 
 def threshold_grid(fast: bool) -> tuple[bool, int, dict | None]:
@@ -270,6 +311,9 @@ def threshold_grid(fast: bool) -> tuple[bool, int, dict | None]:
 
 
 @register("thm2.dtmc_threshold", level="sample",
+          domain="every GPU, workload, eps and state x >= n",
+          evaluates=(Points("eps in {0.1} (fast) or {0.05, 0.1, 0.2} on an A100 with one 16x4x16 tile; "
+                            "the A100 preset for the empirical n_min"),),
           location="Theorem 2's n vs the cycle DTMC",
           items=("Theorem 2",),
           claim="With n above Theorem 2's threshold and lambda <= lambda* (1 - eps), the drift of RAD's "
@@ -314,6 +358,9 @@ def thm2_dtmc_threshold(fast: bool) -> Result:
 
 
 @register("sec4.rad_tiling_rare", level="sample",
+          domain="every load below lambda*, every GPU and workload",
+          evaluates=(Points("loads 0.9 (fast) or 0.7, 0.9, 0.97 x lambda*, A100, Mistral-7B, Table 1 "
+                            "padded, RAD n = 2000"),),
           location="Section 4.2, 'This tiling strategy is violated only in rare "
                                            "cases-specifically, near the end of a cycle'",
           items=("Algorithm 1",),
@@ -375,7 +422,10 @@ def tiling_verdict(rows: list[dict], explained: bool) -> Result:
                   evidence={"runs": rows})
 
 
-@register("sec4.rad_optimal_tiling", level="exhaustive",
+@register("sec4.rad_optimal_tiling", level="sample",
+          domain="RAD's batches on every GPU and model",
+          evaluates=(Points("every GPU preset x model preset (paper mode): decode batches of t*_col and "
+                            "t*_lcm tokens, chunks (1 + k t*_lcm, t*_lcm), k < 32 (8 fast)"),),
           location="Section 4.2, 'Optimal GeMM tiling' principle of RAD",
           items=("Algorithm 1", "Assumption 1"),
           claim="RAD's batches -- t*_col decode iterations, or one prefill chunk of t*_lcm tokens at a "
@@ -414,6 +464,9 @@ def sec4_rad_optimal_tiling(fast: bool) -> Result:
 
 
 @register("sec4.rad_throughput_optimal", level="sample",
+          domain="every scheduler, GPU and workload",
+          evaluates=(Points("A100 preset, prompt lengths t*_lcm..1024 (fast) or 8192 in steps of t*_lcm; "
+                            "one grouped scheduler"),),
           location="Abstract, Section 4 title and Theorem 2's name "
                                                   "('Throughput Optimality of RAD'), Conclusion",
           items=("Theorem 2", "Algorithm 1"),

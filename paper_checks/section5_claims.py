@@ -8,6 +8,7 @@ Bari, Hegde, de Veciana (2025), Section 5, Algorithm 1, Algorithm 4 (Sarathi-Ser
 from __future__ import annotations
 
 from paper_checks.common import PAPER_MODEL, gpus
+from paper_checks.evidence import Points
 from paper_checks.pseudocode import instances, rad
 from paper_checks.registry import Result, Verdict, register
 from theory import cost
@@ -20,7 +21,10 @@ def sarathi_batches(t_lcm: int, budget: int, step: int, starts) -> list[tuple[in
     return [(nd, i0 + 1, budget - nd) for nd in range(0, budget, step) for i0 in starts]
 
 
-@register("sec5.sarathi_tiling", level="exhaustive",
+@register("sec5.sarathi_tiling", level="sample",
+          domain="every batch a token budget forms, on every GPU",
+          evaluates=(Points("every GPU preset, budgets 512 (fast) or 256, 512, 1024, |D| in steps of 8 "
+                            "(fast) or 1, 3 (fast) or 7 prefilled offsets"),),
           location="Section 5: 'Sarathi-serve maintains optimal resource allocation "
                                           "but sacrifices optimal GeMM tiling'",
           items=("Algorithm 4",),
@@ -69,7 +73,10 @@ def sec5_sarathi_tiling(fast: bool) -> Result:
                   evidence=rows)
 
 
-@register("sec5.rad_tbt", level="exhaustive",
+@register("sec5.rad_tbt", level="sample",
+          domain="every decode batch of RAD with stops",
+          evaluates=(Points("every decode batch with stops in literal RAD runs of <= 3 (fast) or 4 "
+                            "requests, lengths 1..3, t*_col 1..3, n 1..4"),),
           location="Section 5: 'in every batch of t*_col decode-iterations, one or more "
                                    "requests generate their stop token ... RAD has to complete "
                                    "prefill-phases of an equal number of new requests in between'",
@@ -109,6 +116,8 @@ def sec5_rad_tbt(fast: bool) -> Result:
 
 
 @register("sec5.request_level_throughput", level="sample",
+          domain="every workload whose total lengths are imbalanced",
+          evaluates=(Points("lambda*, 20000 (fast) or 100000 requests, A100, Table 1 padded"),),
           location="Section 1.1.2 and Section 5 (request-level batching)",
           items=("Algorithm 3",),
           claim="Request-level batching loses throughput when total lengths are imbalanced.",
@@ -130,6 +139,8 @@ def sec5_request_level(fast: bool) -> Result:
 
 
 @register("sec5.distserve_throughput", level="sample",
+          domain="every static split and work mix",
+          evaluates=(Points("r = 4, every split, two length mixes, lambda*, A100"),),
           location="Section 5: 'Distserve ... sacrifices optimal resource "
                                                 "allocation'",
           items=("Algorithm 5",),

@@ -37,8 +37,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from paper_checks.evidence import Points
 from paper_checks.registry import Result, outcome, register
-from stability.sim.gpu import GpuRun, run_gpu
+from stability.sim.gpu import GpuRun, RunOptions, run_gpu
 from stability.sim.registry import get_scheduler
 from theory.builder import CostSpec, cost_model
 
@@ -79,8 +80,8 @@ def simulate(sc: Scenario) -> GpuRun:
     arrival = np.sort(rng.uniform(0.0, 0.3, size=sc.m))
     cls = rng.integers(0, len(sc.tbt), size=sc.m)
     sch = get_scheduler("slai")
-    return run_gpu(cm, sch, sch.make_params(cm, **sc.options()), arrival, L_P, L_D, cls=cls,
-                   n_class=len(sc.tbt), detail=True, log=True)
+    return run_gpu(cm, sch, sch.make_params(cm, **sc.options()), arrival, L_P, L_D, cls,
+                   RunOptions(n_class=len(sc.tbt), detail=True, log=True))
 
 
 def _waiting_key(order: str, cls: np.ndarray, L_P: np.ndarray):
@@ -217,6 +218,9 @@ def slai_steps_core(runs: list[tuple[Scenario, GpuRun]]) -> Result:
 
 
 @register("sec6.slai_batch_steps", level="sample",
+          domain="every batch SLAI builds",
+          evaluates=(Points("seeded runs of stability.schedulers.slai, three orders, fixed delta, two "
+                            "TBT classes, every batch replayed"),),
           location="Section 6, 'Batch construction', steps (1)-(4), with Eq. 8",
           items=("Eq. 8",),
           claim="SLAI builds each batch by marking a decode critical when t >= C_j (Eq. 8), adding the "

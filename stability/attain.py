@@ -18,9 +18,9 @@ bound is a supremum approached as batches grow, so :func:`attaining_policy` doub
 ``tau*`` (found with ``c_fix = 0``) or :data:`START_BUDGET` until the bound with token budget
 ``cap`` is within ``eps`` of the uncapped one, and states that gap. Under backlog every batch
 holds exactly ``B`` tokens, so ``B`` is a size attaining the capped LP's least ``F(tau) / tau``,
-not the cap itself: with wave quantization ``F(tau) / tau`` is far from monotone (calibrated A100,
-Table 1 padded: 4096 tokens cost 4.3% more per token than 3456, the best size up to 4096, and
-batches of 4096 lost 2.4% of the capacity, :func:`stability.bound_gap.batch_log_gap`).
+not the cap itself: with wave quantization ``F(tau) / tau`` is far from monotone, so the cap may
+cost more per token than a smaller size (:func:`stability.bound_gap.batch_log_gap` says what a
+budget loses).
 
 The chunks. Sarathi-Serve's chunk is whatever budget is left, so with a large ``B`` a whole prompt
 runs as one chunk, and Eq. 6 charges a chunk ``PI(R, i, c)`` for ``c (i + c - 1)`` score entries,
@@ -28,10 +28,8 @@ twice the attention of small chunks for a whole prompt: chunks are capped (optio
 while admission goes on until the batch holds ``B`` tokens. The cap is the DP's split period
 ``P`` where the law has one; with wave quantization on Eq. 6 (``attention_waves``) it has none and
 Eq. 6 is far from monotone in the chunk size, so the cap is the fixed chunk size with the least
-mean attention (:func:`best_fixed_chunk`; the calibrated A100 with ``attention_waves = true``,
-Table 1 padded: 640 tokens, 2.7% above the DP's minimum, where whole prompts cost 66% more and
-chunks of 128 60% more). ``max_num_seqs`` is ``B`` (it never
-binds: a batch holds at most ``B`` tokens) and KV memory is off, as the compute bound assumes
+mean attention (:func:`best_fixed_chunk`). ``max_num_seqs`` is ``B`` (it never binds: a batch
+holds at most ``B`` tokens) and KV memory is off, as the compute bound assumes
 (Assumption 4).
 
 Saturated throughput. :func:`window_throughput` counts the completions inside a fixed window
@@ -41,13 +39,13 @@ most its size, where ``(k - 1) / span`` over the first and last completion
 (:func:`stability.points.saturated_throughput`) also shrinks the span. The window measures the
 capacity under backlog only if no node's queue empties in it (``min_pending > 0``).
 
-Work-weighted estimate. Counting completions carries the spread of the request lengths (on Table
-1's law, 3 runs of 20,000 requests give a 95% interval of about +-4%). Weighting each completion
+Work-weighted estimate. Counting completions carries the spread of the request lengths into its
+interval. Weighting each completion
 by its certified charge ``w_j = u (L_P + L_D) + v L_D + D(L_P, L_D) + f(L_P)`` (the proof of the
 bound in :mod:`theory.capacity`, :func:`request_charge`) and dividing by ``E[w] = T_bar_W`` gives
 an estimate of the same limit (completions in the window are a fair sample of the lengths under
-FCFS admission, which every scheduler measured here uses) whose interval is an order of magnitude
-narrower. The theorem's sample-path inequality ``sum_{j finished} w_j <= r t`` says this rate can
+FCFS admission, which every scheduler measured here uses) without that spread, so with a narrower
+interval. The theorem's sample-path inequality ``sum_{j finished} w_j <= r t`` says this rate can
 exceed the bound only by the boundary terms of the window (work done before ``t0`` on requests
 finished inside it).
 
@@ -182,9 +180,8 @@ def best_fixed_chunk(law: BatchLaw, w: Workload, budget: int, step: int = CHUNK_
     """The chunk size, a multiple of ``step`` up to ``budget`` (or ``budget`` if smaller), whose
     fixed-size chunking (:func:`fixed_chunk_attention`) has the least mean prefill attention; ties
     go to the smaller size (``budget`` when the law has no attention). It serves laws without a
-    split period: wave quantization of Eq. 6 makes it far from monotone in the chunk (on the
-    calibrated A100 with ``attention_waves = true``, Table 1 padded, chunks of 640 tokens cost 2.7%
-    more attention than the chunking DP's minimum, 512 8.3%, 128 60%, 8192 66%).
+    split period: wave quantization of Eq. 6 makes the attention far from monotone in the chunk
+    size.
 
     References
     ----------

@@ -11,8 +11,8 @@ wide step (every batch of at most ``b0`` tokens costs ``c + a``) and attention o
 deterministic workload with short prompts and long outputs; Sarathi-Serve with one-token blocks,
 no watermark, a budget of ``b0`` tokens and no sequence cap, so admission packs the cache and
 preemption (by recompute) keeps it packed. What is left: a request holds its prompt during its
-prefill batch and one token more than the bound counts per decode (``(L_D + L_P) / (L_D (L_P +
-L_D / 2))`` of ``K``, 0.2% here), and recomputed work after preemptions.
+prefill batch and one token more than the bound counts per decode (a fraction ``(L_D + L_P) /
+(L_D (L_P + L_D / 2))`` of ``K``, small for long outputs), and recomputed work after preemptions.
 
 The same scenario with the systems' own defaults (blocks of 16 tokens, 1% watermark, 128 or 256
 sequences; vLLM v0 prefill-first, SLAI) must stay below the bound: the never-exceeded half. Every

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from stability.runner import derive_seed
-from stability.sim.simulate import Scenario
 from theory.builder import CostSpec, cost_model
 from theory.errors import FieldError
+
+if TYPE_CHECKING:  # the simulator is imported where a point runs, not where one is described
+    from stability.sim.simulate import Scenario
 
 G_MIN = 0.002  # a run is unstable when its accumulating fraction g exceeds this with confidence
 N_FALLBACK = 2000  # RAD's n when the empirical search finds none up to its cap
@@ -55,7 +58,14 @@ def _place(cost: CostSpec, workload: str, pad: bool) -> dict:
 # the scenario fields a sim point's identity spells out (``load`` is unused: a point has a rate)
 _SPELLED = ("gpu", "model", "mode", "workload", "pad", "tiles", "gpu_file", "model_file", "scheduler",
             "options", "r", "rate", "load", "n_requests", "seed")
-_DEFAULTS = {f.name: f.default for f in fields(Scenario)}
+
+
+@cache
+def _scenario_defaults() -> dict:
+    """Every scenario field's default, in the form ``Scenario.to_dict`` writes."""
+    from stability.sim.simulate import Scenario
+
+    return {f.name: _jsonable(f.default) for f in fields(Scenario)}
 
 
 @dataclass(frozen=True)
@@ -84,7 +94,8 @@ class SimPoint:
         out = {"kind": "sim", **_place(sc.cost_spec, sc.workload, sc.pad), "scheduler": sc.scheduler,
                "options": [list(o) for o in sc.options], "r": sc.r, "rate": float(sc.rate),
                "n_requests": sc.n_requests}
-        other = {k: v for k, v in sc.to_dict().items() if k not in _SPELLED and v != _jsonable(_DEFAULTS[k])}
+        defaults = _scenario_defaults()
+        other = {k: v for k, v in sc.to_dict().items() if k not in _SPELLED and v != defaults[k]}
         if other:
             out["scenario"] = other
         if self.replicate is not None:

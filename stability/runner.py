@@ -123,6 +123,9 @@ def _checked(task) -> Task:
     return task
 
 
+RESULT_FIELDS = ("elapsed_s",)  # in every result run_task returns: a cache entry without them is malformed
+
+
 def run_task(task: Task) -> dict:
     """Run one task (:meth:`Task.run`) and return its result dict, timed (``elapsed_s``)."""
     _checked(task)
@@ -155,7 +158,9 @@ class Cache:
     def __init__(self, directory: str | Path):
         self.dir = Path(directory)
 
-    def get(self, key: str) -> dict | None:
+    def get(self, key: str, required: tuple[str, ...] = ()) -> dict | None:
+        """The result cached under ``key``, or None; an entry whose result lacks a ``required`` field
+        is malformed (a miss, with a warning)."""
         path = self.dir / f"{key}.json"
         try:
             text = path.read_text(encoding="utf-8")
@@ -169,6 +174,9 @@ class Cache:
             return self._bad(path, f"not valid JSON ({exc})")
         if not isinstance(entry, dict) or not isinstance(entry.get("result"), dict):
             return self._bad(path, 'not of the shape {"task": ..., "result": {...}}')
+        missing = [k for k in required if k not in entry["result"]]
+        if missing:
+            return self._bad(path, f"a result without {', '.join(missing)}")
         return entry["result"]
 
     @staticmethod
@@ -212,8 +220,8 @@ BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 def _one_blas_thread() -> Iterator[None]:
     """Environment under which the forkserver starts, and with it every pool worker: one BLAS
     thread each. The workers already keep every core busy; a BLAS library's own threads would
-    spin against them (on a loaded 2-core machine the dot products of one T_bar^R took 30x
-    longer with OpenBLAS's default threads than with one). A thread count set by the user wins."""
+    spin against them (on a loaded machine, many times longer for the dot products of one T_bar^R
+    with OpenBLAS's default threads than with one). A thread count set by the user wins."""
     saved = {k: os.environ.get(k) for k in BLAS_THREADS}
     os.environ.update({k: v or "1" for k, v in saved.items()})
     try:
@@ -392,7 +400,7 @@ class Runner:
         results: list = [None] * len(tasks)
         todo = []
         for k, key in enumerate(keys):
-            hit = self.cache.get(key)
+            hit = self.cache.get(key, RESULT_FIELDS)
             if hit is not None:
                 results[k] = hit
                 self.cached += 1
@@ -445,7 +453,7 @@ class Runner:
                 if key in tags:
                     tags[key][1].append(tag)
                     continue
-                hit = self.cache.get(key)
+                hit = self.cache.get(key, RESULT_FIELDS)
                 if hit is not None:
                     self.cached += 1
                     if self.bar is not None:

@@ -157,7 +157,8 @@ def request_level(cm, arrival, L_P, L_D, b):
 
 # --- schedulers with mixed batches, KV memory and preemption ------------------------------------
 # Written from the real systems' scheduler code (microsoft/sarathi-serve @ 96f9911
-# sarathi/core/scheduler/, vllm-project/vllm v0 vllm/core/scheduler.py, LLMServe/DistServe @ 82831f1)
+# sarathi/core/scheduler/, vllm-project/vllm v0 vllm/core/scheduler.py and v1
+# vllm/v1/core/sched/scheduler.py, LLMServe/DistServe @ 82831f1)
 # and from Algorithms 4-5, with
 # a request modelled by the tokens it has emitted (not by the engine's positions and counters).
 
@@ -449,6 +450,88 @@ def vllm(cm, arrival, L_P, L_D, budget, max_seqs, max_model_len=10**9, mem=None)
             running.remove(r)
             if mem is not None:
                 mem.release(r)
+    return sim
+
+
+def vllm_v1(cm, arrival, L_P, L_D, budget, max_seqs, threshold=0, max_model_len=10**9, mem=None):
+    """vLLM v1 ``Scheduler.schedule`` (vllm-project/vllm @ 00024d3, vllm/v1/core/sched/scheduler.py)
+    step by step, with ``KVCacheManager.allocate_slots`` (kv_cache_manager.py) counted by hand.
+
+    ``running`` is a list in admission order and ``waiting`` a deque (preempted requests
+    ``appendleft``); a request's computed tokens are its prefill progress, or all its tokens but
+    the latest once it decodes, and its known tokens ``num_tokens`` its prompt plus outputs. A
+    request whose prompt plus ``L^D + 1`` outputs exceed ``max_model_len`` is rejected on arrival.
+    ``mem``: a :class:`Blocks` (its watermark and rule unused), or None for unlimited memory.
+    ``sim.left_out`` counts the running requests a step's running pass did not reach (budget
+    spent before them)."""
+    sim = MSim(cm, arrival, L_P, L_D)
+    sim.left_out = 0
+    waiting, running = deque(), []
+
+    def computed(r):
+        return r.computed if r.in_prefill else r.seq_len - 1
+
+    def allocate_slots(r, n):
+        if mem is None:
+            return True
+        need = mem.n(computed(r) + n) - mem.table.get(r.j, 0)
+        if need > mem.free:
+            return False
+        mem.take(r, need)
+        return True
+
+    def tokens_for(r, n, left):
+        if 0 < threshold < n:
+            n = threshold
+        return min(n, left)
+
+    while not sim.resolved():
+        for r in sim.arrivals():
+            if r.L_P + r.L_D + 1 > max_model_len:
+                r.rejected = REJ_PROMPT_LIMIT
+            else:
+                waiting.append(r)
+        if not waiting and not running:
+            if not sim.resolved():
+                sim.wait()
+            continue
+        left, scheduled, preempted = budget, [], []
+        i = 0
+        while i < len(running) and left > 0:  # RUNNING requests
+            r = running[i]
+            n = tokens_for(r, r.seq_len - computed(r), left)
+            while not allocate_slots(r, n):
+                victim = running.pop()
+                assert victim not in [s for s, _ in scheduled], "FCFS preempts only unscheduled requests"
+                sim.preempt(victim, mem)
+                waiting.appendleft(victim)
+                preempted.append(victim)
+                if victim is r:
+                    break
+            if r in preempted:
+                break
+            scheduled.append((r, n))
+            left -= n
+            i += 1
+        sim.left_out += len(running) - i
+        if not preempted:  # WAITING requests
+            while waiting and left > 0:
+                if len(running) == max_seqs:
+                    break
+                r = waiting[0]
+                n = tokens_for(r, r.seq_len - computed(r), left)
+                if not allocate_slots(r, n):
+                    break
+                running.append(waiting.popleft())
+                scheduled.append((r, n))
+                left -= n
+        assert scheduled, "vLLM v1 reference: a step scheduled nothing"
+        sim.run_batch([(r, n) for r, n in scheduled if r.in_prefill],
+                      [r for r, _ in scheduled if not r.in_prefill])
+        for r in running:
+            if r.finished and mem is not None:
+                mem.release(r)
+        running = [r for r in running if not r.finished]
     return sim
 
 

@@ -9,7 +9,9 @@ would see as a traceback.
 from __future__ import annotations
 
 import io
+import time
 from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -123,7 +125,7 @@ case("region epsilon 0", ["region", "--epsilon", "0", "--out", "{d}/o"], "epsilo
 case("region epsilon 1.5", ["region", "--epsilon", "1.5", "--out", "{d}/o"], "epsilon")
 case("bounds epsilon 0", ["bounds", "--epsilon", "0"], "epsilon")
 case("bounds epsilon -0.1", ["bounds", "--epsilon", "-0.1"], "epsilon")
-case("bounds epsilon text", ["bounds", "--epsilon", "small"], "--epsilon: invalid float value")
+case("bounds epsilon text", ["bounds", "--epsilon", "small"], "--epsilon: expected a number in (0, 1)")
 # --- output locations ----------------------------------------------------------------------------
 section("output locations and other runs' outputs")
 for cmd in ("region", "dtmc", "calibrate", "validate", "plan"):
@@ -195,8 +197,124 @@ case("calibrate tile subset as GPU", ["calibrate", "--gpu", "a100:128x128", "--o
 case("validate max-train 5", ["validate", "--max-train", "5", "--out", "{d}/o"], "--max-train")
 case("validate with a workload", ["validate", "--workload", "sharegpt4", "--out", "{d}/o"], "--workload")
 case("plan rate 0", ["plan", "--rate", "0", "--out", "{d}/o"], "--rate")
-case("plan bad knob", ["plan", "--knob", "chunk=3", "--out", "{d}/o"], "--knob")
+case("plan bad option", ["plan", "--option", "chunk=3", "--out", "{d}/o"], "--option")
 case("plan requests 0", ["plan", "--requests", "0", "--out", "{d}/o"], "--requests")
+# --- scheduler options: names and values checked before any run (with the nearest name) ------------
+section("scheduler options")
+case("region unknown rad option", ["region", "--option", "rad.bogus=1", "--out", "{d}/o"],
+     "--option rad.bogus")
+case("region misspelled rad option", ["region", "--option", "rad.nn=500", "--out", "{d}/o"],
+     "did you mean 'n'")
+case("region option of a scheduler not swept",
+     ["region", "--option", "vllm.max_num_seqs=8", "--out", "{d}/o"], "a scheduler among --scheduler")
+case("region option alternatives", ["region", "--option", "sarathi.chunk_size=256|512", "--out", "{d}/o"],
+     "--option")
+case("region option given twice", ["region", "--option", "rad.n=100", "--option", "rad.n=200", "--out",
+                                   "{d}/o"], "rad.n is given twice")
+case("region bare option with three schedulers", ["region", "--option", "n=5", "--out", "{d}/o"],
+     "SCHEDULER.NAME=VALUE")
+case("plan unknown rad option", ["plan", "--option", "rad.bogus=1", "--out", "{d}/o"], "--option rad.bogus")
+case("plan rad n = abc", ["plan", "--option", "rad.n=abc", "--out", "{d}/o"], "--option rad.n")
+case("plan misspelled sarathi option", ["plan", "--option", "sarathi.chunk_sise=256|512", "--out", "{d}/o"],
+     "did you mean 'chunk_size'")
+case("plan one bad alternative", ["plan", "--option", "sarathi.chunk_size=256|-1", "--out", "{d}/o"],
+     "--option sarathi.chunk_size")
+case("plan option of a scheduler not planned", ["plan", "--scheduler", "rad", "--option",
+                                                "sarathi.chunk_size=256", "--out", "{d}/o"], "--option")
+case("simulate rad n = abc", ["simulate", "--option", "n=abc"], "--option rad.n")
+case("simulate misspelled option", ["simulate", "--scheduler", "sarathi", "--option", "chunk_sise=256"],
+     "did you mean 'chunk_size'")
+case("simulate option of another scheduler", ["simulate", "--option", "sarathi.chunk_size=256"],
+     "a scheduler among --scheduler (rad)")
+# --- profile and price files: every key one the file may hold -----------------------------------------
+section("profile and price files")
+case("model file unknown field", ["bounds", "--model-file", "{d}/model_typo.toml", "--model", "typo"],
+     "models.typo.n_layer")
+case("model file misspelled field", ["bounds", "--model-file", "{d}/model_typo.toml", "--model", "typo"],
+     "did you mean 'n_layers'")
+case("model file misspelled section", ["bounds", "--model-file", "{d}/model_section.toml", "--model", "x"],
+     "did you mean 'models'")
+case("price file unknown field", ["plan", "--price-file", "{d}/price_typo.toml", "--out", "{d}/o"],
+     "prices.a100.usd_per_gpu_hr")
+case("price file misspelled section", ["plan", "--price-file", "{d}/price_section.toml", "--out", "{d}/o"],
+     "did you mean 'prices'")
+case("config misspelled key", ["bounds", "--config", "{d}/typo.toml"], "did you mean 'epsilon'")
+case("region config pad and raw", ["region", "--config", "{d}/pad_raw.toml", "--out", "{d}/o"],
+     "no --raw with --pad")
+# --- traces and CSV files ---------------------------------------------------------------------------
+section("traces and CSV columns")
+case("simulate trace with a rate", ["simulate", "--trace", "{d}/trace.csv", "--rate", "3"],
+     "--rate: expected no --rate or --load with --trace")
+case("simulate trace with a load", ["simulate", "--trace", "{d}/trace.csv", "--load", "0.5"],
+     "--load: expected no --rate or --load with --trace")
+case("simulate one-row trace", ["simulate", "--trace", "{d}/one_row.csv"], "at least two")
+case("simulate trace cut to one request", ["simulate", "--trace", "{d}/trace.csv", "--requests", "1"],
+     "at least two")
+case("simulate more requests than the trace", ["simulate", "--trace", "{d}/trace.csv", "--requests", "50"],
+     "--requests: expected at most the trace's 4 requests")
+case("simulate trace without arrival times", ["simulate", "--trace", "{d}/long.csv"], "arrival_time")
+case("plan one-row trace", ["plan", "--trace", "{d}/one_row.csv", "--out", "{d}/o"], "at least two")
+case("bounds CSV with a column twice", ["bounds", "--workload", "{d}/dup_col.csv"],
+     "column 'output_len' appears more than once")
+case("bounds CSV row with an extra cell", ["bounds", "--workload", "{d}/extra_cell.csv"], "row 3 has 3 cells")
+case("bounds CSV row with a missing cell", ["bounds", "--workload", "{d}/short_row.csv"], "row 2 has 1 cells")
+case("simulate trace with a column twice", ["simulate", "--trace", "{d}/dup_trace.csv"],
+     "appears more than once")
+case("bounds mixture weights sum to 1.1", ["bounds", "--workload", "mix:0.6*table1+0.5*deterministic:100,10"],
+     "mixture weights: expected weights summing to 1")
+case("bounds mixture weights sum to 0.9", ["bounds", "--workload", "mix:0.4*table1+0.5*deterministic:100,10"],
+     "mixture weights")
+# --- names and lists ----------------------------------------------------------------------------------
+section("names and lists")
+case("bounds GPU with an empty tile list", ["bounds", "--gpu", "a100:"],
+     "--gpu: expected a GPU name, or NAME:TILES")
+case("region GPU with an empty tile list", ["region", "--gpu", "a100:", "--out", "{d}/o"], "--gpu")
+case("region GPU twice", ["region", "--gpu", "a100,a100", "--out", "{d}/o"], "'a100' is given twice")
+case("region empty GPU in the list", ["region", "--gpu", "a100,", "--out", "{d}/o"], "--gpu: expected")
+case("region scheduler twice", ["region", "--scheduler", "rad,rad", "--out", "{d}/o"], "'rad' is given twice")
+case("region r twice", ["region", "--gpus-r", "1,1", "--out", "{d}/o"], "r")
+case("plan GPU twice", ["plan", "--gpu", "a100,a100", "--out", "{d}/o"], "'a100' is given twice")
+case("bounds GPU twice", ["bounds", "--gpu", "a100,a100"], "'a100' is given twice")
+case("simulate two GPUs", ["simulate", "--gpu", "a100,h100"], "--gpu: expected one GPU")
+case("simulate two schedulers", ["simulate", "--scheduler", "rad,sarathi"],
+     "--scheduler: expected one scheduler")
+case("simulate two r", ["simulate", "--gpus-r", "1,2"], "--gpus-r: expected one integer")
+case("simulate misspelled scheduler", ["simulate", "--scheduler", "sarath"], "did you mean 'sarathi'")
+case("bounds misspelled model", ["bounds", "--model", "mistral-7bb"], "did you mean 'mistral-7b'")
+case("bounds misspelled mode", ["bounds", "--mode", "papr"], "did you mean 'paper'")
+case("plan misspelled mode", ["plan", "--mode", "real,papr", "--out", "{d}/o"], "did you mean 'paper'")
+case("plan tp 3", ["plan", "--tp", "3", "--out", "{d}/o"],
+     "--tp: expected a degree that a planned GPU offers")
+case("plan tp 1,3", ["plan", "--tp", "1,3", "--out", "{d}/o"], "--tp: expected a degree")
+case("region pad and raw", ["region", "--pad", "--raw", "--out", "{d}/o"], "not allowed with argument --pad")
+# --- old spellings: an error naming the new one, never reinterpreted ------------------------------------
+section("old spellings")
+case("plan --gpus", ["plan", "--gpus", "a100", "--out", "{d}/o"], "--gpus was renamed --gpu")
+case("plan --schedulers", ["plan", "--schedulers", "rad", "--out", "{d}/o"],
+     "--schedulers was renamed --scheduler")
+case("plan --knob", ["plan", "--knob", "sarathi.chunk_size=256|512", "--out", "{d}/o"],
+     "--knob was renamed --option")
+case("check --fast", ["check", "--fast", "--out", "{d}/o"], "--fast was renamed --quick")
+case("simulate --gpus is no abbreviation", ["simulate", "--gpus", "2"], "unrecognized arguments: --gpus")
+case("region --sched is no abbreviation", ["region", "--sched", "rad", "--out", "{d}/o"],
+     "unrecognized arguments: --sched")
+# --- refused before the work they would start (RAD's n search, validation) ------------------------------
+section("refused before the work")
+COLD = "deterministic:517,33"  # a workload no RAD n search has cached: the search would take minutes
+case("simulate rate 0 before RAD's n", ["simulate", "--rate", "0", "--workload", COLD], "rate")
+case("simulate load 0 before RAD's n", ["simulate", "--load", "0", "--workload", COLD], "load")
+case("simulate requests 0 before RAD's n", ["simulate", "--requests", "0", "--workload", COLD], "--requests")
+case("simulate planner before RAD's n", ["simulate", "--planner", "jsqq", "--workload", COLD],
+     "did you mean 'jsq'")
+case("dtmc rate 0 before RAD's n", ["dtmc", "--rate", "0", "--workload", COLD, "--out", "{d}/o"], "--rate")
+case("dtmc confidence 1 before RAD's n", ["dtmc", "--confidence", "1", "--workload", COLD, "--out", "{d}/o"],
+     "--confidence")
+case("validate every 0", ["validate", "--every", "0", "--out", "{d}/o"], "--every: expected an integer >= 2")
+case("validate every 1", ["validate", "--every", "1", "--out", "{d}/o"], "--every")
+case("validate GPU twice", ["validate", "--gpu", "a100,a100", "--out", "{d}/o"], "given twice")
+case("check unknown check before any", ["check", "--only", "no.such.check", "--out", "{d}/o"],
+     "no.such.check")
+case("check --record into a directory", ["check", "--record", "{d}", "--out", "{d}/o"], "--record")
 case("no command", [], "required: command")
 case("unknown command", ["frobnicate"], "invalid choice")
 
@@ -236,12 +354,39 @@ FILES = {
     "other/slai/slai.run.json": '{"run": {"seeds": 9}}\n',
     "other/plan.run.json": '{"run": {"rate": 1.0}}\n',
     "other/validate.run.json": '{"run": {"every": 9}}\n',
+    "model_typo.toml": '[models.typo]\nbase = "mistral-7b"\nn_layer = 16\n',
+    "model_section.toml": '[model.x]\nbase = "mistral-7b"\n',
+    "price_typo.toml": '[prices.a100]\nusd_per_gpu_hr = 2.0\n',
+    "price_section.toml": '[price.a100]\nusd_per_gpu_hour = 2.0\n',
+    "typo.toml": "epsilonn = 0.1\n",
+    "pad_raw.toml": "pad = true\nraw = true\n",
+    "trace.csv": "arrival_time,prompt_len,output_len\n0.1,100,5\n0.2,120,6\n0.4,90,4\n0.5,100,5\n",
+    "one_row.csv": "arrival_time,prompt_len,output_len\n0.1,100,5\n",
+    "dup_col.csv": "prompt_len,output_len,output_len\n100,5,7\n",
+    "extra_cell.csv": "prompt_len,output_len\n100,5\n120,6,9\n",
+    "short_row.csv": "prompt_len,output_len\n100\n",
+    "dup_trace.csv": "arrival_time,prompt_len,prompt_len,output_len\n0.1,100,5,5\n0.2,100,5,5\n",
 }
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
+    import_once()
     return make_data_dir(tmp_path_factory.mktemp("bad_inputs"))
+
+
+def import_once() -> None:
+    """Import what the checks import (the command line, the simulator's scheduler interface, numba,
+    the paper's checks), so that a case's wall time is its own, not the interpreter's first import."""
+    import stability.sim.simulate  # noqa: F401
+    from llmq.cli import build_parser
+    from paper_checks.registry import all_checks
+    from stability.sim.registry import get_scheduler, scheduler_names
+
+    build_parser()
+    all_checks()
+    for name in scheduler_names():
+        get_scheduler(name)
 
 
 def make_data_dir(d: Path) -> Path:
@@ -254,13 +399,17 @@ def make_data_dir(d: Path) -> Path:
     return d
 
 
-def run_case(argv: list[str], d: Path) -> tuple[int, str, str | None]:
+REFUSED_WITHIN_S = 5.0  # a refusal comes before the work: loose, as the machine may be loaded
+
+
+def run_case(argv: list[str], d: Path) -> tuple[int, str, str | None, float]:
     """Run ``llmq`` on ``argv`` (``{d}`` replaced) in this process: (exit status, stderr, the type of
-    an exception that escaped, i.e. a traceback, or None)."""
+    an exception that escaped, i.e. a traceback, or None, wall seconds)."""
     from llmq.cli import main
 
     err, out = io.StringIO(), io.StringIO()
     escaped = None
+    t0 = time.perf_counter()
     with redirect_stderr(err), redirect_stdout(out):
         try:
             rc = main([a.replace("{d}", str(d)) for a in argv])
@@ -268,20 +417,51 @@ def run_case(argv: list[str], d: Path) -> tuple[int, str, str | None]:
             rc = exc.code if isinstance(exc.code, int) else 1
         except Exception as exc:  # what a user would see as a traceback
             rc, escaped = 1, type(exc).__name__
-    return rc, err.getvalue(), escaped
+    return rc, err.getvalue(), escaped, time.perf_counter() - t0
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_is_a_clear_error_without_a_traceback(name, data_dir):
     argv, rc_expected, message = CASES[name]
-    rc, err, escaped = run_case(argv, data_dir)
+    rc, err, escaped, seconds = run_case(argv, data_dir)
     assert escaped is None, f"{name}: {escaped} escaped"
     assert rc == rc_expected, (name, rc, err)
     if rc_expected:
         assert message in err and "Traceback" not in err, (name, err)
         lines = [ln for ln in err.strip().splitlines() if not ln.startswith(("usage:", " "))]
         assert len(lines) == 1, err  # one message (argparse prints its usage above it)
+        # refused before the work it would start (RAD's n search, a validation: minutes)
+        assert seconds < REFUSED_WITHIN_S, (name, seconds)
 
 
 def test_there_are_at_least_100_cases():
     assert len(CASES) >= 100
+
+
+@dataclass(frozen=True)
+class EchoTask:
+    """A runner task for the test below (:class:`stability.runner.Task`): its result is its input."""
+
+    x: int
+
+    def identity(self) -> dict:
+        return {"kind": "echo", "x": self.x}
+
+    def run(self) -> dict:
+        return {"echo": self.x}
+
+
+def test_a_cache_entry_of_the_wrong_shape_is_recomputed_with_a_warning(tmp_path):
+    """A cached result without the fields every run's result has (``elapsed_s``) is a miss: the
+    runner recomputes it, with a warning naming the file, never a ``KeyError`` in the sweep."""
+    from stability import runner as rn
+
+    task = EchoTask(7)
+    bad = tmp_path / f"{rn.task_key(task.identity())}.json"
+    bad.write_text('{"task": {"kind": "echo", "x": 7}, "result": {"echo": 7}}')
+    runner = rn.Runner(rn.Cache(tmp_path), rn.LocalExecutor(1))
+    with pytest.warns(RuntimeWarning, match=bad.name):
+        (result,) = runner.run([task])
+    assert result["echo"] == 7 and result["elapsed_s"] >= 0 and runner.computed == 1
+    (again,) = rn.Runner(rn.Cache(tmp_path), rn.LocalExecutor(1)).run([task])  # the entry was rewritten
+    assert again == result

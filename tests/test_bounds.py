@@ -64,21 +64,18 @@ def test_theorem1_moment_form_equals_the_pmf_sum_exactly():
     """Theorem 1 writes T_bar^R through three moments of the length law; computed from the pmf
     as exact rationals they give the pmf-weighted sum of Eq. 11 to the last digit."""
     w = Workload.from_pairs("x", [256, 512, 768, 256], [1, 40, 7, 300], [0.1, 0.2, 0.3, 0.4])
-    t_row, t_col, t_red, mu = SCM.tiles[0]
-    lcm = sp.ilcm(t_row, t_col, t_red)
+    lcm = sp.ilcm(*SCM.tiles[0][:3])
     p = [sym.exact(float(q)) for q in w.p]
     pairs = [(int(a), int(b)) for a, b in zip(w.L_P, w.L_D, strict=True)]
     e_total = sp.Add(*[q * (a + b) for q, (a, b) in zip(p, pairs, strict=True)])
     e_pp = sp.Add(*[q * a * (a + lcm) for q, (a, b) in zip(p, pairs, strict=True)])
     e_dsa = sp.Add(*[q * sp.Add(*[SCM.T_D_SA(sp.Integer(a + i)) for i in range(1, b + 1)])
                      for q, (a, b) in zip(p, pairs, strict=True)])
-    moments = sym.T_bar_R_expr(SCM.mu_Lin(0), t_col, SCM.mu_nLin, SCM.N, SCM.d_pre, SCM.s, mu,
-                               t_row, t_red, E_total=e_total, E_PP=e_pp, E_DSA=e_dsa)
+    moments = sym.T_bar_R_expr(SCM.printed(0), E_total=e_total, E_PP=e_pp, E_DSA=e_dsa)
     assert sp.simplify(moments - sym.T_bar_R_exact(SCM, w)) == 0
     # two-sided: the moment form with t*_lcm left out of E_PP is not T_bar^R
     e_pp_wrong = sp.Add(*[q * a * a for q, (a, b) in zip(p, pairs, strict=True)])
-    wrong = sym.T_bar_R_expr(SCM.mu_Lin(0), t_col, SCM.mu_nLin, SCM.N, SCM.d_pre, SCM.s, mu,
-                             t_row, t_red, E_total=e_total, E_PP=e_pp_wrong, E_DSA=e_dsa)
+    wrong = sym.T_bar_R_expr(SCM.printed(0), E_total=e_total, E_PP=e_pp_wrong, E_DSA=e_dsa)
     assert sp.simplify(wrong - sym.T_bar_R_exact(SCM, w)) != 0
 
 

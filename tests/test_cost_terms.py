@@ -1,9 +1,8 @@
-"""Cost terms beyond Eq. 2 (theory.terms): each against a recomputation by hand, the TOML checks,
-and the acceptance test: a cost law stated only in TOML runs through bounds, simulate and region
-and the simulated batches last exactly what the law says."""
+"""Cost terms beyond Eq. 2 (theory.terms): each against a recomputation by hand, and the TOML
+checks. The acceptance test of a cost law stated only in TOML is in test_cost_terms_toml_law.py,
+the fixed time per attention call in test_attention_call.py, the table of terms in
+test_cost_term_table.py."""
 
-import csv
-import json
 import math
 
 import numpy as np
@@ -370,74 +369,6 @@ def test_symbolic_twin_covers_the_law_and_refuses_numeric_only_terms(tmp_path):
         SymbolicCostModel.from_cost_model(tiny(tmp_path, "attention_waves = true", name="aw"))
 
 
-# --- acceptance: a cost law stated only in TOML ----------------------------------------------
-
-C, A, B0 = 0.003, 0.002, 64
-LAW_GPUS = f"""
-[gpus.law]
-base = "a100"
-overhead_s = {C}              # fixed per-batch time c
-[gpus.law.linear_law]
-kind = "staircase"            # + a ceil(tokens / b0)
-a = {A}
-b0 = {B0}
-"""
-LAW_MODELS = """
-[models.noattn]
-base = "mistral-7b"
-attention = false
-"""
-
-
-@pytest.fixture()
-def law_files(tmp_path):
-    return (gpu_file(tmp_path, LAW_GPUS, "law_gpus.toml"),
-            gpu_file(tmp_path, LAW_MODELS, "law_models.toml"))
-
-
-def law_argv(files):
-    return ["--gpu", "law", "--gpu-file", files[0], "--model", "noattn", "--model-file", files[1]]
-
-
-def test_law_in_toml_through_bounds(law_files, capsys):
-    assert main(["bounds", "--json", "--workload", "deterministic:100,20", *law_argv(law_files)]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["T_bar_R_s"] == pytest.approx(120 * A / B0, rel=1e-12)  # c amortized; a/b0 per token
-    assert out["T_max_s"] == pytest.approx(120 * (C + A), rel=1e-12)  # each token alone: c + a
-
-
-@pytest.mark.parametrize("scheduler", ["rad", "sarathi"])
-def test_law_in_toml_through_simulate_batches_equal_the_law(law_files, tmp_path, capsys, scheduler):
-    log = tmp_path / f"{scheduler}.csv"
-    argv = ["simulate", *law_argv(law_files), "--scheduler", scheduler, "--workload",
-            "uniform:1-300,1-30", "--requests", "150", "--load", "0.7", "--log", str(log)]
-    assert main(argv) == 0, capsys.readouterr().err
-    with open(log) as fh:
-        rows = list(csv.DictReader(fh))
-    assert len(rows) > 50
-    kinds = set()
-    for row in rows:
-        tokens = int(row["tokens"])
-        assert float(row["duration"]) == C + A * math.ceil(tokens / B0), row
-        kinds.add((int(row["decodes"]) > 0, int(row["prefills"]) > 0))
-    assert (True, False) in kinds or (True, True) in kinds  # decodes were priced, not only prefills
-
-
-def test_law_in_toml_through_region(law_files, tmp_path, capsys):
-    out = tmp_path / "region"
-    argv = ["region", *law_argv(law_files), "--workload", "uniform:1-64,1-40", "--scheduler", "rad",
-            "--loads", "0.5,1.2", "--bisect", "0", "--replicates", "2", "--requests", "200",
-            "--sat-requests", "200", "--workers", "1", "--no-progress", "--out", str(out)]
-    assert main(argv) == 0, capsys.readouterr().err
-    with open(out / "region.csv") as fh:
-        rows = list(csv.DictReader(fh))
-    assert rows and {r["tileset"] for r in rows} == {"law"}
-    w = get_workload("uniform:1-64,1-40")
-    lam = float(w.expect(w.L_P + w.L_D)) * A / B0
-    raw = [r for r in rows if r["workload_variant"] == "raw"]
-    assert float(raw[0]["lambda_star"]) == pytest.approx(1 / lam, rel=1e-9)
-
-
 def test_engine_tables_agree_with_the_cost_model_under_every_term(tmp_path):
     """The compiled kernels price what theory.cost prices, inside and past the linear table, and
     the verdict's per-request work is T_bar^R's, for floor + waves + lm_head + TP together."""
@@ -532,8 +463,8 @@ def test_tp_split_agrees_with_the_profiles_statement_of_vidur(model):
 def test_memory_floor_closes_the_small_batch_gap_on_measured_gemms():
     """vidur's A100 GeMMs (TP 1, every model, 1-64 tokens) are weight-streaming bound: Eq. 2 alone
     is about half the measured time, the per-GeMM floor is within 15% of it (median)."""
+    from theory.linear_terms import LinearTerms
     from theory.profiles import gemm_shape, load_profile
-    from theory.terms import LinearTerms
 
     gpu = get_gpu("a100")
     rows = load_profile("vidur_gemm").where(gpu="a100", tp=1)
@@ -584,20 +515,6 @@ def test_one_gemm_with_terms_and_the_validation_plug_points(tmp_path):
     assert batch_cost_model("l40s", "llama-2-70b", 4) == (None, NEEDS_TP)  # uncalibrated: no law
 
 
-def test_capacity_bound_of_the_toml_law_is_the_staircase_laws(law_files):
-    """theory.capacity states the staircase law on its own (staircase_law); the cost model built
-    from the TOML law gives the same certified bound, and every term combination passes the
-    capacity module's check of its tail slope."""
-    from theory.capacity import capacity_bound, staircase_law
-
-    w = get_workload("uniform:1-300,1-30")
-    cm = cost_model(CostSpec("law", "noattn", gpu_file=law_files[0], model_file=law_files[1]))
-    ref = capacity_bound(staircase_law(C, A, B0), w)
-    got = capacity_bound(cm, w)
-    assert got.bound == pytest.approx(ref.bound, rel=1e-12)
-    assert got.pieces_s == pytest.approx(ref.pieces_s, rel=1e-12)
-
-
 def test_capacity_bound_accepts_every_term(tmp_path):
     from theory.capacity import capacity_bound
 
@@ -626,93 +543,3 @@ def test_prefill_attention_kernel_takes_shifts_only_for_power_of_two_tiles(tmp_p
     pairs += [(int(i), int(c)) for i, c in rng.integers(1, 4000, size=(40, 2))]
     for i, c in pairs:
         assert t_psa(ct, i, c) == pytest.approx(float(T_P_SA(cm, i, c)), rel=1e-13)
-
-
-# --- a fixed time per attention call (attention_call_s) ----------------------------------------
-
-
-def test_attention_call_is_read_checked_and_off_by_default(tmp_path):
-    assert GpuTerms().attention_call_s == 0.0
-    cm = tiny(tmp_path, gpu_extra="attention_call_s = 2.5e-6", name="call")
-    assert cm.gpu.terms.attention_call_s == 2.5e-6 and not cm.plain
-    assert cm.fixed_s == cm.overhead_s + cm.N * 2.5e-6
-    with pytest.raises(FieldError, match="attention_call_s"):
-        tiny(tmp_path, gpu_extra="attention_call_s = -1e-6", name="bad")
-    off = tiny(tmp_path, gpu_extra="attention_call_s = 0.0", name="zero")
-    ref = tiny(tmp_path, name="ref")
-    b = Batch.of(prefill=[(1, 300), (257, 100)], decode=[5, 900])
-    assert off.plain and T_batch(off, b) == T_batch(ref, b)  # the term off: the old numbers exactly
-
-
-def test_attention_call_adds_n_c_to_every_batch_with_attention(tmp_path):
-    """Eq. 7 gains N c_A per non-empty batch, whatever its contents; nothing without attention."""
-    c = 3e-6
-    on = tiny(tmp_path, gpu_extra=f"attention_call_s = {c}", name="on")
-    ref = tiny(tmp_path, name="ref")
-    rng = np.random.default_rng(7)
-    for _ in range(50):
-        pre = [(int(i), int(n)) for i, n in rng.integers(1, 400, size=(rng.integers(0, 3), 2))]
-        dec = rng.integers(1, 900, size=rng.integers(0 if pre else 1, 6)).tolist()
-        b = Batch.of(prefill=pre, decode=dec)
-        assert T_batch(on, b) - T_batch(ref, b) == pytest.approx(ref.N * c, rel=1e-9)
-    assert T_batch(on, Batch.of()) == 0.0
-    noattn = tiny(tmp_path, gpu_extra=f"attention_call_s = {c}", model_extra="attention = false", name="na")
-    noattn_ref = tiny(tmp_path, model_extra="attention = false", name="naref")
-    b = Batch.of(prefill=[(1, 100)], decode=[7])
-    assert noattn.fixed_s == noattn.overhead_s and T_batch(noattn, b) == T_batch(noattn_ref, b)
-
-
-@pytest.mark.parametrize("scheduler", ["rad", "request_level"])
-def test_engine_prices_the_attention_call_as_t_batch(scheduler):
-    """The compiled engine against the reference simulator (theory.cost.T_batch per batch) with
-    the term on: identical finish times, and different from those without it."""
-    from dataclasses import replace
-
-    from stability.sim.gpu import run_gpu
-    from stability.sim.registry import get_scheduler
-    from tests import reference_sim as ref
-    from tests.toys import toy_cost_model
-
-    base = toy_cost_model("toy4", "real")
-    cm = replace(base, attention_call_s=2e-4)
-    sch = get_scheduler(scheduler)
-    knob = {"n": 4} if scheduler == "rad" else {"b": 4}
-    for seed in range(4):
-        rng = np.random.default_rng(seed)
-        m = 25
-        L_P, L_D = rng.integers(1, 80, size=m), rng.integers(1, 20, size=m)
-        arrival = np.cumsum(rng.exponential(2e-3, size=m))
-        p = sch.make_params(cm, **knob)
-        run = run_gpu(cm, sch, p, arrival, L_P, L_D)
-        if scheduler == "rad":
-            sim, _ = ref.rad(cm, arrival, L_P, L_D, p.n, p.t_col, p.chunk)
-        else:
-            sim = ref.request_level(cm, arrival, L_P, L_D, 4)
-        assert np.allclose(run.t_finish, [r.finish for r in sim.reqs], rtol=1e-9, atol=0)
-        without = run_gpu(base, sch, sch.make_params(base, **knob), arrival, L_P, L_D)
-        assert not np.allclose(without.t_finish, run.t_finish, rtol=1e-6)
-
-
-def test_t_max_and_t_bar_r_with_the_attention_call(tmp_path):
-    """T^max pays N c_A per token and still bounds a request whose every token is a batch of its own;
-    the same bound without the term does not (the term cannot be dropped from T^max). T_bar^R
-    amortizes it (unchanged) and stays below a saturated run's busy time per request."""
-    from stability.sim.gpu import run_gpu
-    from stability.sim.registry import get_scheduler
-    from theory.bounds import T_bar_R, T_max
-
-    c = 5e-6
-    on = tiny(tmp_path, gpu_extra=f"attention_call_s = {c}", name="on")
-    off = tiny(tmp_path, name="off")
-    l_P, l_D = 40, 10
-    ell = l_P + l_D
-    assert T_max(on, l_P, l_D) - T_max(off, l_P, l_D) == pytest.approx(ell * on.N * c, rel=1e-9)
-    alone = sum(T_batch(on, Batch.of(decode=[i])) for i in range(1, ell + 1))
-    assert alone <= T_max(on, l_P, l_D) * (1 + 1e-12)
-    assert alone > T_max(off, l_P, l_D)
-    w = get_workload(f"deterministic:{l_P},{l_D}")
-    assert T_bar_R(on, w) == T_bar_R(off, w)
-    sch = get_scheduler("request_level")
-    m = 400
-    run = run_gpu(on, sch, sch.make_params(on), np.zeros(m), np.full(m, l_P), np.full(m, l_D))
-    assert T_bar_R(on, w) <= run.busy / m

@@ -184,7 +184,7 @@ def test_llmq_dtmc_json_and_plot(tmp_path, capsys):
 @pytest.mark.parametrize("extra, message", [
     (["--n", "0"], "n: expected an integer >= 1"),
     (["--n", "10", "--truncate", "5"], "truncate"),
-    (["--load", "-1"], "lambda"),
+    (["--load", "-1"], "--load"),
     (["--n-min", "--epsilon", "0.1,x"], "epsilon"),
 ])
 def test_llmq_dtmc_bad_input(tmp_path, capsys, extra, message):

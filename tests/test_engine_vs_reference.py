@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stability.sim.gpu import run_gpu
+from stability.sim.gpu import RunOptions, run_gpu
 from stability.sim.registry import get_scheduler
 from tests import reference_sim as ref
 from tests.toys import toy_cost_model
@@ -51,7 +51,7 @@ def test_rad(detail, sc):
     cm, arrival, L_P, L_D, n = sc
     sch = get_scheduler("rad")
     p = sch.make_params(cm, n=n)
-    run = run_gpu(cm, sch, p, arrival, L_P, L_D, detail=detail)
+    run = run_gpu(cm, sch, p, arrival, L_P, L_D, options=RunOptions(detail=detail))
     sim, cycles = ref.rad(cm, arrival, L_P, L_D, p.n, p.t_col, p.chunk)
     assert_same(run.t_finish, [r.finish for r in sim.reqs])
     assert_same(run.t_first, [r.first for r in sim.reqs])
@@ -68,7 +68,7 @@ def test_alg2(detail, sc):
     cm, arrival, L_P, L_D, n = sc
     sch = get_scheduler("alg2")
     p = sch.make_params(cm, n=n)
-    run = run_gpu(cm, sch, p, arrival, L_P, L_D, detail=detail)
+    run = run_gpu(cm, sch, p, arrival, L_P, L_D, options=RunOptions(detail=detail))
     sim = ref.alg2(cm, arrival, L_P, L_D, p.n, p.t_col, p.chunk)
     assert_same(run.t_finish, [r.finish for r in sim.reqs])
     assert run.counters["n_batch"] == len(sim.batches)
@@ -80,7 +80,7 @@ def test_alg2(detail, sc):
 def test_request_level(detail, sc):
     cm, arrival, L_P, L_D, b = sc
     sch = get_scheduler("request_level")
-    run = run_gpu(cm, sch, sch.make_params(cm, b=b), arrival, L_P, L_D, detail=detail)
+    run = run_gpu(cm, sch, sch.make_params(cm, b=b), arrival, L_P, L_D, options=RunOptions(detail=detail))
     sim = ref.request_level(cm, arrival, L_P, L_D, b)
     assert_same(run.t_finish, [r.finish for r in sim.reqs])
     assert run.counters["n_batch"] == len(sim.batches)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from stability.sim.gpu import run_gpu
+from stability.sim.gpu import RunOptions, run_gpu
 from stability.sim.kernels import build_tables
 from stability.sim.metrics import optimal_work
 from stability.sim.registry import get_scheduler
@@ -156,7 +156,8 @@ def test_engine_prices_mixed_batches_as_t_batch(scheduler, mode):
             knob = {"max_num_batched_tokens": 50, "max_num_seqs": 8}
             sim = ref.vllm(cm, arrival, L_P, L_D, 50, 8)
         for detail in (False, True):
-            run = run_gpu(cm, sch, sch.make_params(cm, **knob), arrival, L_P, L_D, detail=detail)
+            run = run_gpu(cm, sch, sch.make_params(cm, **knob), arrival, L_P, L_D,
+                          options=RunOptions(detail=detail))
             assert np.allclose(run.t_finish, [r.finish for r in sim.reqs], rtol=1e-9, atol=0, equal_nan=True)
         without = run_gpu(base, sch, sch.make_params(base, **knob), arrival, L_P, L_D)
         mixed_seen |= not np.allclose(without.t_finish, run.t_finish, rtol=1e-9, equal_nan=True)
@@ -172,11 +173,12 @@ def test_slai_prices_mixed_batches_as_t_batch():
     cls = np.arange(L_P.size) % 2
     slo = (2e-3, 3e-2)
     knob = {"token_budget": 16, "max_num_seqs": 8, "limit_total_decodes": 8, "memory": False}
-    run = run_gpu(cm, sch, sch.make_params(cm, tbt_slo=slo, **knob), arrival, L_P, L_D, cls, 2, tbt_slo=slo)
+    run = run_gpu(cm, sch, sch.make_params(cm, tbt_slo=slo, **knob), arrival, L_P, L_D, cls,
+                  RunOptions(n_class=2, tbt_slo=slo))
     sim = ref.slai(cm, arrival, L_P, L_D, cls, slo, 16, 8, 8)
     assert np.allclose(run.t_finish, [r.finish for r in sim.reqs], rtol=1e-9, atol=0, equal_nan=True)
-    without = run_gpu(base, sch, sch.make_params(base, tbt_slo=slo, **knob), arrival, L_P, L_D, cls, 2,
-                      tbt_slo=slo)
+    without = run_gpu(base, sch, sch.make_params(base, tbt_slo=slo, **knob), arrival, L_P, L_D, cls,
+                      RunOptions(n_class=2, tbt_slo=slo))
     assert not np.allclose(without.t_finish, run.t_finish, rtol=1e-9, equal_nan=True)
 
 

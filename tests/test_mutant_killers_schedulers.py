@@ -18,9 +18,9 @@ from tests import reference_sim as ref
 from tests.toys import toy_cost_model
 
 try:  # the simulator modules are moving into stability.sim
-    from stability.sim.gpu import run_gpu
+    from stability.sim.gpu import RunOptions, run_gpu
 except ImportError:
-    from stability.sim.gpu import run_gpu
+    from stability.sim.gpu import RunOptions, run_gpu
 
 # t* of each toy GPU as its TOML pins it: (t_row, t_col, t_red)
 T_STAR = {"toy2": (8, 2, 8), "toy4": (16, 4, 16), "toy8": (16, 8, 32)}
@@ -39,7 +39,8 @@ def logged_run(name, key, m=24, seed=0, **params):
     cm = toy_cost_model(key)
     sch = get_scheduler(name)
     arrival, L_P, L_D = burst(m, seed)
-    run = run_gpu(cm, sch, sch.make_params(cm, **params), arrival, L_P, L_D, detail=True, log=True)
+    run = run_gpu(cm, sch, sch.make_params(cm, **params), arrival, L_P, L_D,
+                  options=RunOptions(detail=True, log=True))
     assert np.all(np.isfinite(run.t_finish))
     return cm, run, L_P
 

@@ -323,6 +323,44 @@ def replay_thm2_rad_overhead():
     assert 1 / (T_bar_R(cm, w) + 0.005 * batches) < 0.9 * lambda_star(cm, w)
 
 
+def replay_common_tile():
+    # Eq. 2 by hand at tau = 1 on the A100 (Mistral-7B's W_Q, W_K, W_V: 4096 x 4096, paper mode): t*'s
+    # 256x128x32 pays for 128 token columns where 256x64x32 pays for 64, at the rates of the roofline
+    gpu = get_gpu("a100")
+    t_star, t_small = gpu.optimal_tile(), Tile(256, 64, 32)
+    assert t_star == Tile(256, 128, 32) and t_small in gpu.tiles
+
+    def eq2(t, tau):
+        return (math.ceil(4096 / t.t_row) * math.ceil(tau / t.t_col) * math.ceil(4096 / t.t_red)
+                / (gpu.s * gpu.rate(t)))
+
+    assert eq2(t_star, 1) / eq2(t_small, 1) == pytest.approx(1.7845606837606838, rel=1e-12)
+    # at a multiple of t*_col the common tile is (at least tied) fastest: the correction
+    assert all(eq2(t_star, 128 * k) <= eq2(t, 128 * k) * (1 + 1e-12) for t in gpu.tiles for k in (1, 2, 32))
+
+
+def replay_eb_mb_crossover():
+    # Eq. 7 by hand on the RTX PRO 6000 preset (llama-3.1-8b, real mode, decodes at position 768): at
+    # a decode share of 30% a mixed step's least-squares slope over 256..4096 tokens (the rest prefill
+    # in 512-token chunks) is still below a decode-only step's over 16..1024 decodes, so the share at
+    # which mixing costs more per token is above 0.3, not about 0.2
+    cm = cost_model(CostSpec(gpu="rtxpro6000", model="llama-3.1-8b", mode="real"))
+
+    def slope(xs, ts):
+        x, t = np.asarray(xs, float), np.asarray(ts, float)
+        return ((x - x.mean()) * (t - t.mean())).sum() / ((x - x.mean()) ** 2).sum()
+
+    counts = (16, 32, 64, 128, 256, 384, 512, 768, 1024)
+    beta_d = slope(counts, [T_batch(cm, Batch.of(decode=[768] * k)) for k in counts])
+    sizes = (256, 512, 1024, 2048, 4096)
+    mixed = []
+    for m in sizes:
+        d = round(0.3 * m)
+        chunks = [(1, min(512, m - d - j)) for j in range(0, m - d, 512)]
+        mixed.append(T_batch(cm, Batch.of(prefill=chunks, decode=[768] * d)))
+    assert slope(sizes, mixed) < beta_d
+
+
 REPLAYS = {
     "eq5.missing_1_over_s": replay_eq5,
     "def2.stop_index": replay_def2,
@@ -353,8 +391,10 @@ REPLAYS = {
     "alg3.line5": replay_algorithm_literals,
     "alg4.termination": replay_algorithm_literals,
     "table1.decode_column": replay_table1,
-    "other.thm1_overhead": replay_thm1_overhead,
-    "other.thm2_rad_overhead": replay_thm2_rad_overhead,
+    "beyond.thm1_overhead": replay_thm1_overhead,
+    "beyond.thm2_rad_overhead": replay_thm2_rad_overhead,
+    "sec321.common_tile": replay_common_tile,
+    "other.eb_mb_crossover": replay_eb_mb_crossover,
 }
 
 
@@ -386,13 +426,15 @@ def test_mutation_eq4_linear_gemms(monkeypatch):
 def test_mutation_eq5_decode_attention_without_1_over_s(monkeypatch):
     original = cost.T_D_SA
     monkeypatch.setattr(cost, "T_D_SA", lambda cm, i: original(cm, i) * cm.s)
-    assert verdict("eq5.missing_1_over_s") is Verdict.FAIL
+    assert verdict("eq5.gemv_orientation") is Verdict.FAIL
+    assert verdict("eq5.missing_1_over_s") is Verdict.ERRATUM  # the proof reads no implementation
 
 
 def test_mutation_eq6_prefill_attention(monkeypatch):
     original = cost.T_P_SA
     monkeypatch.setattr(cost, "T_P_SA", lambda cm, i, c, tile=None: original(cm, i, c, tile) * 1.001)
-    assert verdict("eq6.two_gemms") is Verdict.FAIL
+    assert verdict("eq6.cost_at_t_star") is Verdict.FAIL
+    assert verdict("eq6.two_gemms") is Verdict.PASS
 
 
 def test_mutation_eq10b_a_slower_t_star(monkeypatch):
@@ -415,7 +457,11 @@ def test_mutation_prop2_T_bar_R(monkeypatch):
 
 def test_mutation_thm2_threshold_halved(monkeypatch):
     monkeypatch.setattr(section4, "n_threshold", lambda *a: max(1, n_threshold(*a) // 2))
-    assert verdict("thm2.threshold") is Verdict.FAIL
+    assert verdict("thm2.threshold_grid") is Verdict.FAIL
+    assert verdict("thm2.threshold") is Verdict.PASS
+    monkeypatch.setattr(section4, "threshold_of", lambda tc, tm, tb, eps: ((tc - 1) * tm / 2, eps * tb))
+    res = get_check("thm2.threshold").run(True)
+    assert res.verdict is Verdict.FAIL and res.counterexample  # z3's instance below the true threshold
 
 
 def test_mutation_rad_decode_index(monkeypatch):
@@ -434,7 +480,7 @@ def test_mutation_cores():
     assert section3.eq7_core(k=3)[0]
     mutated_t_batch = lambda cm, b: cost.T_batch(cm, b) - b.tau / cm.mu_nLin  # noqa: E731
     assert not section3.eq7_core(t_batch=mutated_t_batch, k=3)[0]
-    ok, bad, _ = section3.eq6_core(printed=lambda i, c, d, N, tr, tc, tk, mu, s: section3.printed_eq6(
+    ok, bad = section3.eq6_core(printed=lambda i, c, d, N, tr, tc, tk, mu, s: section3.printed_eq6(
         i, c, d, N, tc, tr, tk, mu, s))  # t_row and t_col swapped
     assert not ok and bad
     assert not section3.eq4_core(printed=lambda m, *a: section3.printed_eq4_sum(
@@ -449,7 +495,7 @@ def test_mutation_cores():
 
 
 def test_check_cli_exit_codes_and_expect(capsys, tmp_path):
-    args = ["check", "--fast", "--quiet", "--out", str(tmp_path), "--only", "def1.mask",
+    args = ["check", "--quick", "--quiet", "--out", str(tmp_path), "--only", "def1.mask",
             "--only", "lemma1.case_split"]
     good = tmp_path / "good.json"
     good.write_text(json.dumps({"def1.mask": "PASS", "lemma1.case_split": "ERRATUM"}))
@@ -470,13 +516,13 @@ def test_a_crashing_check_exits_1_and_is_reported(monkeypatch, capsys, tmp_path)
         raise RuntimeError("planted crash")
 
     monkeypatch.setitem(_REGISTRY, "test.crash", Check("test.crash", "nowhere", ("Eq. 2",), "c", "m", boom))
-    assert main(["check", "--fast", "--quiet", "--out", str(tmp_path), "--only", "test.crash"]) == 1
+    assert main(["check", "--quick", "--quiet", "--out", str(tmp_path), "--only", "test.crash"]) == 1
     assert "planted crash" in (tmp_path / "paper_checks.md").read_text()
     assert "crashed: test.crash" in capsys.readouterr().err
 
 
 def test_a_fail_verdict_is_not_a_crash(tmp_path):
-    assert main(["check", "--fast", "--quiet", "--out", str(tmp_path), "--only", "lemma3.completes_n"]) == 0
+    assert main(["check", "--quick", "--quiet", "--out", str(tmp_path), "--only", "lemma3.completes_n"]) == 0
 
 
 def test_unknown_id_is_an_llmq_error():
@@ -539,16 +585,176 @@ def test_check_json_is_strict_and_files_are_readable(capsys, tmp_path):
     from paper_checks.common import jsonable
 
     assert jsonable({"a": float("nan"), "b": [np.float64("inf"), 1.5]}) == {"a": None, "b": [None, 1.5]}
-    assert main(["check", "--fast", "--json", "--out", str(tmp_path), "--only", "def1.mask",
+    assert main(["check", "--quick", "--json", "--out", str(tmp_path), "--only", "def1.mask",
                  "--only", "thm2.repaired_drift", "--record", str(tmp_path / "v.json")]) == 0
 
     def no_nan(name):
         raise ValueError(f"non-strict JSON constant {name}")
 
     report = json.loads(capsys.readouterr().out, parse_constant=no_nan)
-    assert [(c["id"], c["verdict"], c["level"]) for c in report["checks"]] == [
-        ("def1.mask", "PASS", "exhaustive"), ("thm2.repaired_drift", "PASS", "proof")]
-    assert report["levels"] == {"proof": 1, "exhaustive": 1}
+    assert [(c["id"], c["verdict"], c["level"], c["scope"]) for c in report["checks"]] == [
+        ("def1.mask", "PASS", "proof", "whole"), ("thm2.repaired_drift", "PASS", "proof", "whole")]
+    assert report["levels"] == {"proof": 2}
+    assert report["checks"][0]["evaluates"][0]["tool"] == "z3" and report["checks"][0]["domain"]
     for name in ("paper_checks.json", "paper_checks.md", "v.json"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o644
     assert "| evidence |" in (tmp_path / "paper_checks.md").read_text()
+
+
+# --- (e) evidence levels: each level means one thing, and every check's level is the one its method gives
+
+
+def test_every_check_level_is_the_one_its_method_gives():
+    """The registry records what each check evaluates; the level must be the one those computations
+    give (paper_checks.evidence.level_of), every statement and enumeration well formed: a proof
+    builds sympy or z3 statements over free symbols and nothing else, an exhaustive check enumerates
+    the very domain its claim quantifies over, a statistical one states its error rate, a reading
+    names the printed text."""
+    from paper_checks.evidence import method_problems
+
+    problems = {}
+    for c in all_checks():
+        found = method_problems(c.evaluates)
+        if str(c.level) != c.derived_level:
+            found.append(f"level {c.level}, but what it evaluates gives {c.derived_level}")
+        if not c.domain.strip():
+            found.append("no domain stated for its claim")
+        if found:
+            problems[c.id] = found
+    assert not problems, problems
+
+
+def test_the_level_rules_distinguish_the_methods():
+    import sympy as sp
+    import z3
+
+    from paper_checks.evidence import (
+        Enumeration,
+        Points,
+        Reading,
+        StatTest,
+        Symbolic,
+        level_of,
+        method_problems,
+    )
+
+    x = sp.Symbol("x")
+    proof = Symbolic("sympy", lambda: x**2 - 1, "x^2 - 1 = 0")
+    dom = "every x"
+    assert level_of((proof,), dom) == "proof"
+    assert level_of((proof, Points("x = 1, 2")), dom) == "sample"  # a point evaluation: no proof
+    assert level_of((proof, Enumeration(dom, lambda: 3)), dom) == "exhaustive"
+    assert level_of((Enumeration("x in 1..3", lambda: 3),), dom) == "sample"  # not the claim's domain
+    assert level_of((StatTest("t-test", 0.01), Points("seeded")), dom) == "statistical"
+    assert level_of((Reading("as printed"), proof), dom) == "reading"
+    assert level_of((), dom) == "none"
+    # a statement evaluated at a point has no free symbol; a number is no statement; a bad error rate
+    assert not method_problems((proof,))
+    assert method_problems((Symbolic("sympy", lambda: (x**2 - 1).subs(x, 1), "at x = 1"),))
+    assert method_problems((Symbolic("z3", lambda: z3.IntVal(1) < 2, "closed"),))
+    assert method_problems((Symbolic("sympy", lambda: 0, "a number"),))
+    assert method_problems((StatTest("t-test", 1.5),)) and method_problems((Enumeration("none", lambda: 0),))
+    assert not method_problems((Symbolic("z3", lambda: (z3.Int("n") > 0, [z3.Int("n") >= 1]), "n > 0"),))
+
+
+def test_proof_checks_evaluate_no_cost_model(monkeypatch):
+    """A proof rests on symbolic statements alone: with every way to a numeric cost model cut off,
+    each proof check still returns its recorded verdict."""
+    import importlib
+
+    from paper_checks.registry import MODULES
+
+    def cut(*a, **k):
+        raise AssertionError("a proof check evaluated a cost model")
+
+    monkeypatch.setattr("theory.builder.cost_model", cut)
+    monkeypatch.setattr("theory.cost.build_cost_model", cut)
+    for name in MODULES:
+        mod = importlib.import_module(f"paper_checks.{name}")
+        for attr in ("cost_model", "build_cost_model"):
+            if hasattr(mod, attr):
+                monkeypatch.setattr(mod, attr, cut)
+    proofs = [c for c in all_checks() if c.level is Level.PROOF]
+    assert len(proofs) >= 8
+    for c in proofs:
+        assert c.validate(c.run(True)).verdict.value == RECORDED[c.id], c.id
+
+
+def test_statistical_evidence_names_its_error_rate():
+    from paper_checks.evidence import StatTest
+    from theory.errors import FieldError
+
+    check = Check("test.stat", "nowhere", ("Eq. 2",), "c", "m", lambda fast: None, Level.STATISTICAL,
+                  "every x", (StatTest("t-test", 0.01),))
+    full = {"test": "t-test", "alpha": 0.01, "power": 0.9}
+    assert check.validate(Result(Verdict.PASS, "holds", coverage="x", evidence=full))
+    with pytest.raises(FieldError, match="alpha"):
+        check.validate(Result(Verdict.PASS, "holds", coverage="x", evidence={"test": "t", "power": 0.9}))
+    with pytest.raises(FieldError, match="shrunk"):  # only an exhaustive domain is shrunk by --quick
+        check.validate(Result(Verdict.PASS, "holds", coverage="x", evidence=full, shrunk=True))
+
+
+def test_a_verdict_on_part_of_the_domain_says_so(tmp_path):
+    from paper_checks.report import summary_table
+
+    outcomes = run_checks(["def1.mask", "eq7.batch_sum", "appB.Ij_optimal_relaxed"], fast=True)
+    assert [o.scope for o in outcomes] == ["whole", "part", ""]  # a FAIL's counterexample needs no domain
+    assert outcomes[1].verdict_text == "PASS on part of its domain"
+    table = summary_table(outcomes)
+    assert "PASS/part" in table and "FAIL/part" not in table
+    md = to_markdown(outcomes, fast=True)
+    assert "**Verdict: PASS** on part of the claim's domain" in md
+    assert "**Verdict: PASS** on the claim's whole domain" in md
+    assert md.count("- **Domain of the claim**: ") == 3 and md.count("- **Checked**: ") == 3
+
+
+def test_common_tile_is_judged_on_every_token_count():
+    from paper_checks import statements
+
+    cm = cost_model(CostSpec("a100"))
+    res = statements.common_tile_core([cm])
+    assert res.verdict is Verdict.ERRATUM and res.counterexample["tau"] == 1
+    assert "tau = 1..4096" in res.coverage
+    # the former domain (multiples of t*_col) is where the correction holds, and only there
+    aligned = statements.common_tile_core([cm], lambda c: np.arange(1, 33) * c.t_star.t_col)
+    assert aligned.verdict is Verdict.PASS
+
+
+def test_beyond_the_paper_stays_out_of_the_items_it_extends():
+    from paper_checks.report import to_json
+    from paper_checks.runner import beyond_index, item_index
+
+    outcomes = run_checks(["beyond.thm1_overhead", "thm1.premises"], fast=True)
+    assert [i for i, _ in item_index(outcomes)["Theorem 1"]] == ["thm1.premises"]
+    assert beyond_index(outcomes) == {"Theorem 1": [("beyond.thm1_overhead", "FAIL")]}
+    report = to_json(outcomes, fast=True)
+    assert report["sections"] == {"paper": {"ERRATUM": 1}, "beyond": {"FAIL": 1}}
+    md = to_markdown(outcomes, fast=True)
+    assert "| Theorem 1 | `thm1.premises` ERRATUM | `beyond.thm1_overhead` FAIL |" in md
+    assert "## Checks: beyond the paper" in md
+
+
+def test_the_default_event_skipping_path_is_checked(monkeypatch):
+    """Users' runs take the engine's default mode (decode runs priced in closed form, no log); a
+    price that is wrong there alone, by one part in a million, moves alg1.compiled_replay to FAIL."""
+    from dataclasses import replace as dc_replace
+
+    from paper_checks import compiled_rad
+
+    original = compiled_rad.run_gpu
+
+    def skipping_off_by_ppm(*a, detail=False, log=False, **k):
+        run = original(*a, detail=detail, log=log, **k)
+        return run if detail else dc_replace(run, t_finish=run.t_finish * (1 + 1e-6))
+
+    monkeypatch.setattr(compiled_rad, "run_gpu", skipping_off_by_ppm)
+    res = compiled_rad.replay_core([0])
+    assert res.verdict is Verdict.FAIL and res.counterexample["mode"].startswith("default")
+
+
+def test_the_corrected_tmax_users_get_is_checked_where_it_matters(monkeypatch):
+    """theory.bounds.T_max_corrected (llmq bounds' Theorem 2 n) reverting to the printed T^max is
+    caught by the fast run: it covers the presets where RAD alone exceeds the printed T^max."""
+    assert verdict("eq13.tmax") is Verdict.ERRATUM
+    monkeypatch.setattr(appendix_b, "T_max_corrected", lambda cm, l_P, l_D: T_max(cm, l_P, l_D))
+    assert verdict("eq13.tmax") is Verdict.FAIL

@@ -1,7 +1,7 @@
 """Every check can return both verdicts: a flipped premise, a corrected statement or a mutated input
 turns each recorded verdict into the other one.
 
-For each check the recorded verdict (``paper_checks/verdicts.json``, which ``llmq check --fast
+For each check the recorded verdict (``paper_checks/verdicts.json``, which ``llmq check --quick
 --expect`` reproduces in CI) is one outcome; ``FLIPS[id]`` runs the same check on a changed input
 and must give the other: PASS where the record is FAIL or ERRATUM, FAIL or ERRATUM where it is
 PASS. A check that could only ever return one verdict would have no entry and fail
@@ -22,11 +22,13 @@ import paper_checks.algorithms as algorithms
 import paper_checks.appendix_b as appendix_b
 import paper_checks.appendix_c as appendix_c
 import paper_checks.nodes_and_defaults as nodes
+import paper_checks.other_papers_batching as other_papers_batching
+import paper_checks.other_papers_kv as other_papers_kv
 import paper_checks.section3_model as section3
 import paper_checks.section4_theorems as section4
 import paper_checks.section5_claims as section5
 import paper_checks.section67_data as section67
-from paper_checks import compiled_rad, other_papers, proofs, pseudocode, slai_steps, statements
+from paper_checks import beyond_paper, compiled_rad, other_papers, proofs, pseudocode, slai_steps, statements
 from paper_checks.registry import Level, Verdict, all_checks, get_check
 from stability.sim.registry import get_scheduler
 from theory import cost
@@ -84,9 +86,16 @@ def flip_eq5(mp):
 
 
 def flip_eq6(mp):
+    printed = section3.printed_eq6  # t_row and t_col swapped in the transcription
+    mp.setattr(section3, "printed_eq6",
+               lambda i, c, d, N, tr, tc, tk, mu, s: printed(i, c, d, N, tc, tr, tk, mu, s))
+    return run("eq6.two_gemms")
+
+
+def flip_eq6_cost(mp):
     original = cost.T_P_SA
     mp.setattr(cost, "T_P_SA", lambda cm, i, c, tile=None: original(cm, i, c, tile) * 1.001)
-    return run("eq6.two_gemms")
+    return run("eq6.cost_at_t_star")
 
 
 def flip_eq7(mp):
@@ -96,7 +105,7 @@ def flip_eq7(mp):
 
 
 def flip_def1(mp):
-    mp.setattr(section3, "printed_mask", lambda k1, k2, i: np.where((k1 > i) & (k2 < k1 - i), 0, 1))
+    mp.setattr(section3, "printed_mask_zero", lambda k1, k2, i: [k1 > i, k2 < k1 - i])  # one key too many
     return run("def1.mask")
 
 
@@ -183,6 +192,14 @@ def flip_eq11_eq12(mp):
     return run("eq11_eq12.closed_form")
 
 
+def flip_eq12_symbolic_twin(mp):
+    def high(scm, l_P, l_D):  # Eq. 12's closed form 0.1% high
+        return scm.T_star_R_closed(l_P, l_D) * sp.Rational(1001, 1000)
+
+    mp.setattr(appendix_b, "symbolic_twin_core", partial(appendix_b.symbolic_twin_core, closed_of=high))
+    return run("eq12.symbolic_twin")
+
+
 def flip_prop1(mp):
     mp.setattr(appendix_b, "prop1_counterexample", partial(appendix_b.prop1_counterexample, chunking="rad"))
     return run("prop1.drain_lower_bound")
@@ -236,8 +253,13 @@ def flip_thm1_instability(mp):
 
 
 def flip_thm2_threshold(mp):
-    mp.setattr(section4, "n_threshold", lambda *a: max(1, n_threshold(*a) // 2))
+    mp.setattr(section4, "threshold_of", lambda tc, tm, tb, eps: ((tc - 1) * tm / 2, eps * tb))  # halved
     return run("thm2.threshold")
+
+
+def flip_thm2_threshold_grid(mp):
+    mp.setattr(section4, "n_threshold", lambda *a: max(1, n_threshold(*a) // 2))
+    return run("thm2.threshold_grid")
 
 
 def flip_thm2_dtmc_threshold(mp):
@@ -348,7 +370,7 @@ def flip_arrival_rate(mp):
 
 
 def flip_lemma3_drift(mp):
-    return appendix_c.drift_core((1,))  # one node: lambda = lambda / r
+    return appendix_c.drift_core(lambda r: r == 1)  # one node: lambda = lambda / r
 
 
 def flip_executed_drift(mp):
@@ -356,6 +378,11 @@ def flip_executed_drift(mp):
 
     mp.setattr(theory.bounds, "lemma3_drift_bound", lambda *a, **k: -1e9)
     return run("lemma3.executed_drift")
+
+
+def flip_eq25_repaired(mp):
+    mp.setattr(appendix_c, "T_bar_R", lambda cm, w: 0.85 * T_bar_R(cm, w))  # the bound's margin is ~9%
+    return run("eq25.repaired_executed")
 
 
 def flip_lemma4(mp):
@@ -539,9 +566,9 @@ def flip_sarathi_chunks(mp):
 
 
 def flip_common_tile(mp):
+    # the claim restricted to batches of a multiple of t*_col tokens (the correction's domain) holds
     cm = cost_model(CostSpec("a100"))
-    slow = scaled(cm, mu=np.r_[0.5, np.ones(len(cm.tiles) - 1)])  # t* at half its rate
-    return statements.common_tile_core([slow], np.arange(1, 33) * cm.t_star.t_col)
+    return statements.common_tile_core([cm], lambda c: np.arange(1, 33) * c.t_star.t_col)
 
 
 def flip_appD(mp):
@@ -560,16 +587,16 @@ def flip_compiled_replay(mp):
 # --- other papers ----------------------------------------------------------------------------------
 
 
-def flip_other_thm1_overhead(mp):
-    cm, w = other_papers._overhead_case()
-    certified = capacity_bound(cm, w, b_max=other_papers.OVERHEAD_BUDGET).bound
-    return other_papers.judge_capacity_claim(certified, cm, w, other_papers.OVERHEAD_BUDGET, "certified")
+def flip_beyond_thm1_overhead(mp):
+    cm, w = beyond_paper._overhead_case()
+    certified = capacity_bound(cm, w, b_max=beyond_paper.OVERHEAD_BUDGET).bound
+    return beyond_paper.judge_capacity_claim(certified, cm, w, beyond_paper.OVERHEAD_BUDGET, "certified")
 
 
-def flip_other_thm2_rad_overhead(mp):
-    cm, w = other_papers._overhead_case(overhead_s=0.0)  # no per-batch overhead
-    feasible, at = other_papers._best_lockstep(cm, w)
-    return other_papers.judge_rad(cm, w, other_papers.EPSILON, rad_overhead_rate_bound(cm, w), feasible, at)
+def flip_beyond_thm2_rad_overhead(mp):
+    cm, w = beyond_paper._overhead_case(overhead_s=0.0)  # no per-batch overhead
+    feasible, at = beyond_paper._best_lockstep(cm, w)
+    return beyond_paper.judge_rad(cm, w, beyond_paper.EPSILON, rad_overhead_rate_bound(cm, w), feasible, at)
 
 
 def flip_other_ldp_work_conserving(mp):
@@ -582,11 +609,26 @@ def flip_other_ldp_unstable_below(mp):
     return other_papers.judge_unstable_below(10.0, {"vllm": (10.2, 10.1, 10.3)})  # a policy reaching capacity
 
 
+def flip_other_nsz_kv_threshold(mp):
+    g = other_papers_kv.g_kv
+    mp.setattr(other_papers_kv, "g_kv", lambda s, o, chunk: 1.1 * g(s, o, chunk))  # E[g] 10% high
+    return run("other.nsz_kv_threshold")
+
+
+def flip_other_eb_mb_crossover(mp):
+    def twice_the_interference(cm):  # the mixed-decode term doubled (the H200 preset has none)
+        return replace(cm, mixed_decode_eta=2 * cm.mixed_decode_eta)
+
+    b = other_papers_batching
+    return b.judge_crossover(b.llmq_crossovers(transform=twice_the_interference), b.CLAIMED,
+                             b.crossover_evidence(True))
+
+
 # --- proofs ---------------------------------------------------------------------------------------
 
 
 def flip_relaxed_bound_proof(mp):
-    return proofs.relaxed_bound_core(1)  # chunks of one token: the claim holds
+    return proofs.relaxed_bound_core(lambda t: t == 1)  # chunks of one token: the claim holds
 
 
 def flip_assumption2_all_d_col(mp):
@@ -612,6 +654,7 @@ FLIPS = {
     "eq4.linear_aggregation": flip_eq4,
     "eq5.missing_1_over_s": flip_eq5,
     "eq6.two_gemms": flip_eq6,
+    "eq6.cost_at_t_star": flip_eq6_cost,
     "eq7.batch_sum": flip_eq7,
     "def1.mask": flip_def1,
     "defs.index_conventions": flip_index_conventions,
@@ -628,6 +671,7 @@ FLIPS = {
     "appB.Ij_optimal_relaxed": flip_Ij_optimal_relaxed,
     "appB.Ij_optimal_ceil": flip_Ij_optimal_ceil,
     "eq11_eq12.closed_form": flip_eq11_eq12,
+    "eq12.symbolic_twin": flip_eq12_symbolic_twin,
     "prop1.drain_lower_bound": flip_prop1,
     "prop2.slln_mean": flip_prop2,
     "eq13.tmax": flip_eq13,
@@ -639,6 +683,7 @@ FLIPS = {
     "thm1.upper_bound": flip_thm1_upper_bound,
     "thm1.instability": flip_thm1_instability,
     "thm2.threshold": flip_thm2_threshold,
+    "thm2.threshold_grid": flip_thm2_threshold_grid,
     "thm2.dtmc_threshold": flip_thm2_dtmc_threshold,
     "sec4.rad_tiling_rare": flip_rad_tiling_rare,
     "sec4.rad_optimal_tiling": flip_rad_optimal_tiling,
@@ -656,6 +701,7 @@ FLIPS = {
     "lemma3.arrival_rate": flip_arrival_rate,
     "lemma3.drift": flip_lemma3_drift,
     "lemma3.executed_drift": flip_executed_drift,
+    "eq25.repaired_executed": flip_eq25_repaired,
     "lemma4.bound": flip_lemma4,
     "thm2.regeneration": flip_regeneration,
     "alg1.line13": corrected_as_printed("alg1.line13"),
@@ -689,10 +735,12 @@ FLIPS = {
     "appD.tbt_ttft": flip_appD,
     "fig5c.decode_pressure": flip_fig5c,
     "alg1.compiled_replay": flip_compiled_replay,
-    "other.thm1_overhead": flip_other_thm1_overhead,
-    "other.thm2_rad_overhead": flip_other_thm2_rad_overhead,
+    "beyond.thm1_overhead": flip_beyond_thm1_overhead,
+    "beyond.thm2_rad_overhead": flip_beyond_thm2_rad_overhead,
     "other.ldp_work_conserving": flip_other_ldp_work_conserving,
     "other.ldp_unstable_below": flip_other_ldp_unstable_below,
+    "other.nsz_kv_threshold": flip_other_nsz_kv_threshold,
+    "other.eb_mb_crossover": flip_other_eb_mb_crossover,
     "appB.relaxed_bound_proof": flip_relaxed_bound_proof,
     "assumption2.all_d_col": flip_assumption2_all_d_col,
     "thm2.repaired_drift": flip_repaired_drift,

@@ -81,13 +81,26 @@ def test_checks_are_the_registry_with_their_recorded_verdicts(pm):
     registered = {c.id for c in all_checks()}
     recorded = json.loads((ROOT / "paper_checks" / "verdicts.json").read_text(encoding="utf-8"))
     assert list(pm.checks) == [c.id for c in all_checks()]
-    listed = {cid for row in pm.rows for cid in row.checks}
+    listed = {cid for row in pm.rows for cid in (*row.checks, *row.beyond)}
     assert listed == registered, registered - listed
     for entry in pm.checks.values():
         assert entry.verdict == recorded[entry.id]
+        assert entry.level and entry.domain
         for item in entry.items:  # a check's items are rows, and the rows list it back
             row = next(r for r in pm.rows if r.item == item)
-            assert entry.id in row.checks
+            assert entry.id in (row.beyond if entry.section == "beyond" else row.checks)
+
+
+def test_beyond_the_paper_has_its_own_column(pm):
+    """The library's own extensions (a per-batch overhead) FAIL, but never in the checks column of the
+    theorems they extend: those columns hold the paper's verdicts only."""
+    beyond = {e.id for e in pm.checks.values() if e.section == "beyond"}
+    assert beyond == {"beyond.thm1_overhead", "beyond.thm2_rad_overhead"}
+    rows = {r.item: r for r in pm.rows}
+    assert not beyond & {cid for r in pm.rows for cid in r.checks}
+    assert rows["Theorem 1"].beyond == ("beyond.thm1_overhead",)
+    assert rows["Theorem 2"].beyond == ("beyond.thm2_rad_overhead",)
+    assert not any(r.item.startswith("Beyond") for r in pm.rows)
 
 
 def test_appendix_claims_have_rows_from_the_checks_locations(pm):
@@ -121,11 +134,12 @@ def test_the_page_links_items_functions_and_checks_both_ways(pm):
         assert f".. _{llmq_docs.item_label(row.item)}:" in page  # the row's anchor
         for impl in row.implementers:
             assert f"<{impl.name}>`" in page or f":py:mod:`{impl.name}`" in page  # row -> API reference
-        for cid in row.checks:  # row -> check
+        for cid in (*row.checks, *row.beyond):  # row -> check
             assert f"`{cid} <{llmq_docs.check_label(cid)}>`" in page
     for entry in pm.checks.values():  # check -> its section with the verdict, and back to the rows
         assert f".. _{llmq_docs.check_label(entry.id)}:" in page
         assert f"**Verdict (recorded): {entry.verdict}**" in page
+        assert f"- **Evidence level**: {entry.level}" in page
         for item in entry.items:
             assert f"`{item} <{llmq_docs.item_label(item)}>`" in page
     counts = pm.counts()

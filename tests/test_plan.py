@@ -300,8 +300,8 @@ def test_llmq_plan_writes_strict_outputs_with_a_data_dictionary(tmp_path, capsys
     from llmq.cli import main
     from stability.planner.report import COLUMNS
 
-    args = ["plan", "--rate", "60", "--workload", W, "--gpus", "a100,l40s", "--schedulers", "sarathi",
-            "--knob", "sarathi.chunk_size=256|512", "--max-gpus", "3", "--requests", "300", "--out",
+    args = ["plan", "--rate", "60", "--workload", W, "--gpu", "a100,l40s", "--scheduler", "sarathi",
+            "--option", "sarathi.chunk_size=256|512", "--max-gpus", "3", "--requests", "300", "--out",
             str(tmp_path)]
     assert main([*args, "--verify", "--verify-requests", "600", "--mixed"]) == 0
     text = capsys.readouterr().out
@@ -455,7 +455,7 @@ def test_llmq_plan_replays_a_trace_at_its_own_rate(tmp_path, capsys):
     f = tmp_path / "trace.csv"
     f.write_text("arrival_time,prompt_len,output_len\n" + "".join(
         f"{a:.9f},{p},{d}\n" for a, p, d in zip(t, lp, ld, strict=True)))
-    args = ["plan", "--trace", str(f), "--gpus", "a100,l4", "--schedulers", "sarathi", "--max-gpus", "3",
+    args = ["plan", "--trace", str(f), "--gpu", "a100,l4", "--scheduler", "sarathi", "--max-gpus", "3",
             "--slo", "ttft_p50=0.5", "--out", str(tmp_path / "o")]
     assert main(args) == 0
     data = json.loads((tmp_path / "o" / "plan.json").read_text())

@@ -143,7 +143,7 @@ def test_dask_without_the_dist_extra_names_the_extra(capsys, tmp_path, monkeypat
     (["--loads", ""], "lambda grid"),
     (["--loads", "0.5,-1"], "lambda grid"),
     (["--gpus-r", "0"], "r (gpus): expected an integer >= 1"),
-    (["--gpus-r", "1,x"], "r (gpus)"),
+    (["--gpus-r", "1,x"], "--gpus-r"),
     (["--gpu", "a100:96x96"], "tiles"),
     (["--gpu", "b200"], "unknown GPU"),
     (["--scheduler", "fifo"], "unknown scheduler 'fifo'"),

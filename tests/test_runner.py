@@ -157,7 +157,7 @@ def test_slai_resumes_its_own_study_and_refuses_another(tmp_path, monkeypatch, c
     assert (tmp_path / "slai" / "points.csv").read_bytes() == table
 
 
-PLAN = ["plan", "--rate", "60", "--workload", "uniform:64-320,8-40", "--gpus", "a100", "--schedulers",
+PLAN = ["plan", "--rate", "60", "--workload", "uniform:64-320,8-40", "--gpu", "a100", "--scheduler",
         "sarathi", "--max-gpus", "2", "--requests", "300"]
 
 
@@ -283,8 +283,8 @@ def test_ctrl_c_in_slai_and_plan_is_one_line_exit_130_and_the_rerun_keeps_the_ca
         start = lambda: _popen(args, code=SLAI_SMALL)  # noqa: E731
         finished = out / "slai" / "paper_vs_llmq.csv"
     else:
-        args, cache = ["plan", "--rate", "60", "--workload", "uniform:64-320,8-40", "--gpus", "a100,l40s",
-                       "--schedulers", "sarathi,vllm", "--max-gpus", "4", "--requests", "40000",
+        args, cache = ["plan", "--rate", "60", "--workload", "uniform:64-320,8-40", "--gpu", "a100,l40s",
+                       "--scheduler", "sarathi,vllm", "--max-gpus", "4", "--requests", "40000",
                        "--full-front", "--out", str(out)], out / "plan" / "cache"
         start = lambda: _popen(args)  # noqa: E731
         finished = out / "plan.csv"

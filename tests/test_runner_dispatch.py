@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from stability.runner import Cache, Runner
+from stability.runner import Cache, Runner, run_task
 from theory.errors import FieldError
 
 
@@ -37,7 +37,7 @@ class Recorder:
 
     def wait(self, handles: list):
         handle = min(handles)  # the oldest finishes first
-        return [(handle, self.started[handle].run())]
+        return [(handle, run_task(self.started[handle]))]
 
     def close(self, abort: bool = False) -> None:
         pass

@@ -7,7 +7,8 @@
   prefill + decode tokens = sum over finished requests of L^P + L^D plus the tokens whose KV a
   preemption discarded, and decodes + recompute prefills = sum L^D;
 * KV memory never exceeds its capacity and every block is free at the end;
-* caps: batch token budgets, running-sequence caps, decode caps are never exceeded;
+* caps: batch token budgets, running-sequence caps, decode caps, long-prefill thresholds are
+  never exceeded;
 * tiling: a batch is flagged optimally tiled exactly when every GeMM of it is a whole number of
   tiles of a fastest tile (t*, or a tile as fast: real profiles have ties); on a GPU where t*'s
   only tie does not divide smaller chunks (L4), a batch with a first chunk PI(R, 1, c), c not a
@@ -22,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stability.sim.cluster import run_cluster
-from stability.sim.gpu import run_gpu
+from stability.sim.gpu import RunOptions, run_gpu
 from stability.sim.memory import REJECT_REASONS
 from stability.sim.registry import get_scheduler
 from tests.test_schedulers_vs_reference import drawn
@@ -31,6 +32,18 @@ from theory.hardware import get_gpu
 from theory.models import get_model
 
 SCENARIOS = 60
+
+
+def vllm_v1_options(pick, kv):
+    """vLLM v1: the budget covers max_num_seqs and, with memory, max_model_len fits the KV cache
+    (vLLM refuses both otherwise); no watermark."""
+    memory = pick([False, True])
+    budget = pick([3, 8, 16, 512])
+    cap = kv["kv_blocks"] * kv["block_size"]
+    return {"max_num_batched_tokens": budget, "max_num_seqs": min(budget, pick([1, 3, 128])),
+            "long_prefill_token_threshold": pick([0, 4]),
+            "max_model_len": pick([min(60, cap), cap]) if memory else pick([60, 10**6]),
+            "memory": memory, "block_size": kv["block_size"], "kv_blocks": kv["kv_blocks"]}
 
 
 def options(name, pick, kv):
@@ -51,6 +64,7 @@ def options(name, pick, kv):
                          "max_model_len": pick([60, 10**6]), **memory},
         "vllm": lambda: {"max_num_batched_tokens": pick([40, 8192]), "max_num_seqs": pick([1, 3, 256]),
                          "max_model_len": pick([60, 10**6]), **memory},
+        "vllm_v1": lambda: vllm_v1_options(pick, kv),
         "distserve": lambda: {"prefill_nodes": 1, "prefill_mode": pick(["whole", "chunked", "batched"]),
                               "prefill_max_tokens": pick([30, 4096]), "prefill_max_batch": pick([2, 256]),
                               "decode_cap": pick([0, 2])},
@@ -72,7 +86,7 @@ def simulate_one(name, data):
                                  np.random.default_rng(0), True, True)
         rows = [np.flatnonzero(node == g) if run.rows is None else run.rows for g, run in enumerate(runs)]
         return L_P, L_D, opts, runs, rows, runs[1]
-    run = run_gpu(cm, sch, p, arrival, L_P, L_D, detail=True, log=True)
+    run = run_gpu(cm, sch, p, arrival, L_P, L_D, options=RunOptions(detail=True, log=True))
     return L_P, L_D, opts, [run], [np.arange(len(arrival))], run
 
 
@@ -105,7 +119,8 @@ def emissions(runs, rows, L_P):
     return emitted, last
 
 
-NAMES = ["rad", "alg2", "request_level", "sarathi_paper", "sarathi", "vllm", "distserve", "slai"]
+NAMES = ["rad", "alg2", "request_level", "sarathi_paper", "sarathi", "vllm", "vllm_v1", "distserve",
+         "slai"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -142,7 +157,7 @@ def test_tokens_and_memory(name, data):
             assert run.kv["free_end"] == run.kv["blocks"]
 
 
-@pytest.mark.parametrize("name", ["sarathi_paper", "sarathi", "vllm", "distserve", "slai"])
+@pytest.mark.parametrize("name", ["sarathi_paper", "sarathi", "vllm", "vllm_v1", "distserve", "slai"])
 @settings(max_examples=SCENARIOS, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_caps(name, data):
@@ -164,6 +179,11 @@ def test_caps(name, data):
             assert np.all((b["decodes"] == 0) | (b["prefills"] == 0)), "batches never mix"
             assert np.all(pre <= opts["max_num_batched_tokens"])
             assert np.all(width <= opts["max_num_seqs"])
+        if name == "vllm_v1":  # one budget for decodes and chunks; chunks capped by the threshold
+            assert np.all(b["tokens"] <= opts["max_num_batched_tokens"])
+            assert np.all(width <= opts["max_num_seqs"])
+            if opts["long_prefill_token_threshold"]:
+                assert np.all(it["c"] <= opts["long_prefill_token_threshold"])
         if name == "distserve" and k == 0:  # the prefill node
             assert np.all(b["decodes"] == 0)
             if opts["prefill_mode"] == "batched":
@@ -205,7 +225,8 @@ def test_tiling_flag(gpu, name, data):
     sch = get_scheduler(name)
     opts = {"sarathi_paper": {"chunk_size": pick([100, 128, 256, 384, 512])},
             "sarathi": {"chunk_size": pick([100, 128, 256, 384, 512])}}.get(name, {})
-    run = run_gpu(cm, sch, sch.make_params(cm, **opts), arrival, L_P, L_D, detail=True, log=True)
+    run = run_gpu(cm, sch, sch.make_params(cm, **opts), arrival, L_P, L_D,
+                  options=RunOptions(detail=True, log=True))
     b, it = run.batches, run.items
     lin = unpadded(cm, cm.mu_Lin * cm.t_col)  # per-token rate of the shared linear tile (Eq. 4)
     att = unpadded(cm, cm.mu * cm.t_row * cm.t_col * cm.t_red)  # per-FLOP rate (Eq. 6)

@@ -25,7 +25,8 @@ LOOPS = [("sarathi", "loop"), ("sarathi_paper", "loop"), ("vllm", "loop"), ("sla
 
 def simulate(cm, sch, loop, p, arrival, L_P, L_D, slices, log_rows, detail=True):
     ct = tables_for(cm, L_P, L_D, getattr(p, "chunk", None))
-    state = engine.new_state(arrival, L_P, L_D, detail=detail, log=detail, log_rows=log_rows)
+    recording = engine.Recording(detail=detail, log=detail, log_rows=log_rows)
+    state = engine.new_state(arrival, L_P, L_D, recording=recording)
     for t_stop in [*slices, math.inf]:
         engine.run_loop(getattr(sch, loop), state, ct, p.record(), t_stop)
     cls = np.zeros(len(arrival), dtype=np.int64)

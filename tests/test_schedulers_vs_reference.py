@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stability.sim.gpu import run_gpu
+from stability.sim.gpu import RunOptions, run_gpu
 from stability.sim.registry import get_scheduler
 from tests import reference_sim as ref
 from tests.toys import toy_cost_model
@@ -84,7 +84,7 @@ def run_sarathi(sc, memory, detail):
             "order": pick(["fcfs", "spf"]), "max_model_len": pick([60, BIG])}
     sch = get_scheduler("sarathi")
     run = run_gpu(cm, sch, sch.make_params(cm, memory=memory, **opts, **kv), arrival, L_P, L_D,
-                  detail=detail)
+                  options=RunOptions(detail=detail))
     mem = blocks_of(kv, "sarathi") if memory else None
     sim = ref.sarathi(cm, arrival, L_P, L_D, opts["chunk_size"], opts["max_num_seqs"], opts["order"],
                       opts["max_model_len"], mem)
@@ -97,7 +97,7 @@ def run_vllm(sc, memory, detail):
             "max_model_len": pick([60, BIG])}
     sch = get_scheduler("vllm")
     run = run_gpu(cm, sch, sch.make_params(cm, memory=memory, **opts, **kv), arrival, L_P, L_D,
-                  detail=detail)
+                  options=RunOptions(detail=detail))
     mem = blocks_of(kv, "vllm") if memory else None
     sim = ref.vllm(cm, arrival, L_P, L_D, opts["max_num_batched_tokens"], opts["max_num_seqs"],
                    opts["max_model_len"], mem)
@@ -129,7 +129,8 @@ def test_sarathi_paper(detail, data):
     cm, arrival, L_P, L_D, _, pick = drawn(data)
     budget = pick([1, 3, 8, 16, 32, 512])
     sch = get_scheduler("sarathi_paper")
-    run = run_gpu(cm, sch, sch.make_params(cm, chunk_size=budget), arrival, L_P, L_D, detail=detail)
+    run = run_gpu(cm, sch, sch.make_params(cm, chunk_size=budget), arrival, L_P, L_D,
+                  options=RunOptions(detail=detail))
     assert_same(run, ref.sarathi_paper(cm, arrival, L_P, L_D, budget), detail)
 
 
@@ -208,7 +209,7 @@ def test_long_decode_sets(detail):
     kv = {"block_size": 4, "kv_blocks": 4000, "watermark": 0.01}
     sch = get_scheduler("vllm")
     run = run_gpu(cm, sch, sch.make_params(cm, max_num_batched_tokens=8192, max_num_seqs=1024, **kv),
-                  arrival, L_P, L_D, detail=detail)
+                  arrival, L_P, L_D, options=RunOptions(detail=detail))
     mem = blocks_of(kv, "vllm")
     sim = ref.vllm(cm, arrival, L_P, L_D, 8192, 1024, mem=mem)
     assert max(len(b[3]) for b in sim.batches) >= LONG_SET

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from stability.schedulers.slai import last_schedulable_time, offset
 from stability.sim import engine
-from stability.sim.gpu import run_gpu
+from stability.sim.gpu import RunOptions, run_gpu
 from stability.sim.memory import SARATHI, KvConfig, allocate, kv_setup
 from stability.sim.registry import get_scheduler
 from stability.sim.simulate import Scenario, simulate
@@ -45,7 +45,7 @@ def run_slai(sc, memory, detail):
             "max_model_len": pick([60, BIG])}
     sch = get_scheduler("slai")
     p = sch.make_params(cm, memory=memory, tbt_slo=slo, **opts, **kv)
-    run = run_gpu(cm, sch, p, arrival, L_P, L_D, cls, 2, detail=detail, tbt_slo=slo)
+    run = run_gpu(cm, sch, p, arrival, L_P, L_D, cls, RunOptions(n_class=2, detail=detail, tbt_slo=slo))
     mem = blocks_of(kv, "sarathi") if memory else None
     sim = ref.slai(cm, arrival, L_P, L_D, cls, slo, opts["token_budget"], opts["max_num_seqs"],
                    opts["limit_total_decodes"], opts["order"], opts["dynamic"], opts["delta"],
@@ -131,7 +131,7 @@ def test_decode_waits_until_its_last_schedulable_time(delta, slo, seed):
     sch = get_scheduler("slai")
     p = sch.make_params(cm, token_budget=512, order="fcfs", dynamic=False, delta=delta,
                         tbt_slo=(slo,), memory=False)
-    run = run_gpu(cm, sch, p, arrival, L_P, L_D, detail=True, log=True)
+    run = run_gpu(cm, sch, p, arrival, L_P, L_D, options=RunOptions(detail=True, log=True))
     b, it = run.batches, run.items
     start, dur = b["start"], b["duration"]
     pre_after = np.cumsum((b["tokens"] - b["decodes"])[::-1])[::-1] - (b["tokens"] - b["decodes"])
@@ -165,7 +165,7 @@ def test_deferred_chunk_runs_equal_the_reference(delta, slo, seed):
         p = sch.make_params(cm, token_budget=512, order="fcfs", dynamic=False, delta=delta,
                             tbt_slo=(slo,), memory=memory, **kv)
         run = run_gpu(cm, sch, p, arrival, L_P, L_D)
-        slow = run_gpu(cm, sch, p, arrival, L_P, L_D, detail=True)
+        slow = run_gpu(cm, sch, p, arrival, L_P, L_D, options=RunOptions(detail=True))
         mem = blocks_of(kv, "sarathi") if memory else None
         sim = ref.slai(cm, arrival, L_P, L_D, np.zeros(len(arrival), dtype=np.int64), (slo,), 512,
                        128, 128, "fcfs", False, delta, 5.0, 10.0, 0.96, BIG, mem)
@@ -188,7 +188,7 @@ def test_spf_admits_the_shortest_arrived_prompt(order, data):
     sch = get_scheduler("slai")
     p = sch.make_params(cm, token_budget=pick([3, 16, 64]), max_num_seqs=pick([2, 128]),
                         order=order, tbt_slo=(1e-3, 5e-3), memory=False)
-    run = run_gpu(cm, sch, p, arrival, L_P, L_D, cls, 2, detail=True, log=True)
+    run = run_gpu(cm, sch, p, arrival, L_P, L_D, cls, RunOptions(n_class=2, detail=True, log=True))
     b, it = run.batches, run.items
     admitted = np.zeros(len(arrival), dtype=bool)
     key = [(cls[j] if order == "spf_priority" else 0, L_P[j], j) for j in range(len(arrival))]
@@ -211,7 +211,7 @@ def test_alpha_caps_requests_holding_memory(data):
     p = sch.make_params(cm, token_budget=pick([3, 16, 512]), max_num_seqs=alpha,
                         limit_total_decodes=pick([1, 2, 128]), order=pick(["fcfs", "spf"]),
                         tbt_slo=(pick([1e-4, 1e-2]),), memory=False)
-    run = run_gpu(cm, sch, p, arrival, L_P, L_D, detail=True, log=True)
+    run = run_gpu(cm, sch, p, arrival, L_P, L_D, options=RunOptions(detail=True, log=True))
     starts = run.batches["start"]
     holding = (run.t_start[None, :] <= starts[:, None]) & (run.t_finish[None, :] > starts[:, None])
     assert holding.sum(axis=1).max() <= alpha
@@ -276,7 +276,7 @@ def test_reference_agrees_on_the_section7_setup():
     sch = get_scheduler("slai")
     kv = {"kv_blocks": 300, "block_size": 16, "watermark": 0.01}
     p = sch.make_params(cm, tbt_slo=slo, **kv)
-    run = run_gpu(cm, sch, p, arrival, L_P, L_D, cls, 2, detail=True, tbt_slo=slo)
+    run = run_gpu(cm, sch, p, arrival, L_P, L_D, cls, RunOptions(n_class=2, detail=True, tbt_slo=slo))
     sim = ref.slai(cm, arrival, L_P, L_D, cls, slo, 512, 128, 128, mem=blocks_of(kv, "sarathi"))
     assert_close(run.t_finish, [r.finish for r in sim.reqs])
     assert_close(run.tbt_max, [r.tbt_max for r in sim.reqs])
@@ -303,7 +303,7 @@ def test_reference_agrees_on_a_long_run_with_many_decodes():
     sim = ref.slai(cm, arrival, L_P, L_D, cls, slo, 512, 128, 128, mem=blocks_of(kv, "sarathi"))
     assert max(len(b[3]) for b in sim.batches) >= 30  # decodes per batch
     for detail in (False, True):
-        run = run_gpu(cm, sch, p, arrival, L_P, L_D, cls, 2, detail=detail, tbt_slo=slo)
+        run = run_gpu(cm, sch, p, arrival, L_P, L_D, cls, RunOptions(n_class=2, detail=detail, tbt_slo=slo))
         assert_close(run.t_finish, [r.finish for r in sim.reqs])
         if detail:
             assert_close(run.tbt_max, [r.tbt_max for r in sim.reqs])

@@ -21,8 +21,9 @@ the drift of the cycle DTMC (Lemma 3), and Lemma 4 bounds every cycle's mean len
 ``r / lambda + n T^max``.
 
 Erratum (``llmq check``: ``eq13.tmax``): Eq. 13 prices each prompt token as a decode GeMV, less
-than the chunk of one token its own text describes (Eq. 6), so the described schedule takes 3-22%
-longer than the printed T^max on Table 1's lengths, and a request served alone by RAD can exceed
+than the chunk of one token its own text describes (Eq. 6), so the described schedule takes longer
+than the printed T^max on Table 1's lengths (``llmq bounds`` prints both), and a request served
+alone by RAD can exceed
 it (the H200, RTX 4090 and RTX PRO 6000 real-mode presets at (1, 1)). :func:`T_max_corrected`
 is the max of the two (:func:`T_max_described`); :class:`Bounds` reports Theorem 2's n, Eq. 25
 and Lemma 4 under both.
@@ -50,8 +51,17 @@ from fractions import Fraction
 
 import numpy as np
 
-from theory import cost
-from theory.cost import CostModel, decode_prefix, linear_per_token, linear_single
+from theory import added_time, cost
+from theory.capacity.law import law_from_cost_model
+from theory.cost import (
+    T_D_SA,
+    T_P_SA,
+    CostModel,
+    T_D_SA_least,
+    decode_prefix,
+    linear_per_token,
+    linear_single,
+)
 from theory.errors import FieldError, require_positive, require_positive_int
 from theory.hardware import Tile
 from theory.workload import Workload
@@ -66,8 +76,10 @@ def T_bar_R_terms(cm: CostModel, w: Workload, corrected: bool = False) -> dict[s
     With terms on (:mod:`theory.terms`) the linear term is ``E[L^P + L^D] l*``, the prefill
     attention term is 0 without attention (and with ``attention_waves`` stays the unwaved lower
     bound), the decode term takes the smaller of Eq. 5 and the mixed-batch law per position
-    (``mixed_decode_eta``, :func:`theory.cost.T_D_SA_least`), and
-    ``lm_head`` adds the key ``"lm_head"``: ``(E[L^D] + 1) h``.
+    (``mixed_decode_eta``, :func:`theory.cost.T_D_SA_least`),
+    ``lm_head`` adds the key ``"lm_head"``: ``(E[L^D] + 1) h``, and the added-time terms with a
+    per-decode time add the key ``"added"``: ``E[sum_{k=1}^{L^D} a(L^P + k)]``
+    (:func:`theory.added_time.decode_sums`; their per-batch time is amortized, as ``overhead_s``).
 
     References
     ----------
@@ -93,6 +105,8 @@ def T_bar_R_terms(cm: CostModel, w: Workload, corrected: bool = False) -> dict[s
     }
     if cm.lm_out_s:
         terms["lm_head"] = cm.lm_out_s * (float(w.expect(w.L_D)) + 1.0)
+    if cm.added and added_time.adds_per_decode(cm):
+        terms["added"] = float(w.expect(added_time.decode_sums(cm, w.L_P, w.L_D)))
     return terms
 
 
@@ -115,7 +129,8 @@ def T_max(cm: CostModel, l_P_max: int, l_D_max: int) -> float:
     one-token batches also pays the profile's fixed time per batch (``overhead_s`` and ``N
     attention_call_s``, :attr:`theory.cost.CostModel.fixed_s`; 0 in Eq. 13) and, with ``lm_head``,
     one vocab-projection row; with terms on, ``1/mu_Lin(t)`` is the linear time of a one-token
-    batch at tile t (:func:`theory.cost.linear_single`).
+    batch at tile t (:func:`theory.cost.linear_single`), and each token, a decode of Eq. 13, pays
+    the added-time terms' per-decode time (:func:`theory.added_time.decode_s`).
 
     References
     ----------
@@ -125,7 +140,10 @@ def T_max(cm: CostModel, l_P_max: int, l_D_max: int) -> float:
     require_positive_int("l_D_max", l_D_max)
     ell = l_P_max + l_D_max
     S = decode_prefix(cm, ell)
-    return float(ell * (linear_single(cm) + cost.one_token_batch_rest(cm)) + cm.N * S[ell])
+    t = float(ell * (linear_single(cm) + cost.one_token_batch_rest(cm)) + cm.N * S[ell])
+    if cm.added:
+        t += float(added_time.decode_s(cm, np.arange(1, ell + 1)).sum())
+    return t
 
 
 def T_max_described(cm: CostModel, l_P_max: int, l_D_max: int) -> tuple[float, Tile]:
@@ -136,7 +154,8 @@ def T_max_described(cm: CostModel, l_P_max: int, l_D_max: int) -> tuple[float, T
     ``l = l^{P,max} + l^{D,max}`` one-token iterations is a batch of Eq. 7 at tile t: the linear
     time of one token (:func:`theory.cost.T_Lin` at t), ``1/mu_nLin``, the profile's fixed time
     per batch and, with ``lm_head``, one vocab-projection row; prompt token i adds Eq. 6's chunk of
-    one at t, decode j adds ``N T^{D,SA}(j)`` (Eq. 5). The max over tiles.
+    one at t, decode j adds ``N T^{D,SA}(j)`` (Eq. 5) and the added-time terms' per-decode time.
+    The max over tiles.
 
     Eq. 13 as printed (:func:`T_max`) prices prompt token i as a decode GeMV, ``N T^{D,SA}(i)``,
     which is less than Eq. 6's chunk of one; so this schedule can take longer than the printed
@@ -151,6 +170,8 @@ def T_max_described(cm: CostModel, l_P_max: int, l_D_max: int) -> tuple[float, T
     ell = l_P_max + l_D_max
     prompt = np.arange(1, l_P_max + 1)
     decode = cm.N * float(cost.T_D_SA(cm, np.arange(l_P_max + 1, ell + 1)).sum())
+    if cm.added:  # the decodes' added time (the prompt tokens are chunks of one, not decodes)
+        decode += float(added_time.decode_s(cm, np.arange(l_P_max + 1, ell + 1)).sum())
     per_batch = cost.one_token_batch_rest(cm)
     best, tile = -1.0, cm.tiles[0]
     for k, t in enumerate(cm.tiles):
@@ -312,3 +333,23 @@ def compute_bounds(cm: CostModel, w: Workload, r: int = 1, epsilon: float = 0.1)
         lemma4_bound_corrected_s=lemma4_bound(n_corrected, tmax_corrected, lam * (1 - epsilon), r),
         l_P_max=w.l_P_max, l_D_max=w.l_D_max, assumption3_mass=w.assumption3(t.t_lcm),
         terms_s=terms)
+
+
+# Where Theorems 1-2 and the certified capacity (theory.capacity) take each cost term of
+# theory.cost_terms: the functions whose inputs carry it (theory.terms, "Theorem 1's inputs"). An
+# added-time term reaches them through its slots (theory.added_time) and is not listed here.
+BOUNDS_TERMS: dict[str, tuple] = {
+    "memory_floor": (linear_per_token, linear_single),
+    "waves": (linear_per_token, linear_single),
+    "attention_waves": (T_max_described, law_from_cost_model),
+    "l2_bandwidth_gbs": (linear_per_token, linear_single),
+    "overhead_s": (T_max, T_max_described, law_from_cost_model),
+    "gemm_overhead_s": (linear_single, T_max),
+    "attention_call_s": (T_max, T_max_described, law_from_cost_model),
+    "mixed_decode_eta": (T_bar_R_terms, T_D_SA_least, law_from_cost_model),
+    "linear_law": (linear_per_token, linear_single, law_from_cost_model),
+    "gemm_profile": (linear_per_token, linear_single),
+    "tp": (linear_per_token, linear_single),
+    "attention": (T_bar_R_terms, T_max, T_D_SA, T_P_SA),
+    "lm_head": (T_bar_R_terms, T_max, law_from_cost_model),
+}

@@ -16,7 +16,8 @@ linear GeMMs share the token dimension, so they share their best tile (Section 3
 Terms beyond Eq. 2 (memory floor, waves, a literature law, LM head on output rows, tensor
 parallelism, attention off) are options of the GPU and model profiles, documented in
 :mod:`theory.terms`; all off (the presets) this module computes Eq. 2-7 along the same code paths
-as before they existed. With terms on, ``T_Lin`` is the linear time of :class:`LinearTerms`,
+as before they existed. With terms on, ``T_Lin`` is the linear time of
+:class:`theory.linear_terms.LinearTerms`,
 ``T_P_SA``'s GeMMs take waves with ``attention_waves``, attention may be 0, and each scheduled
 request row pays the vocab projection ``lm_out_s``.
 
@@ -31,16 +32,17 @@ Bari, Hegde, de Veciana (2025), Eq. 2-7 and Section 3.2.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from theory.errors import FieldError, TileDivisibilityError
-from theory.hardware import GPU, Tile
+from theory import added_time
+from theory.cost_model import CostModel, build_cost_model
+from theory.errors import FieldError
+from theory.linear_terms import LinearTerms
 from theory.measured import MeasuredLinear, interpolate_by_shape
-from theory.models import GemmShape, Model, _check_mode
-from theory.terms import LM_HEAD, LinearTerms, allreduce_count, allreduce_time, ceil_div, check_tp
+from theory.terms import LinearLaw, ceil_div
+from theory.tp_split import allreduce_time, shard_memory
 
 
 def T_GeMM(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
@@ -141,230 +143,6 @@ def T_GeMV(d_row, d_col, t_row, t_col, mu, s):
     return tiles / (np.asarray(s, dtype=float) * np.asarray(mu, dtype=float))
 
 
-@dataclass(frozen=True, eq=False)
-class CostModel:
-    """The batch-time model of one GPU running one model (Section 3.2).
-
-    Build it with :func:`build_cost_model`. Tile arrays are ordered with t* first, so a tie in a
-    minimum over tiles resolves to t*.
-
-    Attributes
-    ----------
-    gpu, model, mode
-        What it models; ``mode`` is ``"paper"`` or ``"real"`` (see :mod:`theory.models`).
-    s, N : int
-        SM count and layer count.
-    d_pre, d_dec : int
-        Attention width of prefill (Eq. 6) and decode (Eq. 5) iterations.
-    t_row, t_col, t_red, mu : ndarray
-        GeMM tiles and their rates (Eq. 2).
-    lin_pairs : ndarray
-        Tile pairs of all linear GeMMs per column block of tokens, per tile (Section 3.2.1).
-    g_row, g_col, mu_gemv : ndarray
-        GeMV tiles and rates (Eq. 3).
-    mu_nLin : float
-        Tokens per second of the non-linear operations (Section 3.2.3); ``inf`` under a linear
-        law (the law includes it).
-    overhead_s : float
-        Fixed time per batch (0 reproduces Eq. 7).
-    attention_call_s : float
-        Fixed time per layer of a batch with attention work (``attention_call_s``,
-        :mod:`theory.terms`; 0 reproduces Eq. 7); :attr:`fixed_s` adds it to ``overhead_s``.
-    mixed_decode_eta : float
-        Factor of Eq. 5 at the query heads' width ``d_pre`` for a decode in a batch with a prefill
-        chunk (``mixed_decode_eta``, :mod:`theory.terms`; 0: Eq. 5 for every decode).
-    gemms : tuple of GemmShape
-        The linear GeMMs of a batch (one GPU's shards with TP; without the vocab projection
-        when ``lm_head`` prices it per row).
-    lin : LinearTerms or None
-        The linear time with terms on; ``None`` is Eq. 4 exactly.
-    lm_out_s : float
-        Vocab projection time per scheduled request row (``lm_head``; 0 otherwise).
-    attention : bool
-        Whether self-attention (Eq. 5-6) is priced.
-    waves : bool
-        Wave quantization of the linear GeMMs (the ``waves`` term; priced through ``lin``).
-    attention_waves : bool
-        Wave quantization of the prefill-attention GeMMs of Eq. 6 (``attention_waves``).
-    """
-
-    gpu: GPU
-    model: Model
-    mode: str
-    s: int
-    N: int
-    d_pre: int
-    d_dec: int
-    tiles: tuple[Tile, ...]
-    t_row: np.ndarray
-    t_col: np.ndarray
-    t_red: np.ndarray
-    mu: np.ndarray
-    lin_pairs: np.ndarray
-    g_row: np.ndarray
-    g_col: np.ndarray
-    mu_gemv: np.ndarray
-    mu_nLin: float
-    overhead_s: float
-    gemms: tuple[GemmShape, ...] = ()
-    lin: LinearTerms | None = None
-    lm_out_s: float = 0.0
-    attention: bool = True
-    waves: bool = False
-    attention_waves: bool = False
-    attention_call_s: float = 0.0
-    mixed_decode_eta: float = 0.0
-
-    @property
-    def plain(self) -> bool:
-        """Whether every term beyond Eq. 2 is off (the model is Eq. 2-7 plus ``overhead_s``)."""
-        return (self.lin is None and self.attention and not self.waves and not self.attention_waves
-                and self.lm_out_s == 0.0 and self.attention_call_s == 0.0
-                and self.mixed_decode_eta == 0.0)
-
-    @property
-    def fixed_s(self) -> float:
-        """The fixed time of every non-empty batch: ``overhead_s`` plus, with attention priced,
-        ``N attention_call_s`` (every decode and prefill chunk attends, so every non-empty batch
-        calls attention once per layer)."""
-        return self.overhead_s + (self.N * self.attention_call_s if self.attention else 0.0)
-
-    @property
-    def t_star(self) -> Tile:
-        """Assumption 1's optimal tile (index 0 of the tile arrays)."""
-        return self.tiles[0]
-
-    @property
-    def t_lcm(self) -> int:
-        """RAD's chunk t*_lcm = LCM(t*_row, t*_col, t*_red) (Algorithm 1, line 13)."""
-        return self.tiles[0].t_lcm
-
-    @property
-    def mu_Lin(self) -> np.ndarray:
-        """mu_Lin(t) per tile: ``1 / mu_Lin(t)`` is the linear time of one column block (Eq. 4)."""
-        return self.s * self.mu / self.lin_pairs
-
-    def describe(self) -> str:
-        return f"{self.gpu.name} / {self.model.name} ({self.mode} mode)"
-
-
-def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
-    """The cost model of ``model`` on ``gpu``, after checking tile divisibility (Section 3.2.1).
-
-    The terms of ``gpu.terms`` and ``model.terms`` (:mod:`theory.terms`) are applied here; with
-    all of them off this is Eq. 2-7.
-
-    Raises
-    ------
-    TileDivisibilityError
-        If a tile does not divide a model dimension it is used on.
-    FieldError
-        If the GPU's ``tp`` cannot split the model, or the terms contradict each other.
-    """
-    _check_mode(mode)
-    gt, mt = gpu.terms, model.terms
-    tp = gt.tp
-    check_tp(tp, model.n_heads, model.n_kv_heads, model.d_ff, mode, model.key, f"gpus.{gpu.key}")
-    if gt.linear_law is not None and mt.lm_head:
-        raise FieldError(f"models.{model.key}.lm_head", True,
-                         f"false on GPU {gpu.key}, whose linear_law replaces the whole linear time")
-    t_star = gpu.optimal_tile()
-    order = [gpu.tiles.index(t_star)] + [k for k, t in enumerate(gpu.tiles) if t != t_star]
-    tiles = tuple(gpu.tiles[k] for k in order)
-    for label, (value, role) in model.divisibility_dims(mode, tp).items():
-        if role == "gemv":
-            for g in gpu.gemv_tiles:
-                if value % g.t_row or value % g.t_col:
-                    raise TileDivisibilityError(
-                        f"GeMV tile {g} of {gpu.key} does not divide {model.key} {label} = {value} "
-                        f"(Eq. 5 assumes d divisible by t_row and t_col)")
-            continue
-        for t in tiles:
-            dim = t.t_row if role == "row" else t.t_red
-            if value % dim:
-                raise TileDivisibilityError(
-                    f"tile {t} of {gpu.key} does not divide {model.key} {label} = {value} "
-                    f"(t_{role} = {dim}; Section 3.2.1 assumes model dimensions divisible by tiles)")
-    t_row = np.array([t.t_row for t in tiles], dtype=np.int64)
-    t_col = np.array([t.t_col for t in tiles], dtype=np.int64)
-    t_red = np.array([t.t_red for t in tiles], dtype=np.int64)
-    mu = np.array([gpu.mu[k] for k in order], dtype=float)
-    all_gemms = model.linear_gemms(mode, tp)
-    gemms = tuple(g for g in all_gemms if not (mt.lm_head and g.name == LM_HEAD))
-    lin_pairs = np.zeros(len(tiles), dtype=float)
-    for g in gemms:
-        lin_pairs += g.count * ceil_div(g.d_row, t_row) * ceil_div(g.d_red, t_red)
-    d_pre, d_dec = model.attention_widths(mode, tp)
-    if gt.linear_law is not None:
-        mu_nLin = math.inf
-    elif gpu.mu_nLin is not None:
-        mu_nLin = gpu.mu_nLin
-    else:
-        mu_nLin = gpu.eta_mem * gpu.bandwidth / (2.0 * model.nonlinear_elements_per_token(mode, tp))
-    lin, lm_out = None, 0.0
-    if not (gt.linear_plain and not mt.lm_head):
-        lin = _linear_terms(gpu, model, gemms, t_row, t_col, t_red, all_gemms)
-        if gt.gemm_profile is not None:
-            lin = replace(lin, measured=_measured(gpu, gemms, mode))
-        if mt.lm_head:
-            head = next(g for g in all_gemms if g.name == LM_HEAD)
-            lm_out = float(ceil_div(head.d_row, t_row[0]) * ceil_div(head.d_red, t_red[0])
-                           / (gpu.s * mu[0] * t_col[0]))
-    return CostModel(
-        gpu=gpu, model=model, mode=mode, s=gpu.s, N=model.N, d_pre=d_pre, d_dec=d_dec,
-        tiles=tiles, t_row=t_row, t_col=t_col, t_red=t_red, mu=mu, lin_pairs=lin_pairs,
-        g_row=np.array([g.t_row for g in gpu.gemv_tiles], dtype=np.int64),
-        g_col=np.array([g.t_col for g in gpu.gemv_tiles], dtype=np.int64),
-        mu_gemv=np.array(gpu.mu_gemv, dtype=float), mu_nLin=float(mu_nLin),
-        overhead_s=gpu.overhead_s, gemms=gemms, lin=lin, lm_out_s=lm_out,
-        attention=mt.attention, waves=gt.waves, attention_waves=gt.attention_waves,
-        attention_call_s=gt.attention_call_s, mixed_decode_eta=gt.mixed_decode_eta)
-
-
-def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_col, t_red, all_gemms) -> LinearTerms:
-    """The arrays of :class:`LinearTerms` for ``gemms`` on ``gpu`` (see :mod:`theory.terms`)."""
-    gt, mt = gpu.terms, model.terms
-    b = gt.bytes_per_element
-    bw = gpu.eta_mem * gpu.bandwidth
-    tok_s = 0.0
-    batch_s = gt.gemm_overhead_s * sum(g.count for g in gemms)
-    if mt.lm_head:  # embedding gather: read and write d_x elements per token
-        tok_s += 2.0 * b * model.d_x / bw
-        if gt.memory_floor:  # the vocab projection's weights are read once per batch
-            head = next(g for g in all_gemms if g.name == LM_HEAD)
-            batch_s += b * head.d_row * head.d_red / bw
-    if gt.tp > 1:  # two all-reduces per layer, one more for the vocab-parallel embedding
-        n_ar = allreduce_count(model)
-        tok_s += n_ar * float(allreduce_time(gt, b * model.d_x, latency=False))
-        batch_s += n_ar * gt.allreduce_latency_s
-    return LinearTerms(
-        count=np.array([g.count for g in gemms], dtype=np.int64),
-        rows=np.array([[int(ceil_div(g.d_row, r)) for g in gemms] for r in t_row], dtype=np.int64),
-        red=np.array([[int(ceil_div(g.d_red, k)) for g in gemms] for k in t_red], dtype=np.int64),
-        wbytes=np.array([float(b * g.d_row * g.d_red) for g in gemms]),
-        abytes=np.array([float(b * (g.d_row + g.d_red)) for g in gemms]),
-        waves=gt.waves, floor_bw=bw if gt.memory_floor else 0.0,
-        traffic=np.array([[float(b * (r + c) * g.d_red) for g in gemms]
-                          for r, c in zip(t_row, t_col, strict=True)]),
-        l2_bw=gt.l2_bandwidth or 0.0, tok_s=tok_s, batch_s=batch_s,
-        law=gt.linear_law)
-
-
-def _measured(gpu: GPU, gemms, mode: str) -> MeasuredLinear:
-    """The measured-profile law of ``gemms`` (:mod:`theory.measured`; ``gemm_profile``)."""
-    from theory.profiles import gemm_tables
-
-    where = f"gpus.{gpu.key}"
-    gt = gpu.terms
-    if mode != "real":
-        raise FieldError(f"{where}.gemm_profile", gt.gemm_profile,
-                         "no measured profile in mode 'paper' (the profiles time the served layer's "
-                         "GeMMs); use mode 'real'")
-    by_shape = gemm_tables(gt.gemm_profile, gt.gemm_profile_gpu, where)
-    return MeasuredLinear(tables=tuple(by_shape.get((g.d_row, g.d_red)) for g in gemms),
-                          count=np.array([g.count for g in gemms], dtype=np.int64),
-                          gemm_overhead_s=gt.gemm_overhead_s, profile=gt.gemm_profile,
-                          gpu=gt.gemm_profile_gpu, by_shape=by_shape)
 
 
 def _as_counts(name: str, x, minimum: int = 0) -> np.ndarray:
@@ -596,7 +374,8 @@ def T_batch(cm: CostModel, batch: Batch) -> float:
     """Batch execution time T_B, Eq. 7 (plus the profile's fixed time per batch, ``overhead_s`` and
     ``N attention_call_s``, 0 by default, and with ``lm_head`` the vocab projection of one row per
     decode and per prefill chunk). With ``mixed_decode_eta`` the decodes of a batch that holds a
-    prefill chunk take :func:`T_D_SA_mixed`.
+    prefill chunk take :func:`T_D_SA_mixed`. The added-time terms add their per-batch time through
+    :attr:`CostModel.fixed_s` and their per-decode time per decode (:mod:`theory.added_time`).
 
     References
     ----------
@@ -613,6 +392,8 @@ def T_batch(cm: CostModel, batch: Batch) -> float:
         t += float(T_P_SA(cm, batch.prefill_i, batch.prefill_c).sum())
     if cm.lm_out_s:
         t += cm.lm_out_s * (batch.decode_i.size + batch.prefill_i.size)
+    if cm.added and batch.decode_i.size:
+        t += float(added_time.decode_s(cm, batch.decode_i).sum())
     return t
 
 
@@ -704,3 +485,50 @@ def chunked_prefill_time(cm: CostModel, L_P, chunk: int) -> np.ndarray:
         out[has_rest] += (T_Lin(cm, c_last) + c_last / cm.mu_nLin + cm.fixed_s
                           + T_P_SA(cm, i_last, c_last) + cm.lm_out_s)
     return out
+
+
+
+# Where Eq. 2-7 take each cost term of theory.cost_terms (an added-time term is priced through the
+# slots of theory.added_time, where its formula is registered, and is not listed here).
+NUMERIC_TERMS: dict[str, tuple] = {
+    "memory_floor": (T_GeMM_terms, LinearTerms.per_tile, LinearTerms.per_token_limit),
+    "waves": (T_GeMM_terms, T_GeMM_waves, LinearTerms.per_tile),
+    "attention_waves": (T_P_SA, T_GeMM_waves),
+    "l2_bandwidth_gbs": (T_GeMM_terms, T_GeMM_l2, LinearTerms.per_tile, LinearTerms.per_token_limit),
+    "overhead_s": (CostModel.base_fixed_s, T_batch, chunked_prefill_time, one_token_batch_rest),
+    "gemm_overhead_s": (T_GeMM_terms, build_cost_model, T_Lin),
+    "attention_call_s": (CostModel.base_fixed_s,),
+    "mixed_decode_eta": (T_D_SA_mixed, T_D_SA_least, T_batch, decode_prefix),
+    "linear_law": (LinearLaw.time, T_Lin, linear_per_token, linear_single),
+    "gemm_profile": (T_GeMM_terms, MeasuredLinear.time, T_Lin, linear_per_token, linear_single),
+    "tp": (build_cost_model, allreduce_time, shard_memory),
+    "attention": (T_D_SA, T_P_SA),
+    "lm_head": (build_cost_model, T_batch, one_token_batch_rest, chunked_prefill_time),
+}
+
+__all__ = [
+    "NUMERIC_TERMS",
+    "T_D_SA",
+    "T_P_SA",
+    "Batch",
+    "CostModel",
+    "T_D_SA_least",
+    "T_D_SA_mixed",
+    "T_GeMM",
+    "T_GeMM_l2",
+    "T_GeMM_terms",
+    "T_GeMM_waves",
+    "T_GeMV",
+    "T_Lin",
+    "T_batch",
+    "build_cost_model",
+    "chosen_tiles",
+    "chunked_prefill_time",
+    "decode_prefix",
+    "linear_law_name",
+    "linear_per_token",
+    "linear_single",
+    "linear_table",
+    "one_token_batch_rest",
+    "tiling_efficiency",
+]

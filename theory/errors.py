@@ -6,6 +6,7 @@ values keep working, and the CLI can print the message without a traceback.
 
 from __future__ import annotations
 
+import difflib
 import math
 
 import numpy as np
@@ -15,12 +16,20 @@ class LlmqError(ValueError):
     """Base class of every error llmq raises for bad input."""
 
 
+def did_you_mean(name: object, known) -> str:
+    """``"; did you mean 'x'?"`` naming the valid name nearest to ``name``
+    (:func:`difflib.get_close_matches`), or ``""`` when none is close."""
+    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 class UnknownNameError(LlmqError):
     """A preset name (GPU, model, workload, scheduler) that does not exist."""
 
     def __init__(self, kind: str, name: str, known: list[str] | tuple[str, ...]):
         self.kind, self.name, self.known = kind, name, tuple(known)
-        super().__init__(f"unknown {kind} {name!r}; expected one of: {', '.join(sorted(known))}")
+        super().__init__(f"unknown {kind} {name!r}; expected one of: {', '.join(sorted(known))}"
+                         + did_you_mean(name, known))
 
 
 class FieldError(LlmqError):

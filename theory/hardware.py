@@ -31,22 +31,23 @@ from functools import cache
 from pathlib import Path
 
 from theory.config import inherit, read_packaged, read_toml
+from theory.cost_terms import switches, term_keys
 from theory.errors import ConfigFileError, FieldError, LlmqError, UnknownNameError
-from theory.terms import GPU_TERM_FIELDS, GpuTerms, gpu_terms_from
+from theory.terms import GpuTerms, gpu_terms_from
 
 KIB = 1024
 ROOFLINE = "roofline, uncalibrated"
 CALIBRATED_FILE = "calibrated_gpus.toml"
 MEASURED_FILE = "measured_gpus.toml"
 MEASURED_SUFFIX = "; linear GeMMs: measured profile "  # closes GPU.calibration under the law
-# The cost terms (theory.terms) that real mode may switch on for a preset without a calibration:
-# those that need no fitted number. A per-GeMM overhead is a fit, and there is no data to fit.
-UNFITTED_TERMS = ("memory_floor", "waves", "attention_waves")
+# The cost terms (theory.cost_terms) that real mode may switch on for a preset without a calibration:
+# the switches, which need no fitted number. A per-GeMM overhead is a fit, and there is no data to fit.
+UNFITTED_TERMS = switches("gpu")
 _GPU_FIELDS = {
     "name", "aliases", "arch", "sm_count", "peak_fp16_tflops", "clock_mhz", "memory_gb",
     "bandwidth_gbs", "smem_per_block_kib", "tileset", "source", "base", "eta_mma", "rho_l2",
-    "eta_mem", "mu", "mu_gemv", "mu_nLin", "overhead_s", "t_star", "tiles", "calibration", *GPU_TERM_FIELDS,
-}
+    "eta_mem", "mu", "mu_gemv", "mu_nLin", "overhead_s", "t_star", "tiles", "calibration",
+}  # and the keys of the GPU-side cost terms (theory.cost_terms.term_keys)
 
 
 @dataclass(frozen=True, order=True)
@@ -272,9 +273,10 @@ def _tiles_from_set(tileset: dict, where: str) -> list[Tile]:
 
 def _build_gpu(key: str, table: dict, data: dict) -> GPU:
     where = f"gpus.{key}"
-    unknown = set(table) - _GPU_FIELDS
+    fields = _GPU_FIELDS | term_keys("gpu")
+    unknown = set(table) - fields
     if unknown:
-        raise FieldError(where, sorted(unknown), f"only the fields {', '.join(sorted(_GPU_FIELDS))}")
+        raise FieldError(where, sorted(unknown), f"only the fields {', '.join(sorted(fields))}")
     eff = {**data.get("efficiency", {}), **{k: table[k] for k in ("eta_mma", "rho_l2", "eta_mem")
                                             if k in table}}
     for k in ("eta_mma", "rho_l2", "eta_mem", "min_stages", "bytes_per_element"):

@@ -22,12 +22,17 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from theory.config import inherit, read_packaged, read_toml
+from theory.config import inherit, read_packaged, read_section
+from theory.cost_terms import term_keys
 from theory.errors import FieldError, UnknownNameError
 from theory.terms import LM_HEAD, ModelTerms, model_terms_from
 
 MODES = ("paper", "real")
 _INT_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab")
+# every field a [models.<key>] table may give (besides base)
+# the keys a [models.<key>] table may hold, beside those of the model-side cost terms
+# (theory.cost_terms.term_keys("model"), read when the file is: a term may be declared later)
+MODEL_FIELDS = (*_INT_FIELDS, "name", "ffn", "params", "context_length", "source")
 
 
 @dataclass(frozen=True)
@@ -223,7 +228,8 @@ def _preset_tables() -> dict:
 
 def load_models(path: str | Path | None = None) -> dict[str, Model]:
     """All model presets, plus or overridden by the ``[models.<key>]`` tables of a user TOML."""
-    user = read_toml(path).get("models", {}) if path is not None else {}
+    fields = (*MODEL_FIELDS, *sorted(term_keys("model")))
+    user = read_section(path, "models", fields) if path is not None else {}
     tables = inherit(_preset_tables(), user, "model")
     return {key: _build_model(key, t) for key, t in tables.items()}
 

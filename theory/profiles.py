@@ -22,7 +22,8 @@ operation       yes      what was timed: a GeMM or kernel name (:data:`VIDUR_GEM
                          self-attention of one layer over a batch), ``prefill_batch``, ``decode_batch`` or
                          ``all_reduce``; ``prefill_batch_rank``, ``decode_batch_rank``: one tensor-parallel
                          rank's share of such a batch (its shard of every layer) timed alone on one GPU,
-                         without the all-reduces
+                         without the all-reduces; ``moe`` (:data:`MOE_OPERATIONS`): a mixture-of-experts
+                         block (router and grouped expert GeMMs) over ``tokens`` tokens on one rank
 tokens          per op   tokens in the batch (rows of the activations the operation runs over; ``lm_head``
                          and ``sampler``: one row per sequence)
 decodes         per op   decode requests in the batch (``decode_batch``, ``attention``)
@@ -34,6 +35,11 @@ prefill_context per op   ``attention``: the tokens in the KV cache of the prefil
 generated       no       output tokens per request over which a ``decode_batch`` time is averaged
 bytes           per op   message size of a collective, in bytes
 src_rows        no       how many source rows were aggregated (by median) into this row
+experts         per op   ``moe``: the distinct experts the tokens' top-k slots reach on the rank (each
+                         gets ``tokens x k / experts`` of them, ``k`` the model's experts per token)
+decodes_long    no       ``attention`` with decodes of two KV lengths: how many of the ``decodes`` have
+                         ``context_long`` cached tokens (the others have ``context``); given with it
+context_long    no       the KV length of those ``decodes_long`` decodes
 *time*          yes      exactly one of ``seconds``/``time_s``, ``time_ms``, ``time_us``
 =============== ======== ==================================================================================
 
@@ -70,7 +76,7 @@ REQUIRED = ("source", "gpu", "model", "tp", "operation")
 TEXT_COLUMNS = ("source", "gpu", "setup", "model", "operation")
 # integer column: smallest allowed value
 INT_COLUMNS = {"tokens": 1, "decodes": 0, "context": 0, "prefill_context": 0, "generated": 1, "bytes": 1,
-               "src_rows": 1}
+               "src_rows": 1, "experts": 1, "decodes_long": 1, "context_long": 0}
 VIDUR_GEMMS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 VIDUR_KERNELS = ("emb", "input_layernorm", "attn_rope", "post_attention_layernorm", "mlp_act", "add")
 # LLMServingSim's GeMM layers (vLLM module names) -> the GeMM of gemm_shape they are
@@ -78,6 +84,7 @@ LLMSERVINGSIM_GEMMS = {"qkv_proj": "attn_pre_proj", "o_proj": "attn_post_proj",
                        "gate_up_proj": "mlp_up_proj", "down_proj": "mlp_down_proj", "lm_head": "lm_head"}
 LLMSERVINGSIM_KERNELS = ("embedding", "layernorm", "qk_norm", "rotary_emb", "act_fn", "final_layernorm",
                          "sampler")  # qk_norm: Qwen3's RMSNorm of each query and key head
+MOE_OPERATIONS = ("moe",)  # LLMServingSim's Qwen3MoeSparseMoeBlock: router + fused experts
 GEMM_OPERATIONS = (*VIDUR_GEMMS, *LLMSERVINGSIM_GEMMS)
 KERNEL_OPERATIONS = (*VIDUR_KERNELS, *LLMSERVINGSIM_KERNELS)
 NEEDS = {  # operation: integer columns every row of it must fill
@@ -88,9 +95,11 @@ NEEDS = {  # operation: integer columns every row of it must fill
     "prefill_batch_rank": ("tokens", "context"),
     "decode_batch_rank": ("tokens", "decodes", "context"),
     "all_reduce": ("bytes",),
+    "moe": ("tokens", "experts"),
 }
 _UNITLESS_TIME = re.compile(r"(time|latency|duration|elapsed|secs?$|ms$|us$)", re.IGNORECASE)
 _PACKAGED = ("data", "profiles")
+_STEP_TABLES = "_steps"  # the suffix of a step table's name (theory.validation.steps_data)
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,13 +132,15 @@ class Profile:
 
 
 def shipped_profiles() -> dict[str, Path]:
-    """The packaged profiles, ``{name: path}``, name being the file name without ``.csv[.gz]``."""
+    """The packaged profiles, ``{name: path}``, name being the file name without ``.csv[.gz]``.
+    The step tables beside them (``*_steps.csv``: another schema, :mod:`theory.validation.steps_data`)
+    are not profiles."""
     folder = resources.files("theory").joinpath(*_PACKAGED)
     found = {}
     for entry in folder.iterdir():
         name = entry.name
         for suffix in (".csv.gz", ".csv"):
-            if name.endswith(suffix):
+            if name.endswith(suffix) and not name[: -len(suffix)].endswith(_STEP_TABLES):
                 found[name[: -len(suffix)]] = Path(str(entry))
     return dict(sorted(found.items()))
 
@@ -287,7 +298,8 @@ def _check_row(path: Path, line: int, row: dict, time_col: str, scale: float,
 
 def _check_attention(rec: dict, row: dict, where) -> None:
     """An ``attention`` row: ``decodes <= tokens``; a prefill chunk (``tokens - decodes > 0``) needs
-    ``prefill_context``, decodes need ``context`` (and the KV cache a decode reads is not empty)."""
+    ``prefill_context``, decodes need ``context`` (and the KV cache a decode reads is not empty);
+    ``decodes_long`` (fewer than ``decodes``) comes with ``context_long``."""
     chunk = rec["tokens"] - rec["decodes"]
     if chunk < 0:
         raise FieldError(where("decodes"), row.get("decodes"), f"at most tokens = {rec['tokens']}")
@@ -297,6 +309,12 @@ def _check_attention(rec: dict, row: dict, where) -> None:
     if rec["decodes"] and rec["context"] < 1:
         raise FieldError(where("context"), row.get("context"),
                          f"an integer >= 1 (the attention row has {rec['decodes']} decodes)")
+    if (rec["decodes_long"] == ABSENT) != (rec["context_long"] == ABSENT):
+        col = "context_long" if rec["context_long"] == ABSENT else "decodes_long"
+        raise FieldError(where(col), row.get(col), "a value (decodes_long and context_long go together)")
+    if rec["decodes_long"] != ABSENT and rec["decodes_long"] >= rec["decodes"]:
+        raise FieldError(where("decodes_long"), row.get("decodes_long"),
+                         f"fewer than decodes = {rec['decodes']} (the others have context)")
 
 
 def _integer(text: str, low: int) -> int | None:

@@ -9,11 +9,12 @@ per-layer GeMMs, or Eq. 11 equals Eq. 12).
 tiles with their rates as exact rationals (the binary value of each float) and evaluates Eq. 4-7
 with sympy, choosing tiles by ``Min`` over the set as the numeric code does.
 
-Terms beyond Eq. 2 (:mod:`theory.terms`): the twin covers the staircase ``linear_law`` (its
-``c + a ceiling(tau/b0)`` replaces ``T_Lin + tau/mu_nLin``), ``attention = false`` and
-``overhead_s``. The memory floor, waves, ``lm_head``, tensor parallelism, a measured
-``gemm_profile`` and the mixed-batch decode law ``mixed_decode_eta`` are numeric only:
-:meth:`SymbolicCostModel.from_cost_model` refuses a cost model that has them, and
+Terms beyond Eq. 2 (:mod:`theory.cost_terms`): :data:`SYMBOLIC_TERMS` says, for each, where the
+twin takes it or why it leaves it out. It covers the staircase ``linear_law`` (its
+``c + a ceiling(tau/b0)`` replaces ``T_Lin + tau/mu_nLin``), ``attention = false``, ``overhead_s``
+and ``attention_call_s`` (the fixed time per batch), and the added-time terms whose symbolic formula
+is registered (:func:`register_added_time`). The others are numeric only:
+:meth:`SymbolicCostModel.from_cost_model` refuses a cost model that has one on, and
 ``tests/test_cost_terms.py`` checks them against recomputations by hand instead.
 
 References
@@ -28,7 +29,10 @@ from fractions import Fraction
 
 import sympy as sp
 
+from theory import added_time
+from theory.added_time import AddedTime
 from theory.cost import CostModel
+from theory.cost_terms import TERMS
 from theory.errors import FieldError
 from theory.workload import Workload
 
@@ -84,25 +88,50 @@ def decode_attention_time(i, d, t_row, t_col, mu, s, printed: bool = False):
     return tiles / mu if printed else tiles / (s * mu)
 
 
-def prefill_attention_time(i, c, d, N, t_row, t_col, t_red, mu, s):
+@dataclass(frozen=True)
+class Printed:
+    """The quantities of Eq. 4-7 with one common tile ``t``, as the paper prints them (numbers or
+    sympy symbols).
+
+    Attributes
+    ----------
+    N, d, s
+        Layers, attention width, SMs.
+    t_row, t_col, t_red
+        The tile.
+    mu, mu_lin, mu_nLin
+        ``mu(t)`` (Eq. 2), ``mu_Lin(t)`` (Eq. 4) and the non-linear rate (Section 3.2.3).
+    """
+
+    N: object
+    d: object
+    s: object
+    t_row: object
+    t_col: object
+    t_red: object
+    mu: object
+    mu_lin: object
+    mu_nLin: object
+
+
+def prefill_attention_time(i, c, p: Printed):
     """Eq. 6 over all N layers: N/(s mu) (ceiling((i+c-1)/t_row) ceiling(c/t_col) d/t_red
     + d/t_row ceiling(c/t_col) ceiling((i+c-1)/t_red))."""
     e = i + c - 1
-    return N / (s * mu) * (ceiling(e / t_row) * ceiling(c / t_col) * d / t_red
-                           + d / t_row * ceiling(c / t_col) * ceiling(e / t_red))
+    return p.N / (p.s * p.mu) * (ceiling(e / p.t_row) * ceiling(c / p.t_col) * p.d / p.t_red
+                                 + p.d / p.t_row * ceiling(c / p.t_col) * ceiling(e / p.t_red))
 
 
-def batch_time(prefill, decode, *, N, d, mu_lin, mu_nLin, t_row, t_col, t_red, mu, s, t_dsa):
+def batch_time(prefill, decode, p: Printed, t_dsa):
     """Eq. 7 with one common GeMM tile, exactly as printed.
 
     ``prefill`` is a sequence of ``(i_j, c_j)``, ``decode`` of positions ``i_j``, and ``t_dsa`` a
     function ``i -> T^{D,SA}(i)``.
     """
     tau = sp.Add(*[c for _, c in prefill]) + len(decode)
-    out = linear_time(tau, mu_lin, t_col) + tau / mu_nLin
-    out += N * sp.Add(*[t_dsa(i) for i in decode])
-    out += sp.Add(*[prefill_attention_time(i, c, d, N, t_row, t_col, t_red, mu, s)
-                    for i, c in prefill])
+    out = linear_time(tau, p.mu_lin, p.t_col) + tau / p.mu_nLin
+    out += p.N * sp.Add(*[t_dsa(i) for i in decode])
+    out += sp.Add(*[prefill_attention_time(i, c, p) for i, c in prefill])
     return out
 
 
@@ -124,17 +153,12 @@ class SymbolicCostModel:
     overhead: sp.Rational
     law: tuple | None = None  # (c, a, b0) of a staircase linear law
     attention: bool = True
+    added: tuple = ()  # (formula, exact value) of each added-time term on (register_added_time)
 
     @classmethod
     def from_cost_model(cls, cm: CostModel) -> SymbolicCostModel:
-        """The twin of ``cm``; a cost model with a numeric-only term is refused (FieldError)."""
-        numeric_only = [name for name, on in (
-            ("memory_floor", cm.gpu.terms.memory_floor), ("waves", cm.waves),
-            ("attention_waves", cm.attention_waves),
-            ("l2_bandwidth_gbs", cm.gpu.terms.l2_bandwidth is not None),
-            ("tp", cm.gpu.terms.tp > 1), ("lm_head", cm.model.terms.lm_head),
-            ("gemm_profile", cm.gpu.terms.gemm_profile is not None),
-            ("mixed_decode_eta", cm.mixed_decode_eta > 0)) if on]
+        """The twin of ``cm``; a cost model with a numeric-only term on is refused (FieldError)."""
+        numeric_only = [t.name for t in TERMS.values() if t.is_on(cm) and not _covered(t.name)]
         if numeric_only:
             raise FieldError("cost model", cm.describe(),
                              f"no numeric-only term for the symbolic twin (has {', '.join(numeric_only)})")
@@ -147,9 +171,28 @@ class SymbolicCostModel:
             gemv_tiles=tuple((sp.Integer(int(r)), sp.Integer(int(c)), exact(float(m)))
                              for r, c, m in zip(cm.g_row, cm.g_col, cm.mu_gemv, strict=True)),
             gemms=tuple((g.count, g.d_row, g.d_red) for g in cm.gemms),
-            mu_nLin=sp.oo if law is not None else exact(cm.mu_nLin), overhead=exact(cm.fixed_s),
+            mu_nLin=sp.oo if law is not None else exact(cm.mu_nLin), overhead=exact(cm.base_fixed_s),
             law=None if law is None else (exact(law.c), exact(law.a), sp.Integer(law.b0)),
-            attention=cm.attention)
+            attention=cm.attention,
+            added=tuple((SYMBOLIC_ADDED[name], exact(value)) for name, value in cm.added))
+
+    @property
+    def fixed(self):
+        """The fixed time of every non-empty batch: ``overhead`` plus the added-time terms'
+        per-batch time."""
+        per_batch = [f.per_batch(self, v) for f, v in self.added if f.per_batch is not None]
+        return self.overhead + sp.Add(*per_batch) if per_batch else self.overhead
+
+    def added_decode(self, i):
+        """The added-time terms' time of one decode at position ``i`` (0 without them)."""
+        return sp.Add(*[f.per_decode(self, v, i) for f, v in self.added if f.per_decode is not None])
+
+    def printed(self, k: int = 0) -> Printed:
+        """The model as Eq. 4-7 print it with tile index ``k`` common to every GeMM (prefill
+        attention width ``d_pre``)."""
+        t_row, t_col, t_red, mu = self.tiles[k]
+        return Printed(N=self.N, d=self.d_pre, s=self.s, t_row=t_row, t_col=t_col, t_red=t_red, mu=mu,
+                       mu_lin=self.mu_Lin(k), mu_nLin=self.mu_nLin)
 
     def mu_Lin(self, k: int = 0):
         t_row, _, t_red, mu = self.tiles[k]
@@ -194,11 +237,13 @@ class SymbolicCostModel:
         tau = sum(c for _, c in prefill) + len(decode)
         if tau == 0:
             return sp.Integer(0)
-        out = self.T_Lin(sp.Integer(tau)) + self.overhead
+        out = self.T_Lin(sp.Integer(tau)) + self.fixed
         if self.law is None:  # a law includes the non-linear term
             out += sp.Integer(tau) / self.mu_nLin
         out += self.N * sp.Add(*[self.T_D_SA(sp.Integer(i)) for i in decode])
         out += sp.Add(*[self.T_P_SA(sp.Integer(i), sp.Integer(c)) for i, c in prefill])
+        if self.added:
+            out += sp.Add(*[self.added_decode(sp.Integer(i)) for i in decode])
         return out
 
     def T_star_R(self, l_P: int, l_D: int, chunk: int | None = None):
@@ -233,35 +278,86 @@ class SymbolicCostModel:
                       * l_P * (l_P + lcm))
 
     def _require_printed(self, what: str) -> None:
-        if self.law is not None or not self.attention:
-            raise FieldError("symbolic cost model", what,
-                             "the model as printed (no linear_law, attention on) for this closed form")
+        if self.law is not None or not self.attention or self.added:
+            raise FieldError("symbolic cost model", what, "the model as printed (no linear_law, attention "
+                             "on, no added-time term) for this closed form")
 
     def T_max(self, l_P_max: int, l_D_max: int):
         """Eq. 13 / Theorem 2: max over tiles of l/mu_Lin(t) + l/mu_nLin + N sum_{i<=l} T^{D,SA}(i),
         plus l times the per-batch overhead (each token alone is a batch); under a law,
-        ``l (law(1) + overhead)`` and the attention sum."""
+        ``l (law(1) + overhead)`` and the attention sum. Each token, a decode, also pays the
+        added-time terms' per-decode time."""
         ell = sp.Integer(l_P_max + l_D_max)
         att = self.N * sp.Add(*[self.T_D_SA(sp.Integer(i)) for i in range(1, l_P_max + l_D_max + 1)])
+        if self.added:
+            att += sp.Add(*[self.added_decode(sp.Integer(i)) for i in range(1, l_P_max + l_D_max + 1)])
         if self.law is not None:
-            return ell * (self.T_Lin(sp.Integer(1)) + self.overhead) + att
+            return ell * (self.T_Lin(sp.Integer(1)) + self.fixed) + att
         worst = sp.Max(*[ell / self.mu_Lin(k) for k in range(len(self.tiles))])
-        return worst + ell / self.mu_nLin + att + ell * self.overhead
+        return worst + ell / self.mu_nLin + att + ell * self.fixed
 
     def T_max_described(self, l_P_max: int, l_D_max: int):
         """The schedule Eq. 13's text describes: every token alone as a batch (Eq. 7 with the
         per-batch overhead), prompt token i as Eq. 6's chunk of one, one tile for all GeMMs, the
-        max over tiles; decode j adds ``N T^{D,SA}(j)``."""
+        max over tiles; decode j adds ``N T^{D,SA}(j)`` and the added-time terms' per-decode time."""
         ell = sp.Integer(l_P_max + l_D_max)
         decode = self.N * sp.Add(*[self.T_D_SA(sp.Integer(j))
                                    for j in range(l_P_max + 1, l_P_max + l_D_max + 1)])
+        if self.added:
+            decode += sp.Add(*[self.added_decode(sp.Integer(j))
+                               for j in range(l_P_max + 1, l_P_max + l_D_max + 1)])
         per_tile = []
         for k in range(len(self.tiles)):
             prompt = sp.Add(*[self.T_P_SA(sp.Integer(i), sp.Integer(1), tile=k)
                               for i in range(1, l_P_max + 1)])
-            per_tile.append(ell * (self.T_Lin(sp.Integer(1), tile=k) + self.overhead) + prompt)
+            per_tile.append(ell * (self.T_Lin(sp.Integer(1), tile=k) + self.fixed) + prompt)
         nonlinear = sp.Integer(0) if self.law is not None else ell / self.mu_nLin
         return sp.Max(*per_tile) + nonlinear + decode
+
+
+# --- the cost terms the twin takes ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NumericOnly:
+    """A cost term the exact twin leaves out, and why: a cost model with it on is refused."""
+
+    reason: str
+
+
+_BY_HAND = "checked against recomputations by hand in tests/test_cost_terms.py"
+
+# Where the twin takes each cost term of theory.cost_terms, or why it does not (an added-time term
+# is taken through the formula registered by register_added_time and is not listed here).
+SYMBOLIC_TERMS: dict[str, tuple | NumericOnly] = {
+    "memory_floor": NumericOnly(f"a max of Eq. 2 and a byte count per GeMM, {_BY_HAND}"),
+    "waves": NumericOnly(f"Eq. 2 in whole waves of output tiles, {_BY_HAND}"),
+    "attention_waves": NumericOnly(f"Eq. 6 in whole waves of output tiles, {_BY_HAND}"),
+    "l2_bandwidth_gbs": NumericOnly(f"a max of Eq. 2 and a tile's L2 traffic, {_BY_HAND}"),
+    "overhead_s": (SymbolicCostModel.T_batch, SymbolicCostModel.T_max, SymbolicCostModel.T_max_described),
+    "gemm_overhead_s": NumericOnly(f"an intercept per GeMM inside the linear time, {_BY_HAND}"),
+    "attention_call_s": (SymbolicCostModel.T_batch, SymbolicCostModel.T_max),
+    "mixed_decode_eta": NumericOnly(f"Eq. 5 at the query heads' width beside a chunk, {_BY_HAND}"),
+    "linear_law": (SymbolicCostModel.T_Lin, SymbolicCostModel.T_batch, SymbolicCostModel.T_max),
+    "gemm_profile": NumericOnly("measured times interpolated in a table (tests/test_measured.py)"),
+    "tp": NumericOnly(f"one GPU's shards plus all-reduces, {_BY_HAND}"),
+    "attention": (SymbolicCostModel.T_D_SA, SymbolicCostModel.T_P_SA),
+    "lm_head": NumericOnly(f"a vocab-projection row per decode and chunk, {_BY_HAND}"),
+}
+SYMBOLIC_ADDED: dict[str, AddedTime] = {}  # the symbolic formulas of the added-time terms
+
+
+def register_added_time(name: str, formula: AddedTime) -> None:
+    """Register the symbolic formula of the declared added-time term ``name``: its slots over a
+    :class:`SymbolicCostModel`, a sympy value and (per decode) one sympy position."""
+    added_time.register(name, formula, SYMBOLIC_ADDED)
+
+
+def _covered(name: str) -> bool:
+    """Whether the twin takes the term ``name`` (a formula, not a :class:`NumericOnly` or nothing)."""
+    if TERMS[name].added:
+        return name in SYMBOLIC_ADDED
+    return isinstance(SYMBOLIC_TERMS.get(name), tuple)
 
 
 # --- Theorem 1/2 quantities -----------------------------------------------------------------
@@ -270,12 +366,11 @@ E_total, E_PP, E_DSA = sp.symbols("E_total E_PP E_DSA", positive=True)
 T_bar, T_mx, eps, lam, r, n = sp.symbols("T_bar T_max epsilon lambda r n", positive=True)
 
 
-def T_bar_R_expr(mu_lin_star, t_col, mu_nLin, N, d, s, mu_star, t_row, t_red,
-                 E_total=E_total, E_PP=E_PP, E_DSA=E_DSA):
-    """Theorem 1's T_bar^R with E_total = E[L^P + L^D], E_PP = E[L^P (L^P + t*_lcm)] and
-    E_DSA = E[sum_{i=1}^{L^D} T^{D,SA}(L^P + i)]."""
-    return (E_total / (mu_lin_star * t_col) + E_total / mu_nLin + N * E_DSA
-            + N * d / (s * mu_star * t_row * t_col * t_red) * E_PP)
+def T_bar_R_expr(p: Printed, E_total=E_total, E_PP=E_PP, E_DSA=E_DSA):
+    """Theorem 1's T_bar^R at the tile ``t* = (p.t_row, p.t_col, p.t_red)`` with E_total =
+    E[L^P + L^D], E_PP = E[L^P (L^P + t*_lcm)] and E_DSA = E[sum_{i=1}^{L^D} T^{D,SA}(L^P + i)]."""
+    return (E_total / (p.mu_lin * p.t_col) + E_total / p.mu_nLin + p.N * E_DSA
+            + p.N * p.d / (p.s * p.mu * p.t_row * p.t_col * p.t_red) * E_PP)
 
 
 def T_bar_R_exact(scm: SymbolicCostModel, w: Workload) -> sp.Rational:

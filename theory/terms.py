@@ -9,6 +9,10 @@ all-reduce law where one was measured; the other presets keep their roofline rat
 that need no fitted number, as the ``[real_mode.<tileset>]`` tables of ``theory/data/gpus.toml``
 state them (read by :func:`theory.hardware.real_mode_terms`).
 
+The terms are declared once, with their units, defaults, paper-mode values and sources, in the
+table :data:`theory.cost_terms.TERMS`; this module says what each changes and reads them, and the
+records' defaults are the table's.
+
 Where each switch lives
 -----------------------
 *GPU side* (``[gpus.<key>]`` of a ``--gpu-file``; a property of the hardware a replica runs on)::
@@ -87,9 +91,9 @@ The terms and what they change
     The same wave quantization for the two GeMMs of Eq. 6 (prefill attention). Off by default and
     in the calibrated presets: no packaged profile measures attention kernels alone, and on the
     packaged whole prefill batches (splitwise-sim, Llama-2-70B and BLOOM-176B at TP 2-8, prompts
-    of 128-8192 tokens) switching it on changes Eq. 7 by 0.4% (median; at most 2.2%), far below
-    the batches' residual (median 28%), so the data neither support nor refute it
-    (``tests/test_validate.py``). Served prefill attention is a fused
+    of 128-8192 tokens) switching it on changes Eq. 7 by far less than the batches' residual, so
+    the data neither support nor refute it (``tests/test_validate.py`` computes both). Served
+    prefill attention is a fused
     kernel (FlashAttention: Dao et al. 2022, arXiv:2205.14135) whose work is split over query
     blocks and heads, not Eq. 6's two GeMMs over one head, so their wave count is not Eq. 6's.
 ``overhead_s`` (GPU, float >= 0)
@@ -109,8 +113,9 @@ The terms and what they change
     engine launch a grid and, for split-KV decoding, a reduction, whose cost does not shrink with
     the work (FlashAttention: Dao et al. 2022, arXiv:2205.14135; Flash-Decoding: Dao, Haziza,
     Massa, Sizov 2023, "Flash-Decoding for long-context inference", PyTorch blog); LLMServingSim's
-    RTX 4090 profile measures 9.3 us for one decode over 16 cached tokens, where Eq. 5 predicts
-    0.16 us. It rides on the per-batch fixed time (:attr:`theory.cost.CostModel.fixed_s`, which
+    RTX 4090 profile measures a decode over a few cached tokens at many times what Eq. 5 predicts
+    (``llmq validate``'s attention section). It rides on the per-batch fixed time
+    (:attr:`theory.cost.CostModel.fixed_s`, which
     the simulator's tables charge per batch exactly as ``overhead_s``). Fitted for the RTX 4090 and
     the RTX PRO 6000 (:mod:`theory.validation.presets_fit`, :func:`theory.validation.attention.call_fit`) on
     the training batches of a prefill chunk alone and of decodes alone; no other GPU has
@@ -139,10 +144,10 @@ The terms and what they change
     split over the SMs. A batch of decodes alone, and a prefill chunk alone, keep Eq. 5-6. Fitted
     by :func:`theory.validation.attention.fit_mixed_eta` on the training batch shapes of the mixed
     batches (LLMServingSim's RTX 4090 and RTX PRO 6000 profiles, every 4th shape held out) and
-    shipped where it lowers the held-out error (:mod:`theory.validation.presets_fit`): 0.760 on the RTX 4090
-    (held-out mixed batches 47% / 73% -> 24% / 61%, median / p90) and 0.545 on the RTX PRO 6000
-    (50% / 72% -> 27% / 55%); one ``eta`` fits Llama-3.1-8B's 4 and Qwen3-32B's 8 query heads per
-    KV head (0.58 and 0.51 each), where a factor on Eq. 5 as served would need 2.3 and 4.1. In paper mode
+    shipped where it lowers the held-out error (:mod:`theory.validation.presets_fit`; the fitted
+    values are in ``theory/data/calibrated_gpus.toml``, the held-out errors before and after in
+    ``llmq validate``'s attention section); one ``eta`` fits both Llama-3.1-8B's 4 and Qwen3-32B's 8
+    query heads per KV head, where a factor on Eq. 5 as served would need one per model. In paper mode
     ``d_q = d_kv = d`` (one head of width ``d``), so the term is ``eta`` times Eq. 5. The
     simulator prices it through a second decode prefix table used by the batches that hold a
     chunk (:func:`theory.cost.decode_prefix` with ``law="mixed"``).
@@ -176,10 +181,8 @@ The terms and what they change
     tables are built once per cost model (``theory.cost.build_cost_model``) and reach the
     simulator through its linear table (:func:`theory.cost.linear_table`, extended past the last
     measured count), so simulation speed is unchanged. Continuity: at ``tau_max + 1`` a GeMM
-    jumps from its last measured time to the tile model; on the shipped calibrated presets the
-    tile model at ``tau_max`` differs from the measured time by a median of -0.9% (A100), +1.3%
-    (H100), -2.1% (A40), with 10th-90th percentiles -11% to +6%, -5% to +13%, -9% to +4% over the
-    GPU's shapes (extremes -23% and +23%), so ``L(tau)`` may step down or up there; both sides
+    jumps from its last measured time to the tile model, which may lie above or below it there,
+    so ``L(tau)`` may step down or up at ``tau_max + 1``; both sides
     are valid per-GeMM estimates, and the bounds below hold across the step. Needs
     ``mode = "real"`` (the profiles time the served layer's GeMMs). A user CSV is named by its
     path: the cached results of ``stability.runner`` key a GPU file by its content, which holds
@@ -212,8 +215,8 @@ The terms and what they change
     vocab-parallel embedding when ``lm_head = true``; each takes ``latency + 2 (tp-1)/tp bytes /
     bandwidth``, with ``bandwidth`` the NCCL bus bandwidth (nccl-tests ``doc/PERFORMANCE.md``:
     ``busbw = algbw 2 (n-1)/n``); :func:`fit_allreduce_law` fits the two fields to measured
-    times, and on the packaged vidur NCCL profiles (A100/H100 DGX, TP 2-8, >= 1 MiB) the law's
-    median relative error is under 10%. ``tp`` must divide ``n_heads`` and ``d_ff``, and divide or be a
+    times; ``tests/test_cost_terms.py`` scores the law on the packaged vidur NCCL profiles
+    (A100/H100 DGX, TP 2-8, >= 1 MiB). ``tp`` must divide ``n_heads`` and ``d_ff``, and divide or be a
     multiple of ``n_kv_heads``; the paper's layer has no output projection to split row-wise, so
     ``tp > 1`` needs ``mode = "real"``. Weights and KV cache are sharded over the group
     (:func:`shard_memory`): the KV bound's ``M`` and the simulator's KV blocks count the tokens
@@ -300,14 +303,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from theory.config import read_bool
+from theory.cost_terms import TERMS, read_added
 from theory.errors import FieldError
-from theory.measured import MeasuredLinear
+from theory.tp_split import allreduce_count, allreduce_time, check_tp, fit_allreduce_law, shard_memory
 
-GPU_TERM_FIELDS = frozenset({"memory_floor", "waves", "attention_waves", "l2_bandwidth_gbs",
-                             "gemm_overhead_s", "attention_call_s", "mixed_decode_eta", "tp",
-                             "allreduce_latency_s", "allreduce_bandwidth_gbs", "linear_law", "gemm_profile",
-                             "gemm_profile_gpu"})
-MODEL_TERM_FIELDS = frozenset({"attention", "lm_head"})
 LAW_KINDS = ("staircase",)
 LM_HEAD = "W_out"  # name of the vocab projection in Model.linear_gemms
 
@@ -385,22 +384,27 @@ class GpuTerms:
         a matching shape (:mod:`theory.measured`; ``None``: the tile model alone).
     gemm_profile_gpu : str or None
         The ``gpu`` rows of ``gemm_profile`` to use.
+    added : tuple of (str, float)
+        The added-time terms switched on (:mod:`theory.cost_terms`), with their values.
+
+    The defaults of the terms are those of the table (:data:`theory.cost_terms.TERMS`).
     """
 
-    memory_floor: bool = False
-    waves: bool = False
-    attention_waves: bool = False
-    l2_bandwidth: float | None = None
-    gemm_overhead_s: float = 0.0
-    attention_call_s: float = 0.0
-    mixed_decode_eta: float = 0.0
-    tp: int = 1
+    memory_floor: bool = TERMS["memory_floor"].default
+    waves: bool = TERMS["waves"].default
+    attention_waves: bool = TERMS["attention_waves"].default
+    l2_bandwidth: float | None = TERMS["l2_bandwidth_gbs"].default
+    gemm_overhead_s: float = TERMS["gemm_overhead_s"].default
+    attention_call_s: float = TERMS["attention_call_s"].default
+    mixed_decode_eta: float = TERMS["mixed_decode_eta"].default
+    tp: int = TERMS["tp"].default
     allreduce_latency_s: float = 0.0
     allreduce_bandwidth: float | None = None
-    linear_law: LinearLaw | None = None
+    linear_law: LinearLaw | None = TERMS["linear_law"].default
     bytes_per_element: int = 2
-    gemm_profile: str | None = None
+    gemm_profile: str | None = TERMS["gemm_profile"].default
     gemm_profile_gpu: str | None = None
+    added: tuple[tuple[str, float], ...] = ()
 
     @property
     def linear_plain(self) -> bool:
@@ -413,20 +417,22 @@ class GpuTerms:
     def plain(self) -> bool:
         """Whether every GPU-side term is off (Eq. 2-6 as printed)."""
         return (self.linear_plain and not self.attention_waves and not self.attention_call_s
-                and not self.mixed_decode_eta)
+                and not self.mixed_decode_eta and not self.added)
 
 
 @dataclass(frozen=True)
 class ModelTerms:
-    """The model-side switches: ``attention`` (default on) and ``lm_head`` (default off)."""
+    """The model-side switches: ``attention`` (default on) and ``lm_head`` (default off), and the
+    model-side added-time terms switched on (``added``, :mod:`theory.cost_terms`)."""
 
-    attention: bool = True
-    lm_head: bool = False
+    attention: bool = TERMS["attention"].default
+    lm_head: bool = TERMS["lm_head"].default
+    added: tuple[tuple[str, float], ...] = ()
 
     @property
     def plain(self) -> bool:
         """Whether the model is priced as Eq. 4-7 print it."""
-        return self.attention and not self.lm_head
+        return self.attention and not self.lm_head and not self.added
 
 
 def _nonneg(table: dict, key: str, where: str, default: float) -> float:
@@ -496,15 +502,17 @@ def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTe
     law = _law_from(table["linear_law"], f"{where}.linear_law") if "linear_law" in table else None
     l2 = _positive(table, "l2_bandwidth_gbs", where) * 1e9 if "l2_bandwidth_gbs" in table else None
     profile, profile_gpu = _profile_fields(table, where, where.rpartition(".")[2])
-    terms = GpuTerms(memory_floor=read_bool(table, "memory_floor", where, False),
-                     waves=read_bool(table, "waves", where, False),
-                     attention_waves=read_bool(table, "attention_waves", where, False), l2_bandwidth=l2,
-                     gemm_overhead_s=_nonneg(table, "gemm_overhead_s", where, 0.0),
-                     attention_call_s=_nonneg(table, "attention_call_s", where, 0.0),
-                     mixed_decode_eta=_nonneg(table, "mixed_decode_eta", where, 0.0), tp=tp,
-                     allreduce_latency_s=_nonneg(table, "allreduce_latency_s", where, 0.0),
+    terms = GpuTerms(memory_floor=read_bool(table, "memory_floor", where, GpuTerms.memory_floor),
+                     waves=read_bool(table, "waves", where, GpuTerms.waves),
+                     attention_waves=read_bool(table, "attention_waves", where, GpuTerms.attention_waves),
+                     l2_bandwidth=l2,
+                     gemm_overhead_s=_nonneg(table, "gemm_overhead_s", where, GpuTerms.gemm_overhead_s),
+                     attention_call_s=_nonneg(table, "attention_call_s", where, GpuTerms.attention_call_s),
+                     mixed_decode_eta=_nonneg(table, "mixed_decode_eta", where, GpuTerms.mixed_decode_eta),
+                     tp=tp, allreduce_latency_s=_nonneg(table, "allreduce_latency_s", where, 0.0),
                      allreduce_bandwidth=bw, linear_law=law, bytes_per_element=int(bytes_per_element),
-                     gemm_profile=profile, gemm_profile_gpu=profile_gpu)
+                     gemm_profile=profile, gemm_profile_gpu=profile_gpu,
+                     added=read_added(table, where, "gpu"))
     if law is not None:
         for field, on in (("memory_floor", terms.memory_floor), ("waves", terms.waves),
                           ("gemm_overhead_s", terms.gemm_overhead_s > 0), ("tp", tp > 1),
@@ -517,175 +525,11 @@ def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTe
 
 def model_terms_from(table: dict, where: str) -> ModelTerms:
     """Read the model-side term fields of a ``[models.<key>]`` table (absent fields: Eq. 4-7)."""
-    return ModelTerms(attention=read_bool(table, "attention", where, True),
-                      lm_head=read_bool(table, "lm_head", where, False))
+    return ModelTerms(attention=read_bool(table, "attention", where, ModelTerms.attention),
+                      lm_head=read_bool(table, "lm_head", where, ModelTerms.lm_head),
+                      added=read_added(table, where, "model"))
 
 
-def check_tp(tp: int, n_heads: int, n_kv_heads: int, d_ff: int, mode: str, model_key: str,
-             where: str) -> None:
-    """Raise :class:`FieldError` naming ``<where>.tp`` if the model cannot be split ``tp`` ways.
-
-    ``tp`` must divide the query heads and the FFN width; the KV heads are split when ``tp``
-    divides them and replicated when ``tp`` is a multiple of them (vLLM's ``QKVParallelLinear``).
-    """
-    if tp == 1:
-        return
-    if mode != "real":
-        raise FieldError(f"{where}.tp", tp, "1 in mode 'paper' (the paper's layer has no output "
-                         "projection to split row-parallel); use mode 'real'")
-    if n_heads % tp:
-        raise FieldError(f"{where}.tp", tp, f"a divisor of n_heads = {n_heads} of model {model_key}")
-    if (n_kv_heads % tp if tp <= n_kv_heads else tp % n_kv_heads):
-        raise FieldError(f"{where}.tp", tp, f"a divisor or multiple of n_kv_heads = {n_kv_heads} "
-                         f"of model {model_key}")
-    if d_ff % tp:
-        raise FieldError(f"{where}.tp", tp, f"a divisor of d_ff = {d_ff} of model {model_key}")
-
-
-def shard_memory(model, tp: int, bytes_per_element: int = 2) -> tuple[float, float]:
-    """(weight bytes, KV bytes per token) that one GPU of a ``tp``-way tensor-parallel replica holds.
-
-    Every weight matrix is split ``tp`` ways (Megatron-LM; the embedding and the vocab projection
-    over the vocabulary), except that when ``tp > n_kv_heads`` each GPU keeps one whole K and V
-    head, so the K and V projections are replicated ``tp / n_kv_heads`` times; the norms'
-    replicas (under 0.01 % of the weights) are not counted. Each GPU caches the K and V of its own
-    ``max(n_kv_heads / tp, 1)`` heads for every token of the replica, as vLLM sizes its cache
-    (``ModelConfig.get_num_kv_heads``: ``max(1, total_num_kv_heads // tensor_parallel_size)``,
-    vllm-project/vllm ``vllm/config.py``). ``tp = 1`` gives the whole model's
-    ``weight_bytes()`` and ``kv_bytes_per_token()``.
-    """
-    weights = model.weight_bytes(bytes_per_element) / tp
-    heads = max(model.n_kv_heads / tp, 1.0)
-    if tp > model.n_kv_heads:  # one whole K and V head per GPU, not its 1/tp share
-        kv_proj = 2.0 * model.N * model.d_x * model.head_dim * bytes_per_element
-        weights += kv_proj * (1.0 - model.n_kv_heads / tp)
-    return weights, model.kv_bytes_per_token(bytes_per_element) * heads / model.n_kv_heads
-
-
-def allreduce_count(model) -> int:
-    """All-reduces per batch of a tensor-parallel ``model``: two per layer (after the attention
-    output projection and after the MLP's down projection, Megatron-LM Section 3) and one for the
-    vocab-parallel embedding when the model has an LM head; each reduces the batch's ``tokens x
-    d_x`` activations.
-
-    References
-    ----------
-    Shoeybi et al. (2019), Megatron-LM, arXiv:1909.08053, Section 3.
-    """
-    return 2 * model.N + (1 if model.terms.lm_head else 0)
-
-
-def allreduce_time(terms: GpuTerms, n_bytes, latency: bool = True) -> np.ndarray:
-    """One all-reduce of ``n_bytes`` per GPU: ``latency + 2 (tp-1)/tp n_bytes / busbw`` (0 if tp = 1);
-    ``latency=False`` gives the bandwidth part alone.
-
-    References
-    ----------
-    nccl-tests ``doc/PERFORMANCE.md`` (bus bandwidth of all-reduce: ``algbw 2 (n-1)/n``).
-    """
-    n_bytes = np.asarray(n_bytes, dtype=float)
-    if terms.tp == 1:
-        return np.zeros(n_bytes.shape)
-    moved = 2.0 * (terms.tp - 1) / terms.tp * n_bytes / terms.allreduce_bandwidth
-    return terms.allreduce_latency_s + moved if latency else moved
-
-
-def fit_allreduce_law(n_bytes, seconds, tp: int | np.ndarray) -> tuple[float, float]:
-    """Fit ``allreduce_latency_s`` and the bus bandwidth (bytes/s) of :func:`allreduce_time` to
-    measured all-reduce times, minimising the squared relative error (non-negative coefficients).
-
-    Parameters
-    ----------
-    n_bytes, seconds : array_like
-        Message sizes per GPU and measured times (e.g. nccl-tests' ``all_reduce_perf``, or the
-        packaged ``vidur_all_reduce`` profile of :mod:`theory.profiles`).
-    tp : int or array_like of int
-        Number of GPUs in the all-reduce (>= 2), one for all points or one per point (one law
-        for several group sizes on the same interconnect).
-
-    Returns
-    -------
-    (latency_s, bandwidth) : tuple of float
-        Put ``bandwidth / 1e9`` in ``allreduce_bandwidth_gbs``.
-    """
-    from scipy.optimize import nnls
-
-    b = np.asarray(n_bytes, dtype=float)
-    t = np.asarray(seconds, dtype=float)
-    n = np.broadcast_to(np.asarray(tp), b.shape) if b.ndim else np.asarray(tp)
-    if n.dtype.kind not in "iu" or n.dtype == bool or np.any(n < 2):
-        raise FieldError("tp", tp, "integers >= 2 (GPUs in the all-reduce)")
-    if b.size < 2 or b.shape != t.shape or np.any(t <= 0) or np.any(b <= 0):
-        raise FieldError("seconds", t.size, "at least two positive (bytes, seconds) pairs")
-    design = np.c_[np.ones_like(b), 2.0 * (n - 1) / n * b] / t[:, None]
-    (latency, inv_bw), _ = nnls(design, np.ones(b.size))
-    if inv_bw <= 0:
-        raise FieldError("n_bytes", (float(b.min()), float(b.max())),
-                         "message sizes over which the time grows with the bytes")
-    return float(latency), float(1.0 / inv_bw)
-
-
-@dataclass(frozen=True, eq=False)
-class LinearTerms:
-    """The linear time of a batch with the GPU-side terms on, in arrays per tile and GeMM.
-
-    ``L(tau) = min_k sum_g count_g G_kg(tau) + tok_s tau + batch_s`` for ``tau >= 1`` with::
-
-        G_kg(tau) = max(C_kg(tau), rows_kg ceil(tau/t_col_k) traffic_kg / l2_bw,   (l2 on)
-                        (wbytes_g + abytes_g tau) / floor_bw)                      (floor on)
-        C_kg(tau) = ceil(rows_kg ceil(tau/t_col_k) / s) red_kg / mu_k       (waves on)
-                  = rows_kg ceil(tau/t_col_k) red_kg / (s mu_k)              (waves off)
-
-    or ``law(tau)`` when a law is set. ``rows_kg = ceil(d_row_g / t_row_k)``, ``red_kg =
-    ceil(d_red_g / t_red_k)``, ``traffic_kg = b (t_row_k + t_col_k) d_red_g``. With ``measured``
-    (``gemm_profile``) a GeMM ``g`` its table covers at ``tau`` has ``G_kg(tau) = 0`` for every
-    tile and adds ``count_g (M_g(tau) - gemm_overhead_s)`` instead (``batch_s`` holds its
-    ``gemm_overhead_s``, which the measured time ``M_g`` already includes).
-    """
-
-    count: np.ndarray  # (G,) int
-    rows: np.ndarray  # (K, G) int
-    red: np.ndarray  # (K, G) int
-    wbytes: np.ndarray  # (G,) weight bytes of one GeMM instance
-    abytes: np.ndarray  # (G,) activation bytes per token (input + output)
-    waves: bool
-    floor_bw: float  # bytes/s of the floor; 0 when the floor is off
-    traffic: np.ndarray  # (K, G) operand bytes per output tile through L2
-    l2_bw: float  # bytes/s of the L2 term; 0 when it is off
-    tok_s: float  # seconds per batch token outside the GeMMs (all-reduce bytes, embedding gather)
-    batch_s: float  # seconds per non-empty batch (all-reduce latencies, vocab-projection weight read)
-    law: LinearLaw | None
-    measured: MeasuredLinear | None = None  # the measured-profile law (gemm_profile), if on
-
-    def per_tile(self, tau: np.ndarray, k: int, t_col: int, mu: float, s: int,
-                 covered: np.ndarray | None = None) -> np.ndarray:
-        """``sum_g count_g G_kg(tau)`` at tile index ``k`` (no per-token or per-batch additions);
-        ``covered[g]`` (``gemm_profile``) marks where GeMM ``g`` is measured and left out here."""
-        cols = ceil_div(tau, t_col)
-        out = np.zeros(tau.shape)
-        for g in range(self.count.size):
-            tiles_out = self.rows[k, g] * cols
-            if self.waves:
-                comp = ceil_div(tiles_out, s) * self.red[k, g] / mu
-            else:
-                comp = tiles_out * self.red[k, g] / (s * mu)
-            if self.l2_bw:
-                comp = np.maximum(comp, tiles_out * self.traffic[k, g] / self.l2_bw)
-            if self.floor_bw:
-                comp = np.maximum(comp, (self.wbytes[g] + self.abytes[g] * tau) / self.floor_bw)
-            if covered is not None:
-                comp = np.where(covered[g], 0.0, comp)
-            out = out + self.count[g] * comp
-        return out
-
-    def per_token_limit(self, k: int, t_col: int, mu: float, s: int) -> float:
-        """``lim_tau sum_g count_g G_kg(tau) / tau``, which is also its infimum (see module doc)."""
-        total = 0.0
-        for g in range(self.count.size):
-            comp = self.rows[k, g] * self.red[k, g] / (s * mu * t_col)
-            if self.l2_bw:
-                comp = max(comp, self.rows[k, g] * self.traffic[k, g] / (t_col * self.l2_bw))
-            if self.floor_bw:
-                comp = max(comp, self.abytes[g] / self.floor_bw)
-            total += self.count[g] * comp
-        return total
+__all__ = ["LAW_KINDS", "LM_HEAD", "GpuTerms", "LinearLaw",
+           "ModelTerms", "allreduce_count", "allreduce_time", "ceil_div", "check_tp", "fit_allreduce_law",
+           "gpu_terms_from", "model_terms_from", "shard_memory"]

@@ -314,17 +314,16 @@ def _read_trace_csv(path, text: str | None = None) -> dict[str, np.ndarray]:
     try:
         if text is None:
             with open(path, newline="", encoding="utf-8-sig") as fh:  # with or without a BOM
-                rows = list(csv.DictReader(fh))
+                table = list(csv.reader(fh))
         else:
-            rows = list(csv.DictReader(text.removeprefix("\ufeff").splitlines()))
+            table = list(csv.reader(text.removeprefix("\ufeff").splitlines()))
     except FileNotFoundError:
         raise ConfigFileError(f"{path}: file not found") from None
     except OSError as exc:  # a directory, no permission
         raise ConfigFileError(f"{path}: cannot read it as a CSV file ({exc.strerror})") from None
     except (csv.Error, UnicodeDecodeError) as exc:
         raise ConfigFileError(f"{path}: malformed CSV: {exc}") from None
-    if not rows:
-        raise ConfigFileError(f"{path}: no data rows")
+    rows = _records(path, table)
     header = set(rows[0])
     aliases = {"prompt_len": ("prompt_len", "num_prefill_tokens"),
                "output_len": ("output_len", "num_decode_tokens")}
@@ -347,6 +346,24 @@ def _read_trace_csv(path, text: str | None = None) -> dict[str, np.ndarray]:
     if "class" in header:
         cols["class"] = np.array([r["class"] for r in rows])
     return cols
+
+
+def _records(path, table: list[list[str]]) -> list[dict[str, str]]:
+    """The data rows of a CSV read as lists of cells, as dicts by column name. A header naming a
+    column twice, or a row with more or fewer cells than the header, is an error naming the file,
+    the column or row (never a silent choice of one copy, or a dropped cell)."""
+    header = table[0] if table else []
+    rows = [cells for cells in table[1:] if cells]  # blank lines are no rows
+    if not rows:
+        raise ConfigFileError(f"{path}: no data rows")
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        raise ConfigFileError(f"{path}: column {twice[0]!r} appears more than once in the header")
+    for k, cells in enumerate(table[1:]):
+        if cells and len(cells) != len(header):
+            raise ConfigFileError(f"{path}: row {k + 2} has {len(cells)} cells, the header "
+                                  f"{len(header)} ({', '.join(header)})")
+    return [dict(zip(header, cells, strict=True)) for cells in rows]
 
 
 def _column(path, rows, name, kind) -> np.ndarray:
@@ -451,6 +468,10 @@ def parse_mixture(spec: str) -> list[tuple[float, str]]:
             raise FieldError("workload", spec, "'mix:W1*SPEC1+W2*SPEC2', e.g. "
                                                "'mix:0.3*table1+0.7*deterministic:4096,64'")
         out.append((value, part.strip()))
+    total = sum(w for w, _ in out)
+    if not abs(total - 1) <= 1e-9:
+        raise FieldError("workload: mixture weights", [w for w, _ in out],
+                         f"weights summing to 1 (within 1e-9; they sum to {total:.12g}) in {spec!r}")
     return out
 
 

@@ -3,15 +3,28 @@
 At ``builder-inited`` it writes, under ``docs/generated/`` (never committed):
 
 * ``paper_map.rst``: the paper map of :mod:`paper_checks.paper_map` as a table (item, the
-  functions that implement it, the checks that test it with their recorded verdicts) and one
-  section per check (location, claim, method, verdict, and the finding of a ``llmq check`` report
-  when one is found: ``$LLMQ_CHECK_REPORT``, else ``out/ci/paper_checks.json``);
+  functions that implement it, the checks that test it with their recorded verdicts and evidence
+  levels, the checks beyond the paper that extend it) and one section per check (location, claim,
+  the domain it quantifies over, method, verdict, evidence level, and the finding and what was
+  checked from a ``llmq check`` report when one is found: ``$LLMQ_CHECK_REPORT``, else
+  ``out/ci/paper_checks.json``);
 * ``notebooks/*.ipynb``: the notebooks to render: executed copies from ``$LLMQ_DOCS_NOTEBOOKS``
-  (CI executes them with nbmake first), else the repository's, which myst-nb then executes.
+  (CI executes them with nbmake first), else the repository's, which myst-nb then executes;
+* ``steps_score.inc`` and its figures: the score of the packaged engine steps
+  (``theory.validation.steps``), included by ``steps.md``;
+* ``serving_score.inc`` and its figures: the shipped serving runs replayed on ``vllm_v1``
+  (``stability.serving``), included by ``serving.md``.
+* ``validation/``: the Markdown report of ``llmq validate`` (``$LLMQ_VALIDATE_REPORT``, else
+  ``out/ci/validate.md``, which CI writes before the build), whole (``report.md``, a page of its
+  own) and cut at its headings into the sections (``<name>.txt``, Markdown that is no page of its
+  own) the limitations page includes: every figure on those pages comes from the command's own
+  report, none is typed into a page. Without a report each file says how to make one; a report
+  that lacks a section a page includes fails the build.
 
 It also appends to the docstring of every implementing function a "Paper map" line linking back
-to its items, and fails the build (a warning, under ``-W``) when the paper map cites an object the
-API reference does not document.
+to its items, fails the build (a warning, under ``-W``) when the paper map cites an object the
+API reference does not document, and keeps the front door's re-exports off the :mod:`llmq` page
+(each object is documented once, in the module that defines it).
 """
 
 from __future__ import annotations
@@ -98,31 +111,48 @@ def paper_map_rst(pm) -> str:
         "One row per numbered item of the paper, then per appendix section and table that a check "
         "locates a claim in. *Implemented by*: the documented objects whose docstring cites the item "
         "(found by scanning the packages). *Checked by*: the registered checks that cover it, with "
-        "the verdict recorded in ``paper_checks/verdicts.json``; each check's section below has the "
-        "claim, the method and, when a ``llmq check`` report was available to the build, the finding.",
+        "the verdict recorded in ``paper_checks/verdicts.json`` and the evidence level. *Beyond the "
+        "paper*: the library's own checks of whether the item still holds where the paper's model "
+        "stops (a per-batch overhead, a token budget); their verdicts are not verdicts on the paper. "
+        "Each check's section below has the claim, the domain it quantifies over, the method and, "
+        "when a ``llmq check`` report was available to the build, the finding and what was checked.",
+        "",
+        "Evidence levels: **proof** (symbolic statements over the whole parameter family, sympy or "
+        "z3), **exhaustive** (every case of the finite domain the claim quantifies over), "
+        "**statistical** (a test with a stated error rate), **sample** (chosen or seeded points, or "
+        "part of the domain), **reading** (the printed text against a corrected transcription, or a "
+        "definition restated), **none** (not checkable).",
         "",
         f"**{c['items']} items** ({c['numbered items']} numbered), **{c['rows with functions']}** with "
         f"implementing functions, **{c['rows with checks']}** with checks; **{c['checks listed']} checks** "
         "listed.", "",
         ".. list-table:: The paper's items, the code that implements them, the checks that test them",
-        "   :header-rows: 1", "   :widths: 14 56 30", "   :class: paper-map", "",
-        "   * - Item", "     - Implemented by", "     - Checked by (recorded verdict)",
+        "   :header-rows: 1", "   :widths: 12 48 24 16", "   :class: paper-map", "",
+        "   * - Item", "     - Implemented by", "     - Checked by (recorded verdict, evidence)",
+        "     - Beyond the paper",
     ]
+
+    def cell(ids) -> str:
+        return "; ".join(f":ref:`{cid} <{check_label(cid)}>` **{pm.checks[cid].verdict}** "
+                         f"({pm.checks[cid].level})" for cid in ids) or "—"
+
     for row in pm.rows:
         impl = "; ".join(_grouped(row.implementers)) or "—"
-        checks = "; ".join(f":ref:`{cid} <{check_label(cid)}>` **{pm.checks[cid].verdict}**"
-                           for cid in row.checks) or "—"
         out += [f"   * - .. _{item_label(row.item)}:", "", f"       **{row.item}**",
-                f"     - {impl}", f"     - {checks}"]
+                f"     - {impl}", f"     - {cell(row.checks)}", f"     - {cell(row.beyond)}"]
     out += ["", "Checks", "------", ""]
     for e in pm.checks.values():
+        items = ", ".join(f":ref:`{i} <{item_label(i)}>`" for i in e.items)
+        where = "Beyond the paper, extends" if e.section == "beyond" else "Items"
         out += [f".. _{check_label(e.id)}:", "", e.id, "~" * len(e.id), "",
                 f"**Verdict (recorded): {e.verdict}**", "",
-                "- **Items**: " + ", ".join(f":ref:`{i} <{item_label(i)}>`" for i in e.items),
+                f"- **{where}**: {items}",
+                f"- **Evidence level**: {e.level}",
                 f"- **Location**: {_esc(e.location)}", f"- **Claim**: {_esc(e.claim)}",
+                f"- **Domain of the claim**: {_esc(e.domain or '(not stated)')}",
                 f"- **Method**: {_esc(e.method)}"]
         f = e.finding
-        for key, title in (("summary", "Finding"), ("coverage", "Coverage"), ("correction", "Correction"),
+        for key, title in (("summary", "Finding"), ("coverage", "Checked"), ("correction", "Correction"),
                            ("correction_check", "Correction checked by")):
             if key in f:
                 out.append(f"- **{title}**: {_esc(f[key])}")
@@ -133,7 +163,7 @@ def paper_map_rst(pm) -> str:
         out.append("")
     if not any(e.finding for e in pm.checks.values()):
         out += [".. note::", "", "   No ``llmq check`` report was found at build time, so the findings "
-                "are not shown; ``llmq check --fast --out out/ci`` writes one.", ""]
+                "are not shown; ``llmq check --quick --out out/ci`` writes one.", ""]
     return "\n".join(out) + "\n"
 
 
@@ -157,8 +187,86 @@ def _copy_notebooks() -> int:
     return len(wanted)
 
 
+def _steps_score() -> None:
+    """``steps_score.inc`` and its figures: the score of the packaged engine steps
+    (:mod:`theory.validation.steps`), which ``steps.md`` includes."""
+    from theory.validation.steps import score_steps
+    from theory.validation.steps_report import markdown, plot
+
+    score = score_steps()
+    figures = plot(score, GENERATED)
+    _write_if_changed(GENERATED / "steps_score.inc",
+                      markdown(score, {caption: f"generated/{name}" for caption, name in figures.items()}))
+
+
+VALIDATION = GENERATED / "validation"
+# the sections of `llmq validate`'s Markdown report that the pages include, by the start of their heading
+VALIDATION_SECTIONS = {
+    "settings": None,  # the report's preamble: settings, error definition, schemes
+    "acceptance": "Acceptance per GPU",
+    "tp": "Per GPU x TP",
+    "bands": "Per GPU x token band",
+    "batches": "Whole batches",
+    "orderings": "Equal-token pairs",
+    "attention": "Self-attention",
+    "not_predicted": "Not predicted",
+    "staircase": "Staircase",
+}
+
+
+def report_sections(text: str) -> dict[str | None, str]:
+    """A Markdown report cut at its ``##`` and ``###`` headings: ``{heading: body}``, the text before
+    the first such heading under ``None`` (its ``#`` title line dropped)."""
+    out: dict[str | None, list[str]] = {None: []}
+    key = None
+    for line in text.splitlines():
+        m = re.match(r"#{2,3} (.+)", line)
+        if m:
+            key = m.group(1).strip()
+            out[key] = []
+        elif not (key is None and line.startswith("# ")):
+            out[key].append(line)
+    return {k: "\n".join(v).strip() + "\n" for k, v in out.items()}
+
+
+def _write_validation() -> str:
+    """Write ``validation/report.md`` and one file per included section; returns the report used."""
+    report = Path(os.environ.get("LLMQ_VALIDATE_REPORT") or ROOT / "out" / "ci" / "validate.md")
+    if not report.is_file():
+        note = ("*No* ``llmq validate`` *report was found when this page was built:*\n"
+                "``llmq validate --quick --out out/ci`` *writes one (or set* ``LLMQ_VALIDATE_REPORT``*).*\n")
+        _write_if_changed(VALIDATION / "report.md", f"# llmq validate: predicted vs measured\n\n{note}")
+        for key in VALIDATION_SECTIONS:
+            _write_if_changed(VALIDATION / f"{key}.txt", note)
+        return "no report"
+    text = report.read_text(encoding="utf-8")
+    _write_if_changed(VALIDATION / "report.md", text)
+    sections = report_sections(text)
+    for key, heading in VALIDATION_SECTIONS.items():
+        found = [None] if heading is None else [h for h in sections if h and h.startswith(heading)]
+        if not found:
+            logger.warning(f"llmq_docs: the validate report {report} has no section '{heading}'")
+            continue
+        _write_if_changed(VALIDATION / f"{key}.txt", sections[found[0]])
+    return str(report)
+
+
+def _serving_score() -> None:
+    """``serving_score.inc`` and its figures: the shipped serving runs replayed
+    (:mod:`stability.serving`), which ``serving.md`` includes."""
+    from stability.serving.report import markdown, plot
+    from stability.serving.score import score_runs
+
+    scores = score_runs()
+    figures = [plot(s, GENERATED / f"serving_{s.run}.png") for s in scores if s.replay is not None]
+    text = markdown(scores, "vllm_v1").split("\n", 1)[1]  # the page has its own title
+    text += "\n" + "\n".join(f"![{f.stem}](generated/{f.name})\n" for f in figures)
+    _write_if_changed(GENERATED / "serving_score.inc", text)
+
+
 def generate(app: Sphinx) -> None:
-    """Write the paper map and the notebook copies under ``docs/generated/``."""
+    """Write the paper map, the notebook copies, the engine-step score and the validation report's
+    pages under ``docs/generated/``."""
     from paper_checks.paper_map import build
 
     report = os.environ.get("LLMQ_CHECK_REPORT") or ROOT / "out" / "ci" / "paper_checks.json"
@@ -167,11 +275,15 @@ def generate(app: Sphinx) -> None:
     _BACKLINKS.update(backlinks(pm))
     _write_if_changed(GENERATED / "paper_map.rst", paper_map_rst(pm))
     n_nb = _copy_notebooks()
+    _steps_score()
+    _serving_score()
+    validation = _write_validation()
     c = pm.counts()
     logger.info(f"llmq_docs: paper map: {c['items']} items ({c['numbered items']} numbered), "
                 f"{c['rows with functions']} with functions, {c['rows with checks']} with checks, "
                 f"{c['checks listed']} checks listed; findings from "
-                f"{report if Path(report).is_file() else 'no report'}; {n_nb} notebooks")
+                f"{report if Path(report).is_file() else 'no report'}; {n_nb} notebooks; "
+                f"validation figures from {validation}")
 
 
 def backlinks(pm) -> dict[str, list[str]]:
@@ -240,6 +352,20 @@ def modules_section_as_literal(app: Sphinx, what: str, name: str, obj, options, 
             return
 
 
+def skip_front_door(app: Sphinx, what: str, name: str, obj, skip: bool, options) -> bool | None:
+    """Leave the front door's re-exports off the :mod:`llmq` page: autodoc follows ``__all__``, and
+    each object is documented where it is defined (the :mod:`llmq` docstring lists and describes
+    them)."""
+    if what != "module" or str(getattr(obj, "__module__", None) or "llmq").split(".")[0] == "llmq":
+        return None
+    current = getattr(app.env, "current_document", None)  # Sphinx >= 8.2; temp_data before
+    module = (getattr(current, "autodoc_module", None) if current is not None
+              else app.env.temp_data.get("autodoc:module"))
+    import llmq
+
+    return True if module == "llmq" and name in llmq.__all__ else None
+
+
 class _KnownDocstringIssues:
     """A logging filter that lets through every warning except the docutils ones raised by the
     docstrings named in the ``llmq_known_docstring_issues`` setting (each one to be fixed in its
@@ -284,5 +410,6 @@ def setup(app: Sphinx) -> dict:
     app.connect("autodoc-process-docstring", modules_section_as_literal, priority=100)
     app.connect("builder-inited", generate)
     app.connect("autodoc-process-docstring", add_backlinks, priority=900)
+    app.connect("autodoc-skip-member", skip_front_door)
     app.connect("missing-reference", missing_reference)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from llmq.options import add_common, build_cost_model_from, build_workload_from, resolve
+from llmq.options import (
+    add,
+    add_common,
+    build_cost_model_from,
+    build_workload_from,
+    command,
+    parse_gpus,
+    resolve,
+    single,
+)
 from llmq.output import print_json
 from theory.defaults import EPSILON
 from theory.errors import require_positive_int
@@ -12,11 +21,12 @@ HELP = "T_bar^R, T^max, lambda*, t*_lcm, Theorem 2's n and the cycle bounds (The
 
 def add_parser(sub) -> None:
     """Register ``llmq bounds`` and its options on the sub-command parser ``sub``."""
-    p = sub.add_parser("bounds", help=HELP, description=HELP)
-    add_common(p, defaults={"epsilon": EPSILON, "token_budget": None}, omit=("out", "seed"))
-    p.add_argument("--epsilon", type=float, help=f"Theorem 2's margin eps in (0, 1) (default {EPSILON})")
-    p.add_argument("--token-budget", type=int,
-                   help="tokens per batch at most, for the certified capacity (default: no budget)")
+    p = command(sub, "bounds", HELP)
+    add_common(p, ("gpu", "gpu_file", "tiles", "model", "model_file", "mode", "workload", "pad", "gpus_r",
+                   "json"), details={"gpu": "or 'all' (default a100)"})
+    add(p, "--epsilon", EPSILON, f"default {EPSILON}")
+    add(p, "--token-budget", None, "tokens per batch at most, for the certified capacity (default: no "
+                                   "budget)", type=int)
     p.set_defaults(run=run)
 
 
@@ -64,10 +74,10 @@ def run(args) -> int:
     """Run ``llmq bounds`` on the parsed ``args``; the exit code."""
     from theory.hardware import ROOFLINE, gpu_names
 
-    values = resolve(args)
+    values = single(resolve(args), "bounds", "model", "mode", "gpus_r", "epsilon")
     if values["token_budget"] is not None:
         require_positive_int("--token-budget", values["token_budget"])
-    names = gpu_names() if str(values["gpu"]).lower() == "all" else [values["gpu"]]
+    names = gpu_names() if str(values["gpu"]).lower() == "all" else parse_gpus("--gpu", values["gpu"])
     rows = [_row(values, name) for name in names]
     if values["json"]:
         print_json(rows if len(names) > 1 else rows[0])

@@ -2,58 +2,39 @@
 
 from __future__ import annotations
 
-from llmq.options import resolve
+from llmq.options import add, add_common, command, resolve, single
 from llmq.output import out_dir, print_json
 
 HELP = "fit a GPU profile's tile rates, GeMV rates, mu_nLin and overhead to measured timings (CSV)"
-DEFAULTS = {
-    "config": None,
-    "timings": "vidur-a100-llama2-7b",
-    "gpu": "a100",
-    "model": "llama-2-7b",
-    "mode": "real",
-    "tiles": None,
-    "no_overhead": False,
-    "floor": False,
-    "waves": False,
-    "l2": False,
-    "key": None,
-    "out": "out",
-    "steps": None,
-    "seed": 0,
-    "json": False,
-}
 
 
 def add_parser(sub) -> None:
     """Register ``llmq calibrate`` and its options on the sub-command parser ``sub``."""
-    p = sub.add_parser("calibrate", help=HELP, description=HELP + ". GeMM timings have columns "
-                       "d_row,d_col,d_red,seconds[,count]; batch timings prefill_tokens|tokens, "
-                       "decode_count, decode_positions|decode_context_sum, [prefill_start,] seconds.")
-    p.set_defaults(run=run, _defaults={k: v for k, v in DEFAULTS.items() if k != "config"})
-    p.add_argument("--config", help="TOML file with any of these options")
-    p.add_argument("--timings", help=f"timings CSV, or a packaged example (default {DEFAULTS['timings']}: "
-                                     "vidur's A100 Llama-2-7B linear-layer GeMMs)")
-    p.add_argument("--gpu", help=f"base GPU preset (default {DEFAULTS['gpu']})")
-    p.add_argument("--model", help=f"model preset (default {DEFAULTS['model']})")
-    p.add_argument("--mode", choices=["paper", "real"], help=f"layer model (default {DEFAULTS['mode']})")
-    p.add_argument("--tiles", help="restrict the base GPU to these tiles before fitting, e.g. "
-                                   "'256x128x32,128x64' (as --tiles in every command)")
-    p.add_argument("--no-overhead", action="store_true", default=None,
-                   help="fit no fixed time per GeMM / per batch (the paper's Eq. 2 and Eq. 7)")
-    p.add_argument("--floor", action="store_true", default=None,
-                   help="GeMM timings: fit the memory floor's achievable DRAM bandwidth with the rates "
-                        "(the profile gets memory_floor = true and the fitted eta_mem; theory.terms)")
-    p.add_argument("--waves", action="store_true", default=None,
-                   help="GeMM timings: fit with wave quantization (the profile gets waves = true)")
-    p.add_argument("--l2", action="store_true", default=None,
-                   help="GeMM timings: fit the L2 bandwidth of the tiles' operand traffic with the rates, "
-                        "every tile at most t*'s FLOP rate (the profile gets l2_bandwidth_gbs; theory.terms)")
-    p.add_argument("--key", help="key of the fitted profile (default <gpu>-calibrated)")
-    p.add_argument("--out", help="output directory; the profile is written to OUT/<key>.toml (default out)")
-    p.add_argument("--steps", help="GeMM timings: print the jumps after these d_col, e.g. '128,256,384'")
-    p.add_argument("--seed", type=int, help="seed of the random starts of the GeMM fit (default 0)")
-    p.add_argument("--json", action="store_true", default=None, help="print JSON")
+    p = command(sub, "calibrate", HELP, HELP + ". GeMM timings have columns "
+                "d_row,d_col,d_red,seconds[,count]; batch timings prefill_tokens|tokens, decode_count, "
+                "decode_positions|decode_context_sum, [prefill_start,] seconds.")
+    add(p, "--timings", "vidur-a100-llama2-7b", "timings CSV, or a packaged example (default vidur-a100-"
+                                                "llama2-7b: vidur's A100 Llama-2-7B linear-layer GeMMs)")
+    add_common(p, ("gpu", "model", "mode", "tiles", "seed", "out", "json"),
+               defaults={"model": "llama-2-7b", "mode": "real"},
+               details={"gpu": "the base preset whose rates are fitted (default a100)",
+                        "tiles": "before fitting, e.g. '256x128x32,128x64'",
+                        "seed": "of the random starts of the GeMM fit (default 0)",
+                        "out": "the profile is written to OUT/<key>.toml (default out)"})
+    add(p, "--no-overhead", True, "fit no fixed time per GeMM / per batch (the paper's Eq. 2 and Eq. 7)",
+        action="store_false")
+    add(p, "--floor", False, "GeMM timings: fit the memory floor's achievable DRAM bandwidth with the rates "
+                             "(the profile gets memory_floor = true and the fitted eta_mem; theory.terms)",
+        action="store_true")
+    add(p, "--waves", False, "GeMM timings: fit with wave quantization (the profile gets waves = true)",
+        action="store_true")
+    add(p, "--l2", False, "GeMM timings: fit the L2 bandwidth of the tiles' operand traffic with the rates, "
+                          "every tile at most t*'s FLOP rate (the profile gets l2_bandwidth_gbs; "
+                          "theory.terms)",
+        action="store_true")
+    add(p, "--key", None, "key of the fitted profile (default <gpu>-calibrated)")
+    add(p, "--steps", None, "GeMM timings: print the jumps after these d_col, e.g. '128,256,384'")
+    p.set_defaults(run=run)
 
 
 def _steps(text: str | None) -> tuple[int, ...]:
@@ -64,7 +45,7 @@ def _steps(text: str | None) -> tuple[int, ...]:
     try:
         return tuple(int(s) for s in str(text).split(","))
     except ValueError:
-        raise FieldError("steps", text, "comma-separated integers, e.g. '128,256,384'") from None
+        raise FieldError("--steps", text, "comma-separated integers, e.g. '128,256,384'") from None
 
 
 def _print(cal, values: dict, source: str, jumps: list[dict], path) -> None:
@@ -104,18 +85,18 @@ def run(args) -> int:
     from theory.validation.calibration import FitOptions, write_profile
     from theory.validation.timings import GemmTimings, read_timings, timings_path
 
-    values = resolve(args)
+    values = single(resolve(args), "calibrate", "gpu", "model", "mode")
     out = out_dir(values["out"])
-    source = str(values["timings"])
-    timings = read_timings(timings_path(source))
     steps = _steps(values["steps"])
     if ":" in str(values["gpu"]):
-        raise FieldError("gpu", values["gpu"], "a GPU preset (choose a tile subset with --tiles)")
+        raise FieldError("--gpu", values["gpu"], "a GPU preset (choose a tile subset with --tiles)")
     base = get_gpu(values["gpu"])
     if base.key not in gpu_names():
-        raise FieldError("gpu", values["gpu"], "a GPU preset (choose a tile subset with --tiles)")
+        raise FieldError("--gpu", values["gpu"], "a GPU preset (choose a tile subset with --tiles)")
+    source = str(values["timings"])
+    timings = read_timings(timings_path(source))
     cal = calibrate(timings, base, get_model(values["model"]), values["mode"],
-                    FitOptions(tiles=values["tiles"], overhead=not values["no_overhead"], key=values["key"],
+                    FitOptions(tiles=values["tiles"], overhead=values["overhead"], key=values["key"],
                                seed=values["seed"], floor=bool(values["floor"]), waves=bool(values["waves"]),
                                l2=bool(values["l2"])))
     jumps = []

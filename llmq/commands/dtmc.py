@@ -3,7 +3,16 @@ paper's Appendix C statements set against it."""
 
 from __future__ import annotations
 
-from llmq.options import add_common, build_cost_model_from, build_workload_from, parse_floats, resolve
+from llmq.options import (
+    add,
+    add_common,
+    build_cost_model_from,
+    build_workload_from,
+    command,
+    parse_floats,
+    resolve,
+    single,
+)
 from llmq.output import out_dir, print_json
 from theory.defaults import EPSILON, RAD_N
 from theory.errors import FieldError
@@ -14,24 +23,23 @@ HELP = ("RAD's cycle DTMC (Appendix C) by executing Algorithm 1: drift with CIs,
 
 def add_parser(sub) -> None:
     """Register ``llmq dtmc`` and its options on the sub-command parser ``sub``."""
-    p = sub.add_parser("dtmc", help=HELP, description=HELP)
-    add_common(p, defaults={"pad": True, "n": None, "rate": None, "load": 0.9, "truncate": None,
-                            "samples": 100, "samples_sat": None, "epsilon": [EPSILON],
-                            "n_min": False, "confidence": 0.99})
-    p.add_argument("--raw", dest="pad", action="store_false", default=None,
-                   help="do not pad prompts (the default pads them: Assumption 3)")
-    p.add_argument("--n", help="RAD's requests per cycle n, or 'auto' (the default): the empirical "
-                               "n_min at the first --epsilon (theory.defaults)")
+    p = command(sub, "dtmc", HELP)
+    add_common(p, ("gpu", "gpu_file", "tiles", "model", "model_file", "mode", "workload", "gpus_r", "seed",
+                   "out", "json"))
+    add(p, "--raw", False, "the default pads them (Assumption 3)")
+    add(p, "--n", None, "RAD's requests per cycle n, or 'auto' (the default): the empirical n_min at the "
+                        "first --epsilon (theory.defaults)")
     rate = p.add_mutually_exclusive_group()
-    rate.add_argument("--rate", type=float, help="arrival rate into the system, requests/s")
-    rate.add_argument("--load", type=float, help="arrival rate as a fraction of lambda* (default 0.9)")
-    p.add_argument("--truncate", type=int, help="truncation level x_max (default: from the drift)")
-    p.add_argument("--samples", type=int, help="executed cycles per state x < n (default 100)")
-    p.add_argument("--samples-sat", type=int, help="executed cycles for x >= n (default 10 x samples)")
-    p.add_argument("--n-min", action="store_true", default=None,
-                   help="also search the empirical smallest n with negative drift per epsilon")
-    p.add_argument("--epsilon", help=f"margins of --n-min and of n = auto (default {EPSILON})")
-    p.add_argument("--confidence", type=float, help="confidence level of every interval (default 0.99)")
+    add(p, "--rate", None, to=rate)
+    add(p, "--load", 0.9, "default 0.9", to=rate)
+    add(p, "--truncate", None, "truncation level x_max (default: from the drift)", type=int)
+    add(p, "--samples", 100, "executed cycles per state x < n (default 100)", type=int)
+    add(p, "--samples-sat", None, "executed cycles for x >= n (default 10 x samples)", type=int)
+    add(p, "--n-min", False, "also search the empirical smallest n with negative drift per epsilon",
+        action="store_true")
+    add(p, "--epsilon", [EPSILON], f"one or a comma-separated list: the margins of --n-min, the first "
+                                   f"that of n = auto (default {EPSILON})")
+    add(p, "--confidence", 0.99, "default 0.99")
     p.set_defaults(run=run)
 
 
@@ -46,6 +54,21 @@ def _n(value, cm, w, epsilon: float, seed: int) -> int:
         return int(str(value))
     except ValueError:
         raise FieldError("n", value, "an integer >= 1 or 'auto'") from None
+
+
+def _check_numbers(values: dict) -> None:
+    """The rate or load, sizes and confidence, checked before RAD's n search (minutes when auto)."""
+    from theory.errors import require_positive, require_positive_int
+
+    if values["rate"] is not None:
+        require_positive("--rate", values["rate"])
+    require_positive("--load", values["load"])
+    require_positive_int("--samples", values["samples"])
+    for key in ("samples_sat", "truncate"):
+        if values[key] is not None:
+            require_positive_int(f"--{key.replace('_', '-')}", values[key])
+    if not 0 < values["confidence"] < 1:
+        raise FieldError("--confidence", values["confidence"], "a number in (0, 1)")
 
 
 def _rows_to_print(x_max: int, n: int) -> list[int]:
@@ -64,11 +87,13 @@ def run(args) -> int:
     from stability.plot import plot_drift
     from theory.bounds import T_bar_R, lemma3_drift_bound
 
-    values = resolve(args)
+    values = single(resolve(args), "dtmc", "gpu", "model", "mode", "gpus_r")
+    values["pad"] = not values["raw"]
     out = out_dir(values["out"])
-    epsilons = parse_floats("epsilon", values["epsilon"], "comma-separated numbers in (0, 1)")
-    if not epsilons or not all(0 < e < 1 for e in epsilons):
-        raise FieldError("epsilon", values["epsilon"], "comma-separated numbers in (0, 1)")
+    epsilons = parse_floats("--epsilon", values["epsilon"], "comma-separated numbers in (0, 1)")
+    if not all(0 < e < 1 for e in epsilons):
+        raise FieldError("--epsilon", values["epsilon"], "comma-separated numbers in (0, 1)")
+    _check_numbers(values)
     cm = build_cost_model_from(values)
     w = build_workload_from(values, cm)
     n = _n(values["n"], cm, w, epsilons[0], values["seed"])

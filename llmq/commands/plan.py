@@ -5,14 +5,24 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 
+from llmq.options import (
+    add,
+    command,
+    parse_gpus,
+    parse_modes,
+    parse_names,
+    renamed,
+    resolve,
+)
+from llmq.scheduler_options import scheduler_options
 from theory.errors import FieldError, require_positive, require_positive_int
 from theory.io import claim_output_dir
 
-HELP = ("the cheapest fleet (GPU, scheduler and knobs, r) that carries --rate req/s within --slo: "
+HELP = ("the cheapest fleet (GPU, scheduler and its options, r) that carries --rate req/s within --slo: "
         "certified bounds prune, simulations decide; writes OUT/plan.md, .csv, .json, .png")
 DEFAULTS = {"rate": 40.0, "verify_requests": 6000, "workload": "table1", "slo": "ttft_p50=0.5,tbt_p99=0.1",
-            "gpus": "all",
-            "schedulers": "rad,sarathi,vllm,slai", "max_gpus": 16, "min_gpus": 1, "model": "mistral-7b",
+            "gpu": "all",
+            "scheduler": "rad,sarathi,vllm,slai", "max_gpus": 16, "min_gpus": 1, "model": "mistral-7b",
             "mode": "real", "requests": 2000, "seeds": 2, "max_seeds": 8, "seed": 0, "workers": 1,
             "out": "out"}
 
@@ -25,93 +35,69 @@ ADD_FIELDS = ("verify", "verify_requests")
 def add_parser(sub) -> None:
     """Register ``llmq plan`` and its options on the sub-command parser ``sub``."""
     d = DEFAULTS
-    p = sub.add_parser("plan", help=HELP, description=HELP + ". Simulations are cached in OUT/plan/cache, "
-                                                             "so an interrupted search resumes.")
-    p.add_argument("--rate", type=float, default=None,
-                   help=f"target req/s (default {d['rate']:g}; not with --trace)")
-    p.add_argument("--trace", metavar="CSV",
-                   help="replay this trace (columns arrival_time, prompt_len, output_len) as the load: "
-                        "its mean rate is the target, its lengths the workload")
-    p.add_argument("--classes", metavar="NAME:PROB:TBT,...",
-                   help="request classes, e.g. paying:0.05:0.1,free:0.95:0.5: each class's TBT SLO "
-                        "becomes a tbt_p99@NAME limit, and --slo may limit NAME@CLASS metrics")
-    p.add_argument("--workload", default=d["workload"],
-                   help="table1, sharegpt4, deterministic:LP,LD, uniform:a-b,c-d or a CSV path "
-                        f"(default {d['workload']})")
-    p.add_argument("--slo", default=d["slo"],
-                   help="limits in seconds: ttft_p50, ttft_p99, tbt_p99 (NAME@CLASS for one class), "
-                        f"or 'stable' (default {d['slo']})")
-    p.add_argument("--gpus", default=d["gpus"], help="comma-separated GPU presets (default: every preset)")
-    p.add_argument("--schedulers", default=d["schedulers"], help=f"default {d['schedulers']}")
-    p.add_argument("--knob", action="append", default=[], metavar="SCHED.NAME=V1|V2",
-                   help="knob values to try, e.g. sarathi.chunk_size=256|512 (repeatable; default: "
-                        "each scheduler's defaults)")
-    p.add_argument("--tp", default="auto",
-                   help="tensor-parallel degrees to try, e.g. 1,2,4, where a GPU offers them "
-                        "(theory/data/tensor_parallel.toml); default auto: the smallest degree whose "
-                        "weight shard leaves room for KV cache")
-    p.add_argument("--max-gpus", type=int, default=d["max_gpus"],
-                   help=f"largest fleet in GPUs (default {d['max_gpus']})")
-    p.add_argument("--min-gpus", type=int, default=d["min_gpus"], help="smallest fleet (default 1)")
-    p.add_argument("--model", default=d["model"], help=f"comma-separated models (default {d['model']})")
-    p.add_argument("--mode", default=d["mode"], help="paper, real or paper,real (default real)")
-    p.add_argument("--price-file", help="TOML overriding or adding GPU prices ([prices.<gpu>], base =)")
-    p.add_argument("--gpu-file", help="TOML file adding or overriding GPU profiles")
-    p.add_argument("--model-file", help="TOML file adding or overriding model profiles")
-    p.add_argument("--requests", type=int, default=d["requests"],
-                   help=f"requests per simulation (default {d['requests']}: small, hence the CIs)")
-    p.add_argument("--seeds", type=int, default=d["seeds"],
-                   help=f"first replicates per candidate (default {d['seeds']})")
-    p.add_argument("--max-seeds", type=int, default=d["max_seeds"],
-                   help="replicates per candidate at most: while an SLO's 95%% interval straddles its "
-                        "limit or the seeds' stability verdicts differ the replicates are doubled up to "
-                        "this many, then the runs are made 3 times longer (at most twice) and, still open, "
-                        "the candidate is judged by the means and marked undecided (default "
-                        f"{d['max_seeds']}; at least --seeds)")
-    p.add_argument("--seed", type=int, default=d["seed"], help="base seed (default 0)")
-    p.add_argument("--workers", type=int, default=d["workers"],
-                   help="processes, and families searched at once (default 1; the plan is the same "
-                        "for any number)")
-    p.add_argument("--dask", metavar="tcp://HOST:PORT",
-                   help="run the simulations on this Dask scheduler (--workers families at once)")
-    p.add_argument("--verify", action="store_true",
-                   help="re-simulate the returned plans with new seeds and longer runs "
-                        f"(--verify-requests, default {d['verify_requests']}) and say whether each "
-                        "still meets its SLOs within the interval")
-    p.add_argument("--verify-requests", type=int, default=d["verify_requests"],
-                   help="requests per re-simulation (default %(default)s)")
-    p.add_argument("--out", default=d["out"], help="output directory; results go to OUT (default out)")
-    p.add_argument("--full-front", action="store_true",
-                   help="no early stopping: find every family's smallest feasible fleet (a fuller Pareto "
-                        "front, more simulations)")
-    p.add_argument("--mixed", action="store_true",
-                   help="also try two-GPU-kind fleets behind --router, cheaper than the best pure "
-                        "fleet, and say whether one beats every pure fleet")
-    p.add_argument("--router", default="random",
-                   help="the mixed fleets' router: random (capacity-proportional split), jsq (join the "
-                        "replica with the fewest pending requests) or sed (shortest expected delay: "
-                        "pending + 1 over the certified capacity); pure fleets are planned behind "
-                        "random routing (default %(default)s)")
-    p.add_argument("--mix-budget", type=int, default=8,
-                   help="most mixed fleets simulated (default %(default)s)")
-    p.add_argument("--json", action="store_true", help="print plan.json instead of the report")
+    p = command(sub, "plan", HELP, HELP + ". Simulations are cached in OUT/plan/cache, so an interrupted "
+                                          "search resumes.")
+    add(p, "--rate", None, f"the target the fleet must carry (default {d['rate']:g}; not with --trace)")
+    add(p, "--trace", None, "its mean rate is the target, its lengths the workload", metavar="CSV")
+    add(p, "--classes", None, "each class's TBT SLO becomes a tbt_p99@NAME limit, and --slo may limit "
+                              "NAME@CLASS metrics", metavar="NAME:PROB:TBT,...")
+    add(p, "--workload", d["workload"], f"default {d['workload']}")
+    add(p, "--slo", d["slo"], "limits in seconds: ttft_p50, ttft_p99, tbt_p99 (NAME@CLASS for one class), "
+                              f"or 'stable' (default {d['slo']})")
+    add(p, "--gpu", d["gpu"], "the GPU kinds to plan, or 'all' (default: every preset)")
+    add(p, "--scheduler", d["scheduler"], f"to plan (default {d['scheduler']})")
+    add(p, "--option", [], "V1|V2 gives values to try, e.g. sarathi.chunk_size=256|512 (several options "
+                           "of one scheduler combine as a grid; default: each scheduler's defaults)",
+        metavar="SCHED.NAME=V1|V2")
+    add(p, "--tp", "auto", "tensor-parallel degrees to try, e.g. 1,2,4, where a GPU offers them "
+                           "(theory/data/tensor_parallel.toml); default auto: the smallest degree whose "
+                           "weight shard leaves room for KV cache")
+    add(p, "--max-gpus", d["max_gpus"], f"largest fleet in GPUs (default {d['max_gpus']})", type=int)
+    add(p, "--min-gpus", d["min_gpus"], "smallest fleet in GPUs (default 1)", type=int)
+    add(p, "--model", d["model"], f"default {d['model']}")
+    add(p, "--mode", d["mode"], f"default {d['mode']}")
+    add(p, "--price-file")
+    add(p, "--gpu-file")
+    add(p, "--model-file")
+    add(p, "--requests", d["requests"], f"default {d['requests']}: small, hence the CIs")
+    add(p, "--seeds", d["seeds"], f"the first replicates per candidate (default {d['seeds']})")
+    add(p, "--max-seeds", d["max_seeds"],
+        "replicates per candidate at most: while an SLO's 95%% interval straddles its limit or the seeds' "
+        "stability verdicts differ the replicates are doubled up to this many, then the runs are made 3 "
+        "times longer (at most twice) and, still open, the candidate is judged by the means and marked "
+        f"undecided (default {d['max_seeds']}; at least --seeds)", type=int)
+    add(p, "--seed", d["seed"], "the base seed (default 0)")
+    add(p, "--workers", d["workers"], "and families searched at once (default 1; the plan is the same for "
+                                      "any number)")
+    add(p, "--dask", None, "the simulations, --workers families at once", metavar="tcp://HOST:PORT")
+    add(p, "--verify", False, "re-simulate the returned plans with new seeds and longer runs "
+                              f"(--verify-requests, default {d['verify_requests']}) and say whether each "
+                              "still meets its SLOs within the interval", action="store_true")
+    add(p, "--verify-requests", d["verify_requests"],
+        f"requests per re-simulation (default {d['verify_requests']})", type=int)
+    add(p, "--out", d["out"], "results go to OUT (default out)", metavar="DIR")
+    add(p, "--full-front", False, "no early stopping: find every family's smallest feasible fleet (a fuller "
+                                  "Pareto front, more simulations)", action="store_true")
+    add(p, "--mixed", False, "also try two-GPU-kind fleets behind --router, cheaper than the best pure "
+                             "fleet, and say whether one beats every pure fleet", action="store_true")
+    add(p, "--router", "random",
+        "the mixed fleets' router: random (capacity-proportional split), jsq (join the replica with the "
+        "fewest pending requests) or sed (shortest expected delay: pending + 1 over the certified capacity); "
+        "pure fleets are planned behind random routing (default random)")
+    add(p, "--mix-budget", 8, "most mixed fleets simulated (default 8)", type=int)
+    add(p, "--json", False, "plan.json instead of the report")
+    renamed(p, "--gpus", "--gpu", "a comma-separated list of GPU presets; --gpus-r counts replicas elsewhere")
+    renamed(p, "--schedulers", "--scheduler", "one or a comma-separated list")
+    renamed(p, "--knob", "--option", "same syntax: SCHED.NAME=V1|V2")
     p.set_defaults(run=run)
 
 
-def parse_knobs(items: list[str]) -> dict:
+def parse_knobs(value, schedulers) -> dict:
     """``["sarathi.chunk_size=256|512"]`` -> ``{"sarathi": ({"chunk_size": 256}, {"chunk_size": 512})}``
-    (several knobs of one scheduler combine as a grid)."""
+    (several options of one scheduler combine as a grid; :func:`llmq.scheduler_options.scheduler_options`)."""
     from itertools import product
 
-    from llmq.options import parse_value
-
-    grid: dict = {}
-    for item in items:
-        name, sep, values = str(item).partition("=")
-        sched, dot, knob = name.strip().partition(".")
-        if not (sep and dot and sched and knob and values.strip()):
-            raise FieldError("--knob", item, "SCHEDULER.NAME=V1|V2, e.g. sarathi.chunk_size=256|512")
-        grid.setdefault(sched, {})[knob] = [parse_value(v) for v in values.split("|") if v.strip()]
+    grid = scheduler_options(value, schedulers, alternatives=True)
     return {s: tuple(dict(zip(k, combo, strict=True)) for combo in product(*k.values()))
             for s, k in grid.items()}
 
@@ -130,33 +116,32 @@ def parse_tp(text: str) -> list[int]:
     return out
 
 
-def spec_from(args):
-    """The :class:`stability.planner.grid.PlanSpec` the options describe."""
-    from llmq.options import parse_names
+def spec_from(values):
+    """The :class:`stability.planner.spec.PlanSpec` the resolved option ``values`` describe."""
+    from llmq.options import trace_rate
     from stability.planner.slo import parse_slo, with_class_slos
     from stability.planner.spec import PlanSpec
 
-    gpus = () if str(args.gpus).strip().lower() == "all" else tuple(parse_names(args.gpus))
-    knobs = parse_knobs(args.knob)
-    schedulers = tuple(parse_names(args.schedulers))
-    unknown = sorted(set(knobs) - set(schedulers))
-    if unknown:
-        raise FieldError("--knob", unknown, f"schedulers among --schedulers ({', '.join(schedulers)})")
-    tp = () if str(args.tp).strip().lower() == "auto" else tuple(parse_tp(args.tp))
-    classes = parse_class_option(args.classes)
-    rate, workload = args.rate, args.workload
-    if args.trace:
+    gpus = () if str(values["gpu"]).strip().lower() == "all" else tuple(parse_gpus("--gpu", values["gpu"]))
+    schedulers = tuple(parse_names("--scheduler", values["scheduler"]))
+    knobs = parse_knobs(values["option"], schedulers)
+    tp = () if str(values["tp"]).strip().lower() == "auto" else tuple(parse_tp(values["tp"]))
+    classes = parse_class_option(values["classes"])
+    rate, workload = values["rate"], values["workload"]
+    if values["trace"]:
         if rate is not None:
             raise FieldError("--rate", rate, "no rate with --trace (the trace's arrivals are the load)")
-        if workload != DEFAULTS["workload"]:
+        if "workload" in values.given:
             raise FieldError("--workload", workload, "no workload with --trace (its lengths are it)")
-        rate, workload = trace_rate(args.trace), args.trace
+        rate, workload = trace_rate(values["trace"]), values["trace"]
     return PlanSpec(rate=float(require_positive("--rate", DEFAULTS["rate"] if rate is None else rate)),
-                    workload=workload, slo=with_class_slos(parse_slo(args.slo), classes), gpus=gpus,
-                    models=tuple(parse_names(args.model)),
-                    modes=tuple(parse_names(args.mode)), schedulers=schedulers, knobs=knobs, tp=tp,
-                    r_min=args.min_gpus, r_max=args.max_gpus, price_file=args.price_file,
-                    gpu_file=args.gpu_file, model_file=args.model_file, classes=classes, trace=args.trace)
+                    workload=workload, slo=with_class_slos(parse_slo(values["slo"]), classes), gpus=gpus,
+                    models=tuple(parse_names("--model", values["model"])),
+                    modes=tuple(parse_modes("--mode", values["mode"])), schedulers=schedulers, knobs=knobs,
+                    tp=tp, r_min=values["min_gpus"], r_max=values["max_gpus"],
+                    price_file=values["price_file"],
+                    gpu_file=values["gpu_file"], model_file=values["model_file"], classes=classes,
+                    trace=values["trace"])
 
 
 def parse_class_option(text: str | None) -> tuple:
@@ -167,21 +152,28 @@ def parse_class_option(text: str | None) -> tuple:
     return tuple((c.name, c.prob, c.tbt_slo) for c in parse_classes(text)) if text else ()
 
 
-def trace_rate(path: str) -> float:
-    """The mean arrival rate of a trace, ``(n - 1) / (last - first arrival)``, as the simulator
-    measures a replayed trace's rate."""
-    import numpy as np
+def check_options(spec) -> None:
+    """Every ``--option`` a name its scheduler takes and every value to try one it accepts (on the
+    first GPU and model planned, in paper mode: no measured profile to load), and every ``--tp``
+    degree one that some planned GPU offers and some planned model splits into: before any bound."""
+    from llmq.scheduler_options import check_scheduler_options
+    from stability.planner.grid import families_of
+    from stability.sim.classes import parse_classes
+    from theory.builder import CostSpec, cost_model
+    from theory.hardware import get_gpu
+    from theory.tensor_parallel import degrees
 
-    from theory.workload import read_trace
-
-    t = read_trace(path).arrival_time
-    if t is None:
-        raise FieldError(f"{path}: arrival_time", None, "a column of arrival times (seconds)")
-    t = np.asarray(t, dtype=float)
-    if t.size < 2 or not np.all(np.diff(t) >= 0) or t[-1] <= t[0]:
-        raise FieldError(f"{path}: arrival_time", t.size,
-                         "at least two non-decreasing arrival times spanning some time")
-    return float((t.size - 1) / (t[-1] - t[0]))
+    grid = {s: {k: list(dict.fromkeys(c[k] for c in combos)) for k in combos[0]}
+            for s, combos in spec.knobs.items()}
+    cm = lambda: cost_model(CostSpec(spec.gpu_list[0], spec.models[0], "paper",  # noqa: E731
+                                     gpu_file=spec.gpu_file, model_file=spec.model_file))
+    check_scheduler_options(grid, cm, classes=parse_classes(spec.classes) if spec.classes else ())
+    planned = {f.tp for f in families_of(spec)}
+    missing = [k for k in spec.tp if k not in planned]
+    if missing:
+        offered = sorted({k for g in spec.gpu_list for k in degrees(get_gpu(g, spec.gpu_file).key)})
+        raise FieldError("--tp", missing[0], "a degree that a planned GPU offers and the model splits into "
+                                             f"(the planned GPUs offer {', '.join(map(str, offered))})")
 
 
 def check_context(spec) -> None:
@@ -204,41 +196,54 @@ def run(args) -> int:
     from stability.planner.report import console_lines, write_outputs
     from stability.planner.search import SearchOptions, cached_capacity, check_max_seeds, search, verify
     from stability.planner.search_mixed import search_mixes
-    from stability.runner import Cache, DaskExecutor, LocalExecutor, Runner, SweepInterrupted
+    from stability.runner import (
+        Cache,
+        DaskExecutor,
+        LocalExecutor,
+        Runner,
+        SweepInterrupted,
+        parse_dask_address,
+    )
     from stability.sim.fleet import ROUTERS
-    from theory.errors import UnknownNameError, require_seed
+    from theory.errors import UnknownNameError
 
     t0 = time.perf_counter()
-    out = out_dir(args.out)
-    require_seed("--seed", args.seed)
-    spec = spec_from(args)
+    values = resolve(args)
+    out = out_dir(values["out"])
+    if values["dask"]:
+        parse_dask_address(values["dask"])
+    spec = spec_from(values)
+    spec.validate()
     check_context(spec)
-    n_requests = require_positive_int("--requests", args.requests)
-    seeds = require_positive_int("--seeds", args.seeds)
-    max_seeds = check_max_seeds(seeds, args.max_seeds, "--max-seeds", "--seeds")
-    workers = require_positive_int("--workers", args.workers)
-    verify_requests = require_positive_int("--verify-requests", args.verify_requests)
-    budget = require_positive_int("--mix-budget", args.mix_budget)
-    if args.mixed and args.trace:
+    check_options(spec)
+    n_requests = require_positive_int("--requests", values["requests"])
+    seeds = require_positive_int("--seeds", values["seeds"])
+    max_seeds = check_max_seeds(seeds, values["max_seeds"], "--max-seeds", "--seeds")
+    workers = require_positive_int("--workers", values["workers"])
+    verify_requests = require_positive_int("--verify-requests", values["verify_requests"])
+    budget = require_positive_int("--mix-budget", values["mix_budget"])
+    if values["mixed"] and values["trace"]:
         raise FieldError("--mixed", True, "no --trace (a mixed fleet splits Poisson arrivals)")
-    if args.router not in ROUTERS:
-        raise UnknownNameError("--router", args.router, ROUTERS)
-    if args.router != "random" and not args.mixed:
-        raise FieldError("--router", args.router, "random, or --mixed as well (it routes the mixed fleets)")
-    identity = {**asdict(spec), **{k: getattr(args, k) for k in RUN_FIELDS}}
+    if values["router"] not in ROUTERS:
+        raise UnknownNameError("--router", values["router"], ROUTERS)
+    if values["router"] != "random" and not values["mixed"]:
+        raise FieldError("--router", values["router"],
+                         "random, or --mixed as well (it routes the mixed fleets)")
+    identity = {**asdict(spec), **{k: values[k] for k in RUN_FIELDS}}
     claim_output_dir(out, "plan", identity, write=False)  # before the bounds
     cache = Cache(out / "plan" / "cache")
     try:
         grid = build_grid(spec, cached_capacity(cache), tp_dir=out / "plan")
-        claim_output_dir(out, "plan", identity, adds={k: getattr(args, k) for k in ADD_FIELDS})  # it starts
-        runner = Runner(cache, DaskExecutor(args.dask) if args.dask else LocalExecutor(workers))
+        claim_output_dir(out, "plan", identity, adds={k: values[k] for k in ADD_FIELDS})  # it starts
+        runner = Runner(cache, DaskExecutor(values["dask"]) if values["dask"] else LocalExecutor(workers))
         try:
-            options = SearchOptions(n_requests, seeds, args.seed, not args.full_front, workers, max_seeds)
+            seed = values["seed"]
+            options = SearchOptions(n_requests, seeds, seed, not values["full_front"], workers, max_seeds)
             res = search(spec, runner, options, grid)
-            mixes = (search_mixes(res, runner, n_requests, seeds, args.seed, budget, args.router, max_seeds)
-                     if args.mixed else None)
-            checked = (verify(res, runner, verify_requests, seeds + 1, args.seed, max(max_seeds, seeds + 1))
-                       if args.verify else None)
+            mixes = (search_mixes(res, runner, n_requests, seeds, seed, budget, values["router"], max_seeds)
+                     if values["mixed"] else None)
+            checked = (verify(res, runner, verify_requests, seeds + 1, seed, max(max_seeds, seeds + 1))
+                       if values["verify"] else None)
         finally:
             runner.executor.close()
         elapsed = time.perf_counter() - t0
@@ -246,7 +251,7 @@ def run(args) -> int:
         files = write_outputs(res, out, lines, elapsed, checked, mixes)
     except KeyboardInterrupt:  # wherever it lands: say what is cached and how to resume
         raise SweepInterrupted(cache.dir) from None
-    if args.json:
+    if values["json"]:
         print((out / "plan.json").read_text(encoding="utf-8"))
     else:
         print("\n".join(lines))

@@ -6,8 +6,19 @@ from __future__ import annotations
 import os
 from dataclasses import asdict
 
-from llmq.options import add_common, parse_floats, parse_ints, parse_names, parse_options, resolve
+from llmq.options import (
+    add,
+    add_common,
+    command,
+    parse_floats,
+    parse_gpus,
+    parse_ints,
+    parse_names,
+    resolve,
+    single,
+)
 from llmq.output import out_dir, print_json
+from llmq.scheduler_options import check_scheduler_options, scheduler_options
 from theory.defaults import RAD_N
 from theory.errors import FieldError
 from theory.io import claim_output_dir
@@ -21,97 +32,105 @@ def add_parser(sub) -> None:
     from stability.region import DEFAULT_LOADS, DEFAULT_SCHEDULERS, SweepSpec
 
     d = SweepSpec()
-    p = sub.add_parser("region", help=HELP, description=HELP)
-    add_common(p, defaults={
-        "gpu": "a100,rtx6000ada", "gpus_r": [1], "scheduler": ",".join(DEFAULT_SCHEDULERS),
-        "option": [], "raw": False, "both": False, "requests": 100000, "loads": list(DEFAULT_LOADS),
-        "bisect": d.bisect, "saturation": d.saturation, "replicates": d.replicates,
-        "sat_requests": d.sat_requests, "confidence": d.confidence, "epsilon": d.epsilon,
-        "two_class": False, "class1": "table1", "class2": "uniform:2048-6144,16-128",
-        "shares": [0.0, 0.25, 0.5, 0.75, 1.0], "dask": None, "workers": os.cpu_count() or 1,
-        "plot_only": None, "cache": None, "progress": True}, overrides={
-        # lists here, parsed in spec_from so that a bad value is reported like every other field
-        "gpus_r": {"type": str, "help": "numbers of nodes r, e.g. 1,2,4 (default 1)"},
-        "gpu": {"help": "GPU tile sets: presets, 'all', or restricted tile sets such as a100:128x128 "
-                        "(default a100,rtx6000ada)"}})
-    p.add_argument("--scheduler", help="schedulers to compare (default rad,sarathi,request_level; "
-                                       "those not registered in this build are skipped)")
-    p.add_argument("--option", action="append", metavar="SCHED.NAME=VALUE",
-                   help="scheduler option, e.g. --option rad.n=2000 (RAD's n defaults to 'auto': "
-                        "the DTMC's empirical n_min at --epsilon; see theory.defaults)")
+    p = command(sub, "region", HELP)
+    add_common(p, ("gpu", "gpu_file", "tiles", "model", "model_file", "mode", "workload", "gpus_r", "seed",
+                   "out", "json"), defaults={"gpu": "a100,rtx6000ada", "gpus_r": [1]}, details={
+        "gpu": "the tile sets to sweep: presets, 'all', or restricted tile sets such as a100:128x128 "
+               "(default a100,rtx6000ada)",
+        "gpus_r": "one or a comma-separated list to sweep, e.g. 1,2,4 (default 1)"})
+    add(p, "--scheduler", ",".join(DEFAULT_SCHEDULERS),
+        f"to compare (default {','.join(DEFAULT_SCHEDULERS)}; those not registered in this build are "
+        "skipped)")
+    add(p, "--option", [], "e.g. --option rad.n=2000 (RAD's n defaults to 'auto': the DTMC's empirical "
+                           "n_min at --epsilon; see theory.defaults)", metavar="SCHED.NAME=VALUE")
     variant = p.add_mutually_exclusive_group()
-    variant.add_argument("--raw", action="store_true", default=None,
-                         help="only raw prompts (default: both padded and raw)")
-    variant.add_argument("--both", action="store_true", default=None,
-                         help="padded (Assumption 3) and raw prompts (the default)")
-    p.add_argument("--requests", type=int, help="requests per node in each verdict run (default 100000)")
-    p.add_argument("--loads", help="grid of loads as fractions of lambda* "
-                                                 f"(default {','.join(map(str, DEFAULT_LOADS))})")
-    p.add_argument("--bisect", type=int, help=f"bisection steps after the grid (default {d.bisect})")
-    p.add_argument("--saturation", type=float,
-                   help=f"load of the saturation runs, x lambda* (default {d.saturation})")
-    p.add_argument("--replicates", type=int, help=f"saturation runs per series (default {d.replicates})")
-    p.add_argument("--sat-requests", type=int,
-                   help=f"requests per node in each saturation run (default {d.sat_requests})")
-    p.add_argument("--confidence", type=float, help=f"level of the boundary CI (default {d.confidence})")
-    p.add_argument("--epsilon", type=float, help=f"Theorem 2's margin eps (default {d.epsilon})")
-    p.add_argument("--two-class", action="store_true", default=None,
-                   help="sweep the two-class region (rays in the (lambda_1, lambda_2) plane)")
-    p.add_argument("--class1", help="class 1 length law (default table1: chat)")
-    p.add_argument("--class2", help="class 2 length law (default uniform:2048-6144,16-128: summarisation)")
-    p.add_argument("--shares", help="class-1 shares of the rays (default 0,0.25,0.5,0.75,1)")
-    p.add_argument("--dask", metavar="tcp://HOST:PORT", help="run on this Dask scheduler")
-    p.add_argument("--workers", type=int, help="local worker processes (default: the CPU count)")
-    p.add_argument("--cache", help="result cache directory (default OUT/cache)")
-    p.add_argument("--plot-only", metavar="region.csv", help="only redraw the figures from this CSV")
-    p.add_argument("--no-progress", dest="progress", action="store_false", default=None,
-                   help="no progress bar")
+    add(p, "--pad", False, "only padded prompts (default: both padded and raw)", to=variant)
+    add(p, "--raw", False, "default: both padded and raw", to=variant)
+    add(p, "--both", False, "padded (Assumption 3) and raw prompts (the default)", to=variant,
+        action="store_true")
+    add(p, "--requests", 100000, "per node (times r) in each verdict run (default 100000)")
+    add(p, "--loads", list(DEFAULT_LOADS), "grid of loads as fractions of lambda* "
+                                          f"(default {','.join(map(str, DEFAULT_LOADS))})")
+    add(p, "--bisect", d.bisect, f"bisection steps after the grid (default {d.bisect})", type=int)
+    add(p, "--saturation", d.saturation, f"load of the saturation runs, x lambda* (default {d.saturation})",
+        type=float)
+    add(p, "--replicates", d.replicates, f"saturation runs per series (default {d.replicates})", type=int)
+    add(p, "--sat-requests", d.sat_requests,
+        f"requests per node in each saturation run (default {d.sat_requests})", type=int)
+    add(p, "--confidence", d.confidence, f"of the boundary's CI (default {d.confidence})")
+    add(p, "--epsilon", d.epsilon, f"default {d.epsilon}")
+    add(p, "--two-class", False, "sweep the two-class region (rays in the (lambda_1, lambda_2) plane)",
+        action="store_true")
+    add(p, "--class1", "table1", "class 1 length law (default table1: chat)")
+    add(p, "--class2", "uniform:2048-6144,16-128",
+        "class 2 length law (default uniform:2048-6144,16-128: summarisation)")
+    add(p, "--shares", [0.0, 0.25, 0.5, 0.75, 1.0], "class-1 shares of the rays (default 0,0.25,0.5,0.75,1)")
+    add(p, "--dask", None, metavar="tcp://HOST:PORT")
+    add(p, "--workers", os.cpu_count() or 1, "default: the CPU count")
+    add(p, "--cache", None, "result cache directory (default OUT/cache)")
+    add(p, "--plot-only", None, "only redraw the figures from this CSV", metavar="region.csv")
+    add(p, "--no-progress", True)
     p.set_defaults(run=run)
 
 
-def _options(items) -> tuple:
-    """``["rad.n=2000"]`` -> ``(("rad", (("n", 2000),)),)``; ``n=auto`` kept as a string."""
-    per: dict = {}
-    for item in items or []:
-        sched, dot, rest = str(item).partition(".")
-        if not dot or "=" not in rest:
-            raise FieldError("--option", item, "SCHEDULER.NAME=VALUE, e.g. rad.n=2000")
-        per.setdefault(sched.strip(), []).append(rest)
-    out = {"rad": (("n", RAD_N),)}
+def _options(value, schedulers) -> tuple:
+    """``["rad.n=2000"]`` -> ``(("rad", (("n", 2000),)),)``; RAD's ``n`` is ``auto`` unless given
+    (:func:`llmq.scheduler_options.scheduler_options`)."""
+    per = {s: {k: v[0] for k, v in opts.items()} for s, opts in scheduler_options(value, schedulers).items()}
+    out = {"rad": {"n": RAD_N}}
     for sched, opts in per.items():
-        out[sched] = tuple(sorted({**dict(out.get(sched, ())), **dict(parse_options(opts))}.items()))
-    return tuple(sorted(out.items()))
+        out[sched] = {**out.get(sched, {}), **opts}
+    return tuple(sorted((s, tuple(sorted(o.items()))) for s, o in out.items()))
+
+
+def _variants(values: dict) -> tuple[str, ...]:
+    """The workload variants of ``--pad``, ``--raw`` or ``--both`` (the default), at most one given."""
+    chosen = [k for k in ("pad", "raw", "both") if values[k]]
+    if len(chosen) > 1:
+        raise FieldError(f"--{chosen[1]}", True, f"no --{chosen[1]} with --{chosen[0]} (one of --pad, --raw, "
+                                                 "--both)")
+    return {"pad": ("pad",), "raw": ("raw",)}.get(chosen[0] if chosen else "both", ("pad", "raw"))
 
 
 def spec_from(values: dict, notes: list[str]):
     """The :class:`stability.region.SweepSpec` the options describe (``notes`` collects what was
     skipped)."""
-    from stability.region import DEFAULT_SCHEDULERS, SweepSpec
+    from stability.region import SweepSpec
     from stability.sim.registry import scheduler_names
     from theory.hardware import gpu_names
 
-    gpus = gpu_names() if str(values["gpu"]).strip().lower() == "all" else parse_names(values["gpu"])
+    values = single(values, "region", "model", "mode", "epsilon")
+    gpus = gpu_names() if str(values["gpu"]).strip().lower() == "all" else parse_gpus("--gpu", values["gpu"])
     if values["tiles"]:
         gpus = [f"{g.partition(':')[0]}:{values['tiles']}" for g in gpus]
-    schedulers = parse_names(values["scheduler"])
-    if values["scheduler"] == ",".join(DEFAULT_SCHEDULERS):  # the default list: skip the missing
+    schedulers = parse_names("--scheduler", values["scheduler"])
+    if "scheduler" not in values.given:  # the default list: skip the missing
         missing = [s for s in schedulers if s not in scheduler_names()]
         schedulers = [s for s in schedulers if s in scheduler_names()]
         notes += [f"scheduler {s!r} is not registered in this build: skipped" for s in missing]
-    variants = ("raw",) if values["raw"] else ("pad",) if values["pad"] and not values["both"] \
-        else ("pad", "raw")
-    rs = parse_ints("r (gpus)", values["gpus_r"])
-    shares = tuple(parse_floats("shares", values["shares"]))
+    rs = parse_ints("--gpus-r", values["gpus_r"])
+    shares = tuple(parse_floats("--shares", values["shares"]))
     two = (values["class1"], values["class2"], shares) if values["two_class"] else ()
     return SweepSpec(
         tilesets=tuple(gpus), model=values["model"], mode=values["mode"], workload=values["workload"],
         gpu_file=values["gpu_file"], model_file=values["model_file"], schedulers=tuple(schedulers),
-        options=_options(values["option"]),
-        rs=tuple(rs), variants=variants, loads=tuple(parse_floats("loads (lambda grid)", values["loads"])),
+        options=_options(values["option"], schedulers),
+        rs=tuple(rs), variants=_variants(values),
+        loads=tuple(parse_floats("--loads (lambda grid)", values["loads"])),
         bisect=values["bisect"],
         n_requests=values["requests"], saturation=values["saturation"],
         replicates=values["replicates"], sat_requests=values["sat_requests"],
         confidence=values["confidence"], epsilon=values["epsilon"], two_class=two, seed=values["seed"])
+
+
+def _check_options(spec) -> None:
+    """Every scheduler option a name its scheduler takes and a value it accepts, on every tile set
+    (RAD's n may be ``auto``): before any run."""
+    from theory.builder import cost_model
+
+    per = {s: {k: [v] for k, v in opts} for s, opts in spec.options if s in spec.schedulers}
+    for tileset in spec.tilesets:
+        check_scheduler_options(per, lambda t=tileset: cost_model(spec.cost_spec(t)), auto=(("rad", "n"),))
 
 
 def _check_context(spec) -> None:
@@ -134,9 +153,12 @@ def _check_context(spec) -> None:
 def run(args) -> int:
     """Run ``llmq region`` on the parsed ``args``; the exit code."""
     from stability import region
+    from stability.runner import parse_dask_address
 
     values = resolve(args)
     out = out_dir(values["out"])
+    if values["dask"]:
+        parse_dask_address(values["dask"])
     if values["plot_only"]:
         files = region.plot_outputs(region.read_csv(values["plot_only"]), out)
         for name, path in files.items():
@@ -145,6 +167,7 @@ def run(args) -> int:
     notes: list[str] = []
     spec = spec_from(values, notes)
     spec.validate()
+    _check_options(spec)
     _check_context(spec)
     if values["cache"]:
         out_dir(values["cache"], "--cache")
@@ -164,27 +187,14 @@ def run(args) -> int:
 
 
 def _print(table: list[dict], res, files: dict) -> None:
+    from llmq.region_table import table_lines
+
     spec = res.spec
     print(f"model {spec.model} ({spec.mode} mode), workload {spec.workload}"
           + (f", two classes {spec.two_class[0]} | {spec.two_class[1]}" if spec.two_class else "")
           + f"; boundary = throughput of {spec.replicates} saturated runs at {spec.saturation} "
             f"lambda*, {spec.confidence:.0%} t-interval")
-    header = (f"{'tile set':<16}{'scheduler':<22}{'r':>2} {'var':<4}{'share':>6} {'boundary':>9} "
-              f"{'CI':>21} {'lambda*':>9} {'ratio':>7} {'Thm 2':>8} {'DTMC (RAD)':>10}  flags")
-    print(header)
-    print("-" * len(header))
-    for b in table:
-        sched = b["scheduler"] + (f"[{b['options']}]" if b["options"] else "")
-        share = "" if b["class_1"] == "" else f"{b['share_1']:.2f}"
-        flags = []
-        if b["exceeds_lambda_star"]:
-            flags.append("ABOVE lambda* (Theorem 1)")
-        if not b["consistent"]:
-            flags.append("bisection bracket disagrees")
-        print(f"{b['tileset']:<16}{sched:<22}{b['r']:>2} {b['workload_variant']:<4}{share:>6} "
-              f"{b['boundary']:>9.4g} [{b['ci_low']:>9.4g},{b['ci_high']:>9.4g}] "
-              f"{b['lambda_star']:>9.4g} {b['ratio']:>7.4f} {b['theorem2']:>8.4g} "
-              f"{b['dtmc_boundary']:>10.4g}  {'; '.join(flags)}")
+    print("\n".join(table_lines(table, spec)))
     print(f"{res.computed} runs computed, {res.cached} reused from the cache, in {res.elapsed_s:.1f} s")
     for name, path in files.items():
         print(f"{name}: {path}")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from llmq.options import add_common, parse_options, resolve
+from llmq.options import add, add_common, command, one, resolve, single
 from llmq.output import check_output_file, print_json
-from theory.errors import require_positive_int
+from theory.errors import FieldError, require_positive_int
 
 HELP = "simulate a scheduler on r GPUs at a rate or load; TTFT/TBT, throughput, stability verdict"
 
@@ -26,33 +26,29 @@ BATCH_LOG_COLUMNS = {
 
 def add_parser(sub) -> None:
     """Register ``llmq simulate`` and its options on the sub-command parser ``sub``."""
-    p = sub.add_parser("simulate", help=HELP, description=HELP)
-    add_common(p, defaults={"scheduler": "rad", "rate": None, "load": 0.9, "requests": 20000,
-                            "planner": "random", "option": [], "fast": False, "log": None,
-                            "trace": None, "workers": 1, "classes": None, "total_cap": None},
-               omit=("out",))
-    p.add_argument("--scheduler", help="rad, alg2, request_level, ... (default rad)")
+    p = command(sub, "simulate", HELP)
+    add_common(p, ("gpu", "gpu_file", "tiles", "model", "model_file", "mode", "workload", "pad", "gpus_r",
+                   "seed", "json"))
+    add(p, "--scheduler", "rad", "rad, alg2, request_level, ... (default rad)")
     rate = p.add_mutually_exclusive_group()
-    rate.add_argument("--rate", type=float, help="arrival rate into the system, requests/s")
-    rate.add_argument("--load", type=float, help="arrival rate as a fraction of lambda* (default 0.9)")
-    p.add_argument("--requests", type=int, help="number of requests (default 20000)")
-    p.add_argument("--planner", choices=["random", "round_robin", "jsq"], help="resource planner")
-    p.add_argument("--option", action="append", metavar="NAME=VALUE",
-                   help="scheduler option, e.g. --option n=2000 (repeatable); RAD's n defaults to "
-                        "'auto': the DTMC's empirical n_min at eps (theory.defaults)")
-    p.add_argument("--fast", action="store_true", default=None,
-                   help="skip per-token TBT recording (event skipping only)")
-    p.add_argument("--log", metavar="batches.csv", help="write every batch with its contents")
-    p.add_argument("--trace", help="CSV trace with arrival_time, prompt_len, output_len")
-    p.add_argument("--workers", type=int, help="processes simulating nodes in parallel")
-    p.add_argument("--classes", metavar="NAME:PROB:TBT,...",
-                   help="request classes with TBT SLOs, e.g. paying:0.05:0.1,free:0.95:0.5 (Section 7)")
-    p.add_argument("--total-cap", type=int, help="condition lengths on L^P + L^D <= this (Section 7: 8192)")
+    add(p, "--rate", None, "not with --trace", to=rate)
+    add(p, "--load", 0.9, "default 0.9; not with --trace", to=rate)
+    add(p, "--requests", 20000, "default 20000; with --trace the whole trace")
+    add(p, "--planner", "random", "resource planner: random, round_robin or jsq (default random)")
+    add(p, "--option", [], "e.g. --option n=2000; RAD's n defaults to 'auto': the DTMC's empirical n_min "
+                           "at eps (theory.defaults)", metavar="[SCHED.]NAME=VALUE")
+    add(p, "--fast", False, "skip per-token TBT recording (event skipping only)", action="store_true")
+    add(p, "--log", None, "write every batch with its contents", metavar="batches.csv")
+    add(p, "--trace", None, "its arrivals are the load (no --rate or --load)")
+    add(p, "--workers", 1, "one per node simulated in parallel (default 1)")
+    add(p, "--classes", None, metavar="NAME:PROB:TBT,...")
+    add(p, "--total-cap", None, "condition lengths on L^P + L^D <= this (Section 7: 8192)", type=int)
     p.set_defaults(run=run)
 
 
-def scenario_from(values: dict):
-    """The :class:`stability.sim.simulate.Scenario` that the resolved command-line ``values`` describe."""
+def scenario_from(values: dict, options: dict):
+    """The :class:`stability.sim.simulate.Scenario` that the resolved command-line ``values`` and the
+    scheduler's ``options`` describe."""
     from stability.sim.classes import parse_classes
     from stability.sim.simulate import Scenario
 
@@ -61,7 +57,7 @@ def scenario_from(values: dict):
         gpu=values["gpu"], model=values["model"], mode=values["mode"], workload=values["workload"],
         pad=bool(values["pad"]), tiles=values["tiles"], gpu_file=values["gpu_file"],
         model_file=values["model_file"],
-        scheduler=values["scheduler"], options=parse_options(values["option"]), r=values["gpus_r"],
+        scheduler=values["scheduler"], options=tuple(sorted(options.items())), r=values["gpus_r"],
         planner=values["planner"], rate=rate, load=None if rate is not None else values["load"],
         n_requests=values["requests"], seed=values["seed"], detail=not values["fast"],
         log=bool(values["log"]), trace=values["trace"],
@@ -69,7 +65,45 @@ def scenario_from(values: dict):
         if values["classes"] else (), total_cap=values["total_cap"])
 
 
-def _rad_n(values: dict) -> tuple:
+def _requests(values) -> int:
+    """The requests to simulate: ``--requests``, or with ``--trace`` by default the whole trace. A
+    trace's arrivals are the load (no ``--rate`` or ``--load``), and at least two are replayed (its
+    rate is ``(n - 1) / (last - first arrival)``)."""
+    from llmq.options import trace_rate
+    from theory.workload import read_trace
+
+    n = require_positive_int("--requests", values["requests"])
+    if not values["trace"]:
+        return n
+    for key in ("rate", "load"):
+        if key in values.given:
+            raise FieldError(f"--{key}", values[key], "no --rate or --load with --trace (the trace's "
+                                                      "arrival times are the load)")
+    rows = int(read_trace(values["trace"]).L_P.size)
+    if "requests" not in values.given:
+        n = rows
+    elif n > rows:
+        raise FieldError("--requests", n, f"at most the trace's {rows} requests")
+    trace_rate(values["trace"], n=n)
+    return n
+
+
+def _options(values) -> dict:
+    """The scheduler's ``--option`` values as ``{name: value}``, each name one it takes and each value
+    one it accepts (RAD's n may be ``auto``): checked before any work."""
+    from llmq.options import build_cost_model_from
+    from llmq.scheduler_options import check_scheduler_options, scheduler_options
+    from stability.sim.classes import parse_classes
+
+    sched = values["scheduler"]
+    per = scheduler_options(values["option"], [sched])
+    per.setdefault(sched, {})
+    classes = parse_classes(values["classes"]) if values["classes"] else ()
+    check_scheduler_options(per, lambda: build_cost_model_from(values), auto=(("rad", "n"),), classes=classes)
+    return {k: v[0] for k, v in per[sched].items()}
+
+
+def _rad_n(values: dict, options: dict) -> dict:
     """The scheduler options with RAD's n resolved when it is ``auto`` or not given
     (:data:`theory.defaults.RAD_N`: the empirical n_min at :data:`theory.defaults.EPSILON`)."""
     from llmq.options import build_cost_model_from
@@ -77,11 +111,10 @@ def _rad_n(values: dict) -> tuple:
     from theory.defaults import EPSILON, RAD_N
     from theory.workload import get_workload
 
-    options = dict(parse_options(values["option"]))
     if values["scheduler"] == "rad" and str(options.get("n", RAD_N)).strip().lower() == RAD_N:
         cm = build_cost_model_from(values)
-        options["n"] = auto_rad_n(cm, get_workload(values["workload"]), EPSILON, values["seed"])
-    return tuple(sorted(options.items()))
+        return {**options, "n": auto_rad_n(cm, get_workload(values["workload"]), EPSILON, values["seed"])}
+    return options
 
 
 def _check_context(sc) -> None:
@@ -95,19 +128,23 @@ def _check_context(sc) -> None:
 
 
 def run(args) -> int:
-    """Run ``llmq simulate`` on the parsed ``args``; the exit code."""
+    """Run ``llmq simulate`` on the parsed ``args``; the exit code. Every option is checked before
+    any work (RAD's n search included)."""
     from tqdm import tqdm
 
-    from stability.sim.simulate import simulate
+    from stability.sim.simulate import simulate, validate_scenario
     from theory.io import atomic_write_csv
 
-    values = resolve(args)
+    values = single(resolve(args), "simulate", "gpu", "model", "mode", "gpus_r")
+    values["scheduler"] = one("--scheduler", values["scheduler"], "scheduler", "simulate")
     require_positive_int("--workers", values["workers"])
     if values["log"]:
         check_output_file(values["log"], "--log")
-    _check_context(scenario_from(values))
-    values = {**values, "option": dict(_rad_n(values))}
-    sc = scenario_from(values)
+    values["requests"] = _requests(values)
+    validate_scenario(scenario_from(values, {}))
+    options = _options(values)
+    _check_context(scenario_from(values, options))
+    sc = scenario_from(values, _rad_n(values, options))
     with tqdm(total=sc.n_requests, unit="req", disable=values["json"] or sc.n_requests < 50000,
               desc=f"{sc.scheduler} on {sc.r} x {sc.gpu}") as bar:
         res = simulate(sc, workers=values["workers"], progress=bar.update)

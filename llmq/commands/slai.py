@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, replace
 
+from llmq.options import add, command, resolve
 from theory.errors import require_positive_int
 from theory.io import claim_output_dir
 
@@ -14,22 +15,20 @@ HELP = ("reproduce Section 7: SLAI, Sarathi-serve and vLLM on Mistral-7B / RTX 6
 
 def add_parser(sub) -> None:
     """Register ``llmq slai`` and its options on the sub-command parser ``sub``."""
-    p = sub.add_parser("slai", help=HELP, description=HELP + ". Points are cached in out/slai/cache, "
-                                                             "so an interrupted run resumes.")
-    p.add_argument("--quick", action="store_true",
-                   help="a small version (real layers, Table-1 lengths, 5%% and 95%% paying and "
-                        "5%% with the weight-streaming floor; 2 replicates of 600 requests, 6 "
-                        "rates): well under 2 minutes")
-    p.add_argument("--out", default="out", help="output directory; results go to OUT/slai (default out)")
-    p.add_argument("--workers", type=int, default=2, help="processes (default 2)")
-    p.add_argument("--seeds", type=int, help="replicates per point (default 4; quick 2)")
-    p.add_argument("--requests", type=int, help="requests per run (default 4096; quick 600)")
-    p.add_argument("--panels", help="comma-separated panel keys to run (default: every panel of the "
-                                    "study, e.g. real_table1_5pct,real_sharegpt4_5pct)")
-    p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
-    p.add_argument("--json", action="store_true",
-                   help="print the paper-vs-llmq table, the claims and the files as JSON")
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p = command(sub, "slai", HELP, HELP + ". Points are cached in out/slai/cache, so an interrupted run "
+                                          "resumes.")
+    add(p, "--quick", False, "real layers, Table-1 lengths, 5%% and 95%% paying and 5%% with the "
+                             "weight-streaming floor; 2 replicates of 600 requests, 6 rates: well under "
+                             "2 minutes")
+    add(p, "--out", "out", "results go to OUT/slai (default out)", metavar="DIR")
+    add(p, "--workers", 2, "default 2")
+    add(p, "--seeds", None, "default 4; quick 2")
+    add(p, "--requests", None, "default 4096; quick 600")
+    add(p, "--panels", None, "comma-separated panel keys to run (default: every panel of the study, e.g. "
+                             "real_table1_5pct,real_sharegpt4_5pct)")
+    add(p, "--no-figures", True, "skip the PNG figures", action="store_false")
+    add(p, "--json", False, "the paper-vs-llmq table, the claims and the files")
+    add(p, "--no-progress", True)
     p.set_defaults(run=run)
 
 
@@ -43,25 +42,26 @@ def run(args) -> int:
     from stability.slai.study import FULL, QUICK, select_panels
     from theory.io import json_load_exact
 
-    study = QUICK if args.quick else FULL
-    if args.seeds is not None:
-        study = replace(study, seeds=require_positive_int("seeds", args.seeds))
-    if args.requests is not None:
-        study = replace(study, n_requests=require_positive_int("requests", args.requests))
-    if args.panels is not None:
-        study = select_panels(study, args.panels)
-    workers = require_positive_int("workers", args.workers)
-    out = out_dir(args.out) / "slai"
+    values = resolve(args)
+    study = QUICK if values["quick"] else FULL
+    if values["seeds"] is not None:
+        study = replace(study, seeds=require_positive_int("--seeds", values["seeds"]))
+    if values["requests"] is not None:
+        study = replace(study, n_requests=require_positive_int("--requests", values["requests"]))
+    if values["panels"] is not None:
+        study = select_panels(study, values["panels"])
+    workers = require_positive_int("--workers", values["workers"])
+    out = out_dir(values["out"]) / "slai"
     claim_output_dir(out, "slai", asdict(study))
     t0 = time.perf_counter()
     try:
         with tqdm(total=n_points(study), unit=" runs", desc="llmq slai",
-                  disable=args.json or not args.progress) as bar:
+                  disable=values["json"] or not values["progress"]) as bar:
             rows = run_study(study, out, workers, bar)
-        written = write_outputs(study, rows, out, figures=not args.no_figures)
+        written = write_outputs(study, rows, out, figures=values["figures"])
     except KeyboardInterrupt:  # wherever it lands: say what is cached and how to resume
         raise SweepInterrupted(out / "cache") from None
-    if args.json:
+    if values["json"]:
         from stability.slai.analysis import paper_table
 
         print_json({"smoke_test": study.smoke, "paper_vs_llmq": paper_table(rows, study.panels),

@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from theory.config import inherit, read_packaged, read_toml
+from theory.config import inherit, read_packaged, read_section
 from theory.errors import FieldError, require_positive
 
 PRICE_FILE = "theory/data/prices.toml"
+PRICE_FIELDS = ("usd_per_gpu_hour", "instance_usd_per_hour", "gpus_per_instance", "source", "instance",
+                "provider", "as_of", "checked")  # what a [prices.<gpu>] table may give (besides base)
 
 
 @dataclass(frozen=True)
@@ -47,12 +49,11 @@ def load_prices(path: str | Path | None = None) -> dict[str, Price]:
     Raises
     ------
     FieldError
-        For an entry without a usable price (naming ``prices.<key>`` and the file).
+        For an entry without a usable price, or a key the table does not define (naming
+        ``prices.<key>`` and the file).
     """
     presets = read_packaged("prices.toml")["prices"]
-    user = read_toml(path).get("prices", {}) if path is not None else {}
-    if not isinstance(user, dict):
-        raise FieldError(f"{path}: prices", user, "a table of [prices.<gpu>] tables")
+    user = read_section(path, "prices", PRICE_FIELDS) if path is not None else {}
     tables = inherit(presets, user, "price")
     return {key: _price(key, table, str(path) if key in user else PRICE_FILE)
             for key, table in tables.items()}
@@ -93,6 +94,7 @@ def gpu_price(prices: dict[str, Price], gpu: str, price_file: str | None = None)
 
 
 __all__ = [
+    "PRICE_FIELDS",
     "PRICE_FILE",
     "Price",
     "gpu_price",

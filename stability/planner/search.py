@@ -41,10 +41,8 @@ stability verdict (:func:`stability.sim.metrics.stability_verdict`) is one vote.
   candidate judged again on all of them.
 
 A short run near capacity ends in its transient: its verdict says ``unstable`` where a longer
-run's does not (measured on the defaults of ``llmq plan``, 7 H100s running RAD: 6 of 8 replicates
-of 2,000 requests unstable, 0 of 8 of 6,000 requests), and its latencies are still rising (5 H200s
-running Sarathi-Serve at 95 % utilisation: median TTFT 0.50 s over 8 runs of 6,000 requests, 0.70 s
-over 3 runs of 18,000 with other seeds). So a candidate is simulated again from its first
+run's does not, and its latencies are still rising (both seen on the defaults of ``llmq plan``, on
+fleets running close to their capacity). So a candidate is simulated again from its first
 replicates with runs :data:`LONGER` (3) times as long, and judged on those alone, when a replicate
 of its first runs is ``unstable`` and nothing else rules it out, or when it is still undecided at
 ``max_seeds``: at most :data:`LENGTHENINGS` (2) times (the task's ``lengthened``; a trace is replayed

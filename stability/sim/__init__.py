@@ -1,5 +1,12 @@
 """The batch-execution simulator: a scenario in, a result out.
 
+The API (the names :mod:`llmq` also gives are marked there):
+:class:`~stability.sim.simulate.Scenario` -> :func:`~stability.sim.simulate.simulate` ->
+:class:`~stability.sim.simulate.SimResult` (``summary()``, ``verdict()``, ``batch_log()``);
+:func:`~stability.sim.registry.get_scheduler`, :func:`~stability.sim.registry.scheduler_names` and
+:func:`~stability.sim.registry.register`: the scheduler registry;
+:func:`~stability.sim.fleet.simulate_fleet`: unequal GPUs behind one router.
+
 Modules
 -------
 structs        numba struct types of the engine state and the cost tables.
@@ -13,9 +20,11 @@ cluster        r GPUs behind a planner.
 disaggregated  DistServe's prefill nodes feeding decode nodes through a KV hand-off.
 classes        request classes (paying / free users) with TBT SLOs; SLO attainment.
 metrics        TTFT, TBT, latency, queue-length paths, the stability verdict.
+fleet          unequal GPUs behind one router (JSQ, shortest expected delay, weighted random).
+registry       the scheduler registry: a name -> its policy module (the interface a policy implements).
 simulate       the driver: :class:`~stability.sim.simulate.Scenario` in,
                :class:`~stability.sim.simulate.SimResult` out.
 
-The policies themselves live in :mod:`stability.schedulers`; nothing here imports one by name:
-the driver hands the engine the scheduler module it was given.
+The policies themselves live in :mod:`stability.schedulers`; nothing here imports one: the
+registry resolves a name to its module, and the driver hands the engine that module.
 """

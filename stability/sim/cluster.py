@@ -13,21 +13,22 @@ Bari, Hegde, de Veciana (2025), Section 3 (resource planner), Section 4.1.
 from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from importlib import import_module
 from types import ModuleType
 
 import numpy as np
 
-from stability.sim.gpu import GpuRun, collect, run_gpu, tables_for
+from stability.sim.gpu import GpuRun, RunOptions, collect, run_gpu, tables_for
 from stability.sim.routing import PLANNERS, jsq_route, route
 from theory.cost import CostModel
 from theory.errors import FieldError, UnknownNameError
 
 
 def _run_one(args, progress=None) -> GpuRun:
-    cm, module, params, arrival, L_P, L_D, cls, n_class, detail, log, tbt_slo, tbt_from = args
-    return run_gpu(cm, import_module(module), params, arrival, L_P, L_D, cls, n_class, detail, log,
-                   progress=progress, tbt_slo=tbt_slo, tbt_from=tbt_from)
+    cm, module, params, arrival, L_P, L_D, cls, options = args
+    return run_gpu(cm, import_module(module), params, arrival, L_P, L_D, cls,
+                   replace(options, progress=progress))
 
 
 def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls, n_class: int,
@@ -59,8 +60,9 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
             progress(len(arrival))
         return out
     node = np.zeros(len(arrival), dtype=np.int64) if r == 1 else route(planner, len(arrival), r, rng)
+    options = RunOptions(n_class=n_class, detail=detail, log=log, tbt_slo=tbt_slo, tbt_from=tbt_from)
     jobs = [(cm, scheduler.__name__, params, arrival[node == g], L_P[node == g], L_D[node == g],
-             cls[node == g], n_class, detail, log, tbt_slo, tbt_from) for g in range(r)]
+             cls[node == g], options) for g in range(r)]
     if workers > 1 and r > 1:
         with ProcessPoolExecutor(max_workers=min(workers, r)) as pool:
             runs = list(pool.map(_run_one, jobs))

@@ -50,10 +50,12 @@ def _route_and_run(loop, ct, prm, times, L_P, L_D, cls, t_start, t_first, k, pla
         states = []
         for g in range(k):
             ids = np.flatnonzero(node == g)
+            recording = engine.Recording(n_class=n_class, detail=detail, log=log, tbt_slo=tbt_slo,
+                                         tbt_from=tbt_from)
             states.append(engine.new_state(
-                times[ids], L_P[ids], L_D[ids], cls[ids], n_class, detail, log,
+                times[ids], L_P[ids], L_D[ids], cls[ids], recording,
                 t_start=None if t_start is None else t_start[ids],
-                t_first=None if t_first is None else t_first[ids], tbt_slo=tbt_slo, tbt_from=tbt_from))
+                t_first=None if t_first is None else t_first[ids]))
         for st in states:
             engine.run_loop(loop, st, ct, prm, math.inf)
     return node, states, [np.flatnonzero(node == g) for g in range(k)]

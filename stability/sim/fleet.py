@@ -55,7 +55,7 @@ from types import ModuleType
 import numpy as np
 
 from stability.sim.classes import draw_classes, parse_classes
-from stability.sim.gpu import GpuRun, collect, run_gpu, tables_for
+from stability.sim.gpu import GpuRun, RunOptions, collect, run_gpu, tables_for
 from stability.sim.registry import get_scheduler
 from stability.sim.routing import jsq_route_nodes
 from stability.sim.simulate import (
@@ -160,9 +160,10 @@ def run_fleet(members: Sequence[Member], arrival, L_P, L_D, cls=None, n_class: i
         if rng is None:
             raise FieldError("rng", None, "a numpy Generator for the random router")
         node = rng.choice(kind.size, size=arrival.size, p=weights / weights.sum())
+        options = RunOptions(n_class=n_class, detail=detail, log=log, tbt_slo=tbt_slo, tbt_from=tbt_from)
         runs = [run_gpu(members[kind[g]].cm, members[kind[g]].scheduler, members[kind[g]].params,
-                        arrival[node == g], L_P[node == g], L_D[node == g], cls[node == g], n_class,
-                        detail, log, tbt_slo=tbt_slo, tbt_from=tbt_from) for g in range(kind.size)]
+                        arrival[node == g], L_P[node == g], L_D[node == g], cls[node == g], options)
+                for g in range(kind.size)]
         return FleetRun(node, kind, runs)
     per_member = [(m.scheduler.loop, tables_for(m.cm, L_P, L_D, getattr(m.params, "chunk", None)),
                    m.params.record()) for m in members]

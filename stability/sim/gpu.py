@@ -15,6 +15,7 @@ from types import ModuleType
 import numpy as np
 
 from stability.sim import engine
+from stability.sim.engine import Recording
 from stability.sim.kernels import build_tables
 from stability.sim.structs import Costs
 from theory.cost import CostModel
@@ -57,24 +58,31 @@ def tables_for(cm: CostModel, L_P, L_D, chunk: int | None = None) -> Costs:
     return build_tables(cm, max_pos, chunk)
 
 
+@dataclass(frozen=True)
+class RunOptions(Recording):
+    """How one GPU's run is set up: what it records (the fields of
+    :class:`stability.sim.engine.Recording`), cost tables built beforehand (``tables``; None: built
+    for the requests) and a progress callback (``progress(k)``, told of the requests completed
+    since its previous call; the loop then runs in slices of simulated time, which costs nothing
+    measurable: it is resumable)."""
+
+    tables: Costs | None = None
+    progress: Callable[[int], None] | None = None
+
+
 def run_gpu(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls=None,
-            n_class: int = 1, detail: bool = False, log: bool = False,
-            tables: Costs | None = None, progress: Callable[[int], None] | None = None,
-            tbt_slo=None, tbt_from: float = 0.0) -> GpuRun:
-    """Simulate ``scheduler`` with ``params`` on one GPU for requests arriving at ``arrival``.
-
-    ``tbt_slo`` (optional): each class's TBT SLO in seconds, to count the gaps above it;
-    ``tbt_from``: the TBT histograms count the tokens emitted at or after it (default 0: all).
-
-    ``progress(k)`` is called with the number of requests completed since its previous call; the
-    loop then runs in slices of simulated time (it is resumable), which costs nothing measurable.
-    """
+            options: RunOptions = RunOptions()) -> GpuRun:
+    """Simulate ``scheduler`` with ``params`` on one GPU for requests arriving at ``arrival`` with
+    lengths ``L_P, L_D`` and classes ``cls`` (default 0), set up as ``options`` says."""
     arrival = np.asarray(arrival, dtype=np.float64)
     if arrival.size and np.any(np.diff(arrival) < 0):
         raise ValueError("arrival times must be sorted")
-    ct = tables if tables is not None else tables_for(cm, L_P, L_D, getattr(params, "chunk", None))
-    st = engine.new_state(arrival, L_P, L_D, cls, n_class, detail, log, tbt_slo=tbt_slo, tbt_from=tbt_from)
+    ct = options.tables
+    if ct is None:
+        ct = tables_for(cm, L_P, L_D, getattr(params, "chunk", None))
+    st = engine.new_state(arrival, L_P, L_D, cls, options)
     prm = params.record()
+    progress, detail, log = options.progress, options.detail, options.log
     if progress is None or arrival.size == 0:
         engine.run_loop(scheduler.loop, st, ct, prm, math.inf)
     else:

@@ -6,18 +6,23 @@ a :data:`stability.sim.structs.COSTS` record. They choose tiles exactly as :mod:
 fastest tile per GeMM; the linear GeMMs share theirs) and the tests check the two agree.
 
 Terms beyond Eq. 2 (:mod:`theory.terms`) reach the engine through the tables alone: the linear
-table and, past it, :func:`t_lin`'s law or :class:`~theory.terms.LinearTerms` loop absorb the
+table and, past it, :func:`t_lin`'s law or :class:`~theory.linear_terms.LinearTerms` loop absorb the
 memory floor, waves, tensor-parallel all-reduces, the embedding gather and a literature law (a
 measured GeMM profile through the table alone, which then reaches past its last measured token
-count); the
-decode prefix sums ``S`` and :func:`t_psa` are 0 without attention and carry the vocab projection
-of each decode and prefill chunk with ``lm_head``. A decode in a batch that holds a prefill chunk
-reads a second prefix table ``Sm`` (``mixed_decode_eta``: :func:`theory.cost.T_D_SA_mixed`), kept
-after ``S`` in one array ``S2`` (``Sm`` at offset ``m_off``); with the term off ``Sm`` equals ``S``,
-so such batches cost what they did. Apart from that offset for the batches with a chunk, the
-engine has no branch for the terms. With terms on, the "wasted" time of a batch is its time above
-``tau l*`` (Theorem 1's per-token rate, :func:`theory.cost.linear_per_token`) rather than tile
-padding alone.
+count); the decode prefix sums ``S`` and :func:`t_psa` are 0 without attention and carry the
+vocab projection of each decode and prefill chunk with ``lm_head``; the added-time terms
+(:mod:`theory.added_time`) ride on the fixed time per batch ``overhead`` and on ``S``. A decode
+in a batch that holds a prefill chunk reads a second prefix table ``Sm`` (``mixed_decode_eta``:
+:func:`theory.cost.T_D_SA_mixed`), kept after ``S`` in one array ``S2`` (``Sm`` at offset
+``m_off``); with the term off ``Sm`` equals ``S``, so such batches cost what they did. Apart from
+that offset for the batches with a chunk, the engine has no branch for the terms. With terms on,
+the "wasted" time of a batch is its time above ``tau l*`` (Theorem 1's per-token rate,
+:func:`theory.cost.linear_per_token`) rather than tile padding alone.
+
+The tables are one record whose fields are declared in blocks
+(:data:`stability.sim.structs.COST_BLOCKS`, which generates the record type and its factory);
+:data:`COST_VALUES` fills each block from a cost model and :data:`COMPILED_TERMS` says which fields
+carry each cost term of :mod:`theory.cost_terms`.
 
 References
 ----------
@@ -28,127 +33,133 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba.experimental import structref
 
-from stability.sim.structs import COSTS, Costs
+from stability.sim.structs import COST_FIELDS, Costs, make_costs
+from theory import added_time
 from theory.cost import CostModel, decode_prefix, linear_per_token, linear_table
 
 LIN_TABLE = 1 << 14  # batches below this many tokens look their linear time up
 
 
 @njit(cache=True)
-def _make_costs(t_row, t_col, t_red, mu, inv_mu_lin, S, S2, lin, pre_time, s, N, d_pre, mu_nLin,
-                overhead, lin_ideal, psa_ideal, chunk):
-    ct = structref.new(COSTS)
-    ct.t_row = t_row
-    ct.t_col = t_col
-    ct.t_red = t_red
-    ct.mu = mu
-    ct.inv_mu_lin = inv_mu_lin
-    ct.S = S
-    ct.S2 = S2
-    ct.m_off = S.size
-    ct.lin = lin
-    ct.pre_time = pre_time
-    ct.s = s
-    ct.N = N
-    ct.d_pre = d_pre
-    ct.mu_nLin = mu_nLin
-    ct.overhead = overhead
-    ct.lin_ideal = lin_ideal
-    ct.psa_ideal = psa_ideal
-    ct.chunk = chunk
-    return ct
+def _new_costs(values):
+    """A cost-table record holding ``values`` (:func:`stability.sim.structs.make_costs`)."""
+    return make_costs(values)
 
 
-@njit(cache=True)
-def _set_shifts(ct, row_sh, col_sh, red_sh, pow2):
-    ct.row_sh = row_sh
-    ct.col_sh = col_sh
-    ct.red_sh = red_sh
-    ct.pow2 = pow2
+def _core_values(cm: CostModel, max_pos: int, chunk: int | None) -> dict:
+    """The ``core`` block: tiles and rates, the decode prefix sums ``S`` and ``S2`` (with each
+    decode's vocab-projection row and added time, which the engine multiplies by N, so they enter
+    divided by N), the linear table, room for the prefill table, and the scalars of Eq. 7."""
+    t = cm.t_star
+    S = decode_prefix(cm, max_pos)
+    Sm = decode_prefix(cm, max_pos, law="mixed") if cm.mixed_decode_eta else S
+    rows = _decode_rows(cm, max_pos)
+    if rows is not None:
+        S, Sm = (S + rows, Sm + rows) if cm.mixed_decode_eta else (S + rows,) * 2
+    lin_ideal = 1.0 / (cm.mu_Lin[0] * t.t_col) if cm.lin is None else linear_per_token(cm)
+    psa_ideal = 2.0 * cm.N * cm.d_pre / (cm.s * cm.mu[0] * t.t_row * t.t_col * t.t_red)
+    return {"t_row": cm.t_row.copy(), "t_col": cm.t_col.copy(), "t_red": cm.t_red.copy(),
+            "mu": cm.mu.astype(np.float64), "inv_mu_lin": (1.0 / cm.mu_Lin).astype(np.float64), "S": S,
+            "S2": np.concatenate([S, Sm]), "m_off": int(S.size),
+            "lin": linear_table(cm, _lin_table_size(cm) - 1), "pre_time": np.zeros(max_pos + 1),
+            "s": float(cm.s), "N": float(cm.N), "d_pre": int(cm.d_pre), "mu_nLin": float(cm.mu_nLin),
+            "overhead": float(cm.fixed_s), "lin_ideal": float(lin_ideal),
+            "psa_ideal": float(psa_ideal if cm.attention else 0.0), "chunk": int(chunk or cm.t_lcm)}
 
 
-def _shifts(cm: CostModel) -> tuple:
-    """:func:`_set_shifts`'s arguments: log2 of each tile dimension, and whether all are powers
-    of two (CUTLASS's and cuBLAS's tile shapes are)."""
+def _decode_rows(cm: CostModel, max_pos: int) -> np.ndarray | None:
+    """What the prefix sums add per decode besides attention, cumulated and divided by N: the
+    vocab-projection row (``lm_head``) and the added-time terms' per-decode time; None if nothing."""
+    per_decode = cm.added and added_time.adds_per_decode(cm)
+    if not cm.lm_out_s and not per_decode:
+        return None
+    rows = np.arange(max_pos + 1) * (cm.lm_out_s / cm.N) if cm.lm_out_s else np.zeros(max_pos + 1)
+    if per_decode:
+        extra = np.zeros(max_pos + 1)
+        np.cumsum(added_time.decode_s(cm, np.arange(1, max_pos + 1)), out=extra[1:])
+        rows = rows + extra / cm.N
+    return rows
+
+
+def _linear_values(cm: CostModel) -> dict:
+    """The ``linear`` block: the law or the :class:`~theory.linear_terms.LinearTerms` arrays that
+    price a batch past the linear table (kind 0 is Eq. 4, whose rates are in ``core``)."""
+    lt = cm.lin
+    k = len(cm.tiles)
+    out = {"lin_kind": 0, "law_c": 0.0, "law_a": 0.0, "law_b0": 1,
+           "g_count": np.zeros(0, dtype=np.int64), "g_rows": np.zeros((k, 0), dtype=np.int64),
+           "g_red": np.zeros((k, 0), dtype=np.int64), "g_wbytes": np.zeros(0), "g_abytes": np.zeros(0),
+           "floor_bw": 0.0, "g_traffic": np.zeros((k, 0)), "l2_bw": 0.0, "tok_s": 0.0, "batch_s": 0.0,
+           "waves": int(cm.waves)}
+    if lt is not None and lt.law is not None:
+        out |= {"lin_kind": 1, "law_c": float(lt.law.c), "law_a": float(lt.law.a), "law_b0": int(lt.law.b0)}
+    elif lt is not None:
+        out |= {"lin_kind": 2, "g_count": lt.count.astype(np.int64),
+                "g_rows": np.ascontiguousarray(lt.rows, dtype=np.int64),
+                "g_red": np.ascontiguousarray(lt.red, dtype=np.int64),
+                "g_wbytes": lt.wbytes.astype(np.float64),
+                "g_abytes": lt.abytes.astype(np.float64), "floor_bw": float(lt.floor_bw),
+                "g_traffic": np.ascontiguousarray(lt.traffic, dtype=np.float64), "l2_bw": float(lt.l2_bw),
+                "tok_s": float(lt.tok_s), "batch_s": float(lt.batch_s)}
+    return out
+
+
+def _attention_values(cm: CostModel) -> dict:
+    """The ``attention`` block: Eq. 6 priced or not, in waves or not, the vocab-projection row of a
+    chunk, and the chunk-free factors ``ceil(d / t) / (s mu)`` per tile."""
+    rate = cm.s * cm.mu.astype(np.float64)
+    d = int(cm.d_pre)
+    return {"att": int(cm.attention), "att_waves": int(cm.attention_waves), "lm_out": float(cm.lm_out_s),
+            "psa_qk": -(-d // cm.t_red.astype(np.int64)) / rate,
+            "psa_pv": -(-d // cm.t_row.astype(np.int64)) / rate}
+
+
+def _shift_values(cm: CostModel) -> dict:
+    """The ``shifts`` block: log2 of each tile dimension, and whether all are powers of two
+    (CUTLASS's and cuBLAS's tile shapes are)."""
     dims = [np.asarray(x, dtype=np.int64) for x in (cm.t_row, cm.t_col, cm.t_red)]
     pow2 = all(bool(np.all((d > 0) & (d & (d - 1) == 0))) for d in dims)
     sh = [np.round(np.log2(np.maximum(d, 1))).astype(np.int64) for d in dims]
-    return (*sh, int(pow2))
+    return {"row_sh": sh[0], "col_sh": sh[1], "red_sh": sh[2], "pow2": int(pow2)}
 
 
-@njit(cache=True)
-def _set_terms(ct, lin_kind, law_c, law_a, law_b0, g_count, g_rows, g_red, g_wbytes, g_abytes,
-               floor_bw, g_traffic, l2_bw, tok_s, batch_s, waves, att, att_waves, lm_out, psa_qk, psa_pv):
-    ct.lin_kind = lin_kind
-    ct.law_c = law_c
-    ct.law_a = law_a
-    ct.law_b0 = law_b0
-    ct.g_count = g_count
-    ct.g_rows = g_rows
-    ct.g_red = g_red
-    ct.g_wbytes = g_wbytes
-    ct.g_abytes = g_abytes
-    ct.floor_bw = floor_bw
-    ct.g_traffic = g_traffic
-    ct.l2_bw = l2_bw
-    ct.tok_s = tok_s
-    ct.batch_s = batch_s
-    ct.waves = waves
-    ct.att = att
-    ct.att_waves = att_waves
-    ct.lm_out = lm_out
-    ct.psa_qk = psa_qk
-    ct.psa_pv = psa_pv
+# How each block of stability.sim.structs.COST_BLOCKS is filled from a cost model.
+COST_VALUES = {"core": _core_values, "linear": _linear_values, "attention": _attention_values,
+               "shifts": _shift_values}
 
-
-def _terms_args(cm: CostModel) -> tuple:
-    """The term fields of the tables (:func:`_set_terms`'s arguments after ``ct``)."""
-    lt = cm.lin
-    empty_i, empty_2 = np.zeros(0, dtype=np.int64), np.zeros((len(cm.tiles), 0), dtype=np.int64)
-    kind, law_c, law_a, law_b0 = 0, 0.0, 0.0, 1
-    g = (empty_i, empty_2, empty_2, np.zeros(0), np.zeros(0))
-    traffic = np.zeros((len(cm.tiles), 0))
-    floor_bw = l2_bw = tok_s = batch_s = 0.0
-    if lt is not None and lt.law is not None:
-        kind, law_c, law_a, law_b0 = 1, lt.law.c, lt.law.a, lt.law.b0
-    elif lt is not None:
-        kind = 2
-        g = (lt.count.astype(np.int64), np.ascontiguousarray(lt.rows, dtype=np.int64),
-             np.ascontiguousarray(lt.red, dtype=np.int64), lt.wbytes.astype(np.float64),
-             lt.abytes.astype(np.float64))
-        floor_bw, tok_s, batch_s = float(lt.floor_bw), float(lt.tok_s), float(lt.batch_s)
-        traffic, l2_bw = np.ascontiguousarray(lt.traffic, dtype=np.float64), float(lt.l2_bw)
-    rate = cm.s * cm.mu.astype(np.float64)
-    d = int(cm.d_pre)
-    psa_qk = -(-d // cm.t_red.astype(np.int64)) / rate
-    psa_pv = -(-d // cm.t_row.astype(np.int64)) / rate
-    return (kind, float(law_c), float(law_a), int(law_b0), *g, floor_bw, traffic, l2_bw, tok_s, batch_s,
-            int(cm.waves), int(cm.attention), int(cm.attention_waves), float(cm.lm_out_s), psa_qk, psa_pv)
+# The fields of the cost tables through which each cost term of theory.cost_terms reaches the
+# engine (the linear table `lin` holds every term of the linear time below LIN_TABLE tokens). An
+# added-time term reaches it through ADDED_SLOTS and is not listed here.
+COMPILED_TERMS: dict[str, tuple[str, ...]] = {
+    "memory_floor": ("lin", "g_wbytes", "g_abytes", "floor_bw"),
+    "waves": ("lin", "waves"),
+    "attention_waves": ("att_waves",),
+    "l2_bandwidth_gbs": ("lin", "g_traffic", "l2_bw"),
+    "overhead_s": ("overhead", "pre_time"),
+    "gemm_overhead_s": ("lin", "batch_s"),
+    "attention_call_s": ("overhead", "pre_time"),
+    "mixed_decode_eta": ("S2", "m_off"),
+    "linear_law": ("lin", "lin_kind", "law_c", "law_a", "law_b0"),
+    "gemm_profile": ("lin",),
+    "tp": ("lin", "tok_s", "batch_s"),
+    "attention": ("att", "S", "S2", "psa_ideal"),
+    "lm_head": ("lin", "tok_s", "batch_s", "lm_out", "S", "S2"),
+}
+ADDED_SLOTS = ("overhead", "S", "S2")  # the per-batch time, and the per-decode time in the prefix sums
 
 
 def build_tables(cm: CostModel, max_pos: int, chunk: int | None = None) -> Costs:
     """Cost tables for positions up to ``max_pos`` and whole prefills in chunks of ``chunk``
-    (default t*_lcm) of prompts up to ``max_pos`` tokens."""
-    t = cm.t_star
-    chunk = int(chunk or cm.t_lcm)
-    S = decode_prefix(cm, max_pos)
-    Sm = decode_prefix(cm, max_pos, law="mixed") if cm.mixed_decode_eta else S
-    if cm.lm_out_s:  # each decode's vocab-projection row; the engine multiplies S by N
-        rows = np.arange(max_pos + 1) * (cm.lm_out_s / cm.N)
-        S, Sm = (S + rows, Sm + rows) if cm.mixed_decode_eta else (S + rows,) * 2
-    S2 = np.concatenate([S, Sm])
-    lin_ideal = 1.0 / (cm.mu_Lin[0] * t.t_col) if cm.lin is None else linear_per_token(cm)
-    psa_ideal = 2.0 * cm.N * cm.d_pre / (cm.s * cm.mu[0] * t.t_row * t.t_col * t.t_red)
-    ct = _make_costs(
-        cm.t_row.copy(), cm.t_col.copy(), cm.t_red.copy(), cm.mu.astype(np.float64),
-        (1.0 / cm.mu_Lin).astype(np.float64), S, S2,
-        linear_table(cm, _lin_table_size(cm) - 1), np.zeros(max_pos + 1), float(cm.s), float(cm.N),
-        int(cm.d_pre), float(cm.mu_nLin), float(cm.fixed_s), float(lin_ideal),
-        float(psa_ideal if cm.attention else 0.0), chunk)
-    _set_terms(ct, *_terms_args(cm))
-    _set_shifts(ct, *_shifts(cm))
+    (default t*_lcm) of prompts up to ``max_pos`` tokens: each block of
+    :data:`stability.sim.structs.COST_BLOCKS` filled by :data:`COST_VALUES`."""
+    values = {}
+    for block, fill in COST_VALUES.items():
+        values |= fill(cm, max_pos, chunk) if block == "core" else fill(cm)
+    if set(values) != set(COST_FIELDS):
+        raise ValueError(f"cost-table values {sorted(set(values) ^ set(COST_FIELDS))} are not the fields "
+                         "of stability.sim.structs.COST_BLOCKS")
+    ct = _new_costs(tuple(values[name] for name in COST_FIELDS))
     _fill_prefill_table(ct)
     return ct
 
@@ -174,7 +185,7 @@ def ceil_udiv(a, b):
 @njit(cache=True)
 def _lin_terms(t_col, mu, g_count, g_rows, g_red, g_traffic, g_wbytes, g_abytes, s, waves, l2_bw,
                floor_bw, tok_s, batch_s, tau):
-    """:class:`theory.terms.LinearTerms` at ``tau >= 1``, the same operations in the same order
+    """:class:`theory.linear_terms.LinearTerms` at ``tau >= 1``, the same operations in the same order
     (the cost tables' fields passed one by one: see :func:`t_lin`)."""
     best = np.inf
     s_i = np.int64(s)

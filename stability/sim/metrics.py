@@ -38,6 +38,7 @@ import numpy as np
 from scipy import stats
 
 from stability.sim.engine import TBT_BINS, TBT_LO, TBT_PER_DECADE
+from theory import added_time
 from theory.cost import CostModel, decode_prefix, linear_per_token
 from theory.stats import t_quantile
 
@@ -48,7 +49,8 @@ def optimal_work(cm: CostModel, L_P, L_D) -> np.ndarray:
     With cost terms on (:mod:`theory.terms`) it is the per-request work behind Theorem 1's
     ``T_bar^R`` as :func:`theory.bounds.T_bar_R_terms` takes it: linear work at ``l*``, no prefill
     attention without attention, ``(L^D + 1) h`` for ``lm_head``, and the decode attention's least
-    law with ``mixed_decode_eta``.
+    law with ``mixed_decode_eta``, and the added-time terms' per-decode time
+    (:func:`theory.added_time.decode_sums`).
     """
     L_P = np.asarray(L_P, dtype=np.int64)
     L_D = np.asarray(L_D, dtype=np.int64)
@@ -59,7 +61,8 @@ def optimal_work(cm: CostModel, L_P, L_D) -> np.ndarray:
     linear = total / (cm.mu_Lin[0] * t.t_col) if cm.lin is None else total * linear_per_token(cm)
     prefill = coef * L_P * (L_P + t.t_lcm).astype(float) if cm.attention else 0.0
     work = linear + total / cm.mu_nLin + cm.N * (S[total] - S[L_P]) + prefill
-    return work + cm.lm_out_s * (L_D + 1) if cm.lm_out_s else work
+    work = work + cm.lm_out_s * (L_D + 1) if cm.lm_out_s else work
+    return work + added_time.decode_sums(cm, L_P, L_D) if cm.added else work
 
 
 def in_system(arrival, finish, times, weights=None) -> np.ndarray:

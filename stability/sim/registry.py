@@ -54,6 +54,7 @@ _MODULES = {
     "sarathi_paper": "stability.schedulers.sarathi_paper",
     "sarathi": "stability.schedulers.sarathi",
     "vllm": "stability.schedulers.vllm",
+    "vllm_v1": "stability.schedulers.vllm_v1",
     "distserve": "stability.schedulers.distserve",
     "slai": "stability.schedulers.slai",
 }

@@ -68,8 +68,8 @@ def jsq_route_nodes(nodes, times, L_P, L_D, cls, n_class: int, detail: bool, log
     """
     n = len(times)
     empty = np.zeros(0)
-    states = [engine.new_state(empty, empty, empty, None, n_class, detail, log, capacity=n,
-                               tbt_slo=tbt_slo, tbt_from=tbt_from) for _ in nodes]
+    recording = engine.Recording(n_class=n_class, detail=detail, log=log, tbt_slo=tbt_slo, tbt_from=tbt_from)
+    states = [engine.new_state(empty, empty, empty, None, recording, capacity=n) for _ in nodes]
     node = np.zeros(n, dtype=np.int64)
     for k in range(n):
         t = float(times[k])

@@ -16,12 +16,15 @@ declared once here with their types; instances are created by cached compiled fa
 :mod:`stability.sim.kernels` and :mod:`stability.sim.engine`, and read back from Python by compiled
 exporters, so no per-process compilation is needed.
 
-The state's fields come from one table, :data:`STATE_BLOCKS`: each field's name, numba type and
-initial value, in blocks by who uses them (the engine core, KV memory, mixed batches, cycles and
-modes, SLAI). The state type :data:`STATE`, its initialiser :func:`init_state` and the batch log's
-growth (:func:`resize_log`) are generated from it, so a field is added in one place. Reading and
-writing fields in the hot loop is unchanged: plain structref attribute access (the generated code
-runs only when a state is created or its log grows).
+The cost tables' fields come from one table, :data:`COST_BLOCKS`, which generates the record type
+:data:`COSTS` and its factory :func:`make_costs` (:mod:`stability.sim.kernels` fills the blocks from
+a cost model). The state's fields come from one table, :data:`STATE_BLOCKS`: each field's name,
+numba type and initial value, in blocks by who uses them (the engine core, KV memory, mixed
+batches, cycles and modes, SLAI). The state type :data:`STATE`, its initialiser
+:func:`init_state` and the batch log's growth (:func:`resize_log`) are generated from it, so a
+field is added in one place. Reading and writing fields in the hot loop is unchanged: plain
+structref attribute access (the generated code runs only when a record is created or the log
+grows).
 """
 
 from __future__ import annotations
@@ -65,37 +68,50 @@ class State(structref.StructRefProxy):
 structref.define_boxing(CostsType, Costs)
 structref.define_boxing(StateType, State)
 
-COSTS = CostsType([
-    ("t_row", IA), ("t_col", IA), ("t_red", IA),  # GeMM tiles, t* first
-    ("mu", FA),  # tile pairs per second per SM (Eq. 2)
-    ("inv_mu_lin", FA),  # 1 / mu_Lin(t): linear time of one column block (Eq. 4)
-    ("S", FA),  # S(k) = sum_{i<=k} T^{D,SA}(i) (Eq. 5)
-    ("S2", FA),  # S, then at offset m_off the same sums for a decode in a batch with a prefill
-    ("m_off", I64),  # chunk (equal to S unless mixed_decode_eta is on): one array, so a batch
-    #                  picks its table by an offset, not by a branch between two arrays
-    ("lin", FA),  # T_Lin(tau) for small tau (Eq. 4)
-    ("pre_time", FA),  # whole-prefill time by L^P in chunks of `chunk` (Algorithm 1)
-    ("s", F64), ("N", F64), ("d_pre", I64), ("mu_nLin", F64), ("overhead", F64),
-    ("lin_ideal", F64),  # linear time per token at t*, no padding
-    ("psa_ideal", F64),  # prefill-attention time per unit of (i + c - 1) c at t*, no padding
-    ("chunk", I64),
-    # terms beyond Eq. 2 (theory.terms), read only past the `lin` table and by t_psa:
-    ("lin_kind", I64),  # 0: Eq. 4; 1: staircase law; 2: LinearTerms
-    ("law_c", F64), ("law_a", F64), ("law_b0", I64),
-    ("g_count", IA), ("g_rows", IA2), ("g_red", IA2),  # linear GeMMs: count, tiles per tile index
-    ("g_wbytes", FA), ("g_abytes", FA), ("floor_bw", F64),  # memory floor (floor_bw 0: off)
-    ("g_traffic", FA2), ("l2_bw", F64),  # operand bytes per output tile through L2 (l2_bw 0: off)
-    ("tok_s", F64), ("batch_s", F64),  # per-token and per-batch linear additions
-    ("waves", I64), ("att", I64),  # wave quantization of the linear GeMMs; attention priced
-    ("att_waves", I64),  # wave quantization of Eq. 6's GeMMs (attention_waves)
-    ("lm_out", F64),  # vocab projection per scheduled request row (lm_head)
-    # per tile, ceil(d / t_red) / (s mu) and ceil(d / t_row) / (s mu): Eq. 6's factors that do
-    # not depend on the chunk (t_psa without waves)
-    ("psa_qk", FA), ("psa_pv", FA),
+# The cost tables' fields (the record the compiled twins of theory.cost read), in blocks by what they
+# price. The record type COSTS and its factory make_costs are generated from this table, and
+# stability.sim.kernels fills each block from a cost model (kernels.COST_VALUES) and says which
+# fields carry each cost term of theory.cost_terms (kernels.COMPILED_TERMS).
+COST_BLOCKS: dict[str, list] = {
+    "core": [
+        ("t_row", IA), ("t_col", IA), ("t_red", IA),  # GeMM tiles, t* first
+        ("mu", FA),  # tile pairs per second per SM (Eq. 2)
+        ("inv_mu_lin", FA),  # 1 / mu_Lin(t): linear time of one column block (Eq. 4)
+        ("S", FA),  # S(k) = sum_{i<=k} T^{D,SA}(i) (Eq. 5)
+        ("S2", FA),  # S, then at offset m_off the same sums for a decode in a batch with a prefill
+        ("m_off", I64),  # chunk (equal to S unless mixed_decode_eta is on): one array, so a batch
+        #                  picks its table by an offset, not by a branch between two arrays
+        ("lin", FA),  # T_Lin(tau) for small tau (Eq. 4)
+        ("pre_time", FA),  # whole-prefill time by L^P in chunks of `chunk` (Algorithm 1)
+        ("s", F64), ("N", F64), ("d_pre", I64), ("mu_nLin", F64),
+        ("overhead", F64),  # the fixed time of every non-empty batch (CostModel.fixed_s)
+        ("lin_ideal", F64),  # linear time per token at t*, no padding
+        ("psa_ideal", F64),  # prefill-attention time per unit of (i + c - 1) c at t*, no padding
+        ("chunk", I64),
+    ],
+    # terms beyond Eq. 2 (theory.terms) of the linear time, read only past the `lin` table:
+    "linear": [
+        ("lin_kind", I64),  # 0: Eq. 4; 1: staircase law; 2: LinearTerms
+        ("law_c", F64), ("law_a", F64), ("law_b0", I64),
+        ("g_count", IA), ("g_rows", IA2), ("g_red", IA2),  # linear GeMMs: count, tiles per tile index
+        ("g_wbytes", FA), ("g_abytes", FA), ("floor_bw", F64),  # memory floor (floor_bw 0: off)
+        ("g_traffic", FA2), ("l2_bw", F64),  # operand bytes per output tile through L2 (l2_bw 0: off)
+        ("tok_s", F64), ("batch_s", F64),  # per-token and per-batch linear additions
+        ("waves", I64),  # wave quantization of the linear GeMMs
+    ],
+    # prefill attention (t_psa): priced at all, in waves (attention_waves), the vocab projection per
+    # scheduled request row (lm_head), and per tile ceil(d / t_red) / (s mu) and ceil(d / t_row) /
+    # (s mu), Eq. 6's factors that do not depend on the chunk (t_psa without waves)
+    "attention": [
+        ("att", I64), ("att_waves", I64), ("lm_out", F64), ("psa_qk", FA), ("psa_pv", FA),
+    ],
     # log2 of t_row, t_col, t_red when every tile dimension is a power of two (pow2 1), so that
     # t_psa's ceilings are shifts; else unused (pow2 0)
-    ("row_sh", IA), ("col_sh", IA), ("red_sh", IA), ("pow2", I64),
-])
+    "shifts": [("row_sh", IA), ("col_sh", IA), ("red_sh", IA), ("pow2", I64)],
+}
+
+COST_FIELDS = tuple(name for block in COST_BLOCKS.values() for name, _ in block)
+COSTS = CostsType([field for block in COST_BLOCKS.values() for field in block])
 
 
 class Zeros:
@@ -204,7 +220,7 @@ def _generate(name: str, args, body: list[str], doc: str):
     """Compile ``def name(*args): body`` (not cached itself: the cached factories calling it
     hold its machine code)."""
     src = f"def {name}({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in body)
-    namespace = {"np": np}
+    namespace = {"np": np, "structref": structref, "COSTS": COSTS}
     exec(compile(src, f"<stability.sim.structs.{name}>", "exec"), namespace)
     fn = namespace[name]
     fn.__doc__ = doc
@@ -230,3 +246,9 @@ resize_log = _generate(
      for line in (f"old_{name} = st.{name}", f"st.{name} = {value.code(typ)}",
                   f"st.{name}[: old_{name}.size] = old_{name}")],
     "Reallocate the batch log for ``rows`` batches and ``items`` iterations, keeping its entries.")
+
+make_costs = _generate(
+    "make_costs", ("values",),
+    ["ct = structref.new(COSTS)"] + [f"ct.{name} = values[{k}]" for k, name in enumerate(COST_FIELDS)]
+    + ["return ct"],
+    "A new cost-table record whose fields take ``values``, a tuple in the order of :data:`COST_FIELDS`.")

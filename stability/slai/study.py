@@ -93,13 +93,12 @@ class Panel:
     ``real`` panels price the RTX 6000 Ada as real mode does: its roofline with a memory floor per
     GeMM (``[real_mode]`` of ``theory/data/gpus.toml``), so a batch of few tokens already pays
     for streaming the weights. ``floor`` instead adds, to the bare roofline, a fixed time on every
-    batch equal to streaming the weights once at the datasheet bandwidth (about 15 ms), on large
-    batches too: a sensitivity case, not a fit. It stays because it still tells something the
-    real panels do not: with that per-batch time the absolute capacities come to the paper's
-    (Sarathi-FCFS 1.10 req/s against 1.15), and SLAI's gain under the TBT SLOs shrinks and widens
-    (5% paying: +11% [2%, 21%], against +18% [16%, 20%] in the real panel), while on median TTFT
-    alone it is the paper's +26%: how much of the gain survives depends on the per-batch costs
-    (``docs/section7.md``).
+    batch equal to streaming the weights once at the datasheet bandwidth, on large batches too: a
+    sensitivity case, not a fit. It stays because it still tells something the real panels do
+    not: with that per-batch time the absolute capacities come close to the paper's, and SLAI's
+    gain under the TBT SLOs shrinks and widens, while on median TTFT alone it matches the paper's:
+    how much of the gain survives depends on the per-batch costs (``llmq slai`` reports the
+    figures; ``docs/section7.md``).
     """
 
     mode: str

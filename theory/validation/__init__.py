@@ -1,6 +1,27 @@
 """The model against measured hardware: public profiles and their converters, calibration, the
 roofline screen, scoring per GeMM and per whole batch, and the reports of ``llmq validate``.
 
+The API:
+
+* :func:`theory.validation.validate.validate` of the profiles
+  :func:`theory.profiles.shipped_profiles` names (loaded by :func:`theory.profiles.load_profile`),
+  with :class:`theory.validation.results.Settings`: predicted against measured, per GeMM, per whole
+  batch and per attention batch (``llmq validate``); its report writers are
+  :mod:`theory.validation.report` and :mod:`theory.validation.attention_report`.
+* :func:`theory.validation.timings.read_timings`, then
+  :func:`theory.validation.calibrate.calibrate` (or :func:`~theory.validation.gemm_fit.fit_gemm`,
+  :func:`~theory.validation.batch_fit.fit_batch`), with
+  :class:`theory.validation.calibration.FitOptions`: a GPU profile fitted to measured timings
+  (``llmq calibrate``).
+* :func:`theory.validation.steps.score_steps`: Eq. 7 per engine step against the measured steps
+  (:mod:`theory.validation.steps_data`), the CUDA-graph padding rule and the time per step.
+* :func:`theory.validation.serving_runs.load_run` of the runs
+  :func:`theory.validation.serving_runs.shipped_runs` names: measured serving runs and the
+  latency metrics benchmark clients define (:mod:`theory.validation.runs_convert` rebuilds them);
+  :mod:`stability.serving` replays them through the simulator.
+
+The model itself (:mod:`theory` proper) never imports this package.
+
 Modules
 -------
 validate          the driver: every row of the shipped profiles predicted and scored (llmq validate).
@@ -19,8 +40,11 @@ attention         measured self-attention batches against Eq. 5-6 (and its repor
 staircase         the step heights of GeMM times over the token count, and their verdict.
 targets           the acceptance targets and the law each GPU is judged under.
 plausibility      the roofline screen: rows faster than their shape's lower bound.
+steps             Eq. 7 per engine step against measured steps (data: steps_data; report: steps_report).
+serving_runs      measured serving runs and their latency metrics (converters: runs_convert).
 calibrate         fit a GPU profile to timings (llmq calibrate): gemm_fit (Eq. 2 per tile, its search
                   gemm_search), batch_fit (Eq. 7), calibration (the fitted record and its TOML).
+term_fits         how a number of each cost term is fitted, or why it has none.
 timings           reading measured GeMM or batch timings (CSV).
 presets_fit       refitting the shipped calibrated presets from the public profiles.
 profiles_convert  converting the public profiles' raw files into llmq's profile CSVs.

@@ -39,9 +39,10 @@ class StackLaw:
 
     The law is fitted per served configuration, not per GPU x TP: what a stack adds per step
     depends on the model it runs. On splitwise's A100s at TP 8, Eq. 7 puts a BLOOM-176B decode step
-    17 ms above a Llama-2-70B one (its weight shard alone takes 13 ms longer to stream at the
-    datasheet bandwidth), and splitwise measures 3.9 ms: one law for both would need
-    ``a_compute < 1``, or collectives about 16 times slower than NCCL's.
+    well above a Llama-2-70B one (its larger weight shard alone takes longer to stream at the
+    datasheet bandwidth), and splitwise measures a far smaller gap: one law for both would need
+    ``a_compute < 1``, or collectives many times slower than NCCL's (``llmq validate`` lists the law
+    fitted per model, ``batch_stack``).
 
     References
     ----------

@@ -1,0 +1,12 @@
+"""Measured serving runs replayed end to end: a shipped run (:mod:`theory.validation.serving_runs`)
+through the simulator configured as its engine was, and the error of every latency statistic.
+
+Modules
+-------
+replay   the run's engine configuration as a scheduler's options, its requests as a trace, the
+         simulated per-request times (:func:`replay`).
+score    measured against predicted TTFT, TPOT and latency (mean and percentiles), beside the
+         simulator the source publishes (:func:`score_run`, :func:`score_runs`).
+report   console lines, strict JSON, CSV and Markdown with a column dictionary, and the CDF and
+         queue figures of ``llmq validate --serving``.
+"""

@@ -1,0 +1,169 @@
+"""A measured serving run replayed through the simulator, configured as its engine was.
+
+The engine's arguments (vLLM ``EngineArgs`` names, :attr:`ServingRun.engine_kwargs`) become the
+options of a chunked-prefill scheduler (:func:`engine_options`): the step's token budget
+``max_num_batched_tokens`` is the chunk budget, ``max_num_seqs`` the cap on running requests,
+``gpu_memory_utilization`` and ``block_size`` the KV cache's share of the GPU and its block, and
+``max_model_len`` the context limit. Where a run leaves an argument out, vLLM's default for that
+engine stands in (``vllm/engine/arg_utils.py`` ``EngineArgs`` and ``get_batch_defaults``; cited
+in :data:`VLLM_DEFAULTS`). What the engine arguments do not set is the simulated policy's own:
+``vllm_v1`` allocates KV blocks as vLLM v1 does (incrementally, no watermark, recompute preemption
+of the newest request); ``sarathi`` keeps Sarathi-Serve's block manager (its free-block watermark
+included). The replay says how many requests it preempted.
+
+The requests are the measured ones, in the order the engine queued them, each arriving at its
+measured queue time (the anchor the source bench measures TTFT from): a prompt of
+``prompt_tokens`` and ``output_tokens - 1`` decode iterations, since the simulator's prefill emits
+a request's first token (:mod:`stability.sim.engine`). Nothing of the run's measured output
+(first-token or last-token times) enters the replay.
+
+References
+----------
+vllm-project/vllm ``vllm/engine/arg_utils.py`` (``EngineArgs``: ``block_size`` 16,
+``gpu_memory_utilization`` 0.9; ``get_batch_defaults``: ``max_num_batched_tokens`` 2048 and
+``max_num_seqs`` 256 for the OpenAI server on a GPU that is not a 70 GiB+ card).
+"""
+
+from __future__ import annotations
+
+import csv
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from stability.sim.simulate import Scenario, SimResult, simulate
+from theory.errors import FieldError
+from theory.models import get_model
+from theory.validation.serving_runs import ServingRun, latency, load_run, tpot, ttft
+
+# vLLM's defaults where a run does not state an argument (the module docstring's references)
+VLLM_DEFAULTS = {"max_num_batched_tokens": 2048, "max_num_seqs": 256, "gpu_memory_utilization": 0.9,
+                 "block_size": 16}
+# chunked-prefill policies, and the name each gives the engine argument it takes
+SCHEDULERS = {
+    "vllm_v1": {"max_num_batched_tokens": "max_num_batched_tokens", "max_num_seqs": "max_num_seqs"},
+    "sarathi": {"max_num_batched_tokens": "chunk_size", "max_num_seqs": "max_num_seqs"},
+}
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    """How to replay a run: which run, on which scheduler, in which layer mode.
+
+    Attributes
+    ----------
+    run : str
+        A shipped run's name (:func:`theory.validation.serving_runs.shipped_runs`) or a run folder.
+    scheduler : str
+        One of :data:`SCHEDULERS`: ``vllm_v1`` (vLLM v1's scheduler, the engine the shipped runs ran)
+        or ``sarathi`` (Sarathi-Serve's).
+    mode : str
+        The cost model's layer mode (``real``: GQA and SwiGLU as served).
+    """
+
+    run: str
+    scheduler: str = "vllm_v1"
+    mode: str = "real"
+
+
+@dataclass(frozen=True, eq=False)
+class Replay:
+    """A replayed run: the measured and the simulated per-request metrics (seconds, arrival order).
+
+    Attributes
+    ----------
+    run : ServingRun
+        The run.
+    scenario : Scenario
+        The simulated scenario (its trace is a temporary file, gone once the replay returns).
+    measured, predicted : dict of numpy.ndarray
+        ``ttft``, ``tpot``, ``latency`` per request, as vLLM's benchmark client defines them.
+    kv_blocks : int
+        The KV blocks the simulator derived from the GPU, the model and the engine's memory share.
+    wall_s : float
+        Wall seconds of the simulation (cost model, scheduling and metrics).
+    result : SimResult
+        The simulation.
+    """
+
+    run: ServingRun
+    scenario: Scenario
+    measured: dict
+    predicted: dict
+    kv_blocks: int
+    wall_s: float
+    result: SimResult
+
+
+def unsupported(run: ServingRun) -> str | None:
+    """Why ``run`` cannot be replayed yet, or None where it can."""
+    kw = run.engine_kwargs
+    if run.model is None:
+        return f"no llmq model preset for {run.hf_model}"
+    if kw.get("enable_expert_parallel") or int(kw.get("data_parallel_size") or 1) > 1:
+        return "data and expert parallelism are not simulated"
+    if int(kw.get("tensor_parallel_size") or 1) > 1:
+        return f"no measured all-reduce law for tensor parallelism on {run.gpu}"
+    if run.requests is None:
+        return "no per-request measurements (the source publishes only aggregates)"
+    return None
+
+
+def engine_options(run: ServingRun, scheduler: str = "vllm_v1") -> tuple[tuple[str, object], ...]:
+    """The scheduler options that configure the simulator as ``run``'s engine was (module docstring)."""
+    if scheduler not in SCHEDULERS:
+        raise FieldError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
+    kw, kv = run.engine_kwargs, run.kv_cache
+
+    def arg(name: str):
+        for source in (kv, kw):
+            if source.get(name) is not None:
+                return source[name]
+        return VLLM_DEFAULTS[name]
+
+    context = kw.get("max_model_len") or get_model(run.model).context_length
+    names = SCHEDULERS[scheduler]
+    options = {names["max_num_batched_tokens"]: int(arg("max_num_batched_tokens")),
+               names["max_num_seqs"]: int(arg("max_num_seqs")),
+               "gpu_memory_utilization": float(arg("gpu_memory_utilization")),
+               "block_size": int(arg("block_size"))}
+    if context:
+        options["max_model_len"] = int(context)
+    return tuple(sorted(options.items()))
+
+
+def replay(spec: ReplaySpec) -> Replay:
+    """Replay ``spec.run`` (see the module docstring); refuses a run :func:`unsupported` names."""
+    run = load_run(spec.run)
+    why = unsupported(run)
+    if why:
+        raise FieldError(f"run {run.name}", "replay", f"a replayable run: {why}")
+    rq = run.requests
+    arrival = rq.arrival - rq.arrival[0]
+    decodes = rq.output_tokens - 1
+    with tempfile.TemporaryDirectory(prefix="llmq-replay-") as tmp:
+        trace = Path(tmp) / "trace.csv"
+        with open(trace, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(("arrival_time", "prompt_len", "output_len"))
+            w.writerows(zip(arrival.tolist(), rq.prompt_tokens.tolist(), decodes.tolist(), strict=True))
+        sc = Scenario(gpu=run.gpu, model=run.model, mode=spec.mode, scheduler=spec.scheduler,
+                      options=engine_options(run, spec.scheduler), trace=str(trace),
+                      n_requests=int(arrival.size), load=None)
+        t0 = time.perf_counter()
+        res = simulate(sc)
+        wall = time.perf_counter() - t0
+    got = res.requests
+    if np.any(~np.isfinite(got["t_finish"])):
+        raise FieldError(f"run {run.name}: replay", int(np.sum(~np.isfinite(got["t_finish"]))),
+                         "every request finished (some were rejected or never ran)")
+    predicted = {"ttft": ttft(got["arrival"], got["t_first"]),
+                 "tpot": tpot(got["t_first"], got["t_finish"], decodes + 1),
+                 "latency": latency(got["arrival"], got["t_finish"])}
+    measured = {"ttft": ttft(rq.arrival, rq.first_token),
+                "tpot": tpot(rq.first_token, rq.last_token, rq.output_tokens),
+                "latency": latency(rq.arrival, rq.last_token)}
+    return Replay(run, sc, measured, predicted, int(res.params.kv.blocks), wall, res)
