@@ -156,17 +156,16 @@ def _warm_kernels(spec) -> None:
     """A tiny run of every scheduler of the sweep and of RAD's cycle sampler: numba loads each
     compiled kernel from its cache on the first call in a process."""
     from stability.dtmc import CycleSampler
-    from stability.points import _dtmc_inputs
     from stability.sim.simulate import Scenario, simulate
+    from theory.builder import CostSpec, cost_model
+    from theory.workload import get_workload
 
     for name in spec.schedulers:
         opts = (("n", 64),) if name == "rad" else ()
         simulate(Scenario(gpu=spec.tilesets[0], scheduler=name, options=opts, load=0.5, rate=None,
                           n_requests=200, pad=True, seed=0))
-    task = {"tileset": spec.tilesets[0], "model": spec.model, "mode": spec.mode,
-            "workload": spec.workload, "variant": "pad", "gpu_file": None}
-    cm, w = _dtmc_inputs(task)
-    CycleSampler(cm, w, 8).saturated(4, 0)
+    cm = cost_model(CostSpec(spec.tilesets[0], spec.model, spec.mode))
+    CycleSampler(cm, get_workload(spec.workload).padded(cm.t_lcm), 8).saturated(4, 0)
 
 
 def cpu_profile() -> dict:
@@ -180,13 +179,17 @@ def cpu_profile() -> dict:
     clock = _Clock()
     clock.wrap(engine, "run_loop", "simulation: compiled scheduler loops")
     clock.wrap(simulate, "simulate", "simulation set-up: tables, lambda*, arrivals, lengths, collect")
-    clock.wrap(points, "run_sim", "verdict and saturated throughput")
-    clock.wrap(points, "run_n_min", "RAD's n (auto): DTMC search", whole=True)
-    clock.wrap(points, "run_dtmc", "DTMC predictions", whole=True)
+    for owner, name in ((points, "run_sim"), (getattr(points, "SimPoint", None), "run")):  # dicts, tasks
+        clock.wrap(owner, name, "verdict and saturated throughput")
+    for owner, name in ((points, "run_n_min"), (getattr(points, "NMinPoint", None), "run")):
+        clock.wrap(owner, name, "RAD's n (auto): DTMC search", whole=True)
+    for owner, name in ((points, "run_dtmc"), (getattr(points, "DtmcPoint", None), "run")):
+        clock.wrap(owner, name, "DTMC predictions", whole=True)
     clock.wrap(runner.Cache, "get", "result cache: reads")
     clock.wrap(runner.Cache, "put", "result cache: writes")
     clock.wrap(runner, "task_key", "task keys")
     clock.wrap(region, "with_seed", "task seeds")
+    clock.wrap(points, "derive_seed", "task seeds")
     clock.wrap(region, "write_outputs", "region.csv, region.json")
     clock.wrap(region, "plot_outputs", "region.png (matplotlib import and drawing)", whole=True)
     clock.wrap(region, "_theory", "theory: lambda*, Theorem 2, certified bound")

@@ -21,8 +21,8 @@ Stability analysis, :mod:`stability`
     ``SweepSpec``, ``run_sweep``, ``boundary_rows``: capacity-region sweeps (``llmq region``).
     ``build_chain``, ``empirical_n_min``: RAD's cycle DTMC (``llmq dtmc``).
 The planner, :mod:`stability.planner`
-    ``PlanSpec``, ``SloSpec``, ``parse_slo``, ``build_grid``, ``search``: the cheapest fleet for
-    a target load within SLOs (``llmq plan``); ``Runner``, ``Cache``, ``LocalExecutor``
+    ``PlanSpec``, ``SloSpec``, ``parse_slo``, ``build_grid``, ``search``, ``SearchOptions``: the
+    cheapest fleet for a target load within SLOs (``llmq plan``); ``Runner``, ``Cache``, ``LocalExecutor``
     (:mod:`stability.runner`): the cached, resumable runner the search runs its simulations on.
 The paper checks, :mod:`paper_checks`
     ``run_checks``: every claim of the paper as an executable check (``llmq check``).
@@ -55,8 +55,10 @@ _HOMES = {
     "stability.sim.registry": ("get_scheduler", "scheduler_names"),
     "stability.region": ("SweepSpec", "run_sweep", "boundary_rows"),
     "stability.dtmc": ("build_chain", "empirical_n_min"),
-    "stability.planner.grid": ("PlanSpec", "SloSpec", "parse_slo", "build_grid"),
-    "stability.planner.search": ("search",),
+    "stability.planner.spec": ("PlanSpec",),
+    "stability.planner.slo": ("SloSpec", "parse_slo"),
+    "stability.planner.grid": ("build_grid",),
+    "stability.planner.search": ("search", "SearchOptions"),
     "stability.runner": ("Runner", "Cache", "LocalExecutor"),
     "paper_checks.runner": ("run_checks",),
     "theory.errors": ("LlmqError", "FieldError", "UnknownNameError", "ConfigFileError",

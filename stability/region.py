@@ -37,7 +37,8 @@ Two classes: a mixture of two length laws with class-1 share s is one workload; 
 to it gives the line ``lambda_1 T_bar_1 + lambda_2 T_bar_2 = r`` (:func:`theory.workload.mixture`),
 and each share s is a ray in the (lambda_1, lambda_2) plane swept like any series.
 
-Scale-out and resumability (:mod:`stability.runner`): every run is a *task* (a plain dict); its
+Scale-out and resumability (:mod:`stability.runner`): every run is a *task* (a point of
+:mod:`stability.points`: a simulation holds its scenario); its
 result is cached in ``cache/<key>.json`` (written atomically), key = SHA-256 of the task and the
 source of ``theory/`` and ``stability/``. Seeds are derived from the task, so results do not
 depend on the number of workers or the order of execution, and an interrupted sweep redoes only
@@ -60,7 +61,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stability.points import N_FALLBACK, N_MAX
+from stability.points import N_FALLBACK, N_MAX, DtmcPoint, NMinPoint, SimPoint
 from stability.region_spec import (
     DEFAULT_LOADS,
     DEFAULT_SCHEDULERS,
@@ -70,14 +71,7 @@ from stability.region_spec import (
     _series_for,
     build_series,
 )
-from stability.runner import (
-    Cache,
-    DaskExecutor,
-    LocalExecutor,
-    Runner,
-    code_version,
-    with_seed,
-)
+from stability.runner import Cache, DaskExecutor, LocalExecutor, Runner, code_version
 from theory.errors import FieldError
 from theory.io import NULL_MEANING, atomic_write_json, json_load_exact
 
@@ -108,22 +102,15 @@ class SweepResult:
     elapsed_s: float = 0.0
 
 
-def _base(spec: SweepSpec, tileset: str, variant: str, law: str) -> dict:
-    base = {"tileset": tileset, "model": spec.model, "mode": spec.mode, "workload": law,
-            "variant": variant, "gpu_file": spec.gpu_file}
-    if spec.model_file:  # only when given: a default task (and so its seed) stays as it was
-        base["model_file"] = spec.model_file
-    return base
+def _sim_task(spec: SweepSpec, s: Series, rate: float, replicate: int | None = None) -> SimPoint:
+    from stability.sim.simulate import Scenario
 
-
-def _sim_task(spec: SweepSpec, s: Series, rate: float, replicate: int | None = None) -> dict:
     n_req = (spec.n_requests if replicate is None else spec.sat_requests) * s.r  # per node
-    task = {"kind": "sim", **_base(spec, s.tileset, s.variant, s.workload), "scheduler": s.scheduler,
-            "options": [list(o) for o in s.options], "r": s.r, "rate": float(rate),
-            "n_requests": n_req}
-    if replicate is not None:
-        task["replicate"] = replicate
-    return with_seed(task, spec.seed)
+    sc = Scenario(gpu=s.tileset, model=spec.model, mode=spec.mode, workload=s.workload,
+                  pad=s.variant == "pad", gpu_file=spec.gpu_file, model_file=spec.model_file,
+                  scheduler=s.scheduler, options=s.options, r=s.r, rate=float(rate), load=None,
+                  n_requests=n_req)
+    return SimPoint.seeded(sc, spec.seed, replicate)
 
 
 def run_sweep(spec: SweepSpec, cache_dir: str | Path, workers: int = 1, dask: str | None = None,
@@ -197,10 +184,9 @@ class _Sweep:
         pairs = []
         if self.auto:
             law = self.spec.two_class[0] if self.spec.two_class else self.spec.workload
-            pairs += [(("n_min", t), with_seed({
-                "kind": "n_min", **_base(self.spec, t, "pad", law), "epsilon": self.spec.epsilon,
-                "samples": self.spec.dtmc_samples, "n_max": N_MAX}, self.spec.seed))
-                for t in self.spec.tilesets]
+            pairs += [(("n_min", t), NMinPoint.seeded(self.spec.cost_spec(t), law, self.spec.epsilon,
+                                                      self.spec.dtmc_samples, N_MAX, self.spec.seed))
+                      for t in self.spec.tilesets]
         for g, (_, name) in enumerate(self.groups):
             if not (self.auto and name == "rad"):
                 pairs += self._open(g)
@@ -216,9 +202,9 @@ class _Sweep:
             key = (g, j)
             self.runs[key], self.step[key], self.open[key] = [], 0, len(spec.loads)
             if s.scheduler == "rad":
-                pairs.append(((key, "dtmc"), with_seed({
-                    "kind": "dtmc", **_base(spec, s.tileset, s.variant, s.workload),
-                    "n": int(dict(s.options)["n"]), "samples": 2 * spec.dtmc_samples}, spec.seed)))
+                pairs.append(((key, "dtmc"), DtmcPoint.seeded(
+                    spec.cost_spec(s.tileset), s.workload, s.variant == "pad", int(dict(s.options)["n"]),
+                    2 * spec.dtmc_samples, spec.seed)))
             pairs += self._runs(key, [("grid", load * s.lambda_star) for load in spec.loads])
             pairs += self._runs(key, [("saturation", spec.saturation * s.lambda_star)] * spec.replicates,
                                 replicates=True)
@@ -233,7 +219,7 @@ class _Sweep:
             self.runs[key].append([role, task, None, self.step[key]])
         return pairs
 
-    def then(self, tag: tuple, task: dict, result: dict) -> list[tuple]:
+    def then(self, tag: tuple, task, result: dict) -> list[tuple]:
         """Record a finished run; the runs it calls for."""
         if tag[0] == "n_min":
             self.rad_n[tag[1]] = result["n_min"] or N_FALLBACK
@@ -247,7 +233,7 @@ class _Sweep:
             return []
         run = self.runs[key][k]
         run[2] = result
-        self.per_request[_kind(task)] = result["elapsed_s"] / task["n_requests"]
+        self.per_request[_kind(task)] = result["elapsed_s"] / task.scenario.n_requests
         if run[0] == "saturation":
             return []
         self.open[key] -= 1
@@ -259,15 +245,15 @@ class _Sweep:
         self.open[key] = len(rates)
         return self._runs(key, rates)
 
-    def cost(self, task: dict) -> float:
+    def cost(self, task) -> float:
         """Expected seconds of a run: its requests x the seconds per request of the last finished
         run of its kind (of any kind before that; RAD's n and the DTMC come first)."""
-        if task["kind"] != "sim":
+        if not isinstance(task, SimPoint):
             return FIRST
         known = self.per_request.get(_kind(task))
         if known is None:
             known = max(self.per_request.values(), default=1.0)
-        return task["n_requests"] * known
+        return task.scenario.n_requests * known
 
     def phase(self, tag: tuple) -> str:
         """What the run of ``tag`` is for, as the progress bar names it."""
@@ -288,18 +274,20 @@ class _Sweep:
                              dtmc={i: self.dtmc[key] for i, key in enumerate(keys) if key in self.dtmc})
         for i, (key, s) in enumerate(zip(keys, series, strict=True)):
             done = sorted(((role, t, r) for role, t, r, _ in self.runs[key]),
-                          key=lambda p: (p[1]["rate"], p[1].get("replicate", -1)))
+                          key=lambda p: (p[1].scenario.rate,
+                                         -1 if p[1].replicate is None else p[1].replicate))
             result.points += [(i, role, task, res) for role, task, res in done]
             result.boundaries.append(boundary(
-                s, [(t["rate"], r) for role, t, r in done if role != "saturation"],
-                [(t["rate"], r) for role, t, r in done if role == "saturation"],
+                s, [(t.scenario.rate, r) for role, t, r in done if role != "saturation"],
+                [(t.scenario.rate, r) for role, t, r in done if role == "saturation"],
                 self.spec.confidence, result.dtmc.get(i)))
         return result
 
 
-def _kind(task: dict) -> tuple:
+def _kind(task: SimPoint) -> tuple:
     """The runs whose cost per request is alike: same GPU, scheduler, workload and r."""
-    return task["tileset"], task["scheduler"], task["variant"], task["workload"], task["r"]
+    sc = task.scenario
+    return sc.gpu, sc.scheduler, sc.pad, sc.workload, sc.r
 
 
 def max_runs(spec: SweepSpec) -> int:
@@ -317,7 +305,7 @@ def max_runs(spec: SweepSpec) -> int:
 def _next_rates(s: Series, pts: list, tol: float) -> list[tuple[str, float]]:
     """The next rate to try: look higher while nothing is unstable, lower while nothing is below
     the lowest unstable rate, else bisect the bracket until it is narrower than ``tol``."""
-    rates = np.array([t["rate"] for _, t, _ in pts])
+    rates = np.array([t.scenario.rate for _, t, _ in pts])
     unstable = np.array([r["verdict"] == "unstable" for _, _, r in pts])
     if not unstable.any():
         top = rates.max()
@@ -444,8 +432,8 @@ def rows(result: SweepResult) -> list[dict]:
         b = result.boundaries[i]
         out.append({**_series_fields(s), "model": _model(result.spec),
                     **{k: b[k] for k in BOUNDARY_COLUMNS}, "role": role,
-                    "rate": task["rate"], "load": task["rate"] / s.lambda_star,
-                    "n_requests": task["n_requests"], "seed": task["seed"],
+                    "rate": task.scenario.rate, "load": task.scenario.rate / s.lambda_star,
+                    "n_requests": task.scenario.n_requests, "seed": task.scenario.seed,
                     **{k: res[k] for k in POINT_COLUMNS[5:]}})
     return out
 

@@ -1,16 +1,18 @@
-"""Sweep tasks: plain dicts that run anywhere, cached by content, on an in-process, process-pool
-or Dask executor.
+"""Sweep tasks: typed task objects that run anywhere, cached by content, on an in-process,
+process-pool or Dask executor.
 
-A task is ``{"kind": ..., ...}`` with every input spelled out (``TASK_KINDS`` says which function
-computes each kind: the points of ``llmq region`` in :mod:`stability.points`, a Section 7 point in
-:mod:`stability.slai.study`); its result is a dict. :func:`task_key` hashes the task with the
-source of ``theory/`` and ``stability/`` (input files, GPU and model profiles, traces and CSV
-workloads, are named by their content),
-and :func:`with_seed` derives the task's seed the same way, so a result depends on the task
-alone: not on the worker, the order, or the number of workers. :class:`Cache` keeps results as
-``<dir>/<key>.json`` written atomically in strict JSON (non-finite floats tagged, so a result reads
-back exactly as it was computed), so an interrupted sweep loses only the tasks in flight; an entry
-that does not parse or has the wrong shape counts as missing (a warning says so) and is recomputed.
+A task is any object with ``identity()``, a JSON-able dict with every input spelled out, and
+``run()``, its result as a dict (:class:`Task`). Each client module defines its own task types
+(frozen dataclasses, most holding the :class:`stability.sim.simulate.Scenario` they run) and
+builds them; the runner imports and names none of them: a task travels to a worker pickled, and
+the worker imports the task's module from its class. :func:`task_key` hashes the identity with
+the source of ``theory/`` and ``stability/`` (input files, GPU and model profiles, traces and CSV
+workloads, are named by their content), and :func:`derive_seed` derives a task's seed from its
+identity the same way, so a result depends on the task alone: not on the worker, the order, or
+the number of workers. :class:`Cache` keeps results as ``<dir>/<key>.json`` written atomically in
+strict JSON (non-finite floats tagged, so a result reads back exactly as it was computed), so an
+interrupted sweep loses only the tasks in flight; an entry that does not parse or has the wrong
+shape counts as missing (a warning says so) and is recomputed.
 
 Dispatch: :meth:`Runner.run` runs a batch of tasks; :meth:`Runner.run_dynamic` runs tasks whose
 successors depend on their results (a sweep's bisection) as soon as each finishes, the longest
@@ -22,8 +24,8 @@ says how many runs the cache holds (the command line prints it as one line and e
 pool workers ignore SIGINT (the parent decides) and watch the parent: a worker whose parent is
 gone (``kill -9``) exits within ``WATCH_S`` seconds instead of staying behind.
 
-One runner serves every sweep: ``llmq region``, ``llmq slai`` and ``llmq plan``
-(:mod:`stability.planner.search`).
+One runner serves every sweep of the command line (capacity regions, the Section 7 study, the
+planner).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from theory.builder import file_digest
 from theory.errors import FieldError, LlmqError
@@ -63,10 +66,24 @@ def _canonical(obj) -> str:
 FILE_FIELDS = ("gpu_file", "model_file", "trace")  # fields, at any depth, that name an input file
 
 
+@runtime_checkable
+class Task(Protocol):
+    """What the runner runs: ``identity()``, the task's inputs as a JSON-able dict (what its cache
+    key and its seed are computed from, and what the cache entry records), and ``run()``, which
+    computes its result, a JSON-able dict. Instances must pickle (a worker process or a Dask worker
+    runs them): frozen dataclasses defined at module level."""
+
+    def identity(self) -> dict:
+        """The task's inputs, every one spelled out."""
+
+    def run(self) -> dict:
+        """Compute the task's result."""
+
+
 def _identity(task: dict) -> str:
-    """The task as canonical text, with every input file named by its content, not its path: GPU
-    and model files, traces, and CSV workloads (also inside a mixture), at any depth of the task
-    (a scenario nested in a ``slai`` or ``plan`` task). A file edited in place is a new task."""
+    """A task's identity as canonical text, with every input file named by its content, not its
+    path: GPU and model files, traces, and CSV workloads (also inside a mixture), at any depth (a
+    scenario nested in a task). A file edited in place is a new task."""
     return _canonical(_by_content(task))
 
 
@@ -86,50 +103,41 @@ def _by_content(obj, key: str | None = None):
     return obj
 
 
-def with_seed(task: dict, base_seed: int) -> dict:
-    """The task with its seed derived from its content and the sweep's base seed (so a result
-    does not depend on which worker runs it, or when, or where a GPU file lies)."""
-    body = {k: v for k, v in task.items() if k != "seed"}
-    seed = int.from_bytes(hashlib.sha256(f"{base_seed}|{_identity(body)}".encode()).digest()[:4], "big")
-    return {**body, "seed": seed}
+def derive_seed(identity: dict, base_seed: int) -> int:
+    """A task's seed: a hash of its identity (less any ``"seed"`` entry) and the sweep's base seed,
+    so that a result does not depend on which worker runs it, or when, or where a GPU file lies."""
+    body = {k: v for k, v in identity.items() if k != "seed"}
+    return int.from_bytes(hashlib.sha256(f"{base_seed}|{_identity(body)}".encode()).digest()[:4], "big")
 
 
-def task_key(task: dict) -> str:
-    """Cache key of a task: its identity and the code version."""
-    return hashlib.sha256(f"{code_version()}|{_identity(task)}".encode()).hexdigest()[:24]
+def task_key(identity: dict) -> str:
+    """Cache key of a task's ``identity`` (:meth:`Task.identity`): the identity and the code version."""
+    return hashlib.sha256(f"{code_version()}|{_identity(identity)}".encode()).hexdigest()[:24]
 
 
-# task kind -> "module:function" that computes it (imported where the task runs)
-TASK_KINDS = {
-    "sim": "stability.points:run_sim",
-    "n_min": "stability.points:run_n_min",
-    "dtmc": "stability.points:run_dtmc",
-    "slai": "stability.slai.study:run_point_task",
-    "plan": "stability.planner.search:run_plan_task",
-    "plan_mixed": "stability.planner.search_mixed:run_mixed_task",
-}
+def _checked(task) -> Task:
+    """``task`` if it is a :class:`Task`, else a :class:`theory.errors.FieldError` naming its type."""
+    if not isinstance(task, Task):
+        raise FieldError("task", type(task).__name__, "an object with identity() and run() "
+                                                      "(stability.runner.Task)")
+    return task
 
 
 RESULT_FIELDS = ("elapsed_s",)  # in every result run_task returns: a cache entry without them is malformed
 
 
-def run_task(task: dict) -> dict:
-    """Run one task by its ``kind`` (see ``TASK_KINDS``) and return its result dict, timed."""
-    from importlib import import_module
-
+def run_task(task: Task) -> dict:
+    """Run one task (:meth:`Task.run`) and return its result dict, timed (``elapsed_s``)."""
+    _checked(task)
     t0 = time.perf_counter()
-    kind = task.get("kind")
-    if kind not in TASK_KINDS:
-        raise FieldError("task kind", kind, ", ".join(TASK_KINDS))
-    module, _, name = TASK_KINDS[kind].partition(":")
-    out = getattr(import_module(module), name)(task)
+    out = task.run()
     return {**out, "elapsed_s": time.perf_counter() - t0}
 
 
 class _Pending:
     """A task handed to an in-process executor: it runs when waited for."""
 
-    def __init__(self, task: dict):
+    def __init__(self, task: Task):
         self.task = task
 
 
@@ -176,9 +184,10 @@ class Cache:
         warnings.warn(f"cache entry {path} is {why}: recomputing it", RuntimeWarning, stacklevel=3)
         return None
 
-    def put(self, key: str, task: dict, result: dict) -> None:
+    def put(self, key: str, identity: dict, result: dict) -> None:
+        """Store ``result`` under ``key``, with the ``identity`` of the task it is of."""
         atomic_write_text(self.dir / f"{key}.json",
-                          json_text({"task": task, "result": result}, indent=None, exact=True))
+                          json_text({"task": identity, "result": result}, indent=None, exact=True))
 
 
 def _watch_parent(parent: int) -> None:
@@ -211,8 +220,8 @@ BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 def _one_blas_thread() -> Iterator[None]:
     """Environment under which the forkserver starts, and with it every pool worker: one BLAS
     thread each. The workers already keep every core busy; a BLAS library's own threads would
-    spin against them (on a loaded 2-core machine the dot products of one T_bar^R take many times
-    longer with OpenBLAS's default threads than with one). A thread count set by the user wins."""
+    spin against them (on a loaded machine, many times longer for the dot products of one T_bar^R
+    with OpenBLAS's default threads than with one). A thread count set by the user wins."""
     saved = {k: os.environ.get(k) for k in BLAS_THREADS}
     os.environ.update({k: v or "1" for k, v in saved.items()})
     try:
@@ -238,7 +247,7 @@ class LocalExecutor:
         worker waits for this process between two tasks."""
         return 1 if self.workers == 1 else self.workers + 1
 
-    def submit(self, task: dict, priority: float = 0.0):
+    def submit(self, task: Task, priority: float = 0.0):
         """Hand ``task`` out (``priority`` is the runner's business here: it hands out the most
         urgent first); a handle for :meth:`wait` (in this process: the task, run there)."""
         if self.workers == 1:
@@ -255,7 +264,8 @@ class LocalExecutor:
         done, _ = wait_futures(handles, return_when=FIRST_COMPLETED)
         return [(fut, fut.result()) for fut in handles if fut in done]
 
-    def map_unordered(self, tasks: list[dict]) -> Iterator[tuple[int, dict]]:
+    def map_unordered(self, tasks: list[Task]) -> Iterator[tuple[int, dict]]:
+        """``(index, result)`` of every task of ``tasks``, in the order they finish."""
         if self.workers == 1 or len(tasks) <= 1:
             for k, task in enumerate(tasks):
                 yield k, run_task(task)
@@ -316,7 +326,7 @@ class DaskExecutor:
 
     slots = math.inf  # the scheduler queues every task and starts them by their priority
 
-    def submit(self, task: dict, priority: float = 0.0):
+    def submit(self, task: Task, priority: float = 0.0):
         """Hand ``task`` to the cluster (higher ``priority`` first); a future for :meth:`wait`."""
         if self._finished is None:
             from distributed import as_completed
@@ -331,7 +341,8 @@ class DaskExecutor:
         done = [next(self._finished), *self._finished.next_batch(block=False)]
         return [(fut, fut.result()) for fut in done]
 
-    def map_unordered(self, tasks: list[dict]) -> Iterator[tuple[int, dict]]:
+    def map_unordered(self, tasks: list[Task]) -> Iterator[tuple[int, dict]]:
+        """``(index, result)`` of every task of ``tasks``, in the order they finish."""
         from distributed import as_completed
 
         futures = self.client.map(run_task, tasks, pure=False)
@@ -382,8 +393,10 @@ class Runner:
         self.grow_total = grow_total  # add each batch's size to the bar's total (unknown up front)
         self.computed = self.cached = 0
 
-    def run(self, tasks: list[dict]) -> list[dict]:
-        keys = [task_key(t) for t in tasks]
+    def run(self, tasks: list[Task]) -> list[dict]:
+        """The result of every task of ``tasks`` (in their order): from the cache, or computed by the
+        executor and cached; ``on_result(task, result)`` after each one computed."""
+        keys = [task_key(_checked(t).identity()) for t in tasks]
         results: list = [None] * len(tasks)
         todo = []
         for k, key in enumerate(keys):
@@ -400,7 +413,7 @@ class Runner:
         try:
             for j, result in self.executor.map_unordered([tasks[k] for k in todo]):
                 k = todo[j]
-                self.cache.put(keys[k], tasks[k], result)
+                self.cache.put(keys[k], tasks[k].identity(), result)
                 results[k] = result
                 self.computed += 1
                 if self.bar is not None:
@@ -412,9 +425,9 @@ class Runner:
             raise SweepInterrupted(self.cache.dir) from None
         return results
 
-    def run_dynamic(self, start: list[tuple[object, dict]],
-                    then: Callable[[object, dict, dict], list[tuple[object, dict]]],
-                    cost: Callable[[dict], float] = lambda task: 0.0,
+    def run_dynamic(self, start: list[tuple[object, Task]],
+                    then: Callable[[object, Task, dict], list[tuple[object, Task]]],
+                    cost: Callable[[Task], float] = lambda task: 0.0,
                     on_start: Callable[[object], None] | None = None) -> None:
         """Run the tasks of ``start`` (``(tag, task)`` pairs), and after each one, cached or
         computed, the pairs that ``then(tag, task, result)`` returns, until none is left: a sweep
@@ -436,7 +449,7 @@ class Runner:
         def add(pairs) -> None:
             nonlocal order
             for tag, task in pairs:
-                key = task_key(task)
+                key = task_key(_checked(task).identity())
                 if key in tags:
                     tags[key][1].append(tag)
                     continue
@@ -467,7 +480,7 @@ class Runner:
                 for handle, result in self.executor.wait(list(running)):
                     key = running.pop(handle)
                     task, asked = tags.pop(key)
-                    self.cache.put(key, task, result)
+                    self.cache.put(key, task.identity(), result)
                     self.computed += 1
                     if self.bar is not None:
                         self.bar.update(1)

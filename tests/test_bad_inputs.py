@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import time
 from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -437,19 +438,26 @@ def test_there_are_at_least_100_cases():
     assert len(CASES) >= 100
 
 
-def echo_task(task: dict) -> dict:
-    """A task kind for the runner test below: its result is its input."""
-    return {"echo": task["x"]}
+@dataclass(frozen=True)
+class EchoTask:
+    """A runner task for the test below (:class:`stability.runner.Task`): its result is its input."""
+
+    x: int
+
+    def identity(self) -> dict:
+        return {"kind": "echo", "x": self.x}
+
+    def run(self) -> dict:
+        return {"echo": self.x}
 
 
-def test_a_cache_entry_of_the_wrong_shape_is_recomputed_with_a_warning(tmp_path, monkeypatch):
+def test_a_cache_entry_of_the_wrong_shape_is_recomputed_with_a_warning(tmp_path):
     """A cached result without the fields every run's result has (``elapsed_s``) is a miss: the
     runner recomputes it, with a warning naming the file, never a ``KeyError`` in the sweep."""
     from stability import runner as rn
 
-    monkeypatch.setitem(rn.TASK_KINDS, "echo", "tests.test_bad_inputs:echo_task")
-    task = {"kind": "echo", "x": 7}
-    bad = tmp_path / f"{rn.task_key(task)}.json"
+    task = EchoTask(7)
+    bad = tmp_path / f"{rn.task_key(task.identity())}.json"
     bad.write_text('{"task": {"kind": "echo", "x": 7}, "result": {"echo": 7}}')
     runner = rn.Runner(rn.Cache(tmp_path), rn.LocalExecutor(1))
     with pytest.warns(RuntimeWarning, match=bad.name):

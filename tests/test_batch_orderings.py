@@ -6,7 +6,9 @@ import pytest
 
 from theory.profiles import load_profile
 from theory.validation.batch_orderings import ordering_pairs, ordering_summary
-from theory.validation.validate import StackLaw, abs_rel_error, batch_cost_model, batch_parts, fit_stack_law
+from theory.validation.batches import batch_cost_model, batch_parts
+from theory.validation.errors import abs_rel_error
+from theory.validation.stack_law import StackLaw, fit_stack_law
 
 
 def _batch_rows(shapes):

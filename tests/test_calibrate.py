@@ -17,7 +17,10 @@ from theory.cost import Batch, T_batch, T_GeMM, T_GeMM_terms, build_cost_model
 from theory.errors import FieldError
 from theory.hardware import get_gpu, load_gpus
 from theory.models import get_model
-from theory.validation.calibrate import fit_batch, fit_gemm, profile_toml, staircase_jumps, write_profile
+from theory.validation.batch_fit import fit_batch
+from theory.validation.calibrate import staircase_jumps
+from theory.validation.calibration import FitOptions, profile_toml, write_profile
+from theory.validation.gemm_fit import fit_gemm
 from theory.validation.timings import BatchTimings, GemmTimings, read_timings, timings_path
 
 A100 = get_gpu("a100")
@@ -105,7 +108,7 @@ def terms_truth(seed, folder, n=500, l2_gbs=None):
 def test_gemm_fit_with_every_term_on_recovers_rates_bandwidth_and_c0(seed, tmp_path):
     rng, truth, shape, seconds, c0 = terms_truth(seed, tmp_path)
     base = get_gpu("a100")  # the roofline preset: start and fallback; the fit switches the terms on
-    cal = fit_gemm(GemmTimings(*shape, seconds), base, LLAMA, "real", floor=True, waves=True)
+    cal = fit_gemm(GemmTimings(*shape, seconds), base, LLAMA, "real", FitOptions(floor=True, waves=True))
     assert cal.error.max_rel_error < 1e-6
     by_name = {p.name: p for p in cal.parameters}
     floor = by_name["eta_mem B (memory floor)"]
@@ -116,7 +119,7 @@ def test_gemm_fit_with_every_term_on_recovers_rates_bandwidth_and_c0(seed, tmp_p
     np.testing.assert_allclose(fitted_mu(cal)[ident], np.array(truth.mu)[ident], rtol=1e-6)
     # with 1% noise the bandwidth and c_0 come back to 1%
     noisy = seconds * (1 + 0.01 * rng.standard_normal(seconds.size))
-    cal = fit_gemm(GemmTimings(*shape, noisy), base, LLAMA, "real", floor=True, waves=True)
+    cal = fit_gemm(GemmTimings(*shape, noisy), base, LLAMA, "real", FitOptions(floor=True, waves=True))
     by_name = {p.name: p for p in cal.parameters}
     assert by_name["eta_mem B (memory floor)"].value == pytest.approx(0.7 * 2039, rel=0.01)
     assert by_name["c_0 (per GeMM)"].value == pytest.approx(c0, rel=0.05)
@@ -136,7 +139,8 @@ def test_gemm_fit_with_l2_traffic_recovers_its_bandwidth_and_reproduces_the_fit(
     reproduces the fit through the loader."""
     _, _, shape, seconds, c0 = terms_truth(seed, tmp_path, l2_gbs=2500.0)
     base = get_gpu("a100")
-    cal = fit_gemm(GemmTimings(*shape, seconds), base, LLAMA, "real", floor=True, waves=True, l2=True)
+    cal = fit_gemm(GemmTimings(*shape, seconds), base, LLAMA, "real",
+                   FitOptions(floor=True, waves=True, l2=True))
     by_name = {p.name: p for p in cal.parameters}
     l2 = by_name["B_L2 (L2 traffic)"]
     assert l2.note.startswith("binds at")
@@ -144,7 +148,8 @@ def test_gemm_fit_with_l2_traffic_recovers_its_bandwidth_and_reproduces_the_fit(
     assert by_name["eta_mem B (memory floor)"].value == pytest.approx(0.7 * 2039, rel=0.01)
     assert by_name["c_0 (per GeMM)"].value == pytest.approx(c0, rel=0.05)
     assert cal.error.rel_rmse < 0.02
-    without = fit_gemm(GemmTimings(*shape, seconds), base, LLAMA, "real", floor=True, waves=True, l2=False)
+    without = fit_gemm(GemmTimings(*shape, seconds), base, LLAMA, "real",
+                       FitOptions(floor=True, waves=True, l2=False))
     assert without.error.rel_rmse > 3 * cal.error.rel_rmse
     gpu = load_gpus(write_profile(cal, tmp_path / "l2.toml"))[cal.key]
     assert gpu.terms.l2_bandwidth == pytest.approx(l2.value * 1e9, rel=1e-12)
@@ -165,7 +170,7 @@ def test_gemm_fit_keeps_tile_rates_below_the_dense_peak_and_t_star(l2, tmp_path)
     d_row, d_red, d_col = rng.integers(64, 16385, n), rng.integers(64, 16385, n), rng.integers(1, 4097, n)
     seconds = T_GeMM_terms(build_cost_model(fast, LLAMA, "real"), d_row, d_col, d_red)
     cal = fit_gemm(GemmTimings(d_row, d_col, d_red, np.ones(n, dtype=np.int64), seconds), A100, LLAMA,
-                   "real", overhead=False, l2=l2)
+                   "real", FitOptions(overhead=False, l2=l2))
     flops = np.array([2 * A100.s * cal.profile["mu"][str(t)] * t.t_row * t.t_col * t.t_red
                       for t in A100.tiles])
     assert flops.max() <= A100.peak_flops * (1 + 1e-9)
@@ -191,7 +196,7 @@ def test_transformer_shapes_leave_tiles_of_one_t_col_interchangeable(tmp_path):
     per_tile = np.stack([T_GeMM(d_row, d_col, d_red, t.t_row, t.t_col, t.t_red, m, A100.s)
                          for t, m in zip(A100.tiles, A100.mu, strict=True)], axis=1)
     timings = GemmTimings(d_row, d_col, d_red, np.ones_like(d_row), per_tile.min(axis=1))
-    cal = fit_gemm(timings, A100, MISTRAL, "real", overhead=False)
+    cal = fit_gemm(timings, A100, MISTRAL, "real", FitOptions(overhead=False))
     assert cal.error.max_rel_error < 1e-9
     tiles = cal.parameters
     assert not any(p.identified for p in tiles)
@@ -216,7 +221,7 @@ def test_one_gemm_shape_cannot_separate_the_rate_from_c0():
 def test_gemm_profile_round_trip_and_tile_subset(tmp_path):
     _, _, (d_row, d_col, d_red, count), per_tile = gemm_truth(5, n=200)
     timings = GemmTimings(d_row, d_col, d_red, count, count * per_tile.min(axis=1))
-    cal = fit_gemm(timings, A100, LLAMA, "paper", tiles="256x128x32,128x64,64x64x32", key="mine")
+    cal = fit_gemm(timings, A100, LLAMA, "paper", FitOptions(tiles="256x128x32,128x64,64x64x32", key="mine"))
     gpu = load_gpus(write_profile(cal, tmp_path / "sub.toml"))["mine"]
     assert [str(t) for t in gpu.tiles] == ["256x128x32", "128x64x32", "128x64x64", "64x64x32"]
     c0 = cal.parameters[-1].value
@@ -462,4 +467,4 @@ def test_cli_bad_csv_and_tiles_with_batches(capsys, tmp_path):
     assert code == 2 and "tiles" in err
     with pytest.raises(FieldError, match="tiles"):
         from theory.validation.calibrate import calibrate
-        calibrate(read_timings(f), A100, LLAMA, tiles="128x128")
+        calibrate(read_timings(f), A100, LLAMA, options=FitOptions(tiles="128x128"))

@@ -491,7 +491,9 @@ def test_memory_floor_closes_the_small_batch_gap_on_measured_gemms():
 def test_one_gemm_with_terms_and_the_validation_plug_points(tmp_path):
     """T_GeMM_terms of one GeMM: its bytes over eta_mem B when memory bound, Eq. 2 when compute
     bound; validate's per-GeMM predictor, TP batch model and all-reduce law use the GPU's terms."""
-    from theory.validation.validate import NEEDS_TP, allreduce_law, batch_cost_model, predict_gemm
+    from theory.validation.allreduce import allreduce_law
+    from theory.validation.batches import NEEDS_TP, batch_cost_model
+    from theory.validation.gemm import predict_gemm
 
     g = gpu_file(tmp_path, '[gpus.a100]\nmemory_floor = true\nallreduce_latency_s = 4e-5\n'
                            'allreduce_bandwidth_gbs = 170\n')

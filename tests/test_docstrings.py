@@ -162,10 +162,11 @@ ALLOWED: dict[str, dict[str, str]] = {
         "about 80% on an H200": OTHER_PAPER, "about 20% on an RTX PRO 6000": OTHER_PAPER,
         "the 80% and 20% decode shares": OTHER_PAPER},
     "paper_checks.section4_theorems.tiling_verdict": {"< 5% of batches": SETTING},
-    "stability.planner.grid.scheduler_caps": {
+    "stability.planner.caps.scheduler_caps": {
         "sequences, 80 %": SOURCE_DEFAULT, "decodes, 90 %": SOURCE_DEFAULT, "(128), 90 %": SOURCE_DEFAULT},
+    "stability.planner.runs": {
+        "the first 10 % of the arrival window": SETTING + " (stability.sim.metrics.WARMUP)"},
     "stability.planner.search": {
-        "the first 10 % of the arrival window": SETTING + " (stability.sim.metrics.WARMUP)",
         "probability at most 2.5 %": "arithmetic on the chosen 95% level (one side of the interval)",
         "at most 7.5 % at the defaults": "arithmetic on the chosen level (a union bound over looks)",
         "22.5 %": "arithmetic on the chosen level (a union bound over looks)"},

@@ -219,7 +219,7 @@ def test_real_mode_default_switch_prices_the_base_presets_with_the_profile(monke
 
 
 def test_validate_scheme_interpolates_training_counts_only_and_falls_back_elsewhere():
-    from theory.validation.validate import GemmRows, measured_predictions
+    from theory.validation.gemm import GemmRows, measured_predictions
 
     def rows(d_row, tokens, seconds):
         n = len(tokens)
@@ -270,7 +270,7 @@ def test_the_symbolic_twin_refuses_the_measured_law():
 def test_a_measured_preset_costs_what_its_card_costs_unless_priced_itself(tmp_path):
     """The measured-profile presets are the same cards: llmq plan prices them by their base
     preset's entry, an entry of their own wins, and an unknown GPU is still an error."""
-    from stability.planner.grid import gpu_price, load_prices
+    from stability.planner.prices import gpu_price, load_prices
     from theory.errors import FieldError
 
     prices = load_prices()

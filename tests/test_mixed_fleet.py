@@ -8,10 +8,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from stability.planner.grid import PlanSpec, parse_slo
 from stability.planner.mixed_fleet import member_rates, mix_grid, mixed_capacity
-from stability.planner.search import replicate, search
+from stability.planner.search import SearchOptions, replicate, search
 from stability.planner.search_mixed import mixed_task, search_mixes
+from stability.planner.slo import parse_slo
+from stability.planner.spec import PlanSpec
 from stability.runner import Cache, LocalExecutor, Runner
 from stability.sim.simulate import Scenario, simulate
 from theory.errors import FieldError
@@ -81,7 +82,7 @@ def _spec(rate: float) -> PlanSpec:
 
 def test_mix_pruning_agrees_with_brute_force_and_the_search_finds_the_cheapest(tmp_path):
     runner = Runner(Cache(tmp_path / "c"), LocalExecutor(1))
-    res = search(_spec(60.0), runner, **SMALL)
+    res = search(_spec(60.0), runner, SearchOptions(**SMALL))
     one = {f.gpu: res.grid.one_gpu[f].bound for f in res.grid.families}
     everything = mix_grid(res.grid, res.spec)  # no price limit: every mix of the grid
     n_mixes = sum(sum(1 for a in range(1, 4) for b in range(1, 5 - a)) for _ in range(3))
@@ -114,12 +115,12 @@ def test_state_dependent_mixes_pruning_agrees_with_brute_force_and_the_search_fi
     no more pending requests than the A100, no cheaper mix does."""
     runner = Runner(Cache(tmp_path / "c"), LocalExecutor(1))
     spec = replace(_spec(75.0), gpus=("a100", "l4"), slo=parse_slo("ttft_p50=0.2,tbt_p99=0.15"))
-    res = search(spec, runner, **SMALL)
+    res = search(spec, runner, SearchOptions(**SMALL))
     kept = {m.label for m in mix_grid(res.grid, res.spec).kept}
     brute = {}
     for m in mix_grid(res.grid, replace(res.spec, rate=1e-9)).kept:  # every mix, pruned or not
         task = mixed_task(res, m, seeds=2, n_requests=300, base_seed=0, router=router)
-        assert task["router"] == router and [s["r"] for s in task["members"]] == [n for _, n in m.members]
+        assert task.router == router and [s.r for s in task.members] == [n for _, n in m.members]
         (_, verdict), = replicate(runner, [task], res.spec.slo)  # the search's adaptive rule
         brute[m.label] = (verdict.feasible, m.usd_per_hour)
     assert {lab for lab, (ok, _) in brute.items() if ok} <= kept

@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from stability.planner.grid import (
-    InfeasibleTargetError,
-    PlanSpec,
-    build_grid,
-    families_of,
-    fleet_capacity,
-    load_prices,
-    one_gpu_capacity,
-    parse_slo,
-    scheduler_caps,
-)
-from stability.planner.search import judge, search
+from stability.planner.caps import scheduler_caps
+from stability.planner.grid import InfeasibleTargetError, build_grid, families_of, one_gpu_capacity
+from stability.planner.prices import load_prices
+from stability.planner.runs import PlanRun
+from stability.planner.search import SearchOptions, judge, search
+from stability.planner.slo import parse_slo
+from stability.planner.spec import PlanSpec, fleet_capacity
 from stability.runner import Cache, LocalExecutor, Runner
 from stability.sim.simulate import Scenario, simulate
 from theory.builder import CostSpec, cost_model
@@ -147,7 +143,7 @@ def tiny(tmp_path_factory):
     rate = 1.3 * max(one.values())  # every family needs >= 2 GPUs: some candidates are pruned
     spec = _tiny_spec(rate)
     runner = _runner(tmp)
-    return spec, runner, search(spec, runner, max_seeds=MAX_SEEDS, **SMALL)
+    return spec, runner, search(spec, runner, SearchOptions(max_seeds=MAX_SEEDS, **SMALL))
 
 
 def _agrees_with_brute_force(spec, runner, res) -> None:
@@ -195,14 +191,14 @@ def test_pruning_agrees_with_brute_force_on_tensor_parallel_groups(tmp_path):
     one = [o.bound for o in build_grid(tp_spec(1e-3), tp_dir=tmp_path).one_gpu.values()]
     spec = tp_spec(1.3 * max(one))  # two replicas at least
     runner = _runner(tmp_path)
-    res = search(spec, runner, max_seeds=MAX_SEEDS, **SMALL)
+    res = search(spec, runner, SearchOptions(max_seeds=MAX_SEEDS, **SMALL))
     assert res.counts["considered"] == 2 * (4 + 2) and res.counts["pruned"] >= 4
     _agrees_with_brute_force(spec, runner, res)
 
 
 def test_full_front_finds_the_same_best_and_a_non_dominated_front(tiny):
     spec, runner, res = tiny
-    full = search(spec, runner, grid=res.grid, stop_early=False, max_seeds=MAX_SEEDS, **SMALL)
+    full = search(spec, runner, SearchOptions(stop_early=False, max_seeds=MAX_SEEDS, **SMALL), res.grid)
     assert full.best.candidate.usd_per_hour == res.best.candidate.usd_per_hour
     assert full.counts["simulated"] >= res.counts["simulated"]
     assert full.counts["families_visited"] == len({c.family for c in res.grid.kept})
@@ -237,7 +233,7 @@ def test_results_do_not_depend_on_the_worker_count(tiny, tmp_path):
     task = plan_task(spec, c.family, c.r, base_seed=0, **SMALL)
     runner = Runner(Cache(tmp_path / "c2"), LocalExecutor(2))
     try:  # a batch of two tasks per round: the pool runs them
-        (fresh, _), _ = replicate(runner, [task, {**task, "seeds": 1}], spec.slo, MAX_SEEDS)
+        (fresh, _), _ = replicate(runner, [task, replace(task, seeds=1)], spec.slo, MAX_SEEDS)
     finally:
         runner.executor.close()
     assert fresh["replicates"] == res.best.result["replicates"]
@@ -371,7 +367,7 @@ def test_search_gives_the_same_plan_for_one_or_two_workers(tiny, tmp_path):
     spec, _, res = tiny
     runner = Runner(Cache(tmp_path / "c2"), LocalExecutor(2))
     try:
-        two = search(spec, runner, grid=res.grid, parallel=2, max_seeds=MAX_SEEDS, **SMALL)
+        two = search(spec, runner, SearchOptions(parallel=2, max_seeds=MAX_SEEDS, **SMALL), res.grid)
     finally:
         runner.executor.close()
     one, other = res.best.candidate, two.best.candidate
@@ -390,7 +386,7 @@ def test_search_on_a_dask_cluster_gives_the_same_plan(tiny, tmp_path):
                                   dashboard_address=None) as cluster:
         runner = Runner(Cache(tmp_path / "dask"), DaskExecutor(cluster.scheduler_address))
         try:
-            remote = search(spec, runner, grid=res.grid, parallel=2, max_seeds=MAX_SEEDS, **SMALL)
+            remote = search(spec, runner, SearchOptions(parallel=2, max_seeds=MAX_SEEDS, **SMALL), res.grid)
         finally:
             runner.executor.close()
     assert (remote.best.candidate.family, remote.best.candidate.r) == (res.best.candidate.family,
@@ -414,7 +410,7 @@ def test_verify_resimulates_with_new_seeds(tiny, tmp_path):
 
 
 def test_class_slos_join_the_spec_and_unknown_classes_are_named():
-    from stability.planner.grid import with_class_slos
+    from stability.planner.slo import with_class_slos
 
     classes = (("paying", 0.2, 0.05), ("free", 0.8, 0.5))
     slo = with_class_slos(parse_slo("ttft_p50=0.2,ttft_p99@free=2"), classes)
@@ -430,7 +426,7 @@ def test_class_slos_join_the_spec_and_unknown_classes_are_named():
 
 
 def test_per_class_metrics_are_each_class_s_own():
-    from stability.planner.search import measure
+    from stability.planner.runs import measure
 
     sc = Scenario(gpu="a100", mode="real", workload=W, scheduler="slai", rate=40.0, load=None,
                   n_requests=800, seed=3, detail=True, classes=(("paying", 0.3, 0.05), ("free", 0.7, 0.5)))
@@ -525,19 +521,23 @@ def test_judge_decides_only_what_the_intervals_decide():
     assert tuple(judge(_result(one, 1, seeds=2), slo)) == (False, ("stable",), False)  # a tie: missed
 
 
+def _named(name: str, **fields) -> Scenario:
+    """A scenario that names a row of a fake runner's table (by its GPU field; never simulated)."""
+    return Scenario(gpu=name, **fields)
+
+
 class _TableRunner:
-    """A runner whose ``plan`` tasks return fixed replicate values: replicate k of the task whose
-    scenario is named ``name`` has ``ttft_p50 = TABLE[name][k]``; it records every task asked."""
+    """A runner whose plan tasks return fixed replicate values: replicate k of the task whose
+    scenario is named ``name`` (:func:`_named`) has ``ttft_p50 = TABLE[name][k]``; it records every
+    task asked."""
 
     def __init__(self, table: dict):
         self.table, self.asked = table, []
 
-    def run(self, tasks: list[dict]) -> list[dict]:
-        from stability.planner.search import replicates_of
-
+    def run(self, tasks: list) -> list[dict]:
         self.asked += tasks
-        return [{"replicates": [{"ttft_p50": self.table[t["scenario"]["name"]][k], "verdict": "stable",
-                                 "rejected": 0, "requests": 10} for k in replicates_of(t)],
+        return [{"replicates": [{"ttft_p50": self.table[t.scenario.gpu][k], "verdict": "stable",
+                                 "rejected": 0, "requests": 10} for k in t.replicates()],
                  "r": 1, "rate": 1.0, "elapsed_s": 1.0} for t in tasks]
 
 
@@ -560,20 +560,18 @@ def test_replicate_doubles_undecided_candidates_and_pools_every_replicate():
     slo = parse_slo("ttft_p50=1")
     runner = _TableRunner(table)
     # replayed traces: their runs are never lengthened, so the doubling alone is seen
-    tasks = [{"kind": "plan", "scenario": {"name": name, "trace": "t.csv"}, "seeds": 2, "seed": 11 + k}
-             for k, name in enumerate(table)]
+    tasks = [PlanRun(_named(name, trace="t.csv"), seeds=2, seed=11 + k) for k, name in enumerate(table)]
     out = replicate(runner, tasks, slo, max_seeds=8)
     want = {"decides_feasible_at_4": (True, 4, True), "decides_infeasible_at_4": (False, 4, True),
             "clear": (True, 2, True), "undecided_at_8": (True, 8, False)}  # mean 0.75: within, undecided
     for task, (res, verdict) in zip(tasks, out, strict=True):
-        name = task["scenario"]["name"]
+        name = task.scenario.gpu
         assert (verdict.feasible, len(res["replicates"]), verdict.decided) == want[name], (name, verdict)
         assert res["metrics"]["ttft_p50"] == pytest.approx(_scipy_interval(table[name]), rel=1e-9)
-        asked = [(t.get("first", 0), t["seeds"], t["seed"]) for t in runner.asked
-                 if t["scenario"]["name"] == name]
+        asked = [(t.first, t.seeds, t.seed) for t in runner.asked if t.scenario.gpu == name]
         n = want[name][1]
         doubling = [(0, 2), (2, 2), (4, 4)][:{2: 1, 4: 2, 8: 3}[n]]
-        assert asked == [(f, k, task["seed"]) for f, k in doubling]  # every round under the first seed
+        assert asked == [(f, k, task.seed) for f, k in doubling]  # every round under the first seed
         assert res["elapsed_s"] == len(asked)
     assert out[3][0]["metrics"]["ttft_p50"][1] == 0.0  # a latency's interval is cut at zero
     capped = replicate(_TableRunner(table), tasks[:1], slo, max_seeds=3)[0]
@@ -581,13 +579,10 @@ def test_replicate_doubles_undecided_candidates_and_pools_every_replicate():
 
 
 def test_replicates_have_the_same_seeds_whichever_task_ran_them():
-    from stability.planner.search import run_plan_task
-
     sc = Scenario(gpu="a100", mode="real", workload=W, scheduler="sarathi", rate=20.0, load=None,
-                  n_requests=120, seed=0, detail=True).to_dict()
-    whole = run_plan_task({"kind": "plan", "scenario": sc, "seeds": 4, "seed": 7})
-    parts = [run_plan_task({"kind": "plan", "scenario": sc, "seeds": 2, "seed": 7, "first": first})
-             for first in (0, 2)]
+                  n_requests=120, seed=0, detail=True)
+    whole = PlanRun(sc, seeds=4, seed=7).run()
+    parts = [PlanRun(sc, seeds=2, seed=7, first=first).run() for first in (0, 2)]
     assert whole["replicates"] == parts[0]["replicates"] + parts[1]["replicates"]
     assert parts[0]["replicates"] != parts[1]["replicates"]
 
@@ -605,10 +600,10 @@ def test_an_interrupted_search_resumes_to_the_same_plan(tiny, tmp_path):
 
     cache = Cache(tmp_path / "c")
     with pytest.raises(SweepInterrupted):
-        search(spec, Runner(cache, LocalExecutor(1), on_result=stop_after_two), grid=res.grid,
-               max_seeds=MAX_SEEDS, **SMALL)
+        search(spec, Runner(cache, LocalExecutor(1), on_result=stop_after_two),
+               SearchOptions(max_seeds=MAX_SEEDS, **SMALL), res.grid)
     again = Runner(cache, LocalExecutor(1))
-    resumed = search(spec, again, grid=res.grid, max_seeds=MAX_SEEDS, **SMALL)
+    resumed = search(spec, again, SearchOptions(max_seeds=MAX_SEEDS, **SMALL), res.grid)
     assert again.cached == 2 and again.computed > 0
     assert any(len(e.result["replicates"]) > SMALL["seeds"] for e in resumed.evaluated)  # more seeds asked
     assert [(e.candidate, e.result["metrics"], e.decided) for e in resumed.evaluated] == \
@@ -621,7 +616,7 @@ def test_max_seeds_must_cover_the_first_seeds(tiny, tmp_path, capsys):
 
     spec, runner, res = tiny
     with pytest.raises(FieldError, match=r"max_seeds: expected an integer >= seeds \(4\).*got 3"):
-        search(spec, runner, grid=res.grid, n_requests=300, seeds=4, max_seeds=3)
+        search(spec, runner, SearchOptions(n_requests=300, seeds=4, max_seeds=3), res.grid)
     assert main(["plan", "--seeds", "4", "--max-seeds", "2", "--out", str(tmp_path)]) == 2
     assert "--max-seeds: expected an integer >= --seeds (4)" in capsys.readouterr().err
 
@@ -645,23 +640,21 @@ def test_an_undecided_plan_says_so_and_what_to_do(tiny):
 
 
 class _VoteRunner:
-    """A runner whose ``plan`` tasks return fixed replicates: replicate k of the task whose scenario
-    is named ``name`` with ``n`` requests has ``(ttft_p50, verdict) = TABLE[name][n][k]``; it records
-    every task asked."""
+    """A runner whose plan tasks return fixed replicates: replicate k of the task whose scenario
+    is named ``name`` (:func:`_named`) with ``n`` requests has ``(ttft_p50, verdict) =
+    TABLE[name][n][k]``; it records every task asked."""
 
     def __init__(self, table: dict):
         self.table, self.asked = table, []
 
-    def run(self, tasks: list[dict]) -> list[dict]:
-        from stability.planner.search import replicates_of
-
+    def run(self, tasks: list) -> list[dict]:
         self.asked += tasks
         out = []
         for t in tasks:
-            sc = t["scenario"]
-            reps = [self.table[sc["name"]][sc["n_requests"]][k] for k in replicates_of(t)]
+            sc = t.scenario
+            reps = [self.table[sc.gpu][sc.n_requests][k] for k in t.replicates()]
             out.append({"replicates": [{"ttft_p50": x, "verdict": v, "rejected": 0,
-                                        "requests": sc["n_requests"]} for x, v in reps],
+                                        "requests": sc.n_requests} for x, v in reps],
                         "r": 1, "rate": 1.0, "elapsed_s": 1.0})
         return out
 
@@ -690,19 +683,18 @@ def test_an_unstable_seed_or_an_undecided_candidate_is_judged_again_on_longer_ru
         "trace": (True, (), False, 0, 8),  # 1 of 8 unstable at the cap: the majority says stable
     }
     runner = _VoteRunner(table)
-    tasks = [{"kind": "plan", "seeds": 2, "seed": 5 + k,
-              "scenario": {"name": name, "n_requests": n1, "trace": "t.csv" if name == "trace" else None}}
-             for k, name in enumerate(table)]
+    tasks = [PlanRun(_named(name, n_requests=n1, trace="t.csv" if name == "trace" else None), seeds=2,
+                     seed=5 + k) for k, name in enumerate(table)]
     out = replicate(runner, tasks, parse_slo("ttft_p50=1"), max_seeds=8)
     for task, (res, j) in zip(tasks, out, strict=True):
-        name = task["scenario"]["name"]
+        name = task.scenario.gpu
         got = (j.feasible, j.missed, j.decided, res["lengthened"], len(res["replicates"]))
         assert got == want[name], (name, got)
-        asked = [(t["scenario"]["n_requests"], t.get("first", 0), t["seeds"], t["seed"]) for t in runner.asked
-                 if t["scenario"]["name"] == name]
+        asked = [(t.scenario.n_requests, t.first, t.seeds, t.seed) for t in runner.asked
+                 if t.scenario.gpu == name]
         lengths = [a[0] for a in asked]
         assert lengths == sorted(lengths) and len(set(lengths)) == 1 + res["lengthened"]
-        assert {a[3] for a in asked} == {task["seed"]}  # replicate k keeps replicate_seed(s, k)
+        assert {a[3] for a in asked} == {task.seed}  # replicate k keeps replicate_seed(s, k)
         for n in set(lengths):  # each length starts again from the first replicates
             assert next(a for a in asked if a[0] == n)[1:3] == (0, 2)
         assert {r["requests"] for r in res["replicates"]} == {lengths[-1]}
@@ -712,7 +704,8 @@ def test_an_unstable_seed_or_an_undecided_candidate_is_judged_again_on_longer_ru
 def test_short_runs_unstable_near_capacity_are_judged_on_longer_runs_both_ways(tmp_path):
     """7 H100s running RAD at 40 req/s (Table 1): both 2,000-request seeds say unstable, both
     6,000-request ones do not; 5 H100s running vLLM: unstable at either length."""
-    from stability.planner.search import LONGER, plan_task, replicate, replicate_seed
+    from stability.planner.runs import replicate_seed
+    from stability.planner.search import LONGER, plan_task, replicate
 
     spec = PlanSpec(rate=40.0, workload="table1", slo=parse_slo("stable"), gpus=("h100",),
                     schedulers=("rad", "vllm"), r_max=16)
@@ -722,8 +715,8 @@ def test_short_runs_unstable_near_capacity_are_judged_on_longer_runs_both_ways(t
              plan_task(spec, fam["vllm"], 5, 2000, 2, 0, grid.gpu_file)]
 
     def verdicts(task, n):  # each seed's verdict, simulated directly
-        return [simulate(Scenario.from_dict({**task["scenario"], "n_requests": n,
-                                             "seed": replicate_seed(task["seed"], k)})).verdict().verdict
+        return [simulate(replace(task.scenario, n_requests=n,
+                                 seed=replicate_seed(task.seed, k))).verdict().verdict
                 for k in range(2)]
 
     got = replicate(_runner(tmp_path), tasks, spec.slo, max_seeds=8)
@@ -731,14 +724,15 @@ def test_short_runs_unstable_near_capacity_are_judged_on_longer_runs_both_ways(t
         assert verdicts(task, 2000) == ["unstable", "unstable"]  # the old rule: ruled out for certain
         long_ = verdicts(task, LONGER * 2000)
         assert res["lengthened"] and [r["verdict"] for r in res["replicates"]] == long_
-        assert (j.feasible, j.missed, j.decided) == (*want, True), (task["scenario"]["scheduler"], long_)
+        assert (j.feasible, j.missed, j.decided) == (*want, True), (task.scenario.scheduler, long_)
     assert "unstable" not in verdicts(tasks[0], LONGER * 2000)
 
 
 def test_plan_metrics_leave_out_the_warm_up_the_verdict_leaves_out():
     from dataclasses import replace
 
-    from stability.planner.search import measure, scenario_of
+    from stability.planner.runs import measure
+    from stability.planner.search import scenario_of
     from stability.sim.metrics import WARMUP
     from tests.test_metrics import _emission_times
 
@@ -768,7 +762,7 @@ def test_the_warm_up_lowers_ttft_near_capacity_only(load, moves):
     empty system the first requests see short queues, which matters near capacity only."""
     from dataclasses import replace
 
-    from stability.planner.search import measure
+    from stability.planner.runs import measure
 
     diff = []
     for seed in range(10):
@@ -803,7 +797,7 @@ def test_the_fleet_one_replica_smaller_is_reported_as_the_search_judged_it(tiny)
         assert with_below.below_best() is below
         line = below_line(with_below)
         assert line.startswith(f"one replica fewer ({smaller.r} x {smaller.family.label})") and says in line
-        assert to_json(with_below, 10, 2, 2, 0.0, [])["below_best"] == {
+        assert to_json(with_below, 0.0, [])["below_best"] == {
             "label": smaller.family.label, "r": smaller.r, "feasible": False, "undecided": not decided,
             "missed": ["ttft_p50"]}
     assert replace(res, best=None).below_best() is None

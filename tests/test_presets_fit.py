@@ -8,8 +8,8 @@ import pytest
 from theory.config import read_packaged
 from theory.hardware import CALIBRATED_FILE, calibrated_keys, get_gpu, gpu_names
 from theory.profiles import load_profile
+from theory.validation.gemm import gemm_rows
 from theory.validation.presets_fit import GEMM_PROFILES, fit_allreduce, fit_preset
-from theory.validation.validate import gemm_rows
 
 SHIPPED = read_packaged(CALIBRATED_FILE)
 

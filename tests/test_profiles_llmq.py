@@ -18,8 +18,10 @@ from theory.errors import ConfigFileError
 from theory.hardware import get_gpu
 from theory.models import get_model
 from theory.profiles import VIDUR_GEMMS, Profile, gemm_shape, load_profile
+from theory.validation.errors import abs_rel_error
 from theory.validation.profiles_convert import build_device
-from theory.validation.validate import Settings, abs_rel_error, validate
+from theory.validation.results import Settings
+from theory.validation.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "benchmarks" / "device" / "runs"

@@ -195,19 +195,19 @@ def test_a_trace_edited_in_place_is_recomputed_and_a_moved_one_is_reused(gpu_fil
 
 
 def test_nested_input_files_key_the_task_by_content(tmp_path):
-    from stability.runner import task_key, with_seed
+    from stability.runner import derive_seed, task_key
 
     gpus, trace = tmp_path / "g.toml", tmp_path / "t.csv"
     gpus.write_text(SOLO_TOML)
     trace.write_text("arrival_time,prompt_len,output_len\n0.1,10,5\n")
     task = {"kind": "plan", "scenario": {"gpu_file": str(gpus), "trace": str(trace),
                                          "workload": f"mix:0.5*{trace}+0.5*table1"}}
-    key, seed = task_key(task), with_seed(task, 0)["seed"]
+    key, seed = task_key(task), derive_seed(task, 0)
     for path in (gpus, trace):
         copy = tmp_path / f"copy_{path.name}"
         copy.write_bytes(path.read_bytes())
         moved = json.loads(json.dumps(task).replace(str(path), str(copy)))
-        assert task_key(moved) == key and with_seed(moved, 0)["seed"] == seed  # where it lies: no matter
+        assert task_key(moved) == key and derive_seed(moved, 0) == seed  # where it lies: no matter
         original = path.read_bytes()
         path.write_bytes(original + b"\n# edited\n" if path.suffix == ".toml" else original + b"0.2,11,5\n")
         assert task_key(task) != key  # edited in place: a new task

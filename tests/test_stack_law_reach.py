@@ -12,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from theory.profiles import load_profile
+from theory.validation.batches import batch_cost_model, batch_parts
+from theory.validation.stack_law import StackLaw
 from theory.validation.stack_law_reach import beyond_allowed, reach_in_sample
-from theory.validation.validate import StackLaw, batch_cost_model, batch_parts
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from stability.planner.grid import PlanSpec, build_grid, families_of, load_prices
+from stability.planner.grid import build_grid, families_of
+from stability.planner.prices import load_prices
+from stability.planner.spec import PlanSpec
 from stability.sim.memory import capacity_blocks
 from theory.builder import CostSpec, cost_model
 from theory.capacity import kv_capacity_tokens

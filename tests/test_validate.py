@@ -17,15 +17,10 @@ from theory.errors import FieldError
 from theory.hardware import get_gpu
 from theory.models import get_model
 from theory.profiles import VIDUR_GEMMS, gemm_shape, load_profile, shipped_profiles
-from theory.validation.validate import (
-    ErrorStats,
-    Settings,
-    abs_rel_error,
-    model_folds,
-    predict_gemm,
-    token_split,
-    validate,
-)
+from theory.validation.errors import ErrorStats, abs_rel_error
+from theory.validation.gemm import model_folds, predict_gemm, token_split
+from theory.validation.results import Settings
+from theory.validation.validate import validate
 
 HEADER = ["source", "gpu", "setup", "model", "tp", "operation", "tokens", "decodes", "context", "generated",
           "bytes", "src_rows", "seconds"]
@@ -194,7 +189,7 @@ def test_attention_waves_barely_move_the_shipped_whole_prefill_batches():
     prefill batches the switch moves Eq. 7 by well under the batches' own residual. Eq. 6 with
     waves is recomputed here by hand for the largest prompt, not through T_P_SA."""
     from theory.cost import T_P_SA
-    from theory.validation.validate import batch_cost_model, batch_time
+    from theory.validation.batches import batch_cost_model, batch_time
 
     rows = load_profile("splitwise_perf_model").rows
     rows = rows[rows["operation"] == "prefill_batch"]
@@ -219,7 +214,7 @@ def test_attention_waves_barely_move_the_shipped_whole_prefill_batches():
 
 
 def test_monotone_envelope_is_the_least_time_for_at_least_as_many_tokens():
-    from theory.validation.validate import monotone_envelope
+    from theory.validation.staircase import monotone_envelope
 
     y = np.array([3.0, 5.0, 4.0, 4.5, 9.0, 7.0, 8.0])
     by_hand = [min(y[k:]) for k in range(y.size)]
@@ -248,7 +243,7 @@ def test_staircase_reports_the_envelope_step_beside_the_measured_one():
 def _synthetic_batches(gpu="a100", model="llama-2-70b", tp=8):
     """Splitwise-like batch rows (prompts of 128-8,192 tokens, batches of 1-64 decodes) and their
     Eq. 7 parts on the calibrated preset."""
-    from theory.validation.validate import batch_cost_model, batch_parts
+    from theory.validation.batches import batch_cost_model, batch_parts
 
     shapes = [("prefill_batch", n * c, 0, c, 0) for c in (128, 512, 2048) for n in (1, 2, 4)]
     shapes += [("decode_batch", b, b, c, 128) for b in (1, 8, 64) for c in (256, 4096)]
@@ -263,7 +258,7 @@ def test_stack_law_recovers_known_parameters_from_synthetic_batches():
     term on) give it back; with noise, the fit is the unconstrained least-squares solution of the
     relative error (the normal equations solved by numpy, feasible here); a stack faster than Eq. 7
     is held at the bounds (c = 0, a = 1, a_large = 0), not given a speed-up."""
-    from theory.validation.validate import StackLaw, fit_stack_law
+    from theory.validation.stack_law import StackLaw, fit_stack_law
 
     compute, allreduce, large = _synthetic_batches()
     assert (allreduce > 0).all() and (compute > allreduce).all()
@@ -293,7 +288,7 @@ def test_batch_parts_split_eq7_into_its_all_reduces_and_the_rest():
     activations under the preset's law latency + 2 (tp-1)/tp bytes / busbw, and the parts add up to
     Eq. 7; the large part is the bandwidth time of the bytes beyond 32 MiB of each; at TP 1 there
     is neither."""
-    from theory.validation.validate import batch_cost_model, batch_time
+    from theory.validation.batches import batch_cost_model, batch_time
 
     compute, allreduce, large = _synthetic_batches()
     g = get_gpu("a100", calibrated=True).terms
@@ -315,7 +310,7 @@ def test_batch_parts_split_eq7_into_its_all_reduces_and_the_rest():
 def test_batch_folds_rank_the_shapes_of_each_operation_and_never_hold_out_its_ends():
     """Fold = rank of the shape within its operation's series mod k; the first and last shape of a
     series are in no fold (trained on only), so every held-out shape lies inside the trained range."""
-    from theory.validation.validate import batch_folds
+    from theory.validation.batches import batch_folds
 
     rows = load_profile("splitwise_perf_model").rows
     rows = rows[(rows["gpu"] == "a100") & (rows["tp"] == 8) & (rows["model"] == "llama-2-70b")]
@@ -351,7 +346,8 @@ def test_batch_verdict_holds_on_a_profile_timed_by_a_stack_law_and_misses_when_i
     predicted on held-out shapes and in sample to rounding, so the targets hold; the same rows with
     every third shape's time 25% off are missed, held out and in sample alike."""
     from theory.profiles import Profile
-    from theory.validation.validate import StackLaw, batch_cost_model, batch_parts
+    from theory.validation.batches import batch_cost_model, batch_parts
+    from theory.validation.stack_law import StackLaw
 
     rows = load_profile("splitwise_perf_model").rows
     rows = rows[(rows["gpu"] == "h100") & (rows["model"] == "llama-2-70b") & (rows["tp"] == 8)]

@@ -22,9 +22,11 @@ from theory.validation.attention import (
     predict_attention,
     score_attention,
 )
+from theory.validation.errors import abs_rel_error
 from theory.validation.profiles_convert import convert_llmservingsim_attention, write_profile
 from theory.validation.report import write_outputs
-from theory.validation.validate import NO_KERNEL_LAW, Settings, abs_rel_error, validate
+from theory.validation.results import Settings
+from theory.validation.validate import NO_KERNEL_LAW, validate
 
 DATA = Path(__file__).parent / "data"
 

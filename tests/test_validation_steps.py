@@ -15,6 +15,7 @@ import pytest
 from theory.cost import T_D_SA, T_P_SA, T_Lin
 from theory.errors import ConfigFileError, FieldError
 from theory.profiles import shipped_profiles
+from theory.validation.batches import batch_cost_model, batch_time
 from theory.validation.steps import (
     EAGER_NOTE,
     SUMMED_PARTS,
@@ -30,7 +31,6 @@ from theory.validation.steps import (
 )
 from theory.validation.steps_data import COLUMNS, SHIPPED, StepRow, convert_run, load_steps
 from theory.validation.steps_report import markdown, plot
-from theory.validation.validate import batch_cost_model, batch_time
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "benchmarks" / "device" / "runs" / "2026-11-27-h200-steps"

@@ -25,12 +25,12 @@ What is timed
   ``context`` tokens each, causal. ``decode_batch``: ``tokens`` sequences each holding ``context``
   tokens in its KV cache (one cache per layer) that decode one token, which is appended to the cache
   and attends to ``context + 1`` keys; written with ``generated = 2`` (the step that produces each
-  request's second output token, :func:`theory.validation.validate.batch_time`).
+  request's second output token, :func:`theory.validation.batches.batch_time`).
 * **One rank's share of splitwise's batches** (``--per-rank MODEL:TP,...``; ``prefill_batch_rank``,
   ``decode_batch_rank``): the same forward pass on one tensor-parallel rank's shard (``1/TP`` of
   the query heads, KV heads, FFN width and vocabulary), without the all-reduces, at the batch
   shapes of ``theory/data/profiles/splitwise_perf_model.csv``; a decode at the position
-  :func:`theory.validation.validate.batch_time` predicts the row at.
+  :func:`theory.validation.batches.batch_time` predicts the row at.
 
 How it is timed
 ---------------
@@ -257,7 +257,7 @@ def main() -> None:
                 print(f"rank prefill {model_key} tp{tp} {b} x {n}: {sec * 1e3:.3f} ms", flush=True)
                 _write(out_csv, rows)
             for b, c, g in shapes[1]:
-                kv = c + max(g, 2) // 2 - 1  # the step at theory.validation.validate.batch_time's position
+                kv = c + max(g, 2) // 2 - 1  # the step at theory.validation.batches.batch_time's position
                 cache = net.cache(b, kv)
                 ids = torch.randint(0, model.d_out, (b, 1), device=dev)
                 sec = timed([lambda ids=ids, cache=cache, kv=kv, net=net: net.decode(ids, cache, kv)])

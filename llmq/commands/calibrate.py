@@ -81,7 +81,8 @@ def run(args) -> int:
     from theory.errors import FieldError
     from theory.hardware import get_gpu, gpu_names
     from theory.models import get_model
-    from theory.validation.calibrate import calibrate, staircase_jumps, write_profile
+    from theory.validation.calibrate import calibrate, staircase_jumps
+    from theory.validation.calibration import FitOptions, write_profile
     from theory.validation.timings import GemmTimings, read_timings, timings_path
 
     values = single(resolve(args), "calibrate", "gpu", "model", "mode")
@@ -95,9 +96,9 @@ def run(args) -> int:
     source = str(values["timings"])
     timings = read_timings(timings_path(source))
     cal = calibrate(timings, base, get_model(values["model"]), values["mode"],
-                    tiles=values["tiles"], overhead=values["overhead"], key=values["key"],
-                    seed=values["seed"], floor=bool(values["floor"]), waves=bool(values["waves"]),
-                    l2=bool(values["l2"]))
+                    FitOptions(tiles=values["tiles"], overhead=values["overhead"], key=values["key"],
+                               seed=values["seed"], floor=bool(values["floor"]), waves=bool(values["waves"]),
+                               l2=bool(values["l2"])))
     jumps = []
     if steps and isinstance(timings, GemmTimings):
         jumps = staircase_jumps(timings, {"model": cal.predicted, "base": cal.base_predicted}, steps)

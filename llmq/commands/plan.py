@@ -117,9 +117,10 @@ def parse_tp(text: str) -> list[int]:
 
 
 def spec_from(values):
-    """The :class:`stability.planner.grid.PlanSpec` the resolved option ``values`` describe."""
+    """The :class:`stability.planner.spec.PlanSpec` the resolved option ``values`` describe."""
     from llmq.options import trace_rate
-    from stability.planner.grid import PlanSpec, parse_slo, with_class_slos
+    from stability.planner.slo import parse_slo, with_class_slos
+    from stability.planner.spec import PlanSpec
 
     gpus = () if str(values["gpu"]).strip().lower() == "all" else tuple(parse_gpus("--gpu", values["gpu"]))
     schedulers = tuple(parse_names("--scheduler", values["scheduler"]))
@@ -193,7 +194,7 @@ def run(args) -> int:
     from llmq.output import out_dir
     from stability.planner.grid import build_grid
     from stability.planner.report import console_lines, write_outputs
-    from stability.planner.search import cached_capacity, check_max_seeds, search, verify
+    from stability.planner.search import SearchOptions, cached_capacity, check_max_seeds, search, verify
     from stability.planner.search_mixed import search_mixes
     from stability.runner import (
         Cache,
@@ -237,8 +238,8 @@ def run(args) -> int:
         runner = Runner(cache, DaskExecutor(values["dask"]) if values["dask"] else LocalExecutor(workers))
         try:
             seed = values["seed"]
-            res = search(spec, runner, n_requests, seeds, seed, grid, stop_early=not values["full_front"],
-                         parallel=workers, max_seeds=max_seeds)
+            options = SearchOptions(n_requests, seeds, seed, not values["full_front"], workers, max_seeds)
+            res = search(spec, runner, options, grid)
             mixes = (search_mixes(res, runner, n_requests, seeds, seed, budget, values["router"], max_seeds)
                      if values["mixed"] else None)
             checked = (verify(res, runner, verify_requests, seeds + 1, seed, max(max_seeds, seeds + 1))
@@ -246,8 +247,8 @@ def run(args) -> int:
         finally:
             runner.executor.close()
         elapsed = time.perf_counter() - t0
-        lines = console_lines(res, n_requests, seeds, max_seeds, elapsed, checked, mixes)
-        files = write_outputs(res, out, lines, n_requests, seeds, max_seeds, elapsed, checked, mixes)
+        lines = console_lines(res, elapsed, checked, mixes)
+        files = write_outputs(res, out, lines, elapsed, checked, mixes)
     except KeyboardInterrupt:  # wherever it lands: say what is cached and how to resume
         raise SweepInterrupted(cache.dir) from None
     if values["json"]:

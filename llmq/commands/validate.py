@@ -73,7 +73,7 @@ def _check_numbers(values: dict) -> None:
 def _settings(values: dict):
     from theory.hardware import get_gpu
     from theory.models import get_model
-    from theory.validation.validate import Settings
+    from theory.validation.results import Settings
 
     gpus = tuple(get_gpu(g, values["gpu_file"]).key for g in _names("--gpu", values["gpu"]))
     models = tuple(get_model(m, values["model_file"]).key for m in _names("--model", values["model"]))

@@ -1,26 +1,15 @@
-"""The planner's pure part: prices, SLOs, the candidate grid, certified fleet capacities, pruning.
+"""The planner's candidate grid: families, certified capacities of one replica, pruning.
 
 ``llmq plan`` asks for the cheapest fleet (GPU kind, model, layer mode, scheduler with its knobs,
-number of GPUs r) that carries a target rate ``lam`` within latency SLOs. This module holds what
-needs no simulation:
+number of GPUs r) that carries a target rate ``lam`` within latency SLOs. What needs no simulation
+lives in this package: prices (:mod:`stability.planner.prices`), SLOs
+(:mod:`stability.planner.slo`), the schedulers' caps (:mod:`stability.planner.caps`), the
+question and the fleet rule (:mod:`stability.planner.spec`), and here the grid:
 
-* **Prices** (``theory/data/prices.toml``): the hourly price of one GPU is the public on-demand
-  price of an instance divided by its GPU count; a user TOML overrides or adds entries
-  (``base =`` inheritance, as for GPU files).
-* **SLOs** (:func:`parse_slo`): ``ttft_p50``, ``ttft_p99``, ``tbt_p99`` limits in seconds, over
-  all requests or one class (``tbt_p99@paying=0.1``), or ``stable`` alone.
 * **Certified capacity of one GPU** (:func:`theory.capacity.capacity_bound`): the largest rate any
   scheduler can sustain on the GPU's batch-time law with the scheduler's token budget ``b_max``
   and decode cap, and a KV cache of :func:`theory.capacity.kv_capacity_tokens` tokens at the
   scheduler's memory fraction.
-* **The fleet rule** (:func:`fleet_capacity`). Under the uniformly random planner (Section 4.1)
-  each of r identical GPUs receives a thinned Poisson stream of rate ``lam / r`` with the same
-  length law, independently of the others, so the fleet is stable iff every node is, iff
-  ``lam / r`` is below one GPU's capacity: the capacity of the fleet is exactly r times one GPU's,
-  and r times the certified bound of one GPU is a certified bound for the fleet (it is also
-  ``capacity_bound(..., r)`` of the theorem, which holds for every planner). The planner claims
-  the attained r-fold capacity for random routing only; a state-dependent planner such as JSQ is
-  not claimed (:func:`fleet_capacity` refuses it).
 * **Pruning** (:func:`build_grid`): a candidate whose certified fleet capacity is below the
   target cannot carry it under any scheduler, so it is pruned without simulation. The rest are
   ordered cheapest first (price per hour, then larger headroom).
@@ -39,228 +28,14 @@ bound with token budget, decode cap and KV memory).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from theory.config import inherit, read_packaged, read_section
-from theory.errors import FieldError, LlmqError, UnknownNameError, require_positive
-
-PRICE_FILE = "theory/data/prices.toml"
-SLO_NAMES = ("ttft_p50", "ttft_p99", "tbt_p99")
-PLAN_SCHEDULERS = ("rad", "sarathi", "vllm", "slai")
-PRICE_FIELDS = ("usd_per_gpu_hour", "instance_usd_per_hour", "gpus_per_instance", "source", "instance",
-                "provider", "as_of", "checked")  # what a [prices.<gpu>] table may give (besides base)
-KV_UTILIZATION_UNMODELLED = 0.9  # vLLM's default gpu_memory_utilization, for schedulers without one
-
-
-# --- prices -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Price:
-    """The hourly price of one GPU and where it comes from.
-
-    Attributes
-    ----------
-    gpu : str
-        GPU preset key.
-    usd_per_gpu_hour : float
-        ``instance_usd_per_hour / gpus_per_instance`` (or a user's direct figure).
-    source, instance, provider, as_of : str
-        The public price list, the instance type priced there, its provider and date.
-    checked : bool or None
-        Whether the figure was read off the cited page when the file was written (None: not said).
-    """
-
-    gpu: str
-    usd_per_gpu_hour: float
-    source: str = ""
-    instance: str = ""
-    provider: str = ""
-    as_of: str = ""
-    checked: bool | None = None
-
-
-def load_prices(path: str | Path | None = None) -> dict[str, Price]:
-    """Every GPU price: the packaged table, overridden or extended by the user TOML at ``path``.
-
-    Raises
-    ------
-    FieldError
-        For an entry without a usable price, or a key the table does not define (naming
-        ``prices.<key>`` and the file).
-    """
-    presets = read_packaged("prices.toml")["prices"]
-    user = read_section(path, "prices", PRICE_FIELDS) if path is not None else {}
-    tables = inherit(presets, user, "price")
-    return {key: _price(key, table, str(path) if key in user else PRICE_FILE)
-            for key, table in tables.items()}
-
-
-def _price(key: str, t: dict, where: str) -> Price:
-    if "usd_per_gpu_hour" in t:
-        usd = t["usd_per_gpu_hour"]
-    elif "instance_usd_per_hour" in t and "gpus_per_instance" in t:
-        gpus = t["gpus_per_instance"]
-        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-            raise FieldError(f"{where}: prices.{key}.gpus_per_instance", gpus, "an integer >= 1")
-        usd = require_positive(f"{where}: prices.{key}.instance_usd_per_hour",
-                               t["instance_usd_per_hour"]) / gpus
-    else:
-        raise FieldError(f"{where}: prices.{key}", sorted(t),
-                         "usd_per_gpu_hour, or instance_usd_per_hour with gpus_per_instance")
-    require_positive(f"{where}: prices.{key} (USD per GPU-hour)", usd)
-    return Price(key, float(usd), str(t.get("source", "")), str(t.get("instance", "")),
-                 str(t.get("provider", "")), str(t.get("as_of", "")),
-                 t["checked"] if isinstance(t.get("checked"), bool) else None)
-
-
-def gpu_price(prices: dict[str, Price], gpu: str, price_file: str | None = None) -> Price:
-    """The price of ``gpu`` (a preset key); a measured-profile preset without an entry of its own
-    costs what the card it is built on costs (:func:`theory.hardware.measured_base`); a GPU the
-    table lacks is an error naming it and the file."""
-    from theory.hardware import measured_base
-
-    base = measured_base(gpu)
-    if gpu not in prices and base in prices:
-        return replace(prices[base], gpu=gpu)
-    if gpu not in prices:
-        files = PRICE_FILE + (f" and {price_file}" if price_file else "")
-        raise FieldError(f"price of GPU {gpu!r}", None,
-                         f"a [prices.{gpu}] entry in {files} (known: {', '.join(sorted(prices))})")
-    return prices[gpu]
-
-
-# --- SLOs ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Slo:
-    """One latency limit: ``metric`` (one of ``SLO_NAMES``) of class ``cls`` (``"all"``: every
-    request) at most ``limit`` seconds."""
-
-    metric: str
-    cls: str
-    limit: float
-
-    @property
-    def key(self) -> str:
-        return self.metric if self.cls == "all" else f"{self.metric}@{self.cls}"
-
-
-@dataclass(frozen=True)
-class SloSpec:
-    """The SLOs a plan must meet; every plan must also be stable with no request rejected."""
-
-    limits: tuple[Slo, ...] = ()
-
-    @property
-    def text(self) -> str:
-        return ",".join(f"{s.key}={s.limit:g}" for s in self.limits) or "stable"
-
-    @property
-    def tail_metric(self) -> str | None:
-        """The key of the SLO the Pareto front trades against cost: a P99 (TBT first), else the
-        first limit."""
-        for name in ("tbt_p99", "ttft_p99"):
-            for s in self.limits:
-                if s.metric == name:
-                    return s.key
-        return self.limits[0].key if self.limits else None
-
-
-def parse_slo(text: str) -> SloSpec:
-    """``"ttft_p50=0.5,tbt_p99=0.1"`` (or ``"tbt_p99@paying=0.1"``, or ``"stable"``) -> SloSpec.
-
-    Raises
-    ------
-    UnknownNameError
-        For a metric outside ``SLO_NAMES``.
-    FieldError
-        For a malformed item, a limit that is not a positive number, or one metric given twice.
-    """
-    items = [x.strip() for x in str(text).split(",") if x.strip()]
-    if not items:
-        raise FieldError("slo", text, "NAME=SECONDS items (ttft_p50, ttft_p99, tbt_p99) or 'stable'")
-    out: dict[str, Slo] = {}
-    for item in items:
-        if item == "stable":
-            continue
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise FieldError("slo", item, "NAME=SECONDS, e.g. tbt_p99=0.1, or 'stable'")
-        metric, _, cls = name.strip().partition("@")
-        if metric not in SLO_NAMES:
-            raise UnknownNameError("SLO", metric, SLO_NAMES)
-        try:
-            limit = float(value)
-        except ValueError:
-            raise FieldError(f"slo {name.strip()}", value, "a number of seconds > 0") from None
-        require_positive(f"slo {name.strip()}", limit)
-        s = Slo(metric, cls.strip() or "all", limit)
-        if s.key in out and out[s.key].limit != limit:
-            raise FieldError(f"slo {s.key}", (out[s.key].limit, limit), "one limit per metric and class")
-        out[s.key] = s
-    return SloSpec(tuple(out.values()))
-
-
-# --- schedulers' caps ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Caps:
-    """What a scheduler configuration promises about every batch and its memory.
-
-    Attributes
-    ----------
-    b_max : int or None
-        Tokens per batch at most (None: no budget).
-    max_decodes : int or None
-        Decodes per batch at most.
-    kv_utilization : float
-        Fraction of GPU memory for weights and KV cache (the KV bound's ``M``).
-    memory_modelled : bool
-        Whether the simulator models this scheduler's KV memory (else only the bound accounts
-        for it).
-    """
-
-    b_max: int | None
-    max_decodes: int | None
-    kv_utilization: float
-    memory_modelled: bool
-
-
-def scheduler_caps(name: str, options: dict) -> Caps:
-    """The token budget, decode cap and KV fraction of a scheduler configuration, with the
-    defaults of the schedulers' ``make_params`` (checked against them in tests/test_plan.py).
-
-    * ``rad``: no budget (whole prefills), memory not modelled (Assumption 4);
-    * ``sarathi``: budget ``chunk_size`` (512), at most ``max_num_seqs`` (128) sequences, 80 %;
-    * ``vllm``: a prefill batch holds at most ``max_num_batched_tokens`` (``max(max_model_len,
-      2048)``) tokens, a decode batch at most ``max_num_seqs`` (256) decodes, 90 %;
-    * ``slai``: budget ``token_budget`` (512), ``max_num_seqs`` (128), 90 %.
-
-    Options the planner does not read (``order``, ``delta``) leave the caps unchanged.
-    """
-    o = dict(options)
-    if name == "rad":
-        return Caps(None, None, KV_UTILIZATION_UNMODELLED, False)
-    if name == "sarathi":
-        return Caps(int(o.get("chunk_size", 512)), int(o.get("max_num_seqs", 128)),
-                    float(o.get("gpu_memory_utilization", 0.8)), bool(o.get("memory", True)))
-    if name == "vllm":
-        seqs = int(o.get("max_num_seqs", 256))
-        budget = int(o.get("max_num_batched_tokens") or max(int(o.get("max_model_len", 8192)), 2048))
-        return Caps(max(budget, seqs), seqs, float(o.get("gpu_memory_utilization", 0.9)),
-                    bool(o.get("memory", True)))
-    if name == "slai":
-        return Caps(int(o.get("token_budget", 512)), int(o.get("max_num_seqs", 128)),
-                    float(o.get("gpu_memory_utilization", 0.9)), bool(o.get("memory", True)))
-    raise UnknownNameError("scheduler of llmq plan", name, PLAN_SCHEDULERS)
-
-
-# --- the grid -----------------------------------------------------------------------------------
+from stability.planner.caps import scheduler_caps
+from stability.planner.prices import gpu_price, load_prices
+from stability.planner.spec import PlanSpec, fleet_capacity
+from theory.errors import FieldError, LlmqError
 
 
 @dataclass(frozen=True)
@@ -300,7 +75,7 @@ class Candidate:
     usd_per_hour : float
         ``r tp`` times the GPU's hourly price.
     certified : float
-        Certified fleet capacity, req/s (:func:`fleet_capacity`).
+        Certified fleet capacity, req/s (:func:`stability.planner.spec.fleet_capacity`).
     binds : str
         What binds the certified capacity: ``"compute"`` or ``"kv-memory"``.
     utilisation : float
@@ -323,138 +98,6 @@ class Candidate:
     def gpus(self) -> int:
         """GPUs of the fleet: replicas times the tensor-parallel degree."""
         return self.r * self.family.tp
-
-
-@dataclass(frozen=True)
-class PlanSpec:
-    """The question: carry ``rate`` req/s of ``workload`` within ``slo`` at the lowest price.
-
-    Attributes
-    ----------
-    rate : float
-    workload : str
-    slo : SloSpec
-    gpus, models, modes, schedulers : tuple of str
-        ``gpus`` empty: every GPU preset.
-    tp : tuple of int
-        Tensor-parallel degrees tried where a GPU offers them (:mod:`theory.tensor_parallel`);
-        empty: per GPU and model the smallest degree whose weight shard leaves room for KV cache.
-    knobs : dict
-        ``{scheduler: ({option: value}, ...)}``: the knob settings tried per scheduler (a
-        scheduler not named runs with its defaults).
-    r_min, r_max : int
-        Fleet sizes tried, in GPUs (a fleet of r replicas of TP degree k has r k GPUs).
-    planner : str
-        Only ``"random"`` (the fleet rule is proven for it).
-    price_file, gpu_file, model_file : str or None
-    classes : tuple
-        Request classes ``((name, probability, TBT SLO s), ...)`` as :class:`stability.sim.simulate.Scenario`
-        takes them (empty: one class). Each class's TBT SLO joins ``slo`` as ``tbt_p99@<name>``
-        (:func:`with_class_slos`); SLO keys ``<metric>@<class>`` must name a class.
-    trace : str or None
-        A CSV trace with ``arrival_time`` replayed whole as the load; ``rate`` is then its mean rate
-        and ``workload`` its path (the length law of the bound).
-    """
-
-    rate: float
-    workload: str = "table1"
-    slo: SloSpec = field(default_factory=SloSpec)
-    gpus: tuple = ()
-    models: tuple = ("mistral-7b",)
-    modes: tuple = ("real",)
-    schedulers: tuple = PLAN_SCHEDULERS
-    tp: tuple = ()
-    knobs: dict = field(default_factory=dict)
-    r_min: int = 1
-    r_max: int = 16
-    planner: str = "random"
-    price_file: str | None = None
-    gpu_file: str | None = None
-    model_file: str | None = None
-    classes: tuple = ()
-    trace: str | None = None
-
-    @property
-    def gpu_list(self) -> tuple:
-        """The GPUs to try: ``gpus``, or every preset when empty."""
-        from theory.hardware import gpu_names
-
-        return tuple(self.gpus) or tuple(gpu_names())
-
-    def validate(self) -> None:
-        """Raise a FieldError naming the first contradictory or out-of-range field."""
-        require_positive("rate", self.rate)
-        for name in ("r_min", "r_max"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise FieldError(name, v, "an integer >= 1")
-        if self.r_min > self.r_max:
-            raise FieldError("r_min", self.r_min, f"at most r_max = {self.r_max}")
-        if self.planner != "random":
-            fleet_capacity(1.0, 1, self.planner)
-        for key in ("models", "modes", "schedulers"):
-            if not getattr(self, key):
-                raise FieldError(key, getattr(self, key), "at least one name")
-        for mode in self.modes:
-            if mode not in ("paper", "real"):
-                raise UnknownNameError("mode", mode, ("paper", "real"))
-        for s in self.schedulers:
-            scheduler_caps(s, {})
-        for k in self.tp:
-            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-                raise FieldError("tp", k, "tensor-parallel degrees, integers >= 1")
-        names = [str(c[0]) for c in self.classes]
-        for s in self.slo.limits:
-            if s.cls != "all" and s.cls not in names:
-                raise UnknownNameError(f"request class of slo {s.key}", s.cls,
-                                       names or ["(none: give --classes)"])
-        if self.trace is not None and self.workload != self.trace:
-            raise FieldError("workload", self.workload, f"the trace {self.trace} itself when a trace is "
-                                                        "the load (its lengths are the workload)")
-
-
-def with_class_slos(slo: SloSpec, classes) -> SloSpec:
-    """``slo`` with each class's TBT SLO as a ``tbt_p99@<class>`` limit (a finite one), so that a
-    plan meets every class's own target.
-
-    Raises
-    ------
-    FieldError
-        If ``slo`` already limits ``tbt_p99@<class>`` to another value (contradictory limits).
-    """
-    limits = {s.key: s for s in slo.limits}
-    for name, _, tbt in classes:
-        key = f"tbt_p99@{name}"
-        if not math.isfinite(float(tbt)):
-            continue
-        if key in limits and limits[key].limit != float(tbt):
-            raise FieldError(f"slo {key}", limits[key].limit,
-                             f"the class's own TBT SLO {float(tbt):g} s (--classes), or no {key} limit")
-        limits.setdefault(key, Slo("tbt_p99", str(name), float(tbt)))
-    return SloSpec(tuple(limits.values()))
-
-
-def fleet_capacity(one_gpu: float, r: int, planner: str = "random") -> float:
-    """Capacity of r identical GPUs from one GPU's: ``r * one_gpu`` under random routing.
-
-    Each node of a uniformly random planner sees a Poisson stream of rate ``lam / r`` (thinning),
-    independent of the other nodes', with the same lengths, so the fleet is stable iff
-    ``lam / r < one_gpu``.
-
-    Raises
-    ------
-    FieldError
-        For any planner but ``"random"``: a state-dependent planner (JSQ) couples the nodes and its
-        capacity is not claimed.
-
-    References
-    ----------
-    Section 4.1 (the random planner); Poisson thinning.
-    """
-    if planner != "random":
-        raise FieldError("planner", planner, "'random': the r-fold fleet capacity is proven for uniformly "
-                                             "random routing only (JSQ's is not claimed)")
-    return r * one_gpu
 
 
 @dataclass(frozen=True)
@@ -629,7 +272,14 @@ class InfeasibleTargetError(FieldError):
         self.field, self.value, self.expected = "rate", spec.rate, "a reachable target"
 
 
-__all__ = ["KV_UTILIZATION_UNMODELLED", "PLAN_SCHEDULERS", "PRICE_FILE", "SLO_NAMES", "Candidate", "Caps",
-           "Family", "Grid", "InfeasibleTargetError", "OneGpu", "PlanSpec", "Price", "Slo", "SloSpec",
-           "build_grid", "families_of", "fleet_capacity", "gpu_price", "load_prices", "one_gpu_capacity",
-           "parse_slo", "scheduler_caps", "tp_degrees", "with_class_slos"]
+__all__ = [
+    "Candidate",
+    "Family",
+    "Grid",
+    "InfeasibleTargetError",
+    "OneGpu",
+    "build_grid",
+    "families_of",
+    "one_gpu_capacity",
+    "tp_degrees",
+]

@@ -7,8 +7,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from stability.planner.grid import scheduler_caps
-from stability.planner.search import CONFIDENCE, LENGTHENINGS, LONGER, Evaluated, PlanResult, Verified
+from stability.planner.caps import scheduler_caps
+from stability.planner.runs import CONFIDENCE
+from stability.planner.search import LENGTHENINGS, LONGER, Evaluated, PlanResult, Verified
 from stability.planner.search_mixed import MixResult
 from stability.sim.metrics import WARMUP
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
@@ -203,11 +204,12 @@ def mix_lines(mixes: MixResult, keys: list[str]) -> list[str]:
     return [head, f"no mix beats the best pure fleet ({why})"]
 
 
-def console_lines(res: PlanResult, n_requests: int, seeds: int, max_seeds: int, elapsed_s: float,
-                  checked: list[Verified] | None = None, mixes: MixResult | None = None) -> list[str]:
+def console_lines(res: PlanResult, elapsed_s: float, checked: list[Verified] | None = None,
+                  mixes: MixResult | None = None) -> list[str]:
     """The report ``llmq plan`` prints (with the re-simulations of ``--verify`` and the mixed
-    fleets of ``--mixed`` if given); ``seeds`` the first replicates per candidate, ``max_seeds``
-    the most."""
+    fleets of ``--mixed`` if given); the run sizes are the search's (``res.options``: requests per
+    run, the first replicates per candidate and the most)."""
+    n_requests, seeds, max_seeds = res.options.n_requests, res.options.seeds, res.options.max_seeds
     s = res.spec
     n = res.counts
     keys = [x.key for x in s.slo.limits]
@@ -270,9 +272,9 @@ def _below_json(e: Evaluated | None) -> dict | None:
             "undecided": not e.decided, "missed": list(e.missed)}
 
 
-def to_json(res: PlanResult, n_requests: int, seeds: int, max_seeds: int, elapsed_s: float, rows: list[dict],
-            checked: list[Verified] | None = None, mixes: MixResult | None = None) -> dict:
-    """The whole result as a strict-JSON-able dict."""
+def to_json(res: PlanResult, elapsed_s: float, rows: list[dict], checked: list[Verified] | None = None,
+            mixes: MixResult | None = None) -> dict:
+    """The whole result as a strict-JSON-able dict (the run sizes: ``res.options``)."""
     s = res.spec
     verification = None if checked is None else [
         {"label": v.plan.candidate.family.label, "r": v.plan.candidate.r, "holds": v.holds,
@@ -285,7 +287,8 @@ def to_json(res: PlanResult, n_requests: int, seeds: int, max_seeds: int, elapse
                  "models": list(s.models), "modes": list(s.modes), "schedulers": list(s.schedulers),
                  "knobs": {k: [dict(x) for x in v] for k, v in s.knobs.items()}, "r_min": s.r_min,
                  "r_max": s.r_max, "planner": s.planner, "tp": list(s.tp) or "auto",
-                 "requests_per_run": n_requests, "seeds": seeds, "max_seeds": max_seeds,
+                 "requests_per_run": res.options.n_requests, "seeds": res.options.seeds,
+                 "max_seeds": res.options.max_seeds,
                  "confidence": CONFIDENCE},
         "counts": res.counts,
         "prices": {k: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "instance": p.instance,
@@ -365,9 +368,8 @@ def plot(res: PlanResult, path: Path) -> Path:
     return path
 
 
-def write_outputs(res: PlanResult, out: Path, lines: list[str], n_requests: int, seeds: int,
-                  max_seeds: int, elapsed_s: float, checked: list[Verified] | None = None,
-                  mixes: MixResult | None = None) -> list[str]:
+def write_outputs(res: PlanResult, out: Path, lines: list[str], elapsed_s: float,
+                  checked: list[Verified] | None = None, mixes: MixResult | None = None) -> list[str]:
     """Write ``plan.md``, ``plan.csv``, ``plan.json`` and ``plan.png`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     keys = _metric_keys(res)
@@ -376,7 +378,7 @@ def write_outputs(res: PlanResult, out: Path, lines: list[str], n_requests: int,
     files = []
     cols = {k: [("" if r[k] is None else r[k]) for r in rows] for k in (rows[0] if rows else COLUMNS)}
     files.append(str(atomic_write_csv(out / "plan.csv", cols)))
-    data = to_json(res, n_requests, seeds, max_seeds, elapsed_s, rows, checked, mixes)
+    data = to_json(res, elapsed_s, rows, checked, mixes)
     files.append(str(atomic_write_json(out / "plan.json", data)))
     files.append(str(atomic_write_text(out / "plan.md", markdown(res, lines, rows))))
     files.append(str(plot(res, out / "plan.png")))

@@ -1,12 +1,10 @@
 """The planner's search: simulate the candidates :mod:`stability.planner.grid` kept, cheapest first.
 
-Every simulation is a ``"plan"`` task of the one runner (:mod:`stability.runner`): a scenario at
-the target rate on r GPUs behind the uniformly random planner, replicated over a few seeds, whose
-result is the SLO metrics with Student-t intervals. A run starts from an empty system, so its
-first requests see short queues; the SLO metrics leave out the warm-up the stability verdict
-leaves out (the first 10 % of the arrival window, :data:`stability.sim.metrics.WARMUP`): TTFT
-over the requests arriving after it, TBT over the tokens emitted after it (:func:`measure`).
-Tasks are cached by content and seeded from their content (:func:`stability.runner.with_seed`),
+Every simulation is a task of the one runner (:mod:`stability.runner`,
+:class:`stability.planner.runs.PlanRun`): a scenario at the target rate on r GPUs behind the
+uniformly random planner, replicated over a few seeds, whose result is the SLO metrics with
+Student-t intervals, measured after the run's warm-up (:func:`stability.planner.runs.measure`).
+Tasks are cached by content and seeded from their content (:func:`stability.runner.derive_seed`),
 so a search resumes where it stopped and its result does not depend on the number of workers.
 
 The search (:func:`search`):
@@ -47,13 +45,13 @@ run's does not, and its latencies are still rising (both seen on the defaults of
 fleets running close to their capacity). So a candidate is simulated again from its first
 replicates with runs :data:`LONGER` (3) times as long, and judged on those alone, when a replicate
 of its first runs is ``unstable`` and nothing else rules it out, or when it is still undecided at
-``max_seeds``: at most :data:`LENGTHENINGS` (2) times (:func:`lengthened`; a trace is replayed
+``max_seeds``: at most :data:`LENGTHENINGS` (2) times (the task's ``lengthened``; a trace is replayed
 whole and is not lengthened). Still undecided at ``max_seeds`` on the longest runs, it is judged
 by the means and the majority (every mean within its limit and fewer than half the replicates
 ``unstable``: feasible) and marked undecided.
 
-Replicate k of a candidate has the seed :func:`replicate_seed` ``(s, k)``, s the seed of its first
-task, whichever task ran it (a ``plan`` task runs replicates ``first .. first + seeds - 1``), so a
+Replicate k of a candidate has the seed :func:`stability.planner.runs.replicate_seed` ``(s, k)``, s the
+seed of its first task, whichever task ran it (a task runs replicates ``first .. first + seeds - 1``), so a
 candidate's replicates, its verdict and the plan depend neither on the number of workers nor on
 the order of the runs or an interruption. Each look decides a wrong "feasible" for a metric whose
 expected value exceeds its limit with probability at most 2.5 % (the upper end of a two-sided 95 %
@@ -71,110 +69,54 @@ Bari, Hegde, de Veciana (2025), Section 4.1 (the random planner), Section 7 (TTF
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-import numpy as np
-
-from stability.planner.grid import (
-    Candidate,
-    Family,
-    Grid,
-    OneGpu,
-    PlanSpec,
-    SloSpec,
-    build_grid,
-    one_gpu_capacity,
-)
-from stability.runner import Cache, Runner, task_key, with_seed
+from stability.planner.grid import Candidate, Family, Grid, OneGpu, build_grid, one_gpu_capacity
+from stability.planner.runs import PlanRun, finite, summarize_replicates
+from stability.planner.slo import SloSpec
+from stability.planner.spec import PlanSpec
+from stability.runner import Cache, Runner, task_key
 from stability.sim.metrics import WARMUP
 from stability.sim.simulate import Scenario
 from theory.errors import FieldError
-from theory.stats import t_interval
 
-CONFIDENCE = 0.95
 MAX_SEEDS = 8  # replicates per candidate at most (adaptive replication, module docstring)
 
 
-# --- the task -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SearchOptions:
+    """How :func:`search` simulates a candidate and walks the grid.
+
+    Attributes
+    ----------
+    n_requests, seeds : int
+        Requests per simulation and a candidate's first replicates.
+    base_seed : int
+        Base of every task's seed.
+    stop_early : bool
+        Stop at the first family whose cheapest fleet costs at least the best plan, and search
+        only fleets cheaper than it (default). False visits every family and finds each one's
+        smallest feasible fleet: a fuller Pareto front at the price of more simulations.
+    parallel : int
+        Families searched at once: their next probes go to the runner as one batch. The best plan
+        does not depend on it (each family's search sees only its own results, tasks are seeded
+        by content, and ties go to the family first in the order); more families may be
+        simulated than with 1.
+    max_seeds : int
+        Replicates per candidate at most: an undecided candidate's are doubled up to it
+        (:func:`replicate`); at least ``seeds``.
+    """
+
+    n_requests: int = 400
+    seeds: int = 2
+    base_seed: int = 0
+    stop_early: bool = True
+    parallel: int = 1
+    max_seeds: int = MAX_SEEDS
 
 
-def replicate_seed(seed: int, k: int) -> int:
-    """The seed of replicate ``k`` of a task seeded ``seed`` (independent streams)."""
-    return int(np.random.SeedSequence([int(seed), int(k)]).generate_state(1)[0])
-
-
-VERDICT_ORDER = ("stable", "inconclusive", "unstable")  # the worst member decides a fleet's verdict
-
-
-def measure(*results) -> dict:
-    """SLO metrics of one run, or of the independent runs of a mixed fleet's members taken as one
-    system (detail mode), after the run's warm-up (the scenario's ``warmup``, ending at
-    ``SimResult.tbt_from``): TTFT P50/P99 over the requests arriving at or after its end, TBT P99
-    (from the TBT histograms) over the tokens emitted at or after it, keyed ``ttft_p50`` etc., and
-    per request class, keyed ``ttft_p50@<class>``, when the scenario has classes; the stability
-    verdict (the worst member's), requests, completions and rejections over the whole run."""
-    from stability.sim.metrics import histogram_quantile, summarize_latency
-
-    rqs = [res.requests for res in results]
-    out = {"verdict": max((res.verdict().verdict for res in results), key=VERDICT_ORDER.index),
-           "completed": int(sum(np.isfinite(rq["t_finish"]).sum() for rq in rqs)),
-           "rejected": int(sum(np.sum(rq["reject"] > 0) for rq in rqs)),
-           "requests": int(sum(rq["arrival"].size for rq in rqs))}
-    hist = sum(run.tbt_hist for res in results for run in res.runs)  # (class, bin) counts of TBT gaps
-    after = [res.requests["arrival"] >= res.tbt_from for res in results]  # arrived after the warm-up
-    ttft = np.concatenate([(rq["t_first"] - rq["arrival"])[a] for rq, a in zip(rqs, after, strict=True)])
-    cls = np.concatenate([rq["cls"][a] for rq, a in zip(rqs, after, strict=True)])
-    groups = [("", np.ones(ttft.size, dtype=bool), hist.sum(axis=0))]
-    if results[0].scenario.classes:
-        groups += [(f"@{c.name}", cls == k, hist[k]) for k, c in enumerate(results[0].classes)]
-    for suffix, mine, h in groups:
-        lat = summarize_latency(ttft[mine])
-        out[f"ttft_p50{suffix}"] = lat["p50"]
-        out[f"ttft_p99{suffix}"] = lat["p99"]
-        out[f"tbt_p99{suffix}"] = histogram_quantile(h, 0.99)
-    return out
-
-
-def replicates_of(task: dict) -> range:
-    """The replicate indices a ``plan`` or ``plan_mixed`` task runs: ``first`` (default 0) to
-    ``first + seeds - 1``."""
-    first = int(task.get("first", 0))
-    return range(first, first + int(task["seeds"]))
-
-
-def run_plan_task(task: dict) -> dict:
-    """The runner's ``plan`` task: ``{"kind": "plan", "scenario": Scenario.to_dict(), "seeds": k,
-    "seed": s}``, optionally ``"first": j``; it runs replicates j .. j + k - 1, replicate i with
-    :func:`replicate_seed` ``(s, i)``. Returns each replicate's metrics and, per metric,
-    ``[mean, low, high]`` (Student-t, 95 %)."""
-    from stability.sim.simulate import simulate
-
-    base = Scenario.from_dict(task["scenario"])
-    reps = [measure(simulate(Scenario.from_dict({**task["scenario"],
-                                                 "seed": replicate_seed(task["seed"], k)})))
-            for k in replicates_of(task)]
-    return {**summarize_replicates(reps), "r": base.r, "rate": base.rate}
-
-
-def summarize_replicates(reps: list[dict]) -> dict:
-    """Replicates' metrics, per metric ``[mean, max(low, 0), high]`` (Student-t, 95 %; the metrics
-    are non-negative latencies), unstable seeds and rejections, in strict-JSON form."""
-    keys = [k for k in reps[0] if k.startswith(("ttft_", "tbt_"))]
-    ci = {}
-    for k in keys:
-        mean, lo, hi = (_finite(x) for x in t_interval([math.nan if r[k] is None else r[k] for r in reps],
-                                                       CONFIDENCE))
-        ci[k] = [mean, None if lo is None else max(lo, 0.0), hi]
-    return {"replicates": [{k: _finite(v) if isinstance(v, float) else v for k, v in r.items()}
-                           for r in reps],
-            "metrics": ci, "unstable": sum(r["verdict"] == "unstable" for r in reps),
-            "rejected": sum(r["rejected"] for r in reps)}
-
-
-def _finite(x):
-    """A float for strict JSON: NaN and infinities become None."""
-    return float(x) if x is not None and math.isfinite(float(x)) else None
+# --- the bound cache ------------------------------------------------------------------------------
 
 
 def cached_capacity(cache: Cache):
@@ -190,7 +132,7 @@ def cached_capacity(cache: Cache):
         if hit is not None:
             return OneGpu(**{k: math.nan if v is None else v for k, v in hit.items()})
         one = one_gpu_capacity(spec, fam)
-        cache.put(key, {"family": fam.label}, {k: _finite(v) for k, v in one.__dict__.items()
+        cache.put(key, {"family": fam.label}, {k: finite(v) for k, v in one.__dict__.items()
                                                if k != "binds"} | {"binds": one.binds})
         return one
 
@@ -265,34 +207,24 @@ LONGER = 3  # an unstable seed's or an undecided candidate's runs are made this 
 LENGTHENINGS = 2  # ... at most this many times (module docstring)
 
 
-def lengthened(task: dict, factor: int = LONGER) -> dict | None:
-    """``task`` (``plan`` or ``plan_mixed``) with runs ``factor`` times longer (its scenario's, or
-    each member's, ``n_requests``) from its first replicates, under the same seed; None for a
-    trace, whose replay is the whole trace already."""
-    scenarios = [task["scenario"]] if "scenario" in task else task["members"]
-    if any(sc.get("trace") for sc in scenarios):
-        return None
-    longer = [{**sc, "n_requests": factor * int(sc["n_requests"])} for sc in scenarios]
-    body = {k: v for k, v in task.items() if k != "first"}
-    return {**body, **({"scenario": longer[0]} if "scenario" in task else {"members": longer})}
-
-
 def _out_without_stability(result: dict, slo: SloSpec) -> bool:
     """Whether a rejection or an SLO rules ``result`` out for certain, whatever its seeds' verdicts."""
     j = judge({**result, "unstable": 0}, slo)
     return j.decided and not j.feasible
 
 
-def replicate(runner: Runner, tasks: list[dict], slo: SloSpec, max_seeds: int = MAX_SEEDS
+def replicate(runner: Runner, tasks: list, slo: SloSpec, max_seeds: int = MAX_SEEDS
               ) -> list[tuple[dict, Judgement]]:
-    """Run ``tasks`` (``plan`` or ``plan_mixed``, each its first replicates) as one batch and add
-    replicates to the undecided ones until each is decided or has ``max_seeds`` (module docstring).
+    """Run ``tasks`` (:class:`stability.planner.runs.PlanRun` or
+    :class:`stability.planner.search_mixed.MixedRun`, each its first replicates) as one batch and
+    add replicates to the undecided ones until each is decided or has ``max_seeds`` (module
+    docstring).
 
-    Each round doubles an undecided task's replicates (capped at ``max_seeds``) with a new task
-    ``{**task, "first": n, "seeds": m}`` under the first task's seed, so replicate k has the same
+    Each round doubles an undecided task's replicates (capped at ``max_seeds``) with the task at
+    ``first = n``, ``seeds = m`` under the first task's seed, so replicate k has the same
     seed whichever round ran it. A task with a seed ``unstable`` on its first runs that nothing
     else rules out, or undecided at ``max_seeds``, is started again from its first replicates with runs
-    :data:`LONGER` times longer (:func:`lengthened`; not a trace), at most :data:`LENGTHENINGS`
+    :data:`LONGER` times longer (its ``lengthened``; not a trace), at most :data:`LENGTHENINGS`
     times, and judged on those alone. Returns each task's pooled result (``replicates``,
     ``metrics``, ``unstable``, ``rejected`` over every replicate of its final length; ``r``,
     ``rate``; ``elapsed_s`` summed; ``lengthened``, how many times, and ``shorter_runs``, the
@@ -313,13 +245,13 @@ def replicate(runner: Runner, tasks: list[dict], slo: SloSpec, max_seeds: int = 
                       and not _out_without_stability(pooled[i], slo))
                      or (not judged[i].decided and n >= max_seeds))
             if (doubt and pooled[i]["lengthened"] < LENGTHENINGS
-                    and (longer := lengthened(current[i])) is not None):
+                    and (longer := current[i].lengthened(LONGER)) is not None):
                 current[i] = longer
                 pooled[i] = {"lengthened": pooled[i]["lengthened"] + 1, "elapsed_s": pooled[i]["elapsed_s"],
                              "shorter_runs": pooled[i]["shorter_runs"] + n}
                 nxt.append((i, longer))
             elif not judged[i].decided and n < max_seeds:
-                nxt.append((i, {**current[i], "first": n, "seeds": min(n, max_seeds - n)}))
+                nxt.append((i, replace(current[i], first=n, seeds=min(n, max_seeds - n))))
         todo = nxt
     return list(zip(pooled, judged, strict=True))
 
@@ -357,11 +289,11 @@ def trace_rows(path: str) -> int:
 
 
 def plan_task(spec: PlanSpec, fam: Family, r: int, n_requests: int, seeds: int, base_seed: int,
-              gpu_file: str | None = None) -> dict:
+              gpu_file: str | None = None) -> PlanRun:
     """The runner task of one candidate's first ``seeds`` replicates, seeded from its content
     (``gpu_file``: the grid's); :func:`replicate` adds replicates under the same seed."""
-    sc = scenario_of(spec, fam, r, n_requests, gpu_file).to_dict()  # its seed: the task's, per replicate
-    return with_seed({"kind": "plan", "scenario": sc, "seeds": int(seeds)}, base_seed)
+    sc = scenario_of(spec, fam, r, n_requests, gpu_file)  # its seed: the task's, per replicate
+    return PlanRun.seeded(sc, seeds, base_seed)
 
 
 @dataclass
@@ -372,6 +304,8 @@ class PlanResult:
     ----------
     spec : PlanSpec
     grid : Grid
+    options : SearchOptions
+        How the search simulated (requests per run, replicates).
     evaluated : list of Evaluated
         Every simulated candidate, in the order simulated.
     best : Evaluated or None
@@ -386,6 +320,7 @@ class PlanResult:
 
     spec: PlanSpec
     grid: Grid
+    options: SearchOptions = field(default_factory=SearchOptions)
     evaluated: list = field(default_factory=list)
     best: Evaluated | None = None
     counts: dict = field(default_factory=dict)
@@ -417,9 +352,8 @@ class PlanResult:
         return out
 
 
-def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2,
-           base_seed: int = 0, grid: Grid | None = None, stop_early: bool = True,
-           parallel: int = 1, max_seeds: int = MAX_SEEDS) -> PlanResult:
+def search(spec: PlanSpec, runner: Runner, options: SearchOptions = SearchOptions(),
+           grid: Grid | None = None) -> PlanResult:
     """Cheapest-first search with early stopping (module docstring).
 
     Parameters
@@ -428,30 +362,17 @@ def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2
     runner : Runner
         The one runner (its cache makes the search resumable; its executor runs a batch of tasks
         on local processes or a Dask cluster).
-    n_requests, seeds : int
-        Requests per simulation and a candidate's first replicates.
-    base_seed : int
-        Base of every task's seed.
+    options : SearchOptions
+        Requests per run, replicates, base seed, early stopping, families at once.
     grid : Grid, optional
         A grid already built for ``spec``.
-    stop_early : bool
-        Stop at the first family whose cheapest fleet costs at least the best plan, and search
-        only fleets cheaper than it (default). False visits every family and finds each one's
-        smallest feasible fleet: a fuller Pareto front at the price of more simulations.
-    parallel : int
-        Families searched at once: their next probes go to the runner as one batch. The best plan
-        does not depend on it (each family's search sees only its own results, tasks are seeded
-        by content, and ties go to the family first in the order); more families may be
-        simulated than with 1.
-    max_seeds : int
-        Replicates per candidate at most: an undecided candidate's are doubled up to it
-        (:func:`replicate`); at least ``seeds``.
     """
     from collections import deque
 
-    check_max_seeds(seeds, max_seeds)
+    o = options
+    check_max_seeds(o.seeds, o.max_seeds)
     grid = grid or build_grid(spec)
-    out = PlanResult(spec, grid)
+    out = PlanResult(spec, grid, o)
     by_family: dict = {}
     for c in grid.kept:
         by_family.setdefault(c.family, []).append(c)
@@ -462,8 +383,9 @@ def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2
 
     def evaluate_all(cands: list[Candidate]) -> list[Evaluated]:
         todo = list({(c.family, c.r): c for c in cands if (c.family, c.r) not in memo}.values())
-        tasks = [plan_task(spec, c.family, c.r, n_requests, seeds, base_seed, grid.gpu_file) for c in todo]
-        for c, (res, j) in zip(todo, replicate(runner, tasks, spec.slo, max_seeds), strict=True):
+        tasks = [plan_task(spec, c.family, c.r, o.n_requests, o.seeds, o.base_seed, grid.gpu_file)
+                 for c in todo]
+        for c, (res, j) in zip(todo, replicate(runner, tasks, spec.slo, o.max_seeds), strict=True):
             memo[(c.family, c.r)] = e = Evaluated(c, res, j.feasible, j.missed, j.decided)
             out.evaluated.append(e)
         return [memo[(c.family, c.r)] for c in cands]
@@ -475,10 +397,10 @@ def search(spec: PlanSpec, runner: Runner, n_requests: int = 400, seeds: int = 2
 
     pending, active, visited = deque(order), [], 0
     while pending or active:
-        while pending and len(active) < max(1, int(parallel)):
+        while pending and len(active) < max(1, int(o.parallel)):
             fam = pending.popleft()
             cands = sorted(by_family[fam], key=lambda c: c.r)  # kept r's of a family are contiguous
-            if stop_early and out.best is not None:
+            if o.stop_early and out.best is not None:
                 if cands[0].usd_per_hour >= out.best.candidate.usd_per_hour:
                     pending.clear()  # families come cheapest first: none after this can win
                     break
@@ -577,7 +499,6 @@ def feasibility_steps(cands: list[Candidate]):
 
 
 __all__ = [
-    "CONFIDENCE",
     "LENGTHENINGS",
     "LONGER",
     "MAX_SEEDS",
@@ -585,18 +506,14 @@ __all__ = [
     "Evaluated",
     "Judgement",
     "PlanResult",
+    "SearchOptions",
     "Verified",
     "cached_capacity",
     "check_max_seeds",
     "feasibility_steps",
     "judge",
-    "lengthened",
-    "measure",
     "plan_task",
     "replicate",
-    "replicate_seed",
-    "replicates_of",
-    "run_plan_task",
     "scenario_of",
     "search",
     "trace_rows",

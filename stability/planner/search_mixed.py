@@ -10,7 +10,7 @@ Routers (``router``):
   members' certified bounds ``C_i``): one Poisson stream at the target rate into every replica of
   the mix, advanced together (:func:`stability.sim.fleet.simulate_fleet`).
 
-Either way the members' runs are measured as one system (:func:`stability.planner.search.measure`). The
+Either way the members' runs are measured as one system (:func:`stability.planner.runs.measure`). The
 pruning is the same for every router: no router that ignores the arriving request's own lengths
 carries more than ``sum_i n_i C_i`` (:mod:`stability.sim.fleet`, fleet bound). Pure fleets are
 planned behind the random router whatever ``router`` says.
@@ -33,57 +33,89 @@ Bari, Hegde, de Veciana (2025), Section 4.1; :mod:`stability.planner.mixed_fleet
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from stability.planner.mixed_fleet import MixCandidate, member_rates, mix_grid
-from stability.planner.search import (
-    MAX_SEEDS,
-    PlanResult,
-    check_max_seeds,
-    measure,
-    replicate,
-    replicate_seed,
-    replicates_of,
-    scenario_of,
-    summarize_replicates,
-)
-from stability.runner import Runner, with_seed
+from stability.planner.runs import measure, replicate_seed, summarize_replicates
+from stability.planner.search import MAX_SEEDS, PlanResult, check_max_seeds, replicate, scenario_of
+from stability.runner import Runner, derive_seed
 from stability.sim.fleet import ROUTERS, simulate_fleet
-from stability.sim.simulate import Scenario
 from theory.errors import FieldError, UnknownNameError
 
 MIN_MEMBER_REQUESTS = 100  # requests simulated for the smallest member of a mix
 
 
-def run_mixed_task(task: dict) -> dict:
-    """The runner's ``plan_mixed`` task: ``{"kind": "plan_mixed", "members": [Scenario.to_dict(),
-    ...], "seeds": k, "seed": s}``; replicate k runs member m with the m-th seed spawned from
-    :func:`stability.planner.search.replicate_seed` ``(s, k)`` and measures the members as one system. With
-    ``"router": "jsq"`` or ``"sed"`` (and ``"weights"``) the members share one arrival stream at
-    their common rate, replicate k seeded ``replicate_seed(s, k)``
-    (:func:`stability.sim.fleet.simulate_fleet`). With ``"first": j`` it runs replicates j to
-    j + k - 1 (:func:`stability.planner.search.replicates_of`)."""
-    from stability.sim.simulate import simulate
+@dataclass(frozen=True)
+class MixedRun:
+    """The runner's task of a mix (:mod:`stability.runner`): replicates ``first .. first + seeds -
+    1`` of the ``members`` (one scenario per kind) measured as one system.
 
-    router = task.get("router", "random")
-    reps = []
-    for k in replicates_of(task):
-        seed = replicate_seed(task["seed"], k)
-        if router == "random":
-            seeds = np.random.SeedSequence(seed).generate_state(len(task["members"]))
-            reps.append(measure(*(simulate(Scenario.from_dict({**m, "seed": int(sd)}))
-                                  for m, sd in zip(task["members"], seeds, strict=True))))
-        else:
-            reps.append(measure(*simulate_fleet([Scenario.from_dict({**m, "seed": seed})
-                                                 for m in task["members"]], router, task["weights"])))
-    rate = sum(m["rate"] for m in task["members"]) if router == "random" else task["members"][0]["rate"]
-    return {**summarize_replicates(reps), "r": [m["r"] for m in task["members"]], "rate": rate}
+    Random router: replicate k runs member m with the m-th seed spawned from
+    :func:`stability.planner.runs.replicate_seed` ``(seed, k)``. ``"jsq"`` or ``"sed"`` (with
+    ``weights``): the members share one arrival stream at their common rate, replicate k seeded
+    ``replicate_seed(seed, k)`` (:func:`stability.sim.fleet.simulate_fleet`). Identity ``{"kind":
+    "plan_mixed", "members": [Scenario.to_dict(), ...], "seeds": k, "seed": s}``, with ``"router"``
+    and ``"weights"`` for a router other than random and ``"first"`` when it is > 0."""
+
+    members: tuple
+    seeds: int
+    seed: int = 0
+    router: str = "random"
+    weights: tuple = ()
+    first: int = 0
+
+    @classmethod
+    def seeded(cls, members, seeds: int, base_seed: int, router: str = "random", weights=()) -> MixedRun:
+        """The first ``seeds`` replicates, seeded from the task's identity and ``base_seed``
+        (:func:`stability.runner.derive_seed`)."""
+        run = cls(tuple(members), int(seeds), 0, router, tuple(float(w) for w in weights))
+        return replace(run, seed=derive_seed(run.identity(), base_seed))
+
+    def identity(self) -> dict:
+        """The members, the router and its weights (not random), replicates, seed and first replicate."""
+        out = {"kind": "plan_mixed"}
+        if self.router != "random":
+            out |= {"router": self.router, "weights": list(self.weights)}
+        out |= {"members": [m.to_dict() for m in self.members], "seeds": self.seeds, "seed": self.seed}
+        return {**out, "first": self.first} if self.first else out
+
+    def replicates(self) -> range:
+        """The replicate indices the task runs."""
+        return range(self.first, self.first + self.seeds)
+
+    def lengthened(self, factor: int) -> MixedRun | None:
+        """The task with every member's runs ``factor`` times longer, from its first replicates,
+        under the same seed; None when a member replays a trace."""
+        if any(m.trace for m in self.members):
+            return None
+        longer = tuple(replace(m, n_requests=factor * int(m.n_requests)) for m in self.members)
+        return replace(self, members=longer, first=0)
+
+    def run(self) -> dict:
+        """Each replicate's metrics over the members as one system
+        (:func:`stability.planner.runs.measure`), pooled
+        (:func:`stability.planner.runs.summarize_replicates`), with the members' r and the fleet's
+        rate."""
+        from stability.sim.simulate import simulate
+
+        reps = []
+        for k in self.replicates():
+            seed = replicate_seed(self.seed, k)
+            if self.router == "random":
+                seeds = np.random.SeedSequence(seed).generate_state(len(self.members))
+                reps.append(measure(*(simulate(replace(m, seed=int(sd)))
+                                      for m, sd in zip(self.members, seeds, strict=True))))
+            else:
+                reps.append(measure(*simulate_fleet([replace(m, seed=seed) for m in self.members],
+                                                    self.router, list(self.weights))))
+        rate = (sum(m.rate for m in self.members) if self.router == "random" else self.members[0].rate)
+        return {**summarize_replicates(reps), "r": [m.r for m in self.members], "rate": rate}
 
 
 def mixed_task(res: PlanResult, mix: MixCandidate, n_requests: int, seeds: int, base_seed: int,
-               router: str = "random") -> dict:
+               router: str = "random") -> MixedRun:
     """The runner task of a mix, seeded from the task's content. Random router: each member at its
     share of the rate (routing weights: the members' certified one-replica bounds), with its share
     of ``n_requests`` (at least ``MIN_MEMBER_REQUESTS``). JSQ or SED: every member at the target
@@ -94,21 +126,19 @@ def mixed_task(res: PlanResult, mix: MixCandidate, n_requests: int, seeds: int, 
     if router not in ROUTERS:
         raise UnknownNameError("router", router, ROUTERS)
     if router != "random":
-        members = [scenario_of(spec, fam, n, n_requests, grid.gpu_file).to_dict() for fam, n in mix.members]
-        return with_seed({"kind": "plan_mixed", "router": router, "members": members,
-                          "weights": [float(b) for b in bounds], "seeds": int(seeds)}, base_seed)
+        members = [scenario_of(spec, fam, n, n_requests, grid.gpu_file) for fam, n in mix.members]
+        return MixedRun.seeded(members, seeds, base_seed, router, bounds)
     rates = member_rates(spec.rate, bounds, counts)
     members = []
     for (fam, n), rate in zip(mix.members, rates, strict=True):
         share = max(MIN_MEMBER_REQUESTS, round(n_requests * rate / spec.rate))
-        sc = scenario_of(spec, fam, n, share, grid.gpu_file)
-        members.append(Scenario.from_dict({**sc.to_dict(), "rate": float(rate)}).to_dict())
-    return with_seed({"kind": "plan_mixed", "members": members, "seeds": int(seeds)}, base_seed)
+        members.append(replace(scenario_of(spec, fam, n, share, grid.gpu_file), rate=float(rate)))
+    return MixedRun.seeded(members, seeds, base_seed)
 
 
 @dataclass(frozen=True)
 class MixEvaluated:
-    """A simulated mix: its pooled ``plan_mixed`` result, whether it met the SLOs, what it missed,
+    """A simulated mix: its pooled :class:`MixedRun` result, whether it met the SLOs, what it missed,
     and whether the intervals decided it (:func:`stability.planner.search.judge`)."""
 
     mix: MixCandidate
@@ -192,4 +222,4 @@ def _dominated(mix: MixCandidate, missed: MixCandidate) -> bool:
         n <= m for (_, n), (_, m) in zip(mix.members, missed.members, strict=True))
 
 
-__all__ = ["MIN_MEMBER_REQUESTS", "MixEvaluated", "MixResult", "mixed_task", "run_mixed_task", "search_mixes"]
+__all__ = ["MIN_MEMBER_REQUESTS", "MixEvaluated", "MixResult", "MixedRun", "mixed_task", "search_mixes"]

@@ -250,9 +250,20 @@ def run_point(sc: Scenario) -> dict:
     return measure(simulate(sc))
 
 
-def run_point_task(task: dict) -> dict:
-    """The runner's ``slai`` task: ``{"kind": "slai", "scenario": Scenario.to_dict()}``."""
-    return run_point(Scenario.from_dict(task["scenario"]))
+@dataclass(frozen=True)
+class StudyPoint:
+    """The runner's task of one point (:mod:`stability.runner`): its scenario, simulated and
+    measured (:func:`run_point`); identity ``{"kind": "slai", "scenario": Scenario.to_dict()}``."""
+
+    scenario: Scenario
+
+    def identity(self) -> dict:
+        """``{"kind": "slai", "scenario": ...}``: the whole scenario."""
+        return {"kind": "slai", "scenario": self.scenario.to_dict()}
+
+    def run(self) -> dict:
+        """The point: :func:`run_point` of the scenario."""
+        return run_point(self.scenario)
 
 
 # --- the study -----------------------------------------------------------------------------------
@@ -284,7 +295,7 @@ def run_tasks(tasks: list[Task], cache_dir: str | Path, workers: int = 1, bar=No
     ``update``) advances by one per point, cached or computed."""
     runner = Runner(Cache(cache_dir), LocalExecutor(workers), bar, grow_total=False)
     try:
-        points = runner.run([{"kind": "slai", "scenario": t.scenario.to_dict()} for t in tasks])
+        points = runner.run([StudyPoint(t.scenario) for t in tasks])
     finally:
         runner.executor.close()
     return [{"panel": t.panel.key, "policy": t.policy, "seed": t.seed,

@@ -4,13 +4,14 @@ roofline screen, scoring per GeMM and per whole batch, and the reports of ``llmq
 The API:
 
 * :func:`theory.validation.validate.validate` of the profiles
-  :func:`theory.profiles.shipped_profiles` names (loaded by :func:`theory.profiles.load_profile`):
-  predicted against measured, per GeMM, per whole batch and per attention batch
-  (``llmq validate``); its report writers are :mod:`theory.validation.report` and
-  :mod:`theory.validation.attention_report`.
+  :func:`theory.profiles.shipped_profiles` names (loaded by :func:`theory.profiles.load_profile`),
+  with :class:`theory.validation.results.Settings`: predicted against measured, per GeMM, per whole
+  batch and per attention batch (``llmq validate``); its report writers are
+  :mod:`theory.validation.report` and :mod:`theory.validation.attention_report`.
 * :func:`theory.validation.timings.read_timings`, then
-  :func:`theory.validation.calibrate.calibrate` (or :func:`~theory.validation.calibrate.fit_gemm`,
-  :func:`~theory.validation.calibrate.fit_batch`): a GPU profile fitted to measured timings
+  :func:`theory.validation.calibrate.calibrate` (or :func:`~theory.validation.gemm_fit.fit_gemm`,
+  :func:`~theory.validation.batch_fit.fit_batch`), with
+  :class:`theory.validation.calibration.FitOptions`: a GPU profile fitted to measured timings
   (``llmq calibrate``).
 * :func:`theory.validation.steps.score_steps`: Eq. 7 per engine step against the measured steps
   (:mod:`theory.validation.steps_data`), the CUDA-graph padding rule and the time per step.
@@ -20,4 +21,32 @@ The API:
   :mod:`stability.serving` replays them through the simulator.
 
 The model itself (:mod:`theory` proper) never imports this package.
+
+Modules
+-------
+validate          the driver: every row of the shipped profiles predicted and scored (llmq validate).
+results           what a run did and found: Settings, Report, the schemes and the group columns.
+errors            absolute relative errors and their median / 90th percentile (ErrorStats).
+gemm              the per-GeMM predictor, GeMM rows and their held-out splits, the tile model fitted
+                  on rows, the measured-profile law built from rows.
+score_gemm        every scheme's prediction of the GeMM rows, per group and pooled per GPU.
+batches           whole batches under Eq. 7: TP cost model, batch time, its parts, folds.
+stack_law         the serving stack's law on top of Eq. 7 and its bounded least-squares fit.
+score_batches     whole batches under Eq. 7 and the stack law, held out by folds; per-GPU verdicts.
+stack_law_reach   whether any one stack law per group reaches the targets in sample (a MILP).
+batch_orderings   equal-token batch pairs whose measured order Eq. 7 cannot give.
+allreduce         the all-reduce law and its scores against measured collectives.
+attention         measured self-attention batches against Eq. 5-6 (and its report: attention_report).
+staircase         the step heights of GeMM times over the token count, and their verdict.
+targets           the acceptance targets and the law each GPU is judged under.
+plausibility      the roofline screen: rows faster than their shape's lower bound.
+steps             Eq. 7 per engine step against measured steps (data: steps_data; report: steps_report).
+serving_runs      measured serving runs and their latency metrics (converters: runs_convert).
+calibrate         fit a GPU profile to timings (llmq calibrate): gemm_fit (Eq. 2 per tile, its search
+                  gemm_search), batch_fit (Eq. 7), calibration (the fitted record and its TOML).
+term_fits         how a number of each cost term is fitted, or why it has none.
+timings           reading measured GeMM or batch timings (CSV).
+presets_fit       refitting the shipped calibrated presets from the public profiles.
+profiles_convert  converting the public profiles' raw files into llmq's profile CSVs.
+report            the outputs of llmq validate: console, Markdown, CSV, JSON, figures.
 """

@@ -15,7 +15,7 @@ for one layer), plus the GPU's fixed time per attention call ``attention_call_s`
 ``num_hidden_layers = 1``; its simulator multiplies by the layer count), hence the ``/ N``.
 
 Scored per GPU x model x TP x kind (:data:`KINDS`: prefill chunk only, decodes only, both) by the
-median and 90th percentile of ``|predicted / measured - 1|`` (:class:`theory.validation.validate.ErrorStats`)
+median and 90th percentile of ``|predicted / measured - 1|`` (:class:`theory.validation.errors.ErrorStats`)
 under three cost models (:data:`SCHEMES`): the GPU's roofline preset and its preset as shipped, both
 in ``real`` mode (the served widths: ``d`` = query heads x head width for Eq. 6, the KV heads' width
 for Eq. 5), and ``paper`` mode (one head of width ``d`` for both). ``ratio_median`` is the median of
@@ -23,7 +23,7 @@ for Eq. 5), and ``paper`` mode (one head of width ``d`` for both). ``ratio_media
 
 The fixed time per call is fitted and scored out of sample (:func:`fit_attention_call`): the
 batches are split by shape (:func:`attention_split`: every 4th distinct ``(tokens, decodes,
-context, prefill_context)`` held out, the rule of :func:`theory.validation.validate.token_split`),
+context, prefill_context)`` held out, the rule of :func:`theory.validation.gemm.token_split`),
 ``attention_call_s`` is fitted on the training batches of the kinds :data:`FIT_KINDS` (a prefill
 chunk alone, decodes alone: the batches whose kernel Eq. 5-6's summed work describes; a mixed batch's
 kernel time follows another law, see ``README.md``), and the held-out batches of every kind are
@@ -70,7 +70,7 @@ SCHEMES = {
 }
 FIT_KINDS = ("prefill", "decode")
 HELD_OUT_EVERY = 4
-GROUP_COLUMNS = {  # what names a group of measured rows (here and in theory.validation.validate.COLUMNS)
+GROUP_COLUMNS = {  # what names a group of measured rows (here and in theory.validation.results.COLUMNS)
     "profile": "shipped profile the rows come from (theory/data/profiles)",
     "gpu": "llmq GPU preset key of the measured card",
     "model": "llmq model preset key",
@@ -147,7 +147,7 @@ def predict_attention(cm: CostModel, tokens, decodes, context, prefill_context) 
 def attention_split(tokens, decodes, context, prefill_context, every: int = HELD_OUT_EVERY) -> np.ndarray:
     """Held-out mask: every ``every``-th distinct batch shape ``(tokens, decodes, context,
     prefill_context)`` in sorted order, ranked from 0 (ranks ``every - 1, 2 every - 1, ...`` held
-    out: the rule of :func:`theory.validation.validate.token_split`, applied to the shapes)."""
+    out: the rule of :func:`theory.validation.gemm.token_split`, applied to the shapes)."""
     shapes = np.stack([np.asarray(x, dtype=np.int64) for x in (tokens, decodes, context, prefill_context)],
                       axis=1)
     rank = np.unique(shapes, axis=0, return_inverse=True)[1].ravel()
@@ -293,7 +293,7 @@ def score_attention(profile: str, rows: np.ndarray, *, gpu_file: str | None = No
     """Per GPU x model x TP: one row per kind present and one for ``"all"`` (:data:`COLUMNS`).
 
     ``rows`` are a loaded profile's rows; those of operation :data:`OPERATION` are scored. The
-    statistics are those of :class:`theory.validation.validate.ErrorStats` (median and numpy's default 90th
+    statistics are those of :class:`theory.validation.errors.ErrorStats` (median and numpy's default 90th
     percentile of ``|predicted / measured - 1|``).
     """
     rows = rows[rows["operation"] == OPERATION]

@@ -1,6 +1,6 @@
 """The self-attention part of ``llmq validate``'s outputs: console lines, Markdown, CSV and JSON.
 
-Formats :attr:`theory.validation.validate.Report.attention`
+Formats :attr:`theory.validation.results.Report.attention`
 (:func:`theory.validation.attention.score_attention`);
 nothing is computed here but formatting.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from theory.io import atomic_write_csv
 from theory.validation.attention import COLUMNS, KINDS, SCHEMES
-from theory.validation.validate import Report
+from theory.validation.results import Report
 
 CSV_NAME = "validate_attention.csv"
 NOTE = ("One layer's measured self-attention (LLMServingSim's profiler times a one-layer model) against "

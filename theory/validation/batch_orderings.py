@@ -4,7 +4,7 @@ Two batches of one GPU x model x TP and one kind that run the same number of tok
 linear layers (prompts of 512 tokens and one prompt of 2,048, say) have the same linear time,
 element-wise time and all-reduces under Eq. 7; they differ only in attention (and, with
 ``lm_head``, in the vocab rows: one per prompt, :func:`theory.cost.T_batch`). The stack law of
-:class:`theory.validation.validate.StackLaw`, ``T = c + a_compute C + a_allreduce R + a_large L`` with
+:class:`theory.validation.stack_law.StackLaw`, ``T = c + a_compute C + a_allreduce R + a_large L`` with
 ``a_compute >= 1``, gives both the same ``R`` and ``L`` (they depend on the tokens alone), so
 whatever its parameters it orders them as ``C`` (computed, not assumed) orders them. Where the
 measurements order them the other way, any one such law errs on one of the two rows by at least
@@ -20,7 +20,7 @@ References
 ----------
 Eq. 5-7 (attention and the vocab rows are the only parts of a batch that depend on how its
 tokens split into prompts, attention the only one that depends on the decodes' positions);
-:func:`theory.validation.validate.fit_stack_law`.
+:func:`theory.validation.stack_law.fit_stack_law`.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def ordering_pairs(profile: str, rows: np.ndarray, compute, allreduce, large) ->
     rows : numpy structured array
         Whole-batch rows (``gpu, model, tp, operation, tokens, context, generated, seconds``).
     compute, allreduce, large : array_like
-        Eq. 7's parts of each row (:func:`theory.validation.validate.batch_parts`); rows with a non-finite
+        Eq. 7's parts of each row (:func:`theory.validation.batches.batch_parts`); rows with a non-finite
         ``compute`` (not predicted) are left out.
 
     Returns

@@ -10,9 +10,9 @@ with GeMM rows in a packaged GeMM profile of :data:`GEMM_PROFILES` (``vidur_gemm
 
 * the per-tile rates ``mu(t)``, the achievable DRAM bandwidth (``eta_mem``, the ``memory_floor``
   term), the L2 bandwidth (``l2_bandwidth_gbs``) and the fixed time per GeMM
-  (``gemm_overhead_s``), with ``waves`` on, are fitted by :func:`theory.validation.validate.fit_gpu`
-  (:func:`theory.validation.calibrate.fit_gemm`) on the **training split** of
-  :func:`theory.validation.validate.token_split`: every model and TP of the GPU, the token counts *not*
+  (``gemm_overhead_s``), with ``waves`` on, are fitted by :func:`theory.validation.gemm.fit_gpu`
+  (:func:`theory.validation.gemm_fit.fit_gemm`) on the **training split** of
+  :func:`theory.validation.gemm.token_split`: every model and TP of the GPU, the token counts *not*
   held out (every ``every``-th distinct count is held out), at most ``max_train`` evenly spaced
   rows. So ``llmq validate``'s held-out-token figures score exactly these presets on points they
   were not fitted to. No tile rate exceeds the card's dense FP16 peak nor t*'s FLOP rate
@@ -74,7 +74,8 @@ from theory.validation.attention import (
     mixed_parts,
     predict_attention,
 )
-from theory.validation.validate import abs_rel_error, fit_gpu, gemm_rows, predict_rows, token_split
+from theory.validation.errors import abs_rel_error
+from theory.validation.gemm import fit_gpu, gemm_rows, predict_rows, token_split
 
 GEMM_PROFILES = {  # packaged profile with GeMM rows -> its source, for the provenance
     "vidur_gemm": "microsoft/vidur @ 7d47513363ec447a741ac5e47241580b47724fbf",
@@ -134,7 +135,7 @@ def fit_preset(gpu: str, rows: np.ndarray, *, profile: str = "vidur_gemm", every
     profile : str
         Its name, a key of :data:`GEMM_PROFILES`.
     every, max_train, seed : int
-        Held-out stride of :func:`theory.validation.validate.token_split`, training cap and seed of the fit.
+        Held-out stride of :func:`theory.validation.gemm.token_split`, training cap and seed of the fit.
     """
     base = get_gpu(gpu)
     data = gemm_rows(rows[rows["gpu"] == gpu])
@@ -151,7 +152,7 @@ def fit_preset(gpu: str, rows: np.ndarray, *, profile: str = "vidur_gemm", every
     source = GEMM_PROFILES[profile]
     prov = {"profile": profile, "source": source,
             "split": (f"training rows: the token counts not held out by "
-                      f"theory.validation.validate.token_split "
+                      f"theory.validation.gemm.token_split "
                       f"(every {every}th distinct token count held out), all models and TP of {gpu}; "
                       f"at most {max_train} evenly spaced rows, seed {seed}"),
             "n_train": fit.n_train, "n_held_out": int(held.sum()),

@@ -1,6 +1,6 @@
 """The outputs of ``llmq validate``: console table, Markdown, CSV, strict JSON and staircase figures.
 
-Every number comes from a :class:`theory.validation.validate.Report`; nothing is computed here but formatting.
+Every number comes from a :class:`theory.validation.results.Report`; nothing is computed here but formatting.
 JSON is strict (``allow_nan=False``): a statistic with nothing to score is ``null``, and the
 meaning of ``null`` is stated in the file (``null_means``) next to the data dictionary of the CSV
 columns (``columns``), which the Markdown report repeats.
@@ -16,18 +16,9 @@ import numpy as np
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
 from theory.validation import attention_report as attention
 from theory.validation.batch_orderings import COLUMNS as ORDERING_COLUMNS
-from theory.validation.validate import (
-    COLUMNS,
-    MEASURED_LABEL,
-    NULL_MEANING,
-    SCHEME_MEANING,
-    SCHEMES,
-    STEP_SCHEMES,
-    STEP_TOLERANCE,
-    TARGETS,
-    Report,
-    staircase_verdict,
-)
+from theory.validation.results import COLUMNS, MEASURED_LABEL, NULL_MEANING, SCHEME_MEANING, SCHEMES, Report
+from theory.validation.staircase import STEP_SCHEMES, STEP_TOLERANCE, staircase_verdict
+from theory.validation.targets import TARGETS
 
 SCHEMA = "llmq.validate/1"
 BATCH_STACK_COLUMNS = {
@@ -42,11 +33,11 @@ BATCH_STACK_COLUMNS = {
                                                    "its all-reduces, R: their time, L: the bandwidth time "
                                                    "of their bytes beyond 32 MiB per message; "
                                                    "overhead_s >= 0, a_compute and a_allreduce >= 1, "
-                                                   "a_large >= 0; theory.validation.validate.StackLaw)",
+                                                   "a_large >= 0; theory.validation.stack_law.StackLaw)",
     "n": "batch rows of the GPU x model x TP (both operations)",
     "folds": "k: fold j holds out every k-th interior shape of each operation's series, ranks = j mod "
              "k; the first and last shape of a series are trained on only "
-             "(theory.validation.validate.batch_folds)",
+             "(theory.validation.batches.batch_folds)",
     "n_held_out": "interior rows of the operation, each scored by the fold that holds it out",
     "before_median, before_p90": "held-out |predicted/measured - 1| of the shipped preset (Eq. 7)",
     "after_median, after_p90": "the same under the stack law fitted without the row's fold",
@@ -371,12 +362,13 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
         lines += ["", "T = c + a_compute C + a_allreduce R + a_large L, C being Eq. 7 without its "
                   "all-reduces, R their time under the GPU's all-reduce law (fitted on vidur's NCCL "
                   "profile) and L the bandwidth time of their bytes beyond 32 MiB per message "
-                  "(theory.validation.validate.LARGE_MESSAGE_BYTES); c >= 0, a_compute and a_allreduce >= 1, "
+                  "(theory.validation.stack_law.LARGE_MESSAGE_BYTES); c >= 0, a_compute and a_allreduce "
+                  ">= 1, "
                   "a_large >= 0, fitted on the prompt and token batches of one GPU x model x TP "
-                  "together (theory.validation.validate.fit_stack_law; the parameters shown: every shape). "
+                  "together (theory.validation.stack_law.fit_stack_law; the parameters shown: every shape). "
                   "The "
                   "held-out errors come from k folds, each interior shape predicted by the law fitted "
-                  "without its fold (theory.validation.validate.batch_folds). "
+                  "without its fold (theory.validation.batches.batch_folds). "
                   "It is the 'held-out tokens' scheme "
                   "of the batch groups, not part of the shipped presets: it describes one serving "
                   "stack."]
@@ -446,7 +438,7 @@ def plot(report: Report, gpu: str, model: str, tp: int, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     from theory.profiles import LLMSERVINGSIM_GEMMS, VIDUR_GEMMS
-    from theory.validation.validate import step_positions
+    from theory.validation.staircase import step_positions
 
     measured_as = {LLMSERVINGSIM_GEMMS.get(o, o): o
                    for g, m, t, o in report.series if (g, m, t) == (gpu, model, tp)}

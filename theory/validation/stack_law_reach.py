@@ -1,6 +1,6 @@
 """Can any stack law meet the error targets on the rows it is fitted on? A mixed-integer program.
 
-The least-squares law of :func:`theory.validation.validate.fit_stack_law` minimises the squared relative
+The least-squares law of :func:`theory.validation.stack_law.fit_stack_law` minimises the squared relative
 error, not the median or the 90th percentile the targets limit, so its in-sample figures are not
 the least the law's form reaches. This module decides the question itself: for the rows of one GPU,
 in groups that each get a law of their own (GPU x model x TP x kind), is there one law per group,
@@ -18,11 +18,11 @@ if no more than ``n - ceil(pos) - 1`` rows are beyond it (sufficient), and only 
 program proves that no laws reach the targets (within the solver's tolerances). Witnesses are sought a hair
 inside the limits (:data:`WITNESS_MARGIN`), first under the necessary counts, then under the
 sufficient ones, and scored exactly (numpy's median and percentile, as
-:class:`theory.validation.validate.ErrorStats`): laws that meet both limits make the targets reachable.
+:class:`theory.validation.errors.ErrorStats`): laws that meet both limits make the targets reachable.
 
 References
 ----------
-Eq. 7; :class:`theory.validation.validate.StackLaw`. Solver: :func:`scipy.optimize.milp` (HiGHS).
+Eq. 7; :class:`theory.validation.stack_law.StackLaw`. Solver: :func:`scipy.optimize.milp` (HiGHS).
 """
 
 from __future__ import annotations
@@ -68,12 +68,12 @@ def reach_in_sample(groups: list[tuple[np.ndarray, np.ndarray]], median_limit: f
     ----------
     groups : list of (parts, measured)
         Per group, its rows' Eq. 7 parts as an ``(n, 3)`` array of ``(compute, allreduce, large)``
-        (:func:`theory.validation.validate.batch_parts`) and their measured seconds.
+        (:func:`theory.validation.batches.batch_parts`) and their measured seconds.
     median_limit, p90_limit : float
         The limits on the pooled median and 90th percentile of ``|T / m - 1|``.
     lower : tuple of float
         The lower bounds of ``(c, a_compute, a_allreduce, a_large)``, each >= 0
-        (:attr:`theory.validation.validate.StackLaw.LOWER`).
+        (:attr:`theory.validation.stack_law.StackLaw.LOWER`).
     time_limit_s : float
         The solver's time limit per program; a program it does not settle leaves the verdict
         ``"undecided"``.

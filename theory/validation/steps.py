@@ -80,8 +80,9 @@ from theory.cost import (
 from theory.errors import FieldError
 from theory.io import json_text
 from theory.terms import LM_HEAD
+from theory.validation.batches import batch_cost_model
+from theory.validation.errors import ErrorStats, abs_rel_error
 from theory.validation.steps_data import StepRow, StepTable, load_steps
-from theory.validation.validate import ErrorStats, abs_rel_error, batch_cost_model
 
 ACCURACY_SETS = ("decode_real", "decode_padded", "mixed")
 ACCURACY_MEANING = {

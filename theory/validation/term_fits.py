@@ -36,14 +36,14 @@ class Fit:
     what: str
 
 
-_GEMM = "theory.validation.calibrate:fit_gemm"
+_GEMM = "theory.validation.gemm_fit:fit_gemm"
 
 FIT_TERMS: dict[str, Fit] = {
     "memory_floor": Fit(_GEMM, "eta_mem, the achievable DRAM bandwidth, with the floor on"),
     "waves": Fit(_GEMM, "the tile rates mu(t) with the output tiles counted in waves"),
     "attention_waves": Fit(None, "a switch, written off: no profile times attention kernels alone"),
     "l2_bandwidth_gbs": Fit(_GEMM, "the L2 bandwidth, with the rates"),
-    "overhead_s": Fit("theory.validation.calibrate:fit_batch", "the fixed time per batch of Eq. 7"),
+    "overhead_s": Fit("theory.validation.batch_fit:fit_batch", "the fixed time per batch of Eq. 7"),
     "gemm_overhead_s": Fit(_GEMM, "c_0, the intercept per GeMM"),
     "attention_call_s": Fit("theory.validation.presets_fit:fit_attention_call_s",
                             "the time per attention call, on the training attention batches"),
