@@ -140,7 +140,7 @@ TERMS: dict[str, CostTerm] = {t.name: t for t in (
     CostTerm("overhead_s", "gpu", "s per batch", 0.0, 0.0, "Eq. 7 plus a constant per batch",
              "a fixed time per non-empty batch (launches, scheduling)", record="profile"),
     CostTerm("gemm_overhead_s", "gpu", "s per linear GeMM", 0.0, 0.0,
-             "Eq. 2 plus an intercept per GeMM (as theory.validation.calibrate.fit_gemm fits it)",
+             "Eq. 2 plus an intercept per GeMM (as theory.validation.gemm_fit.fit_gemm fits it)",
              "a fixed time per linear GeMM of every batch"),
     CostTerm("attention_call_s", "gpu", "s per layer per batch", 0.0, 0.0,
              _FLASH + "; Flash-Decoding: Dao, Haziza, Massa, Sizov (2023), PyTorch blog",

@@ -102,7 +102,7 @@ The terms and what they change
     A fixed time ``c_0`` per linear GeMM: each batch pays ``c_0`` times the model's number of
     linear GeMMs (Eq. 4's sum, ``N`` layers), and each GeMM alone pays ``c_0``
     (:func:`theory.cost.T_GeMM_terms`). It is the per-GeMM intercept that
-    :func:`theory.validation.calibrate.fit_gemm` fits (kernel prologue and epilogue, launch gaps inside a
+    :func:`theory.validation.gemm_fit.fit_gemm` fits (kernel prologue and epilogue, launch gaps inside a
     kernel's timed range); a GPU property, so one calibrated profile serves every model.
 ``attention_call_s`` (GPU, float >= 0)
     A fixed time ``c_A`` per attention kernel call: each layer of a batch with attention work

@@ -7,10 +7,10 @@ plus one prefill chunk, each replayed as one CUDA graph (``graph``: GPU time) an
 from Python (``eager``: host wall time). Three things are scored, each derived from the table alone.
 
 1. **Eq. 7 per step** (:func:`predict_step`, real mode on the table's GPU preset as shipped,
-   :func:`theory.validation.validate.batch_cost_model`). A step of ``b`` decodes whose caches hold
+   :func:`theory.validation.batches.batch_cost_model`). A step of ``b`` decodes whose caches hold
    ``C`` tokens and a chunk of ``c`` tokens whose request holds ``p`` is the batch
    ``{DI(i = C + 1) x b, PI(i = p + 1, c)}`` (Section 3.1; a decode at position ``C + 1`` attends to
-   ``C + 1`` keys, as the script's does; :func:`theory.validation.validate.batch_time` prices a
+   ``C + 1`` keys, as the script's does; :func:`theory.validation.batches.batch_time` prices a
    ``decode_batch`` row at the same position). Scored against the ``graph`` rows vLLM would run:
    the decode-only steps at their capture size (``padded_to``), predicted at their real size
    ``decodes`` (Eq. 7 as printed) and with the padding term (:func:`predict_step` with
