@@ -41,18 +41,15 @@ empty, or why the point was not timed (then the time cells are empty).
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
-import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure_profile import smi
-from measure_steps import _stats, _time_graph
+from measure_steps import _stats, _time_graph, write_run
 
 SHAPES = (  # (model, operation, d_row, d_red)
     ("llama-3.1-8b", "attn_pre_proj", 6144, 4096),
@@ -68,15 +65,8 @@ COLUMNS = ("gpu", "device", "model", "operation", "d_row", "d_red", "tokens", "p
 
 
 def _write(out: Path, rows: list[dict], meta: dict) -> None:
-    """The CSV and the meta file, each written to a temporary file and renamed over the old."""
-    tmp = out / "fp8_gemm.csv.tmp"
-    with open(tmp, "w", newline="") as fh:
-        w = csv.DictWriter(fh, COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, out / "fp8_gemm.csv")
-    (out / "fp8_gemm_meta.json.tmp").write_text(json.dumps(meta, indent=1))
-    os.replace(out / "fp8_gemm_meta.json.tmp", out / "fp8_gemm_meta.json")
+    """``fp8_gemm.csv`` and ``fp8_gemm_meta.json``, atomically (:func:`measure_steps.write_run`)."""
+    write_run(out, rows, meta, ("fp8_gemm.csv", "fp8_gemm_meta.json"), COLUMNS)
 
 
 def main(argv: list[str] | None = None) -> None:

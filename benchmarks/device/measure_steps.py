@@ -403,16 +403,18 @@ def _kernels(net: StepModel) -> dict[str, int]:
     return dict(Counter(e.name for e in prof.events() if e.device_type == kind).most_common())
 
 
-def _write(out: Path, rows: list[dict], meta: dict) -> None:
-    """``steps.csv`` and ``meta.json``, each written to a temporary file and renamed over the old."""
-    tmp = out / "steps.csv.tmp"
-    with open(tmp, "w", newline="") as fh:
-        w = csv.DictWriter(fh, COLUMNS)
+def write_run(out: Path, rows: list[dict], meta: dict, names=("steps.csv", "meta.json"),
+              columns=COLUMNS) -> None:
+    """The rows as a CSV and the meta record as JSON (``names``), each written to a temporary file
+    and renamed over the old, so a run cut short keeps every finished row."""
+    table, record = (out / n for n in names)
+    with open(table.with_name(table.name + ".tmp"), "w", newline="") as fh:
+        w = csv.DictWriter(fh, columns)
         w.writeheader()
         w.writerows(rows)
-    os.replace(tmp, out / "steps.csv")
-    (out / "meta.json.tmp").write_text(json.dumps(meta, indent=1))
-    os.replace(out / "meta.json.tmp", out / "meta.json")
+    os.replace(table.with_name(table.name + ".tmp"), table)
+    record.with_name(record.name + ".tmp").write_text(json.dumps(meta, indent=1))
+    os.replace(record.with_name(record.name + ".tmp"), record)
 
 
 def _commit() -> str | None:
@@ -507,7 +509,7 @@ def main(argv: list[str] | None = None) -> None:
                               f"{float(r['seconds']) * 1e3:.3f} ms" for r in new)
             print(f"[{time.monotonic() - t_start:6.1f} s] {i + 1}/{len(points)} {label}: {times or 'failed'}",
                   flush=True)
-            _write(args.out, rows, meta)
+            write_run(args.out, rows, meta)
         try:
             meta["kernels"] = _kernels(net)
         except Exception as err:  # the rows are measured: record the error, keep the exit clean
@@ -516,7 +518,7 @@ def main(argv: list[str] | None = None) -> None:
         meta["smi_after"] = smi()
         meta["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
         meta["wall_s"] = time.monotonic() - t_start
-        _write(args.out, rows, meta)
+        write_run(args.out, rows, meta)
         print(f"{len(rows)} rows -> {args.out / 'steps.csv'} ({meta['wall_s']:.0f} s)", flush=True)
 
 
