@@ -344,6 +344,8 @@ def build_chain(cm: CostModel, w: Workload, n: int, lam: float, r: int = 1,
                 sat: CycleSample | None = None) -> CycleChain:
     """Estimate RAD's cycle DTMC at one node by executing its cycles (see the module docstring).
 
+    Implements Lemma 2 (the chain it states, at a truncation).
+
     Parameters
     ----------
     cm, w : CostModel, Workload

@@ -50,6 +50,8 @@ def T_GeMM(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
 
     All arguments broadcast as numpy arrays.
 
+    Implements Eq. 2.
+
     References
     ----------
     Eq. 2.
@@ -135,6 +137,8 @@ def linear_law_name(cm: CostModel) -> str:
 def T_GeMV(d_row, d_col, t_row, t_col, mu, s):
     """GeMV time, Eq. 3: ceil(d_row/t_row) ceil(d_col/t_col) / (s mu).
 
+    Implements Eq. 3.
+
     References
     ----------
     Eq. 3.
@@ -175,6 +179,8 @@ def _min_over(values_per_tile) -> tuple[np.ndarray, np.ndarray]:
 
 def T_Lin(cm: CostModel, tau, tile: int | None = None, return_tile: bool = False):
     """Linear-layer time of a batch of ``tau`` tokens, Eq. 4: ceil(tau / t_col) / mu_Lin(t).
+
+    Implements Eq. 4.
 
     Parameters
     ----------
@@ -274,6 +280,8 @@ def T_D_SA(cm: CostModel, i):
     ``(d/t_col) ceil(i/t_row) + ceil(i/t_col) (d/t_row)`` GeMV tiles, each GeMV on its fastest
     tile, divided by ``s mu(t_row, t_col)`` as Eq. 3 prescribes.
 
+    Implements Eq. 5.
+
     References
     ----------
     Eq. 5 (derived from Eq. 3; the printed Eq. 5 omits 1/s).
@@ -318,6 +326,8 @@ def T_P_SA(cm: CostModel, i, c, tile: int | None = None, return_tiles: bool = Fa
     ``d x c``, reduction ``i+c-1``); each takes its fastest tile unless ``tile`` is given.
     ``return_tiles`` also returns the tile indices the two GeMMs use. With ``attention_waves``
     each GeMM is :func:`T_GeMM_waves`; without attention the time is 0.
+
+    Implements Eq. 6.
 
     References
     ----------
@@ -376,6 +386,8 @@ def T_batch(cm: CostModel, batch: Batch) -> float:
     decode and per prefill chunk). With ``mixed_decode_eta`` the decodes of a batch that holds a
     prefill chunk take :func:`T_D_SA_mixed`. The added-time terms add their per-batch time through
     :attr:`CostModel.fixed_s` and their per-decode time per decode (:mod:`theory.added_time`).
+
+    Implements Eq. 7.
 
     References
     ----------

@@ -48,12 +48,18 @@ def exact(x) -> sp.Rational:
 
 
 def gemm_time(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
-    """Eq. 2: ceiling(d_row/t_row) ceiling(d_col/t_col) ceiling(d_red/t_red) / (s mu)."""
+    """Eq. 2: ceiling(d_row/t_row) ceiling(d_col/t_col) ceiling(d_red/t_red) / (s mu).
+
+    Symbolic twin of Eq. 2.
+    """
     return ceiling(d_row / t_row) * ceiling(d_col / t_col) * ceiling(d_red / t_red) / (s * mu)
 
 
 def gemv_time(d_row, d_col, t_row, t_col, mu, s):
-    """Eq. 3: ceiling(d_row/t_row) ceiling(d_col/t_col) / (s mu)."""
+    """Eq. 3: ceiling(d_row/t_row) ceiling(d_col/t_col) / (s mu).
+
+    Symbolic twin of Eq. 3.
+    """
     return ceiling(d_row / t_row) * ceiling(d_col / t_col) / (s * mu)
 
 
@@ -199,7 +205,10 @@ class SymbolicCostModel:
         return mu_Lin(self.gemms, t_row, t_red, mu, self.s)
 
     def T_Lin(self, tau, tile: int | None = None):
-        """Eq. 4, minimised over tiles (or at tile index ``tile``); the law if one is set."""
+        """Eq. 4, minimised over tiles (or at tile index ``tile``); the law if one is set.
+
+        Symbolic twin of Eq. 4.
+        """
         if self.law is not None:
             c, a, b0 = self.law
             return c + a * ceiling(tau / b0) if tau != 0 else sp.Integer(0)
@@ -212,7 +221,10 @@ class SymbolicCostModel:
         return linear_time_sum(tau, self.gemms, t_row, t_col, t_red, mu, self.s)
 
     def T_D_SA(self, i):
-        """Eq. 5 (with Eq. 3's 1/s), each GeMV on its fastest tile; 0 without attention."""
+        """Eq. 5 (with Eq. 3's 1/s), each GeMV on its fastest tile; 0 without attention.
+
+        Symbolic twin of Eq. 5.
+        """
         if not self.attention:
             return sp.Integer(0)
         d, s = self.d_dec, self.s
@@ -222,7 +234,10 @@ class SymbolicCostModel:
 
     def T_P_SA(self, i, c, tile: int | None = None):
         """Eq. 6, each of its two GeMMs on its fastest tile (or at tile index ``tile``); 0 without
-        attention."""
+        attention.
+
+        Symbolic twin of Eq. 6.
+        """
         if not self.attention:
             return sp.Integer(0)
         e = i + c - 1
@@ -233,7 +248,10 @@ class SymbolicCostModel:
         return self.N * (qk + pv)
 
     def T_batch(self, prefill=(), decode=()):
-        """Eq. 7 of a batch (plus the fixed overhead), tiles chosen per GeMM."""
+        """Eq. 7 of a batch (plus the fixed overhead), tiles chosen per GeMM.
+
+        Symbolic twin of Eq. 7.
+        """
         tau = sum(c for _, c in prefill) + len(decode)
         if tau == 0:
             return sp.Integer(0)
@@ -252,6 +270,8 @@ class SymbolicCostModel:
 
         Requires ``chunk`` (default t*_lcm) to divide ``l_P``, and the model as printed (no law,
         attention on).
+
+        Symbolic twin of Eq. 11.
         """
         self._require_printed("Eq. 11")
         t_row, t_col, t_red, mu = self.tiles[0]
@@ -267,7 +287,10 @@ class SymbolicCostModel:
         return out + self.N / (self.s * mu) * att
 
     def T_star_R_closed(self, l_P: int, l_D: int):
-        """Eq. 12: the closed form of Eq. 11, with ``N d L^P (L^P + t*_lcm) / (s mu t t t)``."""
+        """Eq. 12: the closed form of Eq. 11, with ``N d L^P (L^P + t*_lcm) / (s mu t t t)``.
+
+        Symbolic twin of Eq. 12.
+        """
         self._require_printed("Eq. 12")
         t_row, t_col, t_red, mu = self.tiles[0]
         lcm = sp.ilcm(t_row, t_col, t_red)
@@ -286,7 +309,10 @@ class SymbolicCostModel:
         """Eq. 13 / Theorem 2: max over tiles of l/mu_Lin(t) + l/mu_nLin + N sum_{i<=l} T^{D,SA}(i),
         plus l times the per-batch overhead (each token alone is a batch); under a law,
         ``l (law(1) + overhead)`` and the attention sum. Each token, a decode, also pays the
-        added-time terms' per-decode time."""
+        added-time terms' per-decode time.
+
+        Symbolic twin of Eq. 13.
+        """
         ell = sp.Integer(l_P_max + l_D_max)
         att = self.N * sp.Add(*[self.T_D_SA(sp.Integer(i)) for i in range(1, l_P_max + l_D_max + 1)])
         if self.added:
@@ -368,7 +394,10 @@ T_bar, T_mx, eps, lam, r, n = sp.symbols("T_bar T_max epsilon lambda r n", posit
 
 def T_bar_R_expr(p: Printed, E_total=E_total, E_PP=E_PP, E_DSA=E_DSA):
     """Theorem 1's T_bar^R at the tile ``t* = (p.t_row, p.t_col, p.t_red)`` with E_total =
-    E[L^P + L^D], E_PP = E[L^P (L^P + t*_lcm)] and E_DSA = E[sum_{i=1}^{L^D} T^{D,SA}(L^P + i)]."""
+    E[L^P + L^D], E_PP = E[L^P (L^P + t*_lcm)] and E_DSA = E[sum_{i=1}^{L^D} T^{D,SA}(L^P + i)].
+
+    Symbolic twin of Theorem 1 (its T_bar^R).
+    """
     return (E_total / (p.mu_lin * p.t_col) + E_total / p.mu_nLin + p.N * E_DSA
             + p.N * p.d / (p.s * p.mu * p.t_row * p.t_col * p.t_red) * E_PP)
 
@@ -383,21 +412,33 @@ def T_bar_R_exact(scm: SymbolicCostModel, w: Workload) -> sp.Rational:
 
 
 def n_threshold_expr(t_col, T_max=T_mx, epsilon=eps, T_bar_R=T_bar):
-    """Theorem 2's threshold: n must exceed (t*_col - 1) T^max / (eps T_bar^R)."""
+    """Theorem 2's threshold: n must exceed (t*_col - 1) T^max / (eps T_bar^R).
+
+    Symbolic twin of Theorem 2 (its threshold on n).
+    """
     return (t_col - 1) * T_max / (epsilon * T_bar_R)
 
 
 def cycle_bound_expr(n_, T_bar_R, t_col, T_max):
-    """Eq. 25: n T_bar^R + (t*_col - 1) T^max."""
+    """Eq. 25: n T_bar^R + (t*_col - 1) T^max.
+
+    Symbolic twin of Eq. 25.
+    """
     return n_ * T_bar_R + (t_col - 1) * T_max
 
 
 def lemma4_expr(n_, T_max, lam_, r_):
-    """Lemma 4: r / lambda + n T^max."""
+    """Lemma 4: r / lambda + n T^max.
+
+    Symbolic twin of Lemma 4.
+    """
     return r_ / lam_ + n_ * T_max
 
 
 def lemma3_drift_expr(n_, lam_, r_, T_bar_R, t_col, T_max, printed: bool = False):
-    """Lemma 3's drift bound; ``printed=True`` keeps the paper's ``lambda`` in the second term."""
+    """Lemma 3's drift bound; ``printed=True`` keeps the paper's ``lambda`` in the second term.
+
+    Symbolic twin of Lemma 3.
+    """
     rate = lam_ if printed else lam_ / r_
     return n_ * (lam_ / r_ * T_bar_R - 1) + rate * (t_col - 1) * T_max

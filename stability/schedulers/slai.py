@@ -203,7 +203,10 @@ def offset(st, dynamic, delta, delta_low, delta_high, memory_limit):
 
 @njit(cache=True)
 def last_schedulable_time(e, tbt, delta, t_bar):
-    """C = e + TBT - delta * t_bar_batch (Eq. 8)."""
+    """C = e + TBT - delta * t_bar_batch (Eq. 8).
+
+    Implements Eq. 8.
+    """
     return e + tbt - delta * t_bar
 
 

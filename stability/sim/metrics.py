@@ -51,6 +51,8 @@ def optimal_work(cm: CostModel, L_P, L_D) -> np.ndarray:
     attention without attention, ``(L^D + 1) h`` for ``lm_head``, and the decode attention's least
     law with ``mixed_decode_eta``, and the added-time terms' per-decode time
     (:func:`theory.added_time.decode_sums`).
+
+    Implements Eq. 12.
     """
     L_P = np.asarray(L_P, dtype=np.int64)
     L_D = np.asarray(L_D, dtype=np.int64)
