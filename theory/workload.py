@@ -398,9 +398,25 @@ class Trace:
                                    notes=(f"empirical law of {self.L_P.size} requests",))
 
 
+# request traces shipped with the package, by name: the file under theory/data/workloads/
+# (source, license and transformation in its README)
+PACKAGED_TRACES = {"azure-code-2023": "azure_code_2023.csv", "azure-conv-2023": "azure_conv_2023.csv"}
+
+
 def read_trace(path: str | Path) -> Trace:
-    """Read a CSV trace (columns prompt_len, output_len; optional arrival_time, class)."""
-    cols = _read_trace_csv(path)
+    """Read a CSV trace (columns prompt_len, output_len; optional arrival_time, class).
+
+    ``path`` may also name a packaged trace (:data:`PACKAGED_TRACES`): ``azure-code-2023`` and
+    ``azure-conv-2023``, the one-hour Azure LLM inference traces of 2023 (arrival times and
+    lengths; Patel et al., "Splitwise", ISCA 2024; Azure/AzurePublicDataset, CC-BY-4.0), unless a
+    file of that name exists.
+    """
+    name = str(path)
+    if name in PACKAGED_TRACES and not Path(name).exists():
+        res = resources.files("theory").joinpath("data", "workloads", PACKAGED_TRACES[name])
+        cols = _read_trace_csv(name, res.read_text(encoding="utf-8"))
+    else:
+        cols = _read_trace_csv(path)
     lp = _lengths(f"{path}: prompt_len", cols["prompt_len"])
     ld = _lengths(f"{path}: output_len", cols["output_len"])
     return Trace(lp, ld, cols.get("arrival_time"), cols.get("class"))
@@ -477,8 +493,8 @@ def parse_mixture(spec: str) -> list[tuple[float, str]]:
 
 def workload_names() -> list[str]:
     """Names accepted by :func:`get_workload` (besides ``deterministic:``, ``uniform:``, CSV paths)."""
-    return [*_PRESETS, "deterministic:LP,LD", "uniform:P_LO-P_HI,D_LO-D_HI", "mix:W1*SPEC1+W2*SPEC2",
-            "<path>.csv"]
+    return [*_PRESETS, *PACKAGED_TRACES, "deterministic:LP,LD", "uniform:P_LO-P_HI,D_LO-D_HI",
+            "mix:W1*SPEC1+W2*SPEC2", "<path>.csv"]
 
 
 @cache
@@ -487,7 +503,8 @@ def _preset(name: str) -> Workload:
 
 
 def get_workload(spec: str) -> Workload:
-    """A workload by name: ``table1``, ``sharegpt4``, ``deterministic:2048,256``,
+    """A workload by name: ``table1``, ``sharegpt4``, the lengths of a packaged trace
+    (``azure-code-2023``, ``azure-conv-2023``), ``deterministic:2048,256``,
     ``uniform:256-4096,1-512``, a mixture ``mix:0.3*table1+0.7*deterministic:4096,64``, or the
     path of a CSV trace."""
     if not isinstance(spec, str) or not spec.strip():
@@ -495,6 +512,8 @@ def get_workload(spec: str) -> Workload:
     spec = spec.strip()
     if spec in _PRESETS:
         return _preset(spec)
+    if spec in PACKAGED_TRACES:
+        return read_trace(spec).workload(spec)
     kind, _, args = spec.partition(":")
     if kind == "mix":
         return mixture([(wk, get_workload(part)) for wk, part in parse_mixture(spec)])
