@@ -314,7 +314,8 @@ def test_wait_bad_options():
     from theory.errors import FieldError
 
     cm = toy_cost_model("toy4", "paper")
-    for bad in [(), ((4, 3),), ((4, 3, 0),), ((4, 3, 2), (4, 3, 1)), ((4, 3, True),), 5]:
+    assert make_params(cm, thresholds="4:3:2,8:5:1", kv_blocks=10**6).thresholds == ((4, 3, 2), (8, 5, 1))
+    for bad in [(), ((4, 3),), ((4, 3, 0),), ((4, 3, 2), (4, 3, 1)), ((4, 3, True),), 5, "4:3", "4:x:1"]:
         with pytest.raises(FieldError, match="thresholds"):
             make_params(cm, thresholds=bad, kv_blocks=10**6)
     with pytest.raises(FieldError, match="need 28 blocks"):  # n (l' + 1)(l + l'/2) = 2 * 14

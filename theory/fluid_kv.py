@@ -21,8 +21,8 @@ along a fixed type mix ``p`` (``lam = Lam p``) its boundary is the total rate::
 
 WAIT's thresholds ``n_j`` (their Eq. wait_thresholds) must satisfy ``Delta T(n) := d_0 + d_1
 M^pi <= n_j / lam_j`` for every ``j`` with ``M^pi = sum_j n_j W_j <= C``; :func:`wait_thresholds`
-gives the least integers with strict slack ``Delta T(n) < n_j / lam_j`` (the case of their
-Theorem wait_heavy_traffic with bounded latency).
+gives the integers proportional to ``lam`` that fill ``C`` and checks their strict slack
+``Delta T(n) < n_j / lam_j`` (the case of their Theorem wait_heavy_traffic with bounded latency).
 
 References
 ----------
@@ -41,8 +41,6 @@ import math
 import numpy as np
 
 from theory.errors import FieldError
-
-MAX_ROUNDS = 100_000  # fixed-point rounds of wait_thresholds before it gives up
 
 
 def _types(L_P, L_D) -> tuple[np.ndarray, np.ndarray]:
@@ -80,29 +78,28 @@ def fluid_boundary(p, L_P, L_D, d0: float, d1: float, capacity: float) -> float:
 
 
 def wait_thresholds(lam, L_P, L_D, d0: float, d1: float, capacity: float) -> np.ndarray:
-    """The least integer thresholds ``n_j`` with ``Delta T(n) < n_j / lam_j`` for every type
-    (their Eq. wait_thresholds with strict slack), by the monotone iteration ``n_j <- floor(lam_j
-    Delta T(n)) + 1`` from ``n = 0``.
+    """WAIT thresholds along ``lam`` that fill the memory: ``n_j = floor(lam_j C / sum_k lam_k
+    W_k)``, so that ``M^pi = sum_j n_j W_j <= C``, checked against their Eq. wait_thresholds with
+    strict slack, ``Delta T(n) = d_0 + d_1 M^pi < n_j / lam_j`` for every type (the case of their
+    Theorem wait_heavy_traffic with bounded latency). Inside the fluid region these are the
+    thresholds with the most slack among those proportional to ``lam`` (up to rounding).
 
     Raises
     ------
     FieldError
-        If ``M^pi = sum_j n_j W_j`` exceeds ``capacity`` before the iteration settles: no such
-        thresholds fit the memory (``lam`` is outside, or too close to the edge of, the region).
+        If some type has no slack: ``lam`` is outside the region, or so close to its edge that
+        the rounding of ``n_j`` eats the slack.
     """
     lam = np.atleast_1d(np.asarray(lam, dtype=float))
     w = stage_memory(L_P, L_D)
     if lam.shape != w.shape or np.any(lam <= 0):
         raise FieldError("arrival rates lam", lam.tolist(), f"{w.size} positive rates, one per type")
-    n = np.zeros(w.size, dtype=np.int64)
-    for _ in range(MAX_ROUNDS):
-        m_pi = float(np.dot(n, w))
-        if m_pi > capacity:
-            break
-        nxt = np.floor(lam * (d0 + d1 * m_pi)).astype(np.int64) + 1
-        if np.array_equal(nxt, n):
-            return n
-        n = np.maximum(n, nxt)
-    raise FieldError("arrival rates lam", lam.tolist(),
-                     f"rates whose WAIT thresholds (n_j > lam_j Delta T(n)) need at most C = {capacity:g} "
-                     f"KV tokens (M^pi reached {float(np.dot(n, w)):g})")
+    n = np.floor(lam * capacity / float(np.dot(lam, w))).astype(np.int64)
+    delta_t = d0 + d1 * float(np.dot(n, w))
+    short = [j for j in range(w.size) if not delta_t < n[j] / lam[j]]
+    if short:
+        raise FieldError("arrival rates lam", lam.tolist(),
+                         f"rates inside the fluid region with slack: thresholds n = {n.tolist()} filling "
+                         f"C = {capacity:g} KV tokens give Delta T = {delta_t:.6g} s >= n_j / lam_j for "
+                         f"types {short}")
+    return n

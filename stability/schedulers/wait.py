@@ -19,12 +19,12 @@ Every stage of type ``j`` then holds at most ``n_j`` prompts (each is filled by 
 whose ``M^pi`` exceeds the KV cache, and WAIT never evicts. Thresholds from the fluid model:
 :func:`theory.fluid_kv.wait_thresholds`.
 
-Options: ``thresholds``, ``((l_j, l'_j, n_j), ...)``: one triple per type, matched to a request by
-its ``(L^P, L^D)``; the memory options of :func:`stability.sim.memory.kv_config` (``memory``,
-``block_size=1``, ``kv_blocks``, ``gpu_memory_utilization=0.9``; no watermark: WAIT's memory
-bound is exact). Without thresholds (the default) every ``(L^P, L^D)`` is a type of threshold 1
-and the memory is off (nothing bounds the KV of types not declared); ``memory`` defaults to on
-exactly when thresholds are given.
+Options: ``thresholds``, ``((l_j, l'_j, n_j), ...)`` (or ``"l:l':n,..."`` on the command line): one
+triple per type, matched to a request by its ``(L^P, L^D)``; the memory options of
+:func:`stability.sim.memory.kv_config` (``memory``, ``block_size=1``, ``kv_blocks``,
+``gpu_memory_utilization=0.9``; no watermark: WAIT's memory bound is exact). Without thresholds
+(the default) every ``(L^P, L^D)`` is a type of threshold 1 and the memory is off (nothing bounds
+the KV of types not declared); ``memory`` defaults to on exactly when thresholds are given.
 
 Where the library decides what the paper leaves open:
 
@@ -105,7 +105,13 @@ def threshold_memory(thresholds, block_size: int) -> int:
 
 
 def _triples(thresholds) -> tuple:
-    expected = "a non-empty tuple of (L_P, L_D, n) triples of positive integers, distinct (L_P, L_D)"
+    expected = ("a non-empty tuple of (L_P, L_D, n) triples of positive integers, distinct (L_P, L_D), "
+                "or the string 'L_P:L_D:n,L_P:L_D:n' (--option wait.thresholds=16:64:6)")
+    if isinstance(thresholds, str):
+        try:
+            thresholds = [tuple(int(x) for x in item.split(":")) for item in thresholds.split(",")]
+        except ValueError:
+            raise FieldError("thresholds", thresholds, expected) from None
     try:
         triples = tuple(tuple(t) for t in thresholds)
     except TypeError:
