@@ -26,25 +26,33 @@ Mapping to llmq. ``C`` is the simulator's ``kv_blocks`` with one-token blocks; a
 holds ``L^P`` (llmq allocates the whole prompt at admission) and its ``k``-th decode ``L^P + k``
 (:mod:`stability.sim.memory`), so ``l_j = L^P``, ``l'_j = L^D`` and the stages agree exactly.
 The batch time is :mod:`stability.memory_bound`'s staircase ``c + a ceil(tau / b0)`` with
-``b0 = 4096`` and attention off, from TOML: every batch here holds at most ``b0`` tokens (checked),
-so it costs ``c + a``: their law with ``d_0 = c + a`` and ``d_1 = 0``. llmq has no batch-time law
-linear in the batch's KV tokens (the staircase counts tokens; Eq. 5's decode attention is a
-staircase in the context, Eq. 6's prefill attention quadratic), so ``d_1 > 0`` is not checked:
-along a mix ``p`` the region's edge is then ``Lam* = C / (d_0 sum_j p_j W_j)``, a KV-token-second
-count (Little's law) that bounds every policy of the simulator, since a request holds ``W_j`` KV
-tokens summed over at least ``l'_j + 1`` batches of ``d_0`` each.
+``b0 = 4096`` and attention off, from TOML: every batch here holds at most ``b0`` tokens (WAIT's
+largest batch is checked; vLLM's and Sarathi-Serve's budgets are ``b0``), so it costs ``c + a``:
+their law with ``d_0 = c + a`` and ``d_1 = 0``. llmq has no batch-time law linear in the batch's
+KV tokens (the staircase counts tokens; Eq. 5's decode attention is a staircase in the context,
+Eq. 6's prefill attention quadratic), so ``d_1 > 0`` is not checked: along a mix ``p`` the
+region's edge is then ``Lam* = C / (d_0 sum_j p_j W_j)``, a KV-token-second count (Little's law)
+that bounds every policy of the simulator, since a request holds ``W_j`` KV tokens summed over at
+least ``l'_j + 1`` batches of ``d_0`` each.
 
-The check, on two instances (:data:`WORKLOADS`: one type, and two types with long and short
-outputs): (a) above the edge, WAIT (thresholds for ``RHO Lam*``), vLLM v0 and Sarathi-Serve (KV
-memory of ``C`` one-token blocks, no watermark, work-conserving caps) run at ``1.5 Lam*``, and
-their saturated rate, each completion weighted by ``W_j / E[W]`` (the region is the half-space
-``sum_j lam_j W_j <= C / d_0``), must not exceed ``Lam*`` beyond max(:data:`RTOL`, the 95%
-interval's half-width); (b) below it, WAIT with the thresholds of :func:`theory.fluid_kv.
-wait_thresholds` for ``RHO Lam*`` (which must fit ``C``) must be stable at ``RHO Lam*`` in every
-seeded replicate (:meth:`stability.sim.simulate.SimResult.verdict`). It cannot see an
-overstatement of the region below ``1 / RHO - 1`` (b) nor an understatement below the tolerance
-of (a) (WAIT's thresholds reach within ``1 - RHO`` of the edge, and (a) fails when any policy
-sustains more than the claimed edge).
+The check, on two instances (:data:`INSTANCES`: one type, and two types with long and short
+outputs, each with ``C`` a multiple of one cohort set's memory so that integer thresholds can fill
+it): (a) above the edge, WAIT (the thresholds below), vLLM v0 and Sarathi-Serve (KV memory of ``C``
+one-token blocks, no watermark, caps that never bind) run at ``1.5 Lam*``, and their saturated
+rate, each completion weighted by ``W_j / E[W]`` (the region is the half-space ``sum_j lam_j W_j
+<= C / d_0``), must not exceed ``Lam*`` beyond max(:data:`RTOL`, the 95% interval's half-width);
+(b) below it, WAIT with :func:`theory.fluid_kv.wait_thresholds` for ``RHO Lam*`` (proportional to
+the rates, filling ``C``; they must have the slack of Eq. wait_thresholds) must be stable at ``RHO
+Lam*`` in every seeded replicate (:meth:`stability.sim.simulate.SimResult.verdict`). It cannot see
+an overstatement of the edge below ``1 / RHO - 1`` (WAIT's thresholds, scale-free in the rates,
+keep their slack up to there) nor an understatement below the tolerance of (a) (WAIT sustains the
+edge itself, so (a) fails once the claimed edge is below WAIT's rate by more than the tolerance).
+
+llmq's certified KV bound ``lam_M`` (:mod:`theory.capacity`, reported in the evidence) lies above
+``Lam*`` on these instances: it counts ``L^P + k - 1`` tokens per decode and none during the
+prefill, where the paper's model (and the simulator) holds ``L^P`` during the prefill and ``L^P + k``
+during decode ``k``. Nie, Si and Zhou's ``mu`` (:mod:`paper_checks.other_papers_kv`) with one
+prefill chunk is the same ``C / (d_0 W)`` here.
 
 References
 ----------
@@ -103,6 +111,7 @@ def aslw_runs(fast: bool, workload: str = WORKLOADS[0], region: float | None = N
     (verdicts) and ``case``."""
     from stability import memory_bound as mb
     from stability.sim.simulate import Scenario, cost_model_of, simulate, workload_of
+    from theory.capacity import capacity_bound
     from theory.capacity.law import law_from_cost_model
     from theory.stats import t_interval
 
@@ -126,6 +135,8 @@ def aslw_runs(fast: bool, workload: str = WORKLOADS[0], region: float | None = N
                 "types (l, l', p)": [(int(a), int(b), float(q)) for a, b, q in zip(w.L_P, w.L_D, w.p,
                                                                                     strict=True)],
                 "Lam* req/s": lam_star, "claimed edge req/s": claimed, "rho": RHO,
+                "llmq certified KV bound lam_M req/s": capacity_bound(cm, w, b_max=budget,
+                                                                      kv_tokens=c_tokens).lam_kv,
                 "replicates": replicates, "requests": n,
                 "law": "staircase c + a ceil(tau / b0), b0 = 4096, attention off (stability.memory_bound)"}
         try:
