@@ -24,6 +24,7 @@ import paper_checks.appendix_c as appendix_c
 import paper_checks.nodes_and_defaults as nodes
 import paper_checks.other_papers_batching as other_papers_batching
 import paper_checks.other_papers_kv as other_papers_kv
+import paper_checks.other_papers_wait as other_papers_wait
 import paper_checks.section3_model as section3
 import paper_checks.section4_theorems as section4
 import paper_checks.section5_claims as section5
@@ -630,6 +631,12 @@ def flip_other_nsz_kv_threshold(mp):
     return run("other.nsz_kv_threshold")
 
 
+def flip_other_aslw_fluid_region(mp):
+    edge = other_papers_wait.fluid_boundary
+    mp.setattr(other_papers_wait, "fluid_boundary", lambda *a: 0.9 * edge(*a))  # the edge 10% low
+    return run("other.aslw_fluid_region")
+
+
 def flip_other_eb_mb_crossover(mp):
     def twice_the_interference(cm):  # the mixed-decode term doubled (the H200 preset has none)
         return replace(cm, mixed_decode_eta=2 * cm.mixed_decode_eta)
@@ -761,6 +768,7 @@ FLIPS = {
     "other.ldp_work_conserving": flip_other_ldp_work_conserving,
     "other.ldp_unstable_below": flip_other_ldp_unstable_below,
     "other.nsz_kv_threshold": flip_other_nsz_kv_threshold,
+    "other.aslw_fluid_region": flip_other_aslw_fluid_region,
     "other.eb_mb_crossover": flip_other_eb_mb_crossover,
     "appB.relaxed_bound_proof": flip_relaxed_bound_proof,
     "assumption2.all_d_col": flip_assumption2_all_d_col,

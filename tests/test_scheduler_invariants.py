@@ -65,6 +65,7 @@ def options(name, pick, kv):
         "vllm": lambda: {"max_num_batched_tokens": pick([40, 8192]), "max_num_seqs": pick([1, 3, 256]),
                          "max_model_len": pick([60, 10**6]), **memory},
         "vllm_v1": lambda: vllm_v1_options(pick, kv),
+        "wait": lambda: {},  # one type per (L^P, L^D), threshold 1, memory off (typed: vs_reference)
         "distserve": lambda: {"prefill_nodes": 1, "prefill_mode": pick(["whole", "chunked", "batched"]),
                               "prefill_max_tokens": pick([30, 4096]), "prefill_max_batch": pick([2, 256]),
                               "decode_cap": pick([0, 2])},
@@ -120,7 +121,7 @@ def emissions(runs, rows, L_P):
 
 
 NAMES = ["rad", "alg2", "request_level", "sarathi_paper", "sarathi", "vllm", "vllm_v1", "distserve",
-         "slai"]
+         "slai", "wait"]
 
 
 @pytest.mark.parametrize("name", NAMES)

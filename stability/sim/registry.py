@@ -57,6 +57,7 @@ _MODULES = {
     "vllm_v1": "stability.schedulers.vllm_v1",
     "distserve": "stability.schedulers.distserve",
     "slai": "stability.schedulers.slai",
+    "wait": "stability.schedulers.wait",
 }
 
 REQUIRED = ("NAME", "Params", "make_params")  # and loop, or prefill_loop and decode_loop
