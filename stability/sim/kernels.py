@@ -39,6 +39,7 @@ from theory import added_time
 from theory.cost import CostModel, decode_prefix, linear_per_token, linear_table
 
 LIN_TABLE = 1 << 14  # batches below this many tokens look their linear time up
+MOE_LIN_TABLE = 1 << 16  # the same for a mixture of experts, whose experts' time only the table holds
 
 
 @njit(cache=True)
@@ -145,6 +146,7 @@ COMPILED_TERMS: dict[str, tuple[str, ...]] = {
     "tp": ("lin", "tok_s", "batch_s"),
     "attention": ("att", "S", "S2", "psa_ideal"),
     "lm_head": ("lin", "tok_s", "batch_s", "lm_out", "S", "S2"),
+    "moe": ("lin", "lin_ideal"),
 }
 ADDED_SLOTS = ("overhead", "S", "S2")  # the per-batch time, and the per-decode time in the prefix sums
 
@@ -166,9 +168,12 @@ def build_tables(cm: CostModel, max_pos: int, chunk: int | None = None) -> Costs
 
 def _lin_table_size(cm: CostModel) -> int:
     """Entries of the linear table: :data:`LIN_TABLE`, or past every measured token count of a
-    ``gemm_profile`` (beyond it every GeMM is the tile model's, which :func:`t_lin` computes)."""
+    ``gemm_profile`` (beyond it every GeMM is the tile model's, which :func:`t_lin` computes); for a
+    mixture of experts :data:`MOE_LIN_TABLE`, since the experts' time (:mod:`theory.moe`) is read
+    from the table alone."""
     measured = None if cm.lin is None else cm.lin.measured
-    return LIN_TABLE if measured is None else max(LIN_TABLE, measured.tau_max + 1)
+    size = LIN_TABLE if cm.lin is None or cm.lin.moe is None else MOE_LIN_TABLE
+    return size if measured is None else max(size, measured.tau_max + 1)
 
 
 @njit(cache=True)
