@@ -211,18 +211,31 @@ class Model:
         each) and the FFN activation (ReLU: read and write d_ff; SwiGLU: read 2 d_ff, write d_ff);
         then a final norm (2 d_x) and the output softmax (2 d_out). Attention's mask and softmax
         are neglected as in the paper. With ``tp > 1`` one GPU's share: the activation and the
-        softmax over its shard, the norms and residuals replicated. A MoE layer (:mod:`theory.moe`)
-        activates ``k d_ff_expert`` plus the shared experts' width per token, and reads and writes
-        its ``E`` router logits.
+        softmax over its shard, the norms and residuals replicated. A MoE layer's FFN part is
+        :meth:`moe_elements_per_token` in place of the dense activation.
         """
         _check_mode(mode)
         per = 3 if (mode == "real" and self.ffn == "swiglu") else 2
         if self.moe is None:
             return self.N * (10 * self.d_x + per * self.d_ff // tp) + 2 * self.d_x + 2 * -(-self.d_out // tp)
-        n_moe, moe = self.n_moe_layers, self.moe
-        moe_act = per * (moe.experts_per_token * moe.d_ff_expert + moe.d_shared) + 2 * moe.n_experts
-        return (self.N * 10 * self.d_x + (self.N - n_moe) * per * self.d_ff + n_moe * moe_act
-                + 2 * self.d_x + 2 * self.d_out)
+        n_moe = self.n_moe_layers
+        return (self.N * 10 * self.d_x + (self.N - n_moe) * per * self.d_ff
+                + n_moe * self.moe_elements_per_token(mode) + 2 * self.d_x + 2 * self.d_out)
+
+    def moe_elements_per_token(self, mode: str = "paper") -> int:
+        """Activation elements one MoE layer's element-wise work reads and writes per token
+        (:mod:`theory.moe`): the router's ``E`` logits (softmax and top-k: read and write), the
+        activation of the ``k`` routed and the shared experts (as a dense FFN's, per token), and
+        the weighted sum of the ``k`` expert outputs (read ``k d_x``, write ``d_x``: vLLM's fused
+        MoE writes each slot's output, then sums them, ``moe_sum`` in
+        ``vllm/model_executor/layers/fused_moe/fused_moe.py``); 0 for a dense model."""
+        _check_mode(mode)
+        if self.moe is None:
+            return 0
+        moe = self.moe
+        per = 3 if (mode == "real" and self.ffn == "swiglu") else 2
+        return (per * (moe.experts_per_token * moe.d_ff_expert + moe.d_shared) + 2 * moe.n_experts
+                + (moe.experts_per_token + 1) * self.d_x)
 
     def divisibility_dims(self, mode: str = "paper", tp: int = 1) -> dict[str, tuple[int, str]]:
         """Model dimensions a tile must divide, as ``{label: (value, role)}`` (Section 3.2.1).
