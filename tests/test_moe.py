@@ -229,6 +229,8 @@ def test_compiled_tables_agree(gpu):
     ct = build_tables(cm, 64)
     for tau in (1, 2, 100, LIN_TABLE - 1, LIN_TABLE, 40000, MOE_LIN_TABLE - 1):
         assert t_lin(ct, tau) == pytest.approx(float(T_Lin(cm, tau)), rel=1e-12), tau
+    for tau in (MOE_LIN_TABLE, 70000, 100000, 1 << 20):  # past the table: a linear extrapolation
+        assert t_lin(ct, tau) == pytest.approx(float(T_Lin(cm, tau)), rel=0.005), tau
 
 
 def test_moe_refuses_tensor_parallelism(tmp_path):

@@ -85,7 +85,10 @@ def _decode_rows(cm: CostModel, max_pos: int) -> np.ndarray | None:
 
 def _linear_values(cm: CostModel) -> dict:
     """The ``linear`` block: the law or the :class:`~theory.linear_terms.LinearTerms` arrays that
-    price a batch past the linear table (kind 0 is Eq. 4, whose rates are in ``core``)."""
+    price a batch past the linear table (kind 0 is Eq. 4, whose rates are in ``core``). A mixture of
+    experts' routed experts (:mod:`theory.moe`) are in the table; past it, their time is extrapolated
+    linearly from the table's last entry at their least time per token (``tok_s``, ``batch_s``), an
+    approximation of their expected time that ``tests/test_moe.py`` bounds."""
     lt = cm.lin
     k = len(cm.tiles)
     out = {"lin_kind": 0, "law_c": 0.0, "law_a": 0.0, "law_b0": 1,
@@ -103,6 +106,11 @@ def _linear_values(cm: CostModel) -> dict:
                 "g_abytes": lt.abytes.astype(np.float64), "floor_bw": float(lt.floor_bw),
                 "g_traffic": np.ascontiguousarray(lt.traffic, dtype=np.float64), "l2_bw": float(lt.l2_bw),
                 "tok_s": float(lt.tok_s), "batch_s": float(lt.batch_s)}
+        if lt.moe is not None:  # past the table: the experts' time extrapolated from its last entry
+            tau0 = _lin_table_size(cm) - 1  # at Theorem 1's least rate (theory.moe)
+            slope = lt.moe.per_token_limit()
+            out["tok_s"] += slope
+            out["batch_s"] += float(lt.moe.time(tau0)[0]) - slope * tau0
     return out
 
 
@@ -146,7 +154,7 @@ COMPILED_TERMS: dict[str, tuple[str, ...]] = {
     "tp": ("lin", "tok_s", "batch_s"),
     "attention": ("att", "S", "S2", "psa_ideal"),
     "lm_head": ("lin", "tok_s", "batch_s", "lm_out", "S", "S2"),
-    "moe": ("lin", "lin_ideal"),
+    "moe": ("lin", "lin_ideal", "tok_s", "batch_s"),
 }
 ADDED_SLOTS = ("overhead", "S", "S2")  # the per-batch time, and the per-decode time in the prefix sums
 
