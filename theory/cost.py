@@ -41,6 +41,7 @@ from theory.cost_model import CostModel, build_cost_model
 from theory.errors import FieldError
 from theory.linear_terms import LinearTerms
 from theory.measured import MeasuredLinear, interpolate_by_shape
+from theory.moe import MoETerms
 from theory.terms import LinearLaw, ceil_div
 from theory.tp_split import allreduce_time, shard_memory
 
@@ -223,6 +224,8 @@ def _T_Lin_terms(cm: CostModel, tau: np.ndarray, tile: int | None, return_tile: 
             arg = np.full(tau.shape, tile)
         if covered is not None:
             out = out + lt.measured.time(tau, covered)
+        if lt.moe is not None:
+            out = out + lt.moe.time(np.maximum(tau, 1)).reshape(np.shape(out))
         out = np.where(tau > 0, out + lt.tok_s * tau + lt.batch_s, 0.0)
     return (out, arg) if return_tile else out
 
@@ -244,6 +247,8 @@ def linear_per_token(cm: CostModel) -> float:
         return cm.lin.law.per_token_min
     tile_l = min(cm.lin.per_token_limit(k, int(cm.t_col[k]), float(cm.mu[k]), cm.s)
                  for k in range(len(cm.tiles))) + cm.lin.tok_s
+    if cm.lin.moe is not None:  # the routed experts on their own tiles (theory.moe)
+        tile_l += cm.lin.moe.per_token_limit()
     if cm.lin.measured is None or not cm.lin.measured.tau_max:
         return tile_l
     tau = np.arange(1, cm.lin.measured.tau_max + 1)
@@ -516,6 +521,7 @@ NUMERIC_TERMS: dict[str, tuple] = {
     "tp": (build_cost_model, allreduce_time, shard_memory),
     "attention": (T_D_SA, T_P_SA),
     "lm_head": (build_cost_model, T_batch, one_token_batch_rest, chunked_prefill_time),
+    "moe": (build_cost_model, MoETerms.time, T_Lin, linear_per_token),
 }
 
 __all__ = [

@@ -160,6 +160,7 @@ class SymbolicCostModel:
     law: tuple | None = None  # (c, a, b0) of a staircase linear law
     attention: bool = True
     added: tuple = ()  # (formula, exact value) of each added-time term on (register_added_time)
+    moe: tuple | None = None  # (MoE layers, E, k, ((d_row, d_red) per expert GeMM)) of a MoE model
 
     @classmethod
     def from_cost_model(cls, cm: CostModel) -> SymbolicCostModel:
@@ -180,7 +181,8 @@ class SymbolicCostModel:
             mu_nLin=sp.oo if law is not None else exact(cm.mu_nLin), overhead=exact(cm.base_fixed_s),
             law=None if law is None else (exact(law.c), exact(law.a), sp.Integer(law.b0)),
             attention=cm.attention,
-            added=tuple((SYMBOLIC_ADDED[name], exact(value)) for name, value in cm.added))
+            added=tuple((SYMBOLIC_ADDED[name], exact(value)) for name, value in cm.added),
+            moe=_moe_of(cm))
 
     @property
     def fixed(self):
@@ -213,7 +215,28 @@ class SymbolicCostModel:
             c, a, b0 = self.law
             return c + a * ceiling(tau / b0) if tau != 0 else sp.Integer(0)
         ks = range(len(self.tiles)) if tile is None else [tile]
-        return sp.Min(*[linear_time(tau, self.mu_Lin(k), self.tiles[k][1]) for k in ks])
+        dense = sp.Min(*[linear_time(tau, self.mu_Lin(k), self.tiles[k][1]) for k in ks])
+        return dense if self.moe is None else dense + self.T_MoE(tau)
+
+    def T_MoE(self, tau):
+        """The expected time of a MoE model's routed experts for a batch of ``tau`` tokens under
+        uniform routing (:mod:`theory.moe`), exactly: per MoE layer and expert GeMM, the fastest
+        tile's ``ceiling(d_row/t_row) ceiling(d_red/t_red) / (s mu)`` times the expected column
+        blocks ``E sum_n binomial(tau, n) p^n (1-p)^(tau-n) ceiling(n/t_col)``, ``p = k/E``; 0 for
+        a dense model or ``tau = 0``. ``tau`` must be an integer."""
+        if self.moe is None or tau == 0:
+            return sp.Integer(0)
+        count, E, k, gemms = self.moe
+        p, tau = sp.Rational(k, E), int(tau)
+        law = [sp.binomial(tau, n) * p**n * (1 - p) ** (tau - n) for n in range(tau + 1)]
+
+        def blocks(t_col):
+            return E * sp.Add(*[w * ceiling(sp.Rational(n, t_col)) for n, w in enumerate(law)])
+
+        by_width = {t_col: blocks(t_col) for _, t_col, _, _ in self.tiles}
+        per_gemm = [sp.Min(*[ceiling(sp.Rational(d_row, r)) * ceiling(sp.Rational(d_red, t)) / (self.s * mu)
+                             * by_width[c] for r, c, t, mu in self.tiles]) for d_row, d_red in gemms]
+        return count * sp.Add(*per_gemm)
 
     def T_Lin_as_sum(self, tau, tile: int = 0):
         """Section 3.2.1's sum of per-layer GeMMs at one tile (what Eq. 4 abbreviates)."""
@@ -301,9 +324,9 @@ class SymbolicCostModel:
                       * l_P * (l_P + lcm))
 
     def _require_printed(self, what: str) -> None:
-        if self.law is not None or not self.attention or self.added:
+        if self.law is not None or not self.attention or self.added or self.moe is not None:
             raise FieldError("symbolic cost model", what, "the model as printed (no linear_law, attention "
-                             "on, no added-time term) for this closed form")
+                             "on, no added-time term, no mixture of experts) for this closed form")
 
     def T_max(self, l_P_max: int, l_D_max: int):
         """Eq. 13 / Theorem 2: max over tiles of l/mu_Lin(t) + l/mu_nLin + N sum_{i<=l} T^{D,SA}(i),
@@ -313,6 +336,9 @@ class SymbolicCostModel:
 
         Symbolic twin of Eq. 13.
         """
+        if self.moe is not None:
+            raise FieldError("symbolic cost model", "Eq. 13", "a dense model (its one-token batches are "
+                             "written with mu_Lin; a mixture of experts takes T_max_described)")
         ell = sp.Integer(l_P_max + l_D_max)
         att = self.N * sp.Add(*[self.T_D_SA(sp.Integer(i)) for i in range(1, l_P_max + l_D_max + 1)])
         if self.added:
@@ -369,6 +395,8 @@ SYMBOLIC_TERMS: dict[str, tuple | NumericOnly] = {
     "tp": NumericOnly(f"one GPU's shards plus all-reduces, {_BY_HAND}"),
     "attention": (SymbolicCostModel.T_D_SA, SymbolicCostModel.T_P_SA),
     "lm_head": NumericOnly(f"a vocab-projection row per decode and chunk, {_BY_HAND}"),
+    "moe": (SymbolicCostModel.T_MoE, SymbolicCostModel.T_Lin, SymbolicCostModel.T_batch,
+            SymbolicCostModel.T_max_described),
 }
 SYMBOLIC_ADDED: dict[str, AddedTime] = {}  # the symbolic formulas of the added-time terms
 
@@ -377,6 +405,15 @@ def register_added_time(name: str, formula: AddedTime) -> None:
     """Register the symbolic formula of the declared added-time term ``name``: its slots over a
     :class:`SymbolicCostModel`, a sympy value and (per decode) one sympy position."""
     added_time.register(name, formula, SYMBOLIC_ADDED)
+
+
+def _moe_of(cm: CostModel) -> tuple | None:
+    """The twin's ``moe`` record of ``cm`` (:mod:`theory.moe`), or None for a dense model."""
+    if cm.model.moe is None:
+        return None
+    gemms = cm.model.expert_gemms(cm.mode)
+    return (sp.Integer(cm.model.n_moe_layers), cm.model.moe.n_experts, cm.model.moe.experts_per_token,
+            tuple((g.d_row, g.d_red) for g in gemms))
 
 
 def _covered(name: str) -> bool:
