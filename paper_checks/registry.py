@@ -50,7 +50,8 @@ from paper_checks.items import PAPER_ITEMS
 from paper_checks.margins import BLIND_ABOVE
 from theory.errors import FieldError, UnknownNameError
 
-MODULES = ("section3_model", "appendix_b", "section4_theorems", "appendix_c", "algorithms",
+MODULES = ("section3_model", "section3_assumptions", "appendix_b", "appendix_b_bounds", "section4_theorems",
+           "appendix_c", "appendix_c_recurrence", "algorithms",
            "section5_claims", "section67_data", "slai_steps", "nodes_and_defaults", "proofs",
            "compiled_rad", "statements", "figure5", "section7_results", "beyond_paper", "other_papers")
 SECTIONS = ("paper", "beyond", "other")
