@@ -185,13 +185,14 @@ def executed_chain(fast: bool):
     16x4x16 tile, uniform:1-64,1-24 padded (stability.dtmc.build_chain, seeded): ``(cost model,
     workload, n, chain)``, shared by lemma3.executed_drift and eq25.repaired_executed."""
     from paper_checks.simulated import small_tile_cost_model
-    from stability.dtmc import build_chain
+    from stability.dtmc import ChainOptions, build_chain
     from theory.bounds import T_bar_R, T_max, lambda_star, n_threshold
 
     cm = small_tile_cost_model()
     w = get_workload("uniform:1-64,1-24").padded(cm.t_lcm)
     n = n_threshold(cm.t_star.t_col, T_max(cm, w.l_P_max, w.l_D_max), T_bar_R(cm, w), 0.1)
-    return cm, w, n, build_chain(cm, w, n, 0.9 * lambda_star(cm, w), samples=20 if fast else 60, seed=11)
+    return cm, w, n, build_chain(cm, w, n, 0.9 * lambda_star(cm, w),
+                                 options=ChainOptions(samples=20 if fast else 60, seed=11))
 
 
 @register("lemma3.executed_drift", level="statistical",

@@ -243,8 +243,9 @@ def eq5_missing_1_over_s(fast: bool) -> Result:
 # --- Eq. 6: prefill attention ---------------------------------------------------------------
 
 
-def printed_eq6(i, c, d, N, t_row, t_col, t_red, mu, s):
-    """Eq. 6 as printed (all N layers)."""
+def printed_eq6(i, c, d, N, tile, mu, s):
+    """Eq. 6 as printed (all N layers), the tile ``(t_row, t_col, t_red)``."""
+    t_row, t_col, t_red = tile
     i, c, d, N, t_row, t_col, t_red, mu, s = sp.sympify((i, c, d, N, t_row, t_col, t_red, mu, s))
     e = i + c - 1
     return N / (s * mu) * (ceiling(e / t_row) * ceiling(c / t_col) * d / t_red
@@ -266,7 +267,7 @@ def eq6_statement(printed: Callable | None = None):
     d = Dm * tr * tk
     e = i_ + c_ - 1
     derived = N_ * (eq2(e, c_, d, tr, tc, tk, mu_, s_) + eq2(d, c_, e, tr, tc, tk, mu_, s_))
-    return printed(i_, c_, d, N_, tr, tc, tk, mu_, s_) - derived
+    return printed(i_, c_, d, N_, (tr, tc, tk), mu_, s_) - derived
 
 
 def eq6_core(printed: Callable | None = None) -> tuple[bool, dict | None]:
@@ -303,7 +304,7 @@ def eq6_cost_core(printed: Callable | None = None, fast: bool = True) -> tuple[b
         t = cm.t_star
         for i in grid:
             for c in grid:
-                want = printed(sp.Integer(i), sp.Integer(c), cm.d_pre, cm.N, t.t_row, t.t_col, t.t_red,
+                want = printed(sp.Integer(i), sp.Integer(c), cm.d_pre, cm.N, (t.t_row, t.t_col, t.t_red),
                                sp.Rational(frac(cm.mu[0])), cm.s)
                 got = float(cost.T_P_SA(cm, i, c))
                 n += 1

@@ -494,8 +494,8 @@ def test_mutation_cores():
     assert section3.eq7_core(k=3)[0]
     mutated_t_batch = lambda cm, b: cost.T_batch(cm, b) - b.tau / cm.mu_nLin  # noqa: E731
     assert not section3.eq7_core(t_batch=mutated_t_batch, k=3)[0]
-    ok, bad = section3.eq6_core(printed=lambda i, c, d, N, tr, tc, tk, mu, s: section3.printed_eq6(
-        i, c, d, N, tc, tr, tk, mu, s))  # t_row and t_col swapped
+    ok, bad = section3.eq6_core(printed=lambda i, c, d, N, tile, mu, s: section3.printed_eq6(
+        i, c, d, N, (tile[1], tile[0], tile[2]), mu, s))  # t_row and t_col swapped
     assert not ok and bad
     assert not section3.eq4_core(printed=lambda m, *a: section3.printed_eq4_sum(
         replace(m, d_out=m.d_out // 2), *a), gpu_keys=["a100"], model_keys=["mistral-7b"])[0]
@@ -580,7 +580,21 @@ def test_registering_a_check_without_its_description_is_refused():
               "level": "sample"} | bad
         with pytest.raises(FieldError):
             register("test.refused", **kw)(lambda fast: None)
+    card = {"location": "nowhere", "items": ("Eq. 2",), "claim": "c", "method": "m", "level": "sample"}
+    with pytest.raises(FieldError, match="claims"):  # a misspelled card field, named
+        register("test.refused", **{**card, "claims": "c"})(lambda fast: None)
+    with pytest.raises(FieldError, match="method"):  # a required one missing, named
+        register("test.refused", **{k: v for k, v in card.items() if k != "method"})(lambda fast: None)
     assert "test.refused" not in _REGISTRY
+
+
+def test_an_outcome_field_that_a_result_lacks_is_refused():
+    from paper_checks.registry import outcome
+    from theory.errors import FieldError
+
+    assert outcome(True, summary="s", coverage="c", margin=0.5).margin == 0.5
+    with pytest.raises(FieldError, match="counterexampel"):
+        outcome(False, summary="s", coverage="c", counterexampel={"x": 1})
 
 
 def test_recorded_verdicts_name_every_check():

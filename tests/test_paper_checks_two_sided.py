@@ -92,7 +92,7 @@ def flip_eq5(mp):
 def flip_eq6(mp):
     printed = section3.printed_eq6  # t_row and t_col swapped in the transcription
     mp.setattr(section3, "printed_eq6",
-               lambda i, c, d, N, tr, tc, tk, mu, s: printed(i, c, d, N, tc, tr, tk, mu, s))
+               lambda i, c, d, N, tile, mu, s: printed(i, c, d, N, (tile[1], tile[0], tile[2]), mu, s))
     return run("eq6.two_gemms")
 
 
