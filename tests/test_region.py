@@ -149,7 +149,6 @@ def test_dask_without_the_dist_extra_names_the_extra(capsys, tmp_path, monkeypat
     (["--scheduler", "fifo"], "unknown scheduler 'fifo'"),
     (["--option", "n=5"], "SCHEDULER.NAME=VALUE"),
     (["--requests-per-node", "10"], "requests"),
-    (["--requests", "600"], "--requests was renamed --requests-per-node"),
     (["--plot-only", "missing.csv"], "region.csv"),
 ])
 def test_bad_input_exits_2_with_a_message(capsys, tmp_path, argv, message):
