@@ -74,7 +74,7 @@ MEANINGS = {
                         "scheduler)", "repeat"),
     "--rate": Meaning("arrival rate into the system, requests/s", "float"),
     "--load": Meaning("arrival rate as a fraction of lambda*", "float"),
-    "--requests": Meaning("requests per simulation run", "int"),
+    "--requests": Meaning("requests per simulation run, all nodes together", "int"),
     "--seeds": Meaning("replicates (seeds) per point", "int"),
     "--trace": Meaning("CSV trace replayed as the arrivals (columns arrival_time, prompt_len, "
                        "output_len), or a packaged one: azure-code-2023, azure-conv-2023", "text"),

@@ -26,6 +26,7 @@ from stability.sim.cluster import run_cluster
 from stability.sim.gpu import RunOptions, run_gpu
 from stability.sim.memory import REJECT_REASONS
 from stability.sim.registry import get_scheduler
+from stability.sim.routing import Cluster, Requests
 from tests.test_schedulers_vs_reference import drawn
 from theory.cost import build_cost_model
 from theory.hardware import get_gpu
@@ -83,8 +84,9 @@ def simulate_one(name, data):
     p = sch.make_params(cm, **opts)
     if name == "distserve":
         cls = np.zeros(len(arrival), dtype=np.int64)
-        node, runs = run_cluster(cm, sch, p, arrival, L_P, L_D, cls, 1, 2, "round_robin",
-                                 np.random.default_rng(0), True, True)
+        node, runs = run_cluster(cm, sch, p, Requests(arrival, L_P, L_D, cls),
+                                 Cluster(2, "round_robin", np.random.default_rng(0)),
+                                 RunOptions(detail=True, log=True))
         rows = [np.flatnonzero(node == g) if run.rows is None else run.rows for g, run in enumerate(runs)]
         return L_P, L_D, opts, runs, rows, runs[1]
     run = run_gpu(cm, sch, p, arrival, L_P, L_D, options=RunOptions(detail=True, log=True))

@@ -158,6 +158,7 @@ def test_distserve(detail, data):
     """Prefill nodes then decode nodes, routed round robin or to the shortest queue, against the
     reference's nodes advanced batch by batch (with its own JSQ)."""
     from stability.sim.cluster import run_cluster
+    from stability.sim.routing import Cluster, Requests
 
     cm, arrival, L_P, L_D, _, pick = drawn(data)
     r_p, r_d = pick([1, 2]), pick([1, 2])
@@ -169,8 +170,8 @@ def test_distserve(detail, data):
     sch = get_scheduler("distserve")
     p = sch.make_params(cm, **opts)
     cls = np.zeros(len(arrival), dtype=np.int64)
-    node, runs = run_cluster(cm, sch, p, arrival, L_P, L_D, cls, 1, r_p + r_d, planner,
-                             np.random.default_rng(0), detail)
+    node, runs = run_cluster(cm, sch, p, Requests(arrival, L_P, L_D, cls),
+                             Cluster(r_p + r_d, planner, np.random.default_rng(0)), RunOptions(detail=detail))
     reqs, pre, dec = ref.distserve(cm, arrival, L_P, L_D, r_p, r_d, planner, opts["prefill_mode"],
                                    opts["chunk"], opts["prefill_max_tokens"], opts["prefill_max_batch"],
                                    opts["decode_cap"], lambda L: float(p.transfer_time(L)))
@@ -203,6 +204,7 @@ def test_long_decode_sets(detail):
     (blocks grown, freed and preempted on that path) and a DistServe decode node."""
     from stability.sim.cluster import run_cluster
     from stability.sim.engine import LONG_SET
+    from stability.sim.routing import Cluster, Requests
 
     cm = toy_cost_model("toy4", "paper")
     arrival, L_P, L_D = burst(700, 1)
@@ -219,8 +221,8 @@ def test_long_decode_sets(detail):
     sch = get_scheduler("distserve")
     p = sch.make_params(cm, prefill_nodes=1, prefill_mode="batched")
     cls = np.zeros(arrival.size, dtype=np.int64)
-    _, runs = run_cluster(cm, sch, p, arrival, L_P, L_D, cls, 1, 2, "round_robin",
-                          np.random.default_rng(0), detail)
+    _, runs = run_cluster(cm, sch, p, Requests(arrival, L_P, L_D, cls),
+                          Cluster(2, "round_robin", np.random.default_rng(0)), RunOptions(detail=detail))
     reqs, _, dec = ref.distserve(cm, arrival, L_P, L_D, 1, 1, "round_robin", "batched", p.chunk)
     run = runs[1]
     assert run.counters["n_dec_tok"] >= LONG_SET * run.counters["n_batch"]  # some batch that long
