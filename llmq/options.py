@@ -78,6 +78,8 @@ MEANINGS = {
     "--seeds": Meaning("replicates (seeds) per point", "int"),
     "--trace": Meaning("CSV trace replayed as the arrivals (columns arrival_time, prompt_len, "
                        "output_len), or a packaged one: azure-code-2023, azure-conv-2023", "text"),
+    "--stages": Meaning("a load schedule DURATION:RATE[:KIND],... (seconds, req/s, poisson or "
+                        "deterministic), e.g. 60:2,60:4 (stability.sim.arrivals)", "text"),
     "--classes": Meaning("request classes with TBT SLOs NAME:PROB:TBT,..., e.g. "
                          "paying:0.05:0.1,free:0.95:0.5 (Section 7)", "text"),
     "--epsilon": Meaning("Theorem 2's margin eps in (0, 1)", "text"),

@@ -40,6 +40,9 @@ def add_parser(sub) -> None:
     add(p, "--fast", False, "skip per-token TBT recording (event skipping only)", action="store_true")
     add(p, "--log", None, "write every batch with its contents", metavar="batches.csv")
     add(p, "--trace", None, "its arrivals are the load (no --rate or --load)")
+    add(p, "--stages", None, "its arrivals are the load (no --rate, --load or --trace); --requests "
+                             "takes the first ones (default: all of them)",
+        metavar="DURATION:RATE[:KIND],...")
     add(p, "--workers", 1, "one per node simulated in parallel (default 1)")
     add(p, "--classes", None, metavar="NAME:PROB:TBT,...")
     add(p, "--total-cap", None, "condition lengths on L^P + L^D <= this (Section 7: 8192)", type=int)
@@ -49,6 +52,7 @@ def add_parser(sub) -> None:
 def scenario_from(values: dict, options: dict):
     """The :class:`stability.sim.simulate.Scenario` that the resolved command-line ``values`` and the
     scheduler's ``options`` describe."""
+    from stability.sim.arrivals import parse_stages
     from stability.sim.classes import parse_classes
     from stability.sim.simulate import Scenario
 
@@ -61,6 +65,8 @@ def scenario_from(values: dict, options: dict):
         planner=values["planner"], rate=rate, load=None if rate is not None else values["load"],
         n_requests=values["requests"], seed=values["seed"], detail=not values["fast"],
         log=bool(values["log"]), trace=values["trace"],
+        stages=tuple((s.duration, s.rate, s.kind) for s in parse_stages(values["stages"], "--stages"))
+        if values["stages"] else (),
         classes=tuple((c.name, c.prob, c.tbt_slo) for c in parse_classes(values["classes"]))
         if values["classes"] else (), total_cap=values["total_cap"])
 
@@ -73,6 +79,8 @@ def _requests(values) -> int:
     from theory.workload import read_trace
 
     n = require_positive_int("--requests", values["requests"])
+    if values["stages"]:
+        return _staged_requests(values, n)
     if not values["trace"]:
         return n
     for key in ("rate", "load"):
@@ -85,6 +93,27 @@ def _requests(values) -> int:
     elif n > rows:
         raise FieldError("--requests", n, f"at most the trace's {rows} requests")
     trace_rate(values["trace"], n=n)
+    return n
+
+
+def _staged_requests(values, n: int) -> int:
+    """The requests of a load schedule: ``--requests`` (at most its expected arrivals' worth) or,
+    by default, all of them; no ``--rate``, ``--load`` or ``--trace`` beside it."""
+    from stability.sim.arrivals import parse_stages
+
+    for key in ("rate", "load", "trace"):
+        if key in values.given:
+            raise FieldError(f"--{key}", values[key], "no --rate, --load or --trace with --stages (the "
+                                                      "stages' rates are the load)")
+    from stability.sim.simulate import staged_arrivals
+
+    parse_stages(values["stages"], "--stages")
+    made = int(staged_arrivals(scenario_from({**values, "requests": n}, {})).size)
+    if "requests" not in values.given:
+        return made
+    if n > made:
+        raise FieldError("--requests", n,
+                         f"at most the {made} arrivals the stages make (seed {values['seed']})")
     return n
 
 

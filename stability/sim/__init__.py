@@ -19,6 +19,7 @@ routing        the resource planner: uniform random, round robin, join-shortest-
 cluster        r GPUs behind a planner.
 disaggregated  DistServe's prefill nodes feeding decode nodes through a KV hand-off.
 classes        request classes (paying / free users) with TBT SLOs; SLO attainment.
+arrivals       load schedules: stages of Poisson or evenly spaced arrivals at piecewise-constant rates.
 metrics        TTFT, TBT, latency, queue-length paths, the stability verdict.
 fleet          unequal GPUs behind one router (JSQ, shortest expected delay, weighted random).
 registry       the scheduler registry: a name -> its policy module (the interface a policy implements).

@@ -3,6 +3,8 @@
 A :class:`Scenario` is a frozen description (GPU, model, workload, scheduler and its options,
 r, planner, arrival rate or load, number of requests, seed, request classes); :func:`simulate`
 turns it into a :class:`SimResult` whose methods compute metrics and the stability verdict.
+The arrivals are a Poisson process of the rate (or load), a replayed trace's (``trace``), or a
+load schedule of piecewise-constant rates (``stages``, :mod:`stability.sim.arrivals`).
 
 Randomness: one ``numpy.random.SeedSequence(seed)`` spawns independent streams for the arrival
 times, the lengths, the routing and the request classes, so a result depends on the scenario
@@ -28,6 +30,7 @@ from functools import cached_property
 import numpy as np
 
 from stability.sim import metrics
+from stability.sim.arrivals import parse_stages, stage_arrivals
 from stability.sim.classes import RequestClass, draw_classes, p99_met, parse_classes
 from stability.sim.cluster import run_cluster
 from stability.sim.gpu import GpuRun, RunOptions
@@ -63,6 +66,7 @@ class Scenario:
     detail: bool = False  # record every TBT gap (histograms) and enable the batch log
     log: bool = False  # keep every batch's contents (needs detail)
     trace: str | None = None  # CSV with arrival_time (and lengths) instead of Poisson arrivals
+    stages: tuple = ()  # a load schedule ((duration s, rate req/s, kind), ...) instead of one rate
     classes: tuple = ()  # request classes ((name, probability, TBT SLO), ...); () is one class
     total_cap: int | None = None  # condition the lengths on L^P + L^D <= total_cap
     warmup: float = 0.0  # fraction of the arrival window whose tokens the TBT histograms leave out
@@ -73,8 +77,13 @@ class Scenario:
         return CostSpec(self.gpu, self.model, self.mode, self.tiles, self.gpu_file, self.model_file)
 
     def to_dict(self) -> dict:
-        """The scenario as a JSON-able dict (tuples as lists); :meth:`from_dict` inverts it."""
-        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
+        """The scenario as a JSON-able dict (tuples as lists); :meth:`from_dict` inverts it.
+
+        Fields added since runs were first keyed by this dict (:data:`_LATER_FIELDS`) are left out
+        at their defaults, so the identities and derived seeds of existing runs stay the same.
+        """
+        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)
+                if not (f.name in _LATER_FIELDS and getattr(self, f.name) == f.default)}
 
     @classmethod
     def from_dict(cls, values: dict) -> Scenario:
@@ -83,13 +92,16 @@ class Scenario:
         unknown = sorted(set(values) - known)
         if unknown:
             raise FieldError("scenario", unknown, f"only the fields {', '.join(sorted(known))}")
-        return cls(**{k: tuple(map(tuple, v)) if k in ("options", "classes") else v
+        return cls(**{k: tuple(map(tuple, v)) if k in ("options", "classes", "stages") else v
                       for k, v in values.items()})
 
     def with_options(self, **options) -> Scenario:
         merged = dict(self.options)
         merged.update(options)
         return replace(self, options=tuple(sorted(merged.items())))
+
+
+_LATER_FIELDS = ("stages",)
 
 
 def _jsonable(value):
@@ -116,7 +128,13 @@ def validate_scenario(sc: Scenario) -> None:
     require_positive_int("n_requests", sc.n_requests)
     if sc.planner not in PLANNERS:
         raise UnknownNameError("planner", sc.planner, PLANNERS)
-    if sc.trace is None:
+    if sc.stages:
+        if sc.trace is not None:
+            raise FieldError("stages", sc.stages, "no trace as well (a trace's arrival times are the load)")
+        if sc.rate is not None:
+            raise FieldError("rate", sc.rate, "no rate with stages (the stages' rates are the load)")
+        parse_stages(sc.stages)
+    elif sc.trace is None:
         if sc.rate is None and sc.load is None:
             raise FieldError("rate/load", None, "an arrival rate (req/s) or a load (fraction of lambda*)")
         if sc.rate is not None:
@@ -317,6 +335,14 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
         if sc.pad:
             L_P = -(-L_P // cm.t_lcm) * cm.t_lcm
         lam = (n - 1) / arrival[-1] if n > 1 and arrival[-1] > 0 else float("nan")
+    elif sc.stages:
+        arrival = staged_arrivals(sc)
+        n = min(n, arrival.size)
+        if n < 2:
+            raise FieldError("stages", sc.stages, f"a schedule with at least 2 arrivals (it made {n})")
+        arrival = arrival[:n]
+        L_P, L_D = w.sample(n, np.random.default_rng(ss_lengths))
+        lam = (n - 1) / (arrival[-1] - arrival[0])
     else:
         lam = sc.rate if sc.rate is not None else sc.load * lam_star
         arrival = np.cumsum(np.random.default_rng(ss_arrival).exponential(1.0 / lam, size=n))
@@ -336,6 +362,13 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
         requests[key] = values
     return SimResult(sc, cm, w, float(lam), float(lam_star), params, node, runs, requests, classes,
                      tbt_from)
+
+
+def staged_arrivals(sc: Scenario) -> np.ndarray:
+    """Every arrival time of the scenario's load schedule (``stages``), drawn from its arrival
+    stream (the first of the seed's four), as :func:`simulate` draws them."""
+    ss_arrival = np.random.SeedSequence(sc.seed).spawn(4)[0]
+    return stage_arrivals(parse_stages(sc.stages), np.random.default_rng(ss_arrival))
 
 
 def tbt_start(arrival, warmup: float) -> float:
