@@ -11,18 +11,9 @@ import pytest
 
 from theory.errors import FieldError
 from theory.validation.runs_convert import config_fields
-from theory.validation.serving_runs import (
-    MEASURED,
-    SIMULATOR,
-    STATISTICS,
-    itl,
-    latency,
-    load_run,
-    shipped_runs,
-    statistics,
-    tpot,
-    ttft,
-)
+from theory.validation.serving_metrics import STATISTICS, itl, latency, statistics, tpot, ttft
+from theory.validation.serving_published import MEASURED, SIMULATOR
+from theory.validation.serving_runs import load_run, shipped_runs
 
 BENCH = ("llmservingsim_rtx4090_llama-3.1-8b", "llmservingsim_rtxpro6000_llama-3.1-8b",
          "llmservingsim_rtxpro6000_qwen3-32b", "llmservingsim_rtxpro6000_qwen3-30b-a3b")

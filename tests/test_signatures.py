@@ -33,9 +33,7 @@ PENDING_PARAMS = {
     "stability/schedulers/vllm_v1.py::make_params": "its options become an Options record with the "
     "rework of the vLLM v1 scheduler (as sarathi, vllm and slai declare theirs)",
 }
-PENDING_LINES = {
-    "theory/validation/serving_runs.py": "split into modules of one job with the rework of the serving runs",
-}
+PENDING_LINES: dict[str, str] = {}
 
 
 def library_files() -> list[Path]:

@@ -37,7 +37,8 @@ import numpy as np
 from stability.sim.simulate import Scenario, SimResult, simulate
 from theory.errors import FieldError
 from theory.models import get_model
-from theory.validation.serving_runs import ServingRun, latency, load_run, tpot, ttft
+from theory.validation.serving_metrics import latency, tpot, ttft
+from theory.validation.serving_runs import ServingRun, load_run
 
 # vLLM's defaults where a run does not state an argument (the module docstring's references)
 VLLM_DEFAULTS = {"max_num_batched_tokens": 2048, "max_num_seqs": 256, "gpu_memory_utilization": 0.9,

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from stability.serving.replay import Replay, ReplaySpec, replay, unsupported
-from theory.validation.serving_runs import SIMULATOR, load_run, shipped_runs
+from theory.validation.serving_published import SIMULATOR
+from theory.validation.serving_runs import load_run, shipped_runs
 
 METRICS = ("ttft", "tpot", "latency")
 STATS = ("mean", "p50", "p90", "p99")

@@ -16,8 +16,9 @@ The API:
 * :func:`theory.validation.steps.score_steps`: Eq. 7 per engine step against the measured steps
   (:mod:`theory.validation.steps_data`), the CUDA-graph padding rule and the time per step.
 * :func:`theory.validation.serving_runs.load_run` of the runs
-  :func:`theory.validation.serving_runs.shipped_runs` names: measured serving runs and the
-  latency metrics benchmark clients define (:mod:`theory.validation.runs_convert` rebuilds them);
+  :func:`theory.validation.serving_runs.shipped_runs` names: measured serving runs, and the
+  latency metrics benchmark clients define (:mod:`theory.validation.serving_metrics`;
+  :mod:`theory.validation.runs_convert` rebuilds the runs);
   :mod:`stability.serving` replays them through the simulator.
 
 The model itself (:mod:`theory` proper) never imports this package.
@@ -43,7 +44,9 @@ targets           the acceptance targets and the law each GPU is judged under.
 plausibility      the roofline screen: rows faster than their shape's lower bound.
 steps             Eq. 7 per engine step against measured steps (data: steps_data; report: steps_report;
                   the fixed time per step: steps_fixed).
-serving_runs      measured serving runs and their latency metrics (converters: runs_convert).
+serving_runs      measured serving runs, loaded and checked (converters: runs_convert; files:
+                  serving_io; published figures: serving_published).
+serving_metrics   the latency metrics of benchmark clients: TTFT, TPOT, latency, ITL, statistics.
 calibrate         fit a GPU profile to timings (llmq calibrate): gemm_fit (Eq. 2 per tile, its search
                   gemm_search), batch_fit (Eq. 7), calibration (the fitted record and its TOML).
 term_fits         how a number of each cost term is fitted, or why it has none.

@@ -45,33 +45,25 @@ The engine configuration's names are checked against the fields vLLM's resolved 
 holds in the shipped run that records it (``theory/data/runs/vllm_config_fields.json``), plus
 ``kv_cache_dtype`` (``EngineArgs``'s name for ``cache_config.cache_dtype``).
 
-Metrics, as vLLM's benchmark client defines them (times in seconds, per request): :func:`ttft`
-from arrival to the first token; :func:`tpot` per output token after the first; :func:`latency`
-from arrival to the last token; :func:`itl` every gap between consecutive tokens after the first;
-:func:`statistics` their mean and percentiles. In ``requests.csv`` the arrival is ``queued_s``,
-the anchor the source bench itself uses for these metrics (vLLM's ``arrival_time`` is on the wall
-clock, the other times on the engine's monotonic clock).
+The latency metrics of the requests, as vLLM's benchmark client defines them, are
+:mod:`theory.validation.serving_metrics`'s; in ``requests.csv`` the arrival is ``queued_s``, the
+anchor the source bench itself uses for these metrics (vLLM's ``arrival_time`` is on the wall
+clock, the other times on the engine's monotonic clock). The figures the source published beside
+the run: :mod:`theory.validation.serving_published`; the strict file readers:
+:mod:`theory.validation.serving_io`.
 
 References
 ----------
-vllm-project/vllm ``vllm/benchmarks/serve.py`` (``calculate_metrics``: TPOT = (latency - TTFT) /
-(output_len - 1) for output_len > 1; ``np.mean``, ``np.percentile``) at commit
-def9ce85ba1079af970a58ed3d42dd861ae35d58; ``vllm/benchmarks/lib/endpoint_request_func.py``
-(``async_request_openai_completions``: ``ttft`` = first chunk - start, ``itl`` = the gaps after
-it, ``latency`` = last chunk - start) at commit 3aee4a4f4c4d1a2a7af3ebdb88c768e459e6c602;
-``vllm/engine/arg_utils.py`` (``EngineArgs.kv_cache_dtype = CacheConfig.cache_dtype``) at commit
-99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b. casys-kaist/LLMServingSim ``bench/core/validate.py``
-(``_bench_latencies``: the same three definitions, anchored at ``queued_ts``),
-``bench/core/runner.py`` and ``bench/core/recorder.py`` (the fields of ``meta.json``), commit
-5daddb21a545658d5150b535712d0494584b5278.
+vllm-project/vllm ``vllm/engine/arg_utils.py`` (``EngineArgs.kv_cache_dtype =
+CacheConfig.cache_dtype``) at commit 99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b.
+casys-kaist/LLMServingSim ``bench/core/validate.py`` (``_bench_latencies``: the metrics anchored
+at ``queued_ts``), ``bench/core/runner.py`` and ``bench/core/recorder.py`` (the fields of
+``meta.json``), commit 5daddb21a545658d5150b535712d0494584b5278.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -80,10 +72,10 @@ import numpy as np
 
 from theory.errors import ConfigFileError, FieldError, UnknownNameError
 from theory.hardware import get_gpu
-from theory.io import read_csv_table
 from theory.models import get_model
+from theory.validation.serving_io import check_increasing, frozen, read_columns
+from theory.validation.serving_published import Figure, published_figures
 
-STATISTICS = ("mean", "p50", "p90", "p95", "p99")
 _PACKAGED = ("data", "runs")
 FIELDS_FILE = "vllm_config_fields.json"
 # engine argument -> the resolved field it sets, where the names differ (vllm/engine/arg_utils.py)
@@ -113,95 +105,6 @@ TIMESERIES_COLUMNS = {"t": ("float", 0.0), "prompt_throughput": ("float", 0.0),
                       "kv_cache_pct": ("float?", 0.0)}
 THROUGHPUT_COLUMNS = {"time_s": ("float", 0.0), "throughput": ("float", 0.0)}
 # summary.txt: "<Metric> <Stat>  <vLLM>  <Sim>  <Diff%>" (bench/core/plots.py write_summary)
-_SUMMARY_LINE = re.compile(r"^(TTFT|TPOT|Latency) (Mean|Median|P90|P95|P99)\s+(\S+)\s+(\S+)\s+(\S+)%$")
-_SUMMARY_METRICS = {"TTFT": "ttft", "TPOT": "tpot", "Latency": "latency"}
-_SUMMARY_STATS = {"Mean": "mean", "Median": "p50", "P90": "p90", "P95": "p95", "P99": "p99"}
-# latency TSV column -> (metric, statistic, scale to SI)
-_LATENCY_COLUMNS = {"throughput_tok_s": ("output_throughput", "mean", 1.0),
-                    "mean_ttft_ms": ("ttft", "mean", 1e-3), "mean_tpot_ms": ("tpot", "mean", 1e-3),
-                    "mean_itl_ms": ("itl", "mean", 1e-3)}
-SIMULATOR = "LLMServingSim 2.0"  # the simulator whose predictions the source publishes beside vLLM's
-MEASURED = "vLLM"
-
-
-# --- the metrics, as benchmark clients define them --------------------------------------------
-
-
-def ttft(arrival: np.ndarray, first_token: np.ndarray) -> np.ndarray:
-    """Time to first token of each request: ``first_token - arrival`` (seconds).
-
-    References
-    ----------
-    vllm-project/vllm ``vllm/benchmarks/lib/endpoint_request_func.py`` (``output.ttft =
-    time.perf_counter() - st`` at the first streamed chunk) at commit
-    3aee4a4f4c4d1a2a7af3ebdb88c768e459e6c602.
-    """
-    return np.asarray(first_token, dtype=float) - np.asarray(arrival, dtype=float)
-
-
-def tpot(first_token: np.ndarray, last_token: np.ndarray, output_tokens: np.ndarray) -> np.ndarray:
-    """Time per output token of each request, the first token excluded:
-    ``(last_token - first_token) / (output_tokens - 1)``; NaN where ``output_tokens <= 1`` (vLLM
-    leaves those requests out of its TPOT statistics).
-
-    References
-    ----------
-    vllm-project/vllm ``vllm/benchmarks/serve.py`` (``calculate_metrics``: ``latency_minus_ttft /
-    (output_len - 1)`` when ``output_len > 1``) at commit def9ce85ba1079af970a58ed3d42dd861ae35d58.
-    """
-    out = np.asarray(output_tokens, dtype=float)
-    gap = np.asarray(last_token, dtype=float) - np.asarray(first_token, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(out > 1, gap / (out - 1), np.nan)
-
-
-def latency(arrival: np.ndarray, last_token: np.ndarray) -> np.ndarray:
-    """End-to-end latency of each request: ``last_token - arrival`` (vLLM's E2EL, seconds).
-
-    References
-    ----------
-    vllm-project/vllm ``vllm/benchmarks/lib/endpoint_request_func.py`` (``output.latency =
-    most_recent_timestamp - st``) at commit 3aee4a4f4c4d1a2a7af3ebdb88c768e459e6c602.
-    """
-    return np.asarray(last_token, dtype=float) - np.asarray(arrival, dtype=float)
-
-
-def itl(token_times: Sequence[np.ndarray]) -> np.ndarray:
-    """Inter-token latencies: every gap between consecutive tokens of a request after its first,
-    all requests' gaps concatenated (seconds).
-
-    Parameters
-    ----------
-    token_times : sequence of arrays
-        Per request, the times its output tokens arrived, in order (the first is the first token).
-
-    References
-    ----------
-    vllm-project/vllm ``vllm/benchmarks/lib/endpoint_request_func.py`` (``output.itl.append(
-    timestamp - most_recent_timestamp)`` for every chunk after the first) and
-    ``vllm/benchmarks/serve.py`` (``itls += outputs[i].itl``), commits as in the module docstring.
-    """
-    gaps = [np.diff(np.asarray(t, dtype=float)) for t in token_times]
-    return np.concatenate(gaps) if gaps else np.zeros(0)
-
-
-def statistics(values: np.ndarray) -> dict[str, float]:
-    """Mean and the 50th, 90th, 95th and 99th percentiles of ``values``, NaN entries left out.
-
-    Percentiles interpolate linearly between order statistics (``numpy.percentile``'s default),
-    as vLLM's benchmark client and LLMServingSim's bench summary compute them.
-
-    References
-    ----------
-    vllm-project/vllm ``vllm/benchmarks/serve.py`` (``np.mean``, ``np.percentile``) at commit
-    def9ce85ba1079af970a58ed3d42dd861ae35d58; casys-kaist/LLMServingSim ``bench/core/plots.py``
-    (``_percentile``) at commit 5daddb21a545658d5150b535712d0494584b5278.
-    """
-    x = np.asarray(values, dtype=float)
-    x = x[~np.isnan(x)]
-    if not x.size:
-        return dict.fromkeys(STATISTICS, math.nan)
-    return {"mean": float(x.mean()), **{f"p{q}": float(np.percentile(x, q)) for q in (50, 90, 95, 99)}}
 
 
 # --- the records -------------------------------------------------------------------------------
@@ -258,24 +161,6 @@ class Requests:
     first_token: np.ndarray
     last_token: np.ndarray
     arrival_wall: np.ndarray
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One published figure of a run: ``value`` of ``statistic`` of ``metric`` by ``framework``.
-
-    ``framework`` is :data:`MEASURED` (``"vLLM"``) for the measured run, else the simulator's name as
-    the source spells it (:data:`SIMULATOR`, ``"Vidur"``, ``"APEX"``, ``"TokenSim"``; ``"LLMServingSim"``
-    is its first version); ``metric`` one of ``ttft``, ``tpot``, ``latency``, ``itl`` (seconds),
-    ``output_throughput`` (tokens/s), ``simulation_time`` (seconds); ``statistic`` one of
-    :data:`STATISTICS` or ``total``; ``file`` the run file it was read from.
-    """
-
-    framework: str
-    metric: str
-    statistic: str
-    value: float
-    file: str
 
 
 @dataclass(frozen=True, eq=False)
@@ -383,8 +268,8 @@ def load_run(name: str | Path) -> ServingRun:
     requests = _requests(folder / "requests.csv", trace) if (folder / "requests.csv").is_file() else None
     timeseries = simulated = None
     if (folder / "timeseries.csv").is_file():
-        timeseries = _read_columns(folder / "timeseries.csv", TIMESERIES_COLUMNS)
-        _check_increasing(folder / "timeseries.csv", timeseries, "t", strict=True)
+        timeseries = read_columns(folder / "timeseries.csv", TIMESERIES_COLUMNS)
+        check_increasing(folder / "timeseries.csv", timeseries, "t", strict=True)
     elif (folder / "throughput.tsv").is_file():
         timeseries = _throughput(folder / "throughput.tsv")
     if (folder / "llmservingsim_throughput.tsv").is_file():
@@ -393,7 +278,8 @@ def load_run(name: str | Path) -> ServingRun:
                       hf_model=manifest["hf_model"], model=manifest["model"], source=manifest["source"],
                       engine_kwargs=engine_kwargs, resolved_config=resolved,
                       kv_cache=meta.get("kv_cache") or {}, meta=meta, trace=trace, requests=requests,
-                      timeseries=timeseries, simulated_timeseries=simulated, published=_published(folder))
+                      timeseries=timeseries, simulated_timeseries=simulated,
+                      published=published_figures(folder))
 
 
 def _json(path: Path) -> dict:
@@ -501,14 +387,14 @@ def _check_context(path: Path, trace: Trace, limit: tuple[int, str] | None) -> N
 
 
 def _trace(path: Path) -> Trace:
-    c = _read_columns(path, TRACE_COLUMNS)
+    c = read_columns(path, TRACE_COLUMNS)
     n = c["request_id"].size
     bad = np.flatnonzero(c["request_id"] != np.arange(n))
     if bad.size:
         k = int(bad[0])
         raise FieldError(f"{path}: row {k + 2}, column 'request_id'", int(c["request_id"][k]),
                          f"{k} (request ids 0, 1, ... in file order)")
-    _check_increasing(path, c, "arrival_ns")
+    check_increasing(path, c, "arrival_ns")
     over = np.flatnonzero(c["shared_prefix_tokens"] > c["prompt_tokens"])
     if over.size:
         k = int(over[0])
@@ -521,14 +407,14 @@ def _trace(path: Path) -> Trace:
         k = int(bad[0])
         raise FieldError(f"{path}: row {k + 2}, column 'prefix_parent'", int(parent[k]),
                          "an earlier request_id where shared_prefix_tokens > 0, empty where it is 0")
-    return Trace(request_id=c["request_id"], arrival=_frozen(c["arrival_ns"] / 1e9),
+    return Trace(request_id=c["request_id"], arrival=frozen(c["arrival_ns"] / 1e9),
                  prompt_tokens=c["prompt_tokens"], output_tokens=c["output_tokens"],
                  shared_prefix_tokens=c["shared_prefix_tokens"], prefix_parent=parent)
 
 
 def _requests(path: Path, trace: Trace) -> Requests:
-    c = _read_columns(path, REQUEST_COLUMNS)
-    _check_increasing(path, c, "queued_s")
+    c = read_columns(path, REQUEST_COLUMNS)
+    check_increasing(path, c, "queued_s")
     for later, earlier in (("scheduled_s", "queued_s"), ("first_token_s", "scheduled_s"),
                            ("last_token_s", "first_token_s")):
         bad = np.flatnonzero(c[later] < c[earlier])
@@ -553,138 +439,8 @@ def _requests(path: Path, trace: Trace) -> Requests:
 
 
 def _throughput(path: Path) -> dict:
-    c = _read_columns(path, THROUGHPUT_COLUMNS, delimiter="\t")
-    _check_increasing(path, c, "time_s", strict=True)
+    c = read_columns(path, THROUGHPUT_COLUMNS, delimiter="\t")
+    check_increasing(path, c, "time_s", strict=True)
     return {"t": c["time_s"], "gen_throughput": c["throughput"]}
 
 
-def _check_increasing(path: Path, c: dict, col: str, strict: bool = False) -> None:
-    x = c[col]
-    bad = np.flatnonzero(x[1:] <= x[:-1]) if strict else np.flatnonzero(x[1:] < x[:-1])
-    if bad.size:
-        k = int(bad[0]) + 1
-        raise FieldError(f"{path}: row {k + 2}, column {col!r}", x[k].item(),
-                         f"{'>' if strict else '>='} {x[k - 1].item()!r} (the previous row's: rows in "
-                         "time order)")
-
-
-def _read_columns(path: Path, spec: dict, delimiter: str = ",") -> dict[str, np.ndarray]:
-    """The columns of ``spec`` of a CSV (TSV) file as read-only arrays, every cell checked."""
-    if delimiter == ",":
-        header, rows = read_csv_table(path, f"the columns {', '.join(spec)}")
-    else:
-        header, rows = _read_tsv(path)
-    where = f"{path}: header (row 1)"
-    dup = sorted({h for h in header if header.count(h) > 1})
-    if dup:
-        raise FieldError(f"{where}, column {dup[0]!r}", header, "each column once")
-    missing = [c for c in spec if c not in header]
-    if missing:
-        raise FieldError(f"{where}, column {missing[0]!r}", header,
-                         f"the column(s) {', '.join(missing)} (missing)")
-    unknown = [h for h in header if h not in spec]
-    if unknown:
-        raise FieldError(f"{where}, column {unknown[0]!r}", header, f"only the columns {', '.join(spec)}")
-    out = {}
-    for col, (kind, low) in spec.items():
-        values = [_cell(f"{path}: row {k + 2}, column {col!r}", (row.get(col) or "").strip(), kind, low)
-                  for k, row in enumerate(rows)]
-        out[col] = _frozen(np.array(values, dtype=np.int64 if kind.startswith("int") else float))
-    return out
-
-
-def _cell(where: str, text: str, kind: str, low: float) -> float:
-    if not text and kind.endswith("?"):
-        return -1 if kind == "int?" else math.nan
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    integer = kind.startswith("int")
-    if not math.isfinite(value) or value < low or (integer and not value.is_integer()):
-        raise FieldError(where, text, f"{'an integer' if integer else 'a finite number'} >= {low}")
-    return int(value) if integer else value
-
-
-def _read_tsv(path: Path) -> tuple[list[str], list[dict]]:
-    try:
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except FileNotFoundError:
-        raise ConfigFileError(f"{path}: file not found") from None
-    if not lines:
-        raise ConfigFileError(f"{path}: empty file")
-    header = [h.strip() for h in lines[0].split("\t")]
-    return header, [dict(zip(header, line.split("\t"), strict=False)) for line in lines[1:]]
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a.flags.writeable = False
-    return a
-
-
-def _published(folder: Path) -> tuple[Figure, ...]:
-    figures: list[Figure] = []
-    if (folder / "summary.txt").is_file():
-        figures += _summary(folder / "summary.txt")
-    for name, framework in (("reference_latency.tsv", None), ("llmservingsim_latency.tsv", SIMULATOR)):
-        if (folder / name).is_file():
-            figures += _latency_tsv(folder / name, framework)
-    for name, framework in (("reference_sim_time.tsv", None), ("llmservingsim_sim_time.tsv", SIMULATOR)):
-        if (folder / name).is_file():
-            figures += _sim_time_tsv(folder / name, framework)
-    return tuple(figures)
-
-
-def _summary(path: Path) -> list[Figure]:
-    """The figures of the bench's ``summary.txt`` (ms in the file, seconds here); all 15 rows required."""
-    figures, seen = [], set()
-    for k, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-        m = _SUMMARY_LINE.match(line.strip())
-        if not m:
-            continue
-        metric, stat = _SUMMARY_METRICS[m[1]], _SUMMARY_STATS[m[2]]
-        for framework, cell in ((MEASURED, m[3]), (SIMULATOR, m[4])):
-            value = _cell(f"{path}: row {k + 1}, column {framework!r}", cell, "float", 0.0)
-            figures.append(Figure(framework, metric, stat, value * 1e-3, path.name))
-        seen.add((metric, stat))
-    missing = [f"{m} {s}" for m in _SUMMARY_METRICS for s in _SUMMARY_STATS
-               if (_SUMMARY_METRICS[m], _SUMMARY_STATS[s]) not in seen]
-    if missing:
-        raise FieldError(f"{path}: row {missing[0]!r}", None, "a line '<metric> <stat> <vLLM> <Sim> <diff>%' "
-                                                             "for each of TTFT, TPOT, Latency x Mean ... P99")
-    return figures
-
-
-def _latency_tsv(path: Path, framework: str | None) -> list[Figure]:
-    header, rows = _read_tsv(path)
-    known = ({"framework"} if framework is None else set()) | set(_LATENCY_COLUMNS)
-    for h in header:
-        if h not in known:
-            raise FieldError(f"{path}: header (row 1), column {h!r}", header,
-                             f"columns among {', '.join(known)}")
-    figures = []
-    for k, row in enumerate(rows):
-        who = framework or row.get("framework", "").strip()
-        for col, (metric, stat, scale) in _LATENCY_COLUMNS.items():
-            cell = (row.get(col) or "").strip()
-            if col not in header or cell == "X":  # not reported (evaluation/artifacts/figure_8/README.md)
-                continue
-            value = _cell(f"{path}: row {k + 2}, column {col!r}", cell, "float", 0.0)
-            figures.append(Figure(who, metric, stat, value * scale, path.name))
-    return figures
-
-
-def _sim_time_tsv(path: Path, framework: str | None) -> list[Figure]:
-    header, rows = _read_tsv(path)
-    want = ["framework", "simulation_time_s"] if framework is None else ["simulation_time_s"]
-    if header != want:
-        raise FieldError(f"{path}: header (row 1)", header, f"the columns {', '.join(want)}")
-    figures = []
-    for k, row in enumerate(rows):
-        cell = row["simulation_time_s"].strip()
-        if cell == "X":
-            continue
-        value = _cell(f"{path}: row {k + 2}, column 'simulation_time_s'", cell, "float", 0.0)
-        who = framework or row["framework"].strip()
-        figures.append(Figure(who, "simulation_time", "total", value, path.name))
-    return figures
