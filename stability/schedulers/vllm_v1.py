@@ -108,6 +108,7 @@ from stability.sim.mixed import (
     preempt_prefill,
     run_mixed,
 )
+from stability.sim.prefix_cache import any_cached, lookup, pc_setup, register, take_hit
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
@@ -125,22 +126,26 @@ class Record(NamedTuple):
     threshold: int  # long_prefill_token_threshold: largest chunk of one request (0: none)
     max_model_len: int  # prompt + output tokens of a request
     kv: KvConfig  # KV memory (stability.sim.memory)
+    caching: bool  # enable_prefix_caching (stability.sim.prefix_cache)
 
 
 @dataclass(frozen=True)
 class Params:
-    """Token budget, running-request cap, long-prefill threshold, model length, memory."""
+    """Token budget, running-request cap, long-prefill threshold, model length, memory, prefix
+    caching."""
 
     max_num_batched_tokens: int
     max_num_seqs: int
     long_prefill_token_threshold: int
     max_model_len: int
     kv: KvConfig
+    enable_prefix_caching: bool = True
 
     def record(self) -> Record:
         """The compiled loop's options."""
         return Record(int(self.max_num_batched_tokens), int(self.max_num_seqs),
-                      int(self.long_prefill_token_threshold), int(self.max_model_len), self.kv)
+                      int(self.long_prefill_token_threshold), int(self.max_model_len), self.kv,
+                      bool(self.enable_prefix_caching))
 
 
 def batch_defaults(cm: CostModel) -> tuple[int, int]:
@@ -163,11 +168,13 @@ def make_params(cm: CostModel, max_num_batched_tokens: int | None = None,
                 max_num_partial_prefills: int = 1, max_long_partial_prefills: int = 1,
                 max_model_len: int | None = None, memory: bool = True,
                 gpu_memory_utilization: float = 0.9, block_size: int = 16,
-                kv_blocks: int | None = None) -> Params:
+                kv_blocks: int | None = None, enable_prefix_caching: bool = True) -> Params:
     """vLLM v1's defaults for its OpenAI server (see the module docstring), validated as vLLM
     validates them."""
     _only_one("max_num_partial_prefills", max_num_partial_prefills)
     _only_one("max_long_partial_prefills", max_long_partial_prefills)
+    if not isinstance(enable_prefix_caching, bool):
+        raise FieldError("enable_prefix_caching", enable_prefix_caching, "True or False")
     threshold = long_prefill_token_threshold
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
         raise FieldError("long_prefill_token_threshold", threshold, "an integer >= 0 (0: off)")
@@ -192,7 +199,7 @@ def make_params(cm: CostModel, max_num_batched_tokens: int | None = None,
                          f"request of max_model_len tokens does not fit its {kv.blocks} KV blocks "
                          f"of {kv.block_size} tokens (lower max_model_len, or raise "
                          "gpu_memory_utilization)")
-    return Params(budget, seqs, threshold, max_model_len, kv)
+    return Params(budget, seqs, threshold, max_model_len, kv, enable_prefix_caching)
 
 
 # --- one step of Scheduler.schedule ---------------------------------------------------------------
@@ -209,10 +216,20 @@ def _chunk(remaining, threshold, left):
 
 
 @njit(cache=True)
-def _fits(st, j, x):
-    """``allocate_slots`` would succeed: the blocks covering x tokens that request j does not
-    hold yet are free (always, with the memory off)."""
-    return (st.kv_on == 0) | (blocks(st, x) - st.blk[j] <= st.kv_free)
+def _hit(st, j):
+    """Waiting request j's prefix-cache hit (:func:`stability.sim.prefix_cache.lookup`): (cached
+    blocks from its first, how many of them are free); (0, 0) with prefix caching off."""
+    if st.pc_on:
+        return lookup(st, j)
+    return 0, 0
+
+
+@njit(cache=True)
+def _fits_hit(st, x, hit, free):
+    """``allocate_slots`` would succeed for a waiting request (holding no blocks) whose KV is to
+    cover x tokens with ``hit`` cached blocks, ``free`` of them in the free queue: the blocks to
+    allocate, ``blocks(x) - hit + free``, are free (always, with the memory off)."""
+    return (st.kv_on == 0) | (blocks(st, x) - hit + free <= st.kv_free)
 
 
 @njit(cache=True)
@@ -283,6 +300,8 @@ def _schedule(st, budget, max_seqs, threshold, limit):
         if decode:
             qd += 1
         else:
+            if st.pc_on:
+                register(st, j, x)
             add_chunk(st, j, n)
             qp += 1
         left -= n
@@ -294,10 +313,18 @@ def _schedule(st, budget, max_seqs, threshold, limit):
                 continue
             if st.nd + st.np >= max_seqs:
                 break
-            n = _chunk(st.pl[j], threshold, left)
-            if not _allocate_slots(st, j, n):
+            hit, free = _hit(st, j)
+            x0 = hit * st.kv_bs
+            n = _chunk(st.pl[j] - x0, threshold, left)
+            if not _fits_hit(st, x0 + n, hit, free):
                 break
             pop_waiting(st)
+            if hit > 0:
+                take_hit(st, j, hit)
+                st.pg[j] = x0
+            _allocate_slots(st, j, x0 + n)
+            if st.pc_on:
+                register(st, j, x0 + n)
             _admit(st, j)
             add_chunk(st, j, n)
             left -= n
@@ -315,7 +342,11 @@ def _admission_would_act(st, budget, max_seqs, threshold, limit):
     if st.lp[j] + st.ld[j] >= limit:
         return True
     left = budget - st.nd
-    return st.nd < max_seqs and left > 0 and _fits(st, j, _chunk(st.pl[j], threshold, left))
+    if st.nd >= max_seqs or left <= 0:
+        return False
+    hit, free = _hit(st, j)
+    x0 = hit * st.kv_bs
+    return _fits_hit(st, x0 + _chunk(st.pl[j] - x0, threshold, left), hit, free)
 
 
 @njit(cache=True)
@@ -337,6 +368,8 @@ def _chunk_run(st, ct, budget, threshold, t_stop):
     rem = st.pl[j] - st.pg[j]
     if c <= 0 or rem < 2 * c or 0 < threshold < c or (st.nd > 0 and st.d_id[st.nd - 1] > j):
         return -1
+    if st.pc_on and not _cache_still(st, j, st.pg[j] + (rem // c) * c, rem // c):
+        return -1
     held = st.blk[j]
     extra = max(blocks(st, st.pg[j] + (rem // c) * c) * st.kv_on - held, 0)
     if extra > st.kv_free:
@@ -354,7 +387,21 @@ def _chunk_run(st, ct, budget, threshold, t_stop):
         st.blk[j] -= back
         st.kv_free += back
         st.kv_peak = max(peak, st.kv_peak - back)
+    if st.pc_on and st.blk[j] > 0:
+        register(st, j, st.pg[j])
     return done
+
+
+@njit(cache=True)
+def _cache_still(st, j, x, k):
+    """With prefix caching on, whether a run of at most k chunk steps of request j (up to x tokens)
+    leaves the cache as registering j's blocks after it does: no decode completes in it (nothing
+    is freed) and none of the blocks j fills is cached already (taking blocks cannot then evict
+    one of them before j registers it)."""
+    for q in range(st.nd):
+        if st.d_rem[q] <= k:
+            return False
+    return not any_cached(st, j, x)
 
 
 @njit(cache=True)
@@ -363,6 +410,7 @@ def loop(st, ct, prm, t_stop):
     budget, max_seqs, threshold, limit = prm.budget, prm.max_seqs, prm.threshold, prm.max_model_len
     mixed_arrays(st)
     kv_setup(st, prm.kv, VLLM)
+    pc_setup(st, prm.caching)
     while running(st, t_stop):
         see_arrivals(st)
         if st.nd == 0 and st.np == 0 and st.wq_len == 0:
