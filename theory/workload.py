@@ -310,7 +310,8 @@ def table1(atoms: int = 200, total_cap: int = TOTAL_CAP) -> Workload:
 
 
 def _read_trace_csv(path, text: str | None = None) -> dict[str, np.ndarray]:
-    """Columns of a length trace: prompt_len, output_len (required); arrival_time, class."""
+    """Columns of a length trace: prompt_len, output_len (required); arrival_time, class,
+    prefix_parent and shared_prefix_tokens (:func:`_prefix_columns`)."""
     try:
         if text is None:
             with open(path, newline="", encoding="utf-8-sig") as fh:  # with or without a BOM
@@ -345,7 +346,32 @@ def _read_trace_csv(path, text: str | None = None) -> dict[str, np.ndarray]:
         cols["arrival_time"] = t
     if "class" in header:
         cols["class"] = np.array([r["class"] for r in rows])
+    if "prefix_parent" in header or "shared_prefix_tokens" in header:
+        cols.update(_prefix_columns(path, rows, header, cols["prompt_len"]))
     return cols
+
+
+def _prefix_columns(path, rows, header, prompt) -> dict[str, np.ndarray]:
+    """The prefix relation of a trace: ``prefix_parent`` (the 0-based data row of an earlier
+    request whose prompt starts with the same tokens; empty or -1: none) and
+    ``shared_prefix_tokens`` (how many; 0 where there is no parent, at most both prompts)."""
+    missing = {"prefix_parent", "shared_prefix_tokens"} - set(header)
+    if missing:
+        raise ConfigFileError(f"{path}: missing column {missing.pop()!r} (with the other)")
+    parent = _column(path, [{**r, "prefix_parent": r["prefix_parent"].strip() or "-1"} for r in rows],
+                     "prefix_parent", int)
+    shared = _column(path, rows, "shared_prefix_tokens", int)
+    for k, (p, s) in enumerate(zip(parent.tolist(), shared.tolist(), strict=True)):
+        row = k + 2
+        if s < 0 or (p < 0) != (s == 0):
+            raise ConfigFileError(f"{path}: row {row}: shared_prefix_tokens {s} with prefix_parent "
+                                  f"{p}: expected a count > 0 with a parent, 0 without one")
+        if p >= k:
+            raise ConfigFileError(f"{path}: row {row}, column 'prefix_parent': {p}, not an earlier data row")
+        if p >= 0 and s > min(prompt[k], prompt[p]):
+            raise ConfigFileError(f"{path}: row {row}, column 'shared_prefix_tokens': {s} exceeds the "
+                                  f"prompt ({int(prompt[k])}) or its parent's ({int(prompt[p])})")
+    return {"prefix_parent": parent.astype(np.int64), "shared_prefix_tokens": shared.astype(np.int64)}
 
 
 def _records(path, table: list[list[str]]) -> list[dict[str, str]]:
@@ -385,12 +411,15 @@ def _column(path, rows, name, kind) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class Trace:
-    """A request trace: lengths, and optionally arrival times and class labels."""
+    """A request trace: lengths, and optionally arrival times, class labels and the prefix
+    relation (``prefix``: each request's prefix parent, an earlier row or -1, and the prompt
+    tokens it shares with it; prefix caching reuses their KV blocks)."""
 
     L_P: np.ndarray
     L_D: np.ndarray
     arrival_time: np.ndarray | None = None
     request_class: np.ndarray | None = None
+    prefix: tuple[np.ndarray, np.ndarray] | None = None
 
     def workload(self, name: str) -> Workload:
         """The empirical joint law of the trace's lengths."""
@@ -399,11 +428,13 @@ class Trace:
 
 
 def read_trace(path: str | Path) -> Trace:
-    """Read a CSV trace (columns prompt_len, output_len; optional arrival_time, class)."""
+    """Read a CSV trace (columns prompt_len, output_len; optional arrival_time, class, and
+    prefix_parent with shared_prefix_tokens)."""
     cols = _read_trace_csv(path)
     lp = _lengths(f"{path}: prompt_len", cols["prompt_len"])
     ld = _lengths(f"{path}: output_len", cols["output_len"])
-    return Trace(lp, ld, cols.get("arrival_time"), cols.get("class"))
+    return Trace(lp, ld, cols.get("arrival_time"), cols.get("class"),
+                 (cols["prefix_parent"], cols["shared_prefix_tokens"]) if "prefix_parent" in cols else None)
 
 
 @cache

@@ -34,12 +34,16 @@ def _run_one(args, progress=None) -> GpuRun:
 def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls, n_class: int,
                 r: int, planner: str, rng: np.random.Generator, detail: bool = False,
                 log: bool = False, workers: int = 1, progress=None,
-                tbt_slo=None, tbt_from: float = 0.0) -> tuple[np.ndarray, list[GpuRun]]:
+                tbt_slo=None, tbt_from: float = 0.0, prefix=None) -> tuple[np.ndarray, list[GpuRun]]:
     """Route the requests and simulate every node. Returns (node of each request, node runs).
 
     ``progress(k)`` (optional) is told of completed requests as nodes run in this process;
     ``tbt_slo`` (optional) gives each class's TBT SLO, to count the gaps above it; the TBT
-    histograms count the tokens emitted at or after ``tbt_from`` (default 0: every token).
+    histograms count the tokens emitted at or after ``tbt_from`` (default 0: every token);
+    ``prefix`` (optional: each request's prefix parent, -1 for none, and shared prompt tokens)
+    is the prefix relation, kept between requests routed to the same node by a static planner
+    (a node caches only its own blocks; join-shortest-queue and disaggregated nodes treat every
+    request as unrelated).
     """
     if planner not in PLANNERS:
         raise UnknownNameError("planner", planner, PLANNERS)
@@ -62,13 +66,27 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D,
     node = np.zeros(len(arrival), dtype=np.int64) if r == 1 else route(planner, len(arrival), r, rng)
     options = RunOptions(n_class=n_class, detail=detail, log=log, tbt_slo=tbt_slo, tbt_from=tbt_from)
     jobs = [(cm, scheduler.__name__, params, arrival[node == g], L_P[node == g], L_D[node == g],
-             cls[node == g], options) for g in range(r)]
+             cls[node == g], replace(options, prefix=_node_prefix(prefix, node, g)))
+            for g in range(r)]
     if workers > 1 and r > 1:
         with ProcessPoolExecutor(max_workers=min(workers, r)) as pool:
             runs = list(pool.map(_run_one, jobs))
     else:
         runs = [_run_one(job, progress) for job in jobs]
     return node, runs
+
+
+def _node_prefix(prefix, node: np.ndarray, g: int):
+    """The prefix relation among node g's requests, in their indices on the node (a parent on
+    another node is none), or None without one."""
+    if prefix is None:
+        return None
+    parent, shared = (np.asarray(a, dtype=np.int64) for a in prefix)
+    mine = node == g
+    local = np.cumsum(mine) - 1
+    p = parent[mine]
+    kept = (p >= 0) & (node[np.maximum(p, 0)] == g)
+    return np.where(kept, local[np.maximum(p, 0)], -1), np.where(kept, shared[mine], 0)
 
 
 def _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log, tbt_slo, tbt_from):
