@@ -19,8 +19,20 @@ the gap. Each step, with a budget of ``max_num_batched_tokens`` tokens:
    request itself when it is the newest, which ends the pass;
 2. only if nothing was preempted in this step, *waiting* requests from the head of the queue
    (FCFS, head-of-line blocking): stop when ``max_num_seqs`` requests are running (holding KV) or
-   when the head's first chunk ``min(prompt plus outputs, threshold if > 0, budget left)`` cannot
-   get its blocks; otherwise it joins the running requests with that chunk.
+   when the head's first chunk ``min(tokens past its cache hit, threshold if > 0, budget left)``
+   cannot get its blocks; otherwise it joins the running requests with that chunk.
+
+Prefix caching (``enable_prefix_caching``, on by default as in vLLM v1 for decoder models;
+``get_computed_blocks`` of ``vllm/v1/core/kv_cache_manager.py``, read at ace980e, and
+``BlockPool`` of ``vllm/v1/core/block_pool.py``, read at c59cb79): a waiting request's computed
+tokens start after the longest run of cached full blocks from its first (at most ``(tokens - 1)
+// 16`` blocks), which it references instead of allocating; a cached block in the free queue
+counts as a block to allocate, and new blocks evict the least recently freed cached ones. Blocks
+are identified by the workload's prefix relation (a request's prefix parent and shared prompt
+tokens) and, for its own blocks, by the request; a preempted request's freed blocks stay cached,
+so its recompute mostly starts after them. :mod:`stability.sim.prefix_cache` gives the model,
+its sources and its simplifications. With it off, or with no shared prefix and no preemption,
+the steps are those without it.
 
 KV blocks (16 tokens) are taken incrementally, chunk by chunk and token by token, never the whole
 prompt at admission; there is no watermark and no swapping. A recompute prefill covers the prompt
@@ -28,12 +40,13 @@ and every output token so far and emits the next token, as :mod:`stability.sim.m
 
 Options: ``max_num_batched_tokens`` and ``max_num_seqs`` (default: vLLM's OpenAI-server defaults,
 ``EngineArgs.get_batch_defaults``: 8192 and 1024 on a GPU with at least 70 GiB that is not an
-A100, else 2048 and 256; then, as ``_set_default_max_num_seqs_and_batched_tokens_args`` does,
-the budget is capped at ``max_num_seqs * max_model_len`` and the sequences at the budget);
+A100, else 2048 and 256; then, as ``_set_default_max_num_seqs_and_batched_tokens_args`` does, the
+budget is capped at ``max_num_seqs * max_model_len`` and the sequences at the budget);
 ``long_prefill_token_threshold`` (0: off); ``max_model_len`` (default: the model's context window,
-else 8192); ``max_num_partial_prefills`` and ``max_long_partial_prefills``, which vLLM v1 accepts
-only at 1 (``EngineArgs._check_feature_supported`` raises "Concurrent Partial Prefill is not
-supported" otherwise, vllm-project/vllm#39737 on v0.19.0); and the memory options of
+else 8192); ``enable_prefix_caching`` (default True); ``max_num_partial_prefills`` and
+``max_long_partial_prefills``, which vLLM v1 accepts only at 1
+(``EngineArgs._check_feature_supported`` raises "Concurrent Partial Prefill is not supported"
+otherwise, vllm-project/vllm#39737 on v0.19.0); and the memory options of
 :func:`stability.sim.memory.kv_config` (``memory=True``, ``gpu_memory_utilization=0.9``,
 ``block_size=16``, ``kv_blocks``). As ``SchedulerConfig.verify_max_model_len`` does, a budget
 below ``max_num_seqs`` is refused; as vLLM does at start-up, so is a ``max_model_len`` whose
@@ -45,9 +58,10 @@ Choices where the simulator differs from the real system or the system is silent
   (``REJ_PROMPT_LIMIT``) when it reaches the head of the waiting queue: vLLM would stop it at
   ``max_model_len`` tokens (``check_stop``), i.e. not run the trace's request as given. So every
   admitted request fits an empty KV cache, and the oldest running request always progresses;
-* prefix caching is not modelled (vLLM turns it on by default): no prompt shares a prefix with
-  another, and a preempted request recomputes all its tokens, where vLLM may still find some of
-  its freed blocks in the cache;
+* prefix caching identifies blocks by the trace's prefix relation, not by token ids (a trace
+  without it shares nothing), and simplifies vLLM's pool where
+  :mod:`stability.sim.prefix_cache` says (one cached copy per block identity, decode blocks
+  registered when freed, the order of frees within a step);
 * the priority policy, speculative decoding, async scheduling, pipeline parallelism, encoders,
   LoRA and KV connectors are not modelled (FCFS, one step at a time).
 

@@ -134,6 +134,8 @@ def engine_options(run: ServingRun, scheduler: str = "vllm_v1") -> tuple[tuple[s
                "block_size": int(arg("block_size"))}
     if context:
         options["max_model_len"] = int(context)
+    if scheduler == "vllm_v1" and kw.get("enable_prefix_caching") is not None:
+        options["enable_prefix_caching"] = bool(kw["enable_prefix_caching"])
     return tuple(sorted(options.items()))
 
 

@@ -20,7 +20,7 @@ The cost tables' fields come from one table, :data:`COST_BLOCKS`, which generate
 :data:`COSTS` and its factory :func:`make_costs` (:mod:`stability.sim.kernels` fills the blocks from
 a cost model). The state's fields come from one table, :data:`STATE_BLOCKS`: each field's name,
 numba type and initial value, in blocks by who uses them (the engine core, KV memory, mixed
-batches, cycles and modes, SLAI). The state type :data:`STATE`, its initialiser
+batches, cycles and modes, SLAI, prefix caching). The state type :data:`STATE`, its initialiser
 :func:`init_state` and the batch log's growth (:func:`resize_log`) are generated from it, so a
 field is added in one place. Reading and writing fields in the hot loop is unchanged: plain
 structref attribute access (the generated code runs only when a record is created or the log
