@@ -122,7 +122,7 @@ from stability.sim.mixed import (
     preempt_prefill,
     run_mixed,
 )
-from stability.sim.prefix_cache import any_cached, lookup, pc_setup, register, take_hit
+from stability.sim.prefix_cache import any_cached, lookup, pc_setup, register, simple, take_hit
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
@@ -409,11 +409,12 @@ def _chunk_run(st, ct, budget, threshold, t_stop):
 @njit(cache=True)
 def _cache_still(st, j, x, k):
     """With prefix caching on, whether a run of at most k chunk steps of request j (up to x tokens)
-    leaves the cache as registering j's blocks after it does: no decode completes in it (nothing
-    is freed) and none of the blocks j fills is cached already (taking blocks cannot then evict
-    one of them before j registers it)."""
+    leaves the cache as registering j's blocks after it does: no decode but a simple one (freed
+    without touching the cache, :func:`stability.sim.prefix_cache.pc_release`) completes in it,
+    and none of the blocks j fills is cached already (taking blocks cannot then evict one of them
+    before j registers it)."""
     for q in range(st.nd):
-        if st.d_rem[q] <= k:
+        if st.d_rem[q] <= k and not simple(st, st.d_id[q]):
             return False
     return not any_cached(st, j, x)
 

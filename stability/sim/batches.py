@@ -300,7 +300,7 @@ def _advance_cached(st, na, k):
         if q < na and st.d_rem[q] == 0:
             j = st.d_id[q]
             st.t_finish[j] = st.clock
-            pc_release(st, j, st.d_pos[q] - 1)
+            pc_release(st, j, st.d_pos[q] - 1, True)
             done += 1
             continue
         if w_pos < q:

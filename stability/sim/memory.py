@@ -186,12 +186,12 @@ def release(st, j):
 
 
 @njit(cache=True)
-def free_blocks(st, j, computed):
-    """Free every block of request j, whose KV covers ``computed`` tokens (completion or
-    preemption): into the prefix cache when it is on (:func:`stability.sim.prefix_cache.pc_release`),
-    else as :func:`release`."""
+def free_blocks(st, j, computed, final):
+    """Free every block of request j, whose KV covers ``computed`` tokens, as it finishes
+    (``final``) or is preempted: into the prefix cache when it is on
+    (:func:`stability.sim.prefix_cache.pc_release`), else as :func:`release`."""
     if st.pc_on:
-        pc_release(st, j, computed)
+        pc_release(st, j, computed, final)
     else:
         release(st, j)
 

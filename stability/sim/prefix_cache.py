@@ -41,7 +41,15 @@ Where llmq simplifies (the simulator's choices):
 Lazy eviction: taking blocks only lowers ``kv_free``; the queue's head is popped (evicting cached
 identities) by :func:`sync` before anything reads or changes the cache. That is the eager order:
 every taking of blocks was legal (at most the free blocks), so popping its blocks later takes the
-same items from the head, and every push to the tail and every hit syncs first.
+same items from the head, and every hit syncs first.
+
+Lazy registration: a *simple* request (no prefix parent, parent of none, never preempted) has
+identities nobody else shares and no earlier copy of them, so only its own recompute after a
+preemption could hit them. Its blocks are registered only when a preemption frees them (none of
+its identities can be cached then, so the outcome is the eager one), and when it finishes they
+are freed as blocks with no identity: nothing can look its identities up any more, and a cached
+free block is taken from the queue exactly as one with no identity. A simple request thus costs
+O(1) at admission and completion, and runs of blocks with no identity are one queue item.
 
 References
 ----------
@@ -66,11 +74,15 @@ def pc_setup(st, on):
     m = st.arr.size
     n = st.kv_total
     st.pc_on = 1
-    st.pc_hit = np.zeros(m, dtype=np.int64)
-    st.pc_done = np.zeros(m, dtype=np.int64)
     if st.pfx_par.size < m:
         st.pfx_par = np.full(m, -1, dtype=np.int64)
         st.pfx_len = np.zeros(m, dtype=np.int64)
+    st.pfx_kid = np.zeros(m, dtype=np.int64)
+    for j in range(m):
+        if st.pfx_par[j] >= 0:
+            st.pfx_kid[st.pfx_par[j]] = 1
+    st.pc_hit = np.zeros(m, dtype=np.int64)
+    st.pc_done = np.zeros(m, dtype=np.int64)
     st.e_key = np.zeros(n, dtype=np.int64)
     st.e_ref = np.zeros(n, dtype=np.int64)
     st.e_seq = np.full(n, -1, dtype=np.int64)
@@ -78,9 +90,10 @@ def pc_setup(st, on):
     st.e_life = np.zeros(n, dtype=np.int64)
     st.e_free = np.arange(n - 1, -1, -1).astype(np.int64)
     st.e_nfree = n
-    st.fq = np.full(2 * n + 2, -1, dtype=np.int64)  # every block free, none with an identity
+    st.fq = np.zeros(2 * n + 4, dtype=np.int64)
+    st.fq[0] = -n  # every block free, none with an identity
     st.fq_head = 0
-    st.fq_tail = n
+    st.fq_tail = 1
     st.fq_live = n
 
 
@@ -104,16 +117,27 @@ def ident(st, j, b):
 
 
 @njit(cache=True)
+def simple(st, j):
+    """Request j has no prefix parent, is the parent of none and was never preempted (the module
+    docstring's lazy registration)."""
+    return (st.pfx_par[j] < 0) & (st.pfx_kid[j] == 0) & (st.npre[j] == 0)
+
+
+@njit(cache=True)
 def _compact(st):
-    """Rewrite the queue without its stale items (entries taken out by a hit), in order."""
+    """Rewrite the queue without its stale items (entries taken out by a hit), in order, merging
+    neighbouring runs of blocks with no identity."""
     cap = st.fq.size
     out = np.empty(cap, dtype=np.int64)
     w = 0
     for pos in range(st.fq_head, st.fq_tail):
         s = st.fq[pos % cap]
         if s < 0:
-            out[w] = -1
-            w += 1
+            if w > 0 and out[w - 1] < 0:
+                out[w - 1] += s
+            else:
+                out[w] = s
+                w += 1
         elif st.e_seq[s] == pos:
             out[w] = s
             st.e_seq[s] = w
@@ -125,39 +149,66 @@ def _compact(st):
 
 @njit(cache=True)
 def _push(st, s):
-    """Append a freed block to the queue's tail: entry slot s, or -1 for a block with no identity."""
+    """Append entry slot s (a freed cached block) to the queue's tail."""
     if st.fq_tail - st.fq_head == st.fq.size:
         _compact(st)
-    if s >= 0:
-        st.e_seq[s] = st.fq_tail
+    st.e_seq[s] = st.fq_tail
     st.fq[st.fq_tail % st.fq.size] = s
     st.fq_tail += 1
     st.fq_live += 1
 
 
 @njit(cache=True)
+def _push_plain(st, k):
+    """Append k freed blocks with no identity to the queue's tail (one run with the tail's own)."""
+    if k <= 0:
+        return
+    cap = st.fq.size
+    last = (st.fq_tail - 1) % cap
+    if st.fq_tail > st.fq_head and st.fq[last] < 0:
+        st.fq[last] -= k
+    else:
+        if st.fq_tail - st.fq_head == cap:
+            _compact(st)
+        st.fq[st.fq_tail % cap] = -k
+        st.fq_tail += 1
+    st.fq_live += k
+
+
+@njit(cache=True)
 def sync(st):
     """Pop from the queue's head the blocks taken since the last sync, evicting their identities."""
     cap = st.fq.size
-    while st.fq_live > st.kv_free:
+    need = st.fq_live - st.kv_free
+    while need > 0:
         pos = st.fq_head
         s = st.fq[pos % cap]
-        st.fq_head = pos + 1
         if s < 0:
-            st.fq_live -= 1
-        elif st.e_seq[s] == pos:
+            take = min(-s, need)
+            need -= take
+            st.fq_live -= take
+            if take == -s:
+                st.fq_head = pos + 1
+            else:
+                st.fq[pos % cap] = s + take
+            continue
+        st.fq_head = pos + 1
+        if st.e_seq[s] == pos:
             del st.pc_map[st.e_key[s]]
             st.e_seq[s] = -1
             st.e_owner[s] = -1
             st.e_free[st.e_nfree] = s
             st.e_nfree += 1
             st.fq_live -= 1
+            need -= 1
 
 
 @njit(cache=True)
 def lookup(st, j):
     """``get_computed_blocks`` for request j (no computed tokens): (cached blocks from its first,
     at most ``(tokens - 1) // B``; of those, how many are free and so must be taken from the queue)."""
+    if simple(st, j):
+        return 0, 0
     sync(st)
     hit = 0
     free = 0
@@ -188,7 +239,7 @@ def take_hit(st, j, hit):
 
 
 @njit(cache=True)
-def register(st, j, tokens):
+def _register(st, j, tokens):
     """Cache request j's full blocks of its first ``tokens`` tokens not handled yet: each whose
     identity is not cached becomes a cached block j holds; one whose identity is cached stays plain."""
     upto = tokens // st.kv_bs
@@ -211,8 +262,18 @@ def register(st, j, tokens):
 
 
 @njit(cache=True)
+def register(st, j, tokens):
+    """Cache request j's scheduled full blocks of its first ``tokens`` tokens (a simple request's
+    wait until a preemption frees them)."""
+    if not simple(st, j):
+        _register(st, j, tokens)
+
+
+@njit(cache=True)
 def any_cached(st, j, tokens):
     """Whether some full block of request j's first ``tokens`` tokens not handled yet is cached."""
+    if simple(st, j):
+        return False
     sync(st)
     for b in range(st.pc_done[j], tokens // st.kv_bs):
         if ident(st, j, b) in st.pc_map:
@@ -221,11 +282,17 @@ def any_cached(st, j, tokens):
 
 
 @njit(cache=True)
-def pc_release(st, j, computed):
-    """Free request j's blocks (``KVCacheManager.free``), its KV covering ``computed`` tokens: its
-    full blocks are cached first, then each block, last first, loses j's reference and joins the
-    queue's tail once nobody references it."""
-    register(st, j, computed)
+def pc_release(st, j, computed, final):
+    """Free request j's blocks (``KVCacheManager.free``), its KV covering ``computed`` tokens, as
+    it finishes (``final``) or is preempted: its full blocks are cached first, then each block,
+    last first, loses j's reference and joins the queue's tail once nobody references it. A
+    simple request that finishes frees its blocks as blocks with no identity (module docstring)."""
+    if final and simple(st, j):
+        _push_plain(st, st.blk[j])
+        st.kv_free += st.blk[j]
+        st.blk[j] = 0
+        return
+    _register(st, j, computed)
     sync(st)
     freed = 0
     hit = st.pc_hit[j]
@@ -238,14 +305,14 @@ def pc_release(st, j, computed):
             t = st.pc_map[key]
             if b < hit or (st.e_owner[t] == j and st.e_life[t] == life):
                 s = t
-        if s >= 0:
+        if s < 0:
+            _push_plain(st, 1)
+            freed += 1
+        else:
             st.e_ref[s] -= 1
             if st.e_ref[s] == 0:
                 _push(st, s)
                 freed += 1
-        else:
-            _push(st, -1)
-            freed += 1
     st.kv_free += freed
     st.blk[j] = 0
     st.pc_hit[j] = 0

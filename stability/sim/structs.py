@@ -210,14 +210,16 @@ STATE_BLOCKS: dict[str, list] = {
         ("s_id", IA, Zeros("1")), ("s_pos", IA, Zeros("1")), ("s_rem", IA, Zeros("1")),
         ("psa_memo", FA, Zeros("0")), ("psa_c", I64, "0"),
     ],
-    # --- prefix caching (stability.sim.prefix_cache): on; per request its prefix parent and the
-    # tokens it shares with it (empty: no request shares), blocks it holds by a cache hit, full
-    # blocks it has registered or hit; the cache (block identity -> entry slot) and per entry slot
-    # its identity, holders, free-queue position (-1: held), registering request and its life; free
-    # slots; the free-block queue (entry slots, -1 a block with no identity), its head, tail, live
-    # items. The per-request and per-slot arrays are empty until prefix_cache.pc_setup sizes them
+    # --- prefix caching (stability.sim.prefix_cache): on; per request its prefix parent, the
+    # tokens it shares with it (empty: no request shares), whether it is a parent, blocks it holds
+    # by a cache hit, full blocks it has registered or hit; the cache (block identity -> entry
+    # slot) and per entry slot its identity, holders, free-queue position (-1: held), registering
+    # request and its life; free slots; the free-block queue (entry slots, -k a run of k blocks
+    # with no identity), its head, tail, live blocks. The per-request and per-slot arrays are
+    # empty until prefix_cache.pc_setup sizes them
     "prefix": [
         ("pc_on", I64, "0"), ("pfx_par", IA, Zeros("0")), ("pfx_len", IA, Zeros("0")),
+        ("pfx_kid", IA, Zeros("0")),
         ("pc_hit", IA, Zeros("0")), ("pc_done", IA, Zeros("0")),
         ("pc_map", DICT, "Dict.empty(key_type=types.int64, value_type=types.int64)"),
         ("e_key", IA, Zeros("0")), ("e_ref", IA, Zeros("0")), ("e_seq", IA, Zeros("0")),
