@@ -413,6 +413,7 @@ def test_defaults_are_vllms_openai_server_defaults(gpu, budget, seqs):
     ({"max_model_len": 0}, "max_model_len"),
     ({"max_model_len": 10**9}, "max_model_len"),  # its KV does not fit the GPU
     ({"kv_blocks": 4, "block_size": 16, "max_model_len": 65}, "max_model_len"),
+    ({"enable_prefix_caching": "yes"}, "enable_prefix_caching"),
 ])
 def test_options_vllm_refuses_are_refused(options, field):
     cm = toy_cost_model("toy4", "paper")
