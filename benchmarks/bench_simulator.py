@@ -113,6 +113,7 @@ def scaling_table(sizes: tuple[int, ...], gpus: tuple[int, ...]) -> None:
 def main() -> None:
     from stability.sim.cluster import run_cluster
     from stability.sim.registry import get_scheduler, scheduler_names
+    from stability.sim.routing import Cluster, Requests
     from stability.sim.simulate import Scenario, cost_model_of, simulate, workload_of
     from tests import reference_sim
     from theory.bounds import T_bar_R
@@ -158,12 +159,12 @@ def main() -> None:
     L_P, L_D = w.sample(n_ref, rng)
     rad = get_scheduler("rad")
     params = rad.make_params(cm, n=2000)
-    cls = np.zeros(n_ref, dtype=np.int64)
-    engine_s = timed(lambda: run_cluster(cm, rad, params, arrival, L_P, L_D, cls, 1, 1, "random", rng))
+    requests = Requests(arrival, L_P, L_D, np.zeros(n_ref, dtype=np.int64))
+    engine_s = timed(lambda: run_cluster(cm, rad, params, requests, Cluster(1, "random", rng)))
     holder = {}
     ref_s = timed(lambda: holder.update(sim=reference_sim.rad(cm, arrival, L_P, L_D, params.n,
                                                               params.t_col, params.chunk)), repeat=1)
-    _, runs = run_cluster(cm, rad, params, arrival, L_P, L_D, cls, 1, 1, "random", rng)
+    _, runs = run_cluster(cm, rad, params, requests, Cluster(1, "random", rng))
     same = np.allclose(runs[0].t_finish, [r.finish for r in holder["sim"][0].reqs], rtol=1e-9)
     print(f"\nRAD on the same {n_ref} requests: engine {n_ref / engine_s:,.0f} req/s, naive reference "
           f"{n_ref / ref_s:,.0f} req/s ({len(holder['sim'][0].batches) / n_ref:.1f} batches/req): "

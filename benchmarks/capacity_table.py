@@ -38,7 +38,7 @@ import tomli_w
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stability.attain import attain_cell
+from stability.attain import CellOptions, attain_cell
 from theory.hardware import gpu_names, gpu_table
 from theory.io import atomic_write_csv, atomic_write_text
 
@@ -117,8 +117,8 @@ def main(argv=None) -> int:
         else:
             t = time.perf_counter()
             cell = attain_cell(f"{gpu}_c5ms" if overhead else gpu, mode, variant,
-                               gpu_file=str(gfiles[mode]) if overhead else None,
-                               replicates=args.replicates, n_requests=args.requests)
+                               CellOptions(gpu_file=str(gfiles[mode]) if overhead else None,
+                                           replicates=args.replicates, n_requests=args.requests))
             cell["gpu"], cell["elapsed_s"] = gpu, time.perf_counter() - t
             atomic_write_text(path, json.dumps(cell, indent=1))
         done.append(cell)

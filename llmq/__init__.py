@@ -19,7 +19,7 @@ The simulator, :mod:`stability.sim`
     ``get_scheduler``, ``scheduler_names``: the scheduler registry.
 Stability analysis, :mod:`stability`
     ``SweepSpec``, ``run_sweep``, ``boundary_rows``: capacity-region sweeps (``llmq region``).
-    ``build_chain``, ``empirical_n_min``: RAD's cycle DTMC (``llmq dtmc``).
+    ``build_chain``, ``ChainOptions``, ``empirical_n_min``: RAD's cycle DTMC (``llmq dtmc``).
 The planner, :mod:`stability.planner`
     ``PlanSpec``, ``SloSpec``, ``parse_slo``, ``build_grid``, ``search``, ``SearchOptions``: the
     cheapest fleet for a target load within SLOs (``llmq plan``); ``Runner``, ``Cache``, ``LocalExecutor``
@@ -54,7 +54,7 @@ _HOMES = {
     "stability.sim.simulate": ("Scenario", "SimResult", "simulate"),
     "stability.sim.registry": ("get_scheduler", "scheduler_names"),
     "stability.region": ("SweepSpec", "run_sweep", "boundary_rows"),
-    "stability.dtmc": ("build_chain", "empirical_n_min"),
+    "stability.dtmc": ("build_chain", "ChainOptions", "empirical_n_min"),
     "stability.planner.spec": ("PlanSpec",),
     "stability.planner.slo": ("SloSpec", "parse_slo"),
     "stability.planner.grid": ("build_grid",),

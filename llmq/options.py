@@ -74,10 +74,10 @@ MEANINGS = {
                         "scheduler)", "repeat"),
     "--rate": Meaning("arrival rate into the system, requests/s", "float"),
     "--load": Meaning("arrival rate as a fraction of lambda*", "float"),
-    "--requests": Meaning("requests per simulation run", "int"),
+    "--requests": Meaning("requests per simulation run, all nodes together", "int"),
     "--seeds": Meaning("replicates (seeds) per point", "int"),
     "--trace": Meaning("CSV trace replayed as the arrivals (columns arrival_time, prompt_len, "
-                       "output_len)", "text"),
+                       "output_len), or a packaged one: azure-code-2023, azure-conv-2023", "text"),
     "--classes": Meaning("request classes with TBT SLOs NAME:PROB:TBT,..., e.g. "
                          "paying:0.05:0.1,free:0.95:0.5 (Section 7)", "text"),
     "--epsilon": Meaning("Theorem 2's margin eps in (0, 1)", "text"),

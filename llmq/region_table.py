@@ -23,7 +23,8 @@ FLAGS = {
     "bisection bracket disagrees": "the boundary's CI (from the saturation runs) misses the bracket that "
                                    "bisecting on the stability verdict found, [highest stable-looking rate "
                                    "less its growth, lowest unstable rate]: the two estimates of the "
-                                   "boundary disagree (more --requests or --bisect steps narrow the bracket)",
+                                   "boundary disagree (more --requests-per-node or --bisect steps narrow the "
+                                   "bracket)",
     "not saturated": "a saturation run's queue emptied: the boundary is a lower bound and its CI is "
                      "open above (inf)",
 }

@@ -64,16 +64,15 @@ def check_scheduler_options(options: dict, cost_model, *, auto: tuple = (), clas
     or combination of the values to try, one its ``make_params`` accepts on the cost model that
     ``cost_model()`` builds (called only when there are values to check); ``(scheduler, name)`` pairs
     in ``auto`` may also be ``"auto"`` (resolved later)."""
-    import inspect
     from itertools import product
 
-    from stability.sim.registry import get_scheduler
+    from stability.sim.registry import get_scheduler, option_names
     from stability.sim.simulate import make_params
     from theory.errors import LlmqError
 
     for sched, opts in options.items():
         module = get_scheduler(sched)
-        accepted = [p for p in inspect.signature(module.make_params).parameters if p != "cm"]
+        accepted = option_names(module)
         for name in opts:
             if name not in accepted:
                 raise FieldError(f"{field} {sched}.{name}", name,

@@ -31,7 +31,9 @@ def models() -> list[str]:
     """Keys of the model presets whose dimensions the tiles of every GPU preset divide in paper
     mode: Section 3.2.1's hypothesis ("model dimensions divisible by tiles"), which the claims
     checked over presets assume. A preset outside it (Qwen3-32B: its vocabulary of 151,936 is not
-    a multiple of 256) is a real-mode model, where the vocabulary is padded (``theory.models``)."""
+    a multiple of 256) is a real-mode model, where the vocabulary is padded (``theory.models``).
+    A mixture of experts (``theory.moe``) is left out too: the claims are the paper's, about its
+    dense layer."""
     from theory.cost import build_cost_model
     from theory.errors import TileDivisibilityError
     from theory.hardware import get_gpu
@@ -45,7 +47,7 @@ def models() -> list[str]:
             return False
         return True
 
-    return [m for m in model_names() if divisible(m)]
+    return [m for m in model_names() if get_model(m).moe is None and divisible(m)]
 
 
 def t_star_first(gpu: GPU) -> tuple[Tile, ...]:

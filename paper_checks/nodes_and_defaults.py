@@ -48,12 +48,12 @@ def _deterministic_cycles(cm, r: int, samples: int) -> list[str]:
     """n = 1, L^P = 16 = t*_lcm, L^D = 8: a cycle is one prefill chunk and 8 single decodes, T in
     closed form (Eq. 7); the drift is (lambda / r) T - 1 from x >= 1 and (lambda / r) T from
     x = 0, whose cycle first waits Exp(lambda / r) (mean r / lambda)."""
-    from stability.dtmc import build_chain
+    from stability.dtmc import ChainOptions, build_chain
 
     w = get_workload("deterministic:16,8")
     T = T_batch(cm, Batch.of([(1, 16)], [])) + sum(T_batch(cm, Batch.of([], [i])) for i in range(17, 25))
     lam = 0.5 * r / T
-    chain = build_chain(cm, w, n=1, lam=lam, r=r, samples=samples, x_max=30)
+    chain = build_chain(cm, w, n=1, lam=lam, r=r, options=ChainOptions(samples=samples, x_max=30))
     bad = []
     if not _close(chain.saturated_drift()[0], lam / r * T - 1):
         bad.append(f"r = {r}: drift at x >= 1 is {chain.saturated_drift()[0]:.6g}, "
@@ -128,7 +128,7 @@ def _theorems_executed(r: int, fast: bool) -> tuple[list[str], dict]:
     """RAD's executed chain at r nodes: with lambda* = r / T_bar^R, negative drift for x >= n at
     0.9 lambda* and positive at 1.1 lambda*; compare_with_paper applies Theorem 1 only above."""
     from paper_checks.chain_statements import compare_with_paper
-    from stability.dtmc import CycleSampler, build_chain
+    from stability.dtmc import ChainOptions, CycleSampler, build_chain
     from theory.bounds import T_bar_R
 
     cm = small_tile_cost_model()
@@ -139,8 +139,8 @@ def _theorems_executed(r: int, fast: bool) -> tuple[list[str], dict]:
     bad, rows = [], {}
     for load in (0.9, 1.1):
         lam = load * r / tbar
-        chain = build_chain(cm, w, n, lam, r=r, samples=3 if fast else 10, sampler=sampler, sat=sat,
-                            x_max=n + 40)
+        chain = build_chain(cm, w, n, lam, r=r, sampler=sampler, sat=sat,
+                            options=ChainOptions(samples=3 if fast else 10, x_max=n + 40))
         m, lo, hi = chain.saturated_drift()
         expected = float(np.mean(lam / r * sat.T - sat.K))
         info, checks = compare_with_paper(chain, cm, w)

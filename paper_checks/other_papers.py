@@ -1,8 +1,9 @@
 """Other papers: the throughput-optimality claims of Li, Dai and Peng (2025).
 
 (Nie, Si and Zhou's KV-memory threshold: :mod:`paper_checks.other_papers_kv`; the exclusive- versus
-mixed-batching crossover of Zhang et al.: :mod:`paper_checks.other_papers_batching`; both registered
-on import of this module.)
+mixed-batching crossover of Zhang et al.: :mod:`paper_checks.other_papers_batching`; Ao, Luo,
+Simchi-Levi and Wang's fluid region under KV memory and WAIT: :mod:`paper_checks.other_papers_wait`;
+all registered on import of this module.)
 
 (Theorems 1-2 of Bari, Hegde, de Veciana under a per-batch overhead are the library's own
 extensions: :mod:`paper_checks.beyond_paper`.)
@@ -33,7 +34,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from paper_checks import other_papers_batching, other_papers_kv  # noqa: F401  (register their checks)
+from paper_checks import other_papers_batching, other_papers_kv, other_papers_wait  # noqa: F401  (register)
 from paper_checks.evidence import Points
 from paper_checks.registry import Result, Verdict, register
 from theory.capacity import capacity_bound

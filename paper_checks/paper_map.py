@@ -6,19 +6,25 @@ Every row is computed, never kept by hand:
   propositions, lemmas, theorems, definitions, algorithms), then every appendix section named in a
   registered check's ``location`` ("Appendix C.2"), then, for the checks that name neither, the
   table or section their location starts with ("Table 1", "Section 7");
-* the functions, classes and methods that implement an item are found by scanning the docstrings
-  of the installed packages (:data:`PACKAGES`, walked with :mod:`pkgutil`, so a module that moves
-  is followed) for citations such as "Eq. 7", "Eqs. 23-25", "Lemmas 3-4", "Algorithm 1",
-  "Appendix C.2"; the registered check functions are the checks, not implementations, and the
-  check machinery (:data:`NOT_IMPLEMENTATIONS`) is left out;
+* the code of an item is found by scanning the docstrings of the installed packages
+  (:data:`PACKAGES`, walked with :mod:`pkgutil`, so a module that moves is followed). The object
+  that computes an item says so in its docstring with a sentence "Implements Eq. 7." (its role
+  ``"implements"``), its sympy counterpart with "Symbolic twin of Eq. 7." (``"twin"``); every
+  other object whose docstring cites the item ("Eq. 7", "Eqs. 23-25", "Lemmas 3-4",
+  "Algorithm 1", "Appendix C.2") is listed as citing it (``"cites"``). A numbered item with no
+  implementing object has its reason in :data:`paper_checks.items.NOT_IMPLEMENTED` (a step of a
+  proof, a definition). The registered check functions are the checks, not implementations, and
+  the check machinery (:data:`NOT_IMPLEMENTATIONS`) is left out;
+* each numbered equation carries its printed LaTeX (:data:`EQUATIONS_PATH`), which the site renders
+  as math;
 * the checks are the registry's (:func:`paper_checks.registry.all_checks`), each listed under
   every item it covers (its ``items``, and the appendix sections of its ``location``); a check
   beyond the paper (the library's own extension of a result, section ``beyond``) is listed in its
   own column of the items it extends, never among the checks of those items, so its FAIL is not
   read as a FAIL of the paper;
 * the verdict of a check is the recorded one (``verdicts.json``); the finding, coverage,
-  counterexample and correction come from a report of ``llmq check`` (``paper_checks.json``) when
-  one is given.
+  counterexample, correction and margin come from a report of ``llmq check``
+  (``paper_checks.json``) when one is given.
 
 ``python -m paper_checks.paper_map`` prints the counts.
 """
@@ -33,8 +39,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from paper_checks.items import PAPER_ITEMS
+from paper_checks.items import NOT_IMPLEMENTED, PAPER_ITEMS
 from paper_checks.registry import Check, all_checks
+from theory.config import read_toml
 
 PACKAGES = ("theory", "stability", "paper_checks", "llmq")
 # modules whose docstrings cite items without implementing them: the list of items itself, this
@@ -45,6 +52,9 @@ NOT_IMPLEMENTATIONS = ("paper_checks.items", "paper_checks.paper_map", "paper_ch
 # that; their functions (the exact computations the checks compare with the printed claims) stay
 CHECKS_PACKAGE = "paper_checks"
 VERDICTS_PATH = Path(__file__).with_name("verdicts.json")
+# the printed equations in LaTeX, with their source and transformation
+EQUATIONS_PATH = Path(__file__).parent / "data" / "equations.toml"
+ROLES = ("implements", "twin", "cites")
 
 _KINDS = {
     "eq": "Eq.", "eqs": "Eq.", "equation": "Eq.", "equations": "Eq.",
@@ -60,6 +70,10 @@ _CITATION = re.compile(
     r"\b(Eqs?\.|Equations?|Assumptions?|Propositions?|Lemmas?|Theorems?|Definitions?|Algorithms?)"
     rf"\s*({_NUM}(?:\s*(?:,|and|&)\s*{_NUM})*)")
 _APPENDIX = re.compile(r"\bAppendix\s+([A-Z](?:\.\d+)?)\b")
+# the markers of the implementing object and of its symbolic twin: the items up to the line's end
+# or a semicolon ("Implements Eq. 7.", "Symbolic twin of Eqs. 11 and 12.")
+_MARKERS = {"implements": re.compile(r"\bImplements\s+([^\n;]*)"),
+            "twin": re.compile(r"\bSymbolic twin of\s+([^\n;]*)")}
 _LOCATION_HEAD = re.compile(r"^(Table\s+\d+|Section\s+\d+|Abstract|Other papers)")
 
 
@@ -96,6 +110,29 @@ def cited_items(text: str) -> set[str]:
     return out
 
 
+def marked_items(text: str) -> dict[str, set[str]]:
+    """The items ``text`` marks itself as implementing, or as the symbolic twin of.
+
+    Parameters
+    ----------
+    text : str
+        A docstring.
+
+    Returns
+    -------
+    dict
+        ``{"implements": items, "twin": items}``: the items cited after "Implements" and after
+        "Symbolic twin of", up to the end of the line or a semicolon.
+
+    Examples
+    --------
+    >>> marked_items("Implements Eq. 7; see Eq. 2.")
+    {'implements': {'Eq. 7'}, 'twin': set()}
+    """
+    return {role: {i for m in pattern.finditer(text or "") for i in cited_items(m.group(1))}
+            for role, pattern in _MARKERS.items()}
+
+
 @dataclass(frozen=True)
 class Implementer:
     """A documented object of the packages whose docstring cites an item.
@@ -106,10 +143,14 @@ class Implementer:
         Fully qualified name, ``module.Class.method``: the anchor of its API reference entry.
     kind : str
         ``"function"``, ``"class"``, ``"method"`` or ``"module"``.
+    role : str
+        ``"implements"`` (its docstring says "Implements <item>"), ``"twin"`` ("Symbolic twin of
+        <item>") or ``"cites"`` (it cites the item otherwise).
     """
 
     name: str
     kind: str
+    role: str = "cites"
 
 
 @dataclass(frozen=True)
@@ -158,10 +199,15 @@ class Row:
     group : str
         ``"numbered"`` (:data:`PAPER_ITEMS`), ``"appendix"`` or ``"other"``.
     implementers : tuple of Implementer
+        Every object whose docstring marks or cites the item, implementing ones first.
     checks : tuple of str
         Ids of the checks listed under it.
     beyond : tuple of str
         Ids of the checks beyond the paper that extend it (their own column).
+    latex : str
+        The printed equation (numbered equations only; else empty).
+    not_implemented : str
+        Why no object implements the item (:data:`paper_checks.items.NOT_IMPLEMENTED`), or empty.
     """
 
     item: str
@@ -169,6 +215,12 @@ class Row:
     implementers: tuple[Implementer, ...]
     checks: tuple[str, ...]
     beyond: tuple[str, ...] = ()
+    latex: str = ""
+    not_implemented: str = ""
+
+    def by_role(self, role: str) -> tuple[Implementer, ...]:
+        """The implementers with ``role`` (:data:`ROLES`)."""
+        return tuple(i for i in self.implementers if i.role == role)
 
 
 def _modules(packages: tuple[str, ...]):
@@ -217,7 +269,8 @@ def scan_docstrings(packages: tuple[str, ...] = PACKAGES,
     Returns
     -------
     dict
-        ``{item: [Implementer, ...]}`` in walk order, objects before the modules that hold them.
+        ``{item: [Implementer, ...]}``: the implementing objects, then the symbolic twins, then the
+        objects citing it (objects before the modules that hold them), each in walk order.
     """
     found: dict[str, list[Implementer]] = {}
     seen = set()
@@ -230,10 +283,17 @@ def scan_docstrings(packages: tuple[str, ...] = PACKAGES,
             if qual in exclude or qual in seen:
                 continue
             seen.add(qual)
+            marked = marked_items(doc)
             for item in cited_items(doc):
-                found.setdefault(item, []).append(Implementer(qual, kind))
+                role = next((r for r in ("implements", "twin") if item in marked[r]), "cites")
+                found.setdefault(item, []).append(Implementer(qual, kind, role))
     order = {"function": 0, "class": 0, "method": 0, "module": 1}
-    return {k: sorted(v, key=lambda i: order[i.kind]) for k, v in found.items()}
+    return {k: sorted(v, key=lambda i: (ROLES.index(i.role), order[i.kind])) for k, v in found.items()}
+
+
+def load_equations(path: str | Path = EQUATIONS_PATH) -> dict[str, str]:
+    """``{"Eq. 2": latex, ...}``: the printed equations (:data:`EQUATIONS_PATH`)."""
+    return {k: v["latex"].strip() for k, v in read_toml(path)["equations"].items()}
 
 
 def check_items(check: Check) -> tuple[str, ...]:
@@ -262,7 +322,8 @@ def load_report(path: str | Path | None) -> dict[str, dict]:
         return {}
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     keys = ("summary", "coverage", "counterexample", "correction", "correction_check", "evidence")
-    return {c["id"]: {k: c[k] for k in keys if c.get(k)} for c in data.get("checks", [])}
+    return {c["id"]: {k: c[k] for k in (*keys, "margin") if c.get(k) or (k == "margin" and k in c)}
+            for c in data.get("checks", [])}
 
 
 @dataclass(frozen=True)
@@ -280,12 +341,13 @@ class PaperMap:
     checks: dict[str, CheckEntry]
 
     def counts(self) -> dict[str, int]:
-        """Items, numbered items, rows with implementing functions, rows with checks, checks listed
-        (beyond-the-paper checks included)."""
+        """Items, numbered items, rows with an implementing object, rows with a symbolic twin, rows
+        with checks, checks listed (beyond-the-paper checks included)."""
         listed = {c for r in self.rows for c in (*r.checks, *r.beyond)}
         return {"items": len(self.rows),
                 "numbered items": sum(r.group == "numbered" for r in self.rows),
-                "rows with functions": sum(bool(r.implementers) for r in self.rows),
+                "rows with functions": sum(bool(r.by_role("implements")) for r in self.rows),
+                "rows with symbolic twins": sum(bool(r.by_role("twin")) for r in self.rows),
                 "rows with checks": sum(bool(r.checks) for r in self.rows),
                 "checks listed": len(listed)}
 
@@ -327,8 +389,9 @@ def build(report: str | Path | None = None, verdicts_path: str | Path = VERDICTS
     other = [i for i in by_item if i not in PAPER_ITEMS and i not in appendix]
     groups = ([(i, "numbered") for i in PAPER_ITEMS] + [(i, "appendix") for i in appendix]
               + [(i, "other") for i in other])
+    equations = load_equations()
     rows = tuple(Row(item, group, tuple(implementers.get(item, ())), tuple(by_item.get(item, ())),
-                     tuple(extended.get(item, ())))
+                     tuple(extended.get(item, ())), equations.get(item, ""), NOT_IMPLEMENTED.get(item, ""))
                  for item, group in groups)
     return PaperMap(rows, entries)
 
@@ -337,9 +400,10 @@ def main() -> None:
     """Print the paper map's counts."""
     pm = build()
     print(", ".join(f"{k}: {v}" for k, v in pm.counts().items()))
-    missing = [r.item for r in pm.rows if r.group == "numbered" and not r.implementers]
+    missing = [r.item for r in pm.rows if r.group == "numbered" and not r.by_role("implements")
+               and not r.not_implemented]
     if missing:
-        print("numbered items no docstring cites:", ", ".join(missing))
+        print("numbered items with neither an implementing object nor a reason:", ", ".join(missing))
 
 
 if __name__ == "__main__":  # pragma: no cover

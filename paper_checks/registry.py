@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 
 from paper_checks.evidence import Method, level_of
@@ -50,7 +50,8 @@ from paper_checks.items import PAPER_ITEMS
 from paper_checks.margins import BLIND_ABOVE
 from theory.errors import FieldError, UnknownNameError
 
-MODULES = ("section3_model", "appendix_b", "section4_theorems", "appendix_c", "algorithms",
+MODULES = ("section3_model", "section3_assumptions", "appendix_b", "appendix_b_bounds", "section4_theorems",
+           "appendix_c", "appendix_c_recurrence", "algorithms",
            "section5_claims", "section67_data", "slai_steps", "nodes_and_defaults", "proofs",
            "compiled_rad", "statements", "figure5", "section7_results", "beyond_paper", "other_papers")
 SECTIONS = ("paper", "beyond", "other")
@@ -221,12 +222,15 @@ class Check:
 _REGISTRY: dict[str, Check] = {}
 
 
-def register(id: str, *, location: str, items: tuple[str, ...] | list[str], claim: str,
-             method: str, level: Level | str, domain: str = "", evaluates: tuple[Method, ...] = (),
-             section: str = "paper", extends: tuple[str, ...] = ()
-             ) -> Callable[[Callable[[bool], Result]], Callable[[bool], Result]]:
-    """Decorator: register ``fn(fast) -> Result`` as the check ``id`` with its evidence ``level``,
-    its claim's ``domain`` and what it ``evaluates``; a check without a docstring gets :func:`card`
+CARD_REQUIRED = ("location", "items", "claim", "method", "level")  # the card fields without a default
+
+
+def register(id: str, **card_fields) -> Callable[[Callable[[bool], Result]], Callable[[bool], Result]]:
+    """Decorator: register ``fn(fast) -> Result`` as the check ``id``, whose card ``card_fields``
+    are the fields of :class:`Check` but ``id`` and ``run`` (:data:`CARD_REQUIRED` without a
+    default): its evidence ``level``, its claim's ``domain`` and what it ``evaluates``, its
+    ``location``, ``claim``, ``method``, ``items``, ``section`` and ``extends``; a check without a
+    docstring gets :func:`card`
     (its location, claim, domain, method and level), which must therefore be non-empty, and
     ``items`` (and a ``beyond`` check's ``extends``) must name numbered items of the paper
     (:data:`PAPER_ITEMS`). Whether ``level`` agrees with ``evaluates`` is the test's to say
@@ -235,11 +239,23 @@ def register(id: str, *, location: str, items: tuple[str, ...] | list[str], clai
     Raises
     ------
     FieldError
-        If the id is taken, the level or section unknown, a description empty, an item unknown, a
-        ``beyond`` check covers items of the paper instead of extending them, or the docstring (its
-        own or the generated one) does not name the location, the claim, the method and the
-        evidence level (:func:`docstring_misses`).
+        If a card field is unknown or a required one missing, the id is taken, the level or
+        section unknown, a description empty, an item unknown, a ``beyond`` check covers items of
+        the paper instead of extending them, or the docstring (its own or the generated one) does
+        not name the location, the claim, the method and the evidence level
+        (:func:`docstring_misses`).
     """
+    names = [f.name for f in fields(Check) if f.name not in ("id", "run")]
+    unknown = sorted(set(card_fields) - set(names))
+    if unknown:
+        raise FieldError(f"{id} card", unknown, f"fields of a check's card, among {names}")
+    missing = [k for k in CARD_REQUIRED if k not in card_fields]
+    if missing:
+        raise FieldError(f"{id} card", sorted(card_fields), f"the fields {', '.join(missing)} as well")
+    location, items, claim = card_fields["location"], card_fields["items"], card_fields["claim"]
+    method, level = card_fields["method"], card_fields["level"]
+    domain, evaluates = card_fields.get("domain", ""), card_fields.get("evaluates", ())
+    section, extends = card_fields.get("section", "paper"), card_fields.get("extends", ())
 
     def wrap(fn: Callable[[bool], Result]) -> Callable[[bool], Result]:
         if id in _REGISTRY:
@@ -323,22 +339,36 @@ def judged(printed_holds: bool, corrected_holds: bool | None = None) -> Verdict:
     return Verdict.ERRATUM if corrected_holds else Verdict.FAIL
 
 
-def outcome(printed_holds: bool, *, summary: str, coverage: str, counterexample: dict | None = None,
-            corrected_holds: bool | None = None, correction: str = "", correction_check: str = "",
-            evidence: dict | None = None, shrunk: bool = False, margin: float | None = None,
-            blind_spot: str = "") -> Result:
+OUTCOME_FIELDS = ("counterexample", "correction", "correction_check", "evidence", "shrunk", "margin",
+                  "blind_spot")  # the fields of Result that outcome() passes on
+
+
+def outcome(printed_holds: bool, *, summary: str, coverage: str, corrected_holds: bool | None = None,
+            **result_fields) -> Result:
     """The one code path from a computed finding to a :class:`Result`, for either verdict.
 
     ``printed_holds`` decides PASS; otherwise ``corrected_holds`` decides ERRATUM (with
     ``correction`` and ``correction_check``) or FAIL. The caller passes ``coverage`` and, when the
     claim failed, the ``counterexample`` its computation found, so every branch carries its
-    evidence and a check cannot crash merely because the other verdict came out.
+    evidence and a check cannot crash merely because the other verdict came out. ``result_fields``
+    are the :class:`Result` fields of :data:`OUTCOME_FIELDS` (``counterexample`` and ``evidence``
+    None or absent: empty); a PASS keeps ``margin`` and ``blind_spot``, an ERRATUM the correction,
+    a FAIL neither.
 
     Raises
     ------
     FieldError
-        If the claim failed without a counterexample (a bug of the check, not a finding).
+        If a field is not one of :data:`OUTCOME_FIELDS`, or the claim failed without a
+        counterexample (a bug of the check, not a finding).
     """
+    unknown = sorted(set(result_fields) - set(OUTCOME_FIELDS))
+    if unknown:
+        raise FieldError("outcome fields", unknown, f"fields of a result, among {list(OUTCOME_FIELDS)}")
+    counterexample = result_fields.get("counterexample")
+    correction = result_fields.get("correction", "")
+    correction_check = result_fields.get("correction_check", "")
+    evidence, shrunk = result_fields.get("evidence"), result_fields.get("shrunk", False)
+    margin, blind_spot = result_fields.get("margin"), result_fields.get("blind_spot", "")
     verdict = judged(printed_holds, corrected_holds)
     if verdict is Verdict.PASS:
         return Result(verdict, summary, coverage=coverage, evidence=evidence or {}, shrunk=shrunk,

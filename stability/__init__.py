@@ -8,8 +8,8 @@ The API (the names :mod:`llmq` also gives are marked there):
   :func:`~stability.sim.registry.scheduler_names`: the scheduler registry.
 * :class:`~stability.region.SweepSpec` -> :func:`~stability.region.run_sweep` ->
   :func:`~stability.region.boundary_rows`: the empirical stability boundaries (``llmq region``).
-* :func:`~stability.dtmc.build_chain`, :func:`~stability.dtmc.empirical_n_min`: RAD's cycle DTMC
-  (``llmq dtmc``).
+* :func:`~stability.dtmc.build_chain` (with :class:`~stability.dtmc.ChainOptions`),
+  :func:`~stability.dtmc.empirical_n_min`: RAD's cycle DTMC (``llmq dtmc``).
 * :mod:`stability.planner` (``llmq plan``) and :mod:`stability.slai` (``llmq slai``).
 * :func:`~stability.serving.score.score_runs`: measured serving runs replayed end to end
   (``llmq validate --serving``).

@@ -304,12 +304,42 @@ SCHEDULERS = (("rad", (("n", 2000),)), ("sarathi", ()), ("request_level", ()))  
 # stability.region.N_FALLBACK (its n = auto searches the empirical n_min, a sweep of its own)
 
 
-def attain_cell(gpu: str, mode: str, variant: str, *, gpu_file: str | None = None,
-                model: str = "mistral-7b", workload: str = "table1", replicates: int = 3,
-                n_requests: int = 20000, seed: int = 0, confidence: float = 0.95,
-                schedulers: tuple = SCHEDULERS) -> dict:
+@dataclass(frozen=True)
+class CellOptions:
+    """How a cell of the capacity table is run (:func:`attain_cell`).
+
+    Attributes
+    ----------
+    gpu_file : str or None
+        A user TOML file of GPU presets (as every command takes it).
+    model, workload : str
+        The model preset and the workload.
+    replicates : int
+        Seeds simulated per scheduler (:func:`saturated_runs`).
+    n_requests : int
+        Requests per run, at least (raised so that the warm-up leaves the policy's batches full).
+    seed : int
+        The first replicate's seed.
+    confidence : float
+        Level of the throughput intervals.
+    schedulers : tuple
+        ``(name, options)`` of the schedulers compared with the attaining policy.
+    """
+
+    gpu_file: str | None = None
+    model: str = "mistral-7b"
+    workload: str = "table1"
+    replicates: int = 3
+    n_requests: int = 20000
+    seed: int = 0
+    confidence: float = 0.95
+    schedulers: tuple = SCHEDULERS
+
+
+def attain_cell(gpu: str, mode: str, variant: str, options: CellOptions = CellOptions()) -> dict:
     """One cell of the capacity table: the certified bound, the attaining policy and every
-    scheduler's saturated throughput at ``SAT_LOAD`` x the bound, with the two verdicts.
+    scheduler's saturated throughput at ``SAT_LOAD`` x the bound, with the two verdicts, run as
+    ``options`` says.
 
     Returns
     -------
@@ -323,8 +353,10 @@ def attain_cell(gpu: str, mode: str, variant: str, *, gpu_file: str | None = Non
     from stability.sim.simulate import Scenario, cost_model_of, workload_of
     from theory.bounds import T_bar_R
 
-    base = Scenario(gpu=gpu, model=model, mode=mode, workload=workload, pad=variant == "pad",
-                    gpu_file=gpu_file, rate=1.0, load=None, n_requests=n_requests, seed=seed)
+    o = options
+    replicates, n_requests, confidence = o.replicates, o.n_requests, o.confidence
+    base = Scenario(gpu=gpu, model=o.model, mode=mode, workload=o.workload, pad=variant == "pad",
+                    gpu_file=o.gpu_file, rate=1.0, load=None, n_requests=n_requests, seed=o.seed)
     cm = cost_model_of(base)
     w = workload_of(base, cm)
     pol = attaining_policy(cm, w)
@@ -334,9 +366,8 @@ def attain_cell(gpu: str, mode: str, variant: str, *, gpu_file: str | None = Non
     fill = pol.budget * w.expect(w.L_D) / w.expect(w.L_P + w.L_D)
     n = max(n_requests, int(20 * fill))
     runs = {}
-    for key, name, options in (("attain", pol.scheduler, pol.options),
-                               *((s, s, o) for s, o in schedulers)):
-        sc = replace(base, scheduler=name, options=options, rate=SAT_LOAD * pol.bound, n_requests=n)
+    for key, name, opts in (("attain", pol.scheduler, pol.options), *((s, s, so) for s, so in o.schedulers)):
+        sc = replace(base, scheduler=name, options=opts, rate=SAT_LOAD * pol.bound, n_requests=n)
         runs[key] = saturated_runs(sc, replicates, confidence)
     exceeds = [k for k, m in runs.items()
                if m["work"][1] > pol.bound * (1 + 1e-9) or m["count"][1] > pol.bound * (1 + 1e-9)]
@@ -350,6 +381,6 @@ def attain_cell(gpu: str, mode: str, variant: str, *, gpu_file: str | None = Non
             "saturated": all(m["saturated"] for m in runs.values())}
 
 
-__all__ = ["ATTAIN_EPS", "CHUNK_STEP", "MAX_BUDGET", "SAT_LOAD", "SCHEDULERS", "Attaining",
+__all__ = ["ATTAIN_EPS", "CHUNK_STEP", "MAX_BUDGET", "SAT_LOAD", "SCHEDULERS", "Attaining", "CellOptions",
            "attain_cell", "attaining_policy", "best_fixed_chunk", "fixed_chunk_attention",
            "request_charge", "saturated_runs", "window_throughput"]

@@ -338,11 +338,37 @@ def default_truncation(n: int, sat: CycleSample, lam_node: float, tail: float = 
     return int(min(MAX_STATES - 1, n + np.ceil(extra)))
 
 
+@dataclass(frozen=True)
+class ChainOptions:
+    """How the cycle DTMC is estimated (:func:`build_chain`).
+
+    Attributes
+    ----------
+    x_max : int or None
+        Truncation level (None: :func:`default_truncation`).
+    samples : int
+        Executed cycles per state x < n.
+    samples_sat : int or None
+        Executed cycles for the shared law of x >= n (None: 10 ``samples``).
+    seed : int
+        Seed of the executed cycles.
+    confidence : float
+        Level of every interval.
+    """
+
+    x_max: int | None = None
+    samples: int = 200
+    samples_sat: int | None = None
+    seed: int = 0
+    confidence: float = 0.99
+
+
 def build_chain(cm: CostModel, w: Workload, n: int, lam: float, r: int = 1,
-                x_max: int | None = None, samples: int = 200, samples_sat: int | None = None,
-                seed: int = 0, confidence: float = 0.99, sampler: CycleSampler | None = None,
+                options: ChainOptions | None = None, sampler: CycleSampler | None = None,
                 sat: CycleSample | None = None) -> CycleChain:
     """Estimate RAD's cycle DTMC at one node by executing its cycles (see the module docstring).
+
+    Implements Lemma 2 (the chain it states, at a truncation).
 
     Parameters
     ----------
@@ -353,13 +379,8 @@ def build_chain(cm: CostModel, w: Workload, n: int, lam: float, r: int = 1,
         Arrival rate into the system (requests/s); a node sees lambda / r.
     r : int
         Nodes behind the uniformly random planner (Section 4.1).
-    x_max : int, optional
-        Truncation level (default :func:`default_truncation`).
-    samples, samples_sat : int
-        Executed cycles per state x < n, and for the shared law of x >= n (default 10 samples).
-    seed : int
-    confidence : float
-        Level of every interval.
+    options : ChainOptions, optional
+        Truncation, executed cycles, seed and level (None: the defaults of :class:`ChainOptions`).
     sampler, sat : optional
         Reuse a sampler and/or saturated sample (e.g. across arrival rates).
 
@@ -367,6 +388,8 @@ def build_chain(cm: CostModel, w: Workload, n: int, lam: float, r: int = 1,
     ----------
     Appendix C.1 (Lemma 2), C.3 (Lemma 3).
     """
+    o = ChainOptions() if options is None else options
+    x_max, samples, samples_sat, seed, confidence = o.x_max, o.samples, o.samples_sat, o.seed, o.confidence
     require_positive("lambda", lam)
     r = require_positive_int("r", r)
     if not 0 < confidence < 1:

@@ -105,10 +105,11 @@ class SimPoint:
     def run(self) -> dict:
         """The scenario simulated: its stability verdict (growth of the work in system with its
         interval), completions, throughput and the saturated throughput."""
+        from stability.sim.metrics import DriftTest
         from stability.sim.simulate import simulate
 
         res = simulate(self.scenario)
-        v = res.verdict(g_min=G_MIN)
+        v = res.verdict(DriftTest(g_min=G_MIN))
         rq = res.requests
         done = np.isfinite(rq["t_finish"])
         horizon = float(np.nanmax(rq["t_finish"]) - rq["arrival"].min()) if done.any() else float("nan")

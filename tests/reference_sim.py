@@ -550,6 +550,61 @@ def vllm(cm, arrival, L_P, L_D, budget, max_seqs, max_model_len=10**9, mem=None)
     return sim
 
 
+REJ_NO_TYPE = 3  # a request of none of WAIT's types, as numbered in stability.sim.memory
+
+
+def wait(cm, arrival, L_P, L_D, thresholds, mem=None):
+    """WAIT (Ao, Luo, Simchi-Levi, Wang, arXiv:2504.11320, Algorithm WAIT) from its inventory
+    ``n_js``: type j, stage s = 0 waiting, s >= 1 resident with s - 1 decodes done. A type is
+    eligible when ``n_j0 >= n_j`` (or, once no arrival is left, when it has any prompt); a batch
+    advances ``min(n_j, n_js)`` of the oldest prompts of every stage of every eligible type.
+    ``thresholds=None``: every ``(L^P, L^D)`` is a type of threshold 1."""
+    sim = MSim(cm, arrival, L_P, L_D)
+    types = {(lp, ld): n for lp, ld, n in thresholds or ()}
+    stages = {key: [[] for _ in range(key[1] + 1)] for key in types}
+    while not sim.resolved():
+        for r in sim.arrivals():
+            key = (r.L_P, r.L_D)
+            if thresholds is None and key not in types:  # no types given: each (L^P, L^D), n = 1
+                types[key] = 1
+                stages[key] = [[] for _ in range(key[1] + 1)]
+            if key in types:
+                stages[key][0].append(r)
+            else:
+                r.rejected = REJ_NO_TYPE
+        drain = not sim.future
+        chosen = {key: [inv[s][: types[key]] for s in range(len(inv))] for key, inv in stages.items()
+                  if len(inv[0]) >= types[key] or (drain and any(inv))}
+        if not chosen:
+            if drain:
+                break
+            sim.wait()
+            continue
+        prefill = [r for key in chosen for r in chosen[key][0]]
+        decode = [r for key in chosen for group in chosen[key][1:] for r in group]
+        for r in prefill:
+            if mem is not None:
+                mem.allocate(r)
+        for r in decode:
+            if mem is not None:
+                assert mem.can_append_slot(r), "WAIT over its memory M^pi"
+                mem.append_slot(r)
+        sim.run_batch(prefill=[(r, r.L_P) for r in prefill], decode=decode)
+        for key, picked in chosen.items():
+            inv = stages[key]
+            for s in range(len(inv) - 1, -1, -1):
+                moved = picked[s]
+                inv[s] = inv[s][len(moved):]
+                if s + 1 < len(inv):
+                    inv[s + 1] = inv[s + 1] + moved
+                else:
+                    for r in moved:
+                        assert r.finished
+                        if mem is not None:
+                            mem.release(r)
+    return sim
+
+
 def vllm_v1(cm, arrival, L_P, L_D, budget, max_seqs, threshold=0, max_model_len=10**9, mem=None):
     """vLLM v1 ``Scheduler.schedule`` (vllm-project/vllm @ 00024d3, vllm/v1/core/sched/scheduler.py)
     step by step, with ``KVCacheManager.allocate_slots`` (kv_cache_manager.py) counted by hand.

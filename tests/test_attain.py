@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from stability.attain import (
+    CellOptions,
     attain_cell,
     attaining_policy,
     best_fixed_chunk,
@@ -156,8 +157,8 @@ def test_sarathi_chunk_cap_caps_chunks_and_fills_the_budget():
 
 def test_small_capacity_table_cell():
     """A100, paper mode, padded: no scheduler above the bound, the policy within max(1%, CI)."""
-    cell = attain_cell("a100", "paper", "pad", replicates=2, n_requests=6000,
-                       schedulers=(("rad", (("n", 2000),)),))
+    cell = attain_cell("a100", "paper", "pad",
+                       CellOptions(replicates=2, n_requests=6000, schedulers=(("rad", (("n", 2000),)),)))
     assert cell["saturated"]
     assert cell["none_exceeds"] and cell["attains"], cell["runs"]
     assert cell["runs"]["rad"]["work"][0] <= cell["bound"] * 1.01

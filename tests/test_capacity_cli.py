@@ -65,8 +65,8 @@ def test_llmq_bounds_prints_the_toml_laws_capacity(law_file, capsys):
 
 def test_llmq_region_carries_the_certified_bound_of_the_toml_law(law_file, tmp_path):
     out = tmp_path / "out"
-    argv = ["region", *law_args(law_file), "--scheduler", "request_level", "--raw", "--requests", "600",
-            "--loads", "0.5,1.2",
+    argv = ["region", *law_args(law_file), "--scheduler", "request_level", "--raw",
+            "--requests-per-node", "600", "--loads", "0.5,1.2",
             "--bisect", "0", "--replicates", "2", "--sat-requests", "1500", "--out", str(out)]
     assert main(argv) == 0
     bound = B0 / (A * mean_tokens())

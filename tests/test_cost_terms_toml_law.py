@@ -67,7 +67,7 @@ def test_law_in_toml_through_simulate_batches_equal_the_law(law_files, tmp_path,
 def test_law_in_toml_through_region(law_files, tmp_path, capsys):
     out = tmp_path / "region"
     argv = ["region", *law_argv(law_files), "--workload", "uniform:1-64,1-40", "--scheduler", "rad",
-            "--loads", "0.5,1.2", "--bisect", "0", "--replicates", "2", "--requests", "200",
+            "--loads", "0.5,1.2", "--bisect", "0", "--replicates", "2", "--requests-per-node", "200",
             "--sat-requests", "200", "--workers", "1", "--no-progress", "--out", str(out)]
     assert main(argv) == 0, capsys.readouterr().err
     with open(out / "region.csv") as fh:

@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from paper_checks.chain_statements import compare_with_paper
-from stability.dtmc import CycleSampler, build_chain, empirical_n_min
+from stability.dtmc import ChainOptions, CycleSampler, build_chain, empirical_n_min
 from stability.schedulers import rad
 from stability.sim.gpu import run_gpu
 from tests.toys import solo_cost_model
@@ -38,7 +38,7 @@ def test_deterministic_lengths_end_every_cycle_after_the_first_full_batch(n, K):
     w = get_workload("deterministic:16,8")
     T = K * prefill(16) + sum(T_batch(CM, Batch.of([], [i] * K)) for i in range(17, 25))
     lam = 3.0
-    chain = build_chain(CM, w, n=n, lam=lam, samples=20, x_max=n + 30)
+    chain = build_chain(CM, w, n=n, lam=lam, options=ChainOptions(samples=20, x_max=n + 30))
     assert np.all(chain.sat.K == K) and np.allclose(chain.sat.T, T, rtol=1e-12)
     m, lo, hi = chain.saturated_drift()
     assert m == pytest.approx(lam * T - K, rel=1e-12) and hi - lo < 1e-9
@@ -49,7 +49,7 @@ def test_deterministic_lengths_end_every_cycle_after_the_first_full_batch(n, K):
 
 
 def test_kernel_rows_are_laws_with_the_sampled_drift():
-    chain = build_chain(CM, W, n=6, lam=0.9 * LAM_STAR, samples=100, x_max=60)
+    chain = build_chain(CM, W, n=6, lam=0.9 * LAM_STAR, options=ChainOptions(samples=100, x_max=60))
     P = chain.P
     assert np.all(P >= 0) and np.allclose(P.sum(axis=1), 1, atol=1e-12)
     x = np.arange(P.shape[0])
@@ -66,9 +66,10 @@ def test_theorem2_threshold_gives_negative_drift_and_lambda_above_lambda_star_po
     and positive at 1.1 lambda* (Theorem 1)."""
     sampler = CycleSampler(CM, W, N_THR)
     sat = sampler.saturated(1500, seed=1)
-    below = build_chain(CM, W, N_THR, 0.9 * LAM_STAR, samples=30, sampler=sampler, sat=sat)
-    above = build_chain(CM, W, N_THR, 1.1 * LAM_STAR, samples=30, sampler=sampler, sat=sat,
-                        x_max=N_THR + 50)
+    below = build_chain(CM, W, N_THR, 0.9 * LAM_STAR, sampler=sampler, sat=sat,
+                        options=ChainOptions(samples=30))
+    above = build_chain(CM, W, N_THR, 1.1 * LAM_STAR, sampler=sampler, sat=sat,
+                        options=ChainOptions(samples=30, x_max=N_THR + 50))
     assert below.saturated_drift()[2] < 0
     assert above.saturated_drift()[1] > 0
     info, checks = compare_with_paper(below, CM, W)
@@ -120,7 +121,8 @@ def test_stationary_mean_and_drift_match_the_simulator():
     sim_mean, sim_half = batch_means(x_path[x_path.size // 20:])
     means = []
     for seed in range(8):  # independent kernel estimates: the DTMC's own uncertainty
-        chain = build_chain(CM, W, n=n, lam=lam, samples=300, samples_sat=3000, seed=seed)
+        chain = build_chain(CM, W, n=n, lam=lam,
+                            options=ChainOptions(samples=300, samples_sat=3000, seed=seed))
         s = chain.stationary()
         assert s.boundary_mass < 1e-6 and s.truncation_error < 1e-3
         means.append(s.mean)
@@ -154,8 +156,9 @@ def test_empirical_n_min_is_far_below_theorem2_and_is_the_first_negative_drift()
 ])
 def test_bad_input(kwargs, field):
     args = {"n": 5, "lam": 1.0, "samples": 5, **kwargs}
+    chain = {k: args.pop(k) for k in ("x_max", "samples", "confidence") if k in args}
     with pytest.raises(FieldError, match=field):
-        build_chain(CM, W, **args)
+        build_chain(CM, W, **args, options=ChainOptions(**chain))
 
 
 def test_llmq_dtmc_json_and_plot(tmp_path, capsys):

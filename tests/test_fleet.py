@@ -10,6 +10,7 @@ import pytest
 from stability.sim.cluster import run_cluster
 from stability.sim.fleet import Member, run_fleet, simulate_fleet
 from stability.sim.registry import get_scheduler
+from stability.sim.routing import Cluster, Requests
 from stability.sim.simulate import Scenario
 from tests import reference_sim as ref
 from tests.toys import toy_cost_model
@@ -34,12 +35,13 @@ def test_identical_members_are_the_clusters_jsq_exactly():
     p = sch.make_params(cm, **SARATHI)
     arrival, L_P, L_D = _requests(300, 2e-3, 5)
     cls = np.zeros(arrival.size, dtype=np.int64)
-    node, runs = run_cluster(cm, sch, p, arrival, L_P, L_D, cls, 1, 3, "jsq", np.random.default_rng(0))
+    node, runs = run_cluster(cm, sch, p, Requests(arrival, L_P, L_D, cls),
+                             Cluster(3, "jsq", np.random.default_rng(0)))
     assert len(set(node.tolist())) == 3  # every node is used
     for members, router in (([Member(cm, sch, p, 3)], "jsq"),
                             ([Member(cm, sch, p, 1), Member(cm, sch, p, 2)], "jsq"),
                             ([Member(cm, sch, p, 2, 7.0), Member(cm, sch, p, 1, 7.0)], "sed")):
-        out = run_fleet(members, arrival, L_P, L_D, router=router)
+        out = run_fleet(members, Requests(arrival, L_P, L_D), router=router)
         assert np.array_equal(out.node, node)
         for a, b in zip(out.runs, runs, strict=True):
             assert np.array_equal(a.t_finish, b.t_finish) and np.array_equal(a.t_first, b.t_first)
@@ -73,7 +75,7 @@ def test_unequal_nodes_match_a_naive_jsq_over_the_reference_simulator(router, we
     arrival, L_P, L_D = _requests(40, 1.5e-3, 9)
     members = [Member(cm, sch, sch.make_params(cm, **SARATHI), 1, 1.0 if weights is None else w)
                for cm, w in zip(cms, weights or [1.0, 1.0], strict=True)]
-    out = run_fleet(members, arrival, L_P, L_D, router=router)
+    out = run_fleet(members, Requests(arrival, L_P, L_D), router=router)
     node, finish = _naive_jsq(cms, arrival, L_P, L_D, weights)
     assert np.array_equal(out.node, node)
     assert 0 < node.sum() < node.size  # both nodes serve
@@ -120,14 +122,14 @@ def test_members_are_checked():
     p = sch.make_params(cm, **SARATHI)
     a, lp, ld = _requests(5, 1e-3, 0)
     with pytest.raises(UnknownNameError, match="router"):
-        run_fleet([Member(cm, sch, p)], a, lp, ld, router="best")
+        run_fleet([Member(cm, sch, p)], Requests(a, lp, ld), router="best")
     with pytest.raises(FieldError, match="member count"):
-        run_fleet([Member(cm, sch, p, 0)], a, lp, ld)
+        run_fleet([Member(cm, sch, p, 0)], Requests(a, lp, ld))
     with pytest.raises(FieldError, match="member weight"):
-        run_fleet([Member(cm, sch, p, 1, -1.0)], a, lp, ld, router="sed")
+        run_fleet([Member(cm, sch, p, 1, -1.0)], Requests(a, lp, ld), router="sed")
     ds = get_scheduler("distserve")
     with pytest.raises(FieldError, match="member scheduler"):
-        run_fleet([Member(cm, ds, ds.make_params(cm))], a, lp, ld)
+        run_fleet([Member(cm, ds, ds.make_params(cm))], Requests(a, lp, ld))
     base = {"rate": 1.0, "load": None, "n_requests": 10}
     with pytest.raises(FieldError, match="members: seed"):
         simulate_fleet([Scenario(**base), Scenario(gpu="l4", seed=1, **base)])

@@ -3,7 +3,9 @@ mixes' pruning agrees with brute force, and the planner says whether a mix beats
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
+from importlib import resources
 
 import numpy as np
 import pytest
@@ -17,6 +19,11 @@ from stability.runner import Cache, LocalExecutor, Runner
 from stability.sim.simulate import Scenario, simulate
 from theory.errors import FieldError
 from theory.workload import get_workload
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 W = "uniform:64-320,8-40"
 SMALL = {"n_requests": 300, "seeds": 2}
@@ -89,6 +96,16 @@ def test_mix_pruning_agrees_with_brute_force_and_the_search_finds_the_cheapest(t
     assert everything.considered == n_mixes
     for m in everything.kept:
         assert m.certified == pytest.approx(sum(n * one[f.gpu] for f, n in m.members), rel=1e-12)
+    # every mix's price recounted from its members and the price list read independently (the
+    # instance's price over its GPUs, straight from the TOML)
+    raw = tomllib.loads(resources.files("theory").joinpath("data", "prices.toml").read_text())["prices"]
+    per_gpu = {g: raw[g]["instance_usd_per_hour"] / raw[g]["gpus_per_instance"]
+               for g in ("a100", "l4", "l40s")}
+    assert everything.kept
+    for m in everything.kept:
+        count = {g: sum(n * f.tp for f, n in m.members if f.gpu_key == g) for g in per_gpu}
+        assert sorted(n > 0 for n in count.values()) == [False, True, True]  # two kinds in a mix
+        assert m.usd_per_hour == pytest.approx(sum(n * per_gpu[g] for g, n in count.items()), rel=1e-12)
     brute = {}
     pruned_too = mix_grid(res.grid, replace(res.spec, rate=1e-9))  # nothing pruned
     for m in pruned_too.kept:  # simulate every mix, pruned or not

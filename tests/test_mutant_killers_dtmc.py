@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from paper_checks.chain_statements import compare_with_paper
-from stability.dtmc import CycleSampler, build_chain
+from stability.dtmc import ChainOptions, CycleSampler, build_chain
 from tests.toys import solo_cost_model
 from theory.bounds import T_bar_R, T_max, n_threshold
 from theory.cost import Batch, T_batch
@@ -36,7 +36,7 @@ def test_deterministic_cycle_drift_uses_the_per_node_rate(r):
     w = get_workload("deterministic:16,8")
     T = prefill_alone(16) + sum(T_batch(CM, Batch.of([], [i])) for i in range(17, 25))
     lam = 3.0
-    chain = build_chain(CM, w, n=1, lam=lam, r=r, samples=400, x_max=40)
+    chain = build_chain(CM, w, n=1, lam=lam, r=r, options=ChainOptions(samples=400, x_max=40))
     assert chain.lam_node == pytest.approx(lam / r, rel=1e-15)
     m, lo, hi = chain.saturated_drift()
     assert m == pytest.approx(lam / r * T - 1, rel=1e-12) and hi - lo < 1e-9
@@ -60,9 +60,10 @@ def test_theorems_1_and_2_executed_with_two_nodes():
     lam_star = r / tbar  # Theorem 1 with r nodes
     sampler = CycleSampler(CM, W, n)
     sat = sampler.saturated(600, seed=3)
-    below = build_chain(CM, W, n, (1 - EPS) * lam_star, r=r, samples=10, sampler=sampler, sat=sat)
-    above = build_chain(CM, W, n, 1.1 * lam_star, r=r, samples=10, sampler=sampler, sat=sat,
-                        x_max=n + 50)
+    below = build_chain(CM, W, n, (1 - EPS) * lam_star, r=r, sampler=sampler, sat=sat,
+                        options=ChainOptions(samples=10))
+    above = build_chain(CM, W, n, 1.1 * lam_star, r=r, sampler=sampler, sat=sat,
+                        options=ChainOptions(samples=10, x_max=n + 50))
     # the saturated drift, computed from the executed cycles at the per-node rate
     for chain, lam in ((below, (1 - EPS) * lam_star), (above, 1.1 * lam_star)):
         expected = lam / r * sat.T - sat.K
@@ -86,7 +87,8 @@ def test_rows_below_n_satisfy_walds_identity(r):
     E[arrivals in the cycle] = (lambda / r) E[T] (Wald). The chain's estimate of that count,
     B + (lambda / r) exposure, must be unbiased: the per-cycle difference has mean 0."""
     n, lam = 4, 0.8 * r / T_bar_R(CM, W)
-    chain = build_chain(CM, W, n=n, lam=lam, r=r, samples=1500, samples_sat=20, x_max=n + 20)
+    chain = build_chain(CM, W, n=n, lam=lam, r=r,
+                        options=ChainOptions(samples=1500, samples_sat=20, x_max=n + 20))
     lam_node = lam / r
     for x in range(n):
         s = chain.rows[x]

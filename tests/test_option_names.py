@@ -75,7 +75,7 @@ def test_the_walk_finds_a_name_with_two_meanings():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers()
     a, b = command(sub, "a", "a"), command(sub, "b", "b")
-    for p, help_ in ((a, "requests per simulation run"), (b, "requests per node in total")):
+    for p, help_ in ((a, MEANINGS["--requests"].text), (b, "requests per node in total")):
         p.add_argument("--requests", type=int, help=help_)
         p.add_argument("--colour", help="a colour")
     b.add_argument("--seed", help="random seed")  # text, where a seed is an int
@@ -84,6 +84,18 @@ def test_the_walk_finds_a_name_with_two_meanings():
     assert any("--colour is shared" in f for f in found)
     assert any(f.startswith("b --seed: a text value") for f in found)
     assert not any(f.startswith("a --requests") for f in found)
+
+
+def test_requests_count_all_nodes_and_region_says_per_node():
+    """``--requests`` counts a run's requests over all its nodes wherever it is offered; region,
+    whose runs grow with r, takes ``--requests-per-node`` and refuses the old spelling by name."""
+    parsers = commands(build_parser())
+    offered = [n for n, p in parsers.items() if "--requests" in options(p)]
+    assert "simulate" in offered and "region" not in offered
+    assert "all nodes together" in MEANINGS["--requests"].text
+    assert "--requests-per-node" in options(parsers["region"])
+    with pytest.raises(SystemExit):
+        parsers["region"].parse_args(["--requests", "600"])
 
 
 def test_shared_names_of_the_issue_mean_one_thing():

@@ -160,3 +160,67 @@ def test_nsz_spread_lengths_instance_passes_and_a_misstated_threshold_fails():
     assert kv.judge_threshold(r["mu"], *args).verdict is Verdict.PASS
     for factor in (0.9, 1.1):
         assert kv.judge_threshold(factor * r["mu"], *args).verdict is Verdict.FAIL
+
+
+# --- Ao, Luo, Simchi-Levi, Wang (2025): the fluid region under KV memory and WAIT ----------------
+
+
+def test_aslw_stage_memory_is_the_iteration_sum():
+    from theory.fluid_kv import stage_memory
+
+    for prompt, out in [(1, 1), (16, 64), (64, 16), (7, 300)]:
+        assert stage_memory(prompt, out)[0] == sum(prompt + s for s in range(out + 1))
+
+
+def test_aslw_fluid_memory_is_their_example_and_solves_flow_balance():
+    """Their Example (l = l' = 1, lam = 4 per iteration of d0 = 1, d1 = 0): n* = 4 at each stage,
+    M* = 4 x 1 + 4 x 2 = 12; with d1 > 0, M* solves (d0 + d1 M*) lam_j = n*_j, M* = sum n*_j W_j."""
+    from theory.fluid_kv import fluid_boundary, fluid_memory, stage_memory
+
+    assert fluid_memory(4.0, 1, 1, 1.0, 0.0) == pytest.approx(12.0)
+    lam, L_P, L_D, d0, d1 = [3.0, 5.0], [16, 64], [64, 16], 0.005, 1e-6
+    m = fluid_memory(lam, L_P, L_D, d0, d1)
+    n = [x * (d0 + d1 * m) for x in lam]
+    assert m == pytest.approx(sum(k * w for k, w in zip(n, stage_memory(L_P, L_D), strict=True)), rel=1e-12)
+    assert fluid_memory([1e4], 16, 64, d0, 1.0) == float("inf")  # d1 lam W >= 1 (Proposition large_rate)
+    edge = fluid_boundary([0.5, 0.5], L_P, L_D, d0, d1, m)  # M* along the mix reaches C = m at the edge
+    assert fluid_memory([0.5 * edge, 0.5 * edge], L_P, L_D, d0, d1) == pytest.approx(m, rel=1e-12)
+
+
+def test_aslw_thresholds_fill_memory_with_slack_and_refuse_outside():
+    from theory.errors import FieldError
+    from theory.fluid_kv import stage_memory, wait_thresholds
+
+    n = wait_thresholds([570.0, 570.0], [16, 64], [64, 16], 0.005, 0.0, 21720)
+    assert n.tolist() == [5, 5] and n @ stage_memory([16, 64], [64, 16]) <= 21720
+    with pytest.raises(FieldError, match="slack"):  # 5 / 1000 is not above d0
+        wait_thresholds([1000.0, 1000.0], [16, 64], [64, 16], 0.005, 0.0, 21720)
+
+
+def test_aslw_judge_both_verdicts():
+    from paper_checks import other_papers_wait as ow
+
+    case = {"workload": "w", "C KV tokens": 10, "d0 s": 0.005, "types (l, l', p)": [(16, 64, 1.0)],
+            "replicates": 3, "requests": 9}
+    good = {"lam_star": 1200.0, "claimed": 1200.0, "thresholds": ((16, 64, 6),), "why": "", "case": case,
+            "saturated": {"wait": (1200.1, 1199.0, 1201.2)}, "below": ["stable"] * 3}
+    r = ow.judge_region(good)
+    assert r.verdict is Verdict.PASS and r.margin == pytest.approx(1212 / 1200.1 - 1)
+    above = {"sarathi": (1250.0, 1240.0, 1260.0)}
+    assert ow.judge_region({**good, "saturated": above}).verdict is Verdict.FAIL
+    assert ow.judge_region({**good, "below": ["stable", "unstable", "stable"]}).verdict is Verdict.FAIL
+    assert ow.judge_region({**good, "thresholds": None, "why": "no slack"}).verdict is Verdict.FAIL
+
+
+def test_aslw_check_passes_and_a_misstated_region_fails():
+    """The instance as computed PASSes; a claimed edge 10% low is sustained above by WAIT (FAIL),
+    one 10% high leaves WAIT's thresholds without slack at 0.95 of it (FAIL)."""
+    from paper_checks import other_papers_wait as ow
+
+    r = ow.aslw_runs(True)
+    assert r["lam_star"] == pytest.approx(18720 / (0.005 * 3120))
+    assert ow.judge_region(r).verdict is Verdict.PASS
+    assert r["saturated"]["vllm"][2] < 0.9 * r["lam_star"]  # prefill-first vLLM thrashes: a finding
+    for factor in (0.9, 1.1):
+        wrong = ow.aslw_runs(True, region=factor * r["lam_star"])
+        assert ow.judge_region(wrong).verdict is Verdict.FAIL, factor

@@ -39,7 +39,7 @@ def outputs(tmp_path_factory):
                      "--option", "n=8", "--log", str(tmp / "simulate" / "batches.csv")],
         "dtmc": ["dtmc", "--json", *g, "--n", "4", "--samples", "20", "--out", str(tmp / "dtmc")],
         "region": ["region", "--json", *g, "--scheduler", "rad,request_level", "--raw", "--loads",
-                   "0.6,1.1", "--bisect", "0", "--requests", "1000", "--replicates", "2",
+                   "0.6,1.1", "--bisect", "0", "--requests-per-node", "1000", "--replicates", "2",
                    "--sat-requests", "2000", "--epsilon", "0.1", "--workers", "1", "--no-progress",
                    "--out", str(tmp / "region")],
         "calibrate": ["calibrate", "--json", "--out", str(tmp / "calibrate")],

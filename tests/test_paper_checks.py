@@ -18,7 +18,9 @@ import pytest
 
 import paper_checks.algorithms as algorithms
 import paper_checks.appendix_b as appendix_b
+import paper_checks.appendix_b_bounds as b_bounds
 import paper_checks.appendix_c as appendix_c
+import paper_checks.section3_assumptions as assumptions
 import paper_checks.section3_model as section3
 import paper_checks.section4_theorems as section4
 from llmq.cli import main
@@ -128,8 +130,8 @@ def replay_def2():
 
 def replay_lcm_typo():
     # the printed LCM differs from the chunk RAD uses (theory.hardware.Tile.t_lcm) off the presets only
-    assert section3.printed_assumption3_lcm(64, 64, 128) == 64 != Tile(64, 64, 128).t_lcm == 128
-    assert all(section3.printed_assumption3_lcm(t.t_row, t.t_col, t.t_red) == t.t_lcm
+    assert assumptions.printed_assumption3_lcm(64, 64, 128) == 64 != Tile(64, 64, 128).t_lcm == 128
+    assert all(assumptions.printed_assumption3_lcm(t.t_row, t.t_col, t.t_red) == t.t_lcm
                for t in get_gpu("a100").tiles)
 
 
@@ -175,7 +177,7 @@ def build_single_tile(cm, k):
 def replay_lemma1():
     # x = (1/r) sum T*_R - t = 1 > 0: neither printed case covers it; the chain's last '<' is an '=',
     # with Lemma 1's bound as theory.bounds computes it (Q >= (S/r - t)/T^max, S/r - t = 3, T^max = 3)
-    assert not any(case(1) for case in appendix_b.LEMMA1_PRINTED_CASES)
+    assert not any(case(1) for case in b_bounds.LEMMA1_PRINTED_CASES)
     S, r, t, Tm = 10.0, 2.0, 2.0, 3.0
     Q = (S / r - t) / Tm
     assert t + Q * Tm == pytest.approx(S / r)
@@ -186,8 +188,8 @@ def replay_thm1_reference():
     import sympy as sp
     S, t, r, Tm, Q = sp.symbols("S t r T_max Q", positive=True)
     printed = sp.GreaterThan(Q / t, (S / (r * t) - 1) / Tm)
-    assert Q not in appendix_b.eq1_statement().free_symbols
-    assert appendix_b.implies_after_dividing_by_t(sp.GreaterThan(Q, (S / r - t) / Tm), printed, t)
+    assert Q not in b_bounds.eq1_statement().free_symbols
+    assert b_bounds.implies_after_dividing_by_t(sp.GreaterThan(Q, (S / r - t) / Tm), printed, t)
     assert (7.0 / 2.0 - 3.0) / 5.0 / 3.0 == pytest.approx((7.0 / (2.0 * 3.0) - 1) / 5.0)
 
 
@@ -463,7 +465,7 @@ def test_mutation_eq10b_a_slower_t_star(monkeypatch):
 
 
 def test_mutation_prop2_T_bar_R(monkeypatch):
-    monkeypatch.setattr(appendix_b, "T_bar_R", lambda cm, w: T_bar_R(cm, w) * 1.0001)
+    monkeypatch.setattr(b_bounds, "T_bar_R", lambda cm, w: T_bar_R(cm, w) * 1.0001)
     assert verdict("prop2.slln_mean") is Verdict.FAIL
 
 
@@ -492,8 +494,8 @@ def test_mutation_cores():
     assert section3.eq7_core(k=3)[0]
     mutated_t_batch = lambda cm, b: cost.T_batch(cm, b) - b.tau / cm.mu_nLin  # noqa: E731
     assert not section3.eq7_core(t_batch=mutated_t_batch, k=3)[0]
-    ok, bad = section3.eq6_core(printed=lambda i, c, d, N, tr, tc, tk, mu, s: section3.printed_eq6(
-        i, c, d, N, tc, tr, tk, mu, s))  # t_row and t_col swapped
+    ok, bad = section3.eq6_core(printed=lambda i, c, d, N, tile, mu, s: section3.printed_eq6(
+        i, c, d, N, (tile[1], tile[0], tile[2]), mu, s))  # t_row and t_col swapped
     assert not ok and bad
     assert not section3.eq4_core(printed=lambda m, *a: section3.printed_eq4_sum(
         replace(m, d_out=m.d_out // 2), *a), gpu_keys=["a100"], model_keys=["mistral-7b"])[0]
@@ -578,7 +580,21 @@ def test_registering_a_check_without_its_description_is_refused():
               "level": "sample"} | bad
         with pytest.raises(FieldError):
             register("test.refused", **kw)(lambda fast: None)
+    card = {"location": "nowhere", "items": ("Eq. 2",), "claim": "c", "method": "m", "level": "sample"}
+    with pytest.raises(FieldError, match="claims"):  # a misspelled card field, named
+        register("test.refused", **{**card, "claims": "c"})(lambda fast: None)
+    with pytest.raises(FieldError, match="method"):  # a required one missing, named
+        register("test.refused", **{k: v for k, v in card.items() if k != "method"})(lambda fast: None)
     assert "test.refused" not in _REGISTRY
+
+
+def test_an_outcome_field_that_a_result_lacks_is_refused():
+    from paper_checks.registry import outcome
+    from theory.errors import FieldError
+
+    assert outcome(True, summary="s", coverage="c", margin=0.5).margin == 0.5
+    with pytest.raises(FieldError, match="counterexampel"):
+        outcome(False, summary="s", coverage="c", counterexampel={"x": 1})
 
 
 def test_recorded_verdicts_name_every_check():
@@ -770,5 +786,5 @@ def test_the_corrected_tmax_users_get_is_checked_where_it_matters(monkeypatch):
     """theory.bounds.T_max_corrected (llmq bounds' Theorem 2 n) reverting to the printed T^max is
     caught by the fast run: it covers the presets where RAD alone exceeds the printed T^max."""
     assert verdict("eq13.tmax") is Verdict.ERRATUM
-    monkeypatch.setattr(appendix_b, "T_max_corrected", lambda cm, l_P, l_D: T_max(cm, l_P, l_D))
+    monkeypatch.setattr(b_bounds, "T_max_corrected", lambda cm, l_P, l_D: T_max(cm, l_P, l_D))
     assert verdict("eq13.tmax") is Verdict.FAIL

@@ -20,10 +20,14 @@ import sympy as sp
 
 import paper_checks.algorithms as algorithms
 import paper_checks.appendix_b as appendix_b
+import paper_checks.appendix_b_bounds as b_bounds
 import paper_checks.appendix_c as appendix_c
+import paper_checks.appendix_c_recurrence as recurrence
 import paper_checks.nodes_and_defaults as nodes
 import paper_checks.other_papers_batching as other_papers_batching
 import paper_checks.other_papers_kv as other_papers_kv
+import paper_checks.other_papers_wait as other_papers_wait
+import paper_checks.section3_assumptions as assumptions
 import paper_checks.section3_model as section3
 import paper_checks.section4_theorems as section4
 import paper_checks.section5_claims as section5
@@ -89,7 +93,7 @@ def flip_eq5(mp):
 def flip_eq6(mp):
     printed = section3.printed_eq6  # t_row and t_col swapped in the transcription
     mp.setattr(section3, "printed_eq6",
-               lambda i, c, d, N, tr, tc, tk, mu, s: printed(i, c, d, N, tc, tr, tk, mu, s))
+               lambda i, c, d, N, tile, mu, s: printed(i, c, d, N, (tile[1], tile[0], tile[2]), mu, s))
     return run("eq6.two_gemms")
 
 
@@ -123,27 +127,27 @@ def flip_def2(mp):
 
 
 def flip_assumption1(mp):
-    with_cost_models(mp, section3, lambda cm: scaled(cm, mu=np.r_[0.5, np.ones(len(cm.tiles) - 1)]))
+    with_cost_models(mp, assumptions, lambda cm: scaled(cm, mu=np.r_[0.5, np.ones(len(cm.tiles) - 1)]))
     return run("assumption1.presets")
 
 
 def flip_assumption2(mp):
-    with_cost_models(mp, section3, lambda cm: scaled(cm, mu_gemv=1000.0))  # GeMVs 1000x faster
+    with_cost_models(mp, assumptions, lambda cm: scaled(cm, mu_gemv=1000.0))  # GeMVs 1000x faster
     return run("assumption2.presets")
 
 
 def flip_assumption3(mp):
-    mp.setattr(section3, "workload", lambda name: get_workload(name).padded(512))  # multiples of every t*_lcm
+    mp.setattr(assumptions, "workload", lambda name: get_workload(name).padded(512))  # all t*_lcm divide it
     return run("assumption3.workloads")
 
 
 def flip_lcm_typo(mp):
-    mp.setattr(section3, "printed_assumption3_lcm", lambda r, c, k: np.lcm.reduce([r, c, k]))
+    mp.setattr(assumptions, "printed_assumption3_lcm", lambda r, c, k: np.lcm.reduce([r, c, k]))
     return run("assumption3.lcm_typo")
 
 
 def flip_assumption4(mp):
-    with_cost_models(mp, section3, lambda cm: replace(cm, gpu=replace(cm.gpu, memory_bytes=1e15)))
+    with_cost_models(mp, assumptions, lambda cm: replace(cm, gpu=replace(cm.gpu, memory_bytes=1e15)))
     return run("assumption4.presets")
 
 
@@ -202,33 +206,33 @@ def flip_eq12_symbolic_twin(mp):
 
 
 def flip_prop1(mp):
-    mp.setattr(appendix_b, "prop1_counterexample", partial(appendix_b.prop1_counterexample, chunking="rad"))
+    mp.setattr(b_bounds, "prop1_counterexample", partial(b_bounds.prop1_counterexample, chunking="rad"))
     return run("prop1.drain_lower_bound")
 
 
 def flip_prop2(mp):
-    mp.setattr(appendix_b, "T_bar_R", lambda cm, w: T_bar_R(cm, w) * 1.0001)
+    mp.setattr(b_bounds, "T_bar_R", lambda cm, w: T_bar_R(cm, w) * 1.0001)
     return run("prop2.slln_mean")
 
 
 def flip_eq13(mp):
-    mp.setattr(appendix_b, "T_max", lambda cm, l_P, l_D: 10 * T_max(cm, l_P, l_D))
+    mp.setattr(b_bounds, "T_max", lambda cm, l_P, l_D: 10 * T_max(cm, l_P, l_D))
     return run("eq13.tmax")
 
 
 def flip_lemma1(mp):
-    mp.setattr(appendix_b, "LEMMA1_PRINTED_CASES", (lambda x: x <= 0, lambda x: x > 0))
+    mp.setattr(b_bounds, "LEMMA1_PRINTED_CASES", (lambda x: x <= 0, lambda x: x > 0))
     return run("lemma1.case_split")
 
 
 def flip_eq16(mp):
-    mp.setattr(appendix_b, "printed_alpha", lambda lam, T_bar, r, T_max: (lam * T_bar - 1) / T_max)  # r lost
+    mp.setattr(b_bounds, "printed_alpha", lambda lam, T_bar, r, T_max: (lam * T_bar - 1) / T_max)  # r lost
     return run("eq16.product_of_limits")
 
 
 def flip_thm1_reference(mp):
     S, t, r, Tm, Q = sp.symbols("S t r T_max Q", positive=True)
-    mp.setattr(appendix_b, "CITED_IN_B3", lambda: sp.GreaterThan(Q, (S / r - t) / Tm))  # cites Lemma 1
+    mp.setattr(b_bounds, "CITED_IN_B3", lambda: sp.GreaterThan(Q, (S / r - t) / Tm))  # cites Lemma 1
     return run("thm1.proof_reference")
 
 
@@ -362,16 +366,16 @@ def flip_tmax_typo(mp):
 
 
 def flip_completes_n(mp):
-    return appendix_c.completes_core(4, 1)  # n = t*_col = 1: a cycle is one request
+    return recurrence.completes_core(4, 1)  # n = t*_col = 1: a cycle is one request
 
 
 def flip_arrival_rate(mp):
-    mp.setattr(appendix_c, "printed_arrivals", lambda lam, r, E: lam / r * E)
+    mp.setattr(recurrence, "printed_arrivals", lambda lam, r, E: lam / r * E)
     return run("lemma3.arrival_rate")
 
 
 def flip_lemma3_drift(mp):
-    return appendix_c.drift_core(lambda r: r == 1)  # one node: lambda = lambda / r
+    return recurrence.drift_core(lambda r: r == 1)  # one node: lambda = lambda / r
 
 
 def flip_executed_drift(mp):
@@ -382,12 +386,12 @@ def flip_executed_drift(mp):
 
 
 def flip_eq25_repaired(mp):
-    mp.setattr(appendix_c, "T_bar_R", lambda cm, w: 0.85 * T_bar_R(cm, w))  # the bound's margin is ~9%
+    mp.setattr(recurrence, "T_bar_R", lambda cm, w: 0.85 * T_bar_R(cm, w))  # the bound's margin is ~9%
     return run("eq25.repaired_executed")
 
 
 def flip_lemma4(mp):
-    mp.setattr(appendix_c, "T_max", lambda cm, l_P, l_D: T_max(cm, l_P, l_D) / 2)
+    mp.setattr(recurrence, "T_max", lambda cm, l_P, l_D: T_max(cm, l_P, l_D) / 2)
     return run("lemma4.bound")
 
 
@@ -630,6 +634,12 @@ def flip_other_nsz_kv_threshold(mp):
     return run("other.nsz_kv_threshold")
 
 
+def flip_other_aslw_fluid_region(mp):
+    edge = other_papers_wait.fluid_boundary
+    mp.setattr(other_papers_wait, "fluid_boundary", lambda *a: 0.9 * edge(*a))  # the edge 10% low
+    return run("other.aslw_fluid_region")
+
+
 def flip_other_eb_mb_crossover(mp):
     def twice_the_interference(cm):  # the mixed-decode term doubled (the H200 preset has none)
         return replace(cm, mixed_decode_eta=2 * cm.mixed_decode_eta)
@@ -761,6 +771,7 @@ FLIPS = {
     "other.ldp_work_conserving": flip_other_ldp_work_conserving,
     "other.ldp_unstable_below": flip_other_ldp_unstable_below,
     "other.nsz_kv_threshold": flip_other_nsz_kv_threshold,
+    "other.aslw_fluid_region": flip_other_aslw_fluid_region,
     "other.eb_mb_crossover": flip_other_eb_mb_crossover,
     "appB.relaxed_bound_proof": flip_relaxed_bound_proof,
     "assumption2.all_d_col": flip_assumption2_all_d_col,

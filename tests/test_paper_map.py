@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from paper_checks.items import PAPER_ITEMS
-from paper_checks.paper_map import Implementer, build, cited_items, load_report
+from paper_checks.items import NOT_IMPLEMENTED, PAPER_ITEMS
+from paper_checks.paper_map import Implementer, build, cited_items, load_report, marked_items, scan_docstrings
 from paper_checks.registry import all_checks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,16 +51,50 @@ def test_every_numbered_item_has_exactly_one_row(pm):
     assert [r.item for r in pm.rows if r.group == "numbered"] == list(PAPER_ITEMS)
 
 
-def test_every_numbered_item_is_checked_and_most_are_implemented(pm):
+def test_every_numbered_item_is_checked_and_implemented_or_says_why_not(pm):
     numbered = [r for r in pm.rows if r.group == "numbered"]
     for row in numbered:
         assert row.checks, f"{row.item}: no check covers it"
-    # the proof steps of the appendices (Eq. 14-22, Proposition 2, Lemma 1) may have only checks;
-    # the model, the bounds, the theorems and the algorithms must have code that cites them
+        implemented = bool(row.by_role("implements"))
+        assert implemented != bool(row.not_implemented), (
+            f"{row.item}: needs either an object whose docstring says 'Implements {row.item}' or a "
+            f"reason in paper_checks.items.NOT_IMPLEMENTED, not both")
+    assert set(NOT_IMPLEMENTED) <= set(PAPER_ITEMS)
+    # the model, the bounds, the theorems and the algorithms have code; only proof steps and
+    # definitions may say why not
     for row in numbered:
-        if row.item.startswith(("Theorem", "Algorithm", "Assumption", "Definition")) or row.item in {
-                f"Eq. {k}" for k in (*range(2, 14), 23, 24, 25)}:
-            assert row.implementers, f"{row.item}: no docstring of the packages cites it"
+        if row.item.startswith(("Theorem", "Algorithm", "Assumption")) or row.item in {
+                f"Eq. {k}" for k in (*range(2, 9), 12, 13, 23, 24, 25)}:
+            assert row.by_role("implements"), row.item
+
+
+def test_symbolic_twins_are_sympy_and_markers_name_items(pm):
+    for row in pm.rows:
+        for twin in row.by_role("twin"):
+            module = sys.modules[resolve(twin.name).__module__]
+            assert "sp" in vars(module) or "sympy" in vars(module), twin.name
+    assert {r.item for r in pm.rows if r.by_role("twin")} >= {f"Eq. {k}" for k in (2, 3, 4, 5, 6, 7)}
+    # every marked item is a row of the map (a marker naming no item of the paper is an error)
+    rows = {r.item for r in pm.rows}
+    marked = {item for item, found in scan_docstrings().items() for i in found if i.role != "cites"}
+    assert marked <= rows, marked - rows
+
+
+def test_markers_are_parsed_and_a_stray_one_is_caught():
+    assert marked_items("T.\n\nImplements Eq. 7.\nSymbolic twin of Eqs. 11 and 12; see Eq. 2.") == {
+        "implements": {"Eq. 7"}, "twin": {"Eq. 11", "Eq. 12"}}
+    assert marked_items("implements Eq. 7 (lower case: a sentence, not a marker)") == {
+        "implements": set(), "twin": set()}
+    assert "Eq. 99" not in PAPER_ITEMS and marked_items("Implements Eq. 99.")["implements"] == {"Eq. 99"}
+
+
+def test_every_numbered_equation_has_its_printed_latex(pm):
+    for row in pm.rows:
+        assert bool(row.latex) == row.item.startswith("Eq."), row.item
+        if row.latex:
+            assert row.latex.count("\\left") == row.latex.count("\\right"), row.item
+            assert row.latex.count("{") == row.latex.count("}"), row.item
+            assert "\\tag" not in row.latex, row.item
 
 
 def test_every_row_points_at_objects_that_exist(pm):
@@ -115,12 +149,21 @@ def test_the_report_findings_are_attached(tmp_path):
     report = tmp_path / "paper_checks.json"
     report.write_text(json.dumps({"checks": [
         {"id": "eq5.missing_1_over_s", "summary": "off by 1/s", "correction": "divide by s",
-         "counterexample": {"gpu": "a100"}, "coverage": ""}]}), encoding="utf-8")
+         "counterexample": {"gpu": "a100"}, "coverage": ""},
+        {"id": "eq2_eq3.tile_counts", "summary": "holds", "margin": 0.05}]}), encoding="utf-8")
     assert load_report(report) == {"eq5.missing_1_over_s": {
-        "summary": "off by 1/s", "correction": "divide by s", "counterexample": {"gpu": "a100"}}}
+        "summary": "off by 1/s", "correction": "divide by s", "counterexample": {"gpu": "a100"}},
+        "eq2_eq3.tile_counts": {"summary": "holds", "margin": 0.05}}
     assert load_report(tmp_path / "absent.json") == {}
     pm = build(report=report)
     assert pm.checks["eq5.missing_1_over_s"].finding["correction"] == "divide by s"
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        llmq_docs = importlib.import_module("llmq_docs")
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "_ext"))
+    page = llmq_docs.paper_map_rst(pm)
+    assert "<check-eq2-eq3-tile-counts>` **" in page and "margin 5%)" in page  # the margin is shown
 
 
 def test_the_page_links_items_functions_and_checks_both_ways(pm):
@@ -132,10 +175,17 @@ def test_the_page_links_items_functions_and_checks_both_ways(pm):
     page = llmq_docs.paper_map_rst(pm)
     for row in pm.rows:
         assert f".. _{llmq_docs.item_label(row.item)}:" in page  # the row's anchor
-        for impl in row.implementers:
-            assert f"<{impl.name}>`" in page or f":py:mod:`{impl.name}`" in page  # row -> API reference
+        for impl in row.by_role("cites"):  # the item's section -> API reference
+            assert f"<{impl.name}>`" in page or f":py:mod:`{impl.name}`" in page
         for cid in (*row.checks, *row.beyond):  # row -> check
             assert f"`{cid} <{llmq_docs.check_label(cid)}>`" in page
+    for row in pm.rows:  # the item's section: its equation as math, its code, its checks
+        if row.latex:
+            assert ".. math::\n\n" + llmq_docs._indent(row.latex, 3) in page
+        for impl in (*row.by_role("implements"), *row.by_role("twin")):
+            assert f":py:obj:`{impl.name}`" in page
+        if row.not_implemented:
+            assert llmq_docs._esc(row.not_implemented) in page
     for entry in pm.checks.values():  # check -> its section with the verdict, and back to the rows
         assert f".. _{llmq_docs.check_label(entry.id)}:" in page
         assert f"**Verdict (recorded): {entry.verdict}**" in page

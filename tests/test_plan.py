@@ -296,6 +296,7 @@ def test_one_gpu_bound_equals_the_theorem_at_the_schedulers_memory_fraction():
 def test_llmq_plan_writes_strict_outputs_with_a_data_dictionary(tmp_path, capsys):
     import csv
     import json
+    from importlib import resources
 
     from llmq.cli import main
     from stability.planner.report import COLUMNS
@@ -311,6 +312,15 @@ def test_llmq_plan_writes_strict_outputs_with_a_data_dictionary(tmp_path, capsys
     data = json.loads((tmp_path / "plan.json").read_text(),
                       parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
     assert data["counts"]["considered"] == 2 * 2 * 3 and data["best"]["feasible"]
+    # every price the plan states, recounted from its rows and the price list read independently
+    # (the instance's price over its GPUs, straight from the TOML)
+    raw = tomllib.loads(resources.files("theory").joinpath("data", "prices.toml").read_text())["prices"]
+    per_gpu = {g: raw[g]["instance_usd_per_hour"] / raw[g]["gpus_per_instance"] for g in ("a100", "l40s")}
+    assert {k: v["usd_per_gpu_hour"] for k, v in data["prices"].items()} == pytest.approx(per_gpu, rel=1e-12)
+    assert data["evaluated"]
+    for row in data["evaluated"]:
+        assert row["gpus"] == row["r"] * row["tp"]
+        assert row["usd_per_hour"] == pytest.approx(row["gpus"] * per_gpu[row["gpu"]], rel=1e-12)
     assert set(data) - {"fields"} == set(data["fields"])  # every top-level field is described
     assert data["verification"] and all(v["requests_per_run"] == 600 for v in data["verification"])
     assert data["mixed"]["counts"]["considered"] >= data["mixed"]["counts"]["pruned"]

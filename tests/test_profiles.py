@@ -13,12 +13,8 @@ from theory.errors import FieldError, LlmqError
 from theory.hardware import get_gpu
 from theory.models import get_model
 from theory.profiles import ABSENT, VIDUR_GEMMS, gemm_shape, load_profile, shipped_profiles
-from theory.validation.profiles_convert import (
-    convert_splitwise,
-    convert_vidur_all_reduce,
-    convert_vidur_mlp,
-    write_profile,
-)
+from theory.validation.profiles_convert import convert_splitwise, convert_vidur_all_reduce, convert_vidur_mlp
+from theory.validation.profiles_rows import write_profile
 
 DATA = Path(__file__).parent / "data"
 HEADER = "source,gpu,setup,model,tp,operation,tokens,decodes,context,generated,bytes,src_rows,seconds"

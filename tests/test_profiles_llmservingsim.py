@@ -13,13 +13,13 @@ import pytest
 from theory.errors import FieldError
 from theory.models import get_model
 from theory.profiles import ABSENT, LLMSERVINGSIM_GEMMS, gemm_shape, load_profile, shipped_profiles
-from theory.validation.profiles_convert import (
+from theory.validation.profiles_llmservingsim import (
     check_llmservingsim_meta,
     convert_llmservingsim_attention,
     convert_llmservingsim_dense,
     convert_llmservingsim_per_sequence,
-    write_profile,
 )
+from theory.validation.profiles_rows import write_profile
 
 DATA = Path(__file__).parent / "data"
 SETUP = "RTX4090/bf16/vllm-0.19.0"

@@ -12,7 +12,7 @@ import theory.profiles as profiles
 from theory.errors import FieldError
 from theory.models import Model
 from theory.profiles import ABSENT, load_profile, shipped_profiles
-from theory.validation.profiles_convert import (
+from theory.validation.profiles_llmservingsim import (
     MOE_PROFILE_DIR,
     check_llmservingsim_moe_meta,
     convert_llmservingsim_moe,

@@ -10,7 +10,7 @@ from theory.errors import FieldError
 from theory.hardware import get_gpu
 from theory.models import get_model
 from theory.profiles import gemm_shape
-from theory.validation.profiles_convert import (
+from theory.validation.profiles_llmservingsim import (
     check_llmservingsim_meta,
     convert_llmservingsim_attention,
     convert_llmservingsim_dense,

@@ -100,7 +100,7 @@ def test_killing_the_command_half_way_keeps_finished_runs(gpu_file, tmp_path):
     out = tmp_path / "out"
     argv = ["region", "--gpu", "solo2", "--gpu-file", gpu_file, "--workload", "uniform:1-64,1-40",
             "--scheduler", "rad,request_level", "--both", "--loads", "0.5,0.6,0.7,0.8,0.9,1,1.1",
-            "--requests", "30000", "--sat-requests", "60000", "--replicates", "3", "--epsilon",
+            "--requests-per-node", "30000", "--sat-requests", "60000", "--replicates", "3", "--epsilon",
             "0.1", "--workers", "1", "--no-progress", "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "llmq", *argv], env=env, cwd=ROOT,
@@ -148,7 +148,7 @@ def test_dask_without_the_dist_extra_names_the_extra(capsys, tmp_path, monkeypat
     (["--gpu", "b200"], "unknown GPU"),
     (["--scheduler", "fifo"], "unknown scheduler 'fifo'"),
     (["--option", "n=5"], "SCHEDULER.NAME=VALUE"),
-    (["--requests", "10"], "requests"),
+    (["--requests-per-node", "10"], "requests"),
     (["--plot-only", "missing.csv"], "region.csv"),
 ])
 def test_bad_input_exits_2_with_a_message(capsys, tmp_path, argv, message):

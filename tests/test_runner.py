@@ -35,7 +35,7 @@ def argv(gpu_file, out, workers=1, requests=2000) -> list[str]:
     """The command line of the same tiny sweep (:func:`tiny` with ``requests``)."""
     return ["region", "--gpu", "solo2", "--gpu-file", gpu_file, "--workload", "uniform:1-64,1-40",
             "--scheduler", "request_level", "--loads", "0.6,1.1", "--bisect", "1", "--pad",
-            "--requests", str(requests), "--replicates", "2", "--sat-requests", str(2 * requests),
+            "--requests-per-node", str(requests), "--replicates", "2", "--sat-requests", str(2 * requests),
             "--epsilon", "0.1", "--workers", str(workers), "--no-progress", "--out", str(out)]
 
 

@@ -26,6 +26,7 @@ from stability.sim.cluster import run_cluster
 from stability.sim.gpu import RunOptions, run_gpu
 from stability.sim.memory import REJECT_REASONS
 from stability.sim.registry import get_scheduler
+from stability.sim.routing import Cluster, Requests
 from tests.test_schedulers_vs_reference import drawn
 from theory.cost import build_cost_model
 from theory.hardware import get_gpu
@@ -65,6 +66,7 @@ def options(name, pick, kv):
         "vllm": lambda: {"max_num_batched_tokens": pick([40, 8192]), "max_num_seqs": pick([1, 3, 256]),
                          "max_model_len": pick([60, 10**6]), **memory},
         "vllm_v1": lambda: vllm_v1_options(pick, kv),
+        "wait": lambda: {},  # one type per (L^P, L^D), threshold 1, memory off (typed: vs_reference)
         "distserve": lambda: {"prefill_nodes": 1, "prefill_mode": pick(["whole", "chunked", "batched"]),
                               "prefill_max_tokens": pick([30, 4096]), "prefill_max_batch": pick([2, 256]),
                               "decode_cap": pick([0, 2])},
@@ -82,8 +84,9 @@ def simulate_one(name, data):
     p = sch.make_params(cm, **opts)
     if name == "distserve":
         cls = np.zeros(len(arrival), dtype=np.int64)
-        node, runs = run_cluster(cm, sch, p, arrival, L_P, L_D, cls, 1, 2, "round_robin",
-                                 np.random.default_rng(0), True, True)
+        node, runs = run_cluster(cm, sch, p, Requests(arrival, L_P, L_D, cls),
+                                 Cluster(2, "round_robin", np.random.default_rng(0)),
+                                 RunOptions(detail=True, log=True))
         rows = [np.flatnonzero(node == g) if run.rows is None else run.rows for g, run in enumerate(runs)]
         return L_P, L_D, opts, runs, rows, runs[1]
     run = run_gpu(cm, sch, p, arrival, L_P, L_D, options=RunOptions(detail=True, log=True))
@@ -120,7 +123,7 @@ def emissions(runs, rows, L_P):
 
 
 NAMES = ["rad", "alg2", "request_level", "sarathi_paper", "sarathi", "vllm", "vllm_v1", "distserve",
-         "slai"]
+         "slai", "wait"]
 
 
 @pytest.mark.parametrize("name", NAMES)

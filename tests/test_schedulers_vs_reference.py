@@ -158,6 +158,7 @@ def test_distserve(detail, data):
     """Prefill nodes then decode nodes, routed round robin or to the shortest queue, against the
     reference's nodes advanced batch by batch (with its own JSQ)."""
     from stability.sim.cluster import run_cluster
+    from stability.sim.routing import Cluster, Requests
 
     cm, arrival, L_P, L_D, _, pick = drawn(data)
     r_p, r_d = pick([1, 2]), pick([1, 2])
@@ -169,8 +170,8 @@ def test_distserve(detail, data):
     sch = get_scheduler("distserve")
     p = sch.make_params(cm, **opts)
     cls = np.zeros(len(arrival), dtype=np.int64)
-    node, runs = run_cluster(cm, sch, p, arrival, L_P, L_D, cls, 1, r_p + r_d, planner,
-                             np.random.default_rng(0), detail)
+    node, runs = run_cluster(cm, sch, p, Requests(arrival, L_P, L_D, cls),
+                             Cluster(r_p + r_d, planner, np.random.default_rng(0)), RunOptions(detail=detail))
     reqs, pre, dec = ref.distserve(cm, arrival, L_P, L_D, r_p, r_d, planner, opts["prefill_mode"],
                                    opts["chunk"], opts["prefill_max_tokens"], opts["prefill_max_batch"],
                                    opts["decode_cap"], lambda L: float(p.transfer_time(L)))
@@ -203,6 +204,7 @@ def test_long_decode_sets(detail):
     (blocks grown, freed and preempted on that path) and a DistServe decode node."""
     from stability.sim.cluster import run_cluster
     from stability.sim.engine import LONG_SET
+    from stability.sim.routing import Cluster, Requests
 
     cm = toy_cost_model("toy4", "paper")
     arrival, L_P, L_D = burst(700, 1)
@@ -219,8 +221,8 @@ def test_long_decode_sets(detail):
     sch = get_scheduler("distserve")
     p = sch.make_params(cm, prefill_nodes=1, prefill_mode="batched")
     cls = np.zeros(arrival.size, dtype=np.int64)
-    _, runs = run_cluster(cm, sch, p, arrival, L_P, L_D, cls, 1, 2, "round_robin",
-                          np.random.default_rng(0), detail)
+    _, runs = run_cluster(cm, sch, p, Requests(arrival, L_P, L_D, cls),
+                          Cluster(2, "round_robin", np.random.default_rng(0)), RunOptions(detail=detail))
     reqs, _, dec = ref.distserve(cm, arrival, L_P, L_D, 1, 1, "round_robin", "batched", p.chunk)
     run = runs[1]
     assert run.counters["n_dec_tok"] >= LONG_SET * run.counters["n_batch"]  # some batch that long
@@ -229,3 +231,98 @@ def test_long_decode_sets(detail):
     assert run.counters["n_batch"] == dec[0].batches
     if detail:
         assert_close(run.tbt_max, [r.tbt_max for r in reqs])
+
+
+def wait_scenario(pick):
+    """A small WAIT scenario: 1-3 types with thresholds, requests drawn among them and, now and
+    then, of no type; a cache of exactly M^pi blocks or more."""
+    from stability.schedulers.wait import threshold_memory
+
+    cm = toy_cost_model(pick(["toy2", "toy4", "toy8"]), pick(["paper", "real"]))
+    rng = np.random.default_rng(pick(range(2**16)))
+    k = pick([1, 2, 3])
+    keys = sorted({(int(rng.integers(1, 30)), int(rng.integers(1, 8))) for _ in range(k)})
+    thresholds = tuple((lp, ld, int(rng.integers(1, 5))) for lp, ld in keys)
+    m = pick(range(1, 41))
+    which = rng.integers(0, len(keys), size=m)
+    L_P = np.array([keys[t][0] for t in which])
+    L_D = np.array([keys[t][1] for t in which])
+    if pick([False, True]):
+        L_D[rng.random(m) < 0.1] += 100  # of no type: rejected
+    arrival = np.cumsum(rng.exponential(pick([1e-4, 1e-3, 2e-2]), size=m))
+    if pick([False, True]):
+        arrival[: m // 2] = 0.0
+    block = pick([1, 2, 4])
+    kv = {"block_size": block, "kv_blocks": threshold_memory(thresholds, block) + pick([0, 3, 1000])}
+    return cm, arrival, L_P, L_D, thresholds, kv
+
+
+@pytest.mark.parametrize("detail", [False, True])
+@settings(max_examples=SCENARIOS, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_wait(detail, data):
+    """WAIT (Ao, Luo, Simchi-Levi, Wang) against the reference's stage inventories: same times,
+    rejections, batch and token counts and peak KV use, never over M^pi."""
+    cm, arrival, L_P, L_D, thresholds, kv = wait_scenario(lambda o: data.draw(st.sampled_from(list(o))))
+    sch = get_scheduler("wait")
+    run = run_gpu(cm, sch, sch.make_params(cm, thresholds=thresholds, **kv), arrival, L_P, L_D,
+                  options=RunOptions(detail=detail))
+    mem = ref.Blocks(kv["kv_blocks"], kv["block_size"], 0, "vllm")
+    assert_same(run, ref.wait(cm, arrival, L_P, L_D, thresholds, mem), detail, mem)
+    run = run_gpu(cm, sch, sch.make_params(cm), arrival, L_P, L_D, options=RunOptions(detail=detail))
+    assert_same(run, ref.wait(cm, arrival, L_P, L_D, None), detail)  # no types: threshold 1 each
+
+
+def test_wait_by_hand():
+    """One type (l = 2, l' = 2, n = 2), batches of d_0 = c + a under a staircase law, arrivals at
+    0, 0, 0, 1, 1: the third prompt waits for a fourth; the fifth is drained alone at the end."""
+    import tempfile
+    from pathlib import Path
+
+    from stability.sim.simulate import Scenario, cost_model_of
+
+    toml = """[gpus.flat]
+base = "a100"
+overhead_s = 0.0
+[gpus.flat.linear_law]
+kind = "staircase"
+c = 0.3
+a = 0.2
+b0 = 4096
+[models.flat]
+base = "mistral-7b"
+attention = false
+"""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "flat.toml"
+        path.write_text(toml)
+        cm = cost_model_of(Scenario(gpu="flat", gpu_file=str(path), model="flat", model_file=str(path)))
+    sch = get_scheduler("wait")
+    arrival = np.array([0.0, 0.0, 0.0, 1.0, 1.0])
+    run = run_gpu(cm, sch, sch.make_params(cm, thresholds=((2, 2, 2),), kv_blocks=2 * (2 + 3 + 4)),
+                  arrival, np.full(5, 2), np.full(5, 2), options=RunOptions(detail=False))
+    # batch 1 [0, 0.5): prefill 0, 1; request 2 waits (one of a threshold of two) and nothing is
+    # eligible until t = 1, when the last requests arrive: batch 2 [1, 1.5): prefill 2, 3, decode
+    # 0, 1; the run drains: batch 3 [1.5, 2): prefill 4 alone, decode 0, 1 (done), 2, 3; batch 4
+    # [2, 2.5): decode 2, 3 (done), 4; batch 5 [2.5, 3): decode 4 (done)
+    assert_close(run.t_finish, [2.0, 2.0, 2.5, 2.5, 3.0])
+    assert_close(run.t_first, [0.5, 0.5, 1.5, 1.5, 2.0])
+    assert run.counters["n_batch"] == 5
+    assert run.kv["peak"] == 2 + 2 * 3 + 2 * 4  # batch 3: one prompt at stage 0, two at stages 1, 2
+
+
+def test_wait_bad_options():
+    from stability.schedulers.wait import make_params
+    from theory.errors import FieldError
+
+    cm = toy_cost_model("toy4", "paper")
+    assert make_params(cm, thresholds="4:3:2,8:5:1", kv_blocks=10**6).thresholds == ((4, 3, 2), (8, 5, 1))
+    for bad in [(), ((4, 3),), ((4, 3, 0),), ((4, 3, 2), (4, 3, 1)), ((4, 3, True),), 5, "4:3", "4:x:1"]:
+        with pytest.raises(FieldError, match="thresholds"):
+            make_params(cm, thresholds=bad, kv_blocks=10**6)
+    with pytest.raises(FieldError, match="need 28 blocks"):  # n (l' + 1)(l + l'/2) = 2 * 14
+        make_params(cm, thresholds=((2, 3, 2),), kv_blocks=27)
+    with pytest.raises(FieldError, match="block_size"):
+        make_params(cm, thresholds=((2, 3, 2),), block_size=0)
+    with pytest.raises(FieldError, match="memory"):  # no M^pi without types
+        make_params(cm, memory=True)

@@ -124,14 +124,15 @@ def test_request_level_with_b1_is_an_mg1_queue_pollaczek_khinchine():
     expected = lam * ES2 / (2 * (1 - lam * ES))
     from stability.sim.cluster import run_cluster
     from stability.sim.registry import get_scheduler
+    from stability.sim.routing import Cluster, Requests
 
     rng = np.random.default_rng(7)
     n = 200000
     arrival = np.cumsum(rng.exponential(1 / lam, n))
     L_P, L_D = w.sample(n, rng)
     sch = get_scheduler("request_level")
-    _, runs = run_cluster(cm, sch, sch.make_params(cm, b=1), arrival, L_P, L_D,
-                          np.zeros(n, dtype=np.int64), 1, 1, "random", rng)
+    _, runs = run_cluster(cm, sch, sch.make_params(cm, b=1), Requests(arrival, L_P, L_D),
+                          Cluster(1, "random", rng))
     wait = runs[0].t_start - arrival
     lo, hi = batch_means_ci(wait[n // 10:])
     assert lo <= expected <= hi, (lo, expected, hi)
@@ -142,6 +143,7 @@ def test_jsq_matches_a_hand_written_join_shortest_queue():
     the fewest requests not finished by its arrival time (lowest index on ties)."""
     from stability.sim.cluster import run_cluster
     from stability.sim.registry import get_scheduler
+    from stability.sim.routing import Cluster, Requests
 
     cm = build_cost_model(get_gpu("h100"), get_model("mistral-7b"))
     rng = np.random.default_rng(3)
@@ -162,8 +164,8 @@ def test_jsq_matches_a_hand_written_join_shortest_queue():
         finish[k] = max(arrival[k], free_at[g]) + service[k]
         free_at[g] = finish[k]
     sch = get_scheduler("request_level")
-    got_node, runs = run_cluster(cm, sch, sch.make_params(cm, b=1), arrival, L_P, L_D,
-                                 np.zeros(n, dtype=np.int64), 1, r, "jsq", rng)
+    got_node, runs = run_cluster(cm, sch, sch.make_params(cm, b=1), Requests(arrival, L_P, L_D),
+                                 Cluster(r, "jsq", rng))
     assert np.array_equal(got_node, node)
     for g in range(r):
         assert np.allclose(runs[g].t_finish, finish[node == g], rtol=1e-9)

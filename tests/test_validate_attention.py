@@ -23,7 +23,8 @@ from theory.validation.attention import (
     score_attention,
 )
 from theory.validation.errors import abs_rel_error
-from theory.validation.profiles_convert import convert_llmservingsim_attention, write_profile
+from theory.validation.profiles_llmservingsim import convert_llmservingsim_attention
+from theory.validation.profiles_rows import write_profile
 from theory.validation.report import write_outputs
 from theory.validation.results import Settings
 from theory.validation.validate import NO_KERNEL_LAW, validate

@@ -21,15 +21,13 @@ from theory.validation.steps import (
     SUMMED_PARTS,
     StepOptions,
     console_lines,
-    fit_constant,
-    fit_overlap,
     predict_step,
-    rank_correlation,
     score_steps,
     step_parts,
     to_json,
 )
 from theory.validation.steps_data import COLUMNS, SHIPPED, StepRow, convert_run, load_steps
+from theory.validation.steps_fixed import fit_constant, fit_overlap, rank_correlation
 from theory.validation.steps_report import markdown, plot
 
 ROOT = Path(__file__).resolve().parents[1]

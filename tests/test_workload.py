@@ -1,5 +1,8 @@
 """Workload laws: the Table 1 fit, the packaged trace, padding, sampling and bad input."""
 
+from importlib import resources
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -230,3 +233,28 @@ def test_shipped_defaults_fit_their_models_context():
     llama = get_model("llama-2-7b")  # a finding: a quarter of Table 1 exceeds Llama 2's 4096 tokens
     with pytest.raises(FieldError, match="context length of llama-2-7b"):
         check_context(get_workload("table1"), llama.context_length, llama.key)
+
+
+@pytest.mark.parametrize("name, rows", [("azure-code-2023", 8819), ("azure-conv-2023", 19366)])
+def test_packaged_azure_traces_keep_every_row_of_an_hour_of_bursty_arrivals(name, rows, tmp_path,
+                                                                           monkeypatch):
+    tr = read_trace(name)
+    assert tr.L_P.size == tr.L_D.size == tr.arrival_time.size == rows  # every row of the source file
+    t = tr.arrival_time
+    assert t[0] == 0.0 and np.all(np.diff(t) > 0) and t[-1] < 3600.0  # one hour, from its first request
+    assert tr.L_P.min() >= 1 and tr.L_D.min() >= 1
+    # bursty: counts per 10 s window are over-dispersed against Poisson arrivals (index of
+    # dispersion 1), beyond what a Poisson sample of this size shows (its 99.9% quantile)
+    counts = np.bincount((t // 10).astype(int))
+    windows = counts.size
+    poisson_max = stats.chi2.ppf(0.999, windows - 1) / (windows - 1)
+    assert counts.var(ddof=1) / counts.mean() > poisson_max
+    licence = Path(str(resources.files("theory").joinpath("data", "workloads",
+                                                           "LICENSE-azure_llm_inference_2023.txt")))
+    assert "Attribution 4.0 International" in licence.read_text(encoding="utf-8-sig")
+    law = get_workload(name)  # the name is also a workload: the trace's empirical law
+    assert law.mean() == pytest.approx((tr.L_P.mean(), tr.L_D.mean()), rel=1e-12)
+    # a file of that name in the working directory is read instead of the packaged trace
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).write_text("prompt_len,output_len\n7,3\n")
+    assert read_trace(name).L_P.tolist() == [7]

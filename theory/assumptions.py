@@ -36,7 +36,10 @@ class AssumptionReport:
 
 
 def assumption1(cm: CostModel) -> AssumptionReport:
-    """Assumption 1 for the cost model's GPU and model (see module docstring)."""
+    """Assumption 1 for the cost model's GPU and model (see module docstring).
+
+    Implements Assumption 1.
+    """
     rates = cm.mu * cm.t_row * cm.t_col * cm.t_red
     best = rates.max()
     t = cm.t_star
@@ -53,7 +56,10 @@ def assumption1(cm: CostModel) -> AssumptionReport:
 
 
 def assumption2(cm: CostModel, d_col_max: int = 4096) -> AssumptionReport:
-    """Assumption 2 for every weight matrix of the model and d_col = 1..d_col_max."""
+    """Assumption 2 for every weight matrix of the model and d_col = 1..d_col_max.
+
+    Implements Assumption 2.
+    """
     d_col = np.arange(1, d_col_max + 1)
     worst_ratio, worst = np.inf, None
     shapes = [(g.name, g.d_row, g.d_red) for g in cm.model.linear_gemms(cm.mode)]
@@ -73,7 +79,10 @@ def assumption2(cm: CostModel, d_col_max: int = 4096) -> AssumptionReport:
 
 
 def assumption3(cm: CostModel, w: Workload) -> AssumptionReport:
-    """Assumption 3: prompts are multiples of t*_lcm a.s. (lengths are bounded by construction)."""
+    """Assumption 3: prompts are multiples of t*_lcm a.s. (lengths are bounded by construction).
+
+    Implements Assumption 3.
+    """
     mass = w.assumption3(cm.t_lcm)
     detail = (f"P(L^P multiple of t*_lcm = {cm.t_lcm}) = {mass:.4g}; bounded: "
               f"l^P,max = {w.l_P_max}, l^D,max = {w.l_D_max}")
@@ -81,7 +90,10 @@ def assumption3(cm: CostModel, w: Workload) -> AssumptionReport:
 
 
 def assumption4(cm: CostModel, w: Workload, bytes_per_element: int = 2) -> AssumptionReport:
-    """Assumption 4: memory for the weights and t*_col maximal-length KV caches."""
+    """Assumption 4: memory for the weights and t*_col maximal-length KV caches.
+
+    Implements Assumption 4.
+    """
     need = cm.t_star.t_col * (w.l_P_max + w.l_D_max) * cm.model.kv_bytes_per_token(bytes_per_element)
     free = cm.gpu.memory_bytes - cm.model.weight_bytes(bytes_per_element)
     detail = (f"KV of t*_col = {cm.t_star.t_col} requests x {w.l_P_max + w.l_D_max} tokens needs "

@@ -81,6 +81,8 @@ def T_bar_R_terms(cm: CostModel, w: Workload, corrected: bool = False) -> dict[s
     per-decode time add the key ``"added"``: ``E[sum_{k=1}^{L^D} a(L^P + k)]``
     (:func:`theory.added_time.decode_sums`; their per-batch time is amortized, as ``overhead_s``).
 
+    Implements Eqs. 23 and 24 (per request: E[T^PM] / n and E[T^DM] / n).
+
     References
     ----------
     Theorem 1; Eq. 12 (T*_R(j), whose mean it is).
@@ -131,6 +133,8 @@ def T_max(cm: CostModel, l_P_max: int, l_D_max: int) -> float:
     one vocab-projection row; with terms on, ``1/mu_Lin(t)`` is the linear time of a one-token
     batch at tile t (:func:`theory.cost.linear_single`), and each token, a decode of Eq. 13, pays
     the added-time terms' per-decode time (:func:`theory.added_time.decode_s`).
+
+    Implements Eq. 13.
 
     References
     ----------
@@ -199,6 +203,8 @@ def lambda_star(cm: CostModel, w: Workload, r: int = 1, corrected: bool = False)
     """Theorem 1's throughput limit lambda* = r / T_bar^R, requests per second (``corrected``: with
     the corrected T_bar^R, a valid upper bound).
 
+    Implements Theorem 1.
+
     References
     ----------
     Theorem 1.
@@ -208,6 +214,8 @@ def lambda_star(cm: CostModel, w: Workload, r: int = 1, corrected: bool = False)
 
 def n_threshold(t_col: int, T_max_value: float, T_bar_R_value: float, epsilon: float) -> int:
     """Smallest integer n with ``n > (t*_col - 1) T^max / (eps T_bar^R)`` (Theorem 2).
+
+    Implements Theorem 2.
 
     References
     ----------
@@ -226,6 +234,8 @@ def n_threshold(t_col: int, T_max_value: float, T_bar_R_value: float, epsilon: f
 def cycle_time_bound(n: int, T_bar_R_value: float, t_col: int, T_max_value: float) -> float:
     """Eq. 25: E[T_cycle] <= n T_bar^R + (t*_col - 1) T^max when a cycle starts with >= n requests.
 
+    Implements Eq. 25.
+
     References
     ----------
     Eq. 25 (Appendix C.2).
@@ -236,6 +246,8 @@ def cycle_time_bound(n: int, T_bar_R_value: float, t_col: int, T_max_value: floa
 
 def lemma4_bound(n: int, T_max_value: float, lam: float, r: int = 1) -> float:
     """Lemma 4: every cycle's mean length is at most r / lambda + n T^max.
+
+    Implements Lemma 4.
 
     References
     ----------
@@ -256,6 +268,8 @@ def lemma3_drift_bound(n: int, lam: float, r: int, T_bar_R_value: float, t_col: 
 
     ``printed=True`` gives the expression as printed, whose second term has ``lambda`` where
     ``lambda / r`` belongs (the two agree for r = 1).
+
+    Implements Lemma 3.
 
     References
     ----------
@@ -352,4 +366,5 @@ BOUNDS_TERMS: dict[str, tuple] = {
     "tp": (linear_per_token, linear_single),
     "attention": (T_bar_R_terms, T_max, T_D_SA, T_P_SA),
     "lm_head": (T_bar_R_terms, T_max, law_from_cost_model),
+    "moe": (linear_per_token, linear_single, T_bar_R_terms, law_from_cost_model),
 }

@@ -41,6 +41,7 @@ from theory.cost_model import CostModel, build_cost_model
 from theory.errors import FieldError
 from theory.linear_terms import LinearTerms
 from theory.measured import MeasuredLinear, interpolate_by_shape
+from theory.moe import MoETerms
 from theory.terms import LinearLaw, ceil_div
 from theory.tp_split import allreduce_time, shard_memory
 
@@ -49,6 +50,8 @@ def T_GeMM(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
     """GeMM time, Eq. 2: ceil(d_row/t_row) ceil(d_col/t_col) ceil(d_red/t_red) / (s mu).
 
     All arguments broadcast as numpy arrays.
+
+    Implements Eq. 2.
 
     References
     ----------
@@ -135,6 +138,8 @@ def linear_law_name(cm: CostModel) -> str:
 def T_GeMV(d_row, d_col, t_row, t_col, mu, s):
     """GeMV time, Eq. 3: ceil(d_row/t_row) ceil(d_col/t_col) / (s mu).
 
+    Implements Eq. 3.
+
     References
     ----------
     Eq. 3.
@@ -175,6 +180,8 @@ def _min_over(values_per_tile) -> tuple[np.ndarray, np.ndarray]:
 
 def T_Lin(cm: CostModel, tau, tile: int | None = None, return_tile: bool = False):
     """Linear-layer time of a batch of ``tau`` tokens, Eq. 4: ceil(tau / t_col) / mu_Lin(t).
+
+    Implements Eq. 4.
 
     Parameters
     ----------
@@ -217,6 +224,8 @@ def _T_Lin_terms(cm: CostModel, tau: np.ndarray, tile: int | None, return_tile: 
             arg = np.full(tau.shape, tile)
         if covered is not None:
             out = out + lt.measured.time(tau, covered)
+        if lt.moe is not None:
+            out = out + lt.moe.time(np.maximum(tau, 1)).reshape(np.shape(out))
         out = np.where(tau > 0, out + lt.tok_s * tau + lt.batch_s, 0.0)
     return (out, arg) if return_tile else out
 
@@ -238,6 +247,8 @@ def linear_per_token(cm: CostModel) -> float:
         return cm.lin.law.per_token_min
     tile_l = min(cm.lin.per_token_limit(k, int(cm.t_col[k]), float(cm.mu[k]), cm.s)
                  for k in range(len(cm.tiles))) + cm.lin.tok_s
+    if cm.lin.moe is not None:  # the routed experts on their own tiles (theory.moe)
+        tile_l += cm.lin.moe.per_token_limit()
     if cm.lin.measured is None or not cm.lin.measured.tau_max:
         return tile_l
     tau = np.arange(1, cm.lin.measured.tau_max + 1)
@@ -273,6 +284,8 @@ def T_D_SA(cm: CostModel, i):
 
     ``(d/t_col) ceil(i/t_row) + ceil(i/t_col) (d/t_row)`` GeMV tiles, each GeMV on its fastest
     tile, divided by ``s mu(t_row, t_col)`` as Eq. 3 prescribes.
+
+    Implements Eq. 5.
 
     References
     ----------
@@ -318,6 +331,8 @@ def T_P_SA(cm: CostModel, i, c, tile: int | None = None, return_tiles: bool = Fa
     ``d x c``, reduction ``i+c-1``); each takes its fastest tile unless ``tile`` is given.
     ``return_tiles`` also returns the tile indices the two GeMMs use. With ``attention_waves``
     each GeMM is :func:`T_GeMM_waves`; without attention the time is 0.
+
+    Implements Eq. 6.
 
     References
     ----------
@@ -376,6 +391,8 @@ def T_batch(cm: CostModel, batch: Batch) -> float:
     decode and per prefill chunk). With ``mixed_decode_eta`` the decodes of a batch that holds a
     prefill chunk take :func:`T_D_SA_mixed`. The added-time terms add their per-batch time through
     :attr:`CostModel.fixed_s` and their per-decode time per decode (:mod:`theory.added_time`).
+
+    Implements Eq. 7.
 
     References
     ----------
@@ -504,6 +521,7 @@ NUMERIC_TERMS: dict[str, tuple] = {
     "tp": (build_cost_model, allreduce_time, shard_memory),
     "attention": (T_D_SA, T_P_SA),
     "lm_head": (build_cost_model, T_batch, one_token_batch_rest, chunked_prefill_time),
+    "moe": (build_cost_model, MoETerms.time, T_Lin, linear_per_token),
 }
 
 __all__ = [

@@ -22,6 +22,7 @@ from theory.hardware import GPU, Tile
 from theory.linear_terms import LinearTerms
 from theory.measured import MeasuredLinear
 from theory.models import GemmShape, Model, _check_mode
+from theory.moe import MoETerms
 from theory.terms import LM_HEAD, ceil_div
 from theory.tp_split import allreduce_count, allreduce_time, check_tp
 
@@ -160,6 +161,8 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
     gt, mt = gpu.terms, model.terms
     tp = gt.tp
     check_tp(tp, model.n_heads, model.n_kv_heads, model.d_ff, mode, model.key, f"gpus.{gpu.key}")
+    if model.moe is not None:
+        check_moe(gpu, model)
     if gt.linear_law is not None and mt.lm_head:
         raise FieldError(f"models.{model.key}.lm_head", True,
                          f"false on GPU {gpu.key}, whose linear_law replaces the whole linear time")
@@ -197,8 +200,10 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
     else:
         mu_nLin = gpu.eta_mem * gpu.bandwidth / (2.0 * model.nonlinear_elements_per_token(mode, tp))
     lin, lm_out = None, 0.0
-    if not (gt.linear_plain and not mt.lm_head):
+    if not (gt.linear_plain and not mt.lm_head and model.moe is None):
         lin = _linear_terms(gpu, model, gemms, t_row, t_col, t_red, all_gemms)
+        if model.moe is not None:
+            lin = replace(lin, moe=moe_terms(gpu, model, mode, (t_row, t_col, t_red), mu))
         if gt.gemm_profile is not None:
             lin = replace(lin, measured=_measured(gpu, gemms, mode))
         if mt.lm_head:
@@ -261,3 +266,36 @@ def _measured(gpu: GPU, gemms, mode: str) -> MeasuredLinear:
                           count=np.array([g.count for g in gemms], dtype=np.int64),
                           gemm_overhead_s=gt.gemm_overhead_s, profile=gt.gemm_profile,
                           gpu=gt.gemm_profile_gpu, by_shape=by_shape)
+
+
+def check_moe(gpu: GPU, model: Model) -> None:
+    """Raise :class:`FieldError` where the cost model cannot price ``model``'s MoE layers on ``gpu``
+    (:mod:`theory.moe`): experts split over GPUs, or a law that replaces the whole linear time."""
+    where = f"gpus.{gpu.key}"
+    if gpu.terms.tp > 1:
+        raise FieldError(f"{where}.tp", gpu.terms.tp,
+                         f"1 for the mixture of experts {model.key} (tensor and expert parallelism of "
+                         "the experts are not modelled yet)")
+    if gpu.terms.linear_law is not None:
+        raise FieldError(f"{where}.linear_law", gpu.terms.linear_law.kind,
+                         f"no law for the mixture of experts {model.key} (a token-count law has no "
+                         "term for the experts a batch reaches)")
+
+
+def moe_terms(gpu: GPU, model: Model, mode: str, tiles: tuple, mu: np.ndarray) -> MoETerms:
+    """The arrays of :class:`theory.moe.MoETerms` for ``model``'s routed experts on ``gpu``."""
+    t_row, t_col, t_red = tiles
+    gt, moe = gpu.terms, model.moe
+    b = gt.bytes_per_element
+    gemms = model.expert_gemms(mode)
+    return MoETerms(
+        count=model.n_moe_layers, E=moe.n_experts, k=moe.experts_per_token,
+        rows=np.array([[int(ceil_div(g.d_row, r)) for g in gemms] for r in t_row], dtype=np.int64),
+        red=np.array([[int(ceil_div(g.d_red, k)) for g in gemms] for k in t_red], dtype=np.int64),
+        t_col=t_col.copy(), mu=mu.copy(), s=gpu.s,
+        wbytes=np.array([float(b * g.d_row * g.d_red) for g in gemms]),
+        abytes=np.array([float(b * (g.d_row + g.d_red)) for g in gemms]),
+        traffic=np.array([[float(b * (r + c) * g.d_red) for g in gemms]
+                          for r, c in zip(t_row, t_col, strict=True)]),
+        waves=gt.waves, floor_bw=gpu.eta_mem * gpu.bandwidth if gt.memory_floor else 0.0,
+        l2_bw=gt.l2_bandwidth or 0.0, launch_s=len(gemms) * gt.gemm_overhead_s)

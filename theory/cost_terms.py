@@ -165,6 +165,12 @@ TERMS: dict[str, CostTerm] = {t.name: t for t in (
     CostTerm("lm_head", "model", "switch", False, False,
              "vllm-project/vllm vllm/v1/worker/gpu_model_runner.py (logits_indices)",
              "the vocab projection on one row per decode and per prefill chunk, not on every token"),
+    CostTerm("moe", "model", "table (n_experts, experts_per_token, d_ff_expert, ...)", None, None,
+             "Shazeer et al. (2017), arXiv:1701.06538 (top-k gating); vllm-project/vllm "
+             "vllm/model_executor/layers/fused_moe/fused_moe.py (one grouped GeMM per expert weight)",
+             "mixture-of-experts layers: the expected grouped GeMMs of the experts a batch reaches",
+             keys=("n_experts", "experts_per_token", "d_ff_expert", "n_shared_experts", "d_ff_shared",
+                   "first_dense_layers", "moe_every", "routing"), record="profile"),
 )}
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from theory.measured import MeasuredLinear
+from theory.moe import MoETerms
 from theory.terms import LinearLaw, ceil_div
 
 
@@ -31,7 +32,9 @@ class LinearTerms:
     ceil(d_red_g / t_red_k)``, ``traffic_kg = b (t_row_k + t_col_k) d_red_g``. With ``measured``
     (``gemm_profile``) a GeMM ``g`` its table covers at ``tau`` has ``G_kg(tau) = 0`` for every
     tile and adds ``count_g (M_g(tau) - gemm_overhead_s)`` instead (``batch_s`` holds its
-    ``gemm_overhead_s``, which the measured time ``M_g`` already includes).
+    ``gemm_overhead_s``, which the measured time ``M_g`` already includes). A MoE model adds the
+    expected time of its routed experts, ``moe.time(tau)``, on their own tiles (:mod:`theory.moe`;
+    :func:`theory.cost.T_Lin`).
     """
 
     count: np.ndarray  # (G,) int
@@ -47,6 +50,7 @@ class LinearTerms:
     batch_s: float  # seconds per non-empty batch (all-reduce latencies, vocab-projection weight read)
     law: LinearLaw | None
     measured: MeasuredLinear | None = None  # the measured-profile law (gemm_profile), if on
+    moe: MoETerms | None = None  # a MoE model's routed experts (theory.moe), added to every batch
 
     def per_tile(self, tau: np.ndarray, k: int, t_col: int, mu: float, s: int,
                  covered: np.ndarray | None = None) -> np.ndarray:

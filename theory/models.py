@@ -25,14 +25,16 @@ from pathlib import Path
 from theory.config import inherit, read_packaged, read_section
 from theory.cost_terms import term_keys
 from theory.errors import FieldError, UnknownNameError
+from theory.moe import MOE_FIELDS, MoE, moe_from
 from theory.terms import LM_HEAD, ModelTerms, model_terms_from
 
 MODES = ("paper", "real")
+ROUTER = "W_router"
 _INT_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab")
 # every field a [models.<key>] table may give (besides base)
 # the keys a [models.<key>] table may hold, beside those of the model-side cost terms
 # (theory.cost_terms.term_keys("model"), read when the file is: a term may be declared later)
-MODEL_FIELDS = (*_INT_FIELDS, "name", "ffn", "params", "context_length", "source")
+MODEL_FIELDS = (*_INT_FIELDS, "name", "ffn", "params", "context_length", "source", *MOE_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,10 @@ class Model:
         no public source is recorded.
     terms : ModelTerms
         Model-side cost terms (``attention``, ``lm_head``); see :mod:`theory.terms`.
+    moe : MoE or None
+        The mixture-of-experts layers (:mod:`theory.moe`); ``None`` for a dense model. A MoE
+        layer's FFN is its router, its shared experts and its routed experts; ``d_ff`` is then
+        the FFN width of the dense layers alone.
     """
 
     key: str
@@ -85,6 +91,12 @@ class Model:
     source: str = ""
     terms: ModelTerms = field(default_factory=ModelTerms)
     context_length: int | None = None
+    moe: MoE | None = None
+
+    @property
+    def n_moe_layers(self) -> int:
+        """How many layers are MoE layers (0 for a dense model)."""
+        return 0 if self.moe is None else self.moe.layers(self.N)
 
     @property
     def d(self) -> int:
@@ -116,6 +128,8 @@ class Model:
         vocab projection over the vocabulary (``ceil(d_out / tp)`` rows).
         """
         _check_mode(mode)
+        if self.moe is not None:
+            return self._moe_linear_gemms(mode, tp)
         if mode == "paper":
             return (
                 GemmShape("W_Q, W_K, W_V", 3 * self.N, self.d, self.d_x),
@@ -133,6 +147,43 @@ class Model:
             GemmShape(LM_HEAD, 1, -(-self.d_out // tp), self.d_x),
         )
 
+    def _ffn_gemms(self, mode: str, label: str, count: int, width: int) -> tuple[GemmShape, ...]:
+        """A dense FFN of ``width`` in ``count`` layers: the paper's two matrices, or as served."""
+        if count == 0 or width == 0:
+            return ()
+        if mode == "paper":
+            return (GemmShape(f"{label} W_F1", count, width, self.d),
+                    GemmShape(f"{label} W_F2", count, self.d_x, width))
+        up = 2 * width if self.ffn == "swiglu" else width
+        name = f"{label} W_gate_up" if self.ffn == "swiglu" else f"{label} W_up"
+        return (GemmShape(name, count, up, self.d_x), GemmShape(f"{label} W_down", count, self.d_x, width))
+
+    def _moe_linear_gemms(self, mode: str, tp: int) -> tuple[GemmShape, ...]:
+        """The GeMMs over all of a batch's tokens of a MoE model (:mod:`theory.moe`): attention,
+        the dense layers' FFN, each MoE layer's router ``E x d_x`` (paper mode: ``E x d``) and
+        shared experts, and the vocab projection. The routed experts are :meth:`expert_gemms`."""
+        moe, n_moe = self.moe, self.n_moe_layers
+        if mode == "paper":
+            attn = (GemmShape("W_Q, W_K, W_V", 3 * self.N, self.d, self.d_x),)
+            router = GemmShape(ROUTER, n_moe, moe.n_experts, self.d)
+            head = GemmShape(LM_HEAD, 1, self.d_out, self.d_x)
+        else:
+            q, kv = self._heads_per_gpu(tp)
+            attn = (GemmShape("W_QKV (fused, GQA)", self.N, (q + 2 * kv) * self.head_dim, self.d_x),
+                    GemmShape("W_O", self.N, self.d_x, q * self.head_dim))
+            router = GemmShape(ROUTER, n_moe, moe.n_experts, self.d_x)
+            head = GemmShape(LM_HEAD, 1, -(-self.d_out // tp), self.d_x)
+        return (*attn, *self._ffn_gemms(mode, "dense", self.N - n_moe, self.d_ff), router,
+                *self._ffn_gemms(mode, "shared", n_moe, moe.d_shared), head)
+
+    def expert_gemms(self, mode: str = "paper") -> tuple[GemmShape, ...]:
+        """One routed expert's GeMMs, each run in every MoE layer (``count``) over the tokens routed
+        to it (:mod:`theory.moe`); empty for a dense model."""
+        _check_mode(mode)
+        if self.moe is None:
+            return ()
+        return self._ffn_gemms(mode, "expert", self.n_moe_layers, self.moe.d_ff_expert)
+
     def _heads_per_gpu(self, tp: int) -> tuple[int, int]:
         """(query heads, KV heads) on one GPU of a ``tp``-way split (KV replicated past n_kv_heads)."""
         return self.n_heads // tp, max(self.n_kv_heads // tp, 1)
@@ -147,7 +198,11 @@ class Model:
 
     def linear_flops_per_token(self, mode: str = "paper") -> int:
         """2 x (weights touched per token): the useful FLOPs of the linear layers per token."""
-        return sum(2 * g.count * g.d_row * g.d_red for g in self.linear_gemms(mode))
+        dense = sum(2 * g.count * g.d_row * g.d_red for g in self.linear_gemms(mode))
+        if self.moe is None:
+            return dense
+        return dense + self.moe.experts_per_token * sum(2 * g.count * g.d_row * g.d_red
+                                                        for g in self.expert_gemms(mode))
 
     def nonlinear_elements_per_token(self, mode: str = "paper", tp: int = 1) -> int:
         """Activation elements the element-wise operations read and write per token (Sec. 3.2.3).
@@ -156,11 +211,31 @@ class Model:
         each) and the FFN activation (ReLU: read and write d_ff; SwiGLU: read 2 d_ff, write d_ff);
         then a final norm (2 d_x) and the output softmax (2 d_out). Attention's mask and softmax
         are neglected as in the paper. With ``tp > 1`` one GPU's share: the activation and the
-        softmax over its shard, the norms and residuals replicated.
+        softmax over its shard, the norms and residuals replicated. A MoE layer's FFN part is
+        :meth:`moe_elements_per_token` in place of the dense activation.
         """
         _check_mode(mode)
-        act = 3 * self.d_ff if (mode == "real" and self.ffn == "swiglu") else 2 * self.d_ff
-        return self.N * (10 * self.d_x + act // tp) + 2 * self.d_x + 2 * -(-self.d_out // tp)
+        per = 3 if (mode == "real" and self.ffn == "swiglu") else 2
+        if self.moe is None:
+            return self.N * (10 * self.d_x + per * self.d_ff // tp) + 2 * self.d_x + 2 * -(-self.d_out // tp)
+        n_moe = self.n_moe_layers
+        return (self.N * 10 * self.d_x + (self.N - n_moe) * per * self.d_ff
+                + n_moe * self.moe_elements_per_token(mode) + 2 * self.d_x + 2 * self.d_out)
+
+    def moe_elements_per_token(self, mode: str = "paper") -> int:
+        """Activation elements one MoE layer's element-wise work reads and writes per token
+        (:mod:`theory.moe`): the router's ``E`` logits (softmax and top-k: read and write), the
+        activation of the ``k`` routed and the shared experts (as a dense FFN's, per token), and
+        the weighted sum of the ``k`` expert outputs (read ``k d_x``, write ``d_x``: vLLM's fused
+        MoE writes each slot's output, then sums them, ``moe_sum`` in
+        ``vllm/model_executor/layers/fused_moe/fused_moe.py``); 0 for a dense model."""
+        _check_mode(mode)
+        if self.moe is None:
+            return 0
+        moe = self.moe
+        per = 3 if (mode == "real" and self.ffn == "swiglu") else 2
+        return (per * (moe.experts_per_token * moe.d_ff_expert + moe.d_shared) + 2 * moe.n_experts
+                + (moe.experts_per_token + 1) * self.d_x)
 
     def divisibility_dims(self, mode: str = "paper", tp: int = 1) -> dict[str, tuple[int, str]]:
         """Model dimensions a tile must divide, as ``{label: (value, role)}`` (Section 3.2.1).
@@ -171,13 +246,14 @@ class Model:
         the vocabulary (the LM head's rows) is left out at TP 1 too, for the same reason (vLLM pads
         it to a multiple of 64, ``vllm/model_executor/layers/vocab_parallel_embedding.py``,
         ``pad_vocab_size``; Qwen3's 151,936 is not a multiple of 256); paper mode keeps it
-        (Section 3.2.1 assumes every dimension divisible).
+        (Section 3.2.1 assumes every dimension divisible). A MoE router's ``E`` rows are left out
+        too: fewer than a tile's rows in every preset, padded by Eq. 2's ceiling (:mod:`theory.moe`).
         """
         dims: dict[str, tuple[int, str]] = {}
-        for g in self.linear_gemms(mode, tp):
+        for g in (*self.linear_gemms(mode, tp), *self.expert_gemms(mode)):
             if tp > 1 and g.name == LM_HEAD:
                 continue
-            if not (mode == "real" and g.name == LM_HEAD):
+            if not (mode == "real" and g.name == LM_HEAD) and g.name != ROUTER:
                 dims[f"{g.name}: d_row"] = (g.d_row, "row")
             dims[f"{g.name}: d_red"] = (g.d_red, "red")
         d_pre, d_dec = self.attention_widths(mode, tp)
@@ -213,12 +289,13 @@ def _build_model(key: str, table: dict) -> Model:
     context = table.get("context_length")
     if context is not None and (isinstance(context, bool) or not isinstance(context, int) or context < 2):
         raise FieldError(f"{where}.context_length", context, "an integer >= 2 (tokens), or no entry")
+    moe = moe_from(table, where, values["n_layers"])
     return Model(key=key, name=str(table.get("name", key)), N=values["n_layers"],
                  d_x=values["d_model"], n_heads=values["n_heads"],
                  n_kv_heads=values["n_kv_heads"], head_dim=values["head_dim"],
                  d_ff=values["d_ff"], d_out=values["vocab"], ffn=ffn, params=float(params),
                  source=str(table.get("source", "")), terms=model_terms_from(table, where),
-                 context_length=context)
+                 context_length=context, moe=moe)
 
 
 @cache

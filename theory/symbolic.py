@@ -48,12 +48,18 @@ def exact(x) -> sp.Rational:
 
 
 def gemm_time(d_row, d_col, d_red, t_row, t_col, t_red, mu, s):
-    """Eq. 2: ceiling(d_row/t_row) ceiling(d_col/t_col) ceiling(d_red/t_red) / (s mu)."""
+    """Eq. 2: ceiling(d_row/t_row) ceiling(d_col/t_col) ceiling(d_red/t_red) / (s mu).
+
+    Symbolic twin of Eq. 2.
+    """
     return ceiling(d_row / t_row) * ceiling(d_col / t_col) * ceiling(d_red / t_red) / (s * mu)
 
 
 def gemv_time(d_row, d_col, t_row, t_col, mu, s):
-    """Eq. 3: ceiling(d_row/t_row) ceiling(d_col/t_col) / (s mu)."""
+    """Eq. 3: ceiling(d_row/t_row) ceiling(d_col/t_col) / (s mu).
+
+    Symbolic twin of Eq. 3.
+    """
     return ceiling(d_row / t_row) * ceiling(d_col / t_col) / (s * mu)
 
 
@@ -154,6 +160,7 @@ class SymbolicCostModel:
     law: tuple | None = None  # (c, a, b0) of a staircase linear law
     attention: bool = True
     added: tuple = ()  # (formula, exact value) of each added-time term on (register_added_time)
+    moe: tuple | None = None  # (MoE layers, E, k, ((d_row, d_red) per expert GeMM)) of a MoE model
 
     @classmethod
     def from_cost_model(cls, cm: CostModel) -> SymbolicCostModel:
@@ -174,7 +181,8 @@ class SymbolicCostModel:
             mu_nLin=sp.oo if law is not None else exact(cm.mu_nLin), overhead=exact(cm.base_fixed_s),
             law=None if law is None else (exact(law.c), exact(law.a), sp.Integer(law.b0)),
             attention=cm.attention,
-            added=tuple((SYMBOLIC_ADDED[name], exact(value)) for name, value in cm.added))
+            added=tuple((SYMBOLIC_ADDED[name], exact(value)) for name, value in cm.added),
+            moe=_moe_of(cm))
 
     @property
     def fixed(self):
@@ -199,12 +207,36 @@ class SymbolicCostModel:
         return mu_Lin(self.gemms, t_row, t_red, mu, self.s)
 
     def T_Lin(self, tau, tile: int | None = None):
-        """Eq. 4, minimised over tiles (or at tile index ``tile``); the law if one is set."""
+        """Eq. 4, minimised over tiles (or at tile index ``tile``); the law if one is set.
+
+        Symbolic twin of Eq. 4.
+        """
         if self.law is not None:
             c, a, b0 = self.law
             return c + a * ceiling(tau / b0) if tau != 0 else sp.Integer(0)
         ks = range(len(self.tiles)) if tile is None else [tile]
-        return sp.Min(*[linear_time(tau, self.mu_Lin(k), self.tiles[k][1]) for k in ks])
+        dense = sp.Min(*[linear_time(tau, self.mu_Lin(k), self.tiles[k][1]) for k in ks])
+        return dense if self.moe is None else dense + self.T_MoE(tau)
+
+    def T_MoE(self, tau):
+        """The expected time of a MoE model's routed experts for a batch of ``tau`` tokens under
+        uniform routing (:mod:`theory.moe`), exactly: per MoE layer and expert GeMM, the fastest
+        tile's ``ceiling(d_row/t_row) ceiling(d_red/t_red) / (s mu)`` times the expected column
+        blocks ``E sum_n binomial(tau, n) p^n (1-p)^(tau-n) ceiling(n/t_col)``, ``p = k/E``; 0 for
+        a dense model or ``tau = 0``. ``tau`` must be an integer."""
+        if self.moe is None or tau == 0:
+            return sp.Integer(0)
+        count, E, k, gemms = self.moe
+        p, tau = sp.Rational(k, E), int(tau)
+        law = [sp.binomial(tau, n) * p**n * (1 - p) ** (tau - n) for n in range(tau + 1)]
+
+        def blocks(t_col):
+            return E * sp.Add(*[w * ceiling(sp.Rational(n, t_col)) for n, w in enumerate(law)])
+
+        by_width = {t_col: blocks(t_col) for _, t_col, _, _ in self.tiles}
+        per_gemm = [sp.Min(*[ceiling(sp.Rational(d_row, r)) * ceiling(sp.Rational(d_red, t)) / (self.s * mu)
+                             * by_width[c] for r, c, t, mu in self.tiles]) for d_row, d_red in gemms]
+        return count * sp.Add(*per_gemm)
 
     def T_Lin_as_sum(self, tau, tile: int = 0):
         """Section 3.2.1's sum of per-layer GeMMs at one tile (what Eq. 4 abbreviates)."""
@@ -212,7 +244,10 @@ class SymbolicCostModel:
         return linear_time_sum(tau, self.gemms, t_row, t_col, t_red, mu, self.s)
 
     def T_D_SA(self, i):
-        """Eq. 5 (with Eq. 3's 1/s), each GeMV on its fastest tile; 0 without attention."""
+        """Eq. 5 (with Eq. 3's 1/s), each GeMV on its fastest tile; 0 without attention.
+
+        Symbolic twin of Eq. 5.
+        """
         if not self.attention:
             return sp.Integer(0)
         d, s = self.d_dec, self.s
@@ -222,7 +257,10 @@ class SymbolicCostModel:
 
     def T_P_SA(self, i, c, tile: int | None = None):
         """Eq. 6, each of its two GeMMs on its fastest tile (or at tile index ``tile``); 0 without
-        attention."""
+        attention.
+
+        Symbolic twin of Eq. 6.
+        """
         if not self.attention:
             return sp.Integer(0)
         e = i + c - 1
@@ -233,7 +271,10 @@ class SymbolicCostModel:
         return self.N * (qk + pv)
 
     def T_batch(self, prefill=(), decode=()):
-        """Eq. 7 of a batch (plus the fixed overhead), tiles chosen per GeMM."""
+        """Eq. 7 of a batch (plus the fixed overhead), tiles chosen per GeMM.
+
+        Symbolic twin of Eq. 7.
+        """
         tau = sum(c for _, c in prefill) + len(decode)
         if tau == 0:
             return sp.Integer(0)
@@ -252,6 +293,8 @@ class SymbolicCostModel:
 
         Requires ``chunk`` (default t*_lcm) to divide ``l_P``, and the model as printed (no law,
         attention on).
+
+        Symbolic twin of Eq. 11.
         """
         self._require_printed("Eq. 11")
         t_row, t_col, t_red, mu = self.tiles[0]
@@ -267,7 +310,10 @@ class SymbolicCostModel:
         return out + self.N / (self.s * mu) * att
 
     def T_star_R_closed(self, l_P: int, l_D: int):
-        """Eq. 12: the closed form of Eq. 11, with ``N d L^P (L^P + t*_lcm) / (s mu t t t)``."""
+        """Eq. 12: the closed form of Eq. 11, with ``N d L^P (L^P + t*_lcm) / (s mu t t t)``.
+
+        Symbolic twin of Eq. 12.
+        """
         self._require_printed("Eq. 12")
         t_row, t_col, t_red, mu = self.tiles[0]
         lcm = sp.ilcm(t_row, t_col, t_red)
@@ -278,15 +324,21 @@ class SymbolicCostModel:
                       * l_P * (l_P + lcm))
 
     def _require_printed(self, what: str) -> None:
-        if self.law is not None or not self.attention or self.added:
+        if self.law is not None or not self.attention or self.added or self.moe is not None:
             raise FieldError("symbolic cost model", what, "the model as printed (no linear_law, attention "
-                             "on, no added-time term) for this closed form")
+                             "on, no added-time term, no mixture of experts) for this closed form")
 
     def T_max(self, l_P_max: int, l_D_max: int):
         """Eq. 13 / Theorem 2: max over tiles of l/mu_Lin(t) + l/mu_nLin + N sum_{i<=l} T^{D,SA}(i),
         plus l times the per-batch overhead (each token alone is a batch); under a law,
         ``l (law(1) + overhead)`` and the attention sum. Each token, a decode, also pays the
-        added-time terms' per-decode time."""
+        added-time terms' per-decode time.
+
+        Symbolic twin of Eq. 13.
+        """
+        if self.moe is not None:
+            raise FieldError("symbolic cost model", "Eq. 13", "a dense model (its one-token batches are "
+                             "written with mu_Lin; a mixture of experts takes T_max_described)")
         ell = sp.Integer(l_P_max + l_D_max)
         att = self.N * sp.Add(*[self.T_D_SA(sp.Integer(i)) for i in range(1, l_P_max + l_D_max + 1)])
         if self.added:
@@ -343,6 +395,8 @@ SYMBOLIC_TERMS: dict[str, tuple | NumericOnly] = {
     "tp": NumericOnly(f"one GPU's shards plus all-reduces, {_BY_HAND}"),
     "attention": (SymbolicCostModel.T_D_SA, SymbolicCostModel.T_P_SA),
     "lm_head": NumericOnly(f"a vocab-projection row per decode and chunk, {_BY_HAND}"),
+    "moe": (SymbolicCostModel.T_MoE, SymbolicCostModel.T_Lin, SymbolicCostModel.T_batch,
+            SymbolicCostModel.T_max_described),
 }
 SYMBOLIC_ADDED: dict[str, AddedTime] = {}  # the symbolic formulas of the added-time terms
 
@@ -351,6 +405,15 @@ def register_added_time(name: str, formula: AddedTime) -> None:
     """Register the symbolic formula of the declared added-time term ``name``: its slots over a
     :class:`SymbolicCostModel`, a sympy value and (per decode) one sympy position."""
     added_time.register(name, formula, SYMBOLIC_ADDED)
+
+
+def _moe_of(cm: CostModel) -> tuple | None:
+    """The twin's ``moe`` record of ``cm`` (:mod:`theory.moe`), or None for a dense model."""
+    if cm.model.moe is None:
+        return None
+    gemms = cm.model.expert_gemms(cm.mode)
+    return (sp.Integer(cm.model.n_moe_layers), cm.model.moe.n_experts, cm.model.moe.experts_per_token,
+            tuple((g.d_row, g.d_red) for g in gemms))
 
 
 def _covered(name: str) -> bool:
@@ -368,7 +431,10 @@ T_bar, T_mx, eps, lam, r, n = sp.symbols("T_bar T_max epsilon lambda r n", posit
 
 def T_bar_R_expr(p: Printed, E_total=E_total, E_PP=E_PP, E_DSA=E_DSA):
     """Theorem 1's T_bar^R at the tile ``t* = (p.t_row, p.t_col, p.t_red)`` with E_total =
-    E[L^P + L^D], E_PP = E[L^P (L^P + t*_lcm)] and E_DSA = E[sum_{i=1}^{L^D} T^{D,SA}(L^P + i)]."""
+    E[L^P + L^D], E_PP = E[L^P (L^P + t*_lcm)] and E_DSA = E[sum_{i=1}^{L^D} T^{D,SA}(L^P + i)].
+
+    Symbolic twin of Theorem 1 (its T_bar^R).
+    """
     return (E_total / (p.mu_lin * p.t_col) + E_total / p.mu_nLin + p.N * E_DSA
             + p.N * p.d / (p.s * p.mu * p.t_row * p.t_col * p.t_red) * E_PP)
 
@@ -383,21 +449,33 @@ def T_bar_R_exact(scm: SymbolicCostModel, w: Workload) -> sp.Rational:
 
 
 def n_threshold_expr(t_col, T_max=T_mx, epsilon=eps, T_bar_R=T_bar):
-    """Theorem 2's threshold: n must exceed (t*_col - 1) T^max / (eps T_bar^R)."""
+    """Theorem 2's threshold: n must exceed (t*_col - 1) T^max / (eps T_bar^R).
+
+    Symbolic twin of Theorem 2 (its threshold on n).
+    """
     return (t_col - 1) * T_max / (epsilon * T_bar_R)
 
 
 def cycle_bound_expr(n_, T_bar_R, t_col, T_max):
-    """Eq. 25: n T_bar^R + (t*_col - 1) T^max."""
+    """Eq. 25: n T_bar^R + (t*_col - 1) T^max.
+
+    Symbolic twin of Eq. 25.
+    """
     return n_ * T_bar_R + (t_col - 1) * T_max
 
 
 def lemma4_expr(n_, T_max, lam_, r_):
-    """Lemma 4: r / lambda + n T^max."""
+    """Lemma 4: r / lambda + n T^max.
+
+    Symbolic twin of Lemma 4.
+    """
     return r_ / lam_ + n_ * T_max
 
 
 def lemma3_drift_expr(n_, lam_, r_, T_bar_R, t_col, T_max, printed: bool = False):
-    """Lemma 3's drift bound; ``printed=True`` keeps the paper's ``lambda`` in the second term."""
+    """Lemma 3's drift bound; ``printed=True`` keeps the paper's ``lambda`` in the second term.
+
+    Symbolic twin of Lemma 3.
+    """
     rate = lam_ if printed else lam_ / r_
     return n_ * (lam_ / r_ * T_bar_R - 1) + rate * (t_col - 1) * T_max

@@ -33,6 +33,7 @@ from numba import njit
 from scipy import optimize, stats
 
 from theory.errors import ConfigFileError, FieldError, LlmqError, UnknownNameError
+from theory.trace_prefix import prefix_columns
 
 TABLE1 = {
     # Table 1 of the paper: openchat_sharegpt4 prompt and decode lengths (tokens).
@@ -311,7 +312,7 @@ def table1(atoms: int = 200, total_cap: int = TOTAL_CAP) -> Workload:
 
 def _read_trace_csv(path, text: str | None = None) -> dict[str, np.ndarray]:
     """Columns of a length trace: prompt_len, output_len (required); arrival_time, class,
-    prefix_parent and shared_prefix_tokens (:func:`_prefix_columns`)."""
+    prefix_parent and shared_prefix_tokens (:func:`theory.trace_prefix.prefix_columns`)."""
     try:
         if text is None:
             with open(path, newline="", encoding="utf-8-sig") as fh:  # with or without a BOM
@@ -347,31 +348,8 @@ def _read_trace_csv(path, text: str | None = None) -> dict[str, np.ndarray]:
     if "class" in header:
         cols["class"] = np.array([r["class"] for r in rows])
     if "prefix_parent" in header or "shared_prefix_tokens" in header:
-        cols.update(_prefix_columns(path, rows, header, cols["prompt_len"]))
+        cols.update(prefix_columns(path, rows, header, cols["prompt_len"]))
     return cols
-
-
-def _prefix_columns(path, rows, header, prompt) -> dict[str, np.ndarray]:
-    """The prefix relation of a trace: ``prefix_parent`` (the 0-based data row of an earlier
-    request whose prompt starts with the same tokens; empty or -1: none) and
-    ``shared_prefix_tokens`` (how many; 0 where there is no parent, at most both prompts)."""
-    missing = {"prefix_parent", "shared_prefix_tokens"} - set(header)
-    if missing:
-        raise ConfigFileError(f"{path}: missing column {missing.pop()!r} (with the other)")
-    parent = _column(path, [{**r, "prefix_parent": r["prefix_parent"].strip() or "-1"} for r in rows],
-                     "prefix_parent", int)
-    shared = _column(path, rows, "shared_prefix_tokens", int)
-    for k, (p, s) in enumerate(zip(parent.tolist(), shared.tolist(), strict=True)):
-        row = k + 2
-        if s < 0 or (p < 0) != (s == 0):
-            raise ConfigFileError(f"{path}: row {row}: shared_prefix_tokens {s} with prefix_parent "
-                                  f"{p}: expected a count > 0 with a parent, 0 without one")
-        if p >= k:
-            raise ConfigFileError(f"{path}: row {row}, column 'prefix_parent': {p}, not an earlier data row")
-        if p >= 0 and s > min(prompt[k], prompt[p]):
-            raise ConfigFileError(f"{path}: row {row}, column 'shared_prefix_tokens': {s} exceeds the "
-                                  f"prompt ({int(prompt[k])}) or its parent's ({int(prompt[p])})")
-    return {"prefix_parent": parent.astype(np.int64), "shared_prefix_tokens": shared.astype(np.int64)}
 
 
 def _records(path, table: list[list[str]]) -> list[dict[str, str]]:
@@ -427,10 +405,26 @@ class Trace:
                                    notes=(f"empirical law of {self.L_P.size} requests",))
 
 
+# request traces shipped with the package, by name: the file under theory/data/workloads/
+# (source, license and transformation in its README)
+PACKAGED_TRACES = {"azure-code-2023": "azure_code_2023.csv", "azure-conv-2023": "azure_conv_2023.csv"}
+
+
 def read_trace(path: str | Path) -> Trace:
-    """Read a CSV trace (columns prompt_len, output_len; optional arrival_time, class, and
-    prefix_parent with shared_prefix_tokens)."""
-    cols = _read_trace_csv(path)
+    """Read a CSV trace (columns prompt_len, output_len; optional arrival_time, class, and the
+    prefix relation prefix_parent with shared_prefix_tokens, :mod:`theory.trace_prefix`).
+
+    ``path`` may also name a packaged trace (:data:`PACKAGED_TRACES`): ``azure-code-2023`` and
+    ``azure-conv-2023``, the one-hour Azure LLM inference traces of 2023 (arrival times and
+    lengths; Patel et al., "Splitwise", ISCA 2024; Azure/AzurePublicDataset, CC-BY-4.0), unless a
+    file of that name exists.
+    """
+    name = str(path)
+    if name in PACKAGED_TRACES and not Path(name).exists():
+        res = resources.files("theory").joinpath("data", "workloads", PACKAGED_TRACES[name])
+        cols = _read_trace_csv(name, res.read_text(encoding="utf-8"))
+    else:
+        cols = _read_trace_csv(path)
     lp = _lengths(f"{path}: prompt_len", cols["prompt_len"])
     ld = _lengths(f"{path}: output_len", cols["output_len"])
     return Trace(lp, ld, cols.get("arrival_time"), cols.get("class"),
@@ -508,8 +502,8 @@ def parse_mixture(spec: str) -> list[tuple[float, str]]:
 
 def workload_names() -> list[str]:
     """Names accepted by :func:`get_workload` (besides ``deterministic:``, ``uniform:``, CSV paths)."""
-    return [*_PRESETS, "deterministic:LP,LD", "uniform:P_LO-P_HI,D_LO-D_HI", "mix:W1*SPEC1+W2*SPEC2",
-            "<path>.csv"]
+    return [*_PRESETS, *PACKAGED_TRACES, "deterministic:LP,LD", "uniform:P_LO-P_HI,D_LO-D_HI",
+            "mix:W1*SPEC1+W2*SPEC2", "<path>.csv"]
 
 
 @cache
@@ -518,7 +512,8 @@ def _preset(name: str) -> Workload:
 
 
 def get_workload(spec: str) -> Workload:
-    """A workload by name: ``table1``, ``sharegpt4``, ``deterministic:2048,256``,
+    """A workload by name: ``table1``, ``sharegpt4``, the lengths of a packaged trace
+    (``azure-code-2023``, ``azure-conv-2023``), ``deterministic:2048,256``,
     ``uniform:256-4096,1-512``, a mixture ``mix:0.3*table1+0.7*deterministic:4096,64``, or the
     path of a CSV trace."""
     if not isinstance(spec, str) or not spec.strip():
@@ -526,6 +521,8 @@ def get_workload(spec: str) -> Workload:
     spec = spec.strip()
     if spec in _PRESETS:
         return _preset(spec)
+    if spec in PACKAGED_TRACES:
+        return read_trace(spec).workload(spec)
     kind, _, args = spec.partition(":")
     if kind == "mix":
         return mixture([(wk, get_workload(part)) for wk, part in parse_mixture(spec)])

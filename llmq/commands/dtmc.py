@@ -83,7 +83,7 @@ def _rows_to_print(x_max: int, n: int) -> list[int]:
 def run(args) -> int:
     """Run ``llmq dtmc`` on the parsed ``args``; the exit code."""
     from paper_checks.chain_statements import compare_with_paper
-    from stability.dtmc import build_chain, empirical_n_min
+    from stability.dtmc import ChainOptions, build_chain, empirical_n_min
     from stability.plot import plot_drift
     from theory.bounds import T_bar_R, lemma3_drift_bound
 
@@ -100,8 +100,9 @@ def run(args) -> int:
     r = values["gpus_r"]
     lam_star = r / T_bar_R(cm, w)
     lam = values["rate"] if values["rate"] is not None else values["load"] * lam_star
-    chain = build_chain(cm, w, n, lam, r, values["truncate"], values["samples"],
-                        values["samples_sat"], values["seed"], values["confidence"])
+    chain = build_chain(cm, w, n, lam, r, ChainOptions(values["truncate"], values["samples"],
+                                                       values["samples_sat"], values["seed"],
+                                                       values["confidence"]))
     info, checks = compare_with_paper(chain, cm, w)
     stat = chain.stationary()
     tb = chain.table

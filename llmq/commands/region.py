@@ -14,6 +14,7 @@ from llmq.options import (
     parse_gpus,
     parse_ints,
     parse_names,
+    renamed,
     resolve,
     single,
 )
@@ -48,7 +49,10 @@ def add_parser(sub) -> None:
     add(p, "--raw", False, "default: both padded and raw", to=variant)
     add(p, "--both", False, "padded (Assumption 3) and raw prompts (the default)", to=variant,
         action="store_true")
-    add(p, "--requests", 100000, "per node (times r) in each verdict run (default 100000)")
+    add(p, "--requests-per-node", 100000, "requests per node in each verdict run, r times as many in all "
+                                          "(default 100000)", type=int)
+    renamed(p, "--requests", "--requests-per-node",
+            "region counts its requests per node; --requests counts them in all in the other commands")
     add(p, "--loads", list(DEFAULT_LOADS), "grid of loads as fractions of lambda* "
                                           f"(default {','.join(map(str, DEFAULT_LOADS))})")
     add(p, "--bisect", d.bisect, f"bisection steps after the grid (default {d.bisect})", type=int)
@@ -118,7 +122,7 @@ def spec_from(values: dict, notes: list[str]):
         rs=tuple(rs), variants=_variants(values),
         loads=tuple(parse_floats("--loads (lambda grid)", values["loads"])),
         bisect=values["bisect"],
-        n_requests=values["requests"], saturation=values["saturation"],
+        n_requests=values["requests_per_node"], saturation=values["saturation"],
         replicates=values["replicates"], sat_requests=values["sat_requests"],
         confidence=values["confidence"], epsilon=values["epsilon"], two_class=two, seed=values["seed"])
 

@@ -44,7 +44,10 @@ __all__ = ["NAME", "Params", "Record", "loop", "make_params"]
 
 @njit(cache=True)
 def loop(st, ct, prm, t_stop):
-    """Algorithm 2, one decision per iteration, until t_stop."""
+    """Algorithm 2, one decision per iteration, until t_stop.
+
+    Implements Algorithm 2.
+    """
     n, t_col = prm.n, prm.t_col
     while running(st, t_stop):
         see_arrivals(st)

@@ -135,7 +135,10 @@ def _hand_off(st, ids, n):
 
 @njit(cache=True)
 def prefill_loop(st, ct, prm, t_stop):
-    """Algorithm 5, prefill node (lines 1-11)."""
+    """Algorithm 5, prefill node (lines 1-11).
+
+    Implements Algorithm 5 (its prefill nodes).
+    """
     mode, max_tokens, max_batch = prm.prefill_mode, prm.max_tokens, prm.max_batch
     ids = np.empty(max(max_batch, 1), dtype=np.int64)
     while running(st, t_stop):
@@ -168,7 +171,10 @@ def prefill_loop(st, ct, prm, t_stop):
 
 @njit(cache=True)
 def decode_loop(st, ct, prm, t_stop):
-    """Algorithm 5, decode node (lines 12-20)."""
+    """Algorithm 5, decode node (lines 12-20).
+
+    Implements Algorithm 5 (its decode nodes).
+    """
     cap = prm.decode_cap
     while running(st, t_stop):
         see_arrivals(st)                                                      # line 14

@@ -72,7 +72,10 @@ def make_params(cm: CostModel, n: int = 1000, t_col: int | None = None, chunk: i
 
 @njit(cache=True)
 def loop(st, ct, prm, t_stop):
-    """Algorithm 1, one decision per iteration, until t_stop."""
+    """Algorithm 1, one decision per iteration, until t_stop.
+
+    Implements Algorithm 1.
+    """
     n, t_col = prm.n, prm.t_col
     while running(st, t_stop):
         see_arrivals(st)                                                      # line 4

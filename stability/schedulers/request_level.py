@@ -66,7 +66,10 @@ def make_params(cm: CostModel, b: int | None = None) -> Params:
 
 @njit(cache=True)
 def loop(st, ct, prm, t_stop):
-    """Algorithm 3 (line 5 corrected), one decision per iteration, until t_stop."""
+    """Algorithm 3 (line 5 corrected), one decision per iteration, until t_stop.
+
+    Implements Algorithm 3.
+    """
     b = prm.b
     ids = np.empty(b, dtype=np.int64)
     while running(st, t_stop):

@@ -76,6 +76,7 @@ from stability.sim.mixed import (
     w_len,
     w_refresh,
 )
+from stability.sim.registry import options_record
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
@@ -112,21 +113,53 @@ class Params:
                       int(self.max_model_len), self.kv, int(cap))
 
 
-def make_params(cm: CostModel, chunk_size: int = 512, max_num_seqs: int = 128, order: str = "fcfs",
-                max_model_len: int = 8192, memory: bool = True, gpu_memory_utilization: float = 0.8,
-                block_size: int = 16, watermark: float = 0.01, kv_blocks: int | None = None,
-                max_chunk: int | None = None) -> Params:
+@dataclass(frozen=True)
+class Options:
+    """Sarathi-Serve's options (``--option sarathi.NAME=VALUE``), with their defaults.
+
+    Attributes
+    ----------
+    chunk_size : int
+        The token budget of a batch (Sarathi-Serve's ``chunk_size``).
+    max_num_seqs : int
+        The most sequences running at once.
+    order : str
+        The order of the waiting queue, one of :data:`ORDERS`.
+    max_model_len : int
+        The longest request (prompt plus decodes) admitted, tokens.
+    memory, gpu_memory_utilization, block_size, watermark, kv_blocks
+        The KV memory (:func:`stability.sim.memory.kv_config`).
+    max_chunk : int or None
+        Not a Sarathi-Serve option: a cap on each prefill chunk while batches still fill to the
+        budget (None: the budget).
+    """
+
+    chunk_size: int = 512
+    max_num_seqs: int = 128
+    order: str = "fcfs"
+    max_model_len: int = 8192
+    memory: bool = True
+    gpu_memory_utilization: float = 0.8
+    block_size: int = 16
+    watermark: float = 0.01
+    kv_blocks: int | None = None
+    max_chunk: int | None = None
+
+
+def make_params(cm: CostModel, **options) -> Params:
     """Sarathi-Serve's defaults (``sarathi/config/config.py``): chunk 512, 128 sequences, 80% of
     the GPU memory, blocks of 16 tokens, 1% watermark; ``max_chunk`` (not a Sarathi-Serve option,
     default: the budget) caps each prefill chunk while batches still fill to the budget, which the
-    capacity-attaining policy of :mod:`stability.attain` needs when the budget is large."""
-    if order not in ORDERS:
-        raise FieldError("order", order, "one of " + ", ".join(ORDERS))
-    return Params(require_positive_int("chunk_size", chunk_size),
-                  require_positive_int("max_num_seqs", max_num_seqs), order,
-                  require_positive_int("max_model_len", max_model_len),
-                  kv_config(cm, memory, gpu_memory_utilization, block_size, watermark, kv_blocks),
-                  None if max_chunk is None else require_positive_int("max_chunk", max_chunk))
+    capacity-attaining policy of :mod:`stability.attain` needs when the budget is large. The
+    options are the fields of :class:`Options`."""
+    o = options_record(Options, options, NAME)
+    if o.order not in ORDERS:
+        raise FieldError("order", o.order, "one of " + ", ".join(ORDERS))
+    return Params(require_positive_int("chunk_size", o.chunk_size),
+                  require_positive_int("max_num_seqs", o.max_num_seqs), o.order,
+                  require_positive_int("max_model_len", o.max_model_len),
+                  kv_config(cm, o.memory, o.gpu_memory_utilization, o.block_size, o.watermark, o.kv_blocks),
+                  None if o.max_chunk is None else require_positive_int("max_chunk", o.max_chunk))
 
 
 @njit(cache=True)

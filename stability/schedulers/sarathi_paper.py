@@ -75,7 +75,10 @@ def make_params(cm: CostModel, chunk_size: int = 512) -> Params:
 
 @njit(cache=True)
 def loop(st, ct, prm, t_stop):
-    """Algorithm 4 (lines 11-12 corrected), one batch per decision."""
+    """Algorithm 4 (lines 11-12 corrected), one batch per decision.
+
+    Implements Algorithm 4.
+    """
     budget = prm.budget
     mixed_arrays(st)
     while running(st, t_stop):

@@ -106,6 +106,7 @@ from stability.sim.mixed import (
     w_len,
     w_refresh,
 )
+from stability.sim.registry import options_record
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
@@ -162,13 +163,59 @@ def _nonneg(name: str, value) -> float:
     return float(value)
 
 
-def make_params(cm: CostModel, token_budget: int = 512, max_num_seqs: int = 128,
-                limit_total_decodes: int = 128, order: str = "spf", dynamic: bool = True,
-                delta: float = 10.0, delta_low: float = 5.0, delta_high: float = 10.0,
-                memory_limit: float = 0.96, tbt_slo=(0.2,), max_model_len: int = 8192,
-                memory: bool = True, gpu_memory_utilization: float = 0.9, block_size: int = 16,
-                watermark: float = 0.01, kv_blocks: int | None = None) -> Params:
-    """SLAI's parameters; defaults are the authors' (``default.yml``) and Section 7's."""
+@dataclass(frozen=True)
+class Options:
+    """SLAI's options (``--option slai.NAME=VALUE``); defaults are the authors' (``default.yml``)
+    and Section 7's.
+
+    Attributes
+    ----------
+    token_budget : int
+        The token budget of a batch.
+    max_num_seqs : int
+        The most sequences running at once.
+    limit_total_decodes : int
+        The most decodes in a batch.
+    order : str
+        The order of the waiting prompts, one of :data:`ORDERS`.
+    dynamic : bool
+        Whether the offset delta of Eq. 8 follows the KV use (``delta_low``, ``delta_high``
+        above ``memory_limit``) or stays ``delta``.
+    delta, delta_low, delta_high : float
+        The offsets of Eq. 8, in mean batch times.
+    memory_limit : float
+        The fraction of the KV blocks in use above which the dynamic offset is ``delta_high``.
+    tbt_slo : float or tuple of float
+        One TBT SLO per request class, seconds.
+    max_model_len : int
+        The longest request (prompt plus decodes) admitted, tokens.
+    memory, gpu_memory_utilization, block_size, watermark, kv_blocks
+        The KV memory (:func:`stability.sim.memory.kv_config`).
+    """
+
+    token_budget: int = 512
+    max_num_seqs: int = 128
+    limit_total_decodes: int = 128
+    order: str = "spf"
+    dynamic: bool = True
+    delta: float = 10.0
+    delta_low: float = 5.0
+    delta_high: float = 10.0
+    memory_limit: float = 0.96
+    tbt_slo: float | tuple = (0.2,)
+    max_model_len: int = 8192
+    memory: bool = True
+    gpu_memory_utilization: float = 0.9
+    block_size: int = 16
+    watermark: float = 0.01
+    kv_blocks: int | None = None
+
+
+def make_params(cm: CostModel, **options) -> Params:
+    """SLAI's parameters; defaults are the authors' (``default.yml``) and Section 7's. The options
+    are the fields of :class:`Options`."""
+    o = options_record(Options, options, NAME)
+    order, dynamic, tbt_slo, memory_limit = o.order, o.dynamic, o.tbt_slo, o.memory_limit
     if order not in ORDERS:
         raise FieldError("order", order, "one of " + ", ".join(ORDERS))
     if not isinstance(dynamic, bool):
@@ -180,13 +227,13 @@ def make_params(cm: CostModel, token_budget: int = 512, max_num_seqs: int = 128,
         raise FieldError("tbt_slo", tbt_slo, "one positive TBT SLO (seconds) per class")
     if not (isinstance(memory_limit, (int, float)) and 0 <= memory_limit <= 1):
         raise FieldError("memory_limit", memory_limit, "a fraction of the KV blocks in [0, 1]")
-    return Params(require_positive_int("token_budget", token_budget),
-                  require_positive_int("max_num_seqs", max_num_seqs),
-                  require_positive_int("limit_total_decodes", limit_total_decodes), order, dynamic,
-                  _nonneg("delta", delta), _nonneg("delta_low", delta_low),
-                  _nonneg("delta_high", delta_high), float(memory_limit), slo,
-                  require_positive_int("max_model_len", max_model_len),
-                  kv_config(cm, memory, gpu_memory_utilization, block_size, watermark, kv_blocks))
+    return Params(require_positive_int("token_budget", o.token_budget),
+                  require_positive_int("max_num_seqs", o.max_num_seqs),
+                  require_positive_int("limit_total_decodes", o.limit_total_decodes), order, dynamic,
+                  _nonneg("delta", o.delta), _nonneg("delta_low", o.delta_low),
+                  _nonneg("delta_high", o.delta_high), float(memory_limit), slo,
+                  require_positive_int("max_model_len", o.max_model_len),
+                  kv_config(cm, o.memory, o.gpu_memory_utilization, o.block_size, o.watermark, o.kv_blocks))
 
 
 # --- Eq. 8 and the decode order ------------------------------------------------------------------
@@ -203,7 +250,10 @@ def offset(st, dynamic, delta, delta_low, delta_high, memory_limit):
 
 @njit(cache=True)
 def last_schedulable_time(e, tbt, delta, t_bar):
-    """C = e + TBT - delta * t_bar_batch (Eq. 8)."""
+    """C = e + TBT - delta * t_bar_batch (Eq. 8).
+
+    Implements Eq. 8.
+    """
     return e + tbt - delta * t_bar
 
 

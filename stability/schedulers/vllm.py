@@ -41,6 +41,7 @@ from numba import njit
 from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
 from stability.sim.memory import VLLM, KvConfig, clean_decode_batches, kv_config, kv_setup
 from stability.sim.mixed import admit_waiting, mixed_arrays, reserve_decodes, run_mixed, w_len, w_refresh
+from stability.sim.registry import options_record
 from theory.cost import CostModel
 from theory.errors import require_positive_int
 
@@ -71,16 +72,42 @@ class Params:
                       int(self.max_model_len), self.kv)
 
 
-def make_params(cm: CostModel, max_num_batched_tokens: int | None = None, max_num_seqs: int = 256,
-                max_model_len: int = 8192, memory: bool = True, gpu_memory_utilization: float = 0.9,
-                block_size: int = 16, watermark: float = 0.01, kv_blocks: int | None = None) -> Params:
+@dataclass(frozen=True)
+class Options:
+    """vLLM v0's options (``--option vllm.NAME=VALUE``), with their defaults.
+
+    Attributes
+    ----------
+    max_num_batched_tokens : int or None
+        The token budget of a prefill batch (None: ``max(max_model_len, 2048)``).
+    max_num_seqs : int
+        The most sequences running at once.
+    max_model_len : int
+        The longest request (prompt plus decodes) admitted, tokens.
+    memory, gpu_memory_utilization, block_size, watermark, kv_blocks
+        The KV memory (:func:`stability.sim.memory.kv_config`).
+    """
+
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int = 256
+    max_model_len: int = 8192
+    memory: bool = True
+    gpu_memory_utilization: float = 0.9
+    block_size: int = 16
+    watermark: float = 0.01
+    kv_blocks: int | None = None
+
+
+def make_params(cm: CostModel, **options) -> Params:
     """vLLM v0's defaults (``EngineArgs``, ``SchedulerConfig``): 256 sequences, a token budget of
-    ``max(max_model_len, 2048)``, 90% of the GPU memory, blocks of 16 tokens, 1% watermark."""
-    max_model_len = require_positive_int("max_model_len", max_model_len)
-    budget = max(max_model_len, 2048) if max_num_batched_tokens is None else max_num_batched_tokens
+    ``max(max_model_len, 2048)``, 90% of the GPU memory, blocks of 16 tokens, 1% watermark. The
+    options are the fields of :class:`Options`."""
+    o = options_record(Options, options, NAME)
+    max_model_len = require_positive_int("max_model_len", o.max_model_len)
+    budget = max(max_model_len, 2048) if o.max_num_batched_tokens is None else o.max_num_batched_tokens
     return Params(require_positive_int("max_num_batched_tokens", budget),
-                  require_positive_int("max_num_seqs", max_num_seqs), max_model_len,
-                  kv_config(cm, memory, gpu_memory_utilization, block_size, watermark, kv_blocks))
+                  require_positive_int("max_num_seqs", o.max_num_seqs), max_model_len,
+                  kv_config(cm, o.memory, o.gpu_memory_utilization, o.block_size, o.watermark, o.kv_blocks))
 
 
 @njit(cache=True)

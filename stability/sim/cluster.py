@@ -20,7 +20,7 @@ from types import ModuleType
 import numpy as np
 
 from stability.sim.gpu import GpuRun, RunOptions, collect, run_gpu, tables_for
-from stability.sim.routing import PLANNERS, jsq_route, route
+from stability.sim.routing import PLANNERS, Cluster, Requests, jsq_route, route
 from theory.cost import CostModel
 from theory.errors import FieldError, UnknownNameError
 
@@ -31,45 +31,45 @@ def _run_one(args, progress=None) -> GpuRun:
                    replace(options, progress=progress))
 
 
-def run_cluster(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls, n_class: int,
-                r: int, planner: str, rng: np.random.Generator, detail: bool = False,
-                log: bool = False, workers: int = 1, progress=None,
-                tbt_slo=None, tbt_from: float = 0.0, prefix=None) -> tuple[np.ndarray, list[GpuRun]]:
+def run_cluster(cm: CostModel, scheduler: ModuleType, params, requests: Requests, cluster: Cluster,
+                options: RunOptions | None = None) -> tuple[np.ndarray, list[GpuRun]]:
     """Route the requests and simulate every node. Returns (node of each request, node runs).
 
-    ``progress(k)`` (optional) is told of completed requests as nodes run in this process;
-    ``tbt_slo`` (optional) gives each class's TBT SLO, to count the gaps above it; the TBT
-    histograms count the tokens emitted at or after ``tbt_from`` (default 0: every token);
-    ``prefix`` (optional: each request's prefix parent, -1 for none, and shared prompt tokens)
-    is the prefix relation, kept between requests routed to the same node by a static planner
-    (a node caches only its own blocks; join-shortest-queue and disaggregated nodes treat every
-    request as unrelated).
+    ``options`` says what every node records (its classes, the TBT SLOs whose gaps above them
+    are counted, the time from which the TBT histograms count tokens), cost tables built
+    beforehand, if any, and a progress callback, told of completed requests as nodes run in this
+    process (None: record one class, no detail, no log). Its ``prefix`` (the requests' prefix
+    relation, in their indices here) is kept between requests routed to the same node by a static
+    planner (a node caches only its own blocks); join-shortest-queue and disaggregated nodes treat
+    every request as unrelated.
     """
+    options = RunOptions() if options is None else options
+    r, planner = cluster.r, cluster.planner
     if planner not in PLANNERS:
         raise UnknownNameError("planner", planner, PLANNERS)
     if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
         raise FieldError("r (gpus)", r, "an integer >= 1")
+    progress, prefix = options.progress, options.prefix
+    options = replace(options, progress=None, prefix=None)
     if getattr(scheduler, "DISAGGREGATED", False):  # DistServe: prefill nodes, then decode nodes
         from stability.sim.disaggregated import run_disaggregated
 
-        out = run_disaggregated(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, planner,
-                                rng, detail, log, tbt_slo, tbt_from)
+        out = run_disaggregated(cm, scheduler, params, requests, cluster, options)
     elif planner == "jsq" and r > 1:
-        out = _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log, tbt_slo,
-                       tbt_from)
+        out = _run_jsq(cm, scheduler, params, requests, r, options)
     else:
         out = None
     if out is not None:  # nodes advanced together: report progress once, at the end
         if progress is not None:
-            progress(len(arrival))
+            progress(len(requests))
         return out
-    node = np.zeros(len(arrival), dtype=np.int64) if r == 1 else route(planner, len(arrival), r, rng)
-    options = RunOptions(n_class=n_class, detail=detail, log=log, tbt_slo=tbt_slo, tbt_from=tbt_from)
+    arrival, L_P, L_D, cls = requests.arrival, requests.L_P, requests.L_D, requests.cls
+    node = np.zeros(len(arrival), dtype=np.int64) if r == 1 else route(planner, len(arrival), r, cluster.rng)
     jobs = [(cm, scheduler.__name__, params, arrival[node == g], L_P[node == g], L_D[node == g],
              cls[node == g], replace(options, prefix=_node_prefix(prefix, node, g)))
             for g in range(r)]
-    if workers > 1 and r > 1:
-        with ProcessPoolExecutor(max_workers=min(workers, r)) as pool:
+    if cluster.workers > 1 and r > 1:
+        with ProcessPoolExecutor(max_workers=min(cluster.workers, r)) as pool:
             runs = list(pool.map(_run_one, jobs))
     else:
         runs = [_run_one(job, progress) for job in jobs]
@@ -89,12 +89,14 @@ def _node_prefix(prefix, node: np.ndarray, g: int):
     return np.where(kept, local[np.maximum(p, 0)], -1), np.where(kept, shared[mine], 0)
 
 
-def _run_jsq(cm, scheduler, params, arrival, L_P, L_D, cls, n_class, r, detail, log, tbt_slo, tbt_from):
-    ct = tables_for(cm, L_P, L_D, getattr(params, "chunk", None))
-    node, states = jsq_route(scheduler.loop, ct, params.record(), arrival, L_P, L_D, cls, n_class, r,
-                             detail, log, tbt_slo=tbt_slo, tbt_from=tbt_from)
+def _run_jsq(cm, scheduler, params, requests: Requests, r: int, options: RunOptions):
+    ct = options.tables
+    if ct is None:
+        ct = tables_for(cm, requests.L_P, requests.L_D, getattr(params, "chunk", None))
+    node, states = jsq_route(scheduler.loop, ct, params.record(), requests, r, options)
     runs = []
     for g, st in enumerate(states):
         mask = node == g
-        runs.append(collect(st, arrival[mask], L_P[mask], L_D[mask], cls[mask], detail and log))
+        runs.append(collect(st, requests.arrival[mask], requests.L_P[mask], requests.L_D[mask],
+                            requests.cls[mask], options.detail and options.log))
     return node, runs

@@ -27,35 +27,29 @@ from types import ModuleType
 import numpy as np
 
 from stability.sim import engine
-from stability.sim.gpu import GpuRun, collect, tables_for
-from stability.sim.routing import jsq_route, route
+from stability.sim.gpu import GpuRun, RunOptions, collect, tables_for
+from stability.sim.routing import Cluster, Requests, jsq_route, route
 from theory.cost import CostModel
 from theory.errors import FieldError
 
 
-def _route_and_run(loop, ct, prm, times, L_P, L_D, cls, t_start, t_first, k, planner, rng, n_class,
-                   detail, log, tbt_slo=None, tbt_from: float = 0.0
-                   ) -> tuple[np.ndarray, list, list[np.ndarray]]:
-    """Route requests arriving at sorted ``times`` to ``k`` nodes running ``loop`` and run them.
+def _route_and_run(loop, ct, prm, requests: Requests, k: int, planner: str, rng: np.random.Generator,
+                   recording: engine.Recording) -> tuple[np.ndarray, list, list[np.ndarray]]:
+    """Route ``requests`` (arriving at sorted times) to ``k`` nodes running ``loop`` and run them.
 
     Returns the node of each request, the node states, and each node's requests (indices into
-    ``times``) in the node's order.
+    ``requests``) in the node's order.
     """
-    n = len(times)
+    n = len(requests)
     if planner == "jsq" and k > 1:
-        node, states = jsq_route(loop, ct, prm, times, L_P, L_D, cls, n_class, k, detail, log,
-                                 t_start, t_first, tbt_slo, tbt_from)
+        node, states = jsq_route(loop, ct, prm, requests, k, recording)
     else:
         node = np.zeros(n, dtype=np.int64) if k == 1 else route(planner, n, k, rng)
         states = []
         for g in range(k):
-            ids = np.flatnonzero(node == g)
-            recording = engine.Recording(n_class=n_class, detail=detail, log=log, tbt_slo=tbt_slo,
-                                         tbt_from=tbt_from)
-            states.append(engine.new_state(
-                times[ids], L_P[ids], L_D[ids], cls[ids], recording,
-                t_start=None if t_start is None else t_start[ids],
-                t_first=None if t_first is None else t_first[ids]))
+            mine = requests.take(np.flatnonzero(node == g))
+            states.append(engine.new_state(mine.arrival, mine.L_P, mine.L_D, mine.cls, recording,
+                                           t_start=mine.t_start, t_first=mine.t_first))
         for st in states:
             engine.run_loop(loop, st, ct, prm, math.inf)
     return node, states, [np.flatnonzero(node == g) for g in range(k)]
@@ -73,27 +67,28 @@ def _in_global_order(run: GpuRun, gids: np.ndarray) -> GpuRun:
     return replace(run, **fields, items=items, rows=gids[perm])
 
 
-def run_disaggregated(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls,
-                      n_class: int, r: int, planner: str, rng: np.random.Generator,
-                      detail: bool = False, log: bool = False,
-                      tbt_slo=None, tbt_from: float = 0.0) -> tuple[np.ndarray, list[GpuRun]]:
-    """Simulate ``params.prefill_nodes`` prefill nodes and ``r`` minus that many decode nodes
-    (``tbt_slo``: each class's TBT SLO, counted on the decode nodes, which record the gaps, in the
-    histograms for the tokens emitted at or after ``tbt_from``).
+def run_disaggregated(cm: CostModel, scheduler: ModuleType, params, requests: Requests, cluster: Cluster,
+                      options: RunOptions | None = None) -> tuple[np.ndarray, list[GpuRun]]:
+    """Simulate ``params.prefill_nodes`` prefill nodes and ``cluster.r`` minus that many decode
+    nodes, both routed by ``cluster.planner`` (``options``: what the nodes record; the TBT SLOs are
+    counted on the decode nodes, which record the gaps; cost tables built beforehand, if any).
 
     Returns (decode node of each request, runs of the prefill nodes then the decode nodes).
     """
+    options = RunOptions() if options is None else options
+    r, planner, rng = cluster.r, cluster.planner, cluster.rng
     r_p = params.prefill_nodes if params.prefill_nodes is not None else max(1, r // 2)
     if r_p >= r:
         raise FieldError("prefill_nodes", r_p, f"fewer than the r = {r} GPUs (at least one decodes)")
-    arrival = np.asarray(arrival, dtype=np.float64)
-    L_P, L_D, cls = np.asarray(L_P), np.asarray(L_D), np.asarray(cls)
-    ct = tables_for(cm, L_P, L_D, params.chunk)
+    arrival, L_P, L_D, cls = requests.arrival, requests.L_P, requests.L_D, requests.cls
+    detail, log = options.detail, options.log
+    ct = options.tables if options.tables is not None else tables_for(cm, L_P, L_D, params.chunk)
     prm = params.record()
     n = arrival.size
 
-    _, pre_states, pre_ids = _route_and_run(scheduler.prefill_loop, ct, prm, arrival, L_P, L_D, cls,
-                                            None, None, r_p, planner, rng, n_class, detail, log)
+    prefill = replace(options, tbt_slo=None, tbt_from=0.0)  # the decode nodes record the gaps
+    _, pre_states, pre_ids = _route_and_run(scheduler.prefill_loop, ct, prm,
+                                            Requests(arrival, L_P, L_D, cls), r_p, planner, rng, prefill)
     t_start = np.full(n, np.nan)
     t_first = np.full(n, np.nan)
     runs = []
@@ -109,8 +104,9 @@ def run_disaggregated(cm: CostModel, scheduler: ModuleType, params, arrival, L_P
     handoff = t_first + params.transfer_time(L_P)
     order = np.argsort(handoff, kind="stable")
     dec_node, dec_states, dec_ids = _route_and_run(
-        scheduler.decode_loop, ct, prm, handoff[order], L_P[order], L_D[order], cls[order],
-        t_start[order], t_first[order], r - r_p, planner, rng, n_class, detail, log, tbt_slo, tbt_from)
+        scheduler.decode_loop, ct, prm,
+        Requests(handoff[order], L_P[order], L_D[order], cls[order], t_start[order], t_first[order]),
+        r - r_p, planner, rng, options)
     node = np.empty(n, dtype=np.int64)
     node[order] = r_p + dec_node
     for st, ids in zip(dec_states, dec_ids, strict=True):

@@ -49,15 +49,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from types import ModuleType
 
 import numpy as np
 
 from stability.sim.classes import draw_classes, parse_classes
+from stability.sim.engine import Recording
 from stability.sim.gpu import GpuRun, RunOptions, collect, run_gpu, tables_for
 from stability.sim.registry import get_scheduler
-from stability.sim.routing import jsq_route_nodes
+from stability.sim.routing import Requests, jsq_route_nodes
 from stability.sim.simulate import (
     Scenario,
     SimResult,
@@ -125,50 +126,44 @@ def _check(members: Sequence[Member], router: str) -> None:
             raise FieldError("member scheduler", m.scheduler.NAME, "a scheduler that runs on one node")
 
 
-def run_fleet(members: Sequence[Member], arrival, L_P, L_D, cls=None, n_class: int = 1,
-              router: str = "jsq", rng: np.random.Generator | None = None, detail: bool = False,
-              log: bool = False, tbt_slo=None, tbt_from: float = 0.0) -> FleetRun:
-    """Route requests arriving at sorted ``arrival`` to the members' nodes and simulate them.
+def run_fleet(members: Sequence[Member], requests: Requests, router: str = "jsq",
+              rng: np.random.Generator | None = None, recording: Recording | None = None) -> FleetRun:
+    """Route ``requests`` (arriving at sorted times) to the members' nodes and simulate them.
 
     Parameters
     ----------
     members : sequence of Member
-    arrival, L_P, L_D : arrays
-        Arrival times (sorted) and lengths.
-    cls : array, optional
-        Request class of each request (default all 0); ``n_class`` classes.
+    requests : Requests
+        Arrival times (sorted), lengths and classes (:class:`stability.sim.routing.Requests`).
     router : str
         ``"jsq"``, ``"sed"`` or ``"random"`` (module docstring).
     rng : numpy.random.Generator
         The random router's stream (needed for ``"random"`` only).
-    detail, log : bool
-        Record TBT gaps; keep the batch log.
-    tbt_slo : array, optional
-        Each class's TBT SLO, to count the gaps above it.
-    tbt_from : float
-        The TBT histograms count the tokens emitted at or after this time (default 0: all).
+    recording : Recording
+        What every node records (:class:`stability.sim.engine.Recording`): the number of classes,
+        TBT gaps (detail), the batch log, each class's TBT SLO to count the gaps above it, and the
+        time from which the TBT histograms count tokens (None: one class, no detail, no log).
     """
+    recording = Recording() if recording is None else recording
     _check(members, router)
-    arrival = np.asarray(arrival, dtype=np.float64)
+    arrival, L_P, L_D, cls = requests.arrival, requests.L_P, requests.L_D, requests.cls
     if arrival.size and np.any(np.diff(arrival) < 0):
         raise FieldError("arrival", "unsorted", "non-decreasing arrival times")
-    L_P, L_D = np.asarray(L_P), np.asarray(L_D)
-    cls = np.zeros(arrival.size, dtype=np.int64) if cls is None else np.asarray(cls)
+    detail, log = recording.detail, recording.log
     kind = np.repeat(np.arange(len(members)), [m.count for m in members])
     weights = np.array([members[i].weight for i in kind], dtype=float)
     if router == "random":
         if rng is None:
             raise FieldError("rng", None, "a numpy Generator for the random router")
         node = rng.choice(kind.size, size=arrival.size, p=weights / weights.sum())
-        options = RunOptions(n_class=n_class, detail=detail, log=log, tbt_slo=tbt_slo, tbt_from=tbt_from)
+        options = RunOptions(**{f.name: getattr(recording, f.name) for f in fields(Recording)})
         runs = [run_gpu(members[kind[g]].cm, members[kind[g]].scheduler, members[kind[g]].params,
                         arrival[node == g], L_P[node == g], L_D[node == g], cls[node == g], options)
                 for g in range(kind.size)]
         return FleetRun(node, kind, runs)
     per_member = [(m.scheduler.loop, tables_for(m.cm, L_P, L_D, getattr(m.params, "chunk", None)),
                    m.params.record()) for m in members]
-    node, states = jsq_route_nodes([per_member[i] for i in kind], arrival, L_P, L_D, cls, n_class,
-                                   detail, log, tbt_slo=tbt_slo, tbt_from=tbt_from,
+    node, states = jsq_route_nodes([per_member[i] for i in kind], requests, recording,
                                    weights=list(weights) if router == "sed" else None)
     runs = []
     for g, st in enumerate(states):
@@ -226,8 +221,10 @@ def simulate_fleet(members: Sequence[Scenario], router: str = "jsq",
     fleet = [Member(cm, s, p, int(sc.r), float(wt))
              for cm, s, p, sc, wt in zip(cms, scheds, params, members, weights, strict=True)]
     tbt_from = tbt_start(arrival, first.warmup)
-    out = run_fleet(fleet, arrival, L_P, L_D, cls, len(classes), router, np.random.default_rng(ss_route),
-                    first.detail, first.log, slo, tbt_from)
+    recording = Recording(n_class=len(classes), detail=first.detail, log=first.log, tbt_slo=slo,
+                          tbt_from=tbt_from)
+    out = run_fleet(fleet, Requests(arrival, L_P, L_D, cls), router, np.random.default_rng(ss_route),
+                    recording)
     results = []
     offset = 0
     for i, (sc, cm, p) in enumerate(zip(members, cms, params, strict=True)):

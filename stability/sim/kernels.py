@@ -39,6 +39,7 @@ from theory import added_time
 from theory.cost import CostModel, decode_prefix, linear_per_token, linear_table
 
 LIN_TABLE = 1 << 14  # batches below this many tokens look their linear time up
+MOE_LIN_TABLE = 1 << 16  # the same for a mixture of experts, whose experts' time only the table holds
 
 
 @njit(cache=True)
@@ -84,7 +85,10 @@ def _decode_rows(cm: CostModel, max_pos: int) -> np.ndarray | None:
 
 def _linear_values(cm: CostModel) -> dict:
     """The ``linear`` block: the law or the :class:`~theory.linear_terms.LinearTerms` arrays that
-    price a batch past the linear table (kind 0 is Eq. 4, whose rates are in ``core``)."""
+    price a batch past the linear table (kind 0 is Eq. 4, whose rates are in ``core``). A mixture of
+    experts' routed experts (:mod:`theory.moe`) are in the table; past it, their time is extrapolated
+    linearly from the table's last entry at their least time per token (``tok_s``, ``batch_s``), an
+    approximation of their expected time that ``tests/test_moe.py`` bounds."""
     lt = cm.lin
     k = len(cm.tiles)
     out = {"lin_kind": 0, "law_c": 0.0, "law_a": 0.0, "law_b0": 1,
@@ -102,6 +106,11 @@ def _linear_values(cm: CostModel) -> dict:
                 "g_abytes": lt.abytes.astype(np.float64), "floor_bw": float(lt.floor_bw),
                 "g_traffic": np.ascontiguousarray(lt.traffic, dtype=np.float64), "l2_bw": float(lt.l2_bw),
                 "tok_s": float(lt.tok_s), "batch_s": float(lt.batch_s)}
+        if lt.moe is not None:  # past the table: the experts' time extrapolated from its last entry
+            tau0 = _lin_table_size(cm) - 1  # at Theorem 1's least rate (theory.moe)
+            slope = lt.moe.per_token_limit()
+            out["tok_s"] += slope
+            out["batch_s"] += float(lt.moe.time(tau0)[0]) - slope * tau0
     return out
 
 
@@ -145,6 +154,7 @@ COMPILED_TERMS: dict[str, tuple[str, ...]] = {
     "tp": ("lin", "tok_s", "batch_s"),
     "attention": ("att", "S", "S2", "psa_ideal"),
     "lm_head": ("lin", "tok_s", "batch_s", "lm_out", "S", "S2"),
+    "moe": ("lin", "lin_ideal", "tok_s", "batch_s"),
 }
 ADDED_SLOTS = ("overhead", "S", "S2")  # the per-batch time, and the per-decode time in the prefix sums
 
@@ -166,9 +176,12 @@ def build_tables(cm: CostModel, max_pos: int, chunk: int | None = None) -> Costs
 
 def _lin_table_size(cm: CostModel) -> int:
     """Entries of the linear table: :data:`LIN_TABLE`, or past every measured token count of a
-    ``gemm_profile`` (beyond it every GeMM is the tile model's, which :func:`t_lin` computes)."""
+    ``gemm_profile`` (beyond it every GeMM is the tile model's, which :func:`t_lin` computes); for a
+    mixture of experts :data:`MOE_LIN_TABLE`, since the experts' time (:mod:`theory.moe`) is read
+    from the table alone."""
     measured = None if cm.lin is None else cm.lin.measured
-    return LIN_TABLE if measured is None else max(LIN_TABLE, measured.tau_max + 1)
+    size = LIN_TABLE if cm.lin is None or cm.lin.moe is None else MOE_LIN_TABLE
+    return size if measured is None else max(size, measured.tau_max + 1)
 
 
 @njit(cache=True)

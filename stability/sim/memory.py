@@ -56,10 +56,11 @@ BLOCK_SIZE = 16  # tokens per KV block (vLLM and Sarathi-Serve default)
 WATERMARK = 0.01  # fraction of blocks kept free at admission (both systems)
 SARATHI, VLLM = 0, 1  # can_append_slot rules: free > 0 per decode, or free >= blocks needed
 
-REJ_PROMPT_LIMIT, REJ_KV_NEVER = 1, 2  # reasons recorded per request (0: not rejected)
+REJ_PROMPT_LIMIT, REJ_KV_NEVER, REJ_NO_TYPE = 1, 2, 3  # reasons recorded per request (0: not rejected)
 REJECT_REASONS = {
     REJ_PROMPT_LIMIT: "prompt (with recomputed tokens) longer than the scheduler's prompt limit",
     REJ_KV_NEVER: "its KV blocks exceed the GPU's capacity even with nothing else running",
+    REJ_NO_TYPE: "its (L^P, L^D) is none of the prompt types the scheduler was given (WAIT)",
 }
 
 

@@ -51,6 +51,8 @@ def optimal_work(cm: CostModel, L_P, L_D) -> np.ndarray:
     attention without attention, ``(L^D + 1) h`` for ``lm_head``, and the decode attention's least
     law with ``mixed_decode_eta``, and the added-time terms' per-decode time
     (:func:`theory.added_time.decode_sums`).
+
+    Implements Eq. 12.
     """
     L_P = np.asarray(L_P, dtype=np.int64)
     L_D = np.asarray(L_D, dtype=np.int64)
@@ -124,25 +126,43 @@ class Verdict:
         return asdict(self)
 
 
-def stability_verdict(arrival, finish, work, confidence: float = 0.99, batches: int = 20,
-                      samples: int = 50, warmup: float = WARMUP, g_tol: float = 0.01,
-                      g_min: float = 0.002) -> Verdict:
+@dataclass(frozen=True)
+class DriftTest:
+    """The settings of the drift test (see the module docstring).
+
+    Attributes
+    ----------
+    confidence : float
+        Level of the t-intervals.
+    batches, samples : int
+        Number of batch means K, and grid points averaged in each.
+    warmup : float
+        Fraction of the arrival window discarded at its start (:data:`WARMUP`).
+    g_tol, g_min : float
+        Unstable if the increments interval lies above ``g_min``; stable if not, and the levels
+        interval lies within ``(-inf, g_tol)`` and reaches ``g_min`` or below.
+    """
+
+    confidence: float = 0.99
+    batches: int = 20
+    samples: int = 50
+    warmup: float = WARMUP
+    g_tol: float = 0.01
+    g_min: float = 0.002
+
+
+def stability_verdict(arrival, finish, work, test: DriftTest = DriftTest()) -> Verdict:
     """Drift test on the work in system U(t) (see the module docstring).
 
     Parameters
     ----------
     arrival, finish, work : array_like
         Per-request arrival and finish times (nan = not finished) and work T*_R(j).
-    confidence : float
-        Level of the t-intervals.
-    batches, samples : int
-        Number of batch means K, and grid points averaged in each.
-    warmup : float
-        Fraction of the arrival window discarded at its start.
-    g_tol, g_min : float
-        Unstable if the increments interval lies above ``g_min``; stable if not, and the levels
-        interval lies within ``(-inf, g_tol)`` and reaches ``g_min`` or below.
+    test : DriftTest
+        The test's level, batch means, warm-up and thresholds.
     """
+    confidence, batches, samples = test.confidence, test.batches, test.samples
+    warmup, g_tol, g_min = test.warmup, test.g_tol, test.g_min
     arrival = np.asarray(arrival, dtype=float)
     work = np.asarray(work, dtype=float)
     t0 = warmup_end(arrival, warmup)
@@ -189,5 +209,5 @@ def summarize_tbt(hist: np.ndarray, stat: np.ndarray) -> dict:
             "p99": histogram_quantile(hist, 0.99), "max": float(largest) if count else float("nan")}
 
 
-__all__ = ["TBT_BINS", "WARMUP", "Verdict", "histogram_quantile", "in_system", "optimal_work",
+__all__ = ["TBT_BINS", "WARMUP", "DriftTest", "Verdict", "histogram_quantile", "in_system", "optimal_work",
            "stability_verdict", "summarize_latency", "summarize_tbt", "warmup_end"]

@@ -21,7 +21,10 @@ A scheduler is one module. It defines:
       when it has none (:func:`stability.sim.simulate.class_mix`).
 ``make_params(cm, **options) -> Params``
     Validates the options (keyword arguments with defaults, most from the cost model ``cm``);
-    :func:`stability.sim.simulate.make_params` refuses names its signature does not take.
+    :func:`stability.sim.simulate.make_params` refuses names it does not take
+    (:func:`option_names`). A scheduler with many options declares them once as a frozen dataclass
+    ``Options`` (one documented field per option, with its default) and reads them with
+    :func:`options_record`; ``make_params`` then takes ``**options`` alone.
 ``loop(st, ct, prm, t_stop) -> int``
     The compiled policy (``numba.njit(cache=True)``) over the engine state ``st``
     (:data:`stability.sim.structs.STATE`), the cost tables ``ct`` and ``prm = Params.record()``:
@@ -42,6 +45,8 @@ outside the package, ``register(name, "package.module")``.
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import fields, is_dataclass
 from importlib import import_module
 from types import ModuleType
 
@@ -57,6 +62,7 @@ _MODULES = {
     "vllm_v1": "stability.schedulers.vllm_v1",
     "distserve": "stability.schedulers.distserve",
     "slai": "stability.schedulers.slai",
+    "wait": "stability.schedulers.wait",
 }
 
 REQUIRED = ("NAME", "Params", "make_params")  # and loop, or prefill_loop and decode_loop
@@ -82,6 +88,25 @@ def missing_names(module: ModuleType) -> list[str]:
     if hasattr(module, "Params") and not callable(getattr(module.Params, "record", None)):
         missing.append("Params.record")
     return missing
+
+
+def option_names(module: ModuleType) -> list[str]:
+    """The options a scheduler module takes, in order: the fields of its ``Options`` record, or
+    else the parameters of its ``make_params`` but the cost model."""
+    record = getattr(module, "Options", None)
+    if record is not None and is_dataclass(record):
+        return [f.name for f in fields(record)]
+    return [p for p in inspect.signature(module.make_params).parameters if p != "cm"]
+
+
+def options_record(record: type, options: dict, scheduler: str):
+    """``record(**options)``, an unknown name refused with a :class:`theory.errors.FieldError`
+    that names it and the options ``scheduler`` takes."""
+    names = [f.name for f in fields(record)]
+    unknown = sorted(set(options) - set(names))
+    if unknown:
+        raise FieldError(f"options of scheduler {scheduler!r}", unknown, f"names among {', '.join(names)}")
+    return record(**options)
 
 
 def get_scheduler(name: str) -> ModuleType:

@@ -19,6 +19,9 @@ Neither rule looks at the arriving request's own lengths, so the lengths a node 
 i.i.d. with the workload's law (Doob's optional-skipping theorem), which the fleet bound of
 :mod:`stability.sim.fleet` needs.
 
+The requests a planner routes are a :class:`Requests` record, and r identical GPUs behind a
+planner a :class:`Cluster` (:func:`stability.sim.cluster.run_cluster` runs them).
+
 References
 ----------
 Bari, Hegde, de Veciana (2025), Section 3 (resource planner), Section 4.1. J. Selen, I. Adan,
@@ -28,12 +31,78 @@ routing", Queueing Systems 84, 309-354.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from stability.sim import engine
 from theory.errors import UnknownNameError
 
 PLANNERS = ("random", "round_robin", "jsq")
+
+
+@dataclass(frozen=True, eq=False)
+class Requests:
+    """Requests in order of arrival, as a planner routes them.
+
+    Attributes
+    ----------
+    arrival : numpy.ndarray
+        Arrival times, seconds (non-decreasing).
+    L_P, L_D : numpy.ndarray
+        Prompt and decode lengths (Section 2.2).
+    cls : numpy.ndarray or None
+        Each request's class, ``0 .. n_class - 1`` (None: every request in class 0).
+    t_start, t_first : numpy.ndarray or None
+        Preset start and first-token times of requests that arrive already prefilled (the decode
+        nodes of a disaggregated cluster, :mod:`stability.sim.disaggregated`); None: none preset.
+    """
+
+    arrival: np.ndarray
+    L_P: np.ndarray
+    L_D: np.ndarray
+    cls: np.ndarray | None = None
+    t_start: np.ndarray | None = None
+    t_first: np.ndarray | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "arrival", np.asarray(self.arrival, dtype=np.float64))
+        object.__setattr__(self, "L_P", np.asarray(self.L_P))
+        object.__setattr__(self, "L_D", np.asarray(self.L_D))
+        cls = np.zeros(self.arrival.size, dtype=np.int64) if self.cls is None else np.asarray(self.cls)
+        object.__setattr__(self, "cls", cls)
+
+    def __len__(self) -> int:
+        return int(self.arrival.size)
+
+    def take(self, ids) -> Requests:
+        """The requests ``ids`` (indices or a boolean mask), in that order."""
+        return Requests(self.arrival[ids], self.L_P[ids], self.L_D[ids], self.cls[ids],
+                        None if self.t_start is None else self.t_start[ids],
+                        None if self.t_first is None else self.t_first[ids])
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """r identical GPUs behind a resource planner.
+
+    Attributes
+    ----------
+    r : int
+        Number of GPUs (nodes), >= 1.
+    planner : str
+        One of :data:`PLANNERS`.
+    rng : numpy.random.Generator
+        The planner's random stream (routing draws from it alone).
+    workers : int
+        Processes that simulate nodes in parallel, for planners whose routing does not depend on
+        the nodes' state (default 1: this process).
+    """
+
+    r: int
+    planner: str
+    rng: np.random.Generator
+    workers: int = 1
 
 
 def route(planner: str, n: int, r: int, rng: np.random.Generator) -> np.ndarray:
@@ -45,30 +114,30 @@ def route(planner: str, n: int, r: int, rng: np.random.Generator) -> np.ndarray:
     raise UnknownNameError("state-independent planner", planner, ["random", "round_robin"])
 
 
-def jsq_route(loop, ct, prm, times, L_P, L_D, cls, n_class: int, r: int, detail: bool, log: bool,
-              t_start=None, t_first=None, tbt_slo=None, tbt_from: float = 0.0) -> tuple[np.ndarray, list]:
+def jsq_route(loop, ct, prm, requests: Requests, r: int,
+              recording: engine.Recording | None = None) -> tuple[np.ndarray, list]:
     """Join-shortest-queue over ``r`` identical nodes (one ``loop``, cost tables ``ct`` and
     parameter record ``prm``): :func:`jsq_route_nodes` with fewest pending requests."""
-    return jsq_route_nodes([(loop, ct, prm)] * r, times, L_P, L_D, cls, n_class, detail, log,
-                           t_start, t_first, tbt_slo, tbt_from=tbt_from)
+    return jsq_route_nodes([(loop, ct, prm)] * r, requests, recording)
 
 
-def jsq_route_nodes(nodes, times, L_P, L_D, cls, n_class: int, detail: bool, log: bool,
-                    t_start=None, t_first=None, tbt_slo=None, weights=None,
-                    tbt_from: float = 0.0) -> tuple[np.ndarray, list]:
+def jsq_route_nodes(nodes, requests: Requests, recording: engine.Recording | None = None,
+                    weights=None) -> tuple[np.ndarray, list]:
     """Join-shortest-queue over ``nodes``, ``[(loop, ct, prm), ...]`` (each node's compiled loop,
     cost tables and parameter record): advance every node to each arrival and give it to the node
     with the fewest pending requests, or with ``weights`` the least ``(pending + 1) / weight``
     (lowest index on ties, module docstring); then run every node to the end.
 
-    ``t_start``/``t_first`` preset those times for requests that arrive already prefilled (decode
-    nodes of a disaggregated cluster); ``tbt_slo`` gives each class's TBT SLO; the TBT histograms
-    count the tokens emitted at or after ``tbt_from``. Returns the node of each request and the
-    node states.
+    ``requests`` may preset the start and first-token times of requests that arrive already
+    prefilled (decode nodes of a disaggregated cluster); ``recording`` says what each node records
+    (its classes, TBT SLOs and the time from which the TBT histograms count; None: the defaults of
+    :class:`stability.sim.engine.Recording`). Returns the node of each request and the node states.
     """
+    recording = engine.Recording() if recording is None else recording
+    times, L_P, L_D, cls = requests.arrival, requests.L_P, requests.L_D, requests.cls
+    t_start, t_first = requests.t_start, requests.t_first
     n = len(times)
     empty = np.zeros(0)
-    recording = engine.Recording(n_class=n_class, detail=detail, log=log, tbt_slo=tbt_slo, tbt_from=tbt_from)
     states = [engine.new_state(empty, empty, empty, None, recording, capacity=n) for _ in nodes]
     node = np.zeros(n, dtype=np.int64)
     for k in range(n):

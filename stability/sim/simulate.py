@@ -22,7 +22,6 @@ Section 6 (request classes), Section 7 (the 8192-token cap).
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
@@ -31,9 +30,9 @@ import numpy as np
 from stability.sim import metrics
 from stability.sim.classes import RequestClass, draw_classes, p99_met, parse_classes
 from stability.sim.cluster import run_cluster
-from stability.sim.gpu import GpuRun
-from stability.sim.registry import get_scheduler
-from stability.sim.routing import PLANNERS
+from stability.sim.gpu import GpuRun, RunOptions
+from stability.sim.registry import get_scheduler, option_names
+from stability.sim.routing import PLANNERS, Cluster, Requests
 from theory.bounds import T_bar_R
 from theory.builder import CostSpec, cost_model
 from theory.cost import CostModel
@@ -151,8 +150,9 @@ class SimResult:
         """T*_R(j) (Eq. 12) of every request."""
         return metrics.optimal_work(self.cost_model, self.requests["L_P"], self.requests["L_D"])
 
-    def verdict(self, **kwargs) -> metrics.Verdict:
-        """Stability verdict from the drift of the work in system (see :mod:`stability.sim.metrics`).
+    def verdict(self, test: metrics.DriftTest | None = None) -> metrics.Verdict:
+        """Stability verdict from the drift of the work in system (see :mod:`stability.sim.metrics`),
+        by the drift test ``test`` (:class:`stability.sim.metrics.DriftTest`; None: its defaults).
 
         Rejected requests (a memory model refused them at arrival) never enter the system and are
         left out; the verdict is about the work that was admitted.
@@ -160,7 +160,7 @@ class SimResult:
         rq = self.requests
         kept = ~(rq["reject"] > 0)
         return metrics.stability_verdict(rq["arrival"][kept], rq["t_finish"][kept], self.work[kept],
-                                         **kwargs)
+                                         metrics.DriftTest() if test is None else test)
 
     def counters(self) -> dict:
         out: dict = {}
@@ -270,7 +270,7 @@ class SimResult:
 def make_params(scheduler, cm: CostModel, options: dict, classes: tuple[RequestClass, ...] = ()):
     """The scheduler's parameters from ``options``, refusing names it does not take. A scheduler
     with per-class TBT SLOs (option ``tbt_slo``) gets those of ``classes`` when they are given."""
-    accepted = [p for p in inspect.signature(scheduler.make_params).parameters if p != "cm"]
+    accepted = option_names(scheduler)
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise FieldError(f"options of scheduler {scheduler.NAME!r}", unknown,
@@ -326,9 +326,10 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
     cls = draw_classes(classes, n, np.random.default_rng(ss_class))
     slo = np.array([c.tbt_slo for c in classes])
     tbt_from = tbt_start(arrival, sc.warmup)
-    node, runs = run_cluster(cm, scheduler, params, arrival, L_P, L_D, cls, len(classes), sc.r,
-                             sc.planner, np.random.default_rng(ss_route), sc.detail, sc.log, workers,
-                             progress, tbt_slo=slo, tbt_from=tbt_from, prefix=prefix)
+    cluster = Cluster(sc.r, sc.planner, np.random.default_rng(ss_route), workers)
+    options = RunOptions(n_class=len(classes), detail=sc.detail, log=sc.log, tbt_slo=slo, tbt_from=tbt_from,
+                         progress=progress, prefix=prefix)
+    node, runs = run_cluster(cm, scheduler, params, Requests(arrival, L_P, L_D, cls), cluster, options)
     requests = {"arrival": arrival, "L_P": L_P, "L_D": L_D, "cls": cls, "node": node}
     for key in ("t_start", "t_first", "t_finish", "tbt_max", "tbt_viol", "reject", "preemptions"):
         values = np.full(n, np.nan)

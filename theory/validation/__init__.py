@@ -26,7 +26,8 @@ Modules
 -------
 validate          the driver: every row of the shipped profiles predicted and scored (llmq validate).
 results           what a run did and found: Settings, Report, the schemes and the group columns.
-errors            absolute relative errors and their median / 90th percentile (ErrorStats).
+errors            absolute relative errors and their median / 90th percentile (ErrorStats); the spread
+                  of a set of values (Summary) and a set's accuracy (Accuracy).
 gemm              the per-GeMM predictor, GeMM rows and their held-out splits, the tile model fitted
                   on rows, the measured-profile law built from rows.
 score_gemm        every scheme's prediction of the GeMM rows, per group and pooled per GPU.
@@ -40,13 +41,15 @@ attention         measured self-attention batches against Eq. 5-6 (and its repor
 staircase         the step heights of GeMM times over the token count, and their verdict.
 targets           the acceptance targets and the law each GPU is judged under.
 plausibility      the roofline screen: rows faster than their shape's lower bound.
-steps             Eq. 7 per engine step against measured steps (data: steps_data; report: steps_report).
+steps             Eq. 7 per engine step against measured steps (data: steps_data; report: steps_report;
+                  the fixed time per step: steps_fixed).
 serving_runs      measured serving runs and their latency metrics (converters: runs_convert).
 calibrate         fit a GPU profile to timings (llmq calibrate): gemm_fit (Eq. 2 per tile, its search
                   gemm_search), batch_fit (Eq. 7), calibration (the fitted record and its TOML).
 term_fits         how a number of each cost term is fitted, or why it has none.
 timings           reading measured GeMM or batch timings (CSV).
 presets_fit       refitting the shipped calibrated presets from the public profiles.
-profiles_convert  converting the public profiles' raw files into llmq's profile CSVs.
+profiles_convert  converting the public profiles' raw files into llmq's profile CSVs (LLMServingSim's:
+                  profiles_llmservingsim; the rows and their writer: profiles_rows).
 report            the outputs of llmq validate: console, Markdown, CSV, JSON, figures.
 """

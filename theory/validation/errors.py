@@ -1,5 +1,7 @@
 """Absolute relative errors of predicted against measured times, and their summary statistics
-(median and 90th percentile) as every score of :mod:`theory.validation` reports them."""
+(median and 90th percentile) as every score of :mod:`theory.validation` reports them; the spread of
+a set of values (:class:`Summary`) and the accuracy of a set of predicted times (:class:`Accuracy`)
+as the step scores report them."""
 
 from __future__ import annotations
 
@@ -36,7 +38,46 @@ class ErrorStats:
         return cls(int(e.size), float(np.median(e)), float(np.percentile(e, 90)))
 
 
+@dataclass(frozen=True)
+class Summary:
+    """Median, 10th and 90th percentile, least and largest of ``n`` values (``None`` when empty)."""
+
+    n: int
+    median: float | None
+    p10: float | None
+    p90: float | None
+    low: float | None
+    high: float | None
+
+    @classmethod
+    def of(cls, values) -> Summary:
+        """The summary of the finite entries of ``values`` (numpy's linear-interpolation percentiles)."""
+        v = np.asarray(values, dtype=float)
+        v = v[np.isfinite(v)]
+        if not v.size:
+            return cls(0, None, None, None, None, None)
+        p10, p50, p90 = np.percentile(v, [10, 50, 90])
+        return cls(int(v.size), float(p50), float(p10), float(p90), float(v.min()), float(v.max()))
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """One set of steps: :class:`ErrorStats` of ``|predicted / measured
+    - 1|`` and the median of ``predicted / measured``."""
+
+    errors: ErrorStats
+    ratio_median: float | None
+
+    @classmethod
+    def of(cls, measured, predicted) -> Accuracy:
+        """The accuracy of ``predicted`` against ``measured`` times (equal lengths, measured > 0)."""
+        m, p = np.asarray(measured, dtype=float), np.asarray(predicted, dtype=float)
+        return cls(ErrorStats.of(abs_rel_error(m, p)), float(np.median(p / m)) if m.size else None)
+
+
 __all__ = [
+    "Accuracy",
     "ErrorStats",
+    "Summary",
     "abs_rel_error",
 ]

@@ -105,6 +105,9 @@ class Report:
         Measured self-attention batches against Eq. 5-6, per GPU x model x TP x batch kind
         (:func:`theory.validation.attention.score_attention`, columns
         :data:`theory.validation.attention.COLUMNS`).
+    moe : list of dict
+        The MoE block of the measured mixture-of-experts profile against the cost model
+        (:func:`theory.validation.moe_report.moe_rows`).
     """
 
     settings: Settings
@@ -122,6 +125,7 @@ class Report:
     screened: list = field(default_factory=list)
     measured_coverage: list = field(default_factory=list)
     attention: list = field(default_factory=list)
+    moe: list = field(default_factory=list)
 
 
 COLUMNS = {

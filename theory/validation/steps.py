@@ -16,7 +16,7 @@ from Python (``eager``: host wall time). Three things are scored, each derived f
    ``decodes`` (Eq. 7 as printed) and with the padding term (:func:`predict_step` with
    ``padded=True``: the linear and element-wise terms on ``padded_to`` rows, attention on the real
    ``decodes``, as the padding rows attend to nothing), and the mixed steps. Each set's median and
-   90th percentile of ``|predicted / measured - 1|`` (:class:`Accuracy`).
+   90th percentile of ``|predicted / measured - 1|`` (:class:`~theory.validation.errors.Accuracy`).
 
    Where it misses (:class:`Parts`): the step's GeMMs as it ran them (the layer GeMMs on every row,
    the LM head on one row per sequence) are taken from the preset (on the shipped H200 preset the
@@ -36,14 +36,15 @@ from Python (``eager``: host wall time). Three things are scored, each derived f
    ``b`` sequences costs the step of ``P``" predicts the padded row by the capture row: its error
    ``|capture / padded - 1|``, beside what padding costs (``padded / unpadded - 1``) and what the
    padding term of Eq. 7 says it costs.
-3. **The fixed time per engine step** (:class:`FixedTime`): ``eager - graph`` per step (the graph
-   timed without padding), its median and spread per band of batch size, and whether one constant
-   describes it: a constant fitted on half the rows predicts ``eager = graph + c`` on the other half
-   (two folds, alternate rows in order of batch size; :func:`fit_constant`), beside the launch
-   overlap law ``eager = max(h, graph + c)`` (:func:`fit_overlap`: the host issues kernels while
-   the GPU runs them, so a step costs the longer of the two plus what does not overlap). **What
-   ``eager`` is**: PyTorch launching this script's forward pass op by op (Python and the
-   dispatcher), not a serving engine's per-step overhead, which adds scheduling, input
+3. **The fixed time per engine step** (:class:`~theory.validation.steps_fixed.FixedTime`):
+   ``eager - graph`` per step (the graph timed without padding), its median and spread per band of
+   batch size, and whether one constant describes it: a constant fitted on half the rows predicts
+   ``eager = graph + c`` on the other half (two folds, alternate rows in order of batch size;
+   :func:`~theory.validation.steps_fixed.fit_constant`), beside the launch overlap law
+   ``eager = max(h, graph + c)`` (:func:`~theory.validation.steps_fixed.fit_overlap`: the host
+   issues kernels while the GPU runs them, so a step costs the longer of the two plus what does not
+   overlap). **What ``eager`` is**: PyTorch launching this script's forward pass op by op (Python
+   and the dispatcher), not a serving engine's per-step overhead, which adds scheduling, input
    preparation and sampling on the CPU; it is a measured reference for what a step launched
    without a graph pays, not vLLM's figure.
 
@@ -81,8 +82,9 @@ from theory.errors import FieldError
 from theory.io import json_text
 from theory.terms import LM_HEAD
 from theory.validation.batches import batch_cost_model
-from theory.validation.errors import ErrorStats, abs_rel_error
+from theory.validation.errors import Accuracy, Summary
 from theory.validation.steps_data import StepRow, StepTable, load_steps
+from theory.validation.steps_fixed import FixedTime, score_fixed, unpadded_graphs
 
 ACCURACY_SETS = ("decode_real", "decode_padded", "mixed")
 ACCURACY_MEANING = {
@@ -92,9 +94,7 @@ ACCURACY_MEANING = {
                      "capture size's rows, attention on the real decodes)",
     "mixed": "decodes plus one prefill chunk (not padded), Eq. 7",
 }
-TOKEN_BANDS = ((1, 16), (17, 128), (129, 512), (513, None))  # rows of the step, inclusive; None: no end
 DIAGNOSED_TERMS = ("elementwise", "decode_attention", "chunk_attention")  # Eq. 7's terms the diagnosis scales
-FOLDS = 2  # the constant is fitted on one half of the rows and scored on the other
 
 
 @dataclass(frozen=True)
@@ -115,43 +115,6 @@ class StepOptions:
 
 
 @dataclass(frozen=True)
-class Summary:
-    """Median, 10th and 90th percentile, least and largest of ``n`` values (``None`` when empty)."""
-
-    n: int
-    median: float | None
-    p10: float | None
-    p90: float | None
-    low: float | None
-    high: float | None
-
-    @classmethod
-    def of(cls, values) -> Summary:
-        """The summary of the finite entries of ``values`` (numpy's linear-interpolation percentiles)."""
-        v = np.asarray(values, dtype=float)
-        v = v[np.isfinite(v)]
-        if not v.size:
-            return cls(0, None, None, None, None, None)
-        p10, p50, p90 = np.percentile(v, [10, 50, 90])
-        return cls(int(v.size), float(p50), float(p10), float(p90), float(v.min()), float(v.max()))
-
-
-@dataclass(frozen=True)
-class Accuracy:
-    """One set of steps: :class:`theory.validation.validate.ErrorStats` of ``|predicted / measured
-    - 1|`` and the median of ``predicted / measured``."""
-
-    errors: ErrorStats
-    ratio_median: float | None
-
-    @classmethod
-    def of(cls, measured, predicted) -> Accuracy:
-        """The accuracy of ``predicted`` against ``measured`` times (equal lengths, measured > 0)."""
-        m, p = np.asarray(measured, dtype=float), np.asarray(predicted, dtype=float)
-        return cls(ErrorStats.of(abs_rel_error(m, p)), float(np.median(p / m)) if m.size else None)
-
-
-@dataclass(frozen=True)
 class Parts:
     """Where Eq. 7 misses, part by part (the module docstring, item 1).
 
@@ -164,9 +127,9 @@ class Parts:
         and ``decode_context``.
     decode_attention : dict
         Over pairs of decode-only steps at the same decodes and capture size and two cache lengths:
-        ``ratio`` (:class:`Summary` of predicted / measured growth), ``measured_gbs`` and
-        ``predicted_gbs`` (the KV-cache bytes the longer cache adds, over the measured and the
-        predicted growth, GB/s), ``contexts`` (the two lengths) and ``pairs``.
+        ``ratio`` (:class:`~theory.validation.errors.Summary` of predicted / measured growth),
+        ``measured_gbs`` and ``predicted_gbs`` (the KV-cache bytes the longer cache adds, over the
+        measured and the predicted growth, GB/s), ``contexts`` (the two lengths) and ``pairs``.
     chunk_attention : dict
         Over pairs of mixed steps at the same decodes and chunk and two chunk contexts: ``ratio``,
         ``measured_tflops`` and ``predicted_tflops`` (the attention FLOPs the added context costs,
@@ -177,7 +140,8 @@ class Parts:
     multipliers : dict
         The diagnosis fit: ``fixed_s`` and the multipliers ``elementwise``, ``decode_attention``,
         ``chunk_attention`` of Eq. 7's terms (``None`` for a term no scored step has), and
-        ``in_sample`` (:class:`Accuracy` of GeMMs + the fitted rest on the same steps).
+        ``in_sample`` (:class:`~theory.validation.errors.Accuracy` of GeMMs + the fitted rest on the
+        same steps).
     """
 
     smallest: dict
@@ -210,36 +174,6 @@ class Padding:
     predicted_cost: Summary
     capture_rule: Summary
     no_padding: Summary
-
-
-@dataclass(frozen=True)
-class FixedTime:
-    """``eager - graph`` per step and the laws that describe it (the module docstring, item 3).
-
-    Attributes
-    ----------
-    overhead : Summary
-        Of ``eager - graph`` (seconds) over every step timed both ways.
-    bands : tuple of dict
-        Per :data:`TOKEN_BANDS` band of rows: ``low``, ``high`` (``None``: no end) and ``overhead``
-        (:class:`Summary`).
-    rank_correlation : float or None
-        Spearman's rank correlation of ``eager - graph`` with the step's rows.
-    constant, overlap : dict
-        The two laws: ``folds`` (the fitted values per fold: ``c``, and ``h`` for the overlap law,
-        seconds) and ``held_out`` (:class:`Accuracy` of the predicted eager time on the rows each
-        fold did not see).
-    steps : tuple of dict
-        Every step timed both ways, in order of rows: its ``kind``, ``tokens``, ``graph_s``,
-        ``eager_s`` and ``fold`` (the half it was held out in).
-    """
-
-    overhead: Summary
-    bands: tuple[dict, ...]
-    rank_correlation: float | None
-    constant: dict
-    overlap: dict
-    steps: tuple[dict, ...] = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -391,11 +325,6 @@ def score_steps(table: StepTable | str | Path | None = None, options: StepOption
                      score_padding(cm, table), score_fixed(table), rows)
 
 
-def _unpadded_graphs(table: StepTable) -> dict[tuple, StepRow]:
-    """The ``graph`` rows run without padding rows, by :meth:`StepRow.key`."""
-    return {r.key(): r for r in table.select(mode="graph") if r.unpadded}
-
-
 def _pairs(rows: list[StepRow], vary: str, same) -> tuple[list[tuple[StepRow, StepRow]], tuple]:
     """Pairs of rows equal in ``same(row)`` whose ``vary`` field takes its least and largest value."""
     values = sorted({getattr(r, vary) for r in rows})
@@ -470,7 +399,7 @@ def _growth(grow: list[tuple[float, float, float]], contexts: tuple, unit: str, 
 def score_padding(cm: CostModel, table: StepTable) -> Padding:
     """:class:`Padding`: every decode-only ``graph`` row run at a capture size above its decodes,
     against its unpadded control and the capture size's own step (same cache length)."""
-    unpadded = _unpadded_graphs(table)
+    unpadded = unpadded_graphs(table)
     points = []
     for r in table.select("decode_step", "graph"):
         if r.padded_to is None or r.padded_to == r.decodes:
@@ -491,99 +420,6 @@ def score_padding(cm: CostModel, table: StepTable) -> Padding:
     no_padding = [abs(p["unpadded_s"] / p["padded_s"] - 1.0) for p in points if p["unpadded_s"] is not None]
     return Padding(tuple(points), Summary.of(values("cost")), Summary.of(values("predicted_cost")),
                    Summary.of(values("capture_error", absolute=True)), Summary.of(no_padding))
-
-
-# --- The fixed time per step (eager - graph) ------------------------------------------------
-
-
-def fit_constant(graph, eager) -> float:
-    """The ``c`` of ``eager = graph + c`` with the least squared relative error,
-    ``sum_i ((graph_i + c) / eager_i - 1)^2``: ``c = sum_i o_i / e_i^2 / sum_i 1 / e_i^2`` with
-    ``o_i = eager_i - graph_i``."""
-    g, e = np.asarray(graph, dtype=float), np.asarray(eager, dtype=float)
-    if not e.size:
-        raise FieldError("eager", 0, "one or more steps timed both ways")
-    w = 1.0 / e**2
-    return float(np.sum((e - g) * w) / np.sum(w))
-
-
-def fit_overlap(graph, eager) -> tuple[float, float]:
-    """``(h, c)`` of ``eager = max(h, graph + c)`` with the least squared relative error over the
-    candidates ``h`` in the measured eager times and ``c`` in the measured ``eager - graph`` (an
-    exhaustive search: the law is piecewise, and on data it describes exactly both values are
-    among the candidates).
-
-    References
-    ----------
-    The host launches kernels asynchronously while the GPU runs earlier ones (CUDA C++ Programming
-    Guide, "Asynchronous Concurrent Execution"), so an eager step lasts the longer of its host
-    launch time ``h`` and its GPU time, plus what does not overlap.
-    """
-    g, e = np.asarray(graph, dtype=float), np.asarray(eager, dtype=float)
-    if not e.size:
-        raise FieldError("eager", 0, "one or more steps timed both ways")
-    hs, cs = np.unique(e), np.unique(e - g)
-    pred = np.maximum(hs[:, None, None], g[None, None, :] + cs[None, :, None])
-    loss = np.sum((pred / e - 1.0) ** 2, axis=-1)
-    i, j = np.unravel_index(int(np.argmin(loss)), loss.shape)
-    return float(hs[i]), float(cs[j])
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks ``0 .. n-1`` of ``x``, tied values taking the mean of their ranks."""
-    order = np.argsort(x, kind="stable")
-    ranks = np.empty(x.size)
-    ranks[order] = np.arange(x.size)
-    _, group = np.unique(x, return_inverse=True)
-    return (np.bincount(group, ranks) / np.bincount(group))[group]
-
-
-def rank_correlation(x, y) -> float | None:
-    """Spearman's rank correlation of ``x`` and ``y``: the Pearson correlation of their ranks, tied
-    values taking their mean rank; ``None`` when either is constant.
-
-    References
-    ----------
-    Spearman (1904), "The proof and measurement of association between two things", Am. J. Psychol.
-    15(1); the tie convention of :func:`scipy.stats.spearmanr`.
-    """
-    rx, ry = _ranks(np.asarray(x, dtype=float)), _ranks(np.asarray(y, dtype=float))
-    if np.ptp(rx) == 0 or np.ptp(ry) == 0:
-        return None
-    return float(np.corrcoef(rx, ry)[0, 1])
-
-
-def score_fixed(table: StepTable) -> FixedTime:
-    """:class:`FixedTime` over every step timed ``eager`` and, unpadded, ``graph``."""
-    graph = _unpadded_graphs(table)
-    both = sorted(((graph[r.key()], r) for r in table.select(mode="eager") if r.key() in graph),
-                  key=lambda ge: (ge[0].tokens, ge[0].seconds))
-    if not both:
-        raise FieldError(f"{table.path}: rows", 0, "one or more steps timed both graph (unpadded) and eager")
-    tokens = np.array([g.tokens for g, _ in both])
-    g = np.array([g.seconds for g, _ in both])
-    e = np.array([e.seconds for _, e in both])
-    over = e - g
-    bands = tuple({"low": lo, "high": hi,
-                   "overhead": Summary.of(over[(tokens >= lo) & (tokens <= (hi or tokens.max()))])}
-                  for lo, hi in TOKEN_BANDS)
-    rho = rank_correlation(tokens, over) if len(both) > 2 else None
-    fold = np.arange(len(both)) % FOLDS
-    constant, overlap = {"folds": []}, {"folds": []}
-    pred_c, pred_o = np.full(len(both), np.nan), np.full(len(both), np.nan)
-    for j in range(FOLDS):
-        train, held = fold != j, fold == j
-        c = fit_constant(g[train], e[train])
-        pred_c[held] = g[held] + c
-        h, c2 = fit_overlap(g[train], e[train])
-        pred_o[held] = np.maximum(h, g[held] + c2)
-        constant["folds"].append({"c": c})
-        overlap["folds"].append({"h": h, "c": c2})
-    constant["held_out"] = Accuracy.of(e, pred_c)
-    overlap["held_out"] = Accuracy.of(e, pred_o)
-    steps = tuple({"kind": gr.kind, "tokens": gr.tokens, "graph_s": gr.seconds, "eager_s": er.seconds,
-                   "fold": int(f)} for (gr, er), f in zip(both, fold, strict=True))
-    return FixedTime(Summary.of(over), bands, rho, constant, overlap, steps)
 
 
 # --- Console and JSON forms ------------------------------------------------------------------

@@ -54,6 +54,8 @@ FIT_TERMS: dict[str, Fit] = {
     "tp": Fit("theory.tp_split:fit_allreduce_law", "the all-reduce latency and bus bandwidth"),
     "attention": Fit(None, "a model switch"),
     "lm_head": Fit(None, "a model switch"),
+    "moe": Fit(None, "structural: the expert count, experts per token and widths are the model's "
+                     "config.json; the routing law is uniform until a measured skew is shipped"),
 }
 
 
