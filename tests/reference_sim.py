@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
+from collections import OrderedDict, deque
 
 from theory.cost import Batch, CostModel, T_batch
 
@@ -249,6 +249,101 @@ class Blocks:
         self.free += self.table.pop(r.j, 0)
 
 
+class PrefixPool:
+    """vLLM v1's block pool with prefix caching, by hand (vllm-project/vllm
+    ``vllm/v1/core/block_pool.py``, ``kv_cache_manager.py``), for :func:`vllm_v1`.
+
+    ``queue`` is every free block, least recently freed first (an ``OrderedDict`` whose keys are
+    ``("plain", n)`` for a block with no identity or ``("cached", identity)``); ``cache`` maps an
+    identity to its holders; ``table[j]`` is request j's blocks in order, each ``("hit", identity)``
+    (taken from the cache at admission), ``("own", identity)`` (j cached it) or None (a block that
+    caches nothing). Block b of request j has identity ``(r, b)``, r found by following the prefix
+    parent while b is below its shared tokens over the block size. An identity is cached once: a
+    block j fills whose identity is cached already is a plain one. Prompt blocks are cached as
+    their tokens are scheduled, decode blocks when their request frees them."""
+
+    def __init__(self, total, block_size, parent=None, shared=None):
+        self.total, self.size = total, block_size
+        self.parent, self.shared = parent, shared
+        self.queue = OrderedDict((("plain", n), None) for n in range(total))
+        self.plain = total
+        self.cache = {}
+        self.table = {}
+        self.done = {}
+        self.peak = 0
+        self.hits = self.recompute_hits = 0  # blocks taken from the cache (by preempted requests)
+
+    @property
+    def free(self):
+        return len(self.queue)
+
+    def n(self, tokens):
+        return math.ceil(tokens / self.size)
+
+    def identity(self, j, b):
+        while self.parent is not None and self.parent[j] >= 0 and b < self.shared[j] // self.size:
+            j = self.parent[j]
+        return (j, b)
+
+    def _used(self):
+        self.peak = max(self.peak, self.total - self.free)
+
+    def take(self, r, k):
+        """k new blocks for r from the queue's head; a cached one leaves the cache."""
+        assert k <= self.free, "KV memory over capacity"
+        for _ in range(k):
+            (kind, key), _ = self.queue.popitem(last=False)
+            if kind == "cached":
+                del self.cache[key]
+            self.table.setdefault(r.j, []).append(None)
+        self._used()
+
+    def hit(self, r, tokens):
+        """(cached blocks from r's first, at most (tokens - 1) // size; how many of them are free)."""
+        hits = []
+        for b in range((tokens - 1) // self.size):
+            key = self.identity(r.j, b)
+            if key not in self.cache:
+                break
+            hits.append(key)
+        return hits, sum(1 for key in hits if self.cache[key] == 0)
+
+    def touch(self, r, hits):
+        self.hits += len(hits)
+        self.recompute_hits += len(hits) if r.preemptions else 0
+        for key in hits:
+            if self.cache[key] == 0:
+                del self.queue[("cached", key)]
+            self.cache[key] += 1
+        self.table[r.j] = [("hit", key) for key in hits]
+        self.done[r.j] = len(hits)
+        self._used()
+
+    def register(self, r, tokens):
+        """Cache r's full blocks of its first ``tokens`` tokens not seen yet."""
+        blocks = self.table[r.j]
+        for b in range(self.done.get(r.j, 0), tokens // self.size):
+            key = self.identity(r.j, b)
+            if key not in self.cache:
+                self.cache[key] = 1
+                blocks[b] = ("own", key)
+        self.done[r.j] = max(self.done.get(r.j, 0), tokens // self.size)
+
+    def release(self, r, computed):
+        """Free r's blocks (its KV covering ``computed`` tokens), last first, into the queue."""
+        self.register(r, computed)
+        for block in reversed(self.table.pop(r.j)):
+            if block is None:
+                self.queue[("plain", self.plain)] = None
+                self.plain += 1
+                continue
+            key = block[1]
+            self.cache[key] -= 1
+            if self.cache[key] == 0:
+                self.queue[("cached", key)] = None
+        self.done.pop(r.j)
+
+
 class MSim(Clock):
     """One GPU: requests arrive, batches of chunks and decodes run one at a time (Eq. 7)."""
 
@@ -285,8 +380,10 @@ class MSim(Clock):
             self.decode_tokens += 1
 
     def preempt(self, r, mem):
-        """Recompute preemption: free r's blocks; its next prefill covers all its tokens so far."""
-        mem.release(r)
+        """Recompute preemption: free r's blocks (unless freed by the caller: ``mem`` None); its
+        next prefill covers all its tokens so far."""
+        if mem is not None:
+            mem.release(r)
         self.lost_tokens += r.computed if r.in_prefill else r.seq_len - 1
         r.target = r.seq_len
         r.computed = 0
@@ -516,12 +613,15 @@ def vllm_v1(cm, arrival, L_P, L_D, budget, max_seqs, threshold=0, max_model_len=
     ``appendleft``); a request's computed tokens are its prefill progress, or all its tokens but
     the latest once it decodes, and its known tokens ``num_tokens`` its prompt plus outputs. A
     request whose prompt plus ``L^D + 1`` outputs exceed ``max_model_len`` is rejected on arrival.
-    ``mem``: a :class:`Blocks` (its watermark and rule unused), or None for unlimited memory.
+    ``mem``: a :class:`Blocks` (its watermark and rule unused), a :class:`PrefixPool` (prefix
+    caching: a waiting request starts from its cache hit; requests finishing in a step free their
+    blocks decodes first, then those finishing with their prefill), or None for unlimited memory.
     ``sim.left_out`` counts the running requests a step's running pass did not reach (budget
     spent before them)."""
     sim = MSim(cm, arrival, L_P, L_D)
     sim.left_out = 0
     waiting, running = deque(), []
+    caching = isinstance(mem, PrefixPool)
 
     def computed(r):
         return r.computed if r.in_prefill else r.seq_len - 1
@@ -529,11 +629,31 @@ def vllm_v1(cm, arrival, L_P, L_D, budget, max_seqs, threshold=0, max_model_len=
     def allocate_slots(r, n):
         if mem is None:
             return True
-        need = mem.n(computed(r) + n) - mem.table.get(r.j, 0)
+        held = len(mem.table.get(r.j, [])) if caching else mem.table.get(r.j, 0)
+        need = mem.n(computed(r) + n) - held
         if need > mem.free:
             return False
         mem.take(r, need)
+        if caching and r.in_prefill:
+            mem.register(r, computed(r) + n)
         return True
+
+    def admit(r, left):
+        """The head's first chunk, its blocks taken (after its cache hit), or None if they are
+        not free."""
+        if not caching:
+            n = tokens_for(r, r.seq_len - computed(r), left)
+            return n if allocate_slots(r, n) else None
+        hits, free = mem.hit(r, r.seq_len)
+        start = len(hits) * mem.size
+        n = tokens_for(r, r.seq_len - start, left)
+        if mem.n(start + n) - len(hits) + free > mem.free:
+            return None
+        mem.touch(r, hits)
+        r.computed = start
+        mem.take(r, mem.n(start + n) - len(hits))
+        mem.register(r, start + n)
+        return n
 
     def tokens_for(r, n, left):
         if 0 < threshold < n:
@@ -558,7 +678,9 @@ def vllm_v1(cm, arrival, L_P, L_D, budget, max_seqs, threshold=0, max_model_len=
             while not allocate_slots(r, n):
                 victim = running.pop()
                 assert victim not in [s for s, _ in scheduled], "FCFS preempts only unscheduled requests"
-                sim.preempt(victim, mem)
+                if caching:
+                    mem.release(victim, computed(victim))
+                sim.preempt(victim, None if caching else mem)
                 waiting.appendleft(victim)
                 preempted.append(victim)
                 if victim is r:
@@ -574,17 +696,25 @@ def vllm_v1(cm, arrival, L_P, L_D, budget, max_seqs, threshold=0, max_model_len=
                 if len(running) == max_seqs:
                     break
                 r = waiting[0]
-                n = tokens_for(r, r.seq_len - computed(r), left)
-                if not allocate_slots(r, n):
+                n = admit(r, left)
+                if n is None:
                     break
                 running.append(waiting.popleft())
                 scheduled.append((r, n))
                 left -= n
         assert scheduled, "vLLM v1 reference: a step scheduled nothing"
-        sim.run_batch([(r, n) for r, n in scheduled if r.in_prefill],
-                      [r for r, _ in scheduled if not r.in_prefill])
+        prefills = [(r, n) for r, n in scheduled if r.in_prefill]
+        decodes = [r for r, _ in scheduled if not r.in_prefill]
+        sim.run_batch(prefills, decodes)
+        if caching:
+            for r in decodes:
+                if r.finished:
+                    mem.release(r, r.seq_len - 1)
+            for r, _ in prefills:
+                if r.finished:
+                    mem.release(r, r.target)
         for r in running:
-            if r.finished and mem is not None:
+            if r.finished and mem is not None and not caching:
                 mem.release(r)
         running = [r for r in running if not r.finished]
     return sim

@@ -83,7 +83,17 @@ def test_the_replay_is_the_naive_reference_on_the_measured_requests(small):
     # the replay's input is the measured queue times and lengths, nothing of the measured output
     assert np.allclose(rq["arrival"], run.requests.arrival - run.requests.arrival[0])
     assert np.array_equal(rq["L_D"], run.requests.output_tokens - 1)
-    mem = ref.Blocks(prm.kv.blocks, prm.kv.block_size, 0, "vllm")
+    # prefix caching on (vLLM v1's default, the runs' setting), the trace's relation in queue order
+    assert prm.enable_prefix_caching
+    rows = run.requests.request_id.tolist()
+    parent, shared = [], []
+    for k, t in enumerate(rows):
+        p = int(run.trace.prefix_parent[t])
+        kept = p >= 0 and rows.index(p) < k
+        parent.append(rows.index(p) if kept else -1)
+        shared.append(int(run.trace.shared_prefix_tokens[t]) if kept else 0)
+    assert any(s >= prm.kv.block_size for s in shared)  # some request shares a full block
+    mem = ref.PrefixPool(prm.kv.blocks, prm.kv.block_size, parent, shared)
     sim = ref.vllm_v1(rep.result.cost_model, rq["arrival"], rq["L_P"].astype(int), rq["L_D"].astype(int),
                       prm.max_num_batched_tokens, prm.max_num_seqs, prm.long_prefill_token_threshold,
                       prm.max_model_len, mem)

@@ -52,19 +52,39 @@ def assert_same_batches(run, sim):
     assert_close(run.batches["duration"], [b[1] for b in sim.batches])
 
 
-def run_both(cm, arrival, L_P, L_D, opts, kv, memory, detail):
-    """The compiled policy and the reference on one scenario."""
+def random_prefixes(rng, L_P, share):
+    """Each request after the first shares, with probability ``share``, a prompt prefix of 1 to
+    min(its prompt, the other's) tokens with a random earlier request: (parent, shared tokens)."""
+    m = len(L_P)
+    parent, shared = np.full(m, -1), np.zeros(m, dtype=np.int64)
+    for j in range(1, m):
+        if rng.random() < share:
+            parent[j] = rng.integers(j)
+            shared[j] = rng.integers(1, min(L_P[j], L_P[parent[j]]) + 1)
+    return parent, shared
+
+
+def run_both(cm, trace, opts, kv, memory, detail):
+    """The compiled policy and the reference on one scenario: ``trace`` is (arrival, L_P, L_D,
+    prefix relation or None); prefix caching as ``opts`` says (on by default, as in vLLM)."""
+    arrival, L_P, L_D, prefix = trace
     p = V1.make_params(cm, memory=memory, block_size=kv["block_size"], kv_blocks=kv["kv_blocks"],
                        **opts)
-    run = run_gpu(cm, V1, p, arrival, L_P, L_D, options=RunOptions(detail=detail, log=detail))
-    mem = blocks_of({**kv, "watermark": 0.0}, "vllm") if memory else None
+    run = run_gpu(cm, V1, p, arrival, L_P, L_D,
+                  options=RunOptions(detail=detail, log=detail, prefix=prefix))
+    if memory and opts.get("enable_prefix_caching", True):
+        parent, shared = (None, None) if prefix is None else (list(prefix[0]), list(prefix[1]))
+        mem = ref.PrefixPool(kv["kv_blocks"], kv["block_size"], parent, shared)
+    else:
+        mem = blocks_of({**kv, "watermark": 0.0}, "vllm") if memory else None
     sim = ref.vllm_v1(cm, arrival, L_P, L_D, opts["max_num_batched_tokens"], opts["max_num_seqs"],
                       opts["long_prefill_token_threshold"], opts["max_model_len"], mem)
+    sim.pool = mem
     assert_same(run, sim, detail, mem)
     if detail:
         assert_same_batches(run, sim)
     assert sim.left_out == 0  # FCFS: every running request gets tokens in every step
-    return run
+    return run, sim
 
 
 def v1_options(pick, kv, memory):
@@ -74,7 +94,8 @@ def v1_options(pick, kv, memory):
     cap = kv["kv_blocks"] * kv["block_size"]
     return {"max_num_batched_tokens": budget, "max_num_seqs": min(budget, pick([1, 2, 5, 128])),
             "long_prefill_token_threshold": pick([0, 0, 2, 7]),
-            "max_model_len": pick([min(60, cap), cap, cap]) if memory else pick([60, BIG])}
+            "max_model_len": pick([min(60, cap), cap, cap]) if memory else pick([60, BIG]),
+            "enable_prefix_caching": pick([True, True, False])}
 
 
 @pytest.mark.parametrize("detail", [False, True])
@@ -83,19 +104,22 @@ def v1_options(pick, kv, memory):
 @given(st.data())
 def test_against_the_reference(memory, detail, data):
     cm, arrival, L_P, L_D, kv, pick = drawn(data)
-    run_both(cm, arrival, L_P, L_D, v1_options(pick, kv, memory), kv, memory, detail)
+    share = pick([0.0, 0.5, 0.9])
+    prefix = random_prefixes(np.random.default_rng(pick(range(2**16))), L_P, share) if share else None
+    run_both(cm, (arrival, L_P, L_D, prefix), v1_options(pick, kv, memory), kv, memory, detail)
 
 
 def test_under_kv_pressure():
-    """Scenarios built for KV pressure (bursts, caches of 48-160 tokens, blocks of 1-16): the same
-    results as the reference in both modes; preemption and rejection are really exercised."""
+    """Scenarios built for KV pressure (bursts, caches of 48-160 tokens, blocks of 1-16, shared
+    prefixes, prefix caching on or off): the same results as the reference in both modes;
+    preemption, rejection, prefix hits and hits of preempted requests are really exercised."""
     rng = np.random.default_rng(31)
 
     def pick(options):
         options = list(options)
         return options[rng.integers(len(options))]
 
-    n, preempted, rejected = 150, 0, 0
+    n, preempted, rejected, hits, recompute_hits = 150, 0, 0, 0, 0
     for k in range(n):
         cm = toy_cost_model(pick(["toy2", "toy4", "toy8"]), pick(["paper", "real"]))
         m = pick(range(5, 31))
@@ -109,23 +133,30 @@ def test_under_kv_pressure():
         budget = pick([4, 8, 16, 32, 512])
         opts = {"max_num_batched_tokens": budget, "max_num_seqs": min(budget, pick([2, 5, 128])),
                 "long_prefill_token_threshold": pick([0, 0, 3, 8]),
-                "max_model_len": pick([kv["kv_blocks"] * block, 40])}
-        run = run_both(cm, arrival, L_P, L_D, opts, kv, True, detail=k % 2 == 1)
+                "max_model_len": pick([kv["kv_blocks"] * block, 40]),
+                "enable_prefix_caching": pick([True, True, False])}
+        prefix = random_prefixes(rng, L_P, pick([0.0, 0.5, 0.9]))
+        run, sim = run_both(cm, (arrival, L_P, L_D, prefix), opts, kv, True, detail=k % 2 == 1)
         preempted += run.counters["n_preempt"] > 0
         rejected += run.counters["n_rej"] > 0
+        hits += getattr(sim.pool, "hits", 0) > 0
+        recompute_hits += getattr(sim.pool, "recompute_hits", 0) > 0
     assert preempted >= n // 3, preempted
     assert rejected >= n // 10, rejected
+    assert hits >= n // 4, hits
+    assert recompute_hits >= n // 10, recompute_hits
 
 
 # --- hand-made traces ------------------------------------------------------------------------------
 
 
-def hand_run(opts, L_P, L_D, memory=False, kv_blocks=None, block_size=16):
+def hand_run(opts, L_P, L_D, memory=False, kv_blocks=None, block_size=16, prefix=None):
     """All requests arrive at 0 on the toy4 GPU; the batch log and results of the compiled policy."""
     cm = toy_cost_model("toy4", "paper")
     arrival = np.zeros(len(L_P))
     p = V1.make_params(cm, memory=memory, kv_blocks=kv_blocks, block_size=block_size, **opts)
-    run = run_gpu(cm, V1, p, arrival, np.array(L_P), np.array(L_D), options=RunOptions(detail=True, log=True))
+    run = run_gpu(cm, V1, p, arrival, np.array(L_P), np.array(L_D),
+                  options=RunOptions(detail=True, log=True, prefix=prefix))
     return cm, run
 
 
@@ -195,8 +226,8 @@ def test_running_cap():
 
 
 def test_preemption_of_the_newest_and_recompute():
-    """Blocks of 2 tokens, 6 blocks; A and B both 4 prompt tokens and 6 decodes (11 tokens with
-    the last output: max_model_len 12 fits the cache).
+    """Blocks of 2 tokens, 6 blocks, prefix caching off; A and B both 4 prompt tokens and 6
+    decodes (11 tokens with the last output: max_model_len 12 fits the cache).
 
     1. A, B take 2 blocks each for their prompts (2 free).
     2. A (5), B (5): a new block each (0 free).     3. A (6), B (6): no new block.
@@ -206,7 +237,8 @@ def test_preemption_of_the_newest_and_recompute():
        needs the 4 blocks of its 7 tokens (prompt and outputs) and waits meanwhile.
     8. B's recompute prefill of 7 tokens emits its 4th token.   9-11. B (8), (9), (10).
     """
-    opts = {"max_num_batched_tokens": 16, "max_num_seqs": 4, "max_model_len": 12}
+    opts = {"max_num_batched_tokens": 16, "max_num_seqs": 4, "max_model_len": 12,
+            "enable_prefix_caching": False}
     cm, run = hand_run(opts, [4, 4], [6, 6], memory=True, kv_blocks=6, block_size=2)
     expected = [([(0, 1, 4), (1, 1, 4)], []),
                 ([], [(0, 5), (1, 5)]),
@@ -226,7 +258,8 @@ def test_preemption_of_the_newest_and_recompute():
 
 
 def test_self_preemption_ends_the_pass_and_the_head_blocks():
-    """Blocks of 1 token, 10 blocks; A (5 prompt tokens, 4 decodes), B (4, 1), C (1, 1).
+    """Blocks of 1 token, 10 blocks, prefix caching off; A (5 prompt tokens, 4 decodes), B (4, 1),
+    C (1, 1).
 
     1. A 5, B 4, C 1: all 10 blocks taken; each emits its first token.
     2. A (6) needs a block: C, the newest, is preempted and A takes its block. B (5) needs one:
@@ -236,7 +269,8 @@ def test_self_preemption_ends_the_pass_and_the_head_blocks():
        A finishes after step 5 and frees 9 blocks.
     6. B's recompute prefill (5 tokens) and C's (2 tokens) emit their last tokens.
     """
-    opts = {"max_num_batched_tokens": 16, "max_num_seqs": 4, "max_model_len": 10}
+    opts = {"max_num_batched_tokens": 16, "max_num_seqs": 4, "max_model_len": 10,
+            "enable_prefix_caching": False}
     cm, run = hand_run(opts, [5, 4, 1], [4, 1, 1], memory=True, kv_blocks=10, block_size=1)
     expected = [([(0, 1, 5), (1, 1, 4), (2, 1, 1)], []),
                 ([], [(0, 6)]),
@@ -246,6 +280,71 @@ def test_self_preemption_ends_the_pass_and_the_head_blocks():
                 ([(1, 1, 5), (2, 1, 2)], [])]
     check_trace(cm, run, expected, [4, 5, 5])
     assert run.preemptions.tolist() == [0, 1, 1]
+
+
+def test_preempted_request_recomputes_only_its_uncached_tail():
+    """The trace of the preemption test above with prefix caching on (blocks of 2 tokens, 6
+    blocks; A and B: 4 prompt tokens, 6 decodes). Steps 1-3 as there; B's prompt blocks B0, B1
+    are cached when scheduled.
+
+    4. A (7) needs a block: B is preempted. Its 6 computed tokens fill 3 blocks, cached as it
+       frees them, last first: the free queue is [B2, B1, B0]. A takes its block from the head,
+       evicting B2.
+    5-7. A (8), (9: takes B1, evicting it), (10). B, at the head (7 tokens), would hit B0 only
+       and need 4 - 1 + 1 = 4 blocks (B0 must leave the free queue too): refused with 2, then 1
+       free. A finishes and frees its 5 blocks: the queue is [B0, A4, A3, A2, A1, A0].
+    8. B hits B0 (2 tokens) and prefills only tokens 3-7, taking A4-A2 for its 3 new blocks.
+    9-11. B (8), (9), (10)."""
+    opts = {"max_num_batched_tokens": 16, "max_num_seqs": 4, "max_model_len": 12}
+    cm, run = hand_run(opts, [4, 4], [6, 6], memory=True, kv_blocks=6, block_size=2)
+    expected = [([(0, 1, 4), (1, 1, 4)], []),
+                ([], [(0, 5), (1, 5)]),
+                ([], [(0, 6), (1, 6)]),
+                ([], [(0, 7)]),
+                ([], [(0, 8)]),
+                ([], [(0, 9)]),
+                ([], [(0, 10)]),
+                ([(1, 3, 5)], []),
+                ([], [(1, 8)]),
+                ([], [(1, 9)]),
+                ([], [(1, 10)])]
+    check_trace(cm, run, expected, [6, 10])
+    assert run.preemptions.tolist() == [0, 1]
+    assert run.kv["free_end"] == 6
+
+
+@pytest.mark.parametrize(("shared", "start"), [(48, 49), (50, 49), (47, 33), (15, 1)])
+def test_shared_prefix_is_not_prefilled_again(shared, start):
+    """A (64 prompt tokens, 2 decodes) and B (70 tokens, 2 decodes) arrive at 0; B's first
+    ``shared`` tokens are A's. A is admitted first and its 4 full prompt blocks are cached as
+    they are scheduled; B, admitted in the same step, hits A's full blocks that lie in the shared
+    part (floor(shared / 16)) and prefills only from token ``start`` on."""
+    opts = {"max_num_batched_tokens": 512, "max_num_seqs": 4, "max_model_len": 640}
+    prefix = (np.array([-1, 0]), np.array([0, shared]))
+    cm, run = hand_run(opts, [64, 70], [2, 2], memory=True, kv_blocks=40, prefix=prefix)
+    expected = [([(0, 1, 64), (1, start, 71 - start)], []),
+                ([], [(0, 65), (1, 71)]),
+                ([], [(0, 66), (1, 72)])]
+    check_trace(cm, run, expected, [2, 2])
+    off = dict(opts, enable_prefix_caching=False)
+    cm, run = hand_run(off, [64, 70], [2, 2], memory=True, kv_blocks=40, prefix=prefix)
+    check_trace(cm, run, [([(0, 1, 64), (1, 1, 70)], []), *expected[1:]], [2, 2])
+
+
+def test_a_finished_parent_still_serves_its_prefix():
+    """B (shares 48 tokens with A) arrives after A finished: A's blocks wait in the free queue,
+    cached, and B hits 3 of them; a whole-prompt hit is capped so that the last token is computed
+    (C repeats A's 64-token prompt: 63 // 16 = 3 blocks, so C prefills tokens 49-64)."""
+    cm = toy_cost_model("toy4", "paper")
+    p = V1.make_params(cm, kv_blocks=40, block_size=16, max_num_batched_tokens=512, max_num_seqs=4,
+                       max_model_len=640)
+    arrival = np.array([0.0, 10.0, 20.0])
+    prefix = (np.array([-1, 0, 0]), np.array([0, 48, 64]))
+    run = run_gpu(cm, V1, p, arrival, np.array([64, 70, 64]), np.array([1, 1, 1]),
+                  options=RunOptions(detail=True, log=True, prefix=prefix))
+    assert engine_batches(run) == [([(0, 1, 64)], []), ([], [(0, 65)]),
+                                   ([(1, 49, 22)], []), ([], [(1, 71)]),
+                                   ([(2, 49, 16)], []), ([], [(2, 65)])]
 
 
 def test_requests_longer_than_max_model_len_are_rejected():
@@ -314,6 +413,7 @@ def test_defaults_are_vllms_openai_server_defaults(gpu, budget, seqs):
     ({"max_model_len": 0}, "max_model_len"),
     ({"max_model_len": 10**9}, "max_model_len"),  # its KV does not fit the GPU
     ({"kv_blocks": 4, "block_size": 16, "max_model_len": 65}, "max_model_len"),
+    ({"enable_prefix_caching": "yes"}, "enable_prefix_caching"),
 ])
 def test_options_vllm_refuses_are_refused(options, field):
     cm = toy_cost_model("toy4", "paper")
@@ -328,3 +428,56 @@ def test_llmq_simulate_runs_it(capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "vllm_v1" in out
+
+
+def test_caching_changes_nothing_without_sharing_or_preemption():
+    """With no shared prefix and no preemption there is nothing to hit: prefix caching on gives
+    the batches of prefix caching off (seeded scenarios, a cache large enough for all)."""
+    rng = np.random.default_rng(7)
+    cm = toy_cost_model("toy4", "real")
+    for _ in range(20):
+        m = int(rng.integers(2, 25))
+        L_P, L_D = rng.integers(1, 90, size=m), rng.integers(1, 25, size=m)
+        arrival = np.cumsum(rng.exponential(2e-3, size=m))
+        runs = []
+        for caching in (True, False):
+            p = V1.make_params(cm, kv_blocks=400, block_size=4, max_num_batched_tokens=32,
+                               max_num_seqs=8, max_model_len=1600, enable_prefix_caching=caching)
+            runs.append(run_gpu(cm, V1, p, arrival, L_P, L_D, options=RunOptions(detail=True, log=True)))
+        assert runs[0].counters["n_preempt"] == 0
+        assert engine_batches(runs[0]) == engine_batches(runs[1])
+        assert np.array_equal(runs[0].t_finish, runs[1].t_finish)
+
+
+def test_a_trace_carries_its_prefix_relation_to_the_engine(tmp_path):
+    """``simulate`` on a CSV trace with prefix columns gives what the engine gives with that
+    relation (A100, Llama-3.1-8B), and differs from the same trace without it; two nodes under
+    round-robin routing keep only the relations within a node."""
+    from stability.sim.cluster import _node_prefix
+    from stability.sim.simulate import Scenario, simulate
+
+    rng = np.random.default_rng(3)
+    m = 60
+    L_P, L_D = rng.integers(200, 1500, size=m), rng.integers(2, 40, size=m)
+    arrival = np.cumsum(rng.exponential(0.05, size=m))
+    parent, shared = random_prefixes(rng, L_P, 0.8)
+    path = tmp_path / "t.csv"
+    rows = zip(arrival, L_P, L_D, parent, shared, strict=True)
+    path.write_text("arrival_time,prompt_len,output_len,prefix_parent,shared_prefix_tokens\n"
+                    + "".join(f"{float(a)!r},{p},{d},{q if q >= 0 else ''},{s}\n" for a, p, d, q, s in rows))
+    sc = Scenario(gpu="a100", model="llama-3.1-8b", mode="real", scheduler="vllm_v1", trace=str(path),
+                  n_requests=m, load=None)
+    res = simulate(sc)
+    got = res.requests["t_finish"]
+    t = arrival - arrival[0]
+    related = RunOptions(prefix=(parent, shared))
+    want = run_gpu(res.cost_model, V1, res.params, t, L_P, L_D, options=related).t_finish
+    plain = run_gpu(res.cost_model, V1, res.params, t, L_P, L_D).t_finish
+    assert_close(got, want)
+    assert not np.allclose(got, plain)
+    node = np.arange(m) % 2
+    local_parent, local_shared = _node_prefix((parent, shared), node, 1)
+    for k, j in enumerate(np.flatnonzero(node == 1)):
+        same = parent[j] >= 0 and node[parent[j]] == 1
+        assert local_parent[k] == (parent[j] // 2 if same else -1)
+        assert local_shared[k] == (shared[j] if same else 0)

@@ -157,6 +157,34 @@ def test_malformed_csv(tmp_path, body, message):
         read_trace(f)
 
 
+def test_csv_trace_with_its_prefix_relation(tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_text("prompt_len,output_len,prefix_parent,shared_prefix_tokens\n"
+                 "100,10,,0\n200,20,0,64\n50,5,1,50\n")
+    parent, shared = read_trace(f).prefix
+    assert parent.tolist() == [-1, 0, 1] and shared.tolist() == [0, 64, 50]
+    assert read_trace(f).L_P.tolist() == [100, 200, 50]
+
+
+@pytest.mark.parametrize("rows, message", [
+    ("100,10,1,5\n200,20,,0\n", "row 2, column 'prefix_parent': 1, not an earlier"),  # arrives later
+    ("100,10,,0\n200,20,7,5\n", "row 3, column 'prefix_parent': 7, not an earlier"),  # no such row
+    ("100,10,,0\n200,20,0,101\n", "row 3, column 'shared_prefix_tokens': 101 exceeds"),  # parent's prompt
+    ("300,10,,0\n200,20,0,201\n", "row 3, column 'shared_prefix_tokens': 201 exceeds"),  # own prompt
+    ("100,10,,0\n200,20,0,0\n", "row 3: shared_prefix_tokens 0 with prefix_parent 0"),
+    ("100,10,,5\n", "row 2: shared_prefix_tokens 5 with prefix_parent -1"),
+    ("100,10,,x\n", "column 'shared_prefix_tokens', row 2"),
+])
+def test_a_bad_prefix_relation_is_refused(tmp_path, rows, message):
+    f = tmp_path / "t.csv"
+    f.write_text("prompt_len,output_len,prefix_parent,shared_prefix_tokens\n" + rows)
+    with pytest.raises(ConfigFileError, match=message):
+        read_trace(f)
+    f.write_text("prompt_len,output_len,prefix_parent\n100,10,\n")
+    with pytest.raises(ConfigFileError, match="missing column 'shared_prefix_tokens'"):
+        read_trace(f)
+
+
 def test_negative_length_in_csv(tmp_path):
     f = tmp_path / "t.csv"
     f.write_text("prompt_len,output_len\n-4,3\n")

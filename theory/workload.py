@@ -33,6 +33,7 @@ from numba import njit
 from scipy import optimize, stats
 
 from theory.errors import ConfigFileError, FieldError, LlmqError, UnknownNameError
+from theory.trace_prefix import prefix_columns
 
 TABLE1 = {
     # Table 1 of the paper: openchat_sharegpt4 prompt and decode lengths (tokens).
@@ -310,7 +311,8 @@ def table1(atoms: int = 200, total_cap: int = TOTAL_CAP) -> Workload:
 
 
 def _read_trace_csv(path, text: str | None = None) -> dict[str, np.ndarray]:
-    """Columns of a length trace: prompt_len, output_len (required); arrival_time, class."""
+    """Columns of a length trace: prompt_len, output_len (required); arrival_time, class,
+    prefix_parent and shared_prefix_tokens (:func:`theory.trace_prefix.prefix_columns`)."""
     try:
         if text is None:
             with open(path, newline="", encoding="utf-8-sig") as fh:  # with or without a BOM
@@ -345,6 +347,8 @@ def _read_trace_csv(path, text: str | None = None) -> dict[str, np.ndarray]:
         cols["arrival_time"] = t
     if "class" in header:
         cols["class"] = np.array([r["class"] for r in rows])
+    if "prefix_parent" in header or "shared_prefix_tokens" in header:
+        cols.update(prefix_columns(path, rows, header, cols["prompt_len"]))
     return cols
 
 
@@ -385,12 +389,15 @@ def _column(path, rows, name, kind) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class Trace:
-    """A request trace: lengths, and optionally arrival times and class labels."""
+    """A request trace: lengths, and optionally arrival times, class labels and the prefix
+    relation (``prefix``: each request's prefix parent, an earlier row or -1, and the prompt
+    tokens it shares with it; prefix caching reuses their KV blocks)."""
 
     L_P: np.ndarray
     L_D: np.ndarray
     arrival_time: np.ndarray | None = None
     request_class: np.ndarray | None = None
+    prefix: tuple[np.ndarray, np.ndarray] | None = None
 
     def workload(self, name: str) -> Workload:
         """The empirical joint law of the trace's lengths."""
@@ -404,7 +411,8 @@ PACKAGED_TRACES = {"azure-code-2023": "azure_code_2023.csv", "azure-conv-2023": 
 
 
 def read_trace(path: str | Path) -> Trace:
-    """Read a CSV trace (columns prompt_len, output_len; optional arrival_time, class).
+    """Read a CSV trace (columns prompt_len, output_len; optional arrival_time, class, and the
+    prefix relation prefix_parent with shared_prefix_tokens, :mod:`theory.trace_prefix`).
 
     ``path`` may also name a packaged trace (:data:`PACKAGED_TRACES`): ``azure-code-2023`` and
     ``azure-conv-2023``, the one-hour Azure LLM inference traces of 2023 (arrival times and
@@ -419,7 +427,8 @@ def read_trace(path: str | Path) -> Trace:
         cols = _read_trace_csv(path)
     lp = _lengths(f"{path}: prompt_len", cols["prompt_len"])
     ld = _lengths(f"{path}: output_len", cols["output_len"])
-    return Trace(lp, ld, cols.get("arrival_time"), cols.get("class"))
+    return Trace(lp, ld, cols.get("arrival_time"), cols.get("class"),
+                 (cols["prefix_parent"], cols["shared_prefix_tokens"]) if "prefix_parent" in cols else None)
 
 
 @cache

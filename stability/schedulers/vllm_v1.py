@@ -19,8 +19,20 @@ the gap. Each step, with a budget of ``max_num_batched_tokens`` tokens:
    request itself when it is the newest, which ends the pass;
 2. only if nothing was preempted in this step, *waiting* requests from the head of the queue
    (FCFS, head-of-line blocking): stop when ``max_num_seqs`` requests are running (holding KV) or
-   when the head's first chunk ``min(prompt plus outputs, threshold if > 0, budget left)`` cannot
-   get its blocks; otherwise it joins the running requests with that chunk.
+   when the head's first chunk ``min(tokens past its cache hit, threshold if > 0, budget left)``
+   cannot get its blocks; otherwise it joins the running requests with that chunk.
+
+Prefix caching (``enable_prefix_caching``, on by default as in vLLM v1 for decoder models;
+``get_computed_blocks`` of ``vllm/v1/core/kv_cache_manager.py``, read at ace980e, and
+``BlockPool`` of ``vllm/v1/core/block_pool.py``, read at c59cb79): a waiting request's computed
+tokens start after the longest run of cached full blocks from its first (at most ``(tokens - 1)
+// 16`` blocks), which it references instead of allocating; a cached block in the free queue
+counts as a block to allocate, and new blocks evict the least recently freed cached ones. Blocks
+are identified by the workload's prefix relation (a request's prefix parent and shared prompt
+tokens) and, for its own blocks, by the request; a preempted request's freed blocks stay cached,
+so its recompute mostly starts after them. :mod:`stability.sim.prefix_cache` gives the model,
+its sources and its simplifications. With it off, or with no shared prefix and no preemption,
+the steps are those without it.
 
 KV blocks (16 tokens) are taken incrementally, chunk by chunk and token by token, never the whole
 prompt at admission; there is no watermark and no swapping. A recompute prefill covers the prompt
@@ -28,12 +40,13 @@ and every output token so far and emits the next token, as :mod:`stability.sim.m
 
 Options: ``max_num_batched_tokens`` and ``max_num_seqs`` (default: vLLM's OpenAI-server defaults,
 ``EngineArgs.get_batch_defaults``: 8192 and 1024 on a GPU with at least 70 GiB that is not an
-A100, else 2048 and 256; then, as ``_set_default_max_num_seqs_and_batched_tokens_args`` does,
-the budget is capped at ``max_num_seqs * max_model_len`` and the sequences at the budget);
+A100, else 2048 and 256; then, as ``_set_default_max_num_seqs_and_batched_tokens_args`` does, the
+budget is capped at ``max_num_seqs * max_model_len`` and the sequences at the budget);
 ``long_prefill_token_threshold`` (0: off); ``max_model_len`` (default: the model's context window,
-else 8192); ``max_num_partial_prefills`` and ``max_long_partial_prefills``, which vLLM v1 accepts
-only at 1 (``EngineArgs._check_feature_supported`` raises "Concurrent Partial Prefill is not
-supported" otherwise, vllm-project/vllm#39737 on v0.19.0); and the memory options of
+else 8192); ``enable_prefix_caching`` (default True); ``max_num_partial_prefills`` and
+``max_long_partial_prefills``, which vLLM v1 accepts only at 1
+(``EngineArgs._check_feature_supported`` raises "Concurrent Partial Prefill is not supported"
+otherwise, vllm-project/vllm#39737 on v0.19.0); and the memory options of
 :func:`stability.sim.memory.kv_config` (``memory=True``, ``gpu_memory_utilization=0.9``,
 ``block_size=16``, ``kv_blocks``). As ``SchedulerConfig.verify_max_model_len`` does, a budget
 below ``max_num_seqs`` is refused; as vLLM does at start-up, so is a ``max_model_len`` whose
@@ -45,9 +58,10 @@ Choices where the simulator differs from the real system or the system is silent
   (``REJ_PROMPT_LIMIT``) when it reaches the head of the waiting queue: vLLM would stop it at
   ``max_model_len`` tokens (``check_stop``), i.e. not run the trace's request as given. So every
   admitted request fits an empty KV cache, and the oldest running request always progresses;
-* prefix caching is not modelled (vLLM turns it on by default): no prompt shares a prefix with
-  another, and a preempted request recomputes all its tokens, where vLLM may still find some of
-  its freed blocks in the cache;
+* prefix caching identifies blocks by the trace's prefix relation, not by token ids (a trace
+  without it shares nothing), and simplifies vLLM's pool where
+  :mod:`stability.sim.prefix_cache` says (one cached copy per block identity, decode blocks
+  registered when freed, the order of frees within a step);
 * the priority policy, speculative decoding, async scheduling, pipeline parallelism, encoders,
   LoRA and KV connectors are not modelled (FCFS, one step at a time).
 
@@ -108,6 +122,7 @@ from stability.sim.mixed import (
     preempt_prefill,
     run_mixed,
 )
+from stability.sim.prefix_cache import any_cached, lookup, pc_setup, register, simple, take_hit
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
@@ -125,22 +140,26 @@ class Record(NamedTuple):
     threshold: int  # long_prefill_token_threshold: largest chunk of one request (0: none)
     max_model_len: int  # prompt + output tokens of a request
     kv: KvConfig  # KV memory (stability.sim.memory)
+    caching: bool  # enable_prefix_caching (stability.sim.prefix_cache)
 
 
 @dataclass(frozen=True)
 class Params:
-    """Token budget, running-request cap, long-prefill threshold, model length, memory."""
+    """Token budget, running-request cap, long-prefill threshold, model length, memory, prefix
+    caching."""
 
     max_num_batched_tokens: int
     max_num_seqs: int
     long_prefill_token_threshold: int
     max_model_len: int
     kv: KvConfig
+    enable_prefix_caching: bool = True
 
     def record(self) -> Record:
         """The compiled loop's options."""
         return Record(int(self.max_num_batched_tokens), int(self.max_num_seqs),
-                      int(self.long_prefill_token_threshold), int(self.max_model_len), self.kv)
+                      int(self.long_prefill_token_threshold), int(self.max_model_len), self.kv,
+                      bool(self.enable_prefix_caching))
 
 
 def batch_defaults(cm: CostModel) -> tuple[int, int]:
@@ -163,11 +182,13 @@ def make_params(cm: CostModel, max_num_batched_tokens: int | None = None,
                 max_num_partial_prefills: int = 1, max_long_partial_prefills: int = 1,
                 max_model_len: int | None = None, memory: bool = True,
                 gpu_memory_utilization: float = 0.9, block_size: int = 16,
-                kv_blocks: int | None = None) -> Params:
+                kv_blocks: int | None = None, enable_prefix_caching: bool = True) -> Params:
     """vLLM v1's defaults for its OpenAI server (see the module docstring), validated as vLLM
     validates them."""
     _only_one("max_num_partial_prefills", max_num_partial_prefills)
     _only_one("max_long_partial_prefills", max_long_partial_prefills)
+    if not isinstance(enable_prefix_caching, bool):
+        raise FieldError("enable_prefix_caching", enable_prefix_caching, "True or False")
     threshold = long_prefill_token_threshold
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
         raise FieldError("long_prefill_token_threshold", threshold, "an integer >= 0 (0: off)")
@@ -192,7 +213,7 @@ def make_params(cm: CostModel, max_num_batched_tokens: int | None = None,
                          f"request of max_model_len tokens does not fit its {kv.blocks} KV blocks "
                          f"of {kv.block_size} tokens (lower max_model_len, or raise "
                          "gpu_memory_utilization)")
-    return Params(budget, seqs, threshold, max_model_len, kv)
+    return Params(budget, seqs, threshold, max_model_len, kv, enable_prefix_caching)
 
 
 # --- one step of Scheduler.schedule ---------------------------------------------------------------
@@ -209,10 +230,20 @@ def _chunk(remaining, threshold, left):
 
 
 @njit(cache=True)
-def _fits(st, j, x):
-    """``allocate_slots`` would succeed: the blocks covering x tokens that request j does not
-    hold yet are free (always, with the memory off)."""
-    return (st.kv_on == 0) | (blocks(st, x) - st.blk[j] <= st.kv_free)
+def _hit(st, j):
+    """Waiting request j's prefix-cache hit (:func:`stability.sim.prefix_cache.lookup`): (cached
+    blocks from its first, how many of them are free); (0, 0) with prefix caching off."""
+    if st.pc_on:
+        return lookup(st, j)
+    return 0, 0
+
+
+@njit(cache=True)
+def _fits_hit(st, x, hit, free):
+    """``allocate_slots`` would succeed for a waiting request (holding no blocks) whose KV is to
+    cover x tokens with ``hit`` cached blocks, ``free`` of them in the free queue: the blocks to
+    allocate, ``blocks(x) - hit + free``, are free (always, with the memory off)."""
+    return (st.kv_on == 0) | (blocks(st, x) - hit + free <= st.kv_free)
 
 
 @njit(cache=True)
@@ -283,6 +314,8 @@ def _schedule(st, budget, max_seqs, threshold, limit):
         if decode:
             qd += 1
         else:
+            if st.pc_on:
+                register(st, j, x)
             add_chunk(st, j, n)
             qp += 1
         left -= n
@@ -294,10 +327,18 @@ def _schedule(st, budget, max_seqs, threshold, limit):
                 continue
             if st.nd + st.np >= max_seqs:
                 break
-            n = _chunk(st.pl[j], threshold, left)
-            if not _allocate_slots(st, j, n):
+            hit, free = _hit(st, j)
+            x0 = hit * st.kv_bs
+            n = _chunk(st.pl[j] - x0, threshold, left)
+            if not _fits_hit(st, x0 + n, hit, free):
                 break
             pop_waiting(st)
+            if hit > 0:
+                take_hit(st, j, hit)
+                st.pg[j] = x0
+            _allocate_slots(st, j, x0 + n)
+            if st.pc_on:
+                register(st, j, x0 + n)
             _admit(st, j)
             add_chunk(st, j, n)
             left -= n
@@ -315,7 +356,11 @@ def _admission_would_act(st, budget, max_seqs, threshold, limit):
     if st.lp[j] + st.ld[j] >= limit:
         return True
     left = budget - st.nd
-    return st.nd < max_seqs and left > 0 and _fits(st, j, _chunk(st.pl[j], threshold, left))
+    if st.nd >= max_seqs or left <= 0:
+        return False
+    hit, free = _hit(st, j)
+    x0 = hit * st.kv_bs
+    return _fits_hit(st, x0 + _chunk(st.pl[j] - x0, threshold, left), hit, free)
 
 
 @njit(cache=True)
@@ -337,6 +382,8 @@ def _chunk_run(st, ct, budget, threshold, t_stop):
     rem = st.pl[j] - st.pg[j]
     if c <= 0 or rem < 2 * c or 0 < threshold < c or (st.nd > 0 and st.d_id[st.nd - 1] > j):
         return -1
+    if st.pc_on and not _cache_still(st, j, st.pg[j] + (rem // c) * c, rem // c):
+        return -1
     held = st.blk[j]
     extra = max(blocks(st, st.pg[j] + (rem // c) * c) * st.kv_on - held, 0)
     if extra > st.kv_free:
@@ -354,7 +401,22 @@ def _chunk_run(st, ct, budget, threshold, t_stop):
         st.blk[j] -= back
         st.kv_free += back
         st.kv_peak = max(peak, st.kv_peak - back)
+    if st.pc_on and st.blk[j] > 0:
+        register(st, j, st.pg[j])
     return done
+
+
+@njit(cache=True)
+def _cache_still(st, j, x, k):
+    """With prefix caching on, whether a run of at most k chunk steps of request j (up to x tokens)
+    leaves the cache as registering j's blocks after it does: no decode but a simple one (freed
+    without touching the cache, :func:`stability.sim.prefix_cache.pc_release`) completes in it,
+    and none of the blocks j fills is cached already (taking blocks cannot then evict one of them
+    before j registers it)."""
+    for q in range(st.nd):
+        if st.d_rem[q] <= k and not simple(st, st.d_id[q]):
+            return False
+    return not any_cached(st, j, x)
 
 
 @njit(cache=True)
@@ -363,6 +425,7 @@ def loop(st, ct, prm, t_stop):
     budget, max_seqs, threshold, limit = prm.budget, prm.max_seqs, prm.threshold, prm.max_model_len
     mixed_arrays(st)
     kv_setup(st, prm.kv, VLLM)
+    pc_setup(st, prm.caching)
     while running(st, t_stop):
         see_arrivals(st)
         if st.nd == 0 and st.np == 0 and st.wq_len == 0:

@@ -14,8 +14,10 @@ included). The replay says how many requests it preempted.
 The requests are the measured ones, in the order the engine queued them, each arriving at its
 measured queue time (the anchor the source bench measures TTFT from): a prompt of
 ``prompt_tokens`` and ``output_tokens - 1`` decode iterations, since the simulator's prefill emits
-a request's first token (:mod:`stability.sim.engine`). Nothing of the run's measured output
-(first-token or last-token times) enters the replay.
+a request's first token (:mod:`stability.sim.engine`), and the trace's prefix relation
+(``prefix_parent``, ``shared_prefix_tokens``), which ``vllm_v1``'s prefix caching reads (vLLM v1
+turns it on by default; a relation whose parent the engine queued after the child is left out).
+Nothing of the run's measured output (first-token or last-token times) enters the replay.
 
 References
 ----------
@@ -133,7 +135,22 @@ def engine_options(run: ServingRun, scheduler: str = "vllm_v1") -> tuple[tuple[s
                "block_size": int(arg("block_size"))}
     if context:
         options["max_model_len"] = int(context)
+    if scheduler == "vllm_v1" and kw.get("enable_prefix_caching") is not None:
+        options["enable_prefix_caching"] = bool(kw["enable_prefix_caching"])
     return tuple(sorted(options.items()))
+
+
+def prefix_relation(run: ServingRun) -> tuple[np.ndarray, np.ndarray]:
+    """The trace's prefix relation in the engine's queue order (the replay's request order):
+    each request's prefix parent (its row in that order, -1: none) and shared prompt tokens; a
+    parent queued after its child is left out."""
+    rq, tr = run.requests, run.trace
+    row = np.empty(tr.request_id.size, dtype=np.int64)
+    row[rq.request_id] = np.arange(rq.request_id.size)
+    trace_parent = tr.prefix_parent[rq.request_id]
+    parent = np.where(trace_parent >= 0, row[np.maximum(trace_parent, 0)], -1)
+    keep = (parent >= 0) & (parent < np.arange(parent.size))
+    return np.where(keep, parent, -1), np.where(keep, tr.shared_prefix_tokens[rq.request_id], 0)
 
 
 def replay(spec: ReplaySpec) -> Replay:
@@ -145,12 +162,14 @@ def replay(spec: ReplaySpec) -> Replay:
     rq = run.requests
     arrival = rq.arrival - rq.arrival[0]
     decodes = rq.output_tokens - 1
+    parent, shared = prefix_relation(run)
     with tempfile.TemporaryDirectory(prefix="llmq-replay-") as tmp:
         trace = Path(tmp) / "trace.csv"
         with open(trace, "w", newline="") as fh:
             w = csv.writer(fh)
-            w.writerow(("arrival_time", "prompt_len", "output_len"))
-            w.writerows(zip(arrival.tolist(), rq.prompt_tokens.tolist(), decodes.tolist(), strict=True))
+            w.writerow(("arrival_time", "prompt_len", "output_len", "prefix_parent", "shared_prefix_tokens"))
+            w.writerows(zip(arrival.tolist(), rq.prompt_tokens.tolist(), decodes.tolist(), parent.tolist(),
+                            shared.tolist(), strict=True))
         sc = Scenario(gpu=run.gpu, model=run.model, mode=spec.mode, scheduler=spec.scheduler,
                       options=engine_options(run, spec.scheduler), trace=str(trace),
                       n_requests=int(arrival.size), load=None)

@@ -14,6 +14,7 @@ import math
 from numba import njit
 
 from stability.sim.kernels import ceil_udiv, lin_waste, psa_waste, t_fixed, t_lin, t_psa
+from stability.sim.prefix_cache import pc_release
 from stability.sim.recording import count_batch, log_batch, log_has_room, log_item, move_decode, record_gap
 
 # --- prefill -----------------------------------------------------------------------------------
@@ -234,7 +235,13 @@ def advance_decodes(st, na, k):
     """The first ``na`` decode entries ran k decode iterations ending at the clock: advance their
     positions and remove the completed ones, keeping the order of the rest; with KV memory on,
     each request's blocks grow to cover its last position (the peak is taken there) and
-    completions free them. Returns how many completed."""
+    completions free them (into the prefix cache when it is on: :func:`_advance_cached`). Returns
+    how many completed."""
+    if st.pc_on:
+        done = _advance_cached(st, na, k)
+        st.n_done += done
+        st.last_done = done
+        return done
     if st.nd >= LONG_SET:
         done, grown, freed = _advance_long(st, na, k)
     else:
@@ -269,6 +276,37 @@ def advance_decodes(st, na, k):
         st.kv_free -= grown
         st.kv_peak = max(st.kv_peak, st.kv_total - st.kv_free)
         st.kv_free += freed
+    return done
+
+
+@njit(cache=True)
+def _advance_cached(st, na, k):
+    """:func:`advance_decodes` with prefix caching on: every block the k iterations take is taken
+    first (the peak is there), then each completed request frees its blocks into the cache
+    (:func:`stability.sim.prefix_cache.pc_release`), in decode-set order."""
+    grown = 0
+    for q in range(na):
+        st.d_pos[q] += k
+        st.d_rem[q] -= k
+        j = st.d_id[q]
+        need = ceil_udiv(st.d_pos[q] - 1, st.kv_bs)
+        grown += need - st.blk[j]
+        st.blk[j] = need
+    st.kv_free -= grown
+    st.kv_peak = max(st.kv_peak, st.kv_total - st.kv_free)
+    done = 0
+    w_pos = 0
+    for q in range(st.nd):
+        if q < na and st.d_rem[q] == 0:
+            j = st.d_id[q]
+            st.t_finish[j] = st.clock
+            pc_release(st, j, st.d_pos[q] - 1, True)
+            done += 1
+            continue
+        if w_pos < q:
+            move_decode(st, w_pos, q)
+        w_pos += 1
+    st.nd = w_pos
     return done
 
 

@@ -38,7 +38,10 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, requests: Requests
     ``options`` says what every node records (its classes, the TBT SLOs whose gaps above them
     are counted, the time from which the TBT histograms count tokens), cost tables built
     beforehand, if any, and a progress callback, told of completed requests as nodes run in this
-    process (None: record one class, no detail, no log).
+    process (None: record one class, no detail, no log). Its ``prefix`` (the requests' prefix
+    relation, in their indices here) is kept between requests routed to the same node by a static
+    planner (a node caches only its own blocks); join-shortest-queue and disaggregated nodes treat
+    every request as unrelated.
     """
     options = RunOptions() if options is None else options
     r, planner = cluster.r, cluster.planner
@@ -46,8 +49,8 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, requests: Requests
         raise UnknownNameError("planner", planner, PLANNERS)
     if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
         raise FieldError("r (gpus)", r, "an integer >= 1")
-    progress = options.progress
-    options = replace(options, progress=None)
+    progress, prefix = options.progress, options.prefix
+    options = replace(options, progress=None, prefix=None)
     if getattr(scheduler, "DISAGGREGATED", False):  # DistServe: prefill nodes, then decode nodes
         from stability.sim.disaggregated import run_disaggregated
 
@@ -63,13 +66,27 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, requests: Requests
     arrival, L_P, L_D, cls = requests.arrival, requests.L_P, requests.L_D, requests.cls
     node = np.zeros(len(arrival), dtype=np.int64) if r == 1 else route(planner, len(arrival), r, cluster.rng)
     jobs = [(cm, scheduler.__name__, params, arrival[node == g], L_P[node == g], L_D[node == g],
-             cls[node == g], options) for g in range(r)]
+             cls[node == g], replace(options, prefix=_node_prefix(prefix, node, g)))
+            for g in range(r)]
     if cluster.workers > 1 and r > 1:
         with ProcessPoolExecutor(max_workers=min(cluster.workers, r)) as pool:
             runs = list(pool.map(_run_one, jobs))
     else:
         runs = [_run_one(job, progress) for job in jobs]
     return node, runs
+
+
+def _node_prefix(prefix, node: np.ndarray, g: int):
+    """The prefix relation among node g's requests, in their indices on the node (a parent on
+    another node is none), or None without one."""
+    if prefix is None:
+        return None
+    parent, shared = (np.asarray(a, dtype=np.int64) for a in prefix)
+    mine = node == g
+    local = np.cumsum(mine) - 1
+    p = parent[mine]
+    kept = (p >= 0) & (node[np.maximum(p, 0)] == g)
+    return np.where(kept, local[np.maximum(p, 0)], -1), np.where(kept, shared[mine], 0)
 
 
 def _run_jsq(cm, scheduler, params, requests: Requests, r: int, options: RunOptions):

@@ -17,6 +17,7 @@ import numpy as np
 from stability.sim import engine
 from stability.sim.engine import Recording
 from stability.sim.kernels import build_tables
+from stability.sim.prefix_cache import set_prefixes
 from stability.sim.structs import Costs
 from theory.cost import CostModel
 
@@ -64,10 +65,14 @@ class RunOptions(Recording):
     :class:`stability.sim.engine.Recording`), cost tables built beforehand (``tables``; None: built
     for the requests) and a progress callback (``progress(k)``, told of the requests completed
     since its previous call; the loop then runs in slices of simulated time, which costs nothing
-    measurable: it is resumable)."""
+    measurable: it is resumable) and the requests' prefix relation (``prefix``: each request's
+    prefix parent, its index among this GPU's requests or -1, and the prompt tokens it shares with
+    it; None: no request shares a prefix), which a prefix-caching policy reads
+    (:mod:`stability.sim.prefix_cache`)."""
 
     tables: Costs | None = None
     progress: Callable[[int], None] | None = None
+    prefix: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def run_gpu(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls=None,
@@ -81,6 +86,9 @@ def run_gpu(cm: CostModel, scheduler: ModuleType, params, arrival, L_P, L_D, cls
     if ct is None:
         ct = tables_for(cm, L_P, L_D, getattr(params, "chunk", None))
     st = engine.new_state(arrival, L_P, L_D, cls, options)
+    if options.prefix is not None:
+        parent, shared = (np.asarray(a, dtype=np.int64) for a in options.prefix)
+        set_prefixes(st, parent, shared)
     prm = params.record()
     progress, detail, log = options.progress, options.detail, options.log
     if progress is None or arrival.size == 0:

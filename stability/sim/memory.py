@@ -47,6 +47,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from stability.sim.prefix_cache import pc_release
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 from theory.terms import shard_memory
@@ -183,6 +184,17 @@ def release(st, j):
     off."""
     st.kv_free += st.blk[j]
     st.blk[j] = 0
+
+
+@njit(cache=True)
+def free_blocks(st, j, computed, final):
+    """Free every block of request j, whose KV covers ``computed`` tokens, as it finishes
+    (``final``) or is preempted: into the prefix cache when it is on
+    (:func:`stability.sim.prefix_cache.pc_release`), else as :func:`release`."""
+    if st.pc_on:
+        pc_release(st, j, computed, final)
+    else:
+        release(st, j)
 
 
 @njit(cache=True)

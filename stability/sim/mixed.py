@@ -64,9 +64,9 @@ from stability.sim.memory import (
     can_allocate,
     can_append,
     clean_decode_batches,
+    free_blocks,
     never_fits,
     reject,
-    release,
 )
 
 KEY_SHIFT = 32  # SPF heap key: cls << 58 | pl << 32 | j (the class only under priority)
@@ -293,7 +293,7 @@ def _remove_decode(st, q):
 def preempt_decode(st, q, spf):
     """Preempt decode entry q by recompute: its next prefill covers all tokens up to d_pos."""
     j = st.d_id[q]
-    release(st, j)
+    free_blocks(st, j, st.d_pos[q] - 1, False)
     st.n_lost += st.d_pos[q] - 1
     st.pl[j] = st.d_pos[q]
     st.pg[j] = 0
@@ -308,7 +308,7 @@ def preempt_decode(st, q, spf):
 def preempt_prefill(st, q, spf):
     """Preempt P's entry q by recompute: the chunks it had prefilled are lost."""
     j = st.p_id[q]
-    release(st, j)
+    free_blocks(st, j, st.pg[j], False)
     st.n_lost += st.pg[j]
     st.pg[j] = 0
     st.npre[j] += 1
@@ -373,7 +373,7 @@ def _prefill_complete(st, j, t):
             record_gap(st, j, t)
     if st.dr[j] == 0:
         st.t_finish[j] = t
-        release(st, j)
+        free_blocks(st, j, st.pl[j], True)
         return 1
     _insert_decode(st, j, st.pl[j] + 1, st.dr[j])
     return 0
@@ -426,7 +426,7 @@ def run_mixed(st, ct, na):
             record_gap(st, j, t)
         if st.d_rem[q] == 0:
             st.t_finish[j] = t
-            release(st, j)
+            free_blocks(st, j, st.d_pos[q] - 1, True)
             done += 1
             continue
         if w < q:

@@ -332,6 +332,7 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
         n = min(n, tr.L_P.size)
         arrival = tr.arrival_time[:n] - tr.arrival_time[0]
         L_P, L_D = tr.L_P[:n], tr.L_D[:n]
+        prefix = None if tr.prefix is None else tuple(a[:n] for a in tr.prefix)
         if sc.pad:
             L_P = -(-L_P // cm.t_lcm) * cm.t_lcm
         lam = (n - 1) / arrival[-1] if n > 1 and arrival[-1] > 0 else float("nan")
@@ -347,12 +348,13 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
         lam = sc.rate if sc.rate is not None else sc.load * lam_star
         arrival = np.cumsum(np.random.default_rng(ss_arrival).exponential(1.0 / lam, size=n))
         L_P, L_D = w.sample(n, np.random.default_rng(ss_lengths))
+        prefix = None
     cls = draw_classes(classes, n, np.random.default_rng(ss_class))
     slo = np.array([c.tbt_slo for c in classes])
     tbt_from = tbt_start(arrival, sc.warmup)
     cluster = Cluster(sc.r, sc.planner, np.random.default_rng(ss_route), workers)
     options = RunOptions(n_class=len(classes), detail=sc.detail, log=sc.log, tbt_slo=slo, tbt_from=tbt_from,
-                         progress=progress)
+                         progress=progress, prefix=prefix)
     node, runs = run_cluster(cm, scheduler, params, Requests(arrival, L_P, L_D, cls), cluster, options)
     requests = {"arrival": arrival, "L_P": L_P, "L_D": L_D, "cls": cls, "node": node}
     for key in ("t_start", "t_first", "t_finish", "tbt_max", "tbt_viol", "reject", "preemptions"):

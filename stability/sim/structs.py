@@ -20,7 +20,7 @@ The cost tables' fields come from one table, :data:`COST_BLOCKS`, which generate
 :data:`COSTS` and its factory :func:`make_costs` (:mod:`stability.sim.kernels` fills the blocks from
 a cost model). The state's fields come from one table, :data:`STATE_BLOCKS`: each field's name,
 numba type and initial value, in blocks by who uses them (the engine core, KV memory, mixed
-batches, cycles and modes, SLAI). The state type :data:`STATE`, its initialiser
+batches, cycles and modes, SLAI, prefix caching). The state type :data:`STATE`, its initialiser
 :func:`init_state` and the batch log's growth (:func:`resize_log`) are generated from it, so a
 field is added in one place. Reading and writing fields in the hot loop is unchanged: plain
 structref attribute access (the generated code runs only when a record is created or the log
@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 from numba.experimental import structref
+from numba.typed import Dict
 
 I64 = types.int64
 F64 = types.float64
@@ -39,6 +40,7 @@ IA = types.int64[::1]
 FA = types.float64[::1]
 FA2 = types.float64[:, ::1]
 IA2 = types.int64[:, ::1]
+DICT = types.DictType(types.int64, types.int64)
 
 
 @structref.register
@@ -208,6 +210,23 @@ STATE_BLOCKS: dict[str, list] = {
         ("s_id", IA, Zeros("1")), ("s_pos", IA, Zeros("1")), ("s_rem", IA, Zeros("1")),
         ("psa_memo", FA, Zeros("0")), ("psa_c", I64, "0"),
     ],
+    # --- prefix caching (stability.sim.prefix_cache): on; per request its prefix parent, the
+    # tokens it shares with it (empty: no request shares), whether it is a parent, blocks it holds
+    # by a cache hit, full blocks it has registered or hit; the cache (block identity -> entry
+    # slot) and per entry slot its identity, holders, free-queue position (-1: held), registering
+    # request and its life; free slots; the free-block queue (entry slots, -k a run of k blocks
+    # with no identity), its head, tail, live blocks. The per-request and per-slot arrays are
+    # empty until prefix_cache.pc_setup sizes them
+    "prefix": [
+        ("pc_on", I64, "0"), ("pfx_par", IA, Zeros("0")), ("pfx_len", IA, Zeros("0")),
+        ("pfx_kid", IA, Zeros("0")),
+        ("pc_hit", IA, Zeros("0")), ("pc_done", IA, Zeros("0")),
+        ("pc_map", DICT, "Dict.empty(key_type=types.int64, value_type=types.int64)"),
+        ("e_key", IA, Zeros("0")), ("e_ref", IA, Zeros("0")), ("e_seq", IA, Zeros("0")),
+        ("e_owner", IA, Zeros("0")), ("e_life", IA, Zeros("0")),
+        ("e_free", IA, Zeros("0")), ("e_nfree", I64, "0"),
+        ("fq", IA, Zeros("0")), ("fq_head", I64, "0"), ("fq_tail", I64, "0"), ("fq_live", I64, "0"),
+    ],
 }
 
 STATE = StateType([(name, typ) for block in STATE_BLOCKS.values() for name, typ, _ in block])
@@ -220,7 +239,7 @@ def _generate(name: str, args, body: list[str], doc: str):
     """Compile ``def name(*args): body`` (not cached itself: the cached factories calling it
     hold its machine code)."""
     src = f"def {name}({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in body)
-    namespace = {"np": np, "structref": structref, "COSTS": COSTS}
+    namespace = {"np": np, "structref": structref, "COSTS": COSTS, "Dict": Dict, "types": types}
     exec(compile(src, f"<stability.sim.structs.{name}>", "exec"), namespace)
     fn = namespace[name]
     fn.__doc__ = doc
