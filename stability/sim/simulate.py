@@ -344,6 +344,7 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
         arrival = arrival[:n]
         L_P, L_D = w.sample(n, np.random.default_rng(ss_lengths))
         lam = (n - 1) / (arrival[-1] - arrival[0])
+        prefix = None
     else:
         lam = sc.rate if sc.rate is not None else sc.load * lam_star
         arrival = np.cumsum(np.random.default_rng(ss_arrival).exponential(1.0 / lam, size=n))
