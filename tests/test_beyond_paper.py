@@ -61,9 +61,9 @@ def test_rad_judge_both_verdicts(overhead_case):
 
 def test_beyond_checks_extend_items_and_cover_none():
     beyond = {c.id: c for c in all_checks() if c.section == "beyond"}
-    assert set(beyond) == {"beyond.thm1_overhead", "beyond.thm2_rad_overhead"}
-    thm1 = beyond["beyond.thm1_overhead"]
-    assert thm1.extends == ("Theorem 1",) and not thm1.items
+    assert set(beyond) == {"beyond.thm1_overhead", "beyond.thm2_rad_overhead", "beyond.moe_capacity"}
+    for key in ("beyond.thm1_overhead", "beyond.moe_capacity"):
+        assert beyond[key].extends == ("Theorem 1",) and not beyond[key].items
     assert beyond["beyond.thm2_rad_overhead"].extends == ("Theorem 2",)
     card = {"location": "Beyond the paper", "claim": "c", "method": "m", "level": "sample"}
     with pytest.raises(FieldError):  # a beyond check must not cover the items it extends
@@ -73,3 +73,19 @@ def test_beyond_checks_extend_items_and_cover_none():
         register("test.beyond_empty", items=(), section="beyond", **card)(lambda fast: None)
     with pytest.raises(FieldError):  # and only a beyond check extends
         register("test.paper_extending", items=("Eq. 2",), extends=("Theorem 1",), **card)(lambda fast: None)
+
+
+def test_moe_capacity_judge_catches_a_low_bound_and_an_unattained_one():
+    """The judge on the check's own simulated runs: the certified bound PASSes; a bound 10% low lies
+    wholly below the policies' intervals (FAIL: not an upper bound); one 10% high is not attained
+    within 2% (FAIL)."""
+    bound, runs, case = bp.moe_capacity_runs(True)
+    assert bp.judge_moe_capacity(bound, runs, case).verdict is Verdict.PASS
+    low = bp.judge_moe_capacity(0.9 * bound, runs, case)
+    assert low.verdict is Verdict.FAIL and "more than the certified bound" in low.summary
+    high = bp.judge_moe_capacity(1.1 * bound, runs, case)
+    assert high.verdict is Verdict.FAIL and "below the bound" in high.summary
+    # the bound is the LP's with the budget, recomputed here from the cost model
+    cm = cost_model(CostSpec(bp.MOE_GPU, bp.MOE_MODEL, mode="real"))
+    w = get_workload(bp.MOE_WORKLOAD)
+    assert bound == pytest.approx(capacity_bound(cm, w, b_max=bp.MOE_BUDGET).bound, rel=1e-12)

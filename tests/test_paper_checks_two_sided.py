@@ -612,6 +612,11 @@ def flip_beyond_thm1_overhead(mp):
     return beyond_paper.judge_capacity_claim(certified, cm, w, beyond_paper.OVERHEAD_BUDGET, "certified")
 
 
+def flip_beyond_moe_capacity(mp):
+    bound, runs, case = beyond_paper.moe_capacity_runs(True)
+    return beyond_paper.judge_moe_capacity(0.9 * bound, runs, case)  # a bound 10% low
+
+
 def flip_beyond_thm2_rad_overhead(mp):
     cm, w = beyond_paper._overhead_case(overhead_s=0.0)  # no per-batch overhead
     feasible, at = beyond_paper._best_lockstep(cm, w)
@@ -766,6 +771,7 @@ FLIPS = {
     **{c: at_margin(paired_at, c) for c in ("appF3.gain_shrinks", "sec7.spf_beats_fcfs",
                                             "appF2.priority_paying_first")},
     "alg1.compiled_replay": flip_compiled_replay,
+    "beyond.moe_capacity": flip_beyond_moe_capacity,
     "beyond.thm1_overhead": flip_beyond_thm1_overhead,
     "beyond.thm2_rad_overhead": flip_beyond_thm2_rad_overhead,
     "other.ldp_work_conserving": flip_other_ldp_work_conserving,

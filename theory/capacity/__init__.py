@@ -79,6 +79,24 @@ factor, ``ceil(e / t_row) ceil(d / t_red)`` (resp. ``ceil(d / t_row) ceil(e / t_
 grow when the chunk ends earlier; the minimum over tiles of a sum is at least the sum of the
 minima. ``BatchLaw.split_period`` carries ``P`` (``None``: the DP tries every chunk size).
 
+Mixture of experts. A MoE model (:mod:`theory.moe`) changes nothing in the theorem: its routed
+experts' grouped GeMMs depend on the batch's token count alone, so their expected time
+``MoETerms.time(tau)`` is part of ``T_Lin(tau)`` (:func:`theory.cost.T_Lin`, through
+``linear_table``) and enters ``G(tau)`` for every ``tau``, and through it only; attention, and so
+``A_D``, ``A_P`` and the KV bound (on the attention's ``n_kv_heads head_dim``; every expert's
+weights resident), are the dense model's. What changes is the shape of ``G(tau) / tau``: a small
+batch streams the weights of every expert it touches for few tokens, so the work per token is no
+longer about constant past one tile but falls with the batch, as the experts are shared, towards
+``MoETerms.per_token_limit``, which is also its infimum: per weight and tile the column blocks
+``sum_e ceil(n_e / t_col)`` are at least ``tau k / t_col``, the floor's bytes at least the slots'
+activations, and waves and launch times only add. So ``sigma`` (``l*`` of
+:func:`theory.cost.linear_per_token`, which adds that limit) is a valid tail slope, and the LP's
+best batch is the best composition under the token budget: with ``b_max`` the least ``F(tau) /
+tau`` over ``tau <= b_max`` (near the budget, not necessarily at it: wave quantization leaves
+``F(tau) / tau`` non-monotone); without one a supremum approached only by very large batches. The
+bound is attained only by policies that form such batches, and their requests' KV must fit: where
+it does not, the best batch is unreachable and the KV bound (certified but loose) does not say so.
+
 Li, Dai and Peng. For ``t(b) = c + a ceil(b / b0)`` with budget ``b_max``, no attention and no
 decode cap, ``Phi = E[L_P + L_D] min_{b <= b_max} t(b) / b``, and ``t(b) / b`` is least at the
 largest multiple of ``b0`` not above ``b_max`` (at ``b_max`` if ``b_max < b0``): on
