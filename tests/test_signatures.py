@@ -27,13 +27,6 @@ COMPILED = {
     "tables' structref to a callee with loops pays an atomic reference count per call (t_lin's "
     "docstring); its caller t_lin takes the cost tables",
 }
-# Exceptions that are not compiled code: left for the change that reworks the module (remove the
-# entry with it). Not checked for staleness, so that the rework need not touch this file.
-PENDING_PARAMS = {
-    "stability/schedulers/vllm_v1.py::make_params": "its options become an Options record with the "
-    "rework of the vLLM v1 scheduler (as sarathi, vllm and slai declare theirs)",
-}
-PENDING_LINES: dict[str, str] = {}
 
 
 def library_files() -> list[Path]:
@@ -79,18 +72,18 @@ def test_the_walk_sees_the_library():
 
 def test_no_library_function_takes_more_than_eight_parameters():
     params, _ = violations()
-    assert set(params) - set(COMPILED) - set(PENDING_PARAMS) == set(), params
+    assert set(params) - set(COMPILED) == set(), params
 
 
 def test_every_compiled_exception_is_still_needed():
     params, _ = violations()
     assert set(COMPILED) <= set(params), sorted(set(COMPILED) - set(params))
-    assert all(reason.strip() for reason in (*COMPILED.values(), *PENDING_PARAMS.values()))
+    assert all(reason.strip() for reason in COMPILED.values())
 
 
 def test_no_library_module_is_longer_than_600_lines():
     _, lines = violations()
-    assert set(lines) - set(PENDING_LINES) == set(), lines
+    assert lines == {}, lines
 
 
 @pytest.mark.parametrize(

@@ -123,6 +123,7 @@ from stability.sim.mixed import (
     run_mixed,
 )
 from stability.sim.prefix_cache import any_cached, lookup, pc_setup, register, simple, take_hit
+from stability.sim.registry import options_record
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
@@ -177,19 +178,51 @@ def _only_one(field: str, value: object) -> None:
                                        "._check_feature_supported: 'Concurrent Partial Prefill')")
 
 
-def make_params(cm: CostModel, max_num_batched_tokens: int | None = None,
-                max_num_seqs: int | None = None, long_prefill_token_threshold: int = 0,
-                max_num_partial_prefills: int = 1, max_long_partial_prefills: int = 1,
-                max_model_len: int | None = None, memory: bool = True,
-                gpu_memory_utilization: float = 0.9, block_size: int = 16,
-                kv_blocks: int | None = None, enable_prefix_caching: bool = True) -> Params:
+@dataclass(frozen=True)
+class Options:
+    """vLLM v1's options (``--option vllm_v1.NAME=VALUE``, vLLM's ``EngineArgs`` names), with their
+    defaults (None: derived as the module docstring says).
+
+    Attributes
+    ----------
+    max_num_batched_tokens, max_num_seqs : int or None
+        The token budget of a step and the most running requests.
+    long_prefill_token_threshold : int
+        The cap on one request's tokens in a step (0: off).
+    max_num_partial_prefills, max_long_partial_prefills : int
+        Accepted only at 1, as vLLM v1 does.
+    max_model_len : int or None
+        The longest request admitted (default: the model's context window).
+    memory, gpu_memory_utilization, block_size, kv_blocks
+        The KV memory (:func:`stability.sim.memory.kv_config`, no watermark).
+    enable_prefix_caching : bool
+        Prefix caching (:mod:`stability.sim.prefix_cache`), on by default as in vLLM v1.
+    """
+
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    long_prefill_token_threshold: int = 0
+    max_num_partial_prefills: int = 1
+    max_long_partial_prefills: int = 1
+    max_model_len: int | None = None
+    memory: bool = True
+    gpu_memory_utilization: float = 0.9
+    block_size: int = 16
+    kv_blocks: int | None = None
+    enable_prefix_caching: bool = True
+
+
+def make_params(cm: CostModel, **options) -> Params:
     """vLLM v1's defaults for its OpenAI server (see the module docstring), validated as vLLM
-    validates them."""
-    _only_one("max_num_partial_prefills", max_num_partial_prefills)
-    _only_one("max_long_partial_prefills", max_long_partial_prefills)
+    validates them. The options are the fields of :class:`Options`."""
+    o = options_record(Options, options, NAME)
+    max_num_batched_tokens, max_num_seqs = o.max_num_batched_tokens, o.max_num_seqs
+    max_model_len, enable_prefix_caching = o.max_model_len, o.enable_prefix_caching
+    _only_one("max_num_partial_prefills", o.max_num_partial_prefills)
+    _only_one("max_long_partial_prefills", o.max_long_partial_prefills)
     if not isinstance(enable_prefix_caching, bool):
         raise FieldError("enable_prefix_caching", enable_prefix_caching, "True or False")
-    threshold = long_prefill_token_threshold
+    threshold = o.long_prefill_token_threshold
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
         raise FieldError("long_prefill_token_threshold", threshold, "an integer >= 0 (0: off)")
     if max_model_len is None:
@@ -206,7 +239,7 @@ def make_params(cm: CostModel, max_num_batched_tokens: int | None = None,
     if budget < seqs:
         raise FieldError("max_num_batched_tokens", budget,
                          f"at least max_num_seqs ({seqs}), as vLLM's SchedulerConfig requires")
-    kv = kv_config(cm, memory, gpu_memory_utilization, block_size, 0.0, kv_blocks)
+    kv = kv_config(cm, o.memory, o.gpu_memory_utilization, o.block_size, 0.0, o.kv_blocks)
     if kv.on and math.ceil(max_model_len / kv.block_size) > kv.blocks:
         raise FieldError("max_model_len", max_model_len,
                          f"at most {kv.blocks * kv.block_size} tokens: vLLM does not start when one "
