@@ -45,8 +45,11 @@ def _configure_numba_cache() -> None:
 
     numba invalidates a cached function only when its own file changes, not when a compiled
     function it calls (in another module) does; a cache directory named by a hash of every source
-    file here (and the numba version) makes any change recompile everything. A user's
-    ``NUMBA_CACHE_DIR`` wins.
+    file here (and the numba version) makes any change recompile everything. Inside it, each
+    function's cache is found by its file's path in the source tree
+    (:class:`stability.numba_cache.SourceTreeLocator`), where numba has the
+    ``NUMBA_CACHE_LOCATOR_CLASSES`` setting. A user's ``NUMBA_CACHE_DIR`` (or
+    ``NUMBA_CACHE_LOCATOR_CLASSES``) wins.
     """
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
@@ -61,6 +64,10 @@ def _configure_numba_cache() -> None:
     except OSError:  # no writable cache home: keep numba's default location
         return
     numba.config.CACHE_DIR = str(target)
+    if hasattr(numba.config, "CACHE_LOCATOR_CLASSES") and not os.environ.get("NUMBA_CACHE_LOCATOR_CLASSES"):
+        from stability.numba_cache import locator_classes
+
+        numba.config.CACHE_LOCATOR_CLASSES = locator_classes()
 
 
 _configure_numba_cache()

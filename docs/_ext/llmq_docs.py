@@ -14,7 +14,9 @@ At ``builder-inited`` it writes, under ``docs/generated/`` (never committed):
 * ``steps_score.inc`` and its figures: the score of the packaged engine steps
   (``theory.validation.steps``), included by ``steps.md``;
 * ``serving_score.inc`` and its figures: the shipped serving runs replayed on ``vllm_v1``
-  (``stability.serving``), included by ``serving.md``.
+  (``stability.serving``), included by ``serving.md``: the report ``llmq validate --serving``
+  wrote (``$LLMQ_SERVING_REPORT``, else ``out/ci/serving.md``, which CI writes before the build)
+  when found, else replayed by the build;
 * ``validation/``: the Markdown report of ``llmq validate`` (``$LLMQ_VALIDATE_REPORT``, else
   ``out/ci/validate.md``, which CI writes before the build), whole (``report.md``, a page of its
   own) and cut at its headings into the sections (``<name>.txt``, Markdown that is no page of its
@@ -281,17 +283,51 @@ def _write_validation() -> str:
     return str(report)
 
 
-def _serving_score() -> None:
-    """``serving_score.inc`` and its figures: the shipped serving runs replayed
-    (:mod:`stability.serving`), which ``serving.md`` includes."""
-    from stability.serving.report import markdown, plot
-    from stability.serving.score import score_runs
+SERVING_TITLE = "# Serving runs replayed on `vllm_v1`"  # the first line of the report the page includes
 
-    scores = score_runs()
-    figures = [plot(s, GENERATED / f"serving_{s.run}.png") for s in scores if s.replay is not None]
-    text = markdown(scores, "vllm_v1").split("\n", 1)[1]  # the page has its own title
-    text += "\n" + "\n".join(f"![{f.stem}](generated/{f.name})\n" for f in figures)
+
+def serving_report_figures(text: str) -> list[str] | None:
+    """The figure files (``serving_<run>.png``) of a ``serving.md`` report written by
+    ``llmq validate --serving`` on ``vllm_v1``: one per replayed run, in the report's order; None
+    when the report is of another scheduler."""
+    if not text.startswith(SERVING_TITLE + "\n"):
+        return None
+    return [f"serving_{run}.png" for run, body in re.findall(r"^## (\S+)\n\n(.*)$", text, flags=re.M)
+            if not body.startswith("Not replayed")]
+
+
+def _serving_score() -> str:
+    """``serving_score.inc`` and its figures: the shipped serving runs replayed
+    (:mod:`stability.serving`), which ``serving.md`` includes; returns where they came from.
+
+    The report and figures ``llmq validate --serving`` wrote (``$LLMQ_SERVING_REPORT``, else
+    ``out/ci/serving.md``, which CI writes before the build) when found, the replays run here
+    otherwise."""
+    report = Path(os.environ.get("LLMQ_SERVING_REPORT") or ROOT / "out" / "ci" / "serving.md")
+    text = report.read_text(encoding="utf-8") if report.is_file() else ""
+    names = serving_report_figures(text)
+    if names is not None and all((report.parent / n).is_file() for n in names):
+        for n in names:
+            _write_bytes_if_changed(GENERATED / n, (report.parent / n).read_bytes())
+        source = str(report)
+    else:
+        from stability.serving.report import markdown, plot
+        from stability.serving.score import score_runs
+
+        scores = score_runs()
+        names = [plot(s, GENERATED / f"serving_{s.run}.png").name for s in scores if s.replay is not None]
+        text = markdown(scores, "vllm_v1")
+        source = "replays run by the build"
+    text = text.split("\n", 1)[1]  # the page has its own title
+    text += "\n" + "\n".join(f"![{Path(n).stem}](generated/{n})\n" for n in names)
     _write_if_changed(GENERATED / "serving_score.inc", text)
+    return source
+
+
+def _write_bytes_if_changed(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_bytes() != data:
+        path.write_bytes(data)
 
 
 def generate(app: Sphinx) -> None:
@@ -306,7 +342,7 @@ def generate(app: Sphinx) -> None:
     _write_if_changed(GENERATED / "paper_map.rst", paper_map_rst(pm))
     n_nb = _copy_notebooks()
     _steps_score()
-    _serving_score()
+    serving = _serving_score()
     validation = _write_validation()
     c = pm.counts()
     logger.info(f"llmq_docs: paper map: {c['items']} items ({c['numbered items']} numbered), "
@@ -315,7 +351,7 @@ def generate(app: Sphinx) -> None:
                 f"{c['rows with checks']} with checks, "
                 f"{c['checks listed']} checks listed; findings from "
                 f"{report if Path(report).is_file() else 'no report'}; {n_nb} notebooks; "
-                f"validation figures from {validation}")
+                f"validation figures from {validation}; serving runs from {serving}")
 
 
 def backlinks(pm) -> dict[str, list[str]]:

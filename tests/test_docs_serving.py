@@ -1,0 +1,36 @@
+"""The serving page of the documentation takes the report and figures ``llmq validate --serving``
+wrote: one figure per replayed run, named as the command names it."""
+
+import importlib
+import sys
+from pathlib import Path
+
+from stability.serving.report import markdown
+from stability.serving.score import RunScore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def llmq_docs():
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        return importlib.import_module("llmq_docs")
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "_ext"))
+
+
+SCORES = [
+    RunScore("big_run", "h100", None, skipped="no llmq model preset for X"),
+    RunScore("small_run", "rtx4090", "llama-3.1-8b", kv_blocks=2641, wall_s=0.5, preemptions=0),
+    RunScore("other_run", "rtxpro6000", "llama-3.1-8b", kv_blocks=9000, wall_s=0.4, preemptions=3),
+]
+
+
+def test_one_figure_per_replayed_run_in_the_reports_order():
+    figures = llmq_docs().serving_report_figures(markdown(SCORES, "vllm_v1"))
+    assert figures == ["serving_small_run.png", "serving_other_run.png"]
+
+
+def test_a_report_of_another_scheduler_is_not_taken():
+    assert llmq_docs().serving_report_figures(markdown(SCORES, "vllm")) is None
+    assert llmq_docs().serving_report_figures("") is None
