@@ -111,11 +111,11 @@ def T_GeMM_terms(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
     out = law(d_row, d_col, d_red, cm.t_row, cm.t_col, cm.t_red, cm.mu, cm.s)
     if gt.l2_bandwidth is not None:
         out = np.maximum(out, T_GeMM_l2(d_row, d_col, d_red, cm.t_row, cm.t_col,
-                                        gt.bytes_per_element, gt.l2_bandwidth))
+                                        cm.model.bytes_per_element, gt.l2_bandwidth))
     out = out.min(axis=-1)
-    if gt.memory_floor:
-        b = gt.bytes_per_element
-        n_bytes = b * (d_row * d_red + d_col * (d_row + d_red))[..., 0].astype(float)
+    if gt.memory_floor:  # weights and inputs at the model's precision, outputs at the activations'
+        b, wb = gt.bytes_per_element, cm.model.bytes_per_element
+        n_bytes = (wb * d_red * (d_row + d_col) + b * d_col * d_row)[..., 0].astype(float)
         out = np.maximum(out, n_bytes / (cm.gpu.eta_mem * cm.gpu.bandwidth))
     out = out + gt.gemm_overhead_s
     if cm.lin is not None and cm.lin.measured is not None:
