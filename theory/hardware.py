@@ -33,7 +33,6 @@ from pathlib import Path
 from theory.config import inherit, read_packaged, read_toml
 from theory.cost_terms import switches, term_keys
 from theory.errors import ConfigFileError, FieldError, LlmqError, UnknownNameError
-from theory.precision import fp8_tile_factor
 from theory.terms import GpuTerms, gpu_terms_from
 
 KIB = 1024
@@ -133,6 +132,14 @@ def tile_fits(tile: Tile, smem_bytes: int, min_stages: int, bytes_per_element: i
     return bytes_per_element * (tile.t_row + tile.t_col) * tile.t_red * min_stages <= smem_bytes
 
 
+def fp8_tile_factor(compute_s: float, memory_s: float, fp8_ratio: float) -> float:
+    """``mu_fp8 / mu_bf16`` of one tile from its bf16 roofline parts: the compute time
+    ``compute_s`` (divided by ``fp8_ratio``, the FP8/bf16 peak ratio) and the L2 operand time
+    ``memory_s`` (halved: one byte per element for two)."""
+    return max(compute_s, memory_s) / max(compute_s / fp8_ratio, memory_s / 2.0)
+
+
+
 @dataclass(frozen=True)
 class GPU:
     """One GPU's profile: SM count, usable tiles and their rates (Section 2.3).
@@ -168,7 +175,7 @@ class GPU:
     peak_fp8_flops : float or None
         Dense FP8 tensor FLOP/s (``peak_fp8_tflops``); ``None`` where the GPU has no FP8 tensor cores.
     mu_fp8 : tuple of float or None
-        mu(t) of each tile at FP8 (:func:`theory.precision.fp8_tile_factor` times ``mu``), or ``None``.
+        mu(t) of each tile at FP8 (:func:`fp8_tile_factor` times ``mu``), or ``None``.
     """
 
     key: str
@@ -539,6 +546,7 @@ def get_gpu(name: str, path: str | Path | None = None, calibrated: bool = False)
 
 __all__ = [
     "CALIBRATED_FILE", "GPU", "MEASURED_FILE", "ROOFLINE", "UNFITTED_TERMS", "GemvTile", "LlmqError",
-    "Tile", "calibrated_keys", "gemm_tile_rate", "gemv_tile_rate", "get_gpu", "gpu_names", "gpu_table",
+    "Tile", "calibrated_keys", "fp8_tile_factor", "gemm_tile_rate", "gemv_tile_rate", "get_gpu", "gpu_names",
+    "gpu_table",
     "load_gpus", "measured_base", "measured_keys", "parse_tile", "real_mode_terms", "tile_fits",
 ]

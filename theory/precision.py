@@ -9,16 +9,18 @@ vLLM's FP8 checkpoints and ``kv_cache_dtype="fp8"`` store them):
   (``peak_fp8_tflops`` in ``gpus.toml``, from the vendor's datasheet); a GPU without FP8 tensor
   cores (Ampere: a100, a10g, a40) states none and the cost model refuses ``fp8`` on it
   (:func:`check_fp8`). Each tile's FP8 rate is its bf16 rate times the ratio of its roofline at
-  the two precisions (:func:`fp8_tile_factor`): ``1/mu = max(2 t_row t_col t_red / (eta_mma F / s),
-  b (t_row + t_col) t_red / (rho_l2 B / s))`` with ``F`` the FP8 peak and ``b = 1`` against ``F``
-  the bf16 peak and ``b = 2``. Where the FP8 peak is twice the bf16 one (every preset here) the
-  factor is 2 for every tile, compute- or L2-bound, so a pinned or calibrated ``mu`` scales as the
-  roofline one does. The tile set is kept (the bf16 kernels' shapes, filtered by shared memory at
-  two bytes); the FP8 kernels' own shapes are not modelled.
+  the two precisions (:func:`theory.hardware.fp8_tile_factor`), the roofline being
+  ``1/mu = max(2 t_row t_col t_red / (eta_mma F / s), b (t_row + t_col) t_red / (rho_l2 B / s))``
+  with ``F`` the FP8 peak and ``b = 1`` against ``F`` the bf16 peak and ``b = 2``. Where the FP8
+  peak is twice the bf16 one (every preset here) the factor is 2 for every tile, compute- or
+  L2-bound, so a pinned or calibrated ``mu`` scales as the roofline one does. The tile set is kept
+  (the bf16 kernels' shapes, filtered by shared memory at two bytes); the FP8 kernels' own shapes
+  are not modelled.
 * **Memory floor and L2 traffic** (``memory_floor``, ``l2_bandwidth_gbs``): the weight operand and
   the quantized input activations at one byte, the output activations at two (vLLM's FP8 linear
-  layers quantize the input and write bf16: ``torch._scaled_mm(..., out_dtype=bfloat16)``);
-  :func:`linear_bytes`.
+  layers quantize the input and write bf16: ``torch._scaled_mm(..., out_dtype=bfloat16)``), in
+  :func:`theory.cost.T_GeMM_terms` and the builder's linear and MoE terms
+  (:mod:`theory.cost_model`).
 * **Attention at the KV cache's precision.** Decode attention (Eq. 5) streams the KV cache, so its
   GeMV rates ``mu(t_row, t_col) = eta_mem B / (s b t_row t_col)`` double with ``b = 1``; prefill
   attention (Eq. 6) runs on the FP8 tile rates (FP8 attention kernels, FlashAttention-3: Shah et
@@ -54,6 +56,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from theory.errors import FieldError
+from theory.hardware import MEASURED_SUFFIX
 
 BYTES = {"bf16": 2, "fp8": 1}
 PRECISIONS = tuple(BYTES)
@@ -70,13 +73,6 @@ def check_precision(value: object, where: str = "precision") -> str:
 def bytes_per_element(precision: str) -> int:
     """Bytes of one weight or KV-cache element at ``precision``."""
     return BYTES[check_precision(precision)]
-
-
-def fp8_tile_factor(compute_s: float, memory_s: float, fp8_ratio: float) -> float:
-    """``mu_fp8 / mu_bf16`` of one tile from its bf16 roofline parts: the compute time
-    ``compute_s`` (divided by ``fp8_ratio``, the FP8/bf16 peak ratio) and the L2 operand time
-    ``memory_s`` (halved: one byte per element for two)."""
-    return max(compute_s, memory_s) / max(compute_s / fp8_ratio, memory_s / 2.0)
 
 
 def check_fp8(gpu, model_key: str) -> None:
@@ -106,8 +102,6 @@ def at_precision(gpu, model):
             model.precision,
             f"bf16 on GPU {gpu.key}, whose linear_law (fitted to bf16 layers) replaces the whole linear time",
         )
-    from theory.hardware import MEASURED_SUFFIX
-
     scale = gt.bytes_per_element / model.bytes_per_element
     return replace(
         gpu,
@@ -134,6 +128,5 @@ __all__ = [
     "bytes_per_element",
     "check_fp8",
     "check_precision",
-    "fp8_tile_factor",
     "with_precision",
 ]
