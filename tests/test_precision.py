@@ -152,3 +152,17 @@ def test_measured_fp8_gemms_scored_against_an_independent_recount():
     n, median, p90 = score.stats("ratio")
     expected = np.abs((c["pred_fp8"] / c["pred_bf16"]) / (c["fp8"] / c["bf16"]) - 1)
     assert (n, median, p90) == (66, float(np.median(expected)), float(np.quantile(expected, 0.9)))
+
+
+def test_validate_report_has_the_fp8_section():
+    from theory.validation import fp8_report
+    from theory.validation.results import Report, Settings
+
+    report = Report(settings=Settings())
+    fp8_report.score_into(report)
+    assert [r["quantity"] for r in report.fp8] == ["fp8", "bf16", "ratio"]
+    assert all(r["n"] == 66 for r in report.fp8)
+    assert "## FP8 GeMMs on the H200" in fp8_report.markdown_lines(report)
+    left_out = Report(settings=Settings(gpus=("a100",)))
+    fp8_report.score_into(left_out)
+    assert left_out.fp8 == [] and fp8_report.console_lines(left_out) == []
