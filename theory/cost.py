@@ -93,7 +93,8 @@ def T_GeMM_terms(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
 
     Each tile's Eq. 2 time (:func:`T_GeMM_waves` with ``waves``; at least :func:`T_GeMM_l2` with
     ``l2_bandwidth_gbs``), at least
-    ``b (d_row d_red + d_col (d_row + d_red)) / (eta_mem B)`` with ``memory_floor``, on the fastest
+    ``b (d_row d_red + d_col (d_row + d_red)) / (eta_mem B)`` with ``memory_floor`` (at FP8 the
+    weights and inputs at one byte, the outputs at two: :mod:`theory.precision`), on the fastest
     of the GPU's tiles, plus ``gemm_overhead_s``; with the terms off this is Eq. 2 on the fastest
     tile. With ``gemm_profile``, a GeMM whose shape has a measured table and whose ``d_col`` lies
     in its range takes the interpolated measured time instead (:mod:`theory.measured`).
