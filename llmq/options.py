@@ -62,6 +62,9 @@ MEANINGS = {
     "--model": Meaning("model preset(s) or key(s) of --model-file; one or a comma-separated list", "text"),
     "--model-file": Meaning("TOML file adding or overriding model profiles", "text"),
     "--price-file": Meaning("TOML file adding or overriding GPU prices ([prices.<gpu>], base =)", "text"),
+    "--precision": Meaning("precision of the weights and KV cache: bf16 (the paper's) or fp8 (one byte per "
+                           "element, the GPU's FP8 tensor rates; not on Ampere); default: the model's own, "
+                           "as MODEL:PRECISION spells it", "text"),
     "--mode": Meaning("layer model: paper (the paper's single-head 2-matrix-FFN layer) or real "
                       "(GQA + SwiGLU); one or a comma-separated list", "text"),
     "--workload": Meaning("length law of the requests: table1, sharegpt4, deterministic:LP,LD, "
@@ -149,6 +152,7 @@ COMMON_DEFAULTS = {
     "tiles": None,
     "model": "mistral-7b",
     "model_file": None,
+    "precision": None,
     "mode": "paper",
     "workload": "table1",
     "pad": False,
@@ -223,9 +227,25 @@ def resolve(args: argparse.Namespace) -> Values:
             values[key] = cli
             given.add(key)
     values.given = frozenset(given)
+    if values.get("precision") is not None:
+        _apply_precision(values)
     if "seed" in values:
         require_seed("--seed", values["seed"])
     return values
+
+
+def _apply_precision(values: Values) -> None:
+    """``--precision P`` as the models' field: each name of ``--model`` becomes ``NAME:P``
+    (:func:`theory.models.get_model`); a name that already states a precision is an error."""
+    from theory.precision import check_precision
+
+    precision = check_precision(values["precision"], "--precision")
+    names = parse_names("--model", values["model"])
+    stated = [n for n in names if ":" in n]
+    if stated:
+        raise FieldError("--model", stated[0], f"a model name without ':PRECISION' when --precision "
+                                               f"{precision} is given")
+    values["model"] = ",".join(f"{n}:{precision}" for n in names)
 
 
 # --- values ----------------------------------------------------------------------------------------

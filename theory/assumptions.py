@@ -89,7 +89,7 @@ def assumption3(cm: CostModel, w: Workload) -> AssumptionReport:
     return AssumptionReport("Assumption 3", mass >= 1 - 1e-12, detail)
 
 
-def assumption4(cm: CostModel, w: Workload, bytes_per_element: int = 2) -> AssumptionReport:
+def assumption4(cm: CostModel, w: Workload, bytes_per_element: int | None = None) -> AssumptionReport:
     """Assumption 4: memory for the weights and t*_col maximal-length KV caches.
 
     Implements Assumption 4.

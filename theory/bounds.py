@@ -336,7 +336,7 @@ def compute_bounds(cm: CostModel, w: Workload, r: int = 1, epsilon: float = 0.1)
     n_corrected = n_threshold(t.t_col, tmax_corrected, tbar, epsilon)
     lam = r / tbar
     return Bounds(
-        gpu=cm.gpu.key, model=cm.model.key, workload=w.name, mode=cm.mode, r=r, epsilon=epsilon,
+        gpu=cm.gpu.key, model=cm.model.spec_name, workload=w.name, mode=cm.mode, r=r, epsilon=epsilon,
         t_star=str(t), t_row=t.t_row, t_col=t.t_col, t_red=t.t_red, t_lcm=t.t_lcm,
         T_bar_R_s=tbar, T_max_s=tmax, T_max_corrected_s=tmax_corrected, lambda_star=lam,
         lambda_star_corrected=lambda_star(cm, w, r, corrected=True), n_min=n_min,

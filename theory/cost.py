@@ -93,7 +93,8 @@ def T_GeMM_terms(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
 
     Each tile's Eq. 2 time (:func:`T_GeMM_waves` with ``waves``; at least :func:`T_GeMM_l2` with
     ``l2_bandwidth_gbs``), at least
-    ``b (d_row d_red + d_col (d_row + d_red)) / (eta_mem B)`` with ``memory_floor``, on the fastest
+    ``b (d_row d_red + d_col (d_row + d_red)) / (eta_mem B)`` with ``memory_floor`` (at FP8 the
+    weights and inputs at one byte, the outputs at two: :mod:`theory.precision`), on the fastest
     of the GPU's tiles, plus ``gemm_overhead_s``; with the terms off this is Eq. 2 on the fastest
     tile. With ``gemm_profile``, a GeMM whose shape has a measured table and whose ``d_col`` lies
     in its range takes the interpolated measured time instead (:mod:`theory.measured`).
@@ -111,11 +112,11 @@ def T_GeMM_terms(cm: CostModel, d_row, d_col, d_red) -> np.ndarray:
     out = law(d_row, d_col, d_red, cm.t_row, cm.t_col, cm.t_red, cm.mu, cm.s)
     if gt.l2_bandwidth is not None:
         out = np.maximum(out, T_GeMM_l2(d_row, d_col, d_red, cm.t_row, cm.t_col,
-                                        gt.bytes_per_element, gt.l2_bandwidth))
+                                        cm.model.bytes_per_element, gt.l2_bandwidth))
     out = out.min(axis=-1)
-    if gt.memory_floor:
-        b = gt.bytes_per_element
-        n_bytes = b * (d_row * d_red + d_col * (d_row + d_red))[..., 0].astype(float)
+    if gt.memory_floor:  # weights and inputs at the model's precision, outputs at the activations'
+        b, wb = gt.bytes_per_element, cm.model.bytes_per_element
+        n_bytes = (wb * d_red * (d_row + d_col) + b * d_col * d_row)[..., 0].astype(float)
         out = np.maximum(out, n_bytes / (cm.gpu.eta_mem * cm.gpu.bandwidth))
     out = out + gt.gemm_overhead_s
     if cm.lin is not None and cm.lin.measured is not None:

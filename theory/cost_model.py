@@ -23,6 +23,7 @@ from theory.linear_terms import LinearTerms
 from theory.measured import MeasuredLinear
 from theory.models import GemmShape, Model, _check_mode
 from theory.moe import MoETerms
+from theory.precision import at_precision
 from theory.terms import LM_HEAD, ceil_div
 from theory.tp_split import allreduce_count, allreduce_time, check_tp
 
@@ -141,23 +142,27 @@ class CostModel:
         return self.s * self.mu / self.lin_pairs
 
     def describe(self) -> str:
-        return f"{self.gpu.name} / {self.model.name} ({self.mode} mode)"
+        precision = "" if self.model.spec_name == self.model.key else f", {self.model.precision}"
+        return f"{self.gpu.name} / {self.model.name} ({self.mode} mode{precision})"
 
 
 def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
     """The cost model of ``model`` on ``gpu``, after checking tile divisibility (Section 3.2.1).
 
     The terms of ``gpu.terms`` and ``model.terms`` (:mod:`theory.terms`) are applied here; with
-    all of them off this is Eq. 2-7.
+    all of them off this is Eq. 2-7. A model at ``precision = "fp8"`` is priced on the GPU's FP8
+    rates and byte counts (:func:`theory.precision.at_precision`); ``cm.gpu`` is then that GPU.
 
     Raises
     ------
     TileDivisibilityError
         If a tile does not divide a model dimension it is used on.
     FieldError
-        If the GPU's ``tp`` cannot split the model, or the terms contradict each other.
+        If the GPU's ``tp`` cannot split the model, the terms contradict each other, or the model
+        is at FP8 on a GPU without FP8 tensor cores.
     """
     _check_mode(mode)
+    gpu = at_precision(gpu, model)
     gt, mt = gpu.terms, model.terms
     tp = gt.tp
     check_tp(tp, model.n_heads, model.n_kv_heads, model.d_ff, mode, model.key, f"gpus.{gpu.key}")
@@ -225,7 +230,7 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
 def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_col, t_red, all_gemms) -> LinearTerms:
     """The arrays of :class:`LinearTerms` for ``gemms`` on ``gpu`` (see :mod:`theory.terms`)."""
     gt, mt = gpu.terms, model.terms
-    b = gt.bytes_per_element
+    b, wb = gt.bytes_per_element, model.bytes_per_element  # activations; weights and GeMM inputs
     bw = gpu.eta_mem * gpu.bandwidth
     tok_s = 0.0
     batch_s = gt.gemm_overhead_s * sum(g.count for g in gemms)
@@ -233,7 +238,7 @@ def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_col, t_red, all_gemms)
         tok_s += 2.0 * b * model.d_x / bw
         if gt.memory_floor:  # the vocab projection's weights are read once per batch
             head = next(g for g in all_gemms if g.name == LM_HEAD)
-            batch_s += b * head.d_row * head.d_red / bw
+            batch_s += wb * head.d_row * head.d_red / bw
     if gt.tp > 1:  # two all-reduces per layer, one more for the vocab-parallel embedding
         n_ar = allreduce_count(model)
         tok_s += n_ar * float(allreduce_time(gt, b * model.d_x, latency=False))
@@ -242,10 +247,10 @@ def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_col, t_red, all_gemms)
         count=np.array([g.count for g in gemms], dtype=np.int64),
         rows=np.array([[int(ceil_div(g.d_row, r)) for g in gemms] for r in t_row], dtype=np.int64),
         red=np.array([[int(ceil_div(g.d_red, k)) for g in gemms] for k in t_red], dtype=np.int64),
-        wbytes=np.array([float(b * g.d_row * g.d_red) for g in gemms]),
-        abytes=np.array([float(b * (g.d_row + g.d_red)) for g in gemms]),
+        wbytes=np.array([float(wb * g.d_row * g.d_red) for g in gemms]),
+        abytes=np.array([float(b * g.d_row + wb * g.d_red) for g in gemms]),
         waves=gt.waves, floor_bw=bw if gt.memory_floor else 0.0,
-        traffic=np.array([[float(b * (r + c) * g.d_red) for g in gemms]
+        traffic=np.array([[float(wb * (r + c) * g.d_red) for g in gemms]
                           for r, c in zip(t_row, t_col, strict=True)]),
         l2_bw=gt.l2_bandwidth or 0.0, tok_s=tok_s, batch_s=batch_s,
         law=gt.linear_law)
@@ -286,16 +291,16 @@ def moe_terms(gpu: GPU, model: Model, mode: str, tiles: tuple, mu: np.ndarray) -
     """The arrays of :class:`theory.moe.MoETerms` for ``model``'s routed experts on ``gpu``."""
     t_row, t_col, t_red = tiles
     gt, moe = gpu.terms, model.moe
-    b = gt.bytes_per_element
+    b, wb = gt.bytes_per_element, model.bytes_per_element  # activations; weights and GeMM inputs
     gemms = model.expert_gemms(mode)
     return MoETerms(
         count=model.n_moe_layers, E=moe.n_experts, k=moe.experts_per_token,
         rows=np.array([[int(ceil_div(g.d_row, r)) for g in gemms] for r in t_row], dtype=np.int64),
         red=np.array([[int(ceil_div(g.d_red, k)) for g in gemms] for k in t_red], dtype=np.int64),
         t_col=t_col.copy(), mu=mu.copy(), s=gpu.s,
-        wbytes=np.array([float(b * g.d_row * g.d_red) for g in gemms]),
-        abytes=np.array([float(b * (g.d_row + g.d_red)) for g in gemms]),
-        traffic=np.array([[float(b * (r + c) * g.d_red) for g in gemms]
+        wbytes=np.array([float(wb * g.d_row * g.d_red) for g in gemms]),
+        abytes=np.array([float(b * g.d_row + wb * g.d_red) for g in gemms]),
+        traffic=np.array([[float(wb * (r + c) * g.d_red) for g in gemms]
                           for r, c in zip(t_row, t_col, strict=True)]),
         waves=gt.waves, floor_bw=gpu.eta_mem * gpu.bandwidth if gt.memory_floor else 0.0,
         l2_bw=gt.l2_bandwidth or 0.0, launch_s=len(gemms) * gt.gemm_overhead_s)

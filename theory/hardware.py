@@ -44,7 +44,7 @@ MEASURED_SUFFIX = "; linear GeMMs: measured profile "  # closes GPU.calibration 
 # the switches, which need no fitted number. A per-GeMM overhead is a fit, and there is no data to fit.
 UNFITTED_TERMS = switches("gpu")
 _GPU_FIELDS = {
-    "name", "aliases", "arch", "sm_count", "peak_fp16_tflops", "clock_mhz", "memory_gb",
+    "name", "aliases", "arch", "sm_count", "peak_fp16_tflops", "peak_fp8_tflops", "clock_mhz", "memory_gb",
     "bandwidth_gbs", "smem_per_block_kib", "tileset", "source", "base", "eta_mma", "rho_l2",
     "eta_mem", "mu", "mu_gemv", "mu_nLin", "overhead_s", "t_star", "tiles", "calibration",
 }  # and the keys of the GPU-side cost terms (theory.cost_terms.term_keys)
@@ -132,6 +132,14 @@ def tile_fits(tile: Tile, smem_bytes: int, min_stages: int, bytes_per_element: i
     return bytes_per_element * (tile.t_row + tile.t_col) * tile.t_red * min_stages <= smem_bytes
 
 
+def fp8_tile_factor(compute_s: float, memory_s: float, fp8_ratio: float) -> float:
+    """``mu_fp8 / mu_bf16`` of one tile from its bf16 roofline parts: the compute time
+    ``compute_s`` (divided by ``fp8_ratio``, the FP8/bf16 peak ratio) and the L2 operand time
+    ``memory_s`` (halved: one byte per element for two)."""
+    return max(compute_s, memory_s) / max(compute_s / fp8_ratio, memory_s / 2.0)
+
+
+
 @dataclass(frozen=True)
 class GPU:
     """One GPU's profile: SM count, usable tiles and their rates (Section 2.3).
@@ -164,6 +172,10 @@ class GPU:
     calibration : str
         Where the rates come from: :data:`ROOFLINE` (the per-tile roofline of ``gpus.toml``, no
         measured data), or the provenance of the shipped calibration (``calibrated_gpus.toml``).
+    peak_fp8_flops : float or None
+        Dense FP8 tensor FLOP/s (``peak_fp8_tflops``); ``None`` where the GPU has no FP8 tensor cores.
+    mu_fp8 : tuple of float or None
+        mu(t) of each tile at FP8 (:func:`fp8_tile_factor` times ``mu``), or ``None``.
     """
 
     key: str
@@ -186,6 +198,8 @@ class GPU:
     notes: tuple[str, ...] = field(default=(), compare=False)
     terms: GpuTerms = field(default_factory=GpuTerms)
     calibration: str = field(default=ROOFLINE, compare=False)
+    peak_fp8_flops: float | None = None
+    mu_fp8: tuple[float, ...] | None = None
 
     @property
     def calibrated(self) -> bool:
@@ -239,8 +253,9 @@ class GPU:
         tiles = tuple(self.tiles[i] for i in keep)
         t_star = self.t_star if self.t_star in tiles else None
         label = ",".join(str(item).strip() for item in items)
+        mu_fp8 = None if self.mu_fp8 is None else tuple(self.mu_fp8[i] for i in keep)
         return replace(self, key=f"{self.key}[{label}]", tiles=tiles,
-                       mu=tuple(self.mu[i] for i in keep), t_star=t_star)
+                       mu=tuple(self.mu[i] for i in keep), t_star=t_star, mu_fp8=mu_fp8)
 
 
 @cache
@@ -312,6 +327,10 @@ def _build_gpu(key: str, table: dict, data: dict) -> GPU:
         if k not in {str(t) for t in tiles}:
             raise FieldError(f"{where}.mu", k, f"a usable tile of {key}: {', '.join(map(str, tiles))}")
 
+    fp8 = _number(table, "peak_fp8_tflops", where) * 1e12 if "peak_fp8_tflops" in table else None
+    mu_fp8 = None if fp8 is None else tuple(
+        m * fp8_tile_factor(*_roofline_parts(t, peak, bw, s, eff, b), fp8 / peak)
+        for t, m in zip(tiles, mu, strict=True))
     gemv = data.get("gemv", {"rows": [16], "cols": [16]})
     gemv_tiles = [GemvTile(r, c) for r in gemv["rows"] for c in gemv["cols"]]
     gemv_pinned = table.get("mu_gemv", {})
@@ -334,7 +353,15 @@ def _build_gpu(key: str, table: dict, data: dict) -> GPU:
                gemv_tiles=tuple(gemv_tiles), mu_gemv=tuple(mu_gemv), eta_mem=eff["eta_mem"],
                mu_nLin=mu_nLin, overhead_s=float(overhead), t_star=t_star,
                source=str(table.get("source", "")), arch=str(table.get("arch", "")),
-               terms=gpu_terms_from(table, where, b), calibration=str(table.get("calibration", ROOFLINE)))
+               terms=gpu_terms_from(table, where, b), calibration=str(table.get("calibration", ROOFLINE)),
+               peak_fp8_flops=fp8, mu_fp8=mu_fp8)
+
+
+def _roofline_parts(tile: Tile, peak: float, bw: float, s: int, eff: dict, b: int) -> tuple[float, float]:
+    """(compute time, L2 operand time) of one tile pair on one SM: the two arms of
+    :func:`gemm_tile_rate`."""
+    compute = 2.0 * tile.t_row * tile.t_col * tile.t_red / (eff["eta_mma"] * peak / s)
+    return compute, b * (tile.t_row + tile.t_col) * tile.t_red / (eff["rho_l2"] * bw / s)
 
 
 def _merged_tables(user: dict | None) -> tuple[dict, dict]:
@@ -519,6 +546,7 @@ def get_gpu(name: str, path: str | Path | None = None, calibrated: bool = False)
 
 __all__ = [
     "CALIBRATED_FILE", "GPU", "MEASURED_FILE", "ROOFLINE", "UNFITTED_TERMS", "GemvTile", "LlmqError",
-    "Tile", "calibrated_keys", "gemm_tile_rate", "gemv_tile_rate", "get_gpu", "gpu_names", "gpu_table",
+    "Tile", "calibrated_keys", "fp8_tile_factor", "gemm_tile_rate", "gemv_tile_rate", "get_gpu", "gpu_names",
+    "gpu_table",
     "load_gpus", "measured_base", "measured_keys", "parse_tile", "real_mode_terms", "tile_fits",
 ]

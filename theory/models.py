@@ -18,7 +18,7 @@ Bari, Hegde, de Veciana (2025), Sections 2.1, 3.2.1-3.2.3.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from theory.config import inherit, read_packaged, read_section
 from theory.cost_terms import term_keys
 from theory.errors import FieldError, UnknownNameError
 from theory.moe import MOE_FIELDS, MoE, moe_from
+from theory.precision import BYTES, DEFAULT, check_precision
 from theory.terms import LM_HEAD, ModelTerms, model_terms_from
 
 MODES = ("paper", "real")
@@ -34,7 +35,8 @@ _INT_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff
 # every field a [models.<key>] table may give (besides base)
 # the keys a [models.<key>] table may hold, beside those of the model-side cost terms
 # (theory.cost_terms.term_keys("model"), read when the file is: a term may be declared later)
-MODEL_FIELDS = (*_INT_FIELDS, "name", "ffn", "params", "context_length", "source", *MOE_FIELDS)
+MODEL_FIELDS = (*_INT_FIELDS, "name", "ffn", "params", "context_length", "source", "precision",
+                *MOE_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,9 @@ class Model:
         The mixture-of-experts layers (:mod:`theory.moe`); ``None`` for a dense model. A MoE
         layer's FFN is its router, its shared experts and its routed experts; ``d_ff`` is then
         the FFN width of the dense layers alone.
+    precision : str
+        ``"bf16"`` (the paper's two bytes per element) or ``"fp8"`` (weights and KV cache at one
+        byte, GeMMs at the GPU's FP8 rates): :mod:`theory.precision`.
     """
 
     key: str
@@ -92,6 +97,17 @@ class Model:
     terms: ModelTerms = field(default_factory=ModelTerms)
     context_length: int | None = None
     moe: MoE | None = None
+    precision: str = DEFAULT
+
+    @property
+    def bytes_per_element(self) -> int:
+        """Bytes of one weight or KV-cache element at the model's precision (:mod:`theory.precision`)."""
+        return BYTES[self.precision]
+
+    @property
+    def spec_name(self) -> str:
+        """The key, with ``":PRECISION"`` where it is not the default (how :func:`get_model` spells it)."""
+        return self.key if self.precision == DEFAULT else f"{self.key}:{self.precision}"
 
     @property
     def n_moe_layers(self) -> int:
@@ -108,13 +124,15 @@ class Model:
         """Width of the K (or V) cache per layer: n_kv_heads * head_dim."""
         return self.n_kv_heads * self.head_dim
 
-    def kv_bytes_per_token(self, bytes_per_element: int = 2) -> int:
-        """KV-cache bytes one token occupies: 2 (K and V) x N x d_kv x bytes."""
-        return 2 * self.N * self.d_kv * bytes_per_element
+    def kv_bytes_per_token(self, bytes_per_element: int | None = None) -> int:
+        """KV-cache bytes one token occupies: 2 (K and V) x N x d_kv x bytes (``None``: the model's
+        :attr:`bytes_per_element`, 1 at fp8)."""
+        b = self.bytes_per_element if bytes_per_element is None else bytes_per_element
+        return 2 * self.N * self.d_kv * b
 
-    def weight_bytes(self, bytes_per_element: int = 2) -> float:
-        """Bytes of the weights in GPU memory."""
-        return self.params * bytes_per_element
+    def weight_bytes(self, bytes_per_element: int | None = None) -> float:
+        """Bytes of the weights in GPU memory (``None``: at the model's :attr:`bytes_per_element`)."""
+        return self.params * (self.bytes_per_element if bytes_per_element is None else bytes_per_element)
 
     def linear_gemms(self, mode: str = "paper", tp: int = 1) -> tuple[GemmShape, ...]:
         """The weight GeMMs of one batch (Section 3.2.1), each over the batch's tokens.
@@ -290,12 +308,13 @@ def _build_model(key: str, table: dict) -> Model:
     if context is not None and (isinstance(context, bool) or not isinstance(context, int) or context < 2):
         raise FieldError(f"{where}.context_length", context, "an integer >= 2 (tokens), or no entry")
     moe = moe_from(table, where, values["n_layers"])
+    precision = check_precision(table.get("precision", DEFAULT), f"{where}.precision")
     return Model(key=key, name=str(table.get("name", key)), N=values["n_layers"],
                  d_x=values["d_model"], n_heads=values["n_heads"],
                  n_kv_heads=values["n_kv_heads"], head_dim=values["head_dim"],
                  d_ff=values["d_ff"], d_out=values["vocab"], ffn=ffn, params=float(params),
                  source=str(table.get("source", "")), terms=model_terms_from(table, where),
-                 context_length=context, moe=moe)
+                 context_length=context, moe=moe, precision=precision)
 
 
 @cache
@@ -317,9 +336,14 @@ def model_names() -> list[str]:
 
 
 def get_model(name: str, path: str | Path | None = None) -> Model:
-    """A model by key or display name (case-insensitive)."""
+    """A model by key or display name (case-insensitive); ``"NAME:PRECISION"`` is the model at that
+    precision (``"llama-3.1-8b:fp8"``, :mod:`theory.precision`), as ``"GPU:TILES"`` restricts a GPU."""
     if not isinstance(name, str) or not name.strip():
         raise FieldError("model", name, "a model name such as 'mistral-7b'")
+    base, sep, precision = name.partition(":")
+    if sep:
+        model = get_model(base, path)
+        return replace(model, precision=check_precision(precision, f"model {name.strip()!r}: precision"))
     models = load_models(path) if path is not None else _preset_models()
     wanted = name.strip().lower()
     for key, m in models.items():

@@ -35,7 +35,7 @@ and ``moe_align_block_size``). So per weight and per tile ``t``:
 - with ``memory_floor``, at least the bytes of the grouped GeMM over the achievable bandwidth:
   the weights of every active expert and the activations of every slot,
   ``b (A d_row d_red + S (d_row + d_red)) / (eta_mem B)`` with ``A`` the active experts and ``S``
-  the slots;
+  the slots (at FP8 the weights and inputs at one byte, the outputs at two: :mod:`theory.precision`);
 - the fastest tile of the set (as every GeMM of :mod:`theory.cost`), plus ``gemm_overhead_s``
   per launch: two launches per MoE layer.
 

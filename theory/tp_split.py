@@ -44,7 +44,7 @@ def check_tp(tp: int, n_heads: int, n_kv_heads: int, d_ff: int, mode: str, model
         raise FieldError(f"{where}.tp", tp, f"a divisor of d_ff = {d_ff} of model {model_key}")
 
 
-def shard_memory(model, tp: int, bytes_per_element: int = 2) -> tuple[float, float]:
+def shard_memory(model, tp: int, bytes_per_element: int | None = None) -> tuple[float, float]:
     """(weight bytes, KV bytes per token) that one GPU of a ``tp``-way tensor-parallel replica holds.
 
     Every weight matrix is split ``tp`` ways (Megatron-LM; the embedding and the vocab projection
@@ -54,8 +54,11 @@ def shard_memory(model, tp: int, bytes_per_element: int = 2) -> tuple[float, flo
     ``max(n_kv_heads / tp, 1)`` heads for every token of the replica, as vLLM sizes its cache
     (``ModelConfig.get_num_kv_heads``: ``max(1, total_num_kv_heads // tensor_parallel_size)``,
     vllm-project/vllm ``vllm/config.py``). ``tp = 1`` gives the whole model's
-    ``weight_bytes()`` and ``kv_bytes_per_token()``.
+    ``weight_bytes()`` and ``kv_bytes_per_token()``. ``bytes_per_element`` ``None`` counts both at
+    the model's precision (:mod:`theory.precision`: one byte per element at fp8).
     """
+    if bytes_per_element is None:
+        bytes_per_element = model.bytes_per_element
     weights = model.weight_bytes(bytes_per_element) / tp
     heads = max(model.n_kv_heads / tp, 1.0)
     if tp > model.n_kv_heads:  # one whole K and V head per GPU, not its 1/tp share

@@ -22,7 +22,8 @@ HELP = "T_bar^R, T^max, lambda*, t*_lcm, Theorem 2's n and the cycle bounds (The
 def add_parser(sub) -> None:
     """Register ``llmq bounds`` and its options on the sub-command parser ``sub``."""
     p = command(sub, "bounds", HELP)
-    add_common(p, ("gpu", "gpu_file", "tiles", "model", "model_file", "mode", "workload", "pad", "gpus_r",
+    add_common(p, ("gpu", "gpu_file", "tiles", "model", "model_file", "precision", "mode",
+                   "workload", "pad", "gpus_r",
                    "json"), details={"gpu": "or 'all' (default a100)"})
     add(p, "--epsilon", EPSILON, f"default {EPSILON}")
     add(p, "--token-budget", None, "tokens per batch at most, for the certified capacity (default: no "

@@ -59,6 +59,7 @@ def add_parser(sub) -> None:
     add(p, "--price-file")
     add(p, "--gpu-file")
     add(p, "--model-file")
+    add(p, "--precision")
     add(p, "--requests", d["requests"], f"default {d['requests']}: small, hence the CIs")
     add(p, "--seeds", d["seeds"], f"the first replicates per candidate (default {d['seeds']})")
     add(p, "--max-seeds", d["max_seeds"],

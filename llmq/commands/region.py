@@ -34,7 +34,8 @@ def add_parser(sub) -> None:
 
     d = SweepSpec()
     p = command(sub, "region", HELP)
-    add_common(p, ("gpu", "gpu_file", "tiles", "model", "model_file", "mode", "workload", "gpus_r", "seed",
+    add_common(p, ("gpu", "gpu_file", "tiles", "model", "model_file", "precision", "mode",
+                   "workload", "gpus_r", "seed",
                    "out", "json"), defaults={"gpu": "a100,rtx6000ada", "gpus_r": [1]}, details={
         "gpu": "the tile sets to sweep: presets, 'all', or restricted tile sets such as a100:128x128 "
                "(default a100,rtx6000ada)",

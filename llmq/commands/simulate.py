@@ -27,7 +27,8 @@ BATCH_LOG_COLUMNS = {
 def add_parser(sub) -> None:
     """Register ``llmq simulate`` and its options on the sub-command parser ``sub``."""
     p = command(sub, "simulate", HELP)
-    add_common(p, ("gpu", "gpu_file", "tiles", "model", "model_file", "mode", "workload", "pad", "gpus_r",
+    add_common(p, ("gpu", "gpu_file", "tiles", "model", "model_file", "precision", "mode",
+                   "workload", "pad", "gpus_r",
                    "seed", "json"))
     add(p, "--scheduler", "rad", "rad, alg2, request_level, ... (default rad)")
     rate = p.add_mutually_exclusive_group()

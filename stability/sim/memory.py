@@ -7,7 +7,8 @@ vllm-project/vllm v0 ``vllm/core/block_manager.py``):
 * capacity: ``blocks = floor((u M - W) / (b_kv B))`` with ``M`` the GPU memory
   (``gpu.memory_bytes``), ``u`` = ``gpu_memory_utilization`` (vLLM 0.9, Sarathi-Serve 0.8), ``W``
   the model weights (``model.weight_bytes()``), ``b_kv`` the KV bytes of one token
-  (``model.kv_bytes_per_token()``) and ``B`` the block size (16 tokens). Activations and the CUDA
+  (``model.kv_bytes_per_token()``; both at the model's precision, one byte per element at fp8:
+  :mod:`theory.precision`) and ``B`` the block size (16 tokens). Activations and the CUDA
   graph pool, which the real systems profile and subtract, are not modelled;
 * a request whose KV covers ``x`` tokens holds ``blocks(x) = ceil(x / B)`` blocks. A decode
   iteration ``DI(R, p)`` needs ``blocks(p)`` (it stores token p's KV);

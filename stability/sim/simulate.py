@@ -197,7 +197,7 @@ class SimResult:
         wasted = sum(run.wasted for run in self.runs)
         out = {
             "scheduler": self.scenario.scheduler, "gpu": self.cost_model.gpu.key,
-            "model": self.cost_model.model.key, "workload": self.workload.name, "r": self.scenario.r,
+            "model": self.cost_model.model.spec_name, "workload": self.workload.name, "r": self.scenario.r,
             "rate": self.lam, "lambda_star": self.lambda_star, "load": self.lam / self.lambda_star,
             "requests": int(rq["arrival"].size), "completed": int(done.sum()),
             "rejected": int(np.sum(rq["reject"] > 0)),

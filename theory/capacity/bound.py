@@ -95,7 +95,8 @@ def kv_capacity_tokens(cm: CostModel, gpu_memory_utilization: float = 0.9) -> fl
     (the ``M`` of the KV-memory bound): ``(u M_gpu - W) / b_kv`` with ``b_kv`` the model's KV bytes per
     token; 0.9 is vLLM's default ``gpu_memory_utilization`` (vllm-project/vllm, ``EngineArgs``).
     For a tensor-parallel replica, ``W`` and ``b_kv`` are one GPU's shares
-    (:func:`theory.terms.shard_memory`), and the result is the replica's capacity."""
+    (:func:`theory.terms.shard_memory`), and the result is the replica's capacity. ``W`` and
+    ``b_kv`` are at the model's precision (:mod:`theory.precision`: one byte per element at fp8)."""
     if not 0 < gpu_memory_utilization <= 1:
         raise FieldError("gpu_memory_utilization", gpu_memory_utilization, "a fraction in (0, 1]")
     weights, kv_per_token = shard_memory(cm.model, cm.gpu.terms.tp)

@@ -15,7 +15,7 @@ import numpy as np
 
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
 from theory.validation import attention_report as attention
-from theory.validation import moe_report
+from theory.validation import fp8_report, moe_report
 from theory.validation.batch_orderings import COLUMNS as ORDERING_COLUMNS
 from theory.validation.results import COLUMNS, MEASURED_LABEL, NULL_MEANING, SCHEME_MEANING, SCHEMES, Report
 from theory.validation.staircase import STEP_SCHEMES, STEP_TOLERANCE, staircase_verdict
@@ -205,6 +205,7 @@ def console_lines(report: Report, files: list[str]) -> list[str]:
                    + f"   tile model below measured: {row['tile_below']:.0%}")
     out += attention.console_lines(report)
     out += moe_report.console_lines(report)
+    out += fp8_report.console_lines(report)
     out += ["", "not predicted (rows counted, with the reason):"]
     for reason, n, where in _not_predicted_by_reason(report):
         out.append(f"  {n} rows ({where}): {reason}")
@@ -303,6 +304,7 @@ def to_json(report: Report, files: list[str], elapsed_s: float | None = None) ->
         "screened_columns": SCREENED_COLUMNS,
         **attention.json_part(report),
         **moe_report.json_part(report),
+        **fp8_report.json_part(report),
         "files": files,
     }
     if elapsed_s is not None:
@@ -393,6 +395,7 @@ def markdown(report: Report, files: list[str], elapsed_s: float | None = None) -
                             for r in sorted(inverted, key=lambda r: -r["error_floor"])[:10]])
     lines += attention.markdown_lines(report)
     lines += moe_report.markdown_lines(report)
+    lines += fp8_report.markdown_lines(report)
     lines += ["", "## Not predicted", ""]
     lines += _md_table(["rows", "where", "reason"],
                        [[n, w, r] for r, n, w in _not_predicted_by_reason(report)])

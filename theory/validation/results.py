@@ -108,6 +108,9 @@ class Report:
     moe : list of dict
         The MoE block of the measured mixture-of-experts profile against the cost model
         (:func:`theory.validation.moe_report.moe_rows`).
+    fp8 : list of dict
+        The measured bf16 and FP8 GeMMs of the H200 against the tile model at each precision
+        (:func:`theory.validation.fp8_report.fp8_rows`).
     """
 
     settings: Settings
@@ -126,6 +129,7 @@ class Report:
     measured_coverage: list = field(default_factory=list)
     attention: list = field(default_factory=list)
     moe: list = field(default_factory=list)
+    fp8: list = field(default_factory=list)
 
 
 COLUMNS = {

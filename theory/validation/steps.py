@@ -360,7 +360,7 @@ def diagnose(cm: CostModel, table: StepTable, scored: list[StepRow], parts: list
     # decode attention: the same decodes and capture size at two cache lengths
     dec_rows = [r for r in scored if r.kind == "decode_step"]
     pairs, contexts = _pairs(dec_rows, "decode_context", lambda r: (r.decodes, r.padded_to))
-    kv = cm.model.kv_bytes_per_token(cm.gpu.terms.bytes_per_element) / table.tp
+    kv = cm.model.kv_bytes_per_token() / table.tp
     grow = [(b.seconds - a.seconds, predicted(b) - predicted(a),
              a.decodes * (b.decode_context - a.decode_context) * kv) for a, b in pairs]
     decode_attention = _growth(grow, contexts, "gbs", 1e9)

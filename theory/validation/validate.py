@@ -89,7 +89,7 @@ from __future__ import annotations
 import numpy as np
 
 from theory.profiles import GEMM_OPERATIONS, KERNEL_OPERATIONS, VIDUR_GEMMS, VIDUR_KERNELS, Profile
-from theory.validation import moe_report
+from theory.validation import fp8_report, moe_report
 from theory.validation.allreduce import score_allreduce
 from theory.validation.attention import OPERATION as ATTENTION
 from theory.validation.attention import score_attention
@@ -186,6 +186,7 @@ def validate(profiles: dict[str, Profile], settings: Settings | None = None) -> 
     pool_gpus(report, errors, data, below)  # every GPU preset (or the chosen ones), with or without data
     report.staircase = staircase(report, data)
     moe_report.score_into(report)
+    fp8_report.score_into(report)
     return report
 
 
