@@ -151,7 +151,12 @@ def test_tokens_and_memory(name, data):
     if c["n_preempt"] == 0:
         assert c["n_dec_tok"] == L_D[fin].sum()
         assert c["n_pre_tok"] == L_P[fin].sum()
-    assert c["n_pre_tok"] + c["n_dec_tok"] == (L_P + L_D)[fin].sum() + c["n_lost"]
+    done, computed = (L_P + L_D)[fin].sum(), c["n_pre_tok"] + c["n_dec_tok"]
+    if name == "vllm_v1":  # prefix caching (on by default): a preempted request recomputes only the
+        # tokens its cached blocks do not hold, so between none and all of the lost tokens
+        assert done <= computed <= done + c["n_lost"]
+    else:
+        assert computed == done + c["n_lost"]
     if c["n_rej"] == 0:
         assert c["n_dec_tok"] + c["n_recomp"] == L_D.sum()
     for run in runs:
