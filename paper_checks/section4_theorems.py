@@ -190,8 +190,8 @@ def thm1_upper_bound(fast: bool) -> Result:
 
 @register("thm1.instability", level="sample",
           domain="every scheduler and every lambda above lambda*",
-          evaluates=(Points("every registered scheduler at 1.05 lambda*, 20000 (fast) or 100000 "
-                            "requests, A100, Table 1 padded"),),
+          evaluates=(Points("every registered scheduler but WAIT at 1.05 lambda*, 20000 (fast) or "
+                            "100000 requests, A100, Table 1 padded"),),
           location="Theorem 1, 'lim Q(t)/t > alpha almost surely'",
           items=("Theorem 1",),
           claim="Above lambda* every scheduler's queue grows linearly.",
@@ -199,8 +199,12 @@ def thm1_upper_bound(fast: bool) -> Result:
 def thm1_instability(fast: bool) -> Result:
     from stability.sim.registry import scheduler_names
 
-    # above lambda* and above the corrected bound (thm1.upper_bound: +0.04% at most)
-    return instability_core(1.05, 20000 if fast else 100000, scheduler_names())
+    # above lambda* and above the corrected bound (thm1.upper_bound: +0.04% at most). WAIT is left
+    # out: without thresholds every (L^P, L^D) pair is a type of its own, and its step over the
+    # eligible types is quadratic in their number (Table 1's law has tens of thousands); its own
+    # region is checked by other.aslw_fluid_region
+    names = [name for name in scheduler_names() if name != "wait"]
+    return instability_core(1.05, 20000 if fast else 100000, names)
 
 
 def instability_core(load: float, n_req: int, names: list[str]) -> Result:
