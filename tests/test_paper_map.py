@@ -19,6 +19,15 @@ def pm():
     return build()
 
 
+def docs_extension():
+    """The documentation site's extension module (docs/_ext/llmq_docs.py), imported without Sphinx."""
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        return importlib.import_module("llmq_docs")
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "_ext"))
+
+
 def resolve(name: str):
     """The object a qualified name ``package.module.Class.attr`` names (ImportError/AttributeError
     if there is none)."""
@@ -157,21 +166,13 @@ def test_the_report_findings_are_attached(tmp_path):
     assert load_report(tmp_path / "absent.json") == {}
     pm = build(report=report)
     assert pm.checks["eq5.missing_1_over_s"].finding["correction"] == "divide by s"
-    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
-    try:
-        llmq_docs = importlib.import_module("llmq_docs")
-    finally:
-        sys.path.remove(str(ROOT / "docs" / "_ext"))
+    llmq_docs = docs_extension()
     page = llmq_docs.paper_map_rst(pm)
     assert "<check-eq2-eq3-tile-counts>` **" in page and "margin 5%)" in page  # the margin is shown
 
 
 def test_the_page_links_items_functions_and_checks_both_ways(pm):
-    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
-    try:
-        llmq_docs = importlib.import_module("llmq_docs")
-    finally:
-        sys.path.remove(str(ROOT / "docs" / "_ext"))
+    llmq_docs = docs_extension()
     page = llmq_docs.paper_map_rst(pm)
     for row in pm.rows:
         assert f".. _{llmq_docs.item_label(row.item)}:" in page  # the row's anchor
