@@ -80,8 +80,9 @@ class Sim(Clock):
 
 
 def rad(cm, arrival, L_P, L_D, n, t_col, chunk):
-    """Algorithm 1 (line 13 with L^P - i + 1). Returns the Sim and its cycles (start, X)."""
-    sim = Sim(cm, arrival, L_P, L_D)
+    """Algorithm 1 (line 13 with L^P - i + 1). Returns the Sim and its cycles (start, X).
+    ``arrival`` may be :class:`Users` (a closed loop)."""
+    sim = make_sim(Sim, cm, arrival, L_P, L_D)
     P, D, rc = deque(), [], 0
     cycles = [(0.0, 0)]
     pending = lambda: sum(1 for r in sim.reqs if r.arrival <= sim.t and r.rem > 0)  # noqa: E731
@@ -393,8 +394,9 @@ class MSim(Clock):
 def sarathi(cm, arrival, L_P, L_D, chunk, max_seqs, order="fcfs", max_model_len=10**9, mem=None):
     """Sarathi-Serve's ``SarathiScheduler._schedule`` (microsoft/sarathi-serve @ 96f9911,
     sarathi_scheduler.py) step by step.
-    ``mem``: a :class:`Blocks` with rule "sarathi", or None for unlimited memory."""
-    sim = MSim(cm, arrival, L_P, L_D)
+    ``mem``: a :class:`Blocks` with rule "sarathi", or None for unlimited memory; ``arrival`` may
+    be :class:`Users` (a closed loop, without rejections)."""
+    sim = make_sim(MSim, cm, arrival, L_P, L_D)
     waiting, running = [], []
     while not sim.resolved():
         waiting.extend(sim.arrivals())
@@ -957,3 +959,54 @@ def slai(cm, arrival, L_P, L_D, cls, tbt_slo, budget, alpha, beta, order="spf", 
         gaps = [b - a for a, b in zip(r.emits, r.emits[1:], strict=False)]
         r.viol = sum(g > tbt_slo[r.cls] for g in gaps)
     return sim
+
+
+class Users:
+    """A closed loop: ``users`` users send their first requests at 0; the k-th request to end makes
+    its user send the next ``think[k]`` seconds later; the k-th request sent takes the k-th
+    lengths."""
+
+    def __init__(self, users, think):
+        self.users, self.think = int(users), [float(z) for z in think]
+
+
+def make_sim(base, cm, arrival, L_P, L_D):
+    """A ``base`` simulator (:class:`Sim` or :class:`MSim`) of requests arriving at ``arrival``, or
+    sent by the closed loop ``arrival`` (:class:`Users`)."""
+    if not isinstance(arrival, Users):
+        return base(cm, arrival, L_P, L_D)
+
+    class ClosedSim(base):
+        def __init__(self):
+            super().__init__(cm, [], [], [])
+            self.lengths = list(zip((int(x) for x in L_P), (int(x) for x in L_D), strict=True))
+            self.sends = [0.0] * min(arrival.users, len(self.lengths))  # send times not yet sent
+            self.n_ended = 0
+
+        def arrivals(self):
+            out = []
+            while self.sends and self.sends[0] <= self.t:
+                k = len(self.reqs)
+                r = self.REQUEST(k, heapq.heappop(self.sends), *self.lengths[k])
+                self.reqs.append(r)
+                out.append(r)
+            return out
+
+        def wait(self):
+            self.t = max(self.t, self.sends[0])
+
+        def run_batch(self, prefill=(), decode=()):
+            super().run_batch(prefill, decode)
+            for r in list(decode) + [r for r, _ in prefill]:
+                if r.finish == self.t:  # ended in this batch: its user thinks, then sends
+                    if len(self.reqs) + len(self.sends) < len(self.lengths):
+                        heapq.heappush(self.sends, self.t + arrival.think[self.n_ended])
+                    self.n_ended += 1
+
+        def done(self):
+            return not self.sends and super().done()
+
+        def resolved(self):
+            return not self.sends and super().resolved()
+
+    return ClosedSim()

@@ -19,7 +19,7 @@ SWEEP = Scenario(gpu="a100", workload="table1", pad=True, scheduler="sarathi", r
 OTHER = {str: lambda v: v + "x", bool: lambda v: not v, int: lambda v: v + 1, float: lambda v: 2 * v + 1}
 UNSET = {"tiles": "128x128", "gpu_file": "g.toml", "model_file": "m.toml", "trace": "t.csv",
          "total_cap": 100, "options": (("chunk_size", 256),), "classes": (("paying", 0.5, 0.1),),
-         "stages": ((10.0, 1.0, "poisson"),)}
+         "stages": ((10.0, 1.0, "poisson"),), "concurrency": 4}
 
 
 def changed(sc: Scenario, name: str) -> Scenario:

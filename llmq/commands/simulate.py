@@ -44,6 +44,15 @@ def add_parser(sub) -> None:
     add(p, "--stages", None, "its arrivals are the load (no --rate, --load or --trace); --requests "
                              "takes the first ones (default: all of them)",
         metavar="DURATION:RATE[:KIND],...")
+    add(p, "--concurrency", None, "N users in a closed loop instead of an arrival rate: each sends a "
+                                  "request, waits for its last token, thinks, sends the next (one GPU; "
+                                  "no --rate, --load or --stages; with --trace its lengths in order)",
+        type=int, metavar="N")
+    think = p.add_mutually_exclusive_group()
+    add(p, "--think-time", None, "with --concurrency: seconds a user waits between the end of a "
+                                 "request and the next (default 0)", type=float, metavar="S", to=think)
+    add(p, "--think-exp", None, "with --concurrency: think times exponential with this mean, seconds",
+        type=float, metavar="MEAN", to=think)
     add(p, "--workers", 1, "one per node simulated in parallel (default 1)")
     add(p, "--classes", None, metavar="NAME:PROB:TBT,...")
     add(p, "--total-cap", None, "condition lengths on L^P + L^D <= this (Section 7: 8192)", type=int)
@@ -58,18 +67,42 @@ def scenario_from(values: dict, options: dict):
     from stability.sim.simulate import Scenario
 
     rate = values["rate"]
+    closed = _closed(values)
     return Scenario(
         gpu=values["gpu"], model=values["model"], mode=values["mode"], workload=values["workload"],
         pad=bool(values["pad"]), tiles=values["tiles"], gpu_file=values["gpu_file"],
         model_file=values["model_file"],
         scheduler=values["scheduler"], options=tuple(sorted(options.items())), r=values["gpus_r"],
-        planner=values["planner"], rate=rate, load=None if rate is not None else values["load"],
+        planner=values["planner"], rate=rate,
+        load=None if rate is not None or closed is not None else values["load"],
         n_requests=values["requests"], seed=values["seed"], detail=not values["fast"],
         log=bool(values["log"]), trace=values["trace"],
         stages=tuple((s.duration, s.rate, s.kind) for s in parse_stages(values["stages"], "--stages"))
         if values["stages"] else (),
         classes=tuple((c.name, c.prob, c.tbt_slo) for c in parse_classes(values["classes"]))
-        if values["classes"] else (), total_cap=values["total_cap"])
+        if values["classes"] else (), total_cap=values["total_cap"],
+        **({} if closed is None else {"concurrency": closed.users, "think_time": closed.think,
+                                      "think": closed.kind}))
+
+
+def _closed(values):
+    """The closed loop of ``--concurrency`` and its think time (:class:`stability.sim.closed_loop.Closed`),
+    or None without one; a think time needs ``--concurrency`` and the two think times exclude each
+    other (a config file may give both)."""
+    from stability.sim.closed_loop import parse_closed
+
+    users, const, exp = values["concurrency"], values["think_time"], values["think_exp"]
+    if users is None:
+        for key in ("think_time", "think_exp"):
+            if values[key] is not None:
+                raise FieldError("--" + key.replace("_", "-"), values[key],
+                                 "--concurrency as well (a think time is a closed loop's)")
+        return None
+    if const is not None and exp is not None:
+        raise FieldError("--think-exp", exp, "not with --think-time (one think time)")
+    if exp is not None:
+        return parse_closed(users, exp, "exponential", "--concurrency", "--think-exp")
+    return parse_closed(users, 0.0 if const is None else const, "constant", "--concurrency", "--think-time")
 
 
 def _requests(values) -> int:
@@ -80,6 +113,8 @@ def _requests(values) -> int:
     from theory.workload import read_trace
 
     n = require_positive_int("--requests", values["requests"])
+    if _closed(values) is not None:
+        return _closed_requests(values, n)
     if values["stages"]:
         return _staged_requests(values, n)
     if not values["trace"]:
@@ -94,6 +129,26 @@ def _requests(values) -> int:
     elif n > rows:
         raise FieldError("--requests", n, f"at most the trace's {rows} requests")
     trace_rate(values["trace"], n=n)
+    return n
+
+
+def _closed_requests(values, n: int) -> int:
+    """The requests a closed loop sends: ``--requests``, or with ``--trace`` by default the whole
+    trace (its lengths in order, not its arrival times); no ``--rate``, ``--load`` or ``--stages``
+    beside ``--concurrency``."""
+    from theory.workload import read_trace
+
+    for key in ("rate", "load", "stages"):
+        if key in values.given:
+            raise FieldError(f"--{key}", values[key], "no --rate, --load or --stages with --concurrency "
+                                                      "(the users' sends are the load)")
+    if not values["trace"]:
+        return n
+    rows = int(read_trace(values["trace"]).L_P.size)
+    if "requests" not in values.given:
+        return rows
+    if n > rows:
+        raise FieldError("--requests", n, f"at most the trace's {rows} requests")
     return n
 
 
@@ -197,8 +252,12 @@ def _print(s: dict, res) -> None:
     print(f"rate {s['rate']:.4g} req/s = {s['load']:.3f} x lambda* ({s['lambda_star']:.4g} req/s); "
           f"{s['completed']}/{s['requests']} requests completed ({s['rejected']} rejected, "
           f"{s['preemptions']} preemptions); throughput {s['throughput']:.4g} req/s")
+    if "closed_loop" in s:
+        c = s["closed_loop"]
+        print(f"closed loop: {c['users']} users, think time {c['think_time']:g} s ({c['think']}); the rate "
+              "above is their sends'")
     print(f"{'':14}{'mean':>9}{'p50':>9}{'p90':>9}{'p99':>9}   (ms)")
-    for name in ("ttft", "latency"):
+    for name in ("ttft", "tpot", "latency") if "tpot" in s else ("ttft", "latency"):
         d = s[name]
         print(f"{name.upper():<14}" + "".join(ms(d, k) for k in ("mean", "p50", "p90", "p99")))
     for k, d in enumerate(s.get("tbt", [])):

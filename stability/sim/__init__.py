@@ -20,6 +20,7 @@ cluster        r GPUs behind a planner.
 disaggregated  DistServe's prefill nodes feeding decode nodes through a KV hand-off.
 classes        request classes (paying / free users) with TBT SLOs; SLO attainment.
 arrivals       load schedules: stages of Poisson or evenly spaced arrivals at piecewise-constant rates.
+closed_loop    closed-loop load: N users each sending a request a think time after the previous one ends.
 metrics        TTFT, TBT, latency, queue-length paths, the stability verdict.
 fleet          unequal GPUs behind one router (JSQ, shortest expected delay, weighted random).
 registry       the scheduler registry: a name -> its policy module (the interface a policy implements).

@@ -296,12 +296,14 @@ def idle(st, t_stop):
 
 @njit(cache=True)
 def running(st, t_stop):
-    """Whether a loop may take its next decision: before t_stop and with room in the log.
+    """Whether a loop may take its next decision: before t_stop, with room in the log and before
+    ``st.stop_at`` requests have ended (finished or been rejected; a closed loop's users send their
+    next request then: :mod:`stability.sim.closed_loop`).
 
     Branch-free (``&``, not ``and``): a short-circuit branch would keep the reference-count pair
     on ``st`` that every loop iteration then pays (see :mod:`stability.sim.structs`).
     """
-    return (st.clock < t_stop) & (st.need_grow == 0)
+    return (st.clock < t_stop) & (st.need_grow == 0) & (st.n_done + st.n_rej < st.stop_at)
 
 
 @njit(cache=True)

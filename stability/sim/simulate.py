@@ -3,8 +3,11 @@
 A :class:`Scenario` is a frozen description (GPU, model, workload, scheduler and its options,
 r, planner, arrival rate or load, number of requests, seed, request classes); :func:`simulate`
 turns it into a :class:`SimResult` whose methods compute metrics and the stability verdict.
-The arrivals are a Poisson process of the rate (or load), a replayed trace's (``trace``), or a
-load schedule of piecewise-constant rates (``stages``, :mod:`stability.sim.arrivals`).
+The arrivals are a Poisson process of the rate (or load), a replayed trace's (``trace``), a
+load schedule of piecewise-constant rates (``stages``, :mod:`stability.sim.arrivals`), or the sends
+of ``concurrency`` users in a closed loop, each thinking ``think_time`` seconds (constant or
+exponential, ``think``) between the end of a request and the next (:mod:`stability.sim.closed_loop`;
+with a trace, its lengths in order and not its arrival times).
 
 Randomness: one ``numpy.random.SeedSequence(seed)`` spawns independent streams for the arrival
 times, the lengths, the routing and the request classes, so a result depends on the scenario
@@ -32,6 +35,7 @@ import numpy as np
 from stability.sim import metrics
 from stability.sim.arrivals import parse_stages, stage_arrivals
 from stability.sim.classes import RequestClass, draw_classes, p99_met, parse_classes
+from stability.sim.closed_loop import UserRequests, parse_closed, run_closed
 from stability.sim.cluster import run_cluster
 from stability.sim.gpu import GpuRun, RunOptions
 from stability.sim.registry import get_scheduler, option_names
@@ -70,6 +74,9 @@ class Scenario:
     classes: tuple = ()  # request classes ((name, probability, TBT SLO), ...); () is one class
     total_cap: int | None = None  # condition the lengths on L^P + L^D <= total_cap
     warmup: float = 0.0  # fraction of the arrival window whose tokens the TBT histograms leave out
+    concurrency: int | None = None  # users in a closed loop instead of an arrival rate (one GPU)
+    think_time: float = 0.0  # a closed loop's think time (its mean if exponential), seconds
+    think: str = "constant"  # the think time's law: constant or exponential
 
     @property
     def cost_spec(self) -> CostSpec:
@@ -101,7 +108,7 @@ class Scenario:
         return replace(self, options=tuple(sorted(merged.items())))
 
 
-_LATER_FIELDS = ("stages",)
+_LATER_FIELDS = ("stages", "concurrency", "think_time", "think")
 
 
 def _jsonable(value):
@@ -128,7 +135,12 @@ def validate_scenario(sc: Scenario) -> None:
     require_positive_int("n_requests", sc.n_requests)
     if sc.planner not in PLANNERS:
         raise UnknownNameError("planner", sc.planner, PLANNERS)
-    if sc.stages:
+    if sc.concurrency is not None:
+        _validate_closed(sc)
+    elif sc.think_time != 0.0 or sc.think != "constant":
+        raise FieldError("think_time", sc.think_time, "a concurrency as well (think time is a closed "
+                                                      "loop's)")
+    elif sc.stages:
         if sc.trace is not None:
             raise FieldError("stages", sc.stages, "no trace as well (a trace's arrival times are the load)")
         if sc.rate is not None:
@@ -145,6 +157,32 @@ def validate_scenario(sc: Scenario) -> None:
         raise FieldError("log", True, "detail=True as well (the batch log is a detail-mode record)")
     if isinstance(sc.warmup, bool) or not isinstance(sc.warmup, (int, float)) or not 0 <= sc.warmup < 1:
         raise FieldError("warmup", sc.warmup, "a fraction of the arrival window in [0, 1)")
+
+
+def _validate_closed(sc: Scenario) -> None:
+    """A closed loop's fields: the users and think time, one GPU, no arrival rate, load schedule or
+    warm-up (whose window is known only after the run) beside them; a policy whose decisions do not
+    read whether arrivals are left."""
+    parse_closed(sc.concurrency, sc.think_time, sc.think)
+    if sc.rate is not None:
+        raise FieldError("rate", sc.rate, "no rate with concurrency (the users' sends are the load)")
+    if sc.load not in (None, Scenario.load):
+        raise FieldError("load", sc.load, "no load with concurrency (the users' sends are the load)")
+    if sc.stages:
+        raise FieldError("stages", sc.stages, "no stages with concurrency (the users' sends are the load)")
+    if sc.r != 1:
+        raise FieldError("r (gpus)", sc.r, "1 with concurrency (a closed loop drives one GPU)")
+    if sc.warmup:
+        raise FieldError("warmup", sc.warmup, "0 with concurrency (the arrival window is known only "
+                                              "after the run)")
+    if sc.scheduler in CLOSED_REFUSED:
+        raise FieldError("scheduler", sc.scheduler, f"another scheduler with concurrency ({sc.scheduler}: "
+                                                    f"{CLOSED_REFUSED[sc.scheduler]})")
+
+
+# the policies a closed loop cannot drive, and why
+CLOSED_REFUSED = {"wait": "its decisions read whether arrivals are left",
+                  "distserve": "it runs on prefill and decode nodes, a closed loop on one GPU"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -212,6 +250,10 @@ class SimResult:
             "decode_tokens": c["n_dec_tok"], "prefill_tokens": c["n_pre_tok"],
             "verdict": self.verdict().as_dict(),
         }
+        sc = self.scenario
+        if sc.concurrency is not None:  # added keys only: open-loop summaries stay as they were
+            out["closed_loop"] = {"users": sc.concurrency, "think_time": sc.think_time, "think": sc.think}
+            out["tpot"] = metrics.summarize_latency(tpot(rq["t_first"], rq["t_finish"], rq["L_D"]))
         if self.scenario.detail:
             hist, stat = self._tbt_record()
             out["tbt"] = [metrics.summarize_tbt(hist[k], stat[k]) for k in range(hist.shape[0])]
@@ -325,17 +367,22 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
     lam_star = sc.r / T_bar_R(cm, w)
     ss_arrival, ss_lengths, ss_route, ss_class = np.random.SeedSequence(sc.seed).spawn(4)
     n = sc.n_requests
+    closed = sc.concurrency is not None
     if sc.trace:
         tr = read_trace(sc.trace)
-        if tr.arrival_time is None:
+        if tr.arrival_time is None and not closed:
             raise FieldError(f"{sc.trace}: arrival_time", None, "a column of arrival times")
         n = min(n, tr.L_P.size)
-        arrival = tr.arrival_time[:n] - tr.arrival_time[0]
         L_P, L_D = tr.L_P[:n], tr.L_D[:n]
         prefix = None if tr.prefix is None else tuple(a[:n] for a in tr.prefix)
         if sc.pad:
             L_P = -(-L_P // cm.t_lcm) * cm.t_lcm
-        lam = (n - 1) / arrival[-1] if n > 1 and arrival[-1] > 0 else float("nan")
+        if not closed:
+            arrival = tr.arrival_time[:n] - tr.arrival_time[0]
+            lam = (n - 1) / arrival[-1] if n > 1 and arrival[-1] > 0 else float("nan")
+    elif closed:
+        L_P, L_D = w.sample(n, np.random.default_rng(ss_lengths))
+        prefix = None
     elif sc.stages:
         arrival = staged_arrivals(sc)
         n = min(n, arrival.size)
@@ -352,11 +399,18 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
         prefix = None
     cls = draw_classes(classes, n, np.random.default_rng(ss_class))
     slo = np.array([c.tbt_slo for c in classes])
-    tbt_from = tbt_start(arrival, sc.warmup)
-    cluster = Cluster(sc.r, sc.planner, np.random.default_rng(ss_route), workers)
+    tbt_from = 0.0 if closed else tbt_start(arrival, sc.warmup)
     options = RunOptions(n_class=len(classes), detail=sc.detail, log=sc.log, tbt_slo=slo, tbt_from=tbt_from,
                          progress=progress, prefix=prefix)
-    node, runs = run_cluster(cm, scheduler, params, Requests(arrival, L_P, L_D, cls), cluster, options)
+    if closed:
+        loop = parse_closed(sc.concurrency, sc.think_time, sc.think)
+        think = loop.think_times(n, np.random.default_rng(ss_arrival))
+        runs = [run_closed(cm, scheduler, params, loop.users, UserRequests(L_P, L_D, cls, think), options)]
+        node, arrival = np.zeros(n, dtype=np.int64), runs[0].arrival
+        lam = (n - 1) / arrival[-1] if n > 1 and arrival[-1] > 0 else float("nan")
+    else:
+        cluster = Cluster(sc.r, sc.planner, np.random.default_rng(ss_route), workers)
+        node, runs = run_cluster(cm, scheduler, params, Requests(arrival, L_P, L_D, cls), cluster, options)
     requests = {"arrival": arrival, "L_P": L_P, "L_D": L_D, "cls": cls, "node": node}
     for key in ("t_start", "t_first", "t_finish", "tbt_max", "tbt_viol", "reject", "preemptions"):
         values = np.full(n, np.nan)
@@ -365,6 +419,17 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
         requests[key] = values
     return SimResult(sc, cm, w, float(lam), float(lam_star), params, node, runs, requests, classes,
                      tbt_from)
+
+
+def tpot(t_first, t_finish, L_D) -> np.ndarray:
+    """Time per output token of each request, its first token left out:
+    ``(t_finish - t_first) / L^D`` (its ``L^D`` decodes follow the prefill's token); NaN where
+    ``L^D = 0``, which vLLM's client leaves out of its TPOT (vllm-project/vllm,
+    ``vllm/benchmarks/serve.py``, ``calculate_metrics``: ``latency_minus_ttft / (output_len - 1)``
+    when ``output_len > 1``, commit def9ce85ba1079af970a58ed3d42dd861ae35d58)."""
+    d = np.asarray(L_D, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(d > 0, (np.asarray(t_finish) - np.asarray(t_first)) / d, np.nan)
 
 
 def staged_arrivals(sc: Scenario) -> np.ndarray:

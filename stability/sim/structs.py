@@ -154,6 +154,8 @@ STATE_BLOCKS: dict[str, list] = {
         ("n_done", I64, "0"), ("n_batch", I64, "0"), ("n_event", I64, "0"), ("n_tokens", I64, "0"),
         ("n_dec_tok", I64, "0"), ("n_pre_tok", I64, "0"), ("n_not_opt", I64, "0"),
         ("last_done", I64, "0"),  # completions at the end of the latest event (join-shortest-queue)
+        # a loop returns once n_done + n_rej reaches it (closed-loop users, stability.sim.closed_loop)
+        ("stop_at", I64, "1 << 62"),
     ],
     # --- engine core: TBT record per class (histogram; count, sum, max), per-class TBT SLO and, per
     # request, the gaps above its class's SLO, of the tokens emitted at or after tbt_from; recorded
