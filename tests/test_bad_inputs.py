@@ -313,6 +313,9 @@ case("bounds EP without a bus bandwidth", ["bounds", "--gpu-file", "{d}/ep_nobw.
 case("bounds expert width not split by tp", ["bounds", "--gpu-file", "{d}/ep.toml", "--gpu", "tp4",
                                              "--model-file", "{d}/moe_width.toml", "--model", "moewidth",
                                              "--mode", "real"], "models.moewidth.d_ff_expert")
+case("simulate EP beyond the GPU count", ["simulate", "--gpu-file", "{d}/ep.toml", "--gpu", "ep2", "--model",
+                                          "qwen3-30b-a3b", "--mode", "real", "--scheduler", "sarathi",
+                                          "--gpus-r", "1"], "gpus.ep2.ep")
 case("bounds FP8 MoE on Ampere", ["bounds", "--gpu", "a100", "--model", "qwen3-30b-a3b", "--precision",
                                   "fp8"], "a100")
 # --- refused before the work they would start (RAD's n search, validation) ------------------------------

@@ -42,6 +42,13 @@ Where each switch lives
     a = 0.002
     b0 = 256
 
+    [gpus.rtxpro6000-ep2]
+    base = "rtxpro6000"
+    ep = 2                       # expert-parallel group of a mixture of experts (theory.expert_parallel)
+    all2all_backend = "allgather_reducescatter"   # vLLM's default; or "all_to_all" (DeepEP, pplx)
+    allreduce_latency_s = 2e-5   # the interconnect's law, shared with tp
+    allreduce_bandwidth_gbs = 16.0
+
 *Model side* (``[models.<key>]`` of a ``--model-file``; a property of the network)::
 
     [models.no-attn]
@@ -278,6 +285,10 @@ batches also pays the per-batch times. Per term:
 * ``tp``: every width is one GPU's shard and ``s``, ``mu`` stay per GPU; ``l*`` gains the
   per-token all-reduce bytes ``n_ar 2 (tp-1)/tp b d_x / busbw``, latencies amortize away, and
   ``T^max`` pays ``n_ar`` latencies per token. ``r`` counts TP groups.
+* ``ep``: the routed experts' per-token limit keeps its compute (a GPU of a balanced group runs
+  ``tau k`` slots per ``tau`` of its tokens) and gains the dispatch and combine bus bytes per token
+  of every MoE layer over ``busbw``; latencies amortize away, ``T^max`` pays them; ``r`` counts
+  replicas, ``ep`` of which form a group (:mod:`theory.expert_parallel`).
 
 ``t*`` is unchanged by every term (under ``gemm_profile`` it is the tile model's): Assumption 1 is
 a property of the GPU's tiles, and RAD's chunk ``t*_lcm`` and Theorem 2's ``t*_col`` keep using it.
