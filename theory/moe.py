@@ -332,12 +332,7 @@ class MoETerms:
         uniform routing (module docstring: exact expectations of the tile count, active count and
         bytes; the waves' ceiling, the floors' maxima and the fastest tile at the expectation)."""
         tau = np.atleast_1d(np.asarray(tau, dtype=np.int64))
-        if self.ep == 1:
-            widths = set(self.t_col.tolist())
-            by_width = {int(t): expected_blocks(self.E, self.k, tau, int(t)) for t in widths}
-            blocks = np.stack([by_width[int(t)] for t in self.t_col])
-            return self.count * self.grouped(blocks, active_experts(self.E, self.k, tau), tau * self.k)
-        group = tau * self.ep  # the balanced group's tokens (module docstring, expert parallelism)
+        group = tau * self.ep  # the balanced group's tokens (module docstring, expert parallelism; 1: tau)
         by_width = {
             int(t): expected_blocks(self.E, self.k, group, int(t)) / self.ep for t in set(self.t_col.tolist())
         }
