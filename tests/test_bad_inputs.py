@@ -299,6 +299,25 @@ case("check --fast", ["check", "--fast", "--out", "{d}/o"], "--fast was renamed 
 case("simulate --gpus is no abbreviation", ["simulate", "--gpus", "2"], "unrecognized arguments: --gpus")
 case("region --sched is no abbreviation", ["region", "--sched", "rad", "--out", "{d}/o"],
      "unrecognized arguments: --sched")
+# --- mixture of experts and expert parallelism --------------------------------------------------------
+section("mixture of experts")
+case("bounds MoE k > E", ["bounds", "--model-file", "{d}/moe_k.toml", "--model", "moek"],
+     "models.moek.experts_per_token")
+case("bounds EP not dividing the experts", ["bounds", "--gpu-file", "{d}/ep.toml", "--gpu", "ep3",
+                                            "--model", "qwen3-30b-a3b", "--mode", "real"], "gpus.ep3.ep")
+case("bounds EP on a dense model", ["bounds", "--gpu-file", "{d}/ep.toml", "--gpu", "ep2", "--model",
+                                    "mistral-7b", "--mode", "real"], "gpus.ep2.ep")
+case("bounds EP without a bus bandwidth", ["bounds", "--gpu-file", "{d}/ep_nobw.toml", "--gpu", "epnobw",
+                                           "--model", "qwen3-30b-a3b", "--mode", "real"],
+     "gpus.epnobw.allreduce_bandwidth_gbs")
+case("bounds expert width not split by tp", ["bounds", "--gpu-file", "{d}/ep.toml", "--gpu", "tp4",
+                                             "--model-file", "{d}/moe_width.toml", "--model", "moewidth",
+                                             "--mode", "real"], "models.moewidth.d_ff_expert")
+case("simulate EP beyond the GPU count", ["simulate", "--gpu-file", "{d}/ep.toml", "--gpu", "ep2", "--model",
+                                          "qwen3-30b-a3b", "--mode", "real", "--scheduler", "sarathi",
+                                          "--gpus-r", "1"], "gpus.ep2.ep")
+case("bounds FP8 MoE on Ampere", ["bounds", "--gpu", "a100", "--model", "qwen3-30b-a3b", "--precision",
+                                  "fp8"], "a100")
 # --- refused before the work they would start (RAD's n search, validation) ------------------------------
 section("refused before the work")
 COLD = "deterministic:517,33"  # a workload no RAD n search has cached: the search would take minutes
@@ -366,6 +385,12 @@ FILES = {
     "dup_col.csv": "prompt_len,output_len,output_len\n100,5,7\n",
     "extra_cell.csv": "prompt_len,output_len\n100,5\n120,6,9\n",
     "short_row.csv": "prompt_len,output_len\n100\n",
+    "moe_k.toml": '[models.moek]\nbase = "qwen3-30b-a3b"\nexperts_per_token = 129\n',
+    "moe_width.toml": '[models.moewidth]\nbase = "qwen3-30b-a3b"\nd_ff_expert = 770\n',
+    "ep.toml": '[gpus.ep3]\nbase = "rtxpro6000"\nep = 3\nallreduce_bandwidth_gbs = 16.0\n'
+               '[gpus.ep2]\nbase = "rtxpro6000"\nep = 2\nallreduce_bandwidth_gbs = 16.0\n'
+               '[gpus.tp4]\nbase = "h100"\ntp = 4\nallreduce_bandwidth_gbs = 100.0\n',
+    "ep_nobw.toml": '[gpus.epnobw]\nbase = "rtxpro6000"\nep = 2\n',
     "dup_trace.csv": "arrival_time,prompt_len,prompt_len,output_len\n0.1,100,5,5\n0.2,100,5,5\n",
 }
 

@@ -57,7 +57,7 @@ def test_unreplayable_runs_say_why():
     why = {name: unsupported(load_run(name)) for name in shipped_runs()}
     assert why[RTX4090] is None
     assert "model preset" in why["llmservingsim_h100_llama-3.1-70b"]
-    assert "model preset" in why["llmservingsim_rtxpro6000_qwen3-30b-a3b"]
+    assert why["llmservingsim_rtxpro6000_qwen3-30b-a3b"] is None  # DP 2 + EP (tests/test_expert_parallel.py)
     assert "all-reduce" in why["llmservingsim_rtxpro6000_qwen3-32b"]
     with pytest.raises(FieldError, match="replayable run"):
         replay(ReplaySpec("llmservingsim_rtxpro6000_qwen3-32b"))

@@ -523,6 +523,7 @@ NUMERIC_TERMS: dict[str, tuple] = {
     "attention": (T_D_SA, T_P_SA),
     "lm_head": (build_cost_model, T_batch, one_token_batch_rest, chunked_prefill_time),
     "moe": (build_cost_model, MoETerms.time, T_Lin, linear_per_token),
+    "ep": (build_cost_model, MoETerms.time, MoETerms.per_token_limit, shard_memory),
 }
 
 __all__ = [

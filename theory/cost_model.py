@@ -18,6 +18,7 @@ import numpy as np
 
 from theory import added_time
 from theory.errors import FieldError, TileDivisibilityError
+from theory.expert_parallel import COLLECTIVES_PER_LAYER, bus_bytes_per_token, check_ep
 from theory.hardware import GPU, Tile
 from theory.linear_terms import LinearTerms
 from theory.measured import MeasuredLinear
@@ -168,6 +169,8 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
     check_tp(tp, model.n_heads, model.n_kv_heads, model.d_ff, mode, model.key, f"gpus.{gpu.key}")
     if model.moe is not None:
         check_moe(gpu, model)
+    else:
+        check_ep(gt.ep, tp, model, f"gpus.{gpu.key}")
     if gt.linear_law is not None and mt.lm_head:
         raise FieldError(f"models.{model.key}.lm_head", True,
                          f"false on GPU {gpu.key}, whose linear_law replaces the whole linear time")
@@ -275,12 +278,19 @@ def _measured(gpu: GPU, gemms, mode: str) -> MeasuredLinear:
 
 def check_moe(gpu: GPU, model: Model) -> None:
     """Raise :class:`FieldError` where the cost model cannot price ``model``'s MoE layers on ``gpu``
-    (:mod:`theory.moe`): experts split over GPUs, or a law that replaces the whole linear time."""
+    (:mod:`theory.moe`): experts split by tensor parallelism, an expert-parallel group that does not
+    split the experts (:func:`theory.expert_parallel.check_ep`), or a law that replaces the whole
+    linear time."""
     where = f"gpus.{gpu.key}"
     if gpu.terms.tp > 1:
+        width = model.moe.d_ff_expert
+        if width % gpu.terms.tp:
+            raise FieldError(f"models.{model.key}.d_ff_expert", width,
+                             f"a multiple of tp = {gpu.terms.tp} (each expert's width split over the GPUs)")
         raise FieldError(f"{where}.tp", gpu.terms.tp,
-                         f"1 for the mixture of experts {model.key} (tensor and expert parallelism of "
-                         "the experts are not modelled yet)")
+                         f"1 for the mixture of experts {model.key} (tensor parallelism of the experts "
+                         "is not modelled; split them with ep)")
+    check_ep(gpu.terms.ep, gpu.terms.tp, model, where)
     if gpu.terms.linear_law is not None:
         raise FieldError(f"{where}.linear_law", gpu.terms.linear_law.kind,
                          f"no law for the mixture of experts {model.key} (a token-count law has no "
@@ -303,4 +313,16 @@ def moe_terms(gpu: GPU, model: Model, mode: str, tiles: tuple, mu: np.ndarray) -
         traffic=np.array([[float(wb * (r + c) * g.d_red) for g in gemms]
                           for r, c in zip(t_row, t_col, strict=True)]),
         waves=gt.waves, floor_bw=gpu.eta_mem * gpu.bandwidth if gt.memory_floor else 0.0,
-        l2_bw=gt.l2_bandwidth or 0.0, launch_s=len(gemms) * gt.gemm_overhead_s)
+        l2_bw=gt.l2_bandwidth or 0.0, launch_s=len(gemms) * gt.gemm_overhead_s,
+        **_ep_fields(gt, model))
+
+
+def _ep_fields(gt, model: Model) -> dict:
+    """The expert-parallel fields of :class:`theory.moe.MoETerms` (:mod:`theory.expert_parallel`):
+    none at ``ep = 1``."""
+    if gt.ep == 1:
+        return {}
+    per_tok = bus_bytes_per_token(gt.all2all_backend, gt.ep, model.moe.experts_per_token, model.d_x,
+                                  gt.bytes_per_element)
+    return {"ep": gt.ep, "comm_tok_s": COLLECTIVES_PER_LAYER * per_tok / gt.allreduce_bandwidth,
+            "comm_batch_s": COLLECTIVES_PER_LAYER * gt.allreduce_latency_s}

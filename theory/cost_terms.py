@@ -160,6 +160,11 @@ TERMS: dict[str, CostTerm] = {t.name: t for t in (
              "Shoeybi et al. (2019), Megatron-LM, arXiv:1909.08053, Section 3; nccl-tests doc/PERFORMANCE.md",
              "tensor parallelism: one GPU's shard of every GeMM plus the all-reduces",
              keys=("allreduce_latency_s", "allreduce_bandwidth_gbs")),
+    CostTerm("ep", "gpu", "GPUs per expert-parallel group", 1, 1,
+             "vllm-project/vllm@00193b82 vllm/config/parallel.py (enable_expert_parallel, all2all_backend); "
+             "nccl-tests doc/PERFORMANCE.md",
+             "expert parallelism of a mixture of experts: E/ep experts per GPU plus dispatch and combine",
+             keys=("all2all_backend",)),
     CostTerm("attention", "model", "switch", True, True, "Eq. 5-6",
              "self-attention priced (false: 0, as token-count laws assume)"),
     CostTerm("lm_head", "model", "switch", False, False,

@@ -66,8 +66,15 @@ bytes are at least ``S (d_row + d_red) b``, so the MoE time per token is at leas
 (:meth:`MoETerms.per_token_limit`), which it approaches as the batch grows (every expert active,
 each with many tokens): the infimum, as :func:`theory.cost.linear_per_token` needs it.
 
-What is not modelled here: expert parallelism (all-to-all dispatch and combine), tensor parallelism
-of the experts (refused: ``tp`` must be 1 for a MoE model), a measured routing skew, and the
+Expert parallelism (the GPU field ``ep``, :mod:`theory.expert_parallel`): a GPU of an
+expert-parallel group of ``ep`` replicas holds ``E / ep`` experts and, the group's batches taken
+of equal size, runs the slots the group's ``ep tau`` tokens route to them: the expected column
+blocks and active experts are ``1 / ep`` of those of ``ep tau`` tokens over the ``E`` experts
+(each local expert's load is ``Binomial(ep tau, k/E)``), the slots ``tau k``; each MoE layer adds
+its dispatch and combine (``comm_tok_s`` per token, ``comm_batch_s`` per batch).
+
+What is not modelled here: tensor parallelism of the experts (refused: ``tp`` must be 1 for a MoE
+model), expert parallelism with unequal batches across the group, a measured routing skew, and the
 element-wise work of the block (router softmax and top-k, the SwiGLU over the slots, the weighted
 sum) beyond the model's aggregate non-linear rate (:meth:`theory.models.Model.nonlinear_elements_per_token`).
 
@@ -270,6 +277,11 @@ class MoETerms:
         Bytes/s of the memory floor and of the L2 term (0: off).
     launch_s : float
         Fixed time of one MoE layer's launches (``2 gemm_overhead_s``).
+    ep : int
+        GPUs of the expert-parallel group (1: none; :mod:`theory.expert_parallel`).
+    comm_tok_s, comm_batch_s : float
+        One MoE layer's dispatch and combine: seconds per token of the batch (bus bytes over the
+        bus bandwidth) and per batch (the latencies); 0 at ``ep = 1``.
     """
 
     count: int
@@ -287,6 +299,9 @@ class MoETerms:
     floor_bw: float
     l2_bw: float
     launch_s: float
+    ep: int = 1
+    comm_tok_s: float = 0.0
+    comm_batch_s: float = 0.0
 
     def grouped(self, blocks: np.ndarray, active, slots) -> np.ndarray:
         """One MoE layer's expert time given, per tile, the column blocks summed over the experts
@@ -317,9 +332,14 @@ class MoETerms:
         uniform routing (module docstring: exact expectations of the tile count, active count and
         bytes; the waves' ceiling, the floors' maxima and the fastest tile at the expectation)."""
         tau = np.atleast_1d(np.asarray(tau, dtype=np.int64))
-        by_width = {int(t): expected_blocks(self.E, self.k, tau, int(t)) for t in set(self.t_col.tolist())}
+        group = tau * self.ep  # the balanced group's tokens (module docstring, expert parallelism; 1: tau)
+        by_width = {
+            int(t): expected_blocks(self.E, self.k, group, int(t)) / self.ep for t in set(self.t_col.tolist())
+        }
         blocks = np.stack([by_width[int(t)] for t in self.t_col])
-        return self.count * self.grouped(blocks, active_experts(self.E, self.k, tau), tau * self.k)
+        local = self.grouped(blocks, active_experts(self.E, self.k, group) / self.ep, tau * self.k)
+        comm = np.where(tau > 0, tau * self.comm_tok_s + self.comm_batch_s, 0.0)
+        return self.count * (local + comm)
 
     def layer_time_of_loads(self, loads) -> float:
         """One MoE layer's expert time when the experts receive ``loads`` tokens (one count per
@@ -344,4 +364,4 @@ class MoETerms:
                     comp = max(comp, self.k * self.abytes[g] / self.floor_bw)
                 best = min(best, comp)
             total += best
-        return self.count * float(total)
+        return self.count * float(total + self.comm_tok_s)

@@ -397,6 +397,8 @@ SYMBOLIC_TERMS: dict[str, tuple | NumericOnly] = {
     "lm_head": NumericOnly(f"a vocab-projection row per decode and chunk, {_BY_HAND}"),
     "moe": (SymbolicCostModel.T_MoE, SymbolicCostModel.T_Lin, SymbolicCostModel.T_batch,
             SymbolicCostModel.T_max_described),
+    "ep": NumericOnly(f"the experts of a balanced expert-parallel group plus dispatch and combine, "
+                      f"{_BY_HAND.replace('test_cost_terms', 'test_expert_parallel')}"),
 }
 SYMBOLIC_ADDED: dict[str, AddedTime] = {}  # the symbolic formulas of the added-time terms
 

@@ -42,6 +42,13 @@ Where each switch lives
     a = 0.002
     b0 = 256
 
+    [gpus.rtxpro6000-ep2]
+    base = "rtxpro6000"
+    ep = 2                       # expert-parallel group of a mixture of experts (theory.expert_parallel)
+    all2all_backend = "allgather_reducescatter"   # vLLM's default; or "all_to_all" (DeepEP, pplx)
+    allreduce_latency_s = 2e-5   # the interconnect's law, shared with tp
+    allreduce_bandwidth_gbs = 16.0
+
 *Model side* (``[models.<key>]`` of a ``--model-file``; a property of the network)::
 
     [models.no-attn]
@@ -278,6 +285,10 @@ batches also pays the per-batch times. Per term:
 * ``tp``: every width is one GPU's shard and ``s``, ``mu`` stay per GPU; ``l*`` gains the
   per-token all-reduce bytes ``n_ar 2 (tp-1)/tp b d_x / busbw``, latencies amortize away, and
   ``T^max`` pays ``n_ar`` latencies per token. ``r`` counts TP groups.
+* ``ep``: the routed experts' per-token limit keeps its compute (a GPU of a balanced group runs
+  ``tau k`` slots per ``tau`` of its tokens) and gains the dispatch and combine bus bytes per token
+  of every MoE layer over ``busbw``; latencies amortize away, ``T^max`` pays them; ``r`` counts
+  replicas, ``ep`` of which form a group (:mod:`theory.expert_parallel`).
 
 ``t*`` is unchanged by every term (under ``gemm_profile`` it is the tile model's): Assumption 1 is
 a property of the GPU's tiles, and RAD's chunk ``t*_lcm`` and Theorem 2's ``t*_col`` keep using it.
@@ -305,6 +316,7 @@ import numpy as np
 from theory.config import read_bool
 from theory.cost_terms import TERMS, read_added
 from theory.errors import FieldError
+from theory.expert_parallel import DEFAULT_BACKEND, check_backend
 from theory.tp_split import allreduce_count, allreduce_time, check_tp, fit_allreduce_law, shard_memory
 
 LAW_KINDS = ("staircase",)
@@ -374,7 +386,11 @@ class GpuTerms:
     allreduce_latency_s : float
         Latency of one all-reduce, seconds.
     allreduce_bandwidth : float or None
-        NCCL bus bandwidth of the interconnect, bytes/s (required when ``tp > 1``).
+        NCCL bus bandwidth of the interconnect, bytes/s (required when ``tp > 1`` or ``ep > 1``).
+    ep : int
+        Expert-parallel group of a mixture of experts (:mod:`theory.expert_parallel`).
+    all2all_backend : str
+        How the group's tokens reach the experts (:data:`theory.expert_parallel.BACKENDS`).
     linear_law : LinearLaw or None
         Replaces ``T_Lin + tau / mu_nLin``.
     bytes_per_element : int
@@ -400,6 +416,8 @@ class GpuTerms:
     tp: int = TERMS["tp"].default
     allreduce_latency_s: float = 0.0
     allreduce_bandwidth: float | None = None
+    ep: int = TERMS["ep"].default
+    all2all_backend: str = DEFAULT_BACKEND
     linear_law: LinearLaw | None = TERMS["linear_law"].default
     bytes_per_element: int = 2
     gemm_profile: str | None = TERMS["gemm_profile"].default
@@ -499,6 +517,13 @@ def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTe
     elif tp > 1:
         raise FieldError(f"{where}.allreduce_bandwidth_gbs", None,
                          f"the interconnect's all-reduce bus bandwidth in GB/s (needed with tp = {tp})")
+    ep = table.get("ep", 1)
+    if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1:
+        raise FieldError(f"{where}.ep", ep, "an integer >= 1 (expert-parallel group size)")
+    if ep > 1 and bw is None:
+        raise FieldError(f"{where}.allreduce_bandwidth_gbs", None,
+                         f"the interconnect's bus bandwidth in GB/s (needed with ep = {ep})")
+    backend = check_backend(table.get("all2all_backend", DEFAULT_BACKEND), where)
     law = _law_from(table["linear_law"], f"{where}.linear_law") if "linear_law" in table else None
     l2 = _positive(table, "l2_bandwidth_gbs", where) * 1e9 if "l2_bandwidth_gbs" in table else None
     profile, profile_gpu = _profile_fields(table, where, where.rpartition(".")[2])
@@ -510,7 +535,8 @@ def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTe
                      attention_call_s=_nonneg(table, "attention_call_s", where, GpuTerms.attention_call_s),
                      mixed_decode_eta=_nonneg(table, "mixed_decode_eta", where, GpuTerms.mixed_decode_eta),
                      tp=tp, allreduce_latency_s=_nonneg(table, "allreduce_latency_s", where, 0.0),
-                     allreduce_bandwidth=bw, linear_law=law, bytes_per_element=int(bytes_per_element),
+                     allreduce_bandwidth=bw, ep=ep, all2all_backend=backend, linear_law=law,
+                     bytes_per_element=int(bytes_per_element),
                      gemm_profile=profile, gemm_profile_gpu=profile_gpu,
                      added=read_added(table, where, "gpu"))
     if law is not None:

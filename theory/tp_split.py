@@ -44,7 +44,7 @@ def check_tp(tp: int, n_heads: int, n_kv_heads: int, d_ff: int, mode: str, model
         raise FieldError(f"{where}.tp", tp, f"a divisor of d_ff = {d_ff} of model {model_key}")
 
 
-def shard_memory(model, tp: int, bytes_per_element: int | None = None) -> tuple[float, float]:
+def shard_memory(model, tp: int, bytes_per_element: int | None = None, ep: int = 1) -> tuple[float, float]:
     """(weight bytes, KV bytes per token) that one GPU of a ``tp``-way tensor-parallel replica holds.
 
     Every weight matrix is split ``tp`` ways (Megatron-LM; the embedding and the vocab projection
@@ -55,8 +55,12 @@ def shard_memory(model, tp: int, bytes_per_element: int | None = None) -> tuple[
     (``ModelConfig.get_num_kv_heads``: ``max(1, total_num_kv_heads // tensor_parallel_size)``,
     vllm-project/vllm ``vllm/config.py``). ``tp = 1`` gives the whole model's
     ``weight_bytes()`` and ``kv_bytes_per_token()``. ``bytes_per_element`` ``None`` counts both at
-    the model's precision (:mod:`theory.precision`: one byte per element at fp8).
+    the model's precision (:mod:`theory.precision`: one byte per element at fp8). ``ep > 1`` (an
+    expert-parallel group, ``tp = 1``) keeps ``1/ep`` of the routed experts' weights on the GPU
+    (:func:`theory.expert_parallel.shard_weights`); the KV cache is the replica's own.
     """
+    from theory.expert_parallel import shard_weights
+
     if bytes_per_element is None:
         bytes_per_element = model.bytes_per_element
     weights = model.weight_bytes(bytes_per_element) / tp
@@ -64,6 +68,7 @@ def shard_memory(model, tp: int, bytes_per_element: int | None = None) -> tuple[
     if tp > model.n_kv_heads:  # one whole K and V head per GPU, not its 1/tp share
         kv_proj = 2.0 * model.N * model.d_x * model.head_dim * bytes_per_element
         weights += kv_proj * (1.0 - model.n_kv_heads / tp)
+    weights = shard_weights(model, ep, weights, bytes_per_element)
     return weights, model.kv_bytes_per_token(bytes_per_element) * heads / model.n_kv_heads
 
 

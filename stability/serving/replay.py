@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stability.serving.ep_replay import data_parallel, expert_parallel, gpu_file, unsupported_parallel
 from stability.sim.simulate import Scenario, SimResult, simulate
 from theory.errors import FieldError
 from theory.models import get_model
@@ -106,8 +107,9 @@ def unsupported(run: ServingRun) -> str | None:
     kw = run.engine_kwargs
     if run.model is None:
         return f"no llmq model preset for {run.hf_model}"
-    if kw.get("enable_expert_parallel") or int(kw.get("data_parallel_size") or 1) > 1:
-        return "data and expert parallelism are not simulated"
+    parallel = unsupported_parallel(run, get_model(run.model).moe is not None)
+    if parallel:
+        return parallel
     if int(kw.get("tensor_parallel_size") or 1) > 1:
         return f"no measured all-reduce law for tensor parallelism on {run.gpu}"
     if run.requests is None:
@@ -170,9 +172,11 @@ def replay(spec: ReplaySpec) -> Replay:
             w.writerow(("arrival_time", "prompt_len", "output_len", "prefix_parent", "shared_prefix_tokens"))
             w.writerows(zip(arrival.tolist(), rq.prompt_tokens.tolist(), decodes.tolist(), parent.tolist(),
                             shared.tolist(), strict=True))
-        sc = Scenario(gpu=run.gpu, model=run.model, mode=spec.mode, scheduler=spec.scheduler,
+        gpu, gpu_path = gpu_file(run, tmp) if expert_parallel(run) > 1 else (run.gpu, None)
+        sc = Scenario(gpu=gpu, model=run.model, mode=spec.mode, scheduler=spec.scheduler,
                       options=engine_options(run, spec.scheduler), trace=str(trace),
-                      n_requests=int(arrival.size), load=None)
+                      n_requests=int(arrival.size), load=None, gpu_file=gpu_path,
+                      r=data_parallel(run), planner="jsq" if data_parallel(run) > 1 else "random")
         t0 = time.perf_counter()
         res = simulate(sc)
         wall = time.perf_counter() - t0

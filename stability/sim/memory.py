@@ -83,7 +83,7 @@ def capacity_blocks(cm: CostModel, gpu_memory_utilization: float = 0.9,
                     block_size: int = BLOCK_SIZE) -> int:
     """KV blocks that fit beside the weights in ``gpu_memory_utilization`` of the GPU's memory
     (one GPU's shares of both for a tensor-parallel replica: :func:`theory.terms.shard_memory`)."""
-    weights, kv_per_token = shard_memory(cm.model, cm.gpu.terms.tp)
+    weights, kv_per_token = shard_memory(cm.model, cm.gpu.terms.tp, ep=cm.gpu.terms.ep)
     usable = gpu_memory_utilization * cm.gpu.memory_bytes - weights
     per_block = kv_per_token * block_size
     return max(0, math.floor(usable / per_block))

@@ -44,6 +44,7 @@ from theory.bounds import T_bar_R
 from theory.builder import CostSpec, cost_model
 from theory.cost import CostModel
 from theory.errors import FieldError, UnknownNameError, require_positive, require_positive_int
+from theory.expert_parallel import check_group
 from theory.workload import Workload, get_workload, read_trace
 
 
@@ -359,6 +360,8 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
     and ``progress(k)`` (optional) is told of completed requests."""
     validate_scenario(sc)
     cm = cost_model_of(sc)
+    if cm.gpu.terms.ep > 1:  # the replicas form expert-parallel groups of ep GPUs (theory.expert_parallel)
+        check_group(cm.gpu.terms.ep, sc.r, f"gpus.{cm.gpu.key}.ep")
     w = workload_of(sc, cm)
     scheduler = get_scheduler(sc.scheduler)
     classes = parse_classes(sc.classes) if sc.classes else ()

@@ -99,7 +99,7 @@ def kv_capacity_tokens(cm: CostModel, gpu_memory_utilization: float = 0.9) -> fl
     ``b_kv`` are at the model's precision (:mod:`theory.precision`: one byte per element at fp8)."""
     if not 0 < gpu_memory_utilization <= 1:
         raise FieldError("gpu_memory_utilization", gpu_memory_utilization, "a fraction in (0, 1]")
-    weights, kv_per_token = shard_memory(cm.model, cm.gpu.terms.tp)
+    weights, kv_per_token = shard_memory(cm.model, cm.gpu.terms.tp, ep=cm.gpu.terms.ep)
     return max(0.0, (gpu_memory_utilization * cm.gpu.memory_bytes - weights) / kv_per_token)
 
 

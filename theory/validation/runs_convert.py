@@ -68,9 +68,10 @@ BENCH_RUNS = {
     "llmservingsim_rtxpro6000_llama-3.1-8b": BenchRun("RTXPRO6000/Llama-3.1-8B", "rtxpro6000", 1,
                                                       "llama-3.1-8b"),
     "llmservingsim_rtxpro6000_qwen3-32b": BenchRun("RTXPRO6000/Qwen3-32B", "rtxpro6000", 2, "qwen3-32b"),
-    # a mixture of experts (DP 2 with expert parallelism): no llmq preset yet
+    # a mixture of experts (DP 2 with expert parallelism); the preset's layer shapes are the
+    # Instruct-2507 variant's (theory/data/models.toml, qwen3-30b-a3b)
     "llmservingsim_rtxpro6000_qwen3-30b-a3b": BenchRun("RTXPRO6000/Qwen3-30B-A3B-Instruct-2507", "rtxpro6000",
-                                                       2, None),
+                                                       2, "qwen3-30b-a3b"),
 }
 ARTIFACT_RUN = "llmservingsim_h100_llama-3.1-70b"
 # the artifact's single-dense (SD) scenario: source path -> shipped file (copied byte for byte)

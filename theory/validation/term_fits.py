@@ -56,6 +56,8 @@ FIT_TERMS: dict[str, Fit] = {
     "lm_head": Fit(None, "a model switch"),
     "moe": Fit(None, "structural: the expert count, experts per token and widths are the model's "
                      "config.json; the routing law is uniform until a measured skew is shipped"),
+    "ep": Fit("theory.tp_split:fit_allreduce_law", "the interconnect's latency and bus bandwidth, as the "
+                                                   "all-reduce law's"),
 }
 
 
