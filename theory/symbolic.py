@@ -397,6 +397,9 @@ SYMBOLIC_TERMS: dict[str, tuple | NumericOnly] = {
     "lm_head": NumericOnly(f"a vocab-projection row per decode and chunk, {_BY_HAND}"),
     "moe": (SymbolicCostModel.T_MoE, SymbolicCostModel.T_Lin, SymbolicCostModel.T_batch,
             SymbolicCostModel.T_max_described),
+    "cudagraph_capture_sizes": NumericOnly(f"Eq. 4 at the token count rounded up to a captured size, "
+                                           f"{_BY_HAND}"),
+    "frontend_s": NumericOnly("a time per request added to its TTFT and latency, in no batch and no bound"),
 }
 SYMBOLIC_ADDED: dict[str, AddedTime] = {}  # the symbolic formulas of the added-time terms
 
@@ -405,6 +408,9 @@ def register_added_time(name: str, formula: AddedTime) -> None:
     """Register the symbolic formula of the declared added-time term ``name``: its slots over a
     :class:`SymbolicCostModel`, a sympy value and (per decode) one sympy position."""
     added_time.register(name, formula, SYMBOLIC_ADDED)
+
+
+register_added_time("engine_step_s", AddedTime(per_batch=lambda scm, v: v))  # once per batch, exact
 
 
 def _moe_of(cm: CostModel) -> tuple | None:

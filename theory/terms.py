@@ -304,6 +304,7 @@ import numpy as np
 
 from theory.config import read_bool
 from theory.cost_terms import TERMS, read_added
+from theory.engine_terms import check_capture_sizes
 from theory.errors import FieldError
 from theory.tp_split import allreduce_count, allreduce_time, check_tp, fit_allreduce_law, shard_memory
 
@@ -386,6 +387,12 @@ class GpuTerms:
         The ``gpu`` rows of ``gemm_profile`` to use.
     added : tuple of (str, float)
         The added-time terms switched on (:mod:`theory.cost_terms`), with their values.
+    cudagraph_capture_sizes : tuple of int or None
+        The engine's CUDA-graph capture sizes, ascending: a step of at most the largest runs its
+        linear GeMMs at the least size at or above its token count (:mod:`theory.engine_terms`;
+        ``None``: no padding).
+    frontend_s : float
+        The API front end's seconds per request, added to TTFT and latency (:mod:`theory.engine_terms`).
 
     The defaults of the terms are those of the table (:data:`theory.cost_terms.TERMS`).
     """
@@ -405,6 +412,8 @@ class GpuTerms:
     gemm_profile: str | None = TERMS["gemm_profile"].default
     gemm_profile_gpu: str | None = None
     added: tuple[tuple[str, float], ...] = ()
+    cudagraph_capture_sizes: tuple[int, ...] | None = TERMS["cudagraph_capture_sizes"].default
+    frontend_s: float = TERMS["frontend_s"].default
 
     @property
     def linear_plain(self) -> bool:
@@ -417,7 +426,8 @@ class GpuTerms:
     def plain(self) -> bool:
         """Whether every GPU-side term is off (Eq. 2-6 as printed)."""
         return (self.linear_plain and not self.attention_waves and not self.attention_call_s
-                and not self.mixed_decode_eta and not self.added)
+                and not self.mixed_decode_eta and not self.added and self.cudagraph_capture_sizes is None
+                and not self.frontend_s)
 
 
 @dataclass(frozen=True)
@@ -512,7 +522,11 @@ def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTe
                      tp=tp, allreduce_latency_s=_nonneg(table, "allreduce_latency_s", where, 0.0),
                      allreduce_bandwidth=bw, linear_law=law, bytes_per_element=int(bytes_per_element),
                      gemm_profile=profile, gemm_profile_gpu=profile_gpu,
-                     added=read_added(table, where, "gpu"))
+                     added=read_added(table, where, "gpu"),
+                     cudagraph_capture_sizes=(check_capture_sizes(table["cudagraph_capture_sizes"],
+                                                                  f"{where}.cudagraph_capture_sizes")
+                                              if "cudagraph_capture_sizes" in table else None),
+                     frontend_s=_nonneg(table, "frontend_s", where, GpuTerms.frontend_s))
     if law is not None:
         for field, on in (("memory_floor", terms.memory_floor), ("waves", terms.waves),
                           ("gemm_overhead_s", terms.gemm_overhead_s > 0), ("tp", tp > 1),

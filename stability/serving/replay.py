@@ -35,9 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import tomli_w
 
 from stability.sim.simulate import Scenario, SimResult, simulate
+from theory.engine_terms import default_capture_sizes, with_frontend
 from theory.errors import FieldError
+from theory.hardware import gpu_table
 from theory.models import get_model
 from theory.validation.serving_metrics import latency, tpot, ttft
 from theory.validation.serving_runs import ServingRun, load_run
@@ -53,6 +56,35 @@ SCHEDULERS = {
 
 
 @dataclass(frozen=True)
+class EngineCosts:
+    """The costs the engine adds (:mod:`theory.engine_terms`), as a replay applies them.
+
+    Attributes
+    ----------
+    engine_step_s : float
+        The engine's host time per step (``engine_step_s``), seconds >= 0.
+    cudagraphs : bool
+        Pad each step's linear GeMMs to the run's CUDA-graph capture sizes (:func:`capture_sizes`:
+        none where the run ran eager).
+    frontend_s : float
+        The front end's time per request (``frontend_s``), added to TTFT and latency. The shipped
+        runs measure both from the engine's queue time, after the front end: 0 for them.
+    """
+
+    engine_step_s: float = 0.0
+    cudagraphs: bool = True
+    frontend_s: float = 0.0
+
+    def __post_init__(self):
+        for name in ("engine_step_s", "frontend_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
+                raise FieldError(f"engine.{name}", v, "a finite number >= 0 (seconds)")
+        if not isinstance(self.cudagraphs, bool):
+            raise FieldError("engine.cudagraphs", self.cudagraphs, "true or false")
+
+
+@dataclass(frozen=True)
 class ReplaySpec:
     """How to replay a run: which run, on which scheduler, in which layer mode.
 
@@ -65,11 +97,14 @@ class ReplaySpec:
         or ``sarathi`` (Sarathi-Serve's).
     mode : str
         The cost model's layer mode (``real``: GQA and SwiGLU as served).
+    engine : EngineCosts or None
+        The engine's costs (:mod:`theory.engine_terms`); None: the GPU's cost model alone.
     """
 
     run: str
     scheduler: str = "vllm_v1"
     mode: str = "real"
+    engine: EngineCosts | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,6 +175,38 @@ def engine_options(run: ServingRun, scheduler: str = "vllm_v1") -> tuple[tuple[s
     return tuple(sorted(options.items()))
 
 
+def capture_sizes(run: ServingRun) -> tuple[int, ...] | None:
+    """The CUDA-graph capture sizes ``run``'s engine padded its steps to: its resolved
+    ``compilation_config.cudagraph_capture_sizes`` where recorded, else vLLM's default for its
+    ``max_num_seqs`` (:func:`theory.engine_terms.default_capture_sizes`); None where it ran eager
+    (``enforce_eager``, or a recorded ``cudagraph_mode`` of NONE)."""
+    rc = run.resolved_config
+    model_config, comp = rc.get("model_config") or {}, rc.get("compilation_config") or {}
+    if model_config.get("enforce_eager") or run.engine_kwargs.get("enforce_eager"):
+        return None
+    if comp.get("cudagraph_mode") in (0, [0, 0], "NONE"):
+        return None
+    if comp.get("cudagraph_capture_sizes"):
+        return tuple(sorted(int(x) for x in comp["cudagraph_capture_sizes"]))
+    return default_capture_sizes(int(dict(engine_options(run))["max_num_seqs"]))
+
+
+def _engine_gpu_file(run: ServingRun, engine: EngineCosts, folder: Path) -> str:
+    """A GPU file whose profile ``run.gpu`` is the real-mode preset with ``engine``'s terms on."""
+    table = gpu_table(run.gpu, calibrated=True)
+    table.pop("calibration", None)
+    if engine.engine_step_s:
+        table["engine_step_s"] = float(engine.engine_step_s)
+    if engine.frontend_s:
+        table["frontend_s"] = float(engine.frontend_s)
+    sizes = capture_sizes(run) if engine.cudagraphs else None
+    if sizes:
+        table["cudagraph_capture_sizes"] = list(sizes)
+    path = folder / "gpus.toml"
+    path.write_text(tomli_w.dumps({"gpus": {run.gpu: table}}), encoding="utf-8")
+    return str(path)
+
+
 def prefix_relation(run: ServingRun) -> tuple[np.ndarray, np.ndarray]:
     """The trace's prefix relation in the engine's queue order (the replay's request order):
     each request's prefix parent (its row in that order, -1: none) and shared prompt tokens; a
@@ -170,9 +237,10 @@ def replay(spec: ReplaySpec) -> Replay:
             w.writerow(("arrival_time", "prompt_len", "output_len", "prefix_parent", "shared_prefix_tokens"))
             w.writerows(zip(arrival.tolist(), rq.prompt_tokens.tolist(), decodes.tolist(), parent.tolist(),
                             shared.tolist(), strict=True))
+        gpu_file = None if spec.engine is None else _engine_gpu_file(run, spec.engine, Path(tmp))
         sc = Scenario(gpu=run.gpu, model=run.model, mode=spec.mode, scheduler=spec.scheduler,
                       options=engine_options(run, spec.scheduler), trace=str(trace),
-                      n_requests=int(arrival.size), load=None)
+                      n_requests=int(arrival.size), load=None, gpu_file=gpu_file)
         t0 = time.perf_counter()
         res = simulate(sc)
         wall = time.perf_counter() - t0
@@ -180,9 +248,10 @@ def replay(spec: ReplaySpec) -> Replay:
     if np.any(~np.isfinite(got["t_finish"])):
         raise FieldError(f"run {run.name}: replay", int(np.sum(~np.isfinite(got["t_finish"]))),
                          "every request finished (some were rejected or never ran)")
-    predicted = {"ttft": ttft(got["arrival"], got["t_first"]),
-                 "tpot": tpot(got["t_first"], got["t_finish"], decodes + 1),
-                 "latency": latency(got["arrival"], got["t_finish"])}
+    p_ttft, p_latency = with_frontend(res.cost_model, ttft(got["arrival"], got["t_first"]),
+                                      latency(got["arrival"], got["t_finish"]))
+    predicted = {"ttft": p_ttft, "tpot": tpot(got["t_first"], got["t_finish"], decodes + 1),
+                 "latency": p_latency}
     measured = {"ttft": ttft(rq.arrival, rq.first_token),
                 "tpot": tpot(rq.first_token, rq.last_token, rq.output_tokens),
                 "latency": latency(rq.arrival, rq.last_token)}
