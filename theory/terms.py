@@ -98,6 +98,17 @@ The terms and what they change
     blocks and heads, not Eq. 6's two GeMMs over one head, so their wave count is not Eq. 6's.
 ``overhead_s`` (GPU, float >= 0)
     A fixed time per batch (kernel launches, scheduling); exists since calibration.
+``engine_step_s`` (GPU, float >= 0; an added-time term)
+    The serving engine's host time per step (scheduling, input preparation, sampling, output
+    processing), which a GPU profile of kernels does not hold: a constant per non-empty batch,
+    like ``overhead_s`` (:mod:`theory.engine_terms`).
+``cudagraph_capture_sizes`` (GPU, list of token counts; absent: off)
+    The engine's CUDA-graph sizes: a step of ``tau`` tokens, at most the largest size, runs its
+    linear GeMMs at the least size ``>= tau`` (:func:`theory.engine_terms.pad_tokens`, inside
+    :func:`theory.cost.T_Lin`), as vLLM v1 pads its steps (:mod:`theory.engine_terms`).
+``frontend_s`` (GPU, float >= 0)
+    The API front end's time per request (tokenize, detokenize, HTTP), added to each request's
+    TTFT and latency and to no batch (:mod:`theory.engine_terms`).
 ``gemm_overhead_s`` (GPU, float >= 0)
     A fixed time ``c_0`` per linear GeMM: each batch pays ``c_0`` times the model's number of
     linear GeMMs (Eq. 4's sum, ``N`` layers), and each GeMM alone pays ``c_0``
@@ -278,6 +289,11 @@ batches also pays the per-batch times. Per term:
 * ``tp``: every width is one GPU's shard and ``s``, ``mu`` stay per GPU; ``l*`` gains the
   per-token all-reduce bytes ``n_ar 2 (tp-1)/tp b d_x / busbw``, latencies amortize away, and
   ``T^max`` pays ``n_ar`` latencies per token. ``r`` counts TP groups.
+* ``engine_step_s`` ``c``: as ``overhead_s`` (amortized in ``T_bar^R``; ``T^max`` gains ``l c``;
+  the certified capacity's ``c_fix`` gains ``c``).
+* ``cudagraph_capture_sizes``: ``l*`` unchanged (``T_Lin(pad(tau)) >= l* pad(tau) >= l* tau``);
+  ``T^max`` takes ``T_Lin(pad(1))``; the certified capacity's ``G(tau)`` is the padded time.
+* ``frontend_s``: no batch, so no bound changes (latency, not work).
 
 ``t*`` is unchanged by every term (under ``gemm_profile`` it is the tile model's): Assumption 1 is
 a property of the GPU's tiles, and RAD's chunk ``t*_lcm`` and Theorem 2's ``t*_col`` keep using it.

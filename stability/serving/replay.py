@@ -19,6 +19,13 @@ a request's first token (:mod:`stability.sim.engine`), and the trace's prefix re
 turns it on by default; a relation whose parent the engine queued after the child is left out).
 Nothing of the run's measured output (first-token or last-token times) enters the replay.
 
+The engine's own costs (:class:`EngineCosts`, :mod:`theory.engine_terms`) are applied as the run's
+configuration states them: each step's linear GeMMs padded to the CUDA-graph capture sizes
+(:func:`capture_sizes`: the resolved ``cudagraph_capture_sizes``, vLLM's default where the run
+does not record it, none where it ran eager); no host time per step (``engine_step_s`` fitted on
+one run does not carry to the other: ``stability.serving.fit``); no front-end time, since the runs
+measure TTFT and latency from the engine's queue time, after the front end.
+
 References
 ----------
 vllm-project/vllm ``vllm/engine/arg_utils.py`` (``EngineArgs``: ``block_size`` 16,
@@ -98,13 +105,15 @@ class ReplaySpec:
     mode : str
         The cost model's layer mode (``real``: GQA and SwiGLU as served).
     engine : EngineCosts or None
-        The engine's costs (:mod:`theory.engine_terms`); None: the GPU's cost model alone.
+        The engine's costs (:mod:`theory.engine_terms`; default: the CUDA-graph padding the run's
+        configuration states, no host time per step, no front-end time); None: the GPU's preset
+        cost model alone.
     """
 
     run: str
     scheduler: str = "vllm_v1"
     mode: str = "real"
-    engine: EngineCosts | None = None
+    engine: EngineCosts | None = EngineCosts()
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,7 +125,8 @@ class Replay:
     run : ServingRun
         The run.
     scenario : Scenario
-        The simulated scenario (its trace is a temporary file, gone once the replay returns).
+        The simulated scenario (its trace and GPU file are temporary files, gone once the replay
+        returns).
     measured, predicted : dict of numpy.ndarray
         ``ttft``, ``tpot``, ``latency`` per request, as vLLM's benchmark client defines them.
     kv_blocks : int
@@ -193,8 +203,7 @@ def capture_sizes(run: ServingRun) -> tuple[int, ...] | None:
 
 def _engine_gpu_file(run: ServingRun, engine: EngineCosts, folder: Path) -> str:
     """A GPU file whose profile ``run.gpu`` is the real-mode preset with ``engine``'s terms on."""
-    table = gpu_table(run.gpu, calibrated=True)
-    table.pop("calibration", None)
+    table = gpu_table(run.gpu, calibrated=True)  # its calibration's provenance kept
     if engine.engine_step_s:
         table["engine_step_s"] = float(engine.engine_step_s)
     if engine.frontend_s:
