@@ -12,6 +12,7 @@ import sympy as sp
 from stability.serving.replay import EngineCosts, capture_sizes, engine_options
 from stability.sim.gpu import run_gpu
 from stability.sim.registry import get_scheduler
+from stability.sim.simulate import Scenario, simulate
 from tests import reference_sim as ref
 from tests.toys import toy_cost_model
 from theory import symbolic
@@ -158,6 +159,20 @@ def test_frontend_adds_latency_only():
     assert T_batch(on, b) == T_batch(off, b)
     w = Workload.from_pairs("one", [40], [12])
     assert capacity_bound(on, w, b_max=16).bound == capacity_bound(off, w, b_max=16).bound
+
+
+def test_frontend_in_the_simulators_summary(tmp_path):
+    """A simulated run's summary: TTFT and latency percentiles shifted by the front end's time
+    exactly, the throughput and the batches unchanged."""
+    path = tmp_path / "g.toml"
+    path.write_text('[gpus.fe]\nbase = "a100"\nfrontend_s = 0.05\n[gpus.plain]\nbase = "a100"\n')
+    runs = {key: simulate(Scenario(gpu=key, gpu_file=str(path), scheduler="sarathi", n_requests=300,
+                                   load=0.5, seed=4)).summary() for key in ("fe", "plain")}
+    on, off = runs["fe"], runs["plain"]
+    assert on["batches"] == off["batches"] and on["throughput"] == off["throughput"]
+    for metric in ("ttft", "latency"):
+        for stat, value in off[metric].items():
+            assert on[metric][stat] == pytest.approx(value + 0.05, rel=1e-12), (metric, stat)
 
 
 # --- bad inputs ----------------------------------------------------------------------------------
