@@ -3,17 +3,20 @@
 request (``frontend_s``), each against a computation by hand, through the compiled simulator
 against the reference simulator, and in the certified capacity as the term's docstring says."""
 
+import json
 from dataclasses import replace
 
 import numpy as np
 import pytest
 import sympy as sp
 
+from stability.serving.fit import fit_engine_step, held_out, replay_error
 from stability.serving.replay import EngineCosts, capture_sizes, engine_options
 from stability.sim.gpu import run_gpu
 from stability.sim.registry import get_scheduler
 from stability.sim.simulate import Scenario, simulate
 from tests import reference_sim as ref
+from tests.test_serving_replay import small_run
 from tests.toys import toy_cost_model
 from theory import symbolic
 from theory.bounds import T_bar_R
@@ -114,6 +117,22 @@ def test_padding_in_the_certified_capacity():
     assert 0 < lock <= b_on
 
 
+def test_an_eager_run_is_not_padded(tmp_path):
+    """A run whose resolved configuration says enforce_eager (or cudagraph_mode NONE) has no
+    capture sizes; one that records none gets vLLM's default for its max_num_seqs."""
+    folder = small_run(tmp_path, keep=5)
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["resolved_config"]["model_config"]["enforce_eager"] = True
+    (folder / "meta.json").write_text(json.dumps(meta))
+    assert capture_sizes(load_run(folder)) is None
+    meta["resolved_config"]["model_config"]["enforce_eager"] = False
+    meta["resolved_config"]["compilation_config"]["cudagraph_mode"] = 0
+    (folder / "meta.json").write_text(json.dumps(meta))
+    assert capture_sizes(load_run(folder)) is None
+    run = load_run("llmservingsim_rtxpro6000_llama-3.1-8b")  # no resolved configuration recorded
+    assert capture_sizes(run) == default_capture_sizes(run.engine_kwargs["max_num_seqs"])
+
+
 # --- engine_step_s -------------------------------------------------------------------------------
 
 
@@ -142,6 +161,23 @@ def test_engine_step_read_from_a_gpu_file(tmp_path):
     assert gpu.terms.frontend_s == 0.01 and gpu.terms.cudagraph_capture_sizes == (1, 2, 4, 8)
     cm = cost_model(CostSpec("x", "mistral-7b", "paper", gpu_file=str(path)))
     assert not cm.plain
+
+
+def test_engine_step_fit_is_the_least_replay_error(tmp_path):
+    """The fit's training error at each grid value is the replay's, and it picks the least; leave
+    one out fits each run on the others only."""
+    runs = tuple(str(small_run(tmp_path, name, keep=40)) for name in (
+        "llmservingsim_rtx4090_llama-3.1-8b", "llmservingsim_rtxpro6000_llama-3.1-8b"))
+    grid = (0.0, 2e-3)
+    fit = fit_engine_step(runs[:1], grid)
+    assert fit.errors == {g: pytest.approx(replay_error(runs[0], g), rel=1e-12) for g in grid}
+    assert fit.errors[fit.engine_step_s] == min(fit.errors.values())
+    assert held_out(runs, grid) == {runs[0]: fit_engine_step(runs[1:], grid).engine_step_s,
+                                    runs[1]: fit.engine_step_s}
+    with pytest.raises(FieldError, match="runs"):
+        held_out(runs[:1], grid)
+    with pytest.raises(FieldError, match="grid"):
+        fit_engine_step(runs[:1], (-1.0,))
 
 
 # --- frontend_s ----------------------------------------------------------------------------------
