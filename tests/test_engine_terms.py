@@ -180,6 +180,17 @@ def test_engine_step_fit_is_the_least_replay_error(tmp_path):
         fit_engine_step(runs[:1], (-1.0,))
 
 
+def test_the_example_file_spells_the_engine_terms():
+    """The packaged example's engine profile: vLLM's default sizes for 256 sequences and the two
+    times, read from the file as written."""
+    from importlib import resources
+
+    path = str(resources.files("theory").joinpath("data", "cost_terms_example.toml"))
+    cm = cost_model(CostSpec("a100-vllm-engine", "mistral-7b", "real", gpu_file=path))
+    assert cm.gpu.terms.cudagraph_capture_sizes == default_capture_sizes(256)
+    assert cm.added == (("engine_step_s", 2.0e-4),) and cm.gpu.terms.frontend_s == 5.0e-3
+
+
 # --- frontend_s ----------------------------------------------------------------------------------
 
 
