@@ -35,14 +35,14 @@ TWINS = ("numeric", "compiled", "symbolic", "bounds", "fit")
 
 def places(name: str) -> dict[str, bool]:
     """Whether each twin registers the declared term ``name`` (an added-time term is taken by the
-    compiled tables and the bounds through its slots; its numeric and symbolic formulas and its
-    fit are registered like any term's)."""
+    compiled tables and the bounds through its slots, and a latency term adds to no batch and no
+    bound; their numeric and symbolic formulas and fits are registered like any term's)."""
     term = TERMS[name]
     return {
         "numeric": name in added_time.FORMULAS if term.added else name in cost.NUMERIC_TERMS,
-        "compiled": term.added or name in kernels.COMPILED_TERMS,
+        "compiled": term.added or term.latency or name in kernels.COMPILED_TERMS,
         "symbolic": name in symbolic.SYMBOLIC_TERMS or (term.added and name in symbolic.SYMBOLIC_ADDED),
-        "bounds": term.added or name in bounds.BOUNDS_TERMS,
+        "bounds": term.added or term.latency or name in bounds.BOUNDS_TERMS,
         "fit": name in term_fits.FIT_TERMS,
     }
 
@@ -112,7 +112,9 @@ def test_records_defaults_and_paper_values_are_the_tables():
     for term in TERMS.values():
         if term.record == "terms":
             record = model_defaults if term.side == "model" else gpu_defaults
-            assert getattr(record, term.attr) == term.default, term.name
+            value = (dict(record.added).get(term.name, term.default) if term.added
+                     else getattr(record, term.attr))
+            assert value == term.default, term.name
     for key in gpu_names():
         cm = cost_model(CostSpec(key, "mistral-7b", "paper"))
         assert {t.name: t.value_of(cm) for t in TERMS.values()} == {t.name: t.paper for t in TERMS.values()}

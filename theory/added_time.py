@@ -124,3 +124,11 @@ def decode_sums(cm: Priced, L_P, L_D) -> np.ndarray:
     if top:
         np.cumsum(decode_s(cm, np.arange(1, top + 1)), out=prefix[1:])
     return prefix[L_P + L_D] - prefix[L_P]
+
+
+def _engine_step(cm: Priced, value: float) -> float:
+    """``engine_step_s``: the engine's host time, once per non-empty batch (:mod:`theory.cost_terms`)."""
+    return value
+
+
+register("engine_step_s", AddedTime(per_batch=_engine_step))

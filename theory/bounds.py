@@ -368,4 +368,5 @@ BOUNDS_TERMS: dict[str, tuple] = {
     "lm_head": (T_bar_R_terms, T_max, law_from_cost_model),
     "moe": (linear_per_token, linear_single, T_bar_R_terms, law_from_cost_model),
     "ep": (linear_per_token, linear_single),
+    "cudagraph_capture_sizes": (linear_single, law_from_cost_model),  # through T_Lin (theory.engine_terms)
 }

@@ -38,6 +38,7 @@ import numpy as np
 
 from theory import added_time
 from theory.cost_model import CostModel, build_cost_model
+from theory.engine_terms import frontend_s, pad_tokens, with_frontend
 from theory.errors import FieldError
 from theory.linear_terms import LinearTerms
 from theory.measured import MeasuredLinear, interpolate_by_shape
@@ -195,13 +196,14 @@ def T_Lin(cm: CostModel, tau, tile: int | None = None, return_tile: bool = False
         Also return the index of the tile used.
 
     With terms on (:mod:`theory.terms`) it is the linear time :class:`LinearTerms` describes, or
-    the literature law, which ignores ``tile``.
+    the literature law, which ignores ``tile``; with ``cudagraph_capture_sizes`` it is taken at the
+    padded token count (:func:`theory.engine_terms.pad_tokens`).
 
     References
     ----------
     Eq. 4 (with mu_Lin from the per-layer GeMMs of Section 3.2.1).
     """
-    tau = _as_counts("tau", tau)
+    tau = pad_tokens(cm.gpu.terms.cudagraph_capture_sizes, _as_counts("tau", tau))
     if cm.lin is not None:
         return _T_Lin_terms(cm, tau, tile, return_tile)
     inv = 1.0 / cm.mu_Lin
@@ -524,6 +526,8 @@ NUMERIC_TERMS: dict[str, tuple] = {
     "lm_head": (build_cost_model, T_batch, one_token_batch_rest, chunked_prefill_time),
     "moe": (build_cost_model, MoETerms.time, T_Lin, linear_per_token),
     "ep": (build_cost_model, MoETerms.time, MoETerms.per_token_limit, shard_memory),
+    "cudagraph_capture_sizes": (pad_tokens, T_Lin),
+    "frontend_s": (frontend_s, with_frontend),
 }
 
 __all__ = [

@@ -66,6 +66,9 @@ class CostTerm:
     added : bool
         An added-time term (module docstring): its value is a number >= 0 read from its key, kept
         in ``terms.added``, and priced through the two slots of :class:`theory.added_time.AddedTime`.
+    latency : bool
+        A term of a request's latency alone: it adds to no batch, so no compiled table and no bound
+        takes it (:mod:`theory.engine_terms`, ``frontend_s``).
     """
 
     name: str
@@ -79,6 +82,7 @@ class CostTerm:
     attr: str = ""
     record: str = "terms"
     added: bool = False
+    latency: bool = False
 
     def __post_init__(self):
         if not self.name.isidentifier():
@@ -93,6 +97,9 @@ class CostTerm:
         if self.added and not (self.record == "terms" and self.default == 0.0 and self.paper == 0.0):
             raise FieldError(f"cost term {self.name}.added", True,
                              "an added-time term holds a number on its terms record, 0.0 when off")
+        if self.latency and (self.added or self.record != "terms"):
+            raise FieldError(f"cost term {self.name}.latency", True,
+                             "a latency term holds its own number on its terms record (not added time)")
         if not self.attr:
             object.__setattr__(self, "attr", self.name)
 
@@ -122,6 +129,8 @@ class CostTerm:
         return self.value_of(cm) != self.default
 
 
+_VLLM_GRAPHS = ("vllm-project/vllm @ 0045689 docs/design/cuda_graphs.md; "
+                "@ 002284d vllm/config/compilation.py (cudagraph_capture_sizes)")
 _FLASH = "FlashAttention: Dao et al. (2022), arXiv:2205.14135"
 _NVIDIA_GEMM = "NVIDIA, \"Matrix Multiplication Background User's Guide\", section \"Wave Quantization\""
 
@@ -176,6 +185,17 @@ TERMS: dict[str, CostTerm] = {t.name: t for t in (
              "mixture-of-experts layers: the expected grouped GeMMs of the experts a batch reaches",
              keys=("n_experts", "experts_per_token", "d_ff_expert", "n_shared_experts", "d_ff_shared",
                    "first_dense_layers", "moe_every", "routing"), record="profile"),
+    CostTerm("engine_step_s", "gpu", "s per engine step", 0.0, 0.0,
+             "Eq. 7 plus a constant per batch; vllm-project/vllm vllm/v1/engine/core.py (EngineCore.step: "
+             "schedule, execute, update from output; commit not verified)",
+             "the engine's host time per step (scheduling, input preparation, sampling, output "
+             "processing), beside the GPU profile's overhead_s", added=True),
+    CostTerm("cudagraph_capture_sizes", "gpu", "list of token counts", None, None, _VLLM_GRAPHS,
+             "a step of tau <= max(sizes) tokens runs its linear GeMMs at the least captured size >= tau"),
+    CostTerm("frontend_s", "gpu", "s per request", 0.0, 0.0,
+             "vllm-project/vllm vllm/entrypoints/openai/ (tokenize, detokenize, HTTP; commit not verified)",
+             "the API front end's time per request, added to its TTFT and latency, not to GPU time",
+             latency=True),
 )}
 
 

@@ -399,6 +399,9 @@ SYMBOLIC_TERMS: dict[str, tuple | NumericOnly] = {
             SymbolicCostModel.T_max_described),
     "ep": NumericOnly(f"the experts of a balanced expert-parallel group plus dispatch and combine, "
                       f"{_BY_HAND.replace('test_cost_terms', 'test_expert_parallel')}"),
+    "cudagraph_capture_sizes": NumericOnly(f"Eq. 4 at the token count rounded up to a captured size, "
+                                           f"{_BY_HAND}"),
+    "frontend_s": NumericOnly("a time per request added to its TTFT and latency, in no batch and no bound"),
 }
 SYMBOLIC_ADDED: dict[str, AddedTime] = {}  # the symbolic formulas of the added-time terms
 
@@ -407,6 +410,9 @@ def register_added_time(name: str, formula: AddedTime) -> None:
     """Register the symbolic formula of the declared added-time term ``name``: its slots over a
     :class:`SymbolicCostModel`, a sympy value and (per decode) one sympy position."""
     added_time.register(name, formula, SYMBOLIC_ADDED)
+
+
+register_added_time("engine_step_s", AddedTime(per_batch=lambda scm, v: v))  # once per batch, exact
 
 
 def _moe_of(cm: CostModel) -> tuple | None:

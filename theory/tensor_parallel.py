@@ -131,14 +131,6 @@ def _toml_table(name: str, table: dict) -> list[str]:
     return lines
 
 
-def variant_text_of(tables: dict) -> str:
-    """A GPU file holding ``tables`` (``{key: GPU table}``) as ``[gpus.<key>]`` tables."""
-    out = []
-    for key, table in tables.items():
-        out += _toml_table(f"gpus.{key}", table)
-    return "\n".join(out) + "\n"
-
-
 def variant_text(groups, gpu_file: str | None = None) -> str:
     """A GPU file with a ``<gpu>-tp<k>`` table per ``(gpu, k)`` of ``groups`` (k > 1): the GPU's
     resolved table (:func:`theory.hardware.gpu_table`, so a user's override of it carries over)
@@ -174,4 +166,4 @@ def variant_file(groups, gpu_file: str | None, directory: str | Path) -> str | N
 
 
 __all__ = ["AUTO_UTILIZATION", "MIN_PROFILE_BYTES", "TP_FILE", "allreduce_law", "auto_degree", "degrees",
-           "fits", "splits", "tp_table", "variant_file", "variant_key", "variant_text", "variant_text_of"]
+           "fits", "splits", "tp_table", "variant_file", "variant_key", "variant_text"]

@@ -105,6 +105,17 @@ The terms and what they change
     blocks and heads, not Eq. 6's two GeMMs over one head, so their wave count is not Eq. 6's.
 ``overhead_s`` (GPU, float >= 0)
     A fixed time per batch (kernel launches, scheduling); exists since calibration.
+``engine_step_s`` (GPU, float >= 0; an added-time term)
+    The serving engine's host time per step (scheduling, input preparation, sampling, output
+    processing), which a GPU profile of kernels does not hold: a constant per non-empty batch,
+    like ``overhead_s`` (:mod:`theory.engine_terms`).
+``cudagraph_capture_sizes`` (GPU, list of token counts; absent: off)
+    The engine's CUDA-graph sizes: a step of ``tau`` tokens, at most the largest size, runs its
+    linear GeMMs at the least size ``>= tau`` (:func:`theory.engine_terms.pad_tokens`, inside
+    :func:`theory.cost.T_Lin`), as vLLM v1 pads its steps (:mod:`theory.engine_terms`).
+``frontend_s`` (GPU, float >= 0)
+    The API front end's time per request (tokenize, detokenize, HTTP), added to each request's
+    TTFT and latency and to no batch (:mod:`theory.engine_terms`).
 ``gemm_overhead_s`` (GPU, float >= 0)
     A fixed time ``c_0`` per linear GeMM: each batch pays ``c_0`` times the model's number of
     linear GeMMs (Eq. 4's sum, ``N`` layers), and each GeMM alone pays ``c_0``
@@ -289,6 +300,11 @@ batches also pays the per-batch times. Per term:
   ``tau k`` slots per ``tau`` of its tokens) and gains the dispatch and combine bus bytes per token
   of every MoE layer over ``busbw``; latencies amortize away, ``T^max`` pays them; ``r`` counts
   replicas, ``ep`` of which form a group (:mod:`theory.expert_parallel`).
+* ``engine_step_s`` ``c``: as ``overhead_s`` (amortized in ``T_bar^R``; ``T^max`` gains ``l c``;
+  the certified capacity's ``c_fix`` gains ``c``).
+* ``cudagraph_capture_sizes``: ``l*`` unchanged (``T_Lin(pad(tau)) >= l* pad(tau) >= l* tau``);
+  ``T^max`` takes ``T_Lin(pad(1))``; the certified capacity's ``G(tau)`` is the padded time.
+* ``frontend_s``: no batch, so no bound changes (latency, not work).
 
 ``t*`` is unchanged by every term (under ``gemm_profile`` it is the tile model's): Assumption 1 is
 a property of the GPU's tiles, and RAD's chunk ``t*_lcm`` and Theorem 2's ``t*_col`` keep using it.
@@ -315,6 +331,7 @@ import numpy as np
 
 from theory.config import read_bool
 from theory.cost_terms import TERMS, read_added
+from theory.engine_terms import check_capture_sizes
 from theory.errors import FieldError
 from theory.expert_parallel import DEFAULT_BACKEND, check_backend
 from theory.tp_split import allreduce_count, allreduce_time, check_tp, fit_allreduce_law, shard_memory
@@ -402,6 +419,12 @@ class GpuTerms:
         The ``gpu`` rows of ``gemm_profile`` to use.
     added : tuple of (str, float)
         The added-time terms switched on (:mod:`theory.cost_terms`), with their values.
+    cudagraph_capture_sizes : tuple of int or None
+        The engine's CUDA-graph capture sizes, ascending: a step of at most the largest runs its
+        linear GeMMs at the least size at or above its token count (:mod:`theory.engine_terms`;
+        ``None``: no padding).
+    frontend_s : float
+        The API front end's seconds per request, added to TTFT and latency (:mod:`theory.engine_terms`).
 
     The defaults of the terms are those of the table (:data:`theory.cost_terms.TERMS`).
     """
@@ -423,6 +446,8 @@ class GpuTerms:
     gemm_profile: str | None = TERMS["gemm_profile"].default
     gemm_profile_gpu: str | None = None
     added: tuple[tuple[str, float], ...] = ()
+    cudagraph_capture_sizes: tuple[int, ...] | None = TERMS["cudagraph_capture_sizes"].default
+    frontend_s: float = TERMS["frontend_s"].default
 
     @property
     def linear_plain(self) -> bool:
@@ -435,7 +460,8 @@ class GpuTerms:
     def plain(self) -> bool:
         """Whether every GPU-side term is off (Eq. 2-6 as printed)."""
         return (self.linear_plain and not self.attention_waves and not self.attention_call_s
-                and not self.mixed_decode_eta and not self.added)
+                and not self.mixed_decode_eta and not self.added and self.cudagraph_capture_sizes is None
+                and not self.frontend_s)
 
 
 @dataclass(frozen=True)
@@ -538,7 +564,11 @@ def gpu_terms_from(table: dict, where: str, bytes_per_element: int = 2) -> GpuTe
                      allreduce_bandwidth=bw, ep=ep, all2all_backend=backend, linear_law=law,
                      bytes_per_element=int(bytes_per_element),
                      gemm_profile=profile, gemm_profile_gpu=profile_gpu,
-                     added=read_added(table, where, "gpu"))
+                     added=read_added(table, where, "gpu"),
+                     cudagraph_capture_sizes=(check_capture_sizes(table["cudagraph_capture_sizes"],
+                                                                  f"{where}.cudagraph_capture_sizes")
+                                              if "cudagraph_capture_sizes" in table else None),
+                     frontend_s=_nonneg(table, "frontend_s", where, GpuTerms.frontend_s))
     if law is not None:
         for field, on in (("memory_floor", terms.memory_floor), ("waves", terms.waves),
                           ("gemm_overhead_s", terms.gemm_overhead_s > 0), ("tp", tp > 1),

@@ -7,6 +7,8 @@ replay   the run's engine configuration as a scheduler's options, its requests a
          simulated per-request times (:func:`replay`).
 score    measured against predicted TTFT, TPOT and latency (mean and percentiles), beside the
          simulator the source publishes (:func:`score_run`, :func:`score_runs`).
+fit      the engine's host time per step fitted on some runs and scored on the others
+         (:func:`fit_engine_step`, :func:`held_out`).
 report   console lines, strict JSON, CSV and Markdown with a column dictionary, and the CDF and
          queue figures of ``llmq validate --serving``.
 """

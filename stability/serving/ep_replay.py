@@ -4,7 +4,7 @@ the simulator as its engine was.
 vLLM's ``enable_expert_parallel`` with ``data_parallel_size = DP`` (and ``tensor_parallel_size``
 1) serves ``DP`` replicas, one GPU each, whose MoE layers form one expert-parallel group of ``DP``
 GPUs (:mod:`theory.expert_parallel`). The replay simulates ``r = DP`` replicas of a GPU profile
-with ``ep = DP`` (:func:`gpu_file`), behind join-the-shortest-queue routing, as vLLM's
+with ``ep = DP`` (:func:`ep_gpu_table`), behind join-the-shortest-queue routing, as vLLM's
 data-parallel load balancer sends each request to the engine with the fewest requests
 (``DPLBAsyncMPClient`` in ``vllm/v1/engine/core_client.py`` scores an engine by its waiting and
 running requests, the waiting ones weighted 4; llmq's ``jsq`` counts both alike,
@@ -34,7 +34,6 @@ from pathlib import Path
 from theory.errors import FieldError
 from theory.expert_parallel import DEFAULT_BACKEND, check_group
 from theory.hardware import gpu_table
-from theory.tensor_parallel import variant_text_of
 from theory.validation.serving_runs import ServingRun
 
 LINK_FILE = "llmservingsim_config.json"
@@ -82,10 +81,10 @@ def link(run: ServingRun) -> tuple[float, float]:
     return lat * 1e-9, bw * 1e9
 
 
-def gpu_file(run: ServingRun, directory: str | Path) -> tuple[str, str]:
-    """Write the GPU file of one replica of the run's expert-parallel group into ``directory``:
-    ``(gpu key, path)``, the key ``<gpu>-ep<ep>`` (the run's GPU, its real-mode table, with ``ep``,
-    vLLM's default ``all2all_backend`` and the link of :func:`link`).
+def ep_gpu_table(run: ServingRun) -> tuple[str, dict]:
+    """The GPU table of one replica of the run's expert-parallel group: ``(gpu key, table)``, the
+    key ``<gpu>-ep<ep>`` (the run's GPU, its real-mode table, with ``ep``, vLLM's default
+    ``all2all_backend`` and the link of :func:`link`).
 
     Raises
     ------
@@ -104,7 +103,4 @@ def gpu_file(run: ServingRun, directory: str | Path) -> tuple[str, str]:
         allreduce_latency_s=lat,
         allreduce_bandwidth_gbs=bw / 1e9,
     )
-    key = f"{run.gpu}-ep{ep}"
-    path = Path(directory) / f"gpus-{key}.toml"
-    path.write_text(variant_text_of({key: table}), encoding="utf-8")
-    return key, str(path)
+    return f"{run.gpu}-ep{ep}", table

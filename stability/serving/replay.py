@@ -19,6 +19,13 @@ a request's first token (:mod:`stability.sim.engine`), and the trace's prefix re
 turns it on by default; a relation whose parent the engine queued after the child is left out).
 Nothing of the run's measured output (first-token or last-token times) enters the replay.
 
+The engine's own costs (:class:`EngineCosts`, :mod:`theory.engine_terms`) are applied as the run's
+configuration states them: each step's linear GeMMs padded to the CUDA-graph capture sizes
+(:func:`capture_sizes`: the resolved ``cudagraph_capture_sizes``, vLLM's default where the run
+does not record it, none where it ran eager); no host time per step (``engine_step_s`` fitted on
+one run does not carry to the other: ``stability.serving.fit``); no front-end time, since the runs
+measure TTFT and latency from the engine's queue time, after the front end.
+
 References
 ----------
 vllm-project/vllm ``vllm/engine/arg_utils.py`` (``EngineArgs``: ``block_size`` 16,
@@ -35,10 +42,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import tomli_w
 
-from stability.serving.ep_replay import data_parallel, expert_parallel, gpu_file, unsupported_parallel
+from stability.serving.ep_replay import data_parallel, ep_gpu_table, expert_parallel, unsupported_parallel
 from stability.sim.simulate import Scenario, SimResult, simulate
+from theory.engine_terms import default_capture_sizes, with_frontend
 from theory.errors import FieldError
+from theory.hardware import gpu_table
 from theory.models import get_model
 from theory.validation.serving_metrics import latency, tpot, ttft
 from theory.validation.serving_runs import ServingRun, load_run
@@ -54,6 +64,35 @@ SCHEDULERS = {
 
 
 @dataclass(frozen=True)
+class EngineCosts:
+    """The costs the engine adds (:mod:`theory.engine_terms`), as a replay applies them.
+
+    Attributes
+    ----------
+    engine_step_s : float
+        The engine's host time per step (``engine_step_s``), seconds >= 0.
+    cudagraphs : bool
+        Pad each step's linear GeMMs to the run's CUDA-graph capture sizes (:func:`capture_sizes`:
+        none where the run ran eager).
+    frontend_s : float
+        The front end's time per request (``frontend_s``), added to TTFT and latency. The shipped
+        runs measure both from the engine's queue time, after the front end: 0 for them.
+    """
+
+    engine_step_s: float = 0.0
+    cudagraphs: bool = True
+    frontend_s: float = 0.0
+
+    def __post_init__(self):
+        for name in ("engine_step_s", "frontend_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
+                raise FieldError(f"engine.{name}", v, "a finite number >= 0 (seconds)")
+        if not isinstance(self.cudagraphs, bool):
+            raise FieldError("engine.cudagraphs", self.cudagraphs, "true or false")
+
+
+@dataclass(frozen=True)
 class ReplaySpec:
     """How to replay a run: which run, on which scheduler, in which layer mode.
 
@@ -66,11 +105,16 @@ class ReplaySpec:
         or ``sarathi`` (Sarathi-Serve's).
     mode : str
         The cost model's layer mode (``real``: GQA and SwiGLU as served).
+    engine : EngineCosts or None
+        The engine's costs (:mod:`theory.engine_terms`; default: the CUDA-graph padding the run's
+        configuration states, no host time per step, no front-end time); None: the GPU's preset
+        cost model alone.
     """
 
     run: str
     scheduler: str = "vllm_v1"
     mode: str = "real"
+    engine: EngineCosts | None = EngineCosts()
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,7 +126,8 @@ class Replay:
     run : ServingRun
         The run.
     scenario : Scenario
-        The simulated scenario (its trace is a temporary file, gone once the replay returns).
+        The simulated scenario (its trace and GPU file are temporary files, gone once the replay
+        returns).
     measured, predicted : dict of numpy.ndarray
         ``ttft``, ``tpot``, ``latency`` per request, as vLLM's benchmark client defines them.
     kv_blocks : int
@@ -142,6 +187,36 @@ def engine_options(run: ServingRun, scheduler: str = "vllm_v1") -> tuple[tuple[s
     return tuple(sorted(options.items()))
 
 
+def capture_sizes(run: ServingRun) -> tuple[int, ...] | None:
+    """The CUDA-graph capture sizes ``run``'s engine padded its steps to: its resolved
+    ``compilation_config.cudagraph_capture_sizes`` where recorded, else vLLM's default for its
+    ``max_num_seqs`` (:func:`theory.engine_terms.default_capture_sizes`); None where it ran eager
+    (``enforce_eager``, or a recorded ``cudagraph_mode`` of NONE)."""
+    rc = run.resolved_config
+    model_config, comp = rc.get("model_config") or {}, rc.get("compilation_config") or {}
+    if model_config.get("enforce_eager") or run.engine_kwargs.get("enforce_eager"):
+        return None
+    if comp.get("cudagraph_mode") in (0, [0, 0], "NONE"):
+        return None
+    if comp.get("cudagraph_capture_sizes"):
+        return tuple(sorted(int(x) for x in comp["cudagraph_capture_sizes"]))
+    return default_capture_sizes(int(dict(engine_options(run))["max_num_seqs"]))
+
+
+def _with_engine(run: ServingRun, engine: EngineCosts, table: dict) -> dict:
+    """``table`` (a GPU table: the run's real-mode preset, or its expert-parallel replica) with
+    ``engine``'s terms on."""
+    table = dict(table)
+    if engine.engine_step_s:
+        table["engine_step_s"] = float(engine.engine_step_s)
+    if engine.frontend_s:
+        table["frontend_s"] = float(engine.frontend_s)
+    sizes = capture_sizes(run) if engine.cudagraphs else None
+    if sizes:
+        table["cudagraph_capture_sizes"] = list(sizes)
+    return table
+
+
 def prefix_relation(run: ServingRun) -> tuple[np.ndarray, np.ndarray]:
     """The trace's prefix relation in the engine's queue order (the replay's request order):
     each request's prefix parent (its row in that order, -1: none) and shared prompt tokens; a
@@ -172,10 +247,15 @@ def replay(spec: ReplaySpec) -> Replay:
             w.writerow(("arrival_time", "prompt_len", "output_len", "prefix_parent", "shared_prefix_tokens"))
             w.writerows(zip(arrival.tolist(), rq.prompt_tokens.tolist(), decodes.tolist(), parent.tolist(),
                             shared.tolist(), strict=True))
-        gpu, gpu_path = gpu_file(run, tmp) if expert_parallel(run) > 1 else (run.gpu, None)
+        gpu, table = ep_gpu_table(run) if expert_parallel(run) > 1 else (run.gpu, None)
+        if spec.engine is not None:
+            table = _with_engine(run, spec.engine, table or gpu_table(run.gpu, calibrated=True))
+        gpu_path = None if table is None else Path(tmp) / "gpus.toml"
+        if gpu_path is not None:
+            gpu_path.write_text(tomli_w.dumps({"gpus": {gpu: table}}), encoding="utf-8")
         sc = Scenario(gpu=gpu, model=run.model, mode=spec.mode, scheduler=spec.scheduler,
                       options=engine_options(run, spec.scheduler), trace=str(trace),
-                      n_requests=int(arrival.size), load=None, gpu_file=gpu_path,
+                      n_requests=int(arrival.size), load=None, gpu_file=gpu_path and str(gpu_path),
                       r=data_parallel(run), planner="jsq" if data_parallel(run) > 1 else "random")
         t0 = time.perf_counter()
         res = simulate(sc)
@@ -184,9 +264,10 @@ def replay(spec: ReplaySpec) -> Replay:
     if np.any(~np.isfinite(got["t_finish"])):
         raise FieldError(f"run {run.name}: replay", int(np.sum(~np.isfinite(got["t_finish"]))),
                          "every request finished (some were rejected or never ran)")
-    predicted = {"ttft": ttft(got["arrival"], got["t_first"]),
-                 "tpot": tpot(got["t_first"], got["t_finish"], decodes + 1),
-                 "latency": latency(got["arrival"], got["t_finish"])}
+    p_ttft, p_latency = with_frontend(res.cost_model, ttft(got["arrival"], got["t_first"]),
+                                      latency(got["arrival"], got["t_finish"]))
+    predicted = {"ttft": p_ttft, "tpot": tpot(got["t_first"], got["t_finish"], decodes + 1),
+                 "latency": p_latency}
     measured = {"ttft": ttft(rq.arrival, rq.first_token),
                 "tpot": tpot(rq.first_token, rq.last_token, rq.output_tokens),
                 "latency": latency(rq.arrival, rq.last_token)}

@@ -156,6 +156,7 @@ COMPILED_TERMS: dict[str, tuple[str, ...]] = {
     "lm_head": ("lin", "tok_s", "batch_s", "lm_out", "S", "S2"),
     "moe": ("lin", "lin_ideal", "tok_s", "batch_s"),
     "ep": ("lin", "lin_ideal"),
+    "cudagraph_capture_sizes": ("lin",),  # every capture size lies inside the linear table
 }
 ADDED_SLOTS = ("overhead", "S", "S2")  # the per-batch time, and the per-decode time in the prefix sums
 

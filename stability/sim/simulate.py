@@ -43,6 +43,7 @@ from stability.sim.routing import PLANNERS, Cluster, Requests
 from theory.bounds import T_bar_R
 from theory.builder import CostSpec, cost_model
 from theory.cost import CostModel
+from theory.engine_terms import with_frontend
 from theory.errors import FieldError, UnknownNameError, require_positive, require_positive_int
 from theory.expert_parallel import check_group
 from theory.workload import Workload, get_workload, read_trace
@@ -234,6 +235,8 @@ class SimResult:
         c = self.counters()
         busy = sum(run.busy for run in self.runs)
         wasted = sum(run.wasted for run in self.runs)
+        ttft, latency = with_frontend(self.cost_model, rq["t_first"] - rq["arrival"],
+                                      rq["t_finish"] - rq["arrival"])  # the front end's time per request
         out = {
             "scheduler": self.scenario.scheduler, "gpu": self.cost_model.gpu.key,
             "model": self.cost_model.model.spec_name, "workload": self.workload.name, "r": self.scenario.r,
@@ -242,8 +245,8 @@ class SimResult:
             "rejected": int(np.sum(rq["reject"] > 0)),
             "preemptions": int(np.nansum(rq["preemptions"])),
             "throughput": float(done.sum() / horizon) if horizon > 0 else float("nan"),
-            "ttft": metrics.summarize_latency(rq["t_first"] - rq["arrival"]),
-            "latency": metrics.summarize_latency(rq["t_finish"] - rq["arrival"]),
+            "ttft": metrics.summarize_latency(ttft),
+            "latency": metrics.summarize_latency(latency),
             "utilization": busy / (horizon * self.scenario.r) if horizon > 0 else float("nan"),
             "batches": c["n_batch"], "events": c["n_event"],
             "not_optimally_tiled": c["n_not_opt"] / max(c["n_batch"], 1),
@@ -279,13 +282,15 @@ class SimResult:
         are recorded)."""
         rq = self.requests
         done = np.isfinite(rq["t_finish"])
+        ttft, _ = with_frontend(self.cost_model, rq["t_first"] - rq["arrival"],
+                                rq["t_finish"] - rq["arrival"])
         out = []
         hist, stat = self._tbt_record() if self.scenario.detail else (None, None)
         for k, c in enumerate(self.classes):
             mine = rq["cls"] == k
             d = {"name": c.name, "prob": c.prob, "tbt_slo": c.tbt_slo, "requests": int(mine.sum()),
                  "completed": int((mine & done).sum()), "rejected": int(np.sum(rq["reject"][mine] > 0)),
-                 "ttft": metrics.summarize_latency((rq["t_first"] - rq["arrival"])[mine])}
+                 "ttft": metrics.summarize_latency(ttft[mine])}
             if hist is not None:
                 gaps = int(stat[k, 0])
                 above = int(np.nansum(rq["tbt_viol"][mine]))

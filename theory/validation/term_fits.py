@@ -58,6 +58,11 @@ FIT_TERMS: dict[str, Fit] = {
                      "config.json; the routing law is uniform until a measured skew is shipped"),
     "ep": Fit("theory.tp_split:fit_allreduce_law", "the interconnect's latency and bus bandwidth, as the "
                                                    "all-reduce law's"),
+    "engine_step_s": Fit("stability.serving.fit:fit_engine_step",
+                         "the engine's host time per step, on the serving runs other than the one scored"),
+    "cudagraph_capture_sizes": Fit(None, "read from the run's resolved vLLM configuration "
+                                         "(or vLLM's default)"),
+    "frontend_s": Fit(None, "stated per deployment; the shipped runs measure TTFT from the engine's queue"),
 }
 
 
