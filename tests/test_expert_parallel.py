@@ -166,10 +166,8 @@ def test_a_group_larger_than_the_replicas_is_refused(files):
 RUN = "llmservingsim_rtxpro6000_qwen3-30b-a3b"
 
 
-def test_the_moe_run_is_replayed_as_two_replicas_of_one_expert_parallel_group(tmp_path):
-    import tomllib
-
-    from stability.serving.ep_replay import data_parallel, expert_parallel, gpu_file, link
+def test_the_moe_run_is_replayed_as_two_replicas_of_one_expert_parallel_group():
+    from stability.serving.ep_replay import data_parallel, ep_gpu_table, expert_parallel, link
     from stability.serving.replay import unsupported
     from theory.validation.serving_runs import load_run
 
@@ -177,10 +175,9 @@ def test_the_moe_run_is_replayed_as_two_replicas_of_one_expert_parallel_group(tm
     assert unsupported(run) is None
     assert (data_parallel(run), expert_parallel(run)) == (2, 2)
     assert link(run) == (20000e-9, 16e9)  # the run's llmservingsim_config.json: 20000 ns, 16 GB/s
-    key, path = gpu_file(run, tmp_path)
-    table = tomllib.loads(open(path, encoding="utf-8").read())["gpus"][key]
+    key, table = ep_gpu_table(run)
     assert (key, table["ep"], table["all2all_backend"]) == ("rtxpro6000-ep2", 2, "allgather_reducescatter")
     with pytest.raises(FieldError, match="at most the 1 GPU"):
-        gpu_file(replace(run, gpus=1), tmp_path)
+        ep_gpu_table(replace(run, gpus=1))
     dense_dp = replace(run, model="qwen3-32b")
     assert "dense" in unsupported(dense_dp)
