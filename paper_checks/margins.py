@@ -11,7 +11,10 @@ never by search:
 * several compared pairs: the least of their margins (:func:`least_margin`);
 * a reference value ``p`` inside an interval ``[lo, hi]`` computed from ``q`` (a confidence
   interval scales with the estimate): the least factor that moves an end of the interval past
-  ``p`` (:func:`interval_margin`); an end of the other sign than ``p`` never reaches it.
+  ``p`` (:func:`interval_margin`); an end of the other sign than ``p`` never reaches it;
+* an end of the t-interval of paired differences ``x - y`` against 0, ``x`` computed: the least
+  growth of ``x`` that moves that end onto 0, a root of a quadratic (:func:`t_test_margin`);
+* a stability verdict of a simulation: :func:`paper_checks.simulated.verdict_margin`.
 
 A margin above :data:`BLIND_ABOVE` (the quantity may be off by more than a factor of two and the
 check still PASSes) must come with a *blind spot*: what such an error does that the check cannot
