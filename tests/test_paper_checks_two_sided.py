@@ -878,3 +878,42 @@ def test_every_pass_states_its_margin_and_a_realistic_flip_where_it_allows_one(c
         assert check_id in REALISTIC, f"margin {margin:.3g}: a flip of at most 10% exists"
     else:
         assert check_id in WIDE, f"margin {margin:.3g}: above 10%"
+
+
+# --- structural flips kept beside the realistic ones: they reach another branch of the same check ----
+
+
+def aligned_chunks_only(mp):
+    mp.setattr(section5, "sarathi_batches", lambda t_lcm, budget, step, starts: [(0, 1, t_lcm)])
+    return run("sec5.sarathi_tiling")  # no sub-optimal batch to find
+
+
+def chain_without_r(mp):
+    from stability import dtmc
+
+    original = dtmc.build_chain
+    # lambda where lambda / r belongs
+    mp.setattr(dtmc, "build_chain", lambda *a, r=1, **k: original(*a, r=1, **k))
+    return run("sec41.r_nodes")
+
+
+def decodes_at_the_first_token(mp):
+    return statements.fig5c_core(position=1)  # nearly free: the growth falls short of 1.5
+
+
+def eq7_without_batching(mp):
+    def per_request(tau, chunks, decodes, t_col):  # each iteration's own linear GeMMs: no batching
+        return sp.Add(*[sp.ceiling(c / t_col) for _, c in chunks]) + len(decodes) * sp.ceiling(
+            sp.Integer(1) / t_col
+        )
+
+    return proofs.eq7_core(per_request)
+
+
+STRUCTURAL = {"sec5.sarathi_tiling": aligned_chunks_only, "sec41.r_nodes": chain_without_r,
+              "fig5c.decode_pressure": decodes_at_the_first_token, "eq7.symbolic_batch": eq7_without_batching}
+
+
+@pytest.mark.parametrize("check_id", sorted(STRUCTURAL))
+def test_the_structural_flip_gives_the_other_verdict(check_id, monkeypatch):
+    assert RECORDED[check_id] == "PASS" and STRUCTURAL[check_id](monkeypatch).verdict in REFUTED
