@@ -16,6 +16,7 @@ from collections.abc import Callable
 from functools import cache
 
 from paper_checks.evidence import Points, Reading
+from paper_checks.margins import NOT_APPLICABLE, blind_spot
 from paper_checks.pseudocode import (
     NonTerminationError,
     Req,
@@ -102,7 +103,7 @@ def invariants_result(algorithm: str, fast: bool, who: str, coverage: str,
     runs, fail = corrected_runs(algorithm, fast)
     if fail:
         return Result(Verdict.FAIL, f"an invariant of {who} breaks", counterexample=fail)
-    return Result(Verdict.PASS, summary, coverage=coverage.format(runs=runs))
+    return Result(Verdict.PASS, summary, coverage=coverage.format(runs=runs), margin=NOT_APPLICABLE)
 
 
 def rad_params(fast: bool) -> list[dict]:
@@ -277,7 +278,7 @@ def alg2_invariants_check(fast: bool) -> Result:
           claim="Algorithm 2 is stable for lambda T_bar^R <= r(1 - eps) with Theorem 2's n (proof omitted).",
           method="simulate Algorithm 2 below and above lambda*")
 def alg2_theorem2(fast: bool) -> Result:
-    from paper_checks.simulated import RAD_N, run
+    from paper_checks.simulated import RAD_N, STABLE_BLIND, run, verdict_margin
 
     n_req = 20000 if fast else 100000
     below = run("alg2", 0.9, n_req, seed=4, n=RAD_N).verdict()
@@ -286,10 +287,12 @@ def alg2_theorem2(fast: bool) -> Result:
     if below.verdict != "stable":
         return Result(Verdict.FAIL, f"Algorithm 2 is {below.verdict} at 0.9 lambda*",
                       counterexample={"load": 0.9, "n": RAD_N, **evidence})
+    margin = verdict_margin(evidence["0.9 lambda*"])
     return Result(Verdict.PASS, "Algorithm 2 is stable at 0.9 lambda* (and unstable at 1.1), as Theorem 2 "
                                 "would give",
                   coverage=f"n = {RAD_N}, {n_req} requests, A100, Mistral-7B, Table-1 padded; verdict by "
-                           "regression of the work in system (99% CI)", evidence=evidence)
+                           "regression of the work in system (99% CI)", evidence=evidence,
+                  margin=margin, blind_spot=blind_spot(margin, STABLE_BLIND))
 
 
 # --- Algorithm 3 ------------------------------------------------------------------------------
@@ -433,4 +436,5 @@ def alg5_invariants(fast: bool) -> Result:
             return Result(Verdict.FAIL, "an invariant of Algorithm 5 breaks",
                           counterexample={"requests": [r.__dict__ for r in reqs], "problem": bad[:3]})
     return Result(Verdict.PASS, "all invariants hold on every run",
-                  coverage=f"{n} runs over the request domain of alg1.invariants")
+                  coverage=f"{n} runs over the request domain of alg1.invariants",
+                  margin=NOT_APPLICABLE)

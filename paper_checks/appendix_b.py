@@ -11,6 +11,7 @@ Bari, Hegde, de Veciana (2025), Appendix B.1 (Eq. 9-12, Theorem 1).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
@@ -29,6 +30,7 @@ from paper_checks.chunking import (
 )
 from paper_checks.common import frac, gpus, models, t_star_first
 from paper_checks.evidence import Points, Reading, Symbolic
+from paper_checks.margins import EXACT, NOT_APPLICABLE, ratio_margin
 from paper_checks.registry import Result, Verdict, outcome, register
 from theory.builder import CostSpec, cost_model
 from theory.hardware import Tile, get_gpu
@@ -91,7 +93,8 @@ def eq9_max_ge_mean(fast: bool) -> Result:
                    "every r <= 16" if holds else "the drain time can be below the mean busy time",
                    coverage=f"every real vector of r <= 16 busy times (z3); {500 if fast else 5000} seeded "
                             "random vectors, r = 1..8, exact rationals",
-                   counterexample=cex or bad)
+                   counterexample=cex or bad,
+                   margin=NOT_APPLICABLE)
 
 
 # --- Eq. 10 ------------------------------------------------------------------------------------
@@ -114,37 +117,43 @@ def eq10a_ceiling_removal(fast: bool) -> Result:
     e = np.arange(1, top + 1)[:, None]
     c = np.arange(1, top + 1)[None, :]
     valid = c <= e
-    n = 0
+    n, least = 0, math.inf  # least: the smallest ratio ceiling term / ceiling-free term
     for g in gpus():
         for t in get_gpu(g).tiles:
-            lin_ok = np.all(t.t_col * (-(-tau // t.t_col)) >= tau)
-            att = chunk_cost_units(e, c, t)
-            att_ok = np.all(att[valid] >= (2 * e * c)[valid])
+            lin = t.t_col * (-(-tau // t.t_col)) / tau
+            att = chunk_cost_units(e, c, t)[valid] / (2 * e * c)[valid]
+            least = min(least, float(lin.min()), float(att.min()))
             n += 1
-            if not (lin_ok and att_ok):
+            if not (np.all(lin >= 1) and np.all(att >= 1)):
                 return Result(Verdict.FAIL, "a ceiling term is below its ceiling-free value",
                               counterexample={"gpu": g, "tile": str(t)})
     return Result(Verdict.PASS, "every ceiling term dominates its ceiling-free value",
-                  coverage=f"{n} (GPU, tile) pairs; tau <= 4096; 1 <= c <= e <= {top}")
+                  coverage=f"{n} (GPU, tile) pairs; tau <= 4096; 1 <= c <= e <= {top}",
+                  evidence={"least ceiling / ceiling-free ratio": least},
+                  margin=ratio_margin(least, 1.0))
 
 
 def eq10b_core(cms) -> tuple[bool, dict | None, int]:
     """Eq. 10 (b): at every tile t the ceiling-free per-token linear cost 1/(t_col mu_Lin(t)) and
     the attention coefficient 1/(mu(t) t_row t_col t_red) are no smaller than at the cost model's
-    t* (index 0), in exact rationals up to ties of relative size 1e-12."""
-    n = 0
+    t* (index 0), in exact rationals up to ties of relative size 1e-12. Returns ``(holds,
+    counterexample, cases, least)``, ``least`` the smallest ratio of another tile's coefficient to
+    t*'s (1 where a tile ties with t*)."""
+    n, least = 0, math.inf
     for cm in cms:
         lin = [1 / (int(cm.t_col[k]) * frac(cm.mu_Lin[k])) for k in range(len(cm.tiles))]
         att = [1 / (frac(cm.mu[k]) * int(cm.t_row[k] * cm.t_col[k] * cm.t_red[k]))
                for k in range(len(cm.tiles))]
         for k in range(len(cm.tiles)):
             n += 1
+            if k:
+                least = min(least, float(lin[k] / lin[0]), float(att[k] / att[0]))
             if lin[k] < lin[0] * (1 - Fraction(TIE)) or att[k] < att[0] * (1 - Fraction(TIE)):
                 return False, {"gpu": cm.gpu.key, "model": cm.model.key, "mode": cm.mode,
                                "t*": str(cm.t_star), "cheaper tile": str(cm.tiles[k]),
                                "linear cost ratio t/t*": float(lin[k] / lin[0]),
-                               "attention cost ratio t/t*": float(att[k] / att[0])}, n
-    return True, None, n
+                               "attention cost ratio t/t*": float(att[k] / att[0])}, n, least
+    return True, None, n, least
 
 
 @register("eq10b.tile_replacement", level="sample",
@@ -158,11 +167,12 @@ def eq10b_core(cms) -> tuple[bool, dict | None, int]:
                  "every tile of every GPU x model x mode (float roofline ties within 1e-12 count as ties).")
 def eq10b_tile_replacement(fast: bool) -> Result:
     cms = [cost_model(CostSpec(g, m, mode)) for g in gpus() for m in models() for mode in ("paper", "real")]
-    ok, bad, n = eq10b_core(cms)
+    ok, bad, n, least = eq10b_core(cms)
     if not ok:
         return Result(Verdict.FAIL, "a tile beats t* in the ceiling-free bound", counterexample=bad)
     return Result(Verdict.PASS, "t* minimises both ceiling-free coefficients on every preset",
-                  coverage=f"{n} (GPU, model, mode, tile) cases")
+                  coverage=f"{n} (GPU, model, mode, tile) cases",
+                  evidence={"least coefficient ratio tile / t*": least}, margin=ratio_margin(least, 1.0))
 
 
 # --- the chunk set I_j -------------------------------------------------------------------------
@@ -422,7 +432,8 @@ def eq11_eq12_closed_form(fast: bool) -> Result:
     if not ok:
         return Result(Verdict.FAIL, "Eq. 11 != Eq. 12", counterexample=bad)
     return Result(Verdict.PASS, "Eq. 11 = Eq. 12 (over the corrected I_j, see appB.Ij_indices)",
-                  coverage="symbolic in m, t*_lcm, tiles, d (the whole family)")
+                  coverage="symbolic in m, t*_lcm, tiles, d (the whole family)",
+                  margin=NOT_APPLICABLE)
 
 
 def symbolic_twin_core(fast: bool = True, closed_of: Callable | None = None) -> tuple[bool, dict | None, int]:
@@ -458,4 +469,5 @@ def eq12_symbolic_twin(fast: bool) -> Result:
     if not ok:
         return Result(Verdict.FAIL, "theory.symbolic's Eq. 11 and Eq. 12 differ", counterexample=bad)
     return Result(Verdict.PASS, "theory.symbolic's Eq. 11 sum equals its Eq. 12 exactly",
-                  coverage=f"{n} exact (GPU, L^P, L^D) cases" + (" (fast subset)" if fast else ""))
+                  coverage=f"{n} exact (GPU, L^P, L^D) cases" + (" (fast subset)" if fast else ""),
+                  margin=EXACT)

@@ -25,6 +25,7 @@ from paper_checks.chunking import (
 )
 from paper_checks.common import PAPER_MODEL, PAPER_WORKLOADS, gpus, models, workload
 from paper_checks.evidence import Points, Reading
+from paper_checks.margins import EXACT, NOT_APPLICABLE
 from paper_checks.registry import Result, Verdict, not_checkable, outcome, register
 from theory import cost
 from theory.bounds import T_bar_R, T_max, T_max_corrected, T_max_described
@@ -165,7 +166,8 @@ def prop2_slln_mean(fast: bool) -> Result:
     return Result(Verdict.PASS, "T_bar^R is exactly the pmf-mean of Eq. 12; a seeded sample mean agrees",
                   coverage=f"symbolic (3 support points); a100/{list(numeric)} padded, rel 1e-9; 10^5 seeded "
                            f"samples of table1+pad: |mean - T_bar^R| = {abs(x.mean() - target):.3g} s <= 4 "
-                           f"s.e. = {4 * se:.3g} s (an illustration of the a.s. limit, not a proof)")
+                           f"s.e. = {4 * se:.3g} s (an illustration of the a.s. limit, not a proof)",
+                  margin=EXACT)
 
 
 # --- Eq. 13 -------------------------------------------------------------------------------------
@@ -353,7 +355,8 @@ def eq16_product_of_limits(fast: bool) -> Result:
     if not ok:
         return Result(Verdict.FAIL, "the algebra of B.3 does not hold", counterexample={"alpha": str(alpha)})
     return Result(Verdict.PASS, "the algebra of Eq. 16 and alpha is exact",
-                  coverage="symbolic (all positive S, A, t, lambda, T_bar, r, T^max)")
+                  coverage="symbolic (all positive S, A, t, lambda, T_bar, r, T^max)",
+                  margin=NOT_APPLICABLE)
 
 
 def eq1_statement() -> sp.Basic:

@@ -19,9 +19,11 @@ from functools import cache
 
 import numpy as np
 import sympy as sp
+from scipy import stats
 
 from paper_checks.common import bound_test, gpus, workload
 from paper_checks.evidence import Points, Reading, StatTest
+from paper_checks.margins import EXACT, NOT_APPLICABLE, blind_spot, ratio_margin
 from paper_checks.pseudocode import Req, instances, rad
 from paper_checks.registry import Result, Verdict, not_checkable, outcome, register
 from theory import cost
@@ -83,6 +85,8 @@ def appC1_measure_steps(fast: bool) -> Result:
 
 
 MARKOV_ALPHA = 0.001  # the level of lemma2.markov's test
+MARKOV_BLIND = ("second-order memory too weak to raise G^2 past the test's critical value at this number of "
+                "cycles; the planted-memory series shows the test's power against strong memory")
 
 
 @register("lemma2.markov", level="statistical",
@@ -116,12 +120,15 @@ def lemma2_markov(fast: bool) -> Result:
                       counterexample={"scenario": "A100 with one 16x4x16 tile, Mistral-7B, "
                                                   "uniform:1-64,1-24 padded, RAD n = 8, 0.9 lambda*, seed 1",
                                       **evidence}, evidence=evidence)
+    # the statistic against the test's critical value: memory raising G^2 by this factor is rejected
+    margin = ratio_margin(test["G2"], float(stats.chi2.isf(MARKOV_ALPHA, test["dof"])))
     return Result(Verdict.PASS, f"no second-order dependence: G^2 = {test['G2']:.1f} on {test['dof']} "
                                 f"dof (p = {test['p_value']:.2f}); planted memory gives p = "
                                 f"{power['p_value']:.1g}",
                   coverage=f"{cycles['x'].size} executed RAD cycles (n = 8, t*_col = 4, 0.9 lambda*, "
                            f"{n_req} requests), {test['strata']} strata of X[c], Anderson-Goodman test at "
-                           "level 0.001", evidence=evidence)
+                           "level 0.001", evidence=evidence,
+                  margin=margin, blind_spot=blind_spot(margin, MARKOV_BLIND))
 
 
 def markov_core(scheduler: Callable = rad, max_requests: int = 3) -> Result:
@@ -162,7 +169,8 @@ def markov_core(scheduler: Callable = rad, max_requests: int = 3) -> Result:
     return Result(Verdict.PASS, "every cycle start is a renewal of the interpreter's state given the pending "
                                 "requests: X[c] carries all the history that matters",
                   coverage=f"{n_cyc} cycle starts of the literal RAD: t*_col 1..3, n 1..4, <= {max_requests} "
-                           "requests with lengths in {1, 2}, arrivals every 0, 0.7, 1 or 2.5 batch times")
+                           "requests with lengths in {1, 2}, arrivals every 0, 0.7, 1 or 2.5 batch times",
+                  margin=NOT_APPLICABLE)
 
 
 @register("lemma2.markov_exhaustive", level="sample",
@@ -214,7 +222,8 @@ def eq19_state_update(fast: bool) -> Result:
     return Result(Verdict.PASS, "Eq. 19 holds at every executed cycle boundary; R[c] is in X[c] when X[c] >= "
                                 "n",
                   coverage=f"{n_cycles} executed cycle boundaries of the literal RAD (t*_col 1..3, n 1..4, "
-                           f"<= {sizes} requests, 3 arrival patterns)")
+                           f"<= {sizes} requests, 3 arrival patterns)",
+                  margin=NOT_APPLICABLE)
 
 
 # --- C.2: cycle times -------------------------------------------------------------------------
@@ -276,7 +285,8 @@ def eq23_prefill_mode(fast: bool) -> Result:
     return Result(Verdict.PASS, "RAD's prefill time is exactly T_j^P; Eq. 23 is the prefill part of n "
                                 "T_bar^R",
                   coverage=f"{n_cases} (GPU, L^P) cases, exact for L^P <= 1024 and rel. 1e-12 up to 8192; "
-                           "symbolic split of n T_bar^R")
+                           "symbolic split of n T_bar^R",
+                  margin=EXACT)
 
 
 def toy_chain(rows, cm, t_col: int, run) -> list[tuple[str, float, float]]:
@@ -384,7 +394,8 @@ def eq25_cycle_bound(fast: bool) -> Result:
     if cex:
         return Result(Verdict.FAIL, "Eq. 25 is not Eq. 23 + Eq. 24", counterexample=cex)
     return Result(Verdict.PASS, "Eq. 25 is the sum of Eq. 23 and Eq. 24's bound",
-                  coverage=f"symbolic; theory.bounds.cycle_time_bound on {len(gpus())} GPUs (table1 padded)")
+                  coverage=f"symbolic; theory.bounds.cycle_time_bound on {len(gpus())} GPUs (table1 padded)",
+                  margin=EXACT)
 
 
 @register("appC2.executed_cycles", level="statistical",

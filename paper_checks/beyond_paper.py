@@ -36,6 +36,7 @@ from functools import cache
 
 from paper_checks.common import PAPER_MODEL
 from paper_checks.evidence import Points
+from paper_checks.margins import blind_spot, least_margin, ratio_margin
 from paper_checks.registry import Result, Verdict, register
 from theory.bounds import lambda_star
 from theory.builder import CostSpec, cost_model
@@ -200,10 +201,16 @@ def judge_moe_capacity(bound: float, runs: dict, case: dict, tol: float = MOE_AT
                         f"{bound:.6g}, more than {tol:.0%}")
     if problems:
         return Result(Verdict.FAIL, "; ".join(problems), counterexample=case)
+    # the bound scaled down below an interval's lower end, or up until the best mean falls more than
+    # tol below it
+    margin = least_margin([*(ratio_margin(low, bound) for _, low, _ in runs.values()),
+                           ratio_margin(runs[best][0] / (1 - tol), bound)])
     return Result(Verdict.PASS, f"no policy above the bound {bound:.6g} req/s; {best} attains it within "
                                 f"{gap:.2%} (<= {tol:.0%})",
                   coverage=f"{case['gpu']}, {case['model']}, {case['workload']}, budget "
-                           f"{case['token_budget']}; {', '.join(runs)} simulated", evidence=case)
+                           f"{case['token_budget']}; {', '.join(runs)} simulated", evidence=case,
+                  margin=margin, blind_spot=blind_spot(margin, "how far below the bound the slower policies "
+                                                               "saturate"))
 
 
 @cache
@@ -262,4 +269,6 @@ def beyond_moe_capacity(fast: bool) -> Result:
     if failed:
         return replace(failed[0], summary=failed[0].summary + f" ({len(failed)} of {len(cases)} instances)")
     return replace(results[0], summary="; ".join(r.summary for r in results),
-                   coverage="; ".join(r.coverage for r in results))
+                   coverage="; ".join(r.coverage for r in results),
+                   margin=(m := least_margin(r.margin for r in results)),
+                   blind_spot=blind_spot(m, results[0].blind_spot))

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from paper_checks.evidence import Points
+from paper_checks.margins import EXACT
 from paper_checks.pseudocode import Req, rad
 from paper_checks.registry import Result, outcome, register
 from paper_checks.simulated import run_gpu, small_tile_cost_model
@@ -153,6 +154,7 @@ def replay_core(seeds: list[int], params_of: Callable | None = None) -> Result:
             "decode batches of t*_col (line 6: |D| = t*_col)": full,
             "cycles that started n requests (line 6: requests_in_cycle = n)": started_n,
         },
+        margin=EXACT,  # the batch times and finish times equal Algorithm 1's under Eq. 7
     )
 
 

@@ -26,7 +26,7 @@ import math
 
 from paper_checks.common import PAPER_GPU, PAPER_MODEL
 from paper_checks.evidence import Points, Reading
-from paper_checks.margins import least_margin, ratio_margin
+from paper_checks.margins import NOT_APPLICABLE, least_margin, ratio_margin
 from paper_checks.registry import Result, outcome, register
 from theory import cost
 from theory.builder import CostSpec, cost_model
@@ -127,4 +127,5 @@ def fig5b_memory_growth(fast: bool) -> Result:
         counterexample={"KV bytes per request": per},
         evidence={"KV bytes per request": per, "weights (bytes)": weights,
                   "memory at N (bytes)": memory, "requests that fit (90% of memory)": int(fit),
-                  "alpha": ALPHA_CAP})
+                  "alpha": ALPHA_CAP},
+        margin=NOT_APPLICABLE)

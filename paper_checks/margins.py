@@ -11,11 +11,26 @@ never by search:
 * several compared pairs: the least of their margins (:func:`least_margin`);
 * a reference value ``p`` inside an interval ``[lo, hi]`` computed from ``q`` (a confidence
   interval scales with the estimate): the least factor that moves an end of the interval past
-  ``p`` (:func:`interval_margin`); an end of the other sign than ``p`` never reaches it.
+  ``p`` (:func:`interval_margin`); an end of the other sign than ``p`` never reaches it;
+* an end of the t-interval of paired differences ``x - y`` against 0, ``x`` computed: the least
+  growth of ``x`` that moves that end onto 0, a root of a quadratic (:func:`t_test_margin`);
+* a stability verdict of a simulation: :func:`paper_checks.simulated.verdict_margin`.
 
 A margin above :data:`BLIND_ABOVE` (the quantity may be off by more than a factor of two and the
 check still PASSes) must come with a *blind spot*: what such an error does that the check cannot
 see (:class:`paper_checks.registry.Result`).
+
+Every PASS states its margin; a check that compares no quantity with a bound states which of two
+kinds it is instead of a number, and the report prints the kind:
+
+* :data:`EXACT` (``"exact"``, margin 0): a computed quantity of the library *equals* an
+  independent value (an integer count, an exact rational or sympy expression, a float to
+  round-off): any relative perturbation above round-off flips the PASS;
+* :data:`NOT_APPLICABLE` (``"n/a"``): no quantity of the library is compared with a threshold: a
+  reading of the printed text, a symbolic statement proved over the whole parameter family, or a
+  predicate on discrete structure (an order, a membership, which request a batch holds) that no
+  scaling of a quantity moves; such a check flips on a changed statement or a changed rule
+  (``tests/test_paper_checks_two_sided.py``), not on a size.
 """
 
 from __future__ import annotations
@@ -23,7 +38,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import numpy as np
+
 BLIND_ABOVE = 1.0  # a margin above 1 is a factor above 2: the check must say what it cannot see
+EXACT = "exact"  # an equality of a computed quantity: margin 0
+NOT_APPLICABLE = "n/a"  # no computed quantity against a threshold (a reading, a proof, a discrete predicate)
+KINDS = (EXACT, NOT_APPLICABLE)
+
+Margin = float | str  # a relative size >= 0, or one of KINDS
 
 
 def _factor_margin(r: float) -> float:
@@ -61,11 +83,42 @@ def interval_margin(reference: float, lo: float, hi: float) -> float:
     return least_margin(_factor_margin(reference / e) for e in ends)
 
 
-def margin_text(margin: float | None) -> str:
+def t_test_margin(x, y, confidence: float, end: str = "lower") -> float:
+    """The margin of a PASS that reads one end of the two-sided ``confidence`` t-interval of the
+    paired differences ``x - y`` against 0: ``end="lower"`` for the test "mean <= 0" that rejects
+    when the lower end exceeds 0 (:func:`paper_checks.common.bound_test`), ``end="upper"`` for "the
+    mean is negative" shown by an upper end below 0. The margin is the least relative growth
+    ``f - 1`` of the computed samples ``x`` that moves that end of the interval of ``f x - y`` onto 0.
+
+    The ends are ``f a - b -+ sqrt(k (f^2 v_x - 2 f c + v_y))`` (``a``, ``b`` the means, ``v`` the
+    variances, ``c`` the covariance, ``k = t^2 / N``, ``t`` the Student quantile); one is 0 where
+    ``(f a - b)^2 = k (f^2 v_x - 2 f c + v_y)``, the lower end with ``f a >= b``, the upper with
+    ``f a <= b``: the least such root ``f >= 1`` of that quadratic (``inf`` if none).
+    """
+    from theory.stats import t_quantile
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    cov = np.cov(x, y, ddof=1)
+    k = t_quantile(confidence, x.size - 1) ** 2 / x.size
+    a, b = float(x.mean()), float(y.mean())
+    quad = (a * a - k * cov[0, 0], -2 * (a * b - k * cov[0, 1]), b * b - k * cov[1, 1])
+    roots = [float(r.real) for r in np.roots(quad) if abs(r.imag) < 1e-12]
+    side = 1 if end == "lower" else -1
+    return least_margin(f - 1 for f in roots if f >= 1 and side * (f * a - b) >= 0)
+
+
+def blind_spot(margin: Margin, text: str) -> str:
+    """``text`` (what the check cannot see) where ``margin`` is above :data:`BLIND_ABOVE`, else ``""``."""
+    return text if not isinstance(margin, str) and margin > BLIND_ABOVE else ""
+
+
+def margin_text(margin: Margin | None) -> str:
     """The margin as printed: a percentage, a factor ``x(1 + margin)`` above :data:`BLIND_ABOVE`,
-    ``"inf"``, or ``"—"`` when none was derived."""
+    ``"inf"``, its kind (:data:`KINDS`), or ``"—"`` when none was derived."""
     if margin is None:
         return "—"
+    if isinstance(margin, str):
+        return margin
     if not math.isfinite(margin):
         return "inf"
     return f"x{1 + margin:.3g}" if margin > BLIND_ABOVE else f"{100 * margin:.3g}%"
@@ -111,4 +164,4 @@ def from_evidence(check_id: str, evidence: dict) -> tuple[float | None, str]:
     if derive is None:
         return None, ""
     margin, blind = derive(evidence)
-    return margin, (blind if margin > BLIND_ABOVE else "")
+    return margin, blind_spot(margin, blind)

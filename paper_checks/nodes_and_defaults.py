@@ -28,6 +28,7 @@ import math
 import numpy as np
 
 from paper_checks.evidence import Points
+from paper_checks.margins import EXACT, NOT_APPLICABLE
 from paper_checks.registry import Result, Verdict, register
 from paper_checks.simulated import run_gpu, small_tile_cost_model
 from stability.sim.gpu import RunOptions
@@ -193,7 +194,8 @@ def sec41_r_nodes(fast: bool) -> Result:
                                 "< 0 at 0.9 lambda* and > 0 at 1.1 lambda* with r = 2",
                   coverage="r = 2, 3: deterministic cycles (closed forms), A100 preset bounds; r = 2: "
                            f"executed chain at n = 48 ({150 if fast else 600} saturated cycles"
-                           f"{', fast subset' if fast else ''})", evidence={"r = 2": rows})
+                           f"{', fast subset' if fast else ''})", evidence={"r = 2": rows},
+                  margin=EXACT)
 
 
 def _replay(name: str, gpu: str, requests: int) -> list[str]:
@@ -264,7 +266,8 @@ def alg123_default_parameters(fast: bool) -> Result:
     return Result(Verdict.PASS, "every logged chunk is t*_lcm (the last one the rest of the prompt), every "
                                 "batch at most t*_col, as Algorithms 1-3 prescribe",
                   coverage=f"{', '.join(gpus)}{' (fast subset)' if fast else ''}: a burst of 2 t*_col + 7 "
-                           "requests per scheduler, every batch replayed")
+                           "requests per scheduler, every batch replayed",
+                  margin=NOT_APPLICABLE)
 
 
 @register("eq7.partial_chunks_and_decode_runs", level="sample",
@@ -308,7 +311,8 @@ def eq7_partial_chunks_and_decode_runs(fast: bool) -> Result:
     return Result(Verdict.PASS, "RAD's prefill time is Eq. 7 summed over its chunks, partial last chunk "
                                 "included; decode runs are Eq. 5 summed over their positions",
                   coverage=f"{cases} prompt lengths and position ranges on {', '.join(gpus)}"
-                           f"{' (fast subset)' if fast else ''}")
+                           f"{' (fast subset)' if fast else ''}",
+                  margin=EXACT)
 
 
 @register("thm2.n_strictly_above", level="sample",
@@ -340,7 +344,8 @@ def thm2_n_strictly_above(fast: bool) -> Result:
         return Result(Verdict.FAIL, f"theory.bounds.n_threshold misses the strict inequality in {len(bad)} "
                                     "cases", counterexample={"cases": bad})
     return Result(Verdict.PASS, "n_threshold is the smallest n strictly above the bound, integer bounds "
-                                "included", coverage=f"{len(cases)} cases, 5 with an integer bound")
+                                "included", coverage=f"{len(cases)} cases, 5 with an integer bound",
+                  margin=EXACT)
 
 
 ASYMMETRIC_GEMV = """
@@ -396,7 +401,8 @@ def eq5_gemv_orientation(fast: bool) -> Result:
     return Result(Verdict.PASS, "T^D,SA counts Eq. 5's tiles on non-square GeMV tiles and is the corrected "
                                 "Eq. 5 on every GPU preset",
                   coverage=f"{cases} positions on GeMV tiles 16x64 and 128x16 (A100, Mistral-7B); i = "
-                           f"{', '.join(map(str, PRESET_POSITIONS))} on {len(gpu_names())} GPU presets")
+                           f"{', '.join(map(str, PRESET_POSITIONS))} on {len(gpu_names())} GPU presets",
+                  margin=EXACT)
 
 
 PRESET_POSITIONS = (1, 17, 513, 4096)
@@ -481,4 +487,5 @@ def alg4_sarathi_chunks(fast: bool) -> Result:
         return Result(Verdict.FAIL, bad[0], counterexample={"failures": bad})
     return Result(Verdict.PASS, "one chunk per prompt below the budget, at most max_num_seqs requests per "
                                 "batch, chunks adding up to the prompts, budgets kept",
-                  coverage="A100 preset, Algorithm 4 and Sarathi-Serve: 12 spaced requests, a burst of 20")
+                  coverage="A100 preset, Algorithm 4 and Sarathi-Serve: 12 spaced requests, a burst of 20",
+                  margin=NOT_APPLICABLE)

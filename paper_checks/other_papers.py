@@ -36,6 +36,7 @@ from pathlib import Path
 
 from paper_checks import other_papers_batching, other_papers_kv, other_papers_wait  # noqa: F401  (register)
 from paper_checks.evidence import Points
+from paper_checks.margins import EXACT, blind_spot, least_margin, ratio_margin
 from paper_checks.registry import Result, Verdict, register
 from theory.capacity import capacity_bound
 
@@ -110,7 +111,7 @@ def judge_work_conserving(claimed: float, certified: float, measured: dict) -> R
                                 f"{certified:.6g}; Sarathi-Serve at the budget sustains it "
                                 + ", ".join(f"{m[0]:.6g}" for m in measured.values()),
                   coverage=f"staircase law from TOML, budget {LDP_BUDGET}, {LDP_WORKLOAD}, 3 replicates",
-                  evidence=case)
+                  evidence=case, margin=EXACT)  # the closed form equals the certified bound
 
 
 @register("other.ldp_work_conserving", level="sample",
@@ -144,7 +145,9 @@ def judge_unstable_below(capacity: float, measured: dict) -> Result:
         f"{n} saturates at {m[0] / capacity:.3f} x capacity (CI up to {m[2]:.4g} req/s: rates from there "
         f"to {capacity:.4g} outgrow it)" for n, m in measured.items()),
                   coverage=f"vLLM v0 (prefill-first, no chunking) and request-level batching, budget "
-                           f"{LDP_BUDGET}, {LDP_WORKLOAD}, 3 replicates", evidence=case)
+                           f"{LDP_BUDGET}, {LDP_WORKLOAD}, 3 replicates", evidence=case,
+                  margin=(m := least_margin(ratio_margin(hi, capacity) for _, _, hi in measured.values())),
+                  blind_spot=blind_spot(m, "how far below the capacity the policies saturate"))
 
 
 @register("other.ldp_unstable_below", level="sample",

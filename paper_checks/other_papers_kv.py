@@ -53,6 +53,7 @@ from dataclasses import replace
 import numpy as np
 
 from paper_checks.evidence import Points
+from paper_checks.margins import blind_spot, least_margin, ratio_margin
 from paper_checks.registry import Result, Verdict, register
 from theory.workload import Workload
 
@@ -94,12 +95,23 @@ def judge_threshold(mu: float, delta: float, measured: tuple[float, float, float
                    f"(- {tol:.3g}): unstable below mu (1 - delta)")
     if bad:
         return Result(Verdict.FAIL, "; ".join(bad), counterexample=case)
+    half = (high - low) / 2
+
+    def crossing(slope: float, sign: int) -> float:
+        # the factor f on mu with f mu slope + sign max(RTOL f mu, half) = mean (increasing in f)
+        f = mean / (mu * (slope + sign * RTOL))
+        return f if RTOL * f * mu >= half else (mean - sign * half) / (mu * slope)
+
+    # mu scaled down until the mean exceeds mu + tol, or up until it falls below mu (1 - delta) - tol
+    margin = least_margin([ratio_margin(crossing(1.0, 1), 1.0), ratio_margin(crossing(1 - delta, -1), 1.0)])
     return Result(Verdict.PASS, f"mu = M / (b̄ E[g]) = {mu:.6g} req/s; work-conserving Sarathi-Serve "
                                 f"saturates at {mean:.6g} [{low:.6g}, {high:.6g}] = {mean / mu:.4f} mu, "
                                 f"within [mu (1 - delta), mu] (delta = {delta:.4f}, tolerance {tol:.3g})",
                   coverage=f"one memory-bound instance ({case['workload']}, M = {case['M tokens']} tokens, "
                            f"staircase law), {case['replicates']} seeded replicates of "
-                           f"{case['requests']} requests", evidence=case)
+                           f"{case['requests']} requests", evidence=case, margin=margin,
+                  blind_spot=blind_spot(margin, "errors of mu inside the interval [mu (1 - delta), mu] "
+                                                "the claim allows"))
 
 
 def nsz_runs(fast: bool, kv_tokens: int | None = None, workload: str = WORKLOADS[0]) -> dict:
@@ -169,4 +181,6 @@ def other_nsz_kv_threshold(fast: bool) -> Result:
         return failed[0]
     return Result(Verdict.PASS, "; ".join(x.summary for x in results),
                   coverage="; ".join(x.coverage for x in results),
-                  evidence={w: x.evidence for w, x in zip(WORKLOADS, results, strict=True)})
+                  evidence={w: x.evidence for w, x in zip(WORKLOADS, results, strict=True)},
+                  margin=(m := least_margin(x.margin for x in results)),
+                  blind_spot=blind_spot(m, results[0].blind_spot))

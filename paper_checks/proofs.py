@@ -33,6 +33,7 @@ import z3
 
 from paper_checks.common import frac, gpus, models
 from paper_checks.evidence import Enumeration, Points, Symbolic
+from paper_checks.margins import EXACT, NOT_APPLICABLE, ratio_margin
 from paper_checks.registry import Result, outcome, register
 from theory.builder import CostSpec, cost_model
 from theory.cost import CostModel
@@ -147,6 +148,25 @@ def ceil_le_statement():
     return q <= d, [d >= 1, t >= 1, q * t >= d, (q - 1) * t < d]
 
 
+def d_col_one_times(cm: CostModel) -> list[tuple]:
+    """(weight, best GeMV time, best GeMM time at d_col = 1) for every linear weight of ``cm``, in exact
+    rationals (the binary value of each float rate), each side on its fastest tile."""
+    out = []
+    for g in cm.model.linear_gemms(cm.mode):
+        gemm1 = min(
+            Fraction(-(-g.d_row // int(cm.t_row[k])) * -(-g.d_red // int(cm.t_red[k])))
+            / (cm.s * frac(cm.mu[k]))
+            for k in range(len(cm.tiles))
+        )
+        gemv = min(
+            Fraction(-(-g.d_row // int(cm.g_row[k])) * -(-g.d_red // int(cm.g_col[k])))
+            / (cm.s * frac(cm.mu_gemv[k]))
+            for k in range(len(cm.mu_gemv))
+        )
+        out.append((g, gemv, gemm1))
+    return out
+
+
 def assumption2_core(cms: Iterable[CostModel]) -> Result:
     """Assumption 2 for every weight matrix of each cost model and every d_col >= 1.
 
@@ -159,17 +179,7 @@ def assumption2_core(cms: Iterable[CostModel]) -> Result:
     lemma_ok, _ = prove(*ceil_le_statement())
     n, worst, cex = 0, None, {}
     for cm in cms:
-        for g in cm.model.linear_gemms(cm.mode):
-            gemm1 = min(
-                Fraction(-(-g.d_row // int(cm.t_row[k])) * -(-g.d_red // int(cm.t_red[k])))
-                / (cm.s * frac(cm.mu[k]))
-                for k in range(len(cm.tiles))
-            )
-            gemv = min(
-                Fraction(-(-g.d_row // int(cm.g_row[k])) * -(-g.d_red // int(cm.g_col[k])))
-                / (cm.s * frac(cm.mu_gemv[k]))
-                for k in range(len(cm.mu_gemv))
-            )
+        for g, gemv, gemm1 in d_col_one_times(cm):
             ratio = gemv / gemm1
             n += 1
             if worst is None or ratio < worst:
@@ -199,6 +209,7 @@ def assumption2_core(cms: Iterable[CostModel]) -> Result:
             "z3: ceil(d/t) <= d for d, t >= 1": lemma_ok,
             "least GeMV/GeMM ratio at d_col = 1": float(worst) if worst is not None else None,
         },
+        margin=ratio_margin(float(worst), 1.0) if holds else None,
     )
 
 
@@ -286,6 +297,7 @@ def theorem2_drift_core(bound: Callable = repaired_cycle_bound) -> Result:
         coverage="every r >= 1, T_bar^R > 0, T^max >= 0, eps in (0, 1), lambda <= r (1 - eps) / "
         "T_bar^R, n above Theorem 2's threshold, every law of K in [1, n]",
         counterexample=cex,
+        margin=NOT_APPLICABLE,
     )
 
 
@@ -395,6 +407,7 @@ def eq7_core(linear_blocks: Callable = printed_eq7_linear, shapes=((1, 0), (0, 1
         coverage=f"batches of (prefill chunks, decodes) in {list(shapes)}, every position, chunk size, "
         "tile, rate and model dimension symbolic",
         counterexample=bad,
+        margin=EXACT,
     )
 
 

@@ -47,7 +47,7 @@ from enum import Enum
 
 from paper_checks.evidence import Method, level_of
 from paper_checks.items import PAPER_ITEMS
-from paper_checks.margins import BLIND_ABOVE
+from paper_checks.margins import BLIND_ABOVE, KINDS, Margin
 from theory.errors import FieldError, UnknownNameError
 
 MODULES = ("section3_model", "section3_assumptions", "appendix_b", "appendix_b_bounds", "section4_theorems",
@@ -108,10 +108,12 @@ class Result:
     shrunk : bool
         True when ``--quick`` enumerated less than the claim's whole finite domain (an exhaustive
         check run on a subset says so).
-    margin : float or None
+    margin : float, str or None
         For a PASS on a computed quantity: the smallest relative perturbation of that quantity
-        that flips the verdict (:mod:`paper_checks.margins`); None where the check computes no
-        quantity (a reading, a symbolic statement) or has not derived it.
+        that flips the verdict (:mod:`paper_checks.margins`); ``"exact"`` for an equality,
+        ``"n/a"`` where the check compares no quantity with a threshold (a reading, a symbolic
+        statement, a discrete predicate: :data:`paper_checks.margins.KINDS`); None where it has
+        not been derived.
     blind_spot : str
         For a margin above :data:`paper_checks.margins.BLIND_ABOVE`: what an error of the
         quantity smaller than the margin does that the check cannot see.
@@ -125,15 +127,17 @@ class Result:
     correction_check: str = ""
     evidence: dict = field(default_factory=dict)
     shrunk: bool = False
-    margin: float | None = None
+    margin: Margin | None = None
     blind_spot: str = ""
 
     def __post_init__(self):
         v = self.verdict
         if self.margin is not None:
-            if v is not Verdict.PASS or not self.margin >= 0:
-                raise FieldError("Result.margin", self.margin, "a finite margin >= 0, on a PASS only")
-            if self.margin > BLIND_ABOVE and not self.blind_spot:
+            numeric = not isinstance(self.margin, str)
+            if v is not Verdict.PASS or not (self.margin >= 0 if numeric else self.margin in KINDS):
+                raise FieldError("Result.margin", self.margin,
+                                 f"a margin >= 0 or one of {list(KINDS)}, on a PASS only")
+            if numeric and self.margin > BLIND_ABOVE and not self.blind_spot:
                 raise FieldError("Result.blind_spot", self.blind_spot,
                                  f"what the check cannot see, for a margin above {BLIND_ABOVE:g}")
         if v is Verdict.PASS and not self.coverage:

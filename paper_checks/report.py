@@ -18,7 +18,7 @@ from pathlib import Path
 
 from paper_checks.common import jsonable
 from paper_checks.evidence import describe
-from paper_checks.margins import BLIND_ABOVE, from_evidence, margin_text
+from paper_checks.margins import BLIND_ABOVE, EXACT, KINDS, NOT_APPLICABLE, Margin, from_evidence, margin_text
 from paper_checks.registry import SECTIONS, Level
 from paper_checks.runner import CRASH, Outcome, beyond_index, item_index
 from theory.io import atomic_write_text
@@ -53,14 +53,14 @@ def level_counts(outcomes: list[Outcome]) -> dict[str, int]:
     return {str(v): c[v] for v in Level if c[v]}
 
 
-def margin_of(o: Outcome) -> float | None:
+def margin_of(o: Outcome) -> Margin | None:
     """The outcome's margin (its result's, else read off its evidence:
     :func:`paper_checks.margins.from_evidence`), or None (no PASS, no computed quantity, or not
     derived)."""
     return _margin(o)[0]
 
 
-def _margin(o: Outcome) -> tuple[float | None, str]:
+def _margin(o: Outcome) -> tuple[Margin | None, str]:
     r = o.result
     if r is None or o.verdict != "PASS":
         return None, ""
@@ -70,11 +70,13 @@ def _margin(o: Outcome) -> tuple[float | None, str]:
 
 
 def margin_counts(outcomes: list[Outcome]) -> dict[str, int]:
-    """PASS checks, those with a margin, and those whose margin is above a factor of two."""
-    passed = [o for o in outcomes if o.verdict == "PASS"]
-    with_margin = [m for o in passed if (m := margin_of(o)) is not None]
-    return {"PASS": len(passed), "with a margin": len(with_margin),
-            "margin above x2": sum(m > BLIND_ABOVE for m in with_margin)}
+    """PASS checks, those with a margin (a size, or its kind: exact, n/a), and those whose margin is
+    above a factor of two."""
+    passed = [margin_of(o) for o in outcomes if o.verdict == "PASS"]
+    sizes = [m for m in passed if m is not None and not isinstance(m, str)]
+    return {"PASS": len(passed), "with a margin": sum(m is not None for m in passed),
+            **{kind: sum(m == kind for m in passed) for kind in KINDS},
+            "margin above x2": sum(m > BLIND_ABOVE for m in sizes)}
 
 
 def _finding(o: Outcome) -> str:
@@ -186,8 +188,10 @@ def _check_section(o: Outcome) -> list[str]:
     elif o.verdict == "FAIL":
         out.append("- **Checked**: until the counterexample below, which refutes the claim")
     if "margin" in d:
-        out.append(f"- **Margin**: {margin_text(d['margin'])} (the least relative change of the computed "
-                   "quantity that flips the PASS)")
+        what = {EXACT: "an equality: any change of the computed quantity flips the PASS",
+                NOT_APPLICABLE: "no computed quantity against a threshold"}.get(
+            d["margin"], "the least relative change of the computed quantity that flips the PASS")
+        out.append(f"- **Margin**: {margin_text(d['margin'])} ({what})")
     if "blind_spot" in d:
         out.append(f"- **Cannot see**: {d['blind_spot']}")
     if "correction" in d:

@@ -14,6 +14,8 @@ import math
 
 from paper_checks.common import PAPER_GPU, PAPER_MODEL, PAPER_WORKLOADS, gpus, models, workload
 from paper_checks.evidence import Enumeration, Points, Reading
+from paper_checks.margins import blind_spot, least_margin, ratio_margin
+from paper_checks.proofs import d_col_one_times
 from paper_checks.registry import Result, Verdict, outcome, register
 from theory.assumptions import assumption1, assumption2, assumption3, assumption4
 from theory.builder import CostSpec, cost_model
@@ -32,6 +34,15 @@ def _matrix(fn, per_mode: bool) -> tuple[dict, list]:
                 if not rep.holds:
                     fails.append({"gpu": g, "model": mk, "mode": mode, "detail": rep.detail})
     return grid, fails
+
+
+def _cost_models() -> list:
+    modes = ("paper", "real")
+    return [cost_model(CostSpec(g, mk, mode)) for g in gpus() for mk in models() for mode in modes]
+
+
+def _volume(cm, k: int) -> int:
+    return int(cm.t_row[k] * cm.t_col[k] * cm.t_red[k])
 
 
 @register("assumption1.presets", level="exhaustive",
@@ -53,10 +64,15 @@ def assumption1_presets(fast: bool) -> Result:
                       | {"a100 t*": str(a100)})
     ties = {g: [str(t) for t in get_gpu(g).tiles if get_gpu(g).flop_rate(t)
                 >= get_gpu(g).flop_rate(get_gpu(g).optimal_tile()) * (1 - 1e-12)] for g in gpus()}
+    # t*'s FLOP rate against the best other tile's (a tie: 0); the divisibility and A100 tile are exact
+    margin = least_margin(ratio_margin(cm.mu[0] * _volume(cm, 0), max(cm.mu[k] * _volume(cm, k)
+                                                                        for k in range(1, len(cm.tiles))))
+                          for cm in _cost_models() if len(cm.tiles) > 1)
     return Result(Verdict.PASS, f"holds on all {len(grid)} cases; A100 t* = {a100}",
                   coverage=f"{len(gpus())} GPUs x {len(models())} models x 2 modes (roofline rates, "
                            "not measurements)",
-                  evidence={"tiles tied with t* at maximal FLOP rate": ties})
+                  evidence={"tiles tied with t* at maximal FLOP rate": ties}, margin=float(margin),
+                  blind_spot=blind_spot(float(margin), "how far t* is ahead of the other tiles"))
 
 
 @register("assumption2.presets", level="sample",
@@ -72,8 +88,14 @@ def assumption2_presets(fast: bool) -> Result:
     grid, fails = _matrix(lambda cm: assumption2(cm, d_col_max=top), per_mode=True)
     if fails:
         return Result(Verdict.FAIL, "Assumption 2 fails on a preset", counterexample=fails[0])
+    # the least ratio (d_col GeMVs) / GeMM is at d_col = 1 (assumption2.all_d_col: the best GeMM grows
+    # at most linearly in d_col); the GeMV time scaled onto the GeMM's flips it
+    least = min(gemv / gemm1 for cm in _cost_models() for _, gemv, gemm1 in d_col_one_times(cm))
     return Result(Verdict.PASS, f"holds on all {len(grid)} cases",
-                  coverage=f"{len(gpus())} GPUs x {len(models())} models x 2 modes, d_col = 1..{top}")
+                  coverage=f"{len(gpus())} GPUs x {len(models())} models x 2 modes, d_col = 1..{top}",
+                  evidence={"least (d_col GeMVs) / GeMM, at d_col = 1": float(least)},
+                  margin=(m := ratio_margin(float(least), 1.0)),
+                  blind_spot=blind_spot(m, "how much slower the GeMVs are than the GeMM"))
 
 
 @register("assumption3.workloads", level="exhaustive",

@@ -20,6 +20,7 @@ import sympy as sp
 
 from paper_checks.common import frac, gpus, models
 from paper_checks.evidence import Points, Reading, Symbolic
+from paper_checks.margins import EXACT, NOT_APPLICABLE
 from paper_checks.pseudocode import Req, rad, violations
 from paper_checks.registry import Result, Verdict, outcome, register
 from theory import cost
@@ -92,7 +93,8 @@ def eq2_eq3_tile_counts(fast: bool) -> Result:
         return Result(Verdict.FAIL, "a tile count differs from Eq. 2/3", counterexample=bad)
     return Result(Verdict.PASS, f"tile enumeration matches Eq. 2-3 and theory.cost on {n} shapes",
                   coverage=f"{n} GeMM/GeMV shapes: dims 1..{max(sizes)}, tiles {tiles}"
-                           + (" (fast subset)" if fast else ""))
+                           + (" (fast subset)" if fast else ""),
+                  margin=EXACT)
 
 
 # --- Eq. 4: linear layers -------------------------------------------------------------------
@@ -166,7 +168,8 @@ def eq4_linear_aggregation(fast: bool) -> Result:
                       counterexample=bad)
     return Result(Verdict.PASS, "Eq. 4 equals the per-layer GeMM sum exactly, symbolically in tau",
                   coverage=f"{n} (GPU tile, model, mode) cases: every tile of {len(gpus())} GPU presets x "
-                           f"{len(models())} models x paper/real modes")
+                           f"{len(models())} models x paper/real modes",
+                  margin=EXACT)
 
 
 # --- Eq. 5: decode attention ----------------------------------------------------------------
@@ -290,7 +293,8 @@ def eq6_two_gemms(fast: bool) -> Result:
     if not ok:
         return Result(Verdict.FAIL, "Eq. 6 does not match its two GeMMs", counterexample=bad)
     return Result(Verdict.PASS, "Eq. 6 = N (Eq. 2 + Eq. 2) symbolically",
-                  coverage="symbolic identity: every i, c, tile, d, N, mu, s")
+                  coverage="symbolic identity: every i, c, tile, d, N, mu, s",
+                  margin=NOT_APPLICABLE)
 
 
 def eq6_cost_core(printed: Callable | None = None, fast: bool = True) -> tuple[bool, dict | None, int]:
@@ -327,7 +331,8 @@ def eq6_cost_at_t_star(fast: bool) -> Result:
     if not ok:
         return Result(Verdict.FAIL, "theory.cost.T_P_SA differs from Eq. 6", counterexample=bad)
     return Result(Verdict.PASS, "theory.cost.T_P_SA equals Eq. 6 at t* to 1e-12",
-                  coverage=f"{n} (GPU, i, c) cases at t* on {len(gpus())} GPU presets, rel. tol. 1e-12")
+                  coverage=f"{n} (GPU, i, c) cases at t* on {len(gpus())} GPU presets, rel. tol. 1e-12",
+                  margin=EXACT)
 
 
 # --- Eq. 7: batch time ------------------------------------------------------------------------
@@ -392,7 +397,8 @@ def eq7_batch_sum(fast: bool) -> Result:
         return Result(Verdict.FAIL, "theory.cost.T_batch differs from Eq. 7", counterexample=bad)
     return Result(Verdict.PASS, "Eq. 7 is the sum of Eq. 4-6 and the non-linear term; theory.cost agrees",
                   coverage=f"{n} seeded random batches (<= 3 chunks, <= 300 decodes) on {len(gpus())} "
-                           f"GPU presets at t*, rel. tol. 1e-12")
+                           f"GPU presets at t*, rel. tol. 1e-12",
+                  margin=EXACT)
 
 
 # --- Definitions 1-2 ------------------------------------------------------------------------
@@ -431,7 +437,8 @@ def def1_mask(fast: bool) -> Result:
     if not holds:
         return Result(Verdict.FAIL, "the printed mask is not causal", counterexample=cex)
     return Result(Verdict.PASS, "proved: the printed mask is exactly the causal mask",
-                  coverage="every i, c >= 1 and every entry (z3 over the integers)")
+                  coverage="every i, c >= 1 and every entry (z3 over the integers)",
+                  margin=NOT_APPLICABLE)
 
 
 @register("defs.index_conventions", level="sample",
@@ -465,7 +472,8 @@ def defs_index_conventions(fast: bool) -> Result:
                 return Result(Verdict.FAIL, "the executed indices differ from the formulas' index sets",
                               counterexample={"L_P": L_P, "L_D": L_D, "PI": pis, "DI": dis})
     return Result(Verdict.PASS, "executed PI/DI indices match Eq. 6's K rows and T_bar^R's decode sum",
-                  coverage=f"{n} requests, L^P, L^D in 1..{top}, chunk 2")
+                  coverage=f"{n} requests, L^P, L^D in 1..{top}, chunk 2",
+                  margin=NOT_APPLICABLE)
 
 
 def printed_def2_admits(i: int, L_P: int, stop: int) -> bool:

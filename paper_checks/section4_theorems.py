@@ -22,6 +22,7 @@ import z3
 from paper_checks.chunking import closed_form_units, dp_range, gpu_dp, relaxed_dp
 from paper_checks.common import PAPER_MODEL, gpus, models
 from paper_checks.evidence import Points, Reading, Symbolic
+from paper_checks.margins import EXACT, NOT_APPLICABLE, blind_spot, t_test_margin
 from paper_checks.registry import Result, Verdict, judged, outcome, register
 from theory import cost
 from theory.bounds import T_bar_R_terms, lemma3_drift_bound, n_threshold
@@ -209,13 +210,14 @@ def thm1_instability(fast: bool) -> Result:
 
 def instability_core(load: float, n_req: int, names: list[str]) -> Result:
     """Simulate each scheduler of ``names`` at ``load`` x lambda* and judge growth of the work."""
-    from paper_checks.simulated import default_setting, run
+    from paper_checks.simulated import UNSTABLE_BLIND, default_setting, run, verdict_margin
 
-    rows = {}
+    rows, margin = {}, math.inf
     for name in names:
         v = run(name, load, n_req, seed=3, **default_setting(name)).verdict()
         rows[name] = {"verdict": v.verdict, "accumulating fraction": v.growth,
                       "99% CI": [v.ci_low, v.ci_high]}
+        margin = min(margin, verdict_margin(v.as_dict()))
     stable = {k: r for k, r in rows.items() if r["verdict"] != "unstable"}
     first = next(iter(rows))
     return outcome(not stable,
@@ -224,7 +226,8 @@ def instability_core(load: float, n_req: int, names: list[str]) -> Result:
                    f"{rows[first]['accumulating fraction']:.3f} of the offered work)",
                    coverage=f"{', '.join(rows)} at {load} x lambda*, {n_req} requests, A100, Mistral-7B, "
                             "Table-1 padded; verdict by regression of the work in system (99% CI)",
-                   counterexample={"load": load, "schedulers": stable}, evidence={"schedulers": rows})
+                   counterexample={"load": load, "schedulers": stable}, evidence={"schedulers": rows},
+                   margin=margin, blind_spot=blind_spot(margin, UNSTABLE_BLIND))
 
 
 def threshold_of(t_col, T_max, T_bar, eps):
@@ -269,7 +272,8 @@ def thm2_threshold(fast: bool) -> Result:
     return Result(Verdict.PASS, "proved: negative drift for all lambda <= r(1-eps)/T_bar once n exceeds the "
                                 "threshold (with the corrected rate lambda/r, see lemma3.drift)",
                   coverage="z3 over the reals: every r >= 1, T_bar^R, T^max, eps in (0, 1), t*_col >= 1, "
-                           "theta in (0, 1] and n above the threshold")
+                           "theta in (0, 1] and n above the threshold",
+                  margin=NOT_APPLICABLE)
 
 
 @register("thm2.threshold_grid", level="sample",
@@ -291,7 +295,8 @@ def thm2_threshold_grid(fast: bool) -> Result:
     return Result(Verdict.PASS, "theory.bounds's n makes its drift bound negative, and the bound is the "
                                 "exact corrected drift",
                   coverage=f"{n_grid} grid points (r 1..8, eps, t*_col 1..256, T^max/T_bar up to 1e4, "
-                           "theta in (0, 1])")
+                           "theta in (0, 1])",
+                  margin=EXACT)
 
 
 def threshold_grid(fast: bool) -> tuple[bool, int, dict | None]:
@@ -314,6 +319,10 @@ def threshold_grid(fast: bool) -> tuple[bool, int, dict | None]:
     return True, n_pts, None
 
 
+DRIFT_BLIND = ("Theorem 2's n is far above the n a negative drift needs (the evidence's n_min): cycle times "
+               "wrong by less than this factor keep the drift negative at it")
+
+
 @register("thm2.dtmc_threshold", level="sample",
           domain="every GPU, workload, eps and state x >= n",
           evaluates=(Points("eps in {0.1} (fast) or {0.05, 0.1, 0.2} on an A100 with one 16x4x16 tile; "
@@ -332,14 +341,17 @@ def thm2_dtmc_threshold(fast: bool) -> Result:
     from theory.bounds import T_bar_R, T_max, n_threshold
     from theory.stats import t_interval
 
-    rows = []
+    rows, margin = [], math.inf
     cm = small_tile_cost_model()
     w = get_workload("uniform:1-64,1-24").padded(cm.t_lcm)
     tbar, tmax = T_bar_R(cm, w), T_max(cm, w.l_P_max, w.l_D_max)
     for eps in ((0.1,) if fast else (0.05, 0.1, 0.2)):
         n = n_threshold(cm.t_star.t_col, tmax, tbar, eps)
         sat = CycleSampler(cm, w, n).saturated(100 if fast else 400, seed=7)
-        m, lo, hi = t_interval(sat.drift_samples((1 - eps) / tbar), 0.99)
+        drift = sat.drift_samples((1 - eps) / tbar)
+        m, lo, hi = t_interval(drift, 0.99)
+        # the arrivals of a cycle (drift + K) grown until the interval's upper end reaches 0
+        margin = min(margin, t_test_margin(drift + sat.K, sat.K, 0.99, end="upper"))
         rows.append({"tile set": "a100 16x4x16", "epsilon": eps, "Theorem 2's n": n,
                      "drift for x >= n": [m, lo, hi]})
     bad = [r for r in rows if r["drift for x >= n"][2] >= 0]
@@ -358,7 +370,8 @@ def thm2_dtmc_threshold(fast: bool) -> Result:
                                 f"{emp.n_threshold:,} at eps = 0.1)",
                   coverage=f"{len(rows)} values of eps on an A100 with one 16x4x16 tile (Theorem 2's n "
                            "in the hundreds), uniform:1-64,1-24 padded; A100 preset, Table-1 padded, for "
-                           "the empirical n_min; 99% CIs over executed cycles", evidence=evidence)
+                           "the empirical n_min; 99% CIs over executed cycles", evidence=evidence,
+                  margin=margin, blind_spot=blind_spot(margin, DRIFT_BLIND))
 
 
 @register("sec4.rad_tiling_rare", level="sample",
@@ -464,7 +477,8 @@ def sec4_rad_optimal_tiling(fast: bool) -> Result:
                               counterexample={"gpu": g, "model": mk, "t*": str(t)})
     return Result(Verdict.PASS, "RAD's batches are padding-free at t* and t* is fastest for them",
                   coverage=f"{n} (GPU, model, batch) cases: decode batches of t*_col and t*_lcm tokens, "
-                           f"prefill chunks (1 + k t*_lcm, t*_lcm), k < {32 if not fast else 8}")
+                           f"prefill chunks (1 + k t*_lcm, t*_lcm), k < {32 if not fast else 8}",
+                  margin=EXACT)
 
 
 @register("sec4.rad_throughput_optimal", level="sample",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from paper_checks.common import PAPER_MODEL, gpus
 from paper_checks.evidence import Points
+from paper_checks.margins import EXACT, NOT_APPLICABLE, blind_spot, least_margin, ratio_margin
 from paper_checks.pseudocode import instances, rad
 from paper_checks.registry import Result, Verdict, register
 from theory import cost
@@ -70,7 +71,8 @@ def sec5_sarathi_tiling(fast: bool) -> Result:
                                 "tied with t*)",
                   coverage=f"{len(gpus())} GPUs x budgets {budgets}, |D| step {step}, prefilled offsets "
                            f"{starts}",
-                  evidence=rows)
+                  evidence=rows,
+                  margin=EXACT)
 
 
 @register("sec5.rad_tbt", level="sample",
@@ -112,7 +114,8 @@ def sec5_rad_tbt(fast: bool) -> Result:
                                                       "expected": expected})
     return Result(Verdict.PASS, "after k stops RAD completes min(k, waiting, n - requests_in_cycle) prefills "
                                 "before decoding again (so the other requests' TBT includes those prefills)",
-                  coverage=f"{n_events} decode batches with stops in literal RAD runs")
+                  coverage=f"{n_events} decode batches with stops in literal RAD runs",
+                  margin=NOT_APPLICABLE)
 
 
 @register("sec5.request_level_throughput", level="sample",
@@ -123,7 +126,7 @@ def sec5_rad_tbt(fast: bool) -> Result:
           claim="Request-level batching loses throughput when total lengths are imbalanced.",
           method="simulated stability boundary of Algorithm 3 vs lambda*")
 def sec5_request_level(fast: bool) -> Result:
-    from paper_checks.simulated import run
+    from paper_checks.simulated import UNSTABLE_BLIND, run, verdict_margin
 
     n_req = 20000 if fast else 100000
     v = run("request_level", 1.0, n_req, seed=5).verdict()
@@ -135,7 +138,8 @@ def sec5_request_level(fast: bool) -> Result:
     return Result(Verdict.PASS, f"request-level batching (b = t*_col) carries only {capacity[0]:.1%} of "
                                 f"lambda* (99% CI {capacity[1]:.1%}-{capacity[2]:.1%})",
                   coverage=f"{n_req} requests at lambda*, A100, Mistral-7B, Table-1 padded",
-                  evidence=evidence)
+                  evidence=evidence, margin=(m := verdict_margin(v.as_dict())),
+                  blind_spot=blind_spot(m, UNSTABLE_BLIND))
 
 
 @register("sec5.distserve_throughput", level="sample",
@@ -173,9 +177,14 @@ def sec5_distserve(fast: bool) -> Result:
         return Result(Verdict.FAIL, "a static split keeps up with lambda* or one split suits both mixes",
                       counterexample=evidence)
     worst_best = min(table[m][best[m]][0] for m in mixes)
+    # the best split's capacity interval up to lambda*, or another mix's best split up to this mix's best
+    margin = least_margin([ratio_margin(table[m][best[m]][2], 1.0) for m in mixes]
+                          + [ratio_margin(table[m][best[m]][0], table[m][best[o]][0])
+                             for m in mixes for o in mixes if best[o] != best[m]])
     return Result(Verdict.PASS, f"the best static split depends on the mix ({', '.join(best.values())}) and "
                                 f"still loses throughput (down to {worst_best:.0%} of lambda*), where RAD "
                                 "keeps ~lambda* on both",
                   coverage=f"r = {r}, every split, two length mixes, {n_req} requests per point at lambda*, "
                            "A100, Mistral-7B, prompts padded; whole-prompt prefill nodes, decode nodes "
-                           "batching all decodes, no KV transfer time", evidence=evidence)
+                           "batching all decodes, no KV transfer time", evidence=evidence,
+                  margin=margin, blind_spot=blind_spot(margin, "how much throughput a split loses"))

@@ -26,6 +26,7 @@ from scipy.optimize import linprog
 
 from paper_checks.common import PAPER_GPU, PAPER_MODEL, workload
 from paper_checks.evidence import Enumeration, Points, Reading
+from paper_checks.margins import EXACT, NOT_APPLICABLE, blind_spot, least_margin, ratio_margin
 from paper_checks.registry import Result, Verdict, outcome, register
 from theory import cost
 from theory.builder import CostSpec, cost_model
@@ -144,7 +145,8 @@ def table1_prompt_column(fast: bool) -> Result:
                                 f"{tr['std']:.1f}",
                   coverage="exact bound; the full packaged trace as witness (std printed truncated to an "
                            "integer)",
-                  evidence=res)
+                  evidence=res,
+                  margin=EXACT)
 
 
 def batch_times_512(model: str = PAPER_MODEL) -> dict:
@@ -178,6 +180,10 @@ def eq8_slai_critical(fast: bool) -> Result:
                                   "t_batch making free decodes critical at once (s)": 0.5 / delta}
         ok &= slack_pay <= 0
     ok &= rows["delta=10"]["C - e, free (s)"] > 0 or rows["delta=5"]["C - e, free (s)"] > 0
+    # t_batch scaled until a paying decode's delta t_batch falls to 0.1 s, or free ones' reaches 0.5 s
+    # at every delta
+    margin = least_margin([*(ratio_margin(d * t_bar, 0.1) for d in (5, 10)),
+                           max(ratio_margin(d * t_bar, 0.5) for d in (5, 10))])
     if not ok:
         return Result(Verdict.FAIL, "Eq. 8 with the paper's parameters does not behave as described",
                       counterexample={"t_batch (s)": times, **rows})
@@ -186,7 +192,10 @@ def eq8_slai_critical(fast: bool) -> Result:
                                 "shrinks "
                                 "to 0 as batches grow",
                   coverage="delta in {5, 10}, TBT in {0.1, 0.5} s, model batch times of 512-token batches",
-                  evidence={"t_batch (s)": times, **rows})
+                  evidence={"t_batch (s)": times, **rows}, margin=margin,
+                  blind_spot=blind_spot(margin, "the size of C - e: batch times off by less than this "
+                                                "factor keep the paying class critical and the free class "
+                                                "deferrable; only its sign is read"))
 
 
 @register("sec7.slai_parameters", level="exhaustive",
@@ -217,8 +226,12 @@ def sec7_slai_parameters(fast: bool) -> Result:
     if not all(checks.values()):
         return Result(Verdict.FAIL, "incoherent "
                                     "parameters", counterexample={k: v for k, v in checks.items() if not v})
+    # the one computed quantity: the full-budget batch time against the paying TBT (the rest are integers)
+    margin = ratio_margin(max(times.values()), tbt[0])
     return Result(Verdict.PASS, "all parameter relations hold", coverage=f"{len(checks)} relations",
-                  evidence={**checks, "batch times (s)": times, "t*": str(t)})
+                  evidence={**checks, "batch times (s)": times, "t*": str(t)}, margin=margin,
+                  blind_spot=blind_spot(margin, "batch times below the paying TBT by more than half: the "
+                                                "relation holds with room, so errors of this size pass"))
 
 
 REPORTED_PERCENT = {"TTFT": 53, "capacity": 26}  # the abstract's and Section 7's rounded percentages
@@ -253,4 +266,5 @@ def sec7_reported_numbers(fast: bool) -> Result:
                                 "5% -> 50% -> 95% paying users",
                   coverage="every percentage in the abstract, Section 7, Appendix F.3 and Figs. 9-10 "
                            "captions",
-                  evidence=ev)
+                  evidence=ev,
+                  margin=NOT_APPLICABLE)

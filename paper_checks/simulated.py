@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+from paper_checks.margins import least_margin, ratio_margin
 from stability.sim.gpu import run_gpu
+from stability.sim.metrics import DriftTest
 from stability.sim.registry import get_scheduler
 from stability.sim.simulate import Scenario, SimResult, cost_model_of, simulate, workload_of
 
@@ -24,6 +26,33 @@ def run(scheduler: str, load: float, n_requests: int, seed: int = 0, r: int = 1,
     sc = Scenario(gpu=GPU, pad=True, scheduler=scheduler, load=load, n_requests=n_requests,
                   seed=seed, r=r, workload=workload, options=tuple(sorted(options.items())))
     return simulate(sc)
+
+
+STABLE_BLIND = ("work accumulating slower than the stability test's tolerance (a fraction g_tol of the "
+                "offered work per unit time) over the simulated horizon passes as stable: a longer run "
+                "sees it")
+UNSTABLE_BLIND = ("how far the capacity is below the load: a capacity off by less than this factor still "
+                  "accumulates work")
+
+
+def verdict_margin(v: dict, test: DriftTest | None = None) -> float:
+    """The margin of a stable or unstable verdict (``Verdict.as_dict()`` of
+    :func:`stability.sim.metrics.stability_verdict`).
+
+    Unstable: above its capacity a server accumulates the fraction ``1 - capacity / lambda`` of the
+    offered work, so the margin is the least relative growth of the capacity that brings the
+    increments interval's lower end down onto ``g_min``. Stable: below capacity the accumulating
+    fraction does not depend on the capacity; the margin is the least relative change of the
+    estimated fraction, with its intervals, that changes the verdict (the levels interval's upper
+    end onto ``g_tol``, or a positive lower end of either interval past ``g_min``; an end of the
+    other sign never reaches a positive threshold: :func:`paper_checks.margins.ratio_margin`).
+    """
+    test = test or DriftTest()
+    if v["verdict"] == "unstable":
+        return ratio_margin(1 - v["ci_increments"][0], 1 - test.g_min)
+    lo, hi = v["ci_levels"]
+    return least_margin([ratio_margin(hi, test.g_tol), ratio_margin(lo, test.g_min),
+                         ratio_margin(v["ci_increments"][0], test.g_min)])
 
 
 def default_setting(scheduler: str) -> dict:

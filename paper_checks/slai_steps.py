@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from paper_checks.evidence import Points
+from paper_checks.margins import NOT_APPLICABLE
 from paper_checks.registry import Result, outcome, register
 from stability.sim.gpu import GpuRun, RunOptions, run_gpu
 from stability.sim.registry import get_scheduler
@@ -214,7 +215,8 @@ def slai_steps_core(runs: list[tuple[Scenario, GpuRun]]) -> Result:
                    evidence={"counts": totals,
                              "batches that differ when every C_j is recomputed at each batch with "
                              "the mean so far (step 1 read literally)": literal,
-                             "per run": {name: r["counts"] for name, r in found.items()}})
+                             "per run": {name: r["counts"] for name, r in found.items()}},
+                   margin=NOT_APPLICABLE)
 
 
 @register("sec6.slai_batch_steps", level="sample",

@@ -15,6 +15,7 @@ import numpy as np
 
 from paper_checks.common import PAPER_GPU, PAPER_MODEL, gpus, models
 from paper_checks.evidence import Enumeration, Points
+from paper_checks.margins import NOT_APPLICABLE, least_margin, ratio_margin
 from paper_checks.pseudocode import alg2, instances, rad
 from paper_checks.registry import Result, not_checkable, outcome, register
 from theory import cost
@@ -167,6 +168,7 @@ def appD_core(
         coverage=f"{cases} bursts of <= {max_requests} requests (L^P, L^D in 1..3), t*_col in {t_cols}, "
         f"n in {n_values}, literal interpreters, unit batch times",
         counterexample=cex,
+        margin=NOT_APPLICABLE,
     )
 
 
@@ -203,6 +205,9 @@ def fig5c_core(position: int = 513, budget: int = 512) -> Result:
     rising = bool(np.all(np.diff(coarse) >= 0))
     growth = float(t[-1] / t[0])
     holds = rising and growth >= 1.5
+    # the growth onto 1.5, or the least step ratio onto 1 (one batch time scaled onto its neighbour)
+    steps = coarse[1:] / coarse[:-1]
+    margin = least_margin([ratio_margin(growth, 1.5), ratio_margin(float(steps.min()), 1.0)])
     return outcome(
         holds,
         summary=(
@@ -219,6 +224,7 @@ def fig5c_core(position: int = 513, budget: int = 512) -> Result:
             "non-decreasing on steps": rising,
         },
         evidence={"t(N) at N = 0, 128, 256, 384, 511 (s)": [float(t[k]) for k in (0, 128, 256, 384, 511)]},
+        margin=margin,
     )
 
 

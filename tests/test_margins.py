@@ -39,6 +39,8 @@ def test_margin_text():
     assert margins.margin_text(0.125) == "12.5%"
     assert margins.margin_text(2.2) == "x3.2"
     assert margins.margin_text(math.inf) == "inf"
+    assert margins.margin_text(margins.EXACT) == "exact"
+    assert margins.margin_text(margins.NOT_APPLICABLE) == "n/a"
 
 
 def test_result_refuses_a_margin_off_a_pass_and_a_wide_margin_without_its_blind_spot():
@@ -49,6 +51,10 @@ def test_result_refuses_a_margin_off_a_pass_and_a_wide_margin_without_its_blind_
     with pytest.raises(FieldError, match="blind_spot"):
         Result(Verdict.PASS, "s", coverage="c", margin=1.5)
     assert Result(Verdict.PASS, "s", coverage="c", margin=1.5, blind_spot="b").margin == 1.5
+    with pytest.raises(FieldError, match="margin"):
+        Result(Verdict.PASS, "s", coverage="c", margin="tight")  # a kind not among margins.KINDS
+    with pytest.raises(FieldError, match="margin"):
+        Result(Verdict.FAIL, "s", counterexample={"x": 1}, margin=margins.EXACT)
 
 
 def test_outcome_keeps_the_margin_on_a_pass_only():
@@ -73,7 +79,13 @@ def test_the_report_prints_each_margin_and_what_a_wide_one_cannot_see():
     assert outcome_dict(wide)["margin"] == 3.0 and outcome_dict(wide)["blind_spot"] == "a 3x error"
     md = to_markdown([narrow, wide], fast=True)
     assert "**Margin**: 12.5%" in md and "**Cannot see**: a 3x error" in md
-    assert margin_counts([narrow, wide]) == {"PASS": 2, "with a margin": 2, "margin above x2": 1}
+    exact = Outcome(check, Result(Verdict.PASS, "s", coverage="c", margin=margins.EXACT), None, 0.0)
+    na = Outcome(check, Result(Verdict.PASS, "s", coverage="c", margin=margins.NOT_APPLICABLE), None, 0.0)
+    assert margin_counts([narrow, wide, exact, na]) == {"PASS": 4, "with a margin": 4, "exact": 1, "n/a": 1,
+                                                         "margin above x2": 1}
+    table = summary_table([exact, na])
+    assert " exact " in table and " n/a " in table  # shown as its kind, not as a blank
+    assert outcome_dict(exact)["margin"] == "exact" and "**Margin**: n/a" in to_markdown([na], fast=True)
 
 
 # --- a perturbation just above the margin flips a real check; just below it does not --------------
