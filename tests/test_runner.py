@@ -270,7 +270,7 @@ def test_ctrl_c_prints_one_line_and_exits_130(gpu_file, tmp_path):
 # a Section 7 study small enough to finish, with runs long enough (tens of ms each, 40 of them)
 # that it is still going when the first is cached (one panel)
 SLAI_SMALL = ("import stability.slai.study as s, sys; from llmq.cli import main; "
-              "s.QUICK = s.Study(s.QUICK.panels[:1], seeds=2, n_requests=40000, rel_rates=(0.8, 0.9), "
+              "s.QUICK = s.Study(s.QUICK.panels[:1], seeds=2, n_requests=4000, rel_rates=(0.8, 0.9), "
               "paper_rates=(1.0, 1.6), smoke=True); sys.exit(main(sys.argv[1:]))")
 
 

@@ -27,7 +27,7 @@ from stability.sim.gpu import RunOptions, run_gpu
 from stability.sim.memory import REJECT_REASONS
 from stability.sim.registry import get_scheduler
 from stability.sim.routing import Cluster, Requests
-from tests.test_schedulers_vs_reference import drawn
+from tests.test_schedulers_vs_reference import drawn, picker
 from theory.cost import build_cost_model
 from theory.hardware import get_gpu
 from theory.models import get_model
@@ -226,7 +226,7 @@ def test_tiling_flag(gpu, name, data):
     flagged optimal iff its linear GeMMs (tau columns) and each chunk's two attention GeMMs
     (QK^T: e x c x d, PV: d x c x e, e = i + c - 1) are whole tiles of some fastest tile."""
     cm = build_cost_model(get_gpu(gpu), get_model("mistral-7b"))
-    pick = lambda options: data.draw(st.sampled_from(list(options)))  # noqa: E731
+    pick = picker(data)
     m = pick([1, 5, 20])
     rng = np.random.default_rng(pick(range(1000)))
     L_P = rng.integers(1, pick([300, 1500]) + 1, size=m)

@@ -43,9 +43,16 @@ def pressure(run):
     return run.counters["n_preempt"] > 0, run.counters["n_rej"] > 0
 
 
+def picker(data):
+    """``pick(options)`` drawn by hypothesis (and shrunk); a ``range`` is passed as it is, which
+    hypothesis samples without listing its elements."""
+    return lambda options: data.draw(st.sampled_from(options if isinstance(options, range)
+                                                     else list(options)))
+
+
 def drawn(data):
     """A scenario whose choices hypothesis draws (and shrinks)."""
-    return choose_scenario(lambda options: data.draw(st.sampled_from(list(options))))
+    return choose_scenario(picker(data))
 
 
 def assert_close(a, b):
@@ -263,7 +270,7 @@ def wait_scenario(pick):
 def test_wait(detail, data):
     """WAIT (Ao, Luo, Simchi-Levi, Wang) against the reference's stage inventories: same times,
     rejections, batch and token counts and peak KV use, never over M^pi."""
-    cm, arrival, L_P, L_D, thresholds, kv = wait_scenario(lambda o: data.draw(st.sampled_from(list(o))))
+    cm, arrival, L_P, L_D, thresholds, kv = wait_scenario(picker(data))
     sch = get_scheduler("wait")
     run = run_gpu(cm, sch, sch.make_params(cm, thresholds=thresholds, **kv), arrival, L_P, L_D,
                   options=RunOptions(detail=detail))

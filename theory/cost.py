@@ -180,6 +180,19 @@ def _min_over(values_per_tile) -> tuple[np.ndarray, np.ndarray]:
     return best, arg
 
 
+def _per_tile(x, ndim: int) -> np.ndarray:
+    """``x`` (one value per tile) shaped to broadcast along a new leading tile axis against arrays
+    of ``ndim`` dimensions."""
+    return np.reshape(np.asarray(x), (-1,) + (1,) * ndim)
+
+
+def _least_tile(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Minimum over the leading tile axis of ``values`` and its index; ties keep the earliest tile
+    (what :func:`_min_over` gives for the same values, computed all at once)."""
+    arg = np.argmin(values, axis=0)
+    return np.take_along_axis(values, arg[None], axis=0)[0].astype(float), arg
+
+
 def T_Lin(cm: CostModel, tau, tile: int | None = None, return_tile: bool = False):
     """Linear-layer time of a batch of ``tau`` tokens, Eq. 4: ceil(tau / t_col) / mu_Lin(t).
 
@@ -210,7 +223,7 @@ def T_Lin(cm: CostModel, tau, tile: int | None = None, return_tile: bool = False
     if tile is not None:
         out, arg = inv[tile] * ceil_div(tau, cm.t_col[tile]), np.full(tau.shape, tile)
     else:
-        out, arg = _min_over(inv[k] * ceil_div(tau, cm.t_col[k]) for k in range(len(cm.tiles)))
+        out, arg = _least_tile(_per_tile(inv, tau.ndim) * ceil_div(tau, _per_tile(cm.t_col, tau.ndim)))
     return (out, arg) if return_tile else out
 
 
@@ -298,10 +311,9 @@ def T_D_SA(cm: CostModel, i):
     if not cm.attention:
         return np.zeros(i.shape)
     d = cm.d_dec
-    first, _ = _min_over(T_GeMV(i, d, cm.g_row[k], cm.g_col[k], cm.mu_gemv[k], cm.s)
-                         for k in range(len(cm.mu_gemv)))
-    second, _ = _min_over(T_GeMV(d, i, cm.g_row[k], cm.g_col[k], cm.mu_gemv[k], cm.s)
-                          for k in range(len(cm.mu_gemv)))
+    g_row, g_col, mu = (_per_tile(x, i.ndim) for x in (cm.g_row, cm.g_col, cm.mu_gemv))
+    first, _ = _least_tile(T_GeMV(i, d, g_row, g_col, mu, cm.s))
+    second, _ = _least_tile(T_GeMV(d, i, g_row, g_col, mu, cm.s))
     return first + second
 
 
@@ -349,14 +361,16 @@ def T_P_SA(cm: CostModel, i, c, tile: int | None = None, return_tiles: bool = Fa
         return (zero, idx, idx) if return_tiles else zero
     e = i + c - 1
     d = cm.d_pre
-    ks = range(len(cm.tiles)) if tile is None else [tile]
+    ks = list(range(len(cm.tiles))) if tile is None else [tile]
     law = T_GeMM_waves if cm.attention_waves else T_GeMM
+    t_row, t_col, t_red, mu = (_per_tile(np.asarray(x)[ks], np.ndim(e))
+                               for x in (cm.t_row, cm.t_col, cm.t_red, cm.mu))
 
-    def gemm(k, rows, red):
-        return law(rows, c, red, cm.t_row[k], cm.t_col[k], cm.t_red[k], cm.mu[k], cm.s)
+    def gemm(rows, red):
+        return law(rows, c, red, t_row, t_col, t_red, mu, cm.s)
 
-    qk, k_qk = _min_over(gemm(k, e, d) for k in ks)
-    pv, k_pv = _min_over(gemm(k, d, e) for k in ks)
+    qk, k_qk = _least_tile(gemm(e, d))
+    pv, k_pv = _least_tile(gemm(d, e))
     if tile is not None:
         k_qk, k_pv = np.full(k_qk.shape, tile), np.full(k_pv.shape, tile)
     return (cm.N * (qk + pv), k_qk, k_pv) if return_tiles else cm.N * (qk + pv)
