@@ -13,15 +13,10 @@ exactly), so keeping it changes no result.
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
 from collections.abc import Callable
-from pathlib import Path
 
-
-def cache_home() -> Path:
-    """``$XDG_CACHE_HOME/llmq`` (default ``~/.cache/llmq``)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmq"
+from theory.io import cache_home
 
 
 def kept(name: str, inputs: tuple, compute: Callable[[], dict]) -> dict:

@@ -32,6 +32,7 @@ Bari, Hegde, de Veciana (2025), Eq. 2-7 and Section 3.2.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -180,17 +181,24 @@ def _min_over(values_per_tile) -> tuple[np.ndarray, np.ndarray]:
     return best, arg
 
 
-def _per_tile(x, ndim: int) -> np.ndarray:
-    """``x`` (one value per tile) shaped to broadcast along a new leading tile axis against arrays
-    of ``ndim`` dimensions."""
-    return np.reshape(np.asarray(x), (-1,) + (1,) * ndim)
+_STACKED_MAX = 1 << 16  # values of a tiles x inputs table computed at once; larger inputs go tile by tile
 
 
-def _least_tile(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Minimum over the leading tile axis of ``values`` and its index; ties keep the earliest tile
-    (what :func:`_min_over` gives for the same values, computed all at once)."""
-    arg = np.argmin(values, axis=0)
-    return np.take_along_axis(values, arg[None], axis=0)[0].astype(float), arg
+def _least_over_tiles(values_of, n_tiles: int, shape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Elementwise minimum over tiles ``0..n_tiles-1`` of ``values_of(k)`` and the tile reaching it;
+    ties keep the earliest tile.
+
+    ``values_of`` takes an integer array ``k`` of tile positions shaped ``(m, 1, ...)`` (one axis per
+    dimension of ``shape``) and returns the values of those tiles stacked along axis 0, each of
+    ``shape``. Small inputs take every tile in one call (a numpy call per formula instead of one per
+    tile); large ones one tile at a time (bounded memory). Both give the same floats.
+    """
+    axes = (1,) * len(shape)
+    if n_tiles * math.prod(shape) <= _STACKED_MAX:
+        values = np.asarray(values_of(np.arange(n_tiles).reshape((-1, *axes))), dtype=float)
+        arg = np.argmin(values, axis=0)
+        return np.take_along_axis(values, arg[None], axis=0)[0], arg
+    return _min_over(np.asarray(values_of(np.full((1, *axes), k)), dtype=float)[0] for k in range(n_tiles))
 
 
 def T_Lin(cm: CostModel, tau, tile: int | None = None, return_tile: bool = False):
@@ -223,7 +231,8 @@ def T_Lin(cm: CostModel, tau, tile: int | None = None, return_tile: bool = False
     if tile is not None:
         out, arg = inv[tile] * ceil_div(tau, cm.t_col[tile]), np.full(tau.shape, tile)
     else:
-        out, arg = _least_tile(_per_tile(inv, tau.ndim) * ceil_div(tau, _per_tile(cm.t_col, tau.ndim)))
+        t_col = np.asarray(cm.t_col)
+        out, arg = _least_over_tiles(lambda k: inv[k] * ceil_div(tau, t_col[k]), len(cm.tiles), tau.shape)
     return (out, arg) if return_tile else out
 
 
@@ -311,9 +320,9 @@ def T_D_SA(cm: CostModel, i):
     if not cm.attention:
         return np.zeros(i.shape)
     d = cm.d_dec
-    g_row, g_col, mu = (_per_tile(x, i.ndim) for x in (cm.g_row, cm.g_col, cm.mu_gemv))
-    first, _ = _least_tile(T_GeMV(i, d, g_row, g_col, mu, cm.s))
-    second, _ = _least_tile(T_GeMV(d, i, g_row, g_col, mu, cm.s))
+    g_row, g_col, mu = (np.asarray(x) for x in (cm.g_row, cm.g_col, cm.mu_gemv))
+    first, _ = _least_over_tiles(lambda k: T_GeMV(i, d, g_row[k], g_col[k], mu[k], cm.s), len(mu), i.shape)
+    second, _ = _least_over_tiles(lambda k: T_GeMV(d, i, g_row[k], g_col[k], mu[k], cm.s), len(mu), i.shape)
     return first + second
 
 
@@ -363,14 +372,13 @@ def T_P_SA(cm: CostModel, i, c, tile: int | None = None, return_tiles: bool = Fa
     d = cm.d_pre
     ks = list(range(len(cm.tiles))) if tile is None else [tile]
     law = T_GeMM_waves if cm.attention_waves else T_GeMM
-    t_row, t_col, t_red, mu = (_per_tile(np.asarray(x)[ks], np.ndim(e))
-                               for x in (cm.t_row, cm.t_col, cm.t_red, cm.mu))
+    t_row, t_col, t_red, mu = (np.asarray(x)[ks] for x in (cm.t_row, cm.t_col, cm.t_red, cm.mu))
 
     def gemm(rows, red):
-        return law(rows, c, red, t_row, t_col, t_red, mu, cm.s)
+        return lambda k: law(rows, c, red, t_row[k], t_col[k], t_red[k], mu[k], cm.s)
 
-    qk, k_qk = _least_tile(gemm(e, d))
-    pv, k_pv = _least_tile(gemm(d, e))
+    qk, k_qk = _least_over_tiles(gemm(e, d), len(ks), np.shape(e))
+    pv, k_pv = _least_over_tiles(gemm(d, e), len(ks), np.shape(e))
     if tile is not None:
         k_qk, k_pv = np.full(k_qk.shape, tile), np.full(k_pv.shape, tile)
     return (cm.N * (qk + pv), k_qk, k_pv) if return_tiles else cm.N * (qk + pv)

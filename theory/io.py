@@ -175,6 +175,12 @@ def check_output_file(path: str | Path, field: str) -> Path:
     return path
 
 
+def cache_home() -> Path:
+    """``$XDG_CACHE_HOME/llmq`` (default ``~/.cache/llmq``): where llmq keeps what it can compute
+    again (the compiled simulator, validated profiles, results kept across runs)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmq"
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically (creating its directory)."""
     path = Path(path)

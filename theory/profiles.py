@@ -54,6 +54,7 @@ the FFN width, and divides the KV heads or is a multiple of them). A UTF-8 byte-
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 import re
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ import numpy as np
 
 from theory.errors import FieldError, LlmqError, UnknownNameError
 from theory.hardware import get_gpu
-from theory.io import read_csv_table
+from theory.io import atomic_write_bytes, cache_home, read_csv_table
 from theory.measured import GemmTable, pooled_tables
 from theory.models import Model, get_model
 from theory.terms import check_tp
@@ -156,7 +157,8 @@ def load_profile(path: str | Path) -> Profile:
     Returns
     -------
     Profile
-        The rows (read-only: one file content is read and checked once per process and shared),
+        The rows (read-only: one file content is read and checked once, kept for other processes
+        in the user cache (:func:`_kept_path`), and shared),
         times converted to seconds.
 
     Raises
@@ -176,15 +178,58 @@ def load_profile(path: str | Path) -> Profile:
 
 
 @cache
-def _load(path: Path, _digest: str) -> Profile:
-    header, rows = _read(path)
-    time_col = _check_header(path, header)
-    scale = TIME_UNITS[time_col]
-    checked: dict[tuple[str, object], None] = {}  # (model, tp) pairs and GPUs already checked
-    records = [_check_row(path, k + 2, row, time_col, scale, checked) for k, row in enumerate(rows)]
-    array = _to_array(records)
+def _load(path: Path, digest: str) -> Profile:
+    kept = _kept_path(digest)
+    array = _read_kept(kept) if kept is not None else None
+    if array is None:
+        header, rows = _read(path)
+        time_col = _check_header(path, header)
+        scale = TIME_UNITS[time_col]
+        checked: dict[tuple[str, object], None] = {}  # (model, tp) pairs and GPUs already checked
+        records = [_check_row(path, k + 2, row, time_col, scale, checked) for k, row in enumerate(rows)]
+        array = _to_array(records)
+        if kept is not None:
+            _keep(kept, array)
     array.flags.writeable = False
     return Profile(path=str(path), rows=array)
+
+
+@cache
+def _theory_digest() -> str:
+    from theory.version import source_digest
+
+    return source_digest("theory")
+
+
+def _kept_path(digest: str) -> Path | None:
+    """Where the validated rows of a file with content ``digest`` are kept across processes:
+    ``cache_home()/profiles/<theory digest>-<file digest>.npy``, named by the file's bytes and by
+    every source and data file of :mod:`theory` (the schema, the GPU and model presets a row is
+    checked against), so a change to either validates the file anew; None for a missing file."""
+    if not digest:
+        return None
+    return cache_home() / "profiles" / f"{_theory_digest()}-{digest[:32]}.npy"
+
+
+def _read_kept(path: Path) -> np.ndarray | None:
+    """The rows kept at ``path`` (a structured array, read without pickle), or None when there
+    are none or they cannot be read (then the file is read and validated again)."""
+    try:
+        with open(path, "rb") as fh:
+            array = np.load(fh, allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+    return array if array.dtype.names and "seconds" in array.dtype.names else None
+
+
+def _keep(path: Path, array: np.ndarray) -> None:
+    """Write ``array`` to ``path`` atomically; a cache home that cannot be written is skipped."""
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    try:
+        atomic_write_bytes(path, buf.getvalue())
+    except OSError:
+        pass
 
 
 def gemm_shape(model: Model, operation: str, tp: int) -> tuple[int, int]:
