@@ -118,6 +118,29 @@ def test_a_good_file_loads_and_converts_units(tmp_path):
     assert row["decodes"] == ABSENT and row["model"] == "llama-2-7b"
 
 
+def test_validated_rows_are_kept_across_processes_and_read_back_exactly(tmp_path, monkeypatch):
+    """A second process (here: the loader's in-process memo cleared) reads the kept rows instead of
+    validating the file again: the same array; a kept file that cannot be read is validated anew,
+    and an edited file gets an entry of its own."""
+    from theory import profiles
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
+    f = _write(tmp_path, f"{HEADER}\n{GOOD}\n", name="p.csv")
+    first = load_profile(f).rows
+    (entry,) = (tmp_path / "home" / "llmq" / "profiles").glob("*.npy")
+    profiles._load.cache_clear()
+    monkeypatch.setattr(profiles, "_check_row", None)  # validating again would fail: it is not done
+    again = load_profile(f).rows
+    assert again.dtype == first.dtype and np.array_equal(again, first) and not again.flags.writeable
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
+    entry.write_bytes(b"not an array")
+    profiles._load.cache_clear()
+    assert np.array_equal(load_profile(f).rows, first)
+    f.write_text(f"{HEADER}\n{GOOD}\n{GOOD.replace(',128,', ',256,')}\n", encoding="utf-8")
+    assert len(load_profile(f)) == 2 and len(list(entry.parent.glob("*.npy"))) == 2
+
+
 def test_utf8_bom_is_accepted(tmp_path):
     prof = load_profile(_write(tmp_path, f"{HEADER}\n{GOOD}\n", encoding="utf-8-sig"))
     assert prof.rows["source"][0] == "vidur"
