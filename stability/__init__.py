@@ -37,7 +37,6 @@ serving     measured serving runs replayed through the simulator configured as t
 """
 
 import os
-from pathlib import Path
 
 
 def _configure_numba_cache() -> None:
@@ -55,10 +54,10 @@ def _configure_numba_cache() -> None:
         return
     import numba
 
+    from theory.io import cache_home
     from theory.version import source_digest
 
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    target = base / "llmq" / "numba" / f"{numba.__version__}-{source_digest('stability')}"
+    target = cache_home() / "numba" / f"{numba.__version__}-{source_digest('stability')}"
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError:  # no writable cache home: keep numba's default location
