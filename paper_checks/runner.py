@@ -6,16 +6,19 @@ rests on the claim's whole domain or on part of it (:attr:`Outcome.scope`); the 
 paper are indexed by the items they extend, apart from the checks of those items.
 
 With a ``cache`` directory (``llmq check`` keeps one in :func:`default_cache_dir`) or several
-``workers``, the checks run through the sweeps' runner (:class:`stability.runner.Runner`): each one
-is a :class:`CheckTask`, keyed by its id, its mode (``quick`` or ``full``) and the source digest of
-``theory``, ``stability`` and ``paper_checks``, whose result is its outcome serialized exactly
-(:func:`outcome_record`). A rerun of unchanged code reads every finished check back, on any number
-of workers; an interrupted run keeps the checks that finished. A crash is recorded in the outcome
-and run again the next time (it may come from the environment, not from the code). The checks
-start longest first, by the seconds each one took the last time it ran with that cache
-(:data:`TIMINGS`), so that the workers finish together. No check starts a pool of its own: the
-sweeps a check runs (:func:`stability.slai.study.run_tasks`, :func:`stability.sim.simulate.simulate`)
-run in its process, on their default of one worker.
+``workers``, the checks run through the sweeps' runner (:class:`stability.runner.Runner`). Each
+check's outcome is cached under its id, its mode (``quick`` or ``full``) and the source digest of
+``theory``, ``stability`` and ``paper_checks`` (:func:`check_key`), serialized exactly
+(:func:`outcome_record`): a rerun of unchanged code reads every finished check back, on any number
+of workers. The checks left run as tasks of one module each (:class:`CheckTask`), in paper order
+within the task, so that they share what their module computes once for several of them, as in a
+run in one process; a task writes each check's entry as soon as it finishes, so an interrupted run
+keeps every finished check. A crash is recorded in the outcome and run again the next time (it may
+come from the environment, not from the code). The tasks start longest first, by the seconds their
+checks took the last time they ran with that cache (:data:`TIMINGS`), so that the workers finish
+together. No check starts a pool of its own: the sweeps a check runs
+(:func:`stability.slai.study.run_tasks`, :func:`stability.sim.simulate.simulate`) run in its
+process, on their default of one worker.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from pathlib import Path
 
@@ -140,34 +143,61 @@ def default_cache_dir() -> Path:
 
 @dataclass(frozen=True)
 class CheckTask:
-    """One check as a task of :mod:`stability.runner` (:class:`stability.runner.Task`).
+    """The checks of one module, run in one process in paper order, as a task of
+    :mod:`stability.runner` (:class:`stability.runner.Task`): they share what their module
+    computes once for several of them (Section 7's study, the corrected algorithms' runs).
 
     Attributes
     ----------
-    check_id : str
-        The registered check it runs (a worker finds it in its own registry).
+    check_ids : tuple of str
+        The registered checks it runs (a worker finds them in its own registry).
     fast : bool
         The CI subset (mode ``quick``) or the full ranges (mode ``full``).
+    cache_dir : str, optional
+        Where each check's own entry is written as soon as it finishes (:func:`check_key`), so
+        that an interrupted task keeps its finished checks; not part of the task's identity.
     """
 
-    check_id: str
+    check_ids: tuple[str, ...]
     fast: bool
+    cache_dir: str | None = field(default=None, compare=False)
 
     def identity(self) -> dict:
-        """The check, its mode and the digest of the checks' sources (the runner's key adds the
+        """The checks, their mode and the digest of the checks' sources (the runner's key adds the
         digest of ``theory`` and ``stability``)."""
-        return {"paper_check": self.check_id, "mode": MODES[self.fast],
-                "paper_checks_source": source_digest("paper_checks")}
+        return check_identity(list(self.check_ids), self.fast)
 
     def run(self) -> dict:
-        """Run the check: :func:`outcome_record` of its outcome (a check this process does not know
-        is a crash, recorded like any other)."""
-        start = time.perf_counter()
-        try:
-            check = get_check(self.check_id)
-        except Exception:
-            return {"result": None, "error": traceback.format_exc(), "seconds": time.perf_counter() - start}
-        return outcome_record(run_one(check, self.fast))
+        """Run the checks: ``{"outcomes": [outcome_record, ...]}`` (a check this process does not
+        know is a crash, recorded like any other)."""
+        from stability.runner import Cache
+
+        records = []
+        for check_id in self.check_ids:
+            start = time.perf_counter()
+            try:
+                check = get_check(check_id)
+            except Exception:
+                records.append({"result": None, "error": traceback.format_exc(),
+                                "seconds": time.perf_counter() - start})
+                continue
+            records.append(outcome_record(run_one(check, self.fast)))
+            if self.cache_dir is not None and records[-1]["result"] is not None:
+                Cache(self.cache_dir).put(check_key(check_id, self.fast), check_identity(check_id, self.fast),
+                                          {**records[-1], "elapsed_s": records[-1]["seconds"]})
+        return {"outcomes": records}
+
+
+def check_identity(checks: str | list[str], fast: bool) -> dict:
+    """The identity of one check's cache entry (``checks`` an id) or of a task's (a list of ids)."""
+    return {"paper_checks": checks, "mode": MODES[fast], "paper_checks_source": source_digest("paper_checks")}
+
+
+def check_key(check_id: str, fast: bool) -> str:
+    """The cache key of one check's outcome (:func:`stability.runner.task_key`)."""
+    from stability.runner import task_key
+
+    return task_key(check_identity(check_id, fast))
 
 
 def outcome_record(o: Outcome) -> dict:
@@ -223,30 +253,40 @@ def _through_runner(checks: list[Check], fast: bool, progress, workers: int, cac
     cache, executor = Cache(cache_dir), LocalExecutor(workers)
     by_id = {c.id: c for c in checks}
     outcomes: dict[str, Outcome] = {}
-    for c in checks:  # what is cached is known at once; a crash or an entry of another shape runs again
-        key = task_key(CheckTask(c.id, fast).identity())
-        hit = cache.get(key, RESULT_FIELDS)
-        if hit is not None and _reusable(hit):
-            outcomes[c.id] = from_record(c, hit, cached=True)
-            if progress is not None:
-                progress(outcomes[c.id])
-        elif hit is not None:
-            (cache.dir / f"{key}.json").unlink(missing_ok=True)
-    seconds = _timings(cache.dir, fast)
-    todo = sorted((c for c in checks if c.id not in outcomes),  # longest first, the unknown before
-                  key=lambda c: (c.id in seconds, -seconds.get(c.id, 0.0)))
-    computed: dict[str, float] = {}
 
-    def on_result(task: CheckTask, record: dict) -> None:
-        o = from_record(by_id[task.check_id], record)
-        outcomes[task.check_id], computed[task.check_id] = o, o.seconds
+    def known(o: Outcome) -> None:
+        outcomes[o.check.id] = o
+        if bar is not None:
+            bar.update(1)
         if progress is not None:
             progress(o)
 
-    if bar is not None:
-        bar.update(len(outcomes))
+    ids = list(dict.fromkeys(c.id for c in checks))
+    for check_id in ids:  # what is cached is known at once; a crash or an entry of another shape runs again
+        hit = cache.get(check_key(check_id, fast), RESULT_FIELDS)
+        if hit is not None and _reusable(hit):
+            known(from_record(by_id[check_id], hit, cached=True))
+        elif hit is not None:
+            (cache.dir / f"{check_key(check_id, fast)}.json").unlink(missing_ok=True)
+    groups: dict[str, list[str]] = {}  # the checks left, by module, in paper order
+    for check_id in ids:
+        if check_id not in outcomes:
+            groups.setdefault(by_id[check_id].run.__module__, []).append(check_id)
+    seconds = _timings(cache.dir, fast)
+    tasks = [CheckTask(tuple(group), fast, str(cache.dir)) for group in sorted(
+        groups.values(),  # longest first, those with a check of unknown time before the others
+        key=lambda group: (all(i in seconds for i in group), -sum(seconds.get(i, 0.0) for i in group)))]
+    for task in tasks:  # a task's own entry holds a crash its checks' entries left out: run it again
+        (cache.dir / f"{task_key(task.identity())}.json").unlink(missing_ok=True)
+    computed: dict[str, float] = {}
+
+    def on_result(task: CheckTask, result: dict) -> None:
+        for check_id, record in zip(task.check_ids, result["outcomes"], strict=True):
+            known(from_record(by_id[check_id], record))
+            computed[check_id] = record["seconds"]
+
     try:
-        Runner(cache, executor, bar, on_result, grow_total=False).run([CheckTask(c.id, fast) for c in todo])
+        Runner(cache, executor, None, on_result).run(tasks)
     finally:
         executor.close()
         if computed:

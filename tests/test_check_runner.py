@@ -1,7 +1,8 @@
 """``llmq check`` through the sweeps' runner: a check's outcome read back from the cache gives the
 same report as the run that computed it, and the same report as a run in this process; a crash is
 recorded in the outcome (and run again next time), never raised; Ctrl-C and ``kill -9`` keep the
-checks that finished; the number of workers changes nothing but the time."""
+checks that finished, also those of the module still running; the number of workers changes
+nothing but the time."""
 
 from __future__ import annotations
 
@@ -23,13 +24,13 @@ from llmq.cli import main
 from paper_checks.common import jsonable
 from paper_checks.registry import _REGISTRY, Check, Result, Verdict
 from paper_checks.report import to_json_text, to_markdown
-from paper_checks.runner import CheckTask, Outcome, _plain, from_record, outcome_record, run_checks
+from paper_checks.runner import CheckTask, Outcome, _plain, check_key, from_record, outcome_record, run_checks
 from stability.runner import task_key
 from theory.io import json_load_exact, json_text
 
 ROOT = Path(__file__).resolve().parents[1]
 # cheap checks with every kind of record: a proof, a reading's ERRATUM with its counterexample, a
-# sample whose evidence holds numpy values and tuples
+# sample whose evidence holds numpy values and tuples; two modules (two tasks)
 CHEAP = ["def1.mask", "lemma1.case_split", "eq7.batch_sum"]
 
 
@@ -63,7 +64,8 @@ def test_a_cache_hit_gives_the_same_outcomes_as_the_run_that_computed_them(tmp_p
     assert not any(o.cached for o in first)
     seen = []
     again = run_checks(CHEAP, fast=True, cache=tmp_path, progress=seen.append)
-    assert all(o.cached for o in again) and [o.check.id for o in seen] == CHEAP
+    assert all(o.cached for o in again) and sorted(o.check.id for o in seen) == sorted(CHEAP)
+    assert [o.check.id for o in again] == CHEAP  # in the order asked
     assert reports(again) == reports(first)  # seconds included: read back from the same record
     in_process = run_checks(CHEAP, fast=True)  # today's path: no cache, this process
     assert reports(untimed(again)) == reports(untimed(in_process))
@@ -72,11 +74,13 @@ def test_a_cache_hit_gives_the_same_outcomes_as_the_run_that_computed_them(tmp_p
     assert not full[0].cached
 
 
-def test_the_key_is_the_check_its_mode_and_the_code(tmp_path):
-    keys = {task_key(CheckTask(i, f).identity()) for i in CHEAP for f in (False, True)}
+def test_the_key_is_the_check_its_mode_and_the_code():
+    keys = {check_key(i, f) for i in CHEAP for f in (False, True)}
     assert len(keys) == 2 * len(CHEAP)
-    identity = CheckTask("def1.mask", True).identity()
+    identity = CheckTask(("def1.mask",), True, "/anywhere").identity()
     assert identity["mode"] == "quick" and len(identity["paper_checks_source"]) == 16
+    assert task_key(identity) != check_key("def1.mask", True)  # a task's entry is not a check's
+    assert task_key(identity) == task_key(CheckTask(("def1.mask",), True).identity())  # wherever cached
 
 
 def test_the_number_of_workers_changes_nothing_but_the_time(tmp_path):
@@ -100,7 +104,7 @@ def test_a_crash_is_recorded_not_raised_and_runs_again(monkeypatch, tmp_path):
         (o,) = run_checks(["test.crash"], fast=True, cache=tmp_path)
         assert o.verdict == "CRASH" and "planted crash" in o.error and not o.cached
         assert len(calls) == n  # a crash may come from the environment: it is not reused
-    record = CheckTask("no.such.check", True).run()  # a check a worker does not know
+    (record,) = CheckTask(("no.such.check",), True).run()["outcomes"]  # a check a worker does not know
     assert record["result"] is None and "no.such.check" in record["error"]
 
 
@@ -146,7 +150,7 @@ def test_ctrl_c_and_kill_keep_the_finished_checks(tmp_path, sig):
     assert proc.poll() is None, proc.stderr.read().decode()
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    (entry,) = cache.glob("*.json")
+    (entry,) = cache.glob("*.json")  # test.quick's, written as it finished, in the same task as test.slow
     if sig == signal.SIGINT:
         assert proc.returncode == 130
         assert err.decode() == (f"llmq check: interrupted; 1 runs cached in {cache}; rerun the same "
