@@ -163,3 +163,12 @@ def test_ctrl_c_and_kill_keep_the_finished_checks(tmp_path, sig):
     assert rerun.returncode == 0, rerun.stderr.decode()
     assert entry.stat().st_mtime_ns == mtime  # read back, not computed again
     assert json.loads((tmp_path / "o2" / "paper_checks.json").read_text())["checks"][0]["verdict"] == "PASS"
+
+
+def test_the_default_cache_is_made_under_the_user_cache_home(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))  # not there yet
+    args = ["check", "--quick", "--no-progress", "--out", str(tmp_path / "o"), "--only", "def1.mask"]
+    assert main(args) == 0
+    cache = tmp_path / "home" / "llmq" / "check"
+    assert f"1 checks run, 0 reused from the cache {cache}" in capsys.readouterr().err
+    assert (cache / f"{check_key('def1.mask', True)}.json").is_file()

@@ -56,7 +56,7 @@ def run(args) -> int:
 
     checks = [get_check(i) for i in values["only"]] if values["only"] else all_checks()
     workers = require_positive_int("--workers", values["workers"])
-    cache = out_dir(values["cache"] or default_cache_dir(), "--cache")
+    cache = out_dir(values["cache"] or _made(default_cache_dir()), "--cache")
     bar = None if quiet or as_json or not values["progress"] else tqdm(
         total=len(checks), unit=" checks", desc="llmq check", dynamic_ncols=True)
 
@@ -97,3 +97,13 @@ def run(args) -> int:
         else:
             print(f"all {len(outcomes)} verdicts match {values['expect']}", file=log)
     return status
+
+
+def _made(directory):
+    """``directory``, created with its parents if it can be (the default cache under the user's cache
+    home, which may not exist yet); one that cannot be is left to the check of ``--cache``."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass
+    return directory
