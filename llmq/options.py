@@ -54,6 +54,7 @@ MEANINGS = {
     "--workers": Meaning("local worker processes", "int"),
     "--dask": Meaning("run on this Dask scheduler", "text"),
     "--no-progress": Meaning("no progress bar", "flag"),
+    "--cache": Meaning("result cache directory", "text"),
     "--quick": Meaning("a small, quick version", "flag"),
     "--gpu": Meaning("GPU preset(s): name, alias or key of --gpu-file, NAME:TILES restricts the tiles; "
                      "one or a comma-separated list", "text"),

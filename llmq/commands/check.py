@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from llmq.options import add, command, renamed, resolve
@@ -23,16 +24,23 @@ def add_parser(sub) -> None:
     add(p, "--list", False, "list the check ids and exit", action="store_true")
     add(p, "--quiet", False, "print only the summary table", action="store_true")
     add(p, "--json", False, "the report as strict JSON (NaN as null) instead of the summary table")
+    add(p, "--workers", os.cpu_count() or 1, "default: the CPU count")
+    add(p, "--cache", None, "keyed by the code, so a rerun of unchanged code reuses every finished "
+                            "check (default $XDG_CACHE_HOME/llmq/check, shared with the notebooks)")
+    add(p, "--no-progress", True)
     renamed(p, "--fast", "--quick", "the CI subset")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
     """Run ``llmq check`` on the parsed ``args``; the exit code."""
+    from tqdm import tqdm
+
     from llmq.output import check_output_file, out_dir
-    from paper_checks.registry import all_checks
+    from paper_checks.registry import all_checks, get_check
     from paper_checks.report import summary_table, to_json_text, write_reports
-    from paper_checks.runner import load_expected, mismatches, run_checks, verdicts
+    from paper_checks.runner import default_cache_dir, load_expected, mismatches, run_checks, verdicts
+    from theory.errors import require_positive_int
     from theory.io import atomic_write_json
 
     values = resolve(args)
@@ -46,11 +54,26 @@ def run(args) -> int:
     expected = load_expected(values["expect"]) if values["expect"] else None
     quick, quiet, as_json = bool(values["quick"]), bool(values["quiet"]), bool(values["json"])
 
+    checks = [get_check(i) for i in values["only"]] if values["only"] else all_checks()
+    workers = require_positive_int("--workers", values["workers"])
+    cache = out_dir(values["cache"] or _made(default_cache_dir()), "--cache")
+    bar = None if quiet or as_json or not values["progress"] else tqdm(
+        total=len(checks), unit=" checks", desc="llmq check", dynamic_ncols=True)
+
     def progress(o):
         if not (quiet or as_json):
-            print(f"  {o.verdict:<13} {o.check.id} ({o.seconds:.1f} s)", file=sys.stderr, flush=True)
+            tqdm.write(f"  {o.verdict:<13} {o.check.id} ({o.seconds:.1f} s{', cached' if o.cached else ''})",
+                       file=sys.stderr)
 
-    outcomes = run_checks(values["only"], fast=quick, progress=progress)
+    try:
+        outcomes = run_checks([c.id for c in checks], fast=quick, progress=progress, workers=workers,
+                              cache=cache, bar=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    if not quiet:
+        reused = sum(o.cached for o in outcomes)
+        print(f"{len(outcomes) - reused} checks run, {reused} reused from the cache {cache}", file=sys.stderr)
     md, js = write_reports(outcomes, out, quick)
     if as_json:
         print(to_json_text(outcomes, quick), end="")
@@ -74,3 +97,13 @@ def run(args) -> int:
         else:
             print(f"all {len(outcomes)} verdicts match {values['expect']}", file=log)
     return status
+
+
+def _made(directory):
+    """``directory``, created with its parents if it can be (the default cache under the user's cache
+    home, which may not exist yet); one that cannot be is left to the check of ``--cache``."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass
+    return directory

@@ -72,7 +72,7 @@ def add_parser(sub) -> None:
     add(p, "--shares", [0.0, 0.25, 0.5, 0.75, 1.0], "class-1 shares of the rays (default 0,0.25,0.5,0.75,1)")
     add(p, "--dask", None, metavar="tcp://HOST:PORT")
     add(p, "--workers", os.cpu_count() or 1, "default: the CPU count")
-    add(p, "--cache", None, "result cache directory (default OUT/cache)")
+    add(p, "--cache", None, "default OUT/cache")
     add(p, "--plot-only", None, "only redraw the figures from this CSV", metavar="region.csv")
     add(p, "--no-progress", True)
     p.set_defaults(run=run)
