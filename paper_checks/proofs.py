@@ -53,9 +53,10 @@ def prove(claim: z3.BoolRef, premises: Iterable[z3.BoolRef] = ()) -> tuple[bool,
     RuntimeError
         If z3 answers ``unknown`` (no verdict may rest on it).
     """
-    s = z3.Solver()
+    ctx = z3.Context()  # a fresh context: the counterexample does not depend on what ran before
+    s = z3.Solver(ctx=ctx)
     s.set("timeout", 60_000)
-    s.add(*premises, z3.Not(claim))
+    s.add(*(p.translate(ctx) for p in premises), z3.Not(claim).translate(ctx))
     answer = s.check()
     if answer == z3.unknown:
         raise RuntimeError(f"z3 could not decide {claim}: {s.reason_unknown()}")

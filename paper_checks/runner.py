@@ -136,7 +136,7 @@ def run_one(check: Check, fast: bool) -> Outcome:
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/llmq/check`` (default ``~/.cache/llmq/check``): the result cache that
     ``llmq check`` and the notebooks share unless told otherwise."""
-    from stability.kept import cache_home
+    from theory.io import cache_home
 
     return cache_home() / "check"
 
