@@ -143,8 +143,9 @@ def first_batch_reaching(st, ct, na, k_hi, horizon, cum_hi, fixed):
 
     The cumulative time is nearly linear in k (batch times grow only with the positions), so the
     search interpolates first: it keeps a < k <= b with cum(a) < horizon <= cum(b), probes the
-    interpolated k and its neighbour (two O(|D|) probes when the guess is right, as it nearly
-    always is), and bisects what is left after three rounds. The answer is the bisection's.
+    interpolated k and both its neighbours in one O(|D|) pass (:func:`_decode_cum3`; the guess and
+    one neighbour decide when the guess is right, as it nearly always is), and bisects what is
+    left after three rounds. The answer is the bisection's.
     """
     a, ca = 0, 0.0  # the times of a and b batches
     b, cb = k_hi, cum_hi
