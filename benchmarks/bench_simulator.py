@@ -21,7 +21,9 @@ arrivals at 90% of lambda*, one GPU. Figures printed:
 Times are CPU seconds of the simulating process (``time.process_time``: the simulator is
 single-threaded, and a loaded machine distorts wall time), best of two.
 
-Run from the repository root: ``python benchmarks/bench_simulator.py [--quick] [--scaling]``.
+Run from the repository root: ``python benchmarks/bench_simulator.py [--quick] [--scaling]``;
+``--schedulers rad,slai`` measures those schedulers' rows only (the rest is skipped), e.g. to time
+two source trees back to back on a loaded machine.
 """
 
 from __future__ import annotations
@@ -122,7 +124,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
     parser.add_argument("--scaling", action="store_true",
                         help="scaling table up to 10^7 requests and 64 GPUs (minutes, < 8 GB)")
+    parser.add_argument("--schedulers", metavar="NAMES",
+                        help="comma-separated schedulers: their rows only, nothing else (default: all)")
     args = parser.parse_args()
+    names = scheduler_names()
+    if args.schedulers is not None:
+        asked = [x.strip() for x in args.schedulers.split(",") if x.strip()]
+        unknown = [x for x in asked if x not in names]
+        if not asked or unknown:
+            parser.error(f"--schedulers: expected names among {', '.join(names)}, got {args.schedulers!r}")
+        names = asked
     n_fast = 20_000 if args.quick else 200_000
     n_ref = 2_000 if args.quick else 20_000
     n_rss = 100_000 if args.quick else 1_000_000
@@ -133,7 +144,7 @@ def main() -> None:
           f"load 0.9 x lambda*, one GPU\n")
     print(f"{'scheduler':<18}{'mode':<8}{'requests':>10}{'seconds':>10}{'req/s':>12}"
           f"{'events/req':>12}{'batches/req':>13}")
-    for name in scheduler_names():
+    for name in names:
         options = (("n", 2000),) if name in ("rad", "alg2") else ()
         r = 2 if name == "distserve" else 1  # one prefill and one decode GPU
         modes = (False, True) if name == "rad" else (False,)
@@ -149,6 +160,8 @@ def main() -> None:
             label = f"{name} (r=2)" if r > 1 else name
             print(f"{label:<18}{'detail' if detail else 'fast':<8}{n:>10}{seconds:>10.2f}"
                   f"{n / seconds:>12,.0f}{c['n_event'] / n:>12.2f}{c['n_batch'] / n:>13.1f}")
+    if args.schedulers is not None:
+        return
 
     # engine vs the naive reference on the same requests (RAD, n = 2000)
     sc = Scenario(pad=True, load=0.9, n_requests=n_ref, options=(("n", 2000),))

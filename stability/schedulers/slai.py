@@ -279,44 +279,48 @@ def _new_times(st, prm):
     t_bar = st.busy / st.n_batch
     d = offset(st, prm.dynamic, prm.delta, prm.delta_low, prm.delta_high, prm.memory_limit)
     now = st.clock
+    nd = st.nd
+    # local references: the arrays' addresses stay in registers across the passes
+    d_id, d_pos, d_rem, lst, cls = st.d_id, st.d_pos, st.d_rem, st.lst, st.cls
+    s_id, s_pos, s_rem, tbt_slo = st.s_id, st.s_pos, st.s_rem, prm.tbt_slo
     n_old = 0
     n_new = 0
-    for q in range(st.nd):
-        j = st.d_id[q]
-        pos = st.d_pos[q]
-        rem = st.d_rem[q]
-        if math.isnan(st.lst[j]):
-            c = last_schedulable_time(now, prm.tbt_slo[st.cls[j]], d, t_bar)
-            st.lst[j] = c
+    for q in range(nd):
+        j = d_id[q]
+        pos = d_pos[q]
+        rem = d_rem[q]
+        if math.isnan(lst[j]):
+            c = last_schedulable_time(now, tbt_slo[cls[j]], d, t_bar)
+            lst[j] = c
             k = n_new  # insertion into the sorted new entries
-            while k > 0 and _before(c, j, st.lst[st.s_id[k - 1]], st.s_id[k - 1]):
-                st.s_id[k] = st.s_id[k - 1]
-                st.s_pos[k] = st.s_pos[k - 1]
-                st.s_rem[k] = st.s_rem[k - 1]
+            while k > 0 and _before(c, j, lst[s_id[k - 1]], s_id[k - 1]):
+                s_id[k] = s_id[k - 1]
+                s_pos[k] = s_pos[k - 1]
+                s_rem[k] = s_rem[k - 1]
                 k -= 1
-            st.s_id[k] = j
-            st.s_pos[k] = pos
-            st.s_rem[k] = rem
+            s_id[k] = j
+            s_pos[k] = pos
+            s_rem[k] = rem
             n_new += 1
         else:
-            st.d_id[n_old] = j
-            st.d_pos[n_old] = pos
-            st.d_rem[n_old] = rem
+            d_id[n_old] = j
+            d_pos[n_old] = pos
+            d_rem[n_old] = rem
             n_old += 1
     a = n_old - 1  # merge from the back: the larger of the two remaining tails goes last
-    w = st.nd - 1
+    w = nd - 1
     for b in range(n_new - 1, -1, -1):
-        j = st.s_id[b]
-        c = st.lst[j]
-        while a >= 0 and _before(c, j, st.lst[st.d_id[a]], st.d_id[a]):
-            st.d_id[w] = st.d_id[a]
-            st.d_pos[w] = st.d_pos[a]
-            st.d_rem[w] = st.d_rem[a]
+        j = s_id[b]
+        c = lst[j]
+        while a >= 0 and _before(c, j, lst[d_id[a]], d_id[a]):
+            d_id[w] = d_id[a]
+            d_pos[w] = d_pos[a]
+            d_rem[w] = d_rem[a]
             a -= 1
             w -= 1
-        st.d_id[w] = j
-        st.d_pos[w] = st.s_pos[b]
-        st.d_rem[w] = st.s_rem[b]
+        d_id[w] = j
+        d_pos[w] = s_pos[b]
+        d_rem[w] = s_rem[b]
         w -= 1
 
 
@@ -328,21 +332,22 @@ def _all_new_times(st, prm):
     t_bar = st.busy / st.n_batch
     d = offset(st, prm.dynamic, prm.delta, prm.delta_low, prm.delta_high, prm.memory_limit)
     now = st.clock
+    d_id, d_pos, d_rem, lst, cls, tbt_slo = st.d_id, st.d_pos, st.d_rem, st.lst, st.cls, prm.tbt_slo
     for q in range(st.nd):
-        j = st.d_id[q]
-        pos = st.d_pos[q]
-        rem = st.d_rem[q]
-        c = last_schedulable_time(now, prm.tbt_slo[st.cls[j]], d, t_bar)
-        st.lst[j] = c
+        j = d_id[q]
+        pos = d_pos[q]
+        rem = d_rem[q]
+        c = last_schedulable_time(now, tbt_slo[cls[j]], d, t_bar)
+        lst[j] = c
         k = q
-        while k > 0 and _before(c, j, st.lst[st.d_id[k - 1]], st.d_id[k - 1]):
-            st.d_id[k] = st.d_id[k - 1]
-            st.d_pos[k] = st.d_pos[k - 1]
-            st.d_rem[k] = st.d_rem[k - 1]
+        while k > 0 and _before(c, j, lst[d_id[k - 1]], d_id[k - 1]):
+            d_id[k] = d_id[k - 1]
+            d_pos[k] = d_pos[k - 1]
+            d_rem[k] = d_rem[k - 1]
             k -= 1
-        st.d_id[k] = j
-        st.d_pos[k] = pos
-        st.d_rem[k] = rem
+        d_id[k] = j
+        d_pos[k] = pos
+        d_rem[k] = rem
 
 
 # --- batch construction --------------------------------------------------------------------------

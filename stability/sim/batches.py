@@ -118,14 +118,34 @@ def decode_cum(st, ct, na, k, fixed):
 
 
 @njit(cache=True)
+def _decode_cum3(st, ct, na, k, fixed):
+    """:func:`decode_cum` of k - 1, k and k + 1 batches in one pass (each sum taken in the same
+    order as there, so each equals it exactly)."""
+    a0 = 0.0
+    a1 = 0.0
+    a2 = 0.0
+    S = ct.S
+    d_pos = st.d_pos
+    for q in range(na):
+        p = d_pos[q]
+        s0 = S[p - 1]
+        a0 += S[p + k - 2] - s0
+        a1 += S[p + k - 1] - s0
+        a2 += S[p + k] - s0
+    n = ct.N
+    return (k - 1) * fixed + n * a0, k * fixed + n * a1, (k + 1) * fixed + n * a2
+
+
+@njit(cache=True)
 def first_batch_reaching(st, ct, na, k_hi, horizon, cum_hi, fixed):
     """Smallest k in [1, k_hi] whose batches end at or after ``horizon`` (k_hi if none does),
     and their time; ``cum_hi`` is the time of all k_hi batches, ``fixed`` their T_fixed(na).
 
     The cumulative time is nearly linear in k (batch times grow only with the positions), so the
     search interpolates first: it keeps a < k <= b with cum(a) < horizon <= cum(b), probes the
-    interpolated k and its neighbour (two O(|D|) probes when the guess is right, as it nearly
-    always is), and bisects what is left after three rounds. The answer is the bisection's.
+    interpolated k and both its neighbours in one O(|D|) pass (:func:`_decode_cum3`; the guess and
+    one neighbour decide when the guess is right, as it nearly always is), and bisects what is
+    left after three rounds. The answer is the bisection's.
     """
     a, ca = 0, 0.0  # the times of a and b batches
     b, cb = k_hi, cum_hi
@@ -136,23 +156,21 @@ def first_batch_reaching(st, ct, na, k_hi, horizon, cum_hi, fixed):
         if rounds < 3 and cb > ca:
             g = a + math.ceil((b - a) * ((horizon - ca) / (cb - ca)))
             g = min(max(g, a + 1), b - 1)
-            cg = decode_cum(st, ct, na, g, fixed)
+            c0, cg, c2 = _decode_cum3(st, ct, na, g, fixed)  # the guess and its neighbours
             if cg >= horizon:
                 b, cb = g, cg
                 if b - 1 > a:  # its left neighbour decides at once when the guess was right
-                    c1 = decode_cum(st, ct, na, b - 1, fixed)
-                    if c1 < horizon:
-                        a, ca = b - 1, c1
+                    if c0 < horizon:
+                        a, ca = b - 1, c0
                     else:
-                        b, cb = b - 1, c1
+                        b, cb = b - 1, c0
             else:
                 a, ca = g, cg
                 if a + 1 < b:
-                    c1 = decode_cum(st, ct, na, a + 1, fixed)
-                    if c1 >= horizon:
-                        b, cb = a + 1, c1
+                    if c2 >= horizon:
+                        b, cb = a + 1, c2
                     else:
-                        a, ca = a + 1, c1
+                        a, ca = a + 1, c2
             rounds += 1
         else:
             mid = (a + b) // 2
