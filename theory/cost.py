@@ -191,13 +191,12 @@ def _least_over_tiles(values_of, n_tiles: int, shape: tuple) -> tuple[np.ndarray
     ``values_of`` takes an integer array ``k`` of tile positions shaped ``(m, 1, ...)`` (one axis per
     dimension of ``shape``) and returns the values of those tiles stacked along axis 0, each of
     ``shape``. Small inputs take every tile in one call (a numpy call per formula instead of one per
-    tile); large ones one tile at a time (bounded memory). Both give the same floats.
+    tile); large ones one tile at a time (bounded memory). Either way :func:`_min_over` picks the
+    tile, so both give the same floats and the same tie-break.
     """
     axes = (1,) * len(shape)
     if n_tiles * math.prod(shape) <= _STACKED_MAX:
-        values = np.asarray(values_of(np.arange(n_tiles).reshape((-1, *axes))), dtype=float)
-        arg = np.argmin(values, axis=0)
-        return np.take_along_axis(values, arg[None], axis=0)[0], arg
+        return _min_over(np.asarray(values_of(np.arange(n_tiles).reshape((-1, *axes))), dtype=float))
     return _min_over(np.asarray(values_of(np.full((1, *axes), k)), dtype=float)[0] for k in range(n_tiles))
 
 
