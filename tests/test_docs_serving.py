@@ -1,23 +1,9 @@
 """The serving page of the documentation takes the report and figures ``llmq validate --serving``
 wrote: one figure per replayed run, named as the command names it."""
 
-import importlib
-import sys
-from pathlib import Path
-
 from stability.serving.report import markdown
 from stability.serving.score import RunScore
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def llmq_docs():
-    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
-    try:
-        return importlib.import_module("llmq_docs")
-    finally:
-        sys.path.remove(str(ROOT / "docs" / "_ext"))
-
+from tests.test_paper_map import docs_extension as llmq_docs
 
 SCORES = [
     RunScore("big_run", "h100", None, skipped="no llmq model preset for X"),

@@ -70,6 +70,7 @@ from theory.io import atomic_write_bytes, cache_home, read_csv_table
 from theory.measured import GemmTable, pooled_tables
 from theory.models import Model, get_model
 from theory.terms import check_tp
+from theory.version import source_digest
 
 ABSENT = -1
 TIME_UNITS = {"seconds": 1.0, "time_s": 1.0, "time_ms": 1e-3, "time_us": 1e-6}
@@ -194,13 +195,6 @@ def _load(path: Path, digest: str) -> Profile:
     return Profile(path=str(path), rows=array)
 
 
-@cache
-def _theory_digest() -> str:
-    from theory.version import source_digest
-
-    return source_digest("theory")
-
-
 def _kept_path(digest: str) -> Path | None:
     """Where the validated rows of a file with content ``digest`` are kept across processes:
     ``cache_home()/profiles/<theory digest>-<file digest>.npy``, named by the file's bytes and by
@@ -208,7 +202,7 @@ def _kept_path(digest: str) -> Path | None:
     checked against), so a change to either validates the file anew; None for a missing file."""
     if not digest:
         return None
-    return cache_home() / "profiles" / f"{_theory_digest()}-{digest[:32]}.npy"
+    return cache_home() / "profiles" / f"{source_digest('theory')}-{digest[:32]}.npy"
 
 
 def _read_kept(path: Path) -> np.ndarray | None:
