@@ -64,11 +64,14 @@ def run_cluster(cm: CostModel, scheduler: ModuleType, params, requests: Requests
             progress(len(requests))
         return out
     arrival, L_P, L_D, cls = requests.arrival, requests.L_P, requests.L_D, requests.cls
+    serial = cluster.workers <= 1 or r == 1
+    if serial and options.tables is None:  # one set of tables serves every node
+        options = replace(options, tables=tables_for(cm, L_P, L_D, getattr(params, "chunk", None)))
     node = np.zeros(len(arrival), dtype=np.int64) if r == 1 else route(planner, len(arrival), r, cluster.rng)
     jobs = [(cm, scheduler.__name__, params, arrival[node == g], L_P[node == g], L_D[node == g],
              cls[node == g], replace(options, prefix=_node_prefix(prefix, node, g)))
             for g in range(r)]
-    if cluster.workers > 1 and r > 1:
+    if not serial:
         with ProcessPoolExecutor(max_workers=min(cluster.workers, r)) as pool:
             runs = list(pool.map(_run_one, jobs))
     else:

@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -53,10 +54,24 @@ class GpuRun:
     #                                 the requests with node == g (disaggregated prefill nodes)
 
 
+# Cost tables built in this process, per cost model (held weakly) and prefill chunk: (positions, tables)
+_KEPT_TABLES: WeakKeyDictionary[CostModel, dict[int | None, tuple[int, Costs]]] = WeakKeyDictionary()
+
+
 def tables_for(cm: CostModel, L_P, L_D, chunk: int | None = None) -> Costs:
-    """Cost tables covering every position the requests can reach."""
+    """Cost tables covering every position the requests can reach.
+
+    Tables are kept per cost model and chunk for the life of the process, and kept tables that
+    cover at least the positions needed serve again: no entry of a table depends on how many
+    positions it covers (``tests/test_kept_tables.py``), and the engine only reads them.
+    """
     max_pos = int(np.max(np.asarray(L_P) + np.asarray(L_D), initial=1)) + 1
-    return build_tables(cm, max_pos, chunk)
+    kept = _KEPT_TABLES.setdefault(cm, {})
+    covered, ct = kept.get(chunk, (-1, None))
+    if covered < max_pos:
+        ct = build_tables(cm, max_pos, chunk)
+        kept[chunk] = (max_pos, ct)
+    return ct
 
 
 @dataclass(frozen=True)
