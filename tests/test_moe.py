@@ -137,6 +137,40 @@ def test_expected_blocks_is_the_full_binomial_sum():
     assert expected_blocks(8, 8, 100, 64)[0] == 8 * 2  # k = E: every expert gets every token
 
 
+@pytest.mark.parametrize(("E", "k"), [(128, 8), (8, 2), (8, 8)])  # k = E: every expert gets every token
+def test_expected_blocks_of_a_2d_array_row_by_row(E, k):
+    tau = np.array([[0, 1, 7, 64], [65, 300, 1000, 5000], [3, 3, 4096, 2]])
+    for t_col in (16, 64, 128):
+        got = expected_blocks(E, k, tau, t_col)
+        assert got.shape == tau.shape
+        for row, t in zip(got, tau, strict=True):
+            np.testing.assert_array_equal(row, expected_blocks(E, k, t, t_col))
+
+
+@pytest.mark.parametrize(
+    ("gpu", "model", "mode"),
+    [("h100", "qwen3-30b-a3b", "real"), ("a100", "mixtral-8x7b", "paper")],
+)
+def test_moe_time_and_linear_time_of_a_2d_array_row_by_row(gpu, model, mode):
+    """``MoETerms.time`` and ``T_Lin`` broadcast over a 2-D token array as the dense terms do: each row
+    equals the 1-D result of that row (also with an expert-parallel group and its dispatch times)."""
+    from dataclasses import replace
+
+    cm = cost_model(CostSpec(gpu, model, mode=mode))
+    tau = np.array([[0, 1, 2, 17], [64, 65, 1000, 8192], [4096, 3, 300, 31]])
+    grouped = replace(cm.lin.moe, ep=2, comm_tok_s=1e-7, comm_batch_s=2e-5)
+    for m in (cm.lin.moe, grouped):
+        got = m.time(tau)
+        assert got.shape == tau.shape
+        for row, t in zip(got, tau, strict=True):
+            np.testing.assert_array_equal(row, m.time(t))
+    lin = T_Lin(cm, tau)
+    assert lin.shape == tau.shape
+    for row, t in zip(lin, tau, strict=True):
+        np.testing.assert_array_equal(row, T_Lin(cm, t))
+    assert np.array_equal(lin > 0, tau > 0)  # an empty batch costs nothing
+
+
 @pytest.mark.parametrize(
     ("gpu", "model", "mode"),
     [

@@ -220,10 +220,12 @@ def expected_blocks(E: int, k: int, tau, t_col: int) -> np.ndarray:
     """``E E[ceil(n / t_col)]`` for ``n ~ Binomial(tau, k/E)``: the expected column blocks of
     ``t_col`` tokens summed over the experts, ``E sum_{j >= 0} P(n > j t_col)`` (exact up to
     rounding: the terms more than ``_TAIL`` standard deviations from the mean, where
-    ``P(n > j t_col)`` is 1 or 0 to double precision, are counted, not summed)."""
+    ``P(n > j t_col)`` is 1 or 0 to double precision, are counted, not summed). ``tau`` of any
+    shape (a scalar as shape (1,)); the result has its shape."""
     tau = np.atleast_1d(np.asarray(tau, dtype=np.int64))
+    if tau.ndim > 1:  # the sum below runs over a second axis: one row per token count
+        return expected_blocks(E, k, tau.ravel(), t_col).reshape(tau.shape)
     p = k / E
-    out = np.zeros(tau.shape)
     if p >= 1.0:
         return E * -(-tau // t_col).astype(float)
     mean, sd = tau * p, np.sqrt(tau * p * (1.0 - p))
