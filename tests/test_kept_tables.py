@@ -37,7 +37,7 @@ _all_fields = njit(_namespace["_all_fields"])
 
 
 def fields(ct) -> dict:
-    return dict(zip(COST_FIELDS, _all_fields(ct)))
+    return dict(zip(COST_FIELDS, _all_fields(ct), strict=True))
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.gpu}-{s.model}-{s.mode}")
@@ -50,7 +50,7 @@ def test_no_table_entry_depends_on_the_positions_covered(spec):
             assert a[name].size == 701 and b[name].size == 2301
             np.testing.assert_array_equal(a[name], b[name][:701], err_msg=name)
         elif name == "S2":  # S, then the mixed-decode sums from m_off
-            for x, y in zip(np.split(a[name], [a["m_off"]]), np.split(b[name], [b["m_off"]])):
+            for x, y in zip(np.split(a[name], [a["m_off"]]), np.split(b[name], [b["m_off"]]), strict=True):
                 np.testing.assert_array_equal(x, y[: x.size], err_msg=name)
         elif name != "m_off":
             np.testing.assert_array_equal(np.asarray(a[name]), np.asarray(b[name]), err_msg=name)
