@@ -28,8 +28,9 @@ So a split is the LP with the mixed GPUs' decode slots set to 0 (``mixed_slots =
 ``B - 1``) and ``sum x_i <= r_p``, ``sum y_s,i <= B (r - r_p)``; its optimum is the closed form
 ``min(r_p / sum_i p_i P_i tau_mix / C, B (r - r_p) / sum_i p_i D_i tau_solo)``, and leaving the
 number of mixed GPUs free gives the LP's optimal split ``sum x_i`` (fractional). The decode node
-runs ``L^D`` decode iterations per request (the prefill node emits the first token and the decode
-node still counts ``L^D`` decodes), so ``D_i = L^D``.
+runs ``L^D`` decode iterations per request (the prefill node emits the first token, and llmq's
+``L^D`` counts the decodes after it), so ``D_i = L^D``; were the paper's ``D_i`` to count the first
+token too, its decode rates would be ``L^D / (L^D + 1)`` of these (the summary does not say).
 
 The batch-time law is the one the simulator runs: Li, Dai and Peng's staircase ``c + a ceil(tau /
 b0)`` stated in TOML (:data:`LAW_TOML`), attention off. A chunk of ``C = 2 b0`` tokens then lasts
