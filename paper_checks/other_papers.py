@@ -3,6 +3,7 @@
 (Nie, Si and Zhou's KV-memory threshold: :mod:`paper_checks.other_papers_kv`; the exclusive- versus
 mixed-batching crossover of Zhang et al.: :mod:`paper_checks.other_papers_batching`; Ao, Luo,
 Simchi-Levi and Wang's fluid region under KV memory and WAIT: :mod:`paper_checks.other_papers_wait`;
+Lin, Ding, Han and Zhang's many-GPU fluid LP of prefill and decode: :mod:`paper_checks.other_papers_lp`;
 all registered on import of this module.)
 
 (Theorems 1-2 of Bari, Hegde, de Veciana under a per-batch overhead are the library's own
@@ -34,7 +35,12 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from paper_checks import other_papers_batching, other_papers_kv, other_papers_wait  # noqa: F401  (register)
+from paper_checks import (  # noqa: F401  (register)
+    other_papers_batching,
+    other_papers_kv,
+    other_papers_lp,
+    other_papers_wait,
+)
 from paper_checks.evidence import Points
 from paper_checks.margins import EXACT, blind_spot, least_margin, ratio_margin
 from paper_checks.registry import Result, Verdict, register
