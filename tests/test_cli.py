@@ -208,6 +208,14 @@ def test_bounds_prints_the_certified_capacity_and_why(capsys, tmp_path):
     # a 5 ms per-batch time that batches of <= 2048 tokens cannot amortise: below lambda*
     assert row["certified"]["bound"] < lam and "per-batch fixed time" in row["certified"]["why"]
     assert row["certified"]["token_budget"] == 2048
+    assert "linear time per token" not in row["certified"]["why"]  # 2048 is a whole number of tiles
+    # no fixed time: a mixture of experts whose batches of <= 2048 tokens leave experts unshared
+    code, out, _ = run(capsys, "bounds", "--gpu", "h100", "--model", "qwen3-30b-a3b", "--mode", "real",
+                       "--token-budget", "2048", "--json")
+    row = json.loads(out)
+    assert code == 0 and row["certified"]["bound"] < row["lambda_star"]
+    assert "linear time per token of the best batch" in row["certified"]["why"]
+    assert "fixed time" not in row["certified"]["why"]
 
 
 def _boundary(tileset, scheduler, variant, **kw):

@@ -58,8 +58,8 @@ def _certified(cm, w, r: int, lam_star: float, b_max: int | None) -> dict:
     if cap.binds == "kv-memory":
         why = "KV memory binds: fewer requests fit in the cache than the compute could serve"
     elif gap < -1e-9:
-        why = ("a per-batch fixed time that batches of at most the token budget cannot amortise: "
-               "lambda* is not an upper bound here")
+        causes = _below_lambda_star(cm, cap.best_batch_tokens)
+        why = " and ".join(causes) + ": lambda* is not an upper bound here"
     elif gap > 1e-9:
         why = "lambda* undercuts the exact minimal work (Appendix B's chunking lemma fails: erratum)"
     else:
@@ -69,6 +69,22 @@ def _certified(cm, w, r: int, lam_star: float, b_max: int | None) -> dict:
             "kv_tokens_per_gpu": kv, "vs_lambda_star": gap, "why": why,
             "work_per_request_s": cap.work_per_request_s, "pieces_s": cap.pieces_s,
             "best_batch_tokens": cap.best_batch_tokens, "token_budget": b_max}
+
+
+def _below_lambda_star(cm, best_tau: int | None) -> list[str]:
+    """Why the certified bound falls below lambda* (Theorem 1 amortises every batch's cost over
+    ever larger batches): a fixed time per batch, and a linear time per token of the bound's best
+    batch above Theorem 1's limit l* (tile padding, waves, the memory floor, experts not yet
+    shared); the residual where neither applies."""
+    from theory.cost import T_Lin, linear_per_token
+
+    causes = []
+    if cm.fixed_s > 0:
+        causes.append("a per-batch fixed time that batches of at most the token budget cannot amortise")
+    if best_tau and float(T_Lin(cm, best_tau)) / best_tau > linear_per_token(cm) * (1 + 1e-9):
+        causes.append(f"a linear time per token of the best batch ({best_tau} tokens) above Theorem 1's "
+                      "limit l* (tile padding, waves, the memory floor or experts not yet shared)")
+    return causes or ["batches of at most the token budget cannot reach Theorem 1's amortised cost"]
 
 
 def run(args) -> int:
