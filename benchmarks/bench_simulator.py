@@ -11,6 +11,10 @@ arrivals at 90% of lambda*, one GPU. Figures printed:
   20,000 requests (RAD), and the ratio engine / reference;
 * the time to the first result in a fresh process with an empty numba cache (compilation) and
   with a warm cache;
+* DistServe's decode nodes under overload (``--overload``): seconds per run by number of
+  requests at 1.5 x lambda* with ``decode_cap=64`` on r = 2 (one prefill, one decode GPU), where
+  the decode node's backlog grows with the requests (a cost per batch that grew with the backlog
+  would show as time growing faster than the requests);
 * peak resident memory of a 1,000,000-request RAD run (per-token data is summarised in
   histograms, so memory grows with requests, not tokens);
 * a scaling table: RAD's requests/s and peak resident memory (fresh process each) by number of
@@ -23,7 +27,8 @@ single-threaded, and a loaded machine distorts wall time), best of two.
 
 Run from the repository root: ``python benchmarks/bench_simulator.py [--quick] [--scaling]``;
 ``--schedulers rad,slai`` measures those schedulers' rows only (the rest is skipped), e.g. to time
-two source trees back to back on a loaded machine.
+two source trees back to back on a loaded machine; ``--overload`` prints the DistServe overload
+table only.
 """
 
 from __future__ import annotations
@@ -112,6 +117,25 @@ def scaling_table(sizes: tuple[int, ...], gpus: tuple[int, ...]) -> None:
             print(f"{n:>12,}{r:>5}{n / seconds:>14,.0f}{rss:>10,.0f}{per:>11}", flush=True)
 
 
+def overload_table(sizes: tuple[int, ...]) -> None:
+    """DistServe with a decode cap offered more than it serves: CPU seconds per run (best of two)
+    by number of requests; the decode node's backlog grows with the requests."""
+    from stability.sim.simulate import Scenario, simulate
+
+    def scenario(n: int) -> Scenario:
+        return Scenario(pad=True, load=1.5, scheduler="distserve", r=2, n_requests=n,
+                        options=(("decode_cap", 64),))
+
+    simulate(scenario(500))  # compile / load from cache
+    print("\nDistServe under overload (load 1.5, decode_cap = 64, r = 2: one prefill, one decode GPU)")
+    print(f"{'requests':>10}{'seconds':>10}{'req/s':>12}{'s / 10k req':>13}")
+    for n in sizes:
+        holder = {}
+        seconds = timed(lambda n=n, holder=holder: holder.update(res=simulate(scenario(n))), repeat=2)
+        assert holder["res"].counters()["n_done"] == n
+        print(f"{n:>10,}{seconds:>10.2f}{n / seconds:>12,.0f}{1e4 * seconds / n:>13.3f}", flush=True)
+
+
 def main() -> None:
     from stability.sim.cluster import run_cluster
     from stability.sim.registry import get_scheduler, scheduler_names
@@ -124,9 +148,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
     parser.add_argument("--scaling", action="store_true",
                         help="scaling table up to 10^7 requests and 64 GPUs (minutes, < 8 GB)")
+    parser.add_argument("--overload", action="store_true",
+                        help="the DistServe overload table only (20k, 40k, 80k requests)")
     parser.add_argument("--schedulers", metavar="NAMES",
                         help="comma-separated schedulers: their rows only, nothing else (default: all)")
     args = parser.parse_args()
+    overload_sizes = (5_000, 10_000, 20_000) if args.quick else (20_000, 40_000, 80_000)
+    if args.overload:
+        overload_table(overload_sizes)
+        return
     names = scheduler_names()
     if args.schedulers is not None:
         asked = [x.strip() for x in args.schedulers.split(",") if x.strip()]
@@ -182,6 +212,8 @@ def main() -> None:
     print(f"\nRAD on the same {n_ref} requests: engine {n_ref / engine_s:,.0f} req/s, naive reference "
           f"{n_ref / ref_s:,.0f} req/s ({len(holder['sim'][0].batches) / n_ref:.1f} batches/req): "
           f"engine / reference = {ref_s / engine_s:,.0f}x; identical finish times: {same}")
+
+    overload_table(overload_sizes)
 
     with tempfile.TemporaryDirectory() as cache:
         cold = child(FIRST_RESULT.format(scheduler="rad"), {"NUMBA_CACHE_DIR": cache})[0]

@@ -253,6 +253,7 @@ def simulate_splits(claimed: dict, fast: bool, law: str = LAW_TOML) -> dict:
     batch-time law of the TOML text ``law`` (its GPU ``ldhz`` and model ``ldhz-noattn``; another
     text than :data:`LAW_TOML` is how tests perturb the engine under check)."""
     from stability.attain import window_throughput
+    from stability.sim.disaggregated import completing_nodes
     from stability.sim.simulate import Scenario, simulate
     from theory.stats import t_interval
 
@@ -284,11 +285,10 @@ def simulate_splits(claimed: dict, fast: bool, law: str = LAW_TOML) -> dict:
                     r=GPUS,
                     options=opts,
                 )
-                rq = simulate(sc).requests
-                # the decode nodes, numbered r_p .. r - 1, complete the requests
-                rates.append(
-                    window_throughput(rq["arrival"], rq["t_finish"], rq["node"] - rp, GPUS - rp)["rate"]
-                )
+                res = simulate(sc)
+                rq = res.requests
+                m = window_throughput(rq["arrival"], rq["t_finish"], rq["node"], completing_nodes(res.runs))
+                rates.append(m["rate"])
             out[rp] = tuple(t_interval(rates, 0.95))
     return {"measured": out, "replicates": replicates, "requests": n}
 

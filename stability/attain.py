@@ -57,6 +57,7 @@ microsoft/sarathi-serve @ 96f9911, ``sarathi/core/scheduler/sarathi_scheduler.py
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -225,16 +226,18 @@ def request_charge(cm: CostModel, w: Workload):
     return charge
 
 
-def window_throughput(arrival: np.ndarray, finish: np.ndarray, node: np.ndarray, r: int,
+def window_throughput(arrival: np.ndarray, finish: np.ndarray, node: np.ndarray, nodes: int | Sequence[int],
                       warmup: float = 0.2, weight: np.ndarray | None = None) -> dict:
     """Completions per second in the window from the ``warmup`` arrival quantile to the last arrival.
 
     Parameters
     ----------
     arrival, finish, node : ndarray
-        Per request (``finish`` NaN while unfinished).
-    r : int
-        Number of nodes.
+        Per request (``finish`` NaN while unfinished; ``node``: the node that completes it).
+    nodes : int or sequence of int
+        The nodes that complete requests: a count r (nodes 0 .. r - 1), or their numbers (a
+        disaggregated cluster's decode nodes: :func:`stability.sim.disaggregated.completing_nodes`;
+        its prefill nodes complete nothing and would read as idle).
     warmup : float
     weight : ndarray, optional
         Per-request weights (e.g. :func:`request_charge`); their sum over the window's completions
@@ -244,8 +247,8 @@ def window_throughput(arrival: np.ndarray, finish: np.ndarray, node: np.ndarray,
     -------
     dict
         ``rate``: completions with ``t0 < finish <= t1`` over ``t1 - t0``; ``weighted`` (NaN
-        without weights); ``min_pending``: the fewest requests in system at any node at a
-        completion in the window (> 0: every node was backlogged throughout, so the window measured
+        without weights); ``min_pending``: the fewest requests in system at any of ``nodes`` at
+        a completion in the window (> 0: every node was backlogged throughout, so the window measured
         the capacity under backlog); ``completions``.
     """
     from stability.sim.metrics import in_system
@@ -262,7 +265,8 @@ def window_throughput(arrival: np.ndarray, finish: np.ndarray, node: np.ndarray,
     weighted = float("nan") if weight is None else float(np.sum(np.asarray(weight)[inside]) / (t1 - t0))
     fewest = min((int(in_system(arrival[node == g], finish[node == g],
                                 finish[inside & (node == g)]).min())
-                  if np.any(inside & (node == g)) else 0) for g in range(r))
+                  if np.any(inside & (node == g)) else 0)
+                 for g in (range(nodes) if isinstance(nodes, (int, np.integer)) else nodes))
     return {"rate": float(inside.sum() / (t1 - t0)), "weighted": weighted, "min_pending": fewest,
             "completions": int(inside.sum())}
 
@@ -279,6 +283,7 @@ def saturated_runs(scenario, replicates: int, confidence: float = 0.95) -> dict:
         work-weighted estimate (module docstring); ``saturated`` (every run backlogged throughout);
         ``runs`` (per replicate: seed, rate, weighted rate, min_pending, completions).
     """
+    from stability.sim.disaggregated import completing_nodes
     from stability.sim.simulate import cost_model_of, simulate, workload_of
     from theory.stats import t_interval
 
@@ -290,10 +295,12 @@ def saturated_runs(scenario, replicates: int, confidence: float = 0.95) -> dict:
     runs = []
     for k in range(replicates):
         sc = replace(scenario, seed=scenario.seed + k)
-        rq = simulate(sc).requests
+        res = simulate(sc)
+        rq = res.requests
         ok = ~(np.asarray(rq["reject"]) > 0)
-        m = window_throughput(rq["arrival"][ok], rq["t_finish"][ok], rq["node"][ok], sc.r,
-                              weight=charge(rq["L_P"][ok], rq["L_D"][ok]) / mean_charge)
+        weight = charge(rq["L_P"][ok], rq["L_D"][ok]) / mean_charge
+        m = window_throughput(rq["arrival"][ok], rq["t_finish"][ok], rq["node"][ok],
+                              completing_nodes(res.runs), weight=weight)
         runs.append({"seed": sc.seed, **m})
     return {"count": t_interval([x["rate"] for x in runs], confidence),
             "work": t_interval([x["weighted"] for x in runs], confidence),

@@ -15,6 +15,7 @@ Appendix C (the ``n_min`` and ``dtmc`` points, :mod:`stability.dtmc`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from functools import cache
 from typing import TYPE_CHECKING
@@ -105,6 +106,7 @@ class SimPoint:
     def run(self) -> dict:
         """The scenario simulated: its stability verdict (growth of the work in system with its
         interval), completions, throughput and the saturated throughput."""
+        from stability.sim.disaggregated import completing_nodes
         from stability.sim.metrics import DriftTest
         from stability.sim.simulate import simulate
 
@@ -118,18 +120,23 @@ class SimPoint:
         return {"verdict": v.verdict, "growth": v.growth, "g_low": v.ci_low, "g_high": v.ci_high,
                 "completed": int(done.sum()), "throughput": float(done.sum() / horizon),
                 **saturated_throughput(rq["arrival"][admitted], rq["t_finish"][admitted],
-                                       rq["node"][admitted], self.scenario.r)}
+                                       rq["node"][admitted], completing_nodes(res.runs))}
 
 
 def _jsonable(value):
     return [_jsonable(v) for v in value] if isinstance(value, tuple) else value
 
 
-def saturated_throughput(arrival, finish, node, r: int, warmup: float = 0.2) -> dict:
+def saturated_throughput(arrival, finish, node, nodes: int | Sequence[int], warmup: float = 0.2) -> dict:
     """Completions per second between the first and the last completion that fall from the
     ``warmup`` arrival quantile to the last arrival (``(k - 1) / span``, exact for evenly spaced
     completions), and the fewest requests pending at any node right after a completion in that
     window (> 0: no node ever emptied, so the window measured the capacity under backlog).
+
+    ``node`` is the node that completes each request and ``nodes`` the nodes that complete
+    requests: a count r (nodes 0 .. r - 1) or their numbers (a disaggregated cluster's decode
+    nodes, :func:`stability.sim.disaggregated.completing_nodes`; its prefill nodes complete
+    nothing and would read as idle).
 
     Requests pending at t are those with arrival <= t < finish (unfinished ones have a NaN finish);
     right after a completion at t, that is the arrivals up to t less the completions up to t,
@@ -142,7 +149,7 @@ def saturated_throughput(arrival, finish, node, r: int, warmup: float = 0.2) -> 
     done = finish[inside]
     rate = (done.size - 1) / float(done.max() - done.min()) if done.size > 1 else float("nan")
     fewest = None
-    for g in range(r):
+    for g in range(nodes) if isinstance(nodes, (int, np.integer)) else nodes:
         mine = node == g
         ends = np.sort(finish[mine], kind="stable")  # NaN (never finished) sorts last
         times = ends[np.searchsorted(ends, t0, side="right"):np.searchsorted(ends, t1, side="right")]

@@ -178,7 +178,9 @@ def decode_loop(st, ct, prm, t_stop):
     cap = prm.decode_cap
     while running(st, t_stop):
         see_arrivals(st)                                                      # line 14
-        while n_waiting(st) > 0:
+        # with a cap, hand-offs wait FCFS until a slot frees: the decode set holds the batch
+        # only, so removing a completion moves at most cap entries, not the whole backlog
+        while n_waiting(st) > 0 and (cap == 0 or st.nd < cap):
             push_decode(st, pop_waiting(st))
         if st.nd == 0:                                                        # lines 15-17
             if not idle(st, t_stop):

@@ -67,6 +67,13 @@ def _in_global_order(run: GpuRun, gids: np.ndarray) -> GpuRun:
     return replace(run, **fields, items=items, rows=gids[perm])
 
 
+def completing_nodes(runs: list[GpuRun]) -> list[int]:
+    """The nodes, among ``runs`` (one per node, in node order), that complete requests: every node
+    but a disaggregated cluster's prefill nodes, whose runs count hand-offs (``n_handoff``) and
+    complete nothing (:func:`run_disaggregated` numbers them first, the decode nodes after)."""
+    return [g for g, run in enumerate(runs) if "n_handoff" not in run.counters]
+
+
 def run_disaggregated(cm: CostModel, scheduler: ModuleType, params, requests: Requests, cluster: Cluster,
                       options: RunOptions | None = None) -> tuple[np.ndarray, list[GpuRun]]:
     """Simulate ``params.prefill_nodes`` prefill nodes and ``cluster.r`` minus that many decode
