@@ -151,3 +151,16 @@ def test_the_queues_reader_is_strict(written, tmp_path, edit, field):
     with pytest.raises(FieldError, match=re.escape(field)) as err:
         figures.read_queues(bad)
     assert str(bad) in str(err.value)
+
+
+def test_a_run_without_a_log_gets_empty_log_columns(tmp_path):
+    folder = small_run(tmp_path, keep=40)
+    (folder / "timeseries.csv").unlink()
+    s = score_run(ReplaySpec(str(folder)))
+    write_outputs([s], "vllm_v1", tmp_path / "out")
+    assert to_json([s], "vllm_v1")["runs"][0]["logger_offset_s"] is None
+    q = figures.read_queues(tmp_path / "out" / f"serving_{s.run}_queues.csv")
+    assert np.isnan(q.counts["vllm_running"]).all() and np.isnan(q.counts["vllm_waiting"]).all()
+    got = s.replay.result.requests
+    expected = [count(t, got["t_start"], got["t_finish"]) for t in q.t.tolist()]
+    assert q.counts["llmq_running"].tolist() == expected
