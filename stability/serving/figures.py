@@ -113,7 +113,8 @@ def logger_offset(log: dict, arrival: np.ndarray, finish: np.ndarray) -> float:
     x = ticks[None, :] - grid[:, None]
     in_system = np.searchsorted(np.sort(arrival), x, side="right") - np.searchsorted(np.sort(finish), x,
                                                                                        side="right")
-    return float(grid[np.argmin(np.abs(in_system - logged[None, :]).sum(axis=1))])
+    best = grid[np.argmin(np.abs(in_system - logged[None, :]).sum(axis=1))]
+    return round(float(best), 9)  # the grid's value, without the float noise of its construction
 
 
 def queues(rep: Replay) -> Queues:
