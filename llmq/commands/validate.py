@@ -13,7 +13,8 @@ and the staircase figures
 ``--serving`` replays the shipped measured serving runs end to end instead
 (:mod:`stability.serving`): measured against predicted TTFT, TPOT and latency per run, beside the
 source's own simulator; writes ``OUT/serving.md``, ``serving.csv`` (with its data dictionary),
-``serving.json`` and ``serving_<run>.png``.
+``serving.json`` (whose ``files`` entry names every file) and per run ``serving_<run>.png`` with
+the data it plots (``serving_<run>_requests.csv``, ``serving_<run>_queues.csv``).
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """What ``llmq validate --serving`` prints and writes: per run and statistic, measured against
 predicted with the error, the source's own simulator beside it, the KV blocks, the wall time of
 each replay; ``serving.md``, ``serving.csv`` (with ``serving.columns.json``), ``serving.json``
-(strict: no NaN) and per run ``serving_<run>.png`` (measured and simulated CDFs of TTFT, TPOT and
-latency, and the running and waiting requests over time against the run's ``timeseries.csv``)."""
+(strict: no NaN; its ``files`` entry names every file written) and per replayed run the figure
+``serving_<run>.png`` and the data it plots, ``serving_<run>_requests.csv`` and
+``serving_<run>_queues.csv`` (:mod:`stability.serving.figures`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-from stability.serving.score import METRICS, RunScore
+from stability.serving import figures
+from stability.serving.score import RunScore
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
 
 SCHEMA = "llmq.serving/1"
@@ -26,6 +26,17 @@ COLUMNS = {
     "published": "the source's own simulator's prediction (LLMServingSim 2.0), seconds; empty: not "
                  "published",
     "published_error": "published / measured - 1; empty: not published",
+}
+FILES = {
+    "serving.md": "the tables, one per run (Markdown)",
+    "serving.csv": "one row per run, metric and statistic; its columns in serving.columns.json",
+    "serving.json": "the same rows per run, with the run fields (run_fields) and this dictionary",
+    "serving_<run>.png": "CDFs of TTFT, TPOT and latency, measured and llmq, and the running and waiting "
+                         "requests over time (vLLM's log, the measured requests' count, llmq's)",
+    "serving_<run>_requests.csv": "per request, measured and llmq TTFT, TPOT and latency (the CDF "
+                                  "panels' data); columns in serving_<run>_requests.columns.json",
+    "serving_<run>_queues.csv": "running and waiting requests over time (the queue panels' data); "
+                                "columns in serving_<run>_queues.columns.json",
 }
 CSV_COLUMNS = ("run", "gpu", "model", "metric", "statistic", "measured", "predicted", "error", "published",
                "published_error")
@@ -58,20 +69,23 @@ def console_lines(scores: list[RunScore], scheduler: str) -> list[str]:
 
 
 def to_json(scores: list[RunScore], scheduler: str) -> dict:
-    """The scores as a strict-JSON object with its column dictionary."""
+    """The scores as a strict-JSON object with its column and file dictionaries."""
     runs = []
     for s in scores:
+        offset = None if s.replay is None else figures.queues(s.replay).offset
         runs.append({"run": s.run, "gpu": s.gpu, "model": s.model, "skipped": s.skipped,
                      "kv_blocks": s.kv_blocks, "vllm_kv_blocks": s.vllm_kv_blocks,
-                     "replay_wall_s": s.wall_s, "preemptions": s.preemptions,
+                     "replay_wall_s": s.wall_s, "preemptions": s.preemptions, "logger_offset_s": offset,
                      "rows": [{k: getattr(r, k) for k in CSV_COLUMNS if k not in ("run", "gpu", "model")}
                               for r in s.rows]})
-    return {"schema": SCHEMA, "scheduler": scheduler, "mode": "real", "columns": COLUMNS,
+    return {"schema": SCHEMA, "scheduler": scheduler, "mode": "real", "columns": COLUMNS, "files": FILES,
             "run_fields": {"skipped": "why the run was not replayed (null: it was)",
                            "kv_blocks": "KV blocks llmq derives from the GPU, model and memory share",
                            "vllm_kv_blocks": "num_gpu_blocks vLLM allocated (null: not recorded)",
                            "replay_wall_s": "wall seconds of the simulation",
-                           "preemptions": "requests the replay preempted (recompute)"},
+                           "preemptions": "requests the replay preempted (recompute)",
+                           "logger_offset_s": "where vLLM's stat logger's clock starts on the requests' "
+                                              "clock (stability.serving.figures.logger_offset); null: none"},
             "runs": runs}
 
 
@@ -99,46 +113,12 @@ def _cell(x) -> object:
 
 
 def plot(s: RunScore, path: Path) -> Path:
-    """CDFs of the three metrics, measured and simulated, and the queues over time."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rep = s.replay
-    fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
-    for ax, metric in zip(axes, METRICS, strict=False):
-        for label, values, style in (("measured (vLLM)", rep.measured[metric], "-"),
-                                     ("llmq", rep.predicted[metric], "--")):
-            v = np.sort(values[np.isfinite(values)])
-            ax.plot(v, np.arange(1, v.size + 1) / v.size, style, label=label)
-        ax.set_xlabel(f"{metric} (s)")
-        ax.set_ylabel("fraction of requests")
-        ax.legend(fontsize=8)
-    ax = axes[3]
-    ts = rep.run.timeseries
-    if ts is not None and "running" in ts:
-        ax.plot(ts["t"], ts["running"], "-", label="running (vLLM)")
-        ax.plot(ts["t"], ts["waiting"], "-", label="waiting (vLLM)")
-    rq = rep.result.requests
-    t = np.arange(0.0, float(np.nanmax(rq["t_finish"])) + 1.0, 1.0)
-    running = ((rq["t_start"][None, :] <= t[:, None]) & (t[:, None] < rq["t_finish"][None, :])).sum(1)
-    waiting = ((rq["arrival"][None, :] <= t[:, None]) & (t[:, None] < rq["t_start"][None, :])).sum(1)
-    ax.plot(t, running, "--", label="running (llmq)")
-    ax.plot(t, waiting, "--", label="waiting (llmq)")
-    ax.set_xlabel("time (s; vLLM's ticks from its logger's start, llmq's from the first request)",
-                  fontsize=7)
-    ax.set_ylabel("requests")
-    ax.legend(fontsize=7)
-    fig.suptitle(f"{s.run}: measured vs llmq")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    """The figure of a replayed run (:func:`stability.serving.figures.figure`) written to ``path``."""
+    return figures.plot(s.replay, figures.queues(s.replay), path)
 
 
 def write_outputs(scores: list[RunScore], scheduler: str, out: Path) -> list[Path]:
-    """Write ``serving.md/.csv/.json`` (and the CSV's column dictionary) and one figure per replayed run."""
+    """Write the files of :data:`FILES` (each CSV with its column dictionary)."""
     rows = [r for s in scores for r in s.rows]
     by_run = {s.run: s for s in scores}
     columns = {c: [] for c in CSV_COLUMNS}
@@ -150,5 +130,9 @@ def write_outputs(scores: list[RunScore], scheduler: str, out: Path) -> list[Pat
     paths = [atomic_write_csv(out / "serving.csv", columns, dictionary),
              atomic_write_json(out / "serving.json", to_json(scores, scheduler)),
              atomic_write_text(out / "serving.md", markdown(scores, scheduler))]
-    paths += [plot(s, out / f"serving_{s.run}.png") for s in scores if s.replay is not None]
+    for s in scores:
+        if s.replay is not None:
+            q = figures.queues(s.replay)
+            paths += [figures.plot(s.replay, q, out / f"serving_{s.run}.png"),
+                      *figures.write_data(s.replay, q, out)]
     return paths
