@@ -437,3 +437,27 @@ def test_prefill_tables_are_reused_only_for_equal_laws():
     assert other.content_key != law.content_key
     f3 = capacity.min_prefill_attention(other, 600)
     assert len(capacity_pieces._PREFILL_TABLES) == 2 and not np.array_equal(f3, fresh)
+
+
+def test_prefill_tables_are_kept_across_processes_and_read_back_exactly(tmp_path, monkeypatch):
+    """A second process (here: the in-process tables cleared) reads the kept table instead of
+    running the DP again: the same array, and Eq. 6 is not evaluated; a kept file that cannot be
+    read is computed anew; another law or extent gets an entry of its own."""
+    from theory.capacity import pieces
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(pieces, "_PREFILL_TABLES", {})
+    law = law_from_cost_model(preset("a100"))
+    first = min_prefill_attention(law, 600)
+    (entry,) = (tmp_path / "home" / "llmq" / "capacity").glob("*.npy")
+    calls = []
+    counting = replace(law, prefill_attention=lambda i, c: calls.append(1) or law.prefill_attention(i, c))
+    pieces._PREFILL_TABLES.clear()
+    again = min_prefill_attention(counting, 600)  # the same content_key: the kept table
+    assert not calls and again.dtype == first.dtype and np.array_equal(again, first)
+    entry.write_bytes(b"not an array")
+    pieces._PREFILL_TABLES.clear()
+    assert np.array_equal(min_prefill_attention(counting, 600), first) and calls
+    min_prefill_attention(law, 601)
+    min_prefill_attention(law_from_cost_model(preset("h100")), 600)
+    assert len(list(entry.parent.glob("*.npy"))) == 3

@@ -181,6 +181,27 @@ def cache_home() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmq"
 
 
+def read_kept_array(path: str | Path) -> np.ndarray | None:
+    """An array kept by :func:`keep_array` (read without pickle), or None when there is none or it
+    cannot be read: the caller computes it again."""
+    try:
+        with open(path, "rb") as fh:
+            return np.load(fh, allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+
+
+def keep_array(path: str | Path, array: np.ndarray) -> None:
+    """Keep ``array`` at ``path`` (``.npy``, written atomically) for a later process; a cache home
+    that cannot be written is skipped."""
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    try:
+        atomic_write_bytes(path, buf.getvalue())
+    except OSError:
+        pass
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically (creating its directory)."""
     path = Path(path)

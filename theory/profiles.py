@@ -54,7 +54,6 @@ the FFN width, and divides the KV heads or is a multiple of them). A UTF-8 byte-
 from __future__ import annotations
 
 import hashlib
-import io
 import math
 import re
 from dataclasses import dataclass
@@ -66,7 +65,7 @@ import numpy as np
 
 from theory.errors import FieldError, LlmqError, UnknownNameError
 from theory.hardware import get_gpu
-from theory.io import atomic_write_bytes, cache_home, read_csv_table
+from theory.io import cache_home, keep_array, read_csv_table, read_kept_array
 from theory.measured import GemmTable, pooled_tables
 from theory.models import Model, get_model
 from theory.terms import check_tp
@@ -190,7 +189,7 @@ def _load(path: Path, digest: str) -> Profile:
         records = [_check_row(path, k + 2, row, time_col, scale, checked) for k, row in enumerate(rows)]
         array = _to_array(records)
         if kept is not None:
-            _keep(kept, array)
+            keep_array(kept, array)
     array.flags.writeable = False
     return Profile(path=str(path), rows=array)
 
@@ -206,24 +205,10 @@ def _kept_path(digest: str) -> Path | None:
 
 
 def _read_kept(path: Path) -> np.ndarray | None:
-    """The rows kept at ``path`` (a structured array, read without pickle), or None when there
-    are none or they cannot be read (then the file is read and validated again)."""
-    try:
-        with open(path, "rb") as fh:
-            array = np.load(fh, allow_pickle=False)
-    except (OSError, ValueError, EOFError):
-        return None
-    return array if array.dtype.names and "seconds" in array.dtype.names else None
-
-
-def _keep(path: Path, array: np.ndarray) -> None:
-    """Write ``array`` to ``path`` atomically; a cache home that cannot be written is skipped."""
-    buf = io.BytesIO()
-    np.save(buf, array, allow_pickle=False)
-    try:
-        atomic_write_bytes(path, buf.getvalue())
-    except OSError:
-        pass
+    """The rows kept at ``path`` (a structured array), or None when there are none or they cannot
+    be read (then the file is read and validated again)."""
+    array = read_kept_array(path)
+    return array if array is not None and array.dtype.names and "seconds" in array.dtype.names else None
 
 
 def gemm_shape(model: Model, operation: str, tp: int) -> tuple[int, int]:

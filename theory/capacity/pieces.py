@@ -9,19 +9,23 @@ Bari, Hegde, de Veciana (2025), Eq. 5-7, Appendix B.1.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy.optimize import linprog
 
 from theory.capacity.law import BatchLaw, check_caps
 from theory.errors import FieldError, require_positive_int
+from theory.io import cache_home, keep_array, read_kept_array
+from theory.version import source_digest
 from theory.workload import Workload
 
 DEFAULT_HORIZON = 8192  # batch sizes tabulated when b_max is None (the tail beyond is bounded by sigma)
 # min_prefill_attention's tables by (law digest, L_max, largest chunk): with waves the DP evaluates
 # Eq. 6 for every (end, chunk) pair (seconds per law), and a planner asks for the same law under
-# several token budgets that leave the same largest chunk
+# several token budgets that leave the same largest chunk; they are also kept on disk (_kept_path)
 _PREFILL_TABLES: dict[tuple, np.ndarray] = {}
 _PREFILL_TABLES_KEPT = 16
 
@@ -48,6 +52,12 @@ def min_prefill_attention(law: BatchLaw, L_max: int, b_max: int | None = None) -
     key = None if law.content_key is None else (law.content_key, L_max, C)
     if key in _PREFILL_TABLES:
         return _PREFILL_TABLES[key].copy()
+    kept = None if key is None else _kept_path(key)
+    if kept is not None:
+        f_kept = read_kept_array(kept)
+        if f_kept is not None and f_kept.shape == f.shape and f_kept.dtype == f.dtype:
+            _remember(key, f_kept)
+            return f_kept.copy()
     if law.split_period is not None and L_max > law.split_period:
         _check_split(law, L_max)
     c = np.arange(1, C + 1)[None, :]
@@ -63,10 +73,24 @@ def min_prefill_attention(law: BatchLaw, L_max: int, b_max: int | None = None) -
             m = min(k, C)
             f[k] = np.min(f[k - m:k][::-1] + cost[row, :m])
     if key is not None:
-        if len(_PREFILL_TABLES) >= _PREFILL_TABLES_KEPT:
-            _PREFILL_TABLES.pop(next(iter(_PREFILL_TABLES)))
-        _PREFILL_TABLES[key] = f.copy()
+        _remember(key, f.copy())
+        keep_array(kept, f)
     return f
+
+
+def _remember(key: tuple, f: np.ndarray) -> None:
+    """Hold a prefill table in this process (the :data:`_PREFILL_TABLES_KEPT` latest)."""
+    if len(_PREFILL_TABLES) >= _PREFILL_TABLES_KEPT:
+        _PREFILL_TABLES.pop(next(iter(_PREFILL_TABLES)))
+    _PREFILL_TABLES[key] = f
+
+
+def _kept_path(key: tuple) -> Path:
+    """Where a prefill table is kept across processes: ``cache_home()/capacity/<theory digest>-<key
+    digest>.npy``, named by every source and data file of :mod:`theory` (which computes it) and by
+    the law's content and the table's extent."""
+    digest = hashlib.sha256(repr(key).encode()).hexdigest()[:32]
+    return cache_home() / "capacity" / f"{source_digest('theory')}-{digest}.npy"
 
 
 def _check_split(law: BatchLaw, L_max: int) -> None:
