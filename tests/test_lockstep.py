@@ -204,3 +204,15 @@ def test_only_a_data_parallel_expert_parallel_run_on_vllm_v1_locks_its_ranks():
     assert not locks_ranks(moe_run, "sarathi")  # Sarathi-Serve's engine has no data-parallel group
     assert not locks_ranks(dense_run, "vllm_v1")
     assert not replay(ReplaySpec("llmservingsim_rtx4090_llama-3.1-8b")).lockstep
+
+
+def test_the_moe_run_is_replayed_in_lockstep_unless_asked_otherwise(tmp_path):
+    from tests.test_serving_replay import small_run
+
+    folder = str(small_run(tmp_path, "llmservingsim_rtxpro6000_qwen3-30b-a3b", keep=40))
+    locked, free = replay(ReplaySpec(folder)), replay(ReplaySpec(folder, lockstep=False))
+    assert locked.lockstep and not free.lockstep
+    for rep in (locked, free):
+        assert set(rep.result.requests["node"].tolist()) == {0, 1}
+        assert np.all(np.isfinite(rep.predicted["latency"]))
+    assert not np.allclose(locked.predicted["latency"], free.predicted["latency"])

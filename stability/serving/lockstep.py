@@ -60,14 +60,15 @@ vllm-project/vllm @ 00080ee13c7a451fce071ccb8d0e94d395acf5a7 ``vllm/v1/engine/co
 (``coordinate_batch_across_dp``, ``_synchronize_dp_ranks``, ``_post_process_dp_padding``);
 @ 009eec3b2b00e1b8afb4bcafb58e9403b2aa1ada ``vllm/v1/cudagraph_dispatcher.py`` (``dispatch``);
 @ 001430048e8175c8dff1bc57e1a81a1fa75460f9 ``vllm/distributed/device_communicators/all2all.py``
-(``AgRsAll2AllManager.dispatch``). The run replayed is vLLM 0.19.0; these are the stored revisions
-read, whose rules above that release shares.
+(``AgRsAll2AllManager.dispatch``): the revisions read, not the tag of vLLM 0.19.0, which ran the
+measured DP 2 + EP run (:mod:`stability.serving.ep_replay`).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from types import ModuleType
+from weakref import WeakKeyDictionary
 
 import numpy as np
 from numba import njit
@@ -109,7 +110,7 @@ def _eager_lin(ct, eager, tau, total):
     dense, moe, ep, _ = eager
     m = total / ep
     lo = min(int(m), moe.size - 2)
-    return dense[tau] + moe[lo] + (m - lo) * (moe[lo + 1] - moe[lo]) + tau / ct.mu_nLin + ct.overhead
+    return dense[tau] + moe[lo] + (m - lo) * (moe[lo + 1] - moe[lo])
 
 
 @njit(cache=True)
@@ -161,7 +162,9 @@ def _lockstep(states, ct, prm, reqs, node, eager):
                 d = t_fixed(ct, top) + var[g]
                 waste[g] += t_lin(ct, top) - tau[g] * ct.lin_ideal
             else:
-                d = _eager_lin(ct, eager, tau[g], total) + var[g]
+                lin = _eager_lin(ct, eager, tau[g], total)
+                d = lin + tau[g] / ct.mu_nLin + ct.overhead + var[g]
+                waste[g] += lin - tau[g] * ct.lin_ideal
             dur = max(dur, d)
         while k < n and arrival[k] < clock + dur:  # arrivals during the step see its start's queues
             _route(states, k, node, reqs)
@@ -179,7 +182,18 @@ def _lockstep(states, ct, prm, reqs, node, eager):
 def eager_tables(cm: CostModel, tokens: int) -> tuple[np.ndarray, np.ndarray]:
     """For ``0..tokens`` tokens per rank: the linear time of a pass run eagerly (no CUDA-graph
     padding) without its routed experts, and the routed experts' time when every rank of the group
-    holds that many tokens (:meth:`theory.moe.MoETerms.time`; zeros for a dense model)."""
+    holds that many tokens (:meth:`theory.moe.MoETerms.time`; zeros for a dense model). Kept per
+    cost model (held weakly) and token count for the life of the process."""
+    kept = _KEPT.setdefault(cm, {})
+    if tokens not in kept:
+        kept[tokens] = _eager_tables(cm, tokens)
+    return kept[tokens]
+
+
+_KEPT: WeakKeyDictionary[CostModel, dict[int, tuple[np.ndarray, np.ndarray]]] = WeakKeyDictionary()
+
+
+def _eager_tables(cm: CostModel, tokens: int) -> tuple[np.ndarray, np.ndarray]:
     counts = np.arange(tokens + 1)
     terms = replace(cm.gpu.terms, cudagraph_capture_sizes=None)
     lin = np.asarray(T_Lin(replace(cm, gpu=replace(cm.gpu, terms=terms)), counts), dtype=float)

@@ -19,6 +19,10 @@ a request's first token (:mod:`stability.sim.engine`), and the trace's prefix re
 turns it on by default; a relation whose parent the engine queued after the child is left out).
 Nothing of the run's measured output (first-token or last-token times) enters the replay.
 
+The data-parallel ranks of a mixture of experts with expert parallelism (:mod:`stability.serving.
+ep_replay`) step in lockstep on ``vllm_v1``, as vLLM runs them (:func:`locks_ranks`,
+:mod:`stability.serving.lockstep`).
+
 The engine's own costs (:class:`EngineCosts`, :mod:`theory.engine_terms`) are applied as the run's
 configuration states them: each step's linear GeMMs padded to the CUDA-graph capture sizes
 (:func:`capture_sizes`: the resolved ``cudagraph_capture_sizes``, vLLM's default where the run
