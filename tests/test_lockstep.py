@@ -181,6 +181,8 @@ def test_lockstep_refuses_what_it_does_not_model(moe, dense):
     prm = vllm_v1.make_params(dense, max_num_batched_tokens=256, max_num_seqs=16)
     with pytest.raises(FieldError, match="scheduler"):
         run_lockstep(dense, sarathi, sarathi.make_params(dense, chunk_size=256), rq, cluster)
+    with pytest.raises(FieldError, match="planner"):
+        run_lockstep(dense, vllm_v1, prm, rq, Cluster(2, "random", np.random.default_rng(0)))
     with pytest.raises(FieldError, match="node"):
         run_lockstep(dense, vllm_v1, prm, rq, cluster, node=np.array([0, 1, 2, 0, 1]))
     with pytest.raises(FieldError, match=r"r \(gpus\)"):

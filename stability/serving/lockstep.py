@@ -223,13 +223,21 @@ def run_lockstep(
     ------
     FieldError
         If the scheduler is not vLLM v1, the ranks are not the one expert-parallel group of the
-        GPU (``ep``), or a preset rank is out of range.
+        GPU (``ep``), the planner is not ``jsq`` without a preset routing, or a preset rank is out
+        of range.
     """
     if scheduler is not vllm_v1:
         raise FieldError(
             "scheduler",
             getattr(scheduler, "NAME", scheduler),
             "vllm_v1 (the data-parallel lockstep is vLLM v1's engine)",
+        )
+    if node is None and cluster.planner != "jsq":
+        raise FieldError(
+            "planner",
+            cluster.planner,
+            "jsq, or a preset rank per request (a lockstep group routes "
+            "each request at its arrival to the rank with the fewest pending)",
         )
     options = RunOptions() if options is None else options
     r, n, ep = int(cluster.r), len(requests), int(cm.gpu.terms.ep)
