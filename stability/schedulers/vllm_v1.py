@@ -453,12 +453,31 @@ def _cache_still(st, j, x, k):
 
 
 @njit(cache=True)
-def loop(st, ct, prm, t_stop):
-    """vLLM v1's steps, one batch per decision (decode-only runs as one event)."""
-    budget, max_seqs, threshold, limit = prm.budget, prm.max_seqs, prm.threshold, prm.max_model_len
+def prepare(st, prm):
+    """Size the state's mixed-batch arrays, KV memory and prefix cache for the options ``prm``
+    (each call after the first changes nothing)."""
     mixed_arrays(st)
     kv_setup(st, prm.kv, VLLM)
     pc_setup(st, prm.caching)
+
+
+@njit(cache=True)
+def plan_step(st, prm):
+    """Build one step at the state's clock (the arrivals up to it seen, :func:`prepare` called):
+    ``Scheduler.schedule`` as the loop builds it, for a caller that runs it
+    (:func:`stability.sim.mixed.apply_mixed`). Returns (tokens scheduled, decode entries run)."""
+    see_arrivals(st)
+    tokens, na = _schedule(st, prm.budget, prm.max_seqs, prm.threshold, prm.max_model_len)
+    if tokens == 0 and st.nd + st.np + st.wq_len > 0:  # every admitted request fits an empty KV cache
+        raise RuntimeError("vllm_v1: a step scheduled nothing while requests wait")
+    return tokens, na
+
+
+@njit(cache=True)
+def loop(st, ct, prm, t_stop):
+    """vLLM v1's steps, one batch per decision (decode-only runs as one event)."""
+    budget, max_seqs, threshold, limit = prm.budget, prm.max_seqs, prm.threshold, prm.max_model_len
+    prepare(st, prm)
     while running(st, t_stop):
         see_arrivals(st)
         if st.nd == 0 and st.np == 0 and st.wq_len == 0:

@@ -12,6 +12,8 @@ Modules
 -------
 replay   the run's engine configuration as a scheduler's options, its requests as a trace, the
          simulated per-request times (:func:`replay`).
+lockstep the data-parallel ranks of an MoE stepped together as vLLM runs them, for a replay on
+         vLLM v1's scheduler (:func:`run_lockstep`).
 score    measured against predicted TTFT, TPOT and latency (mean and percentiles), beside the
          simulator the source publishes (:func:`score_run`, :func:`score_runs`).
 fit      the engine's host time per step fitted on some runs and scored on the others

@@ -11,6 +11,17 @@ running requests, the waiting ones weighted 4; llmq's ``jsq`` counts both alike,
 :mod:`stability.sim.routing`). Under ``jsq`` the simulator's nodes keep no prefix relation, so the
 prefix cache reuses nothing in this replay.
 
+The lockstep. vLLM does not run the ``DP`` engines of an MoE independently: every MoE layer's
+dispatch and combine is a collective over the group, so on vLLM v1's scheduler the replay steps the
+replicas together (:mod:`stability.serving.lockstep`, whose docstring cites vLLM's source for each
+rule): each step every rank runs its own scheduler's batch; a rank without work runs a dummy pass of
+one token (``DPEngineCoreProc.run_busy_loop``, ``execute_dummy_batch``); every rank pads its batch
+to the largest token count of the group where that count is within the CUDA-graph capture sizes
+(``coordinate_batch_across_dp``), and otherwise runs eagerly with its experts on the group's tokens
+(the all-gather of ``AgRsAll2AllManager``); the step lasts as long as the slowest rank's pass.
+:func:`stability.serving.replay.locks_ranks` says where it applies (``DP > 1`` with
+``enable_expert_parallel``); ``ReplaySpec(lockstep=False)`` replays independent replicas instead.
+
 The interconnect. A GPU preset has an all-reduce law only where a multi-GPU server of it was
 profiled (:mod:`theory.tensor_parallel`); the RTX PRO 6000 has none. The run ships the source
 simulator's own cluster description of the same two GPUs (``llmservingsim_config.json``:

@@ -19,6 +19,10 @@ a request's first token (:mod:`stability.sim.engine`), and the trace's prefix re
 turns it on by default; a relation whose parent the engine queued after the child is left out).
 Nothing of the run's measured output (first-token or last-token times) enters the replay.
 
+The data-parallel ranks of a mixture of experts with expert parallelism (:mod:`stability.serving.
+ep_replay`) step in lockstep on ``vllm_v1``, as vLLM runs them (:func:`locks_ranks`,
+:mod:`stability.serving.lockstep`).
+
 The engine's own costs (:class:`EngineCosts`, :mod:`theory.engine_terms`) are applied as the run's
 configuration states them: each step's linear GeMMs padded to the CUDA-graph capture sizes
 (:func:`capture_sizes`: the resolved ``cudagraph_capture_sizes``, vLLM's default where the run
@@ -45,6 +49,7 @@ import numpy as np
 import tomli_w
 
 from stability.serving.ep_replay import data_parallel, ep_gpu_table, expert_parallel, unsupported_parallel
+from stability.serving.lockstep import run_lockstep
 from stability.sim.simulate import Scenario, SimResult, simulate
 from theory.engine_terms import default_capture_sizes, with_frontend
 from theory.errors import FieldError
@@ -109,12 +114,20 @@ class ReplaySpec:
         The engine's costs (:mod:`theory.engine_terms`; default: the CUDA-graph padding the run's
         configuration states, no host time per step, no front-end time); None: the GPU's preset
         cost model alone.
+    lockstep : bool
+        Step the data-parallel ranks together where vLLM does (:func:`locks_ranks`:
+        :mod:`stability.serving.lockstep`); False: independent replicas behind the same planner.
     """
 
     run: str
     scheduler: str = "vllm_v1"
     mode: str = "real"
     engine: EngineCosts | None = EngineCosts()
+    lockstep: bool = True
+
+    def __post_init__(self):
+        if not isinstance(self.lockstep, bool):
+            raise FieldError("lockstep", self.lockstep, "true or false")
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,6 +149,8 @@ class Replay:
         Wall seconds of the simulation (cost model, scheduling and metrics).
     result : SimResult
         The simulation.
+    lockstep : bool
+        Whether the data-parallel ranks stepped together (:func:`locks_ranks`).
     """
 
     run: ServingRun
@@ -145,6 +160,7 @@ class Replay:
     kv_blocks: int
     wall_s: float
     result: SimResult
+    lockstep: bool = False
 
 
 def unsupported(run: ServingRun) -> str | None:
@@ -160,6 +176,13 @@ def unsupported(run: ServingRun) -> str | None:
     if run.requests is None:
         return "no per-request measurements (the source publishes only aggregates)"
     return None
+
+
+def locks_ranks(run: ServingRun, scheduler: str) -> bool:
+    """Whether vLLM stepped ``run``'s data-parallel ranks together: more than one, in one
+    expert-parallel group (:mod:`stability.serving.lockstep`), and replayed on vLLM v1's scheduler
+    (the engine that locks them; Sarathi-Serve's has no data-parallel group)."""
+    return data_parallel(run) > 1 and expert_parallel(run) > 1 and scheduler == "vllm_v1"
 
 
 def engine_options(run: ServingRun, scheduler: str = "vllm_v1") -> tuple[tuple[str, object], ...]:
@@ -257,8 +280,9 @@ def replay(spec: ReplaySpec) -> Replay:
                       options=engine_options(run, spec.scheduler), trace=str(trace),
                       n_requests=int(arrival.size), load=None, gpu_file=gpu_path and str(gpu_path),
                       r=data_parallel(run), planner="jsq" if data_parallel(run) > 1 else "random")
+        lockstep = spec.lockstep and locks_ranks(run, spec.scheduler)
         t0 = time.perf_counter()
-        res = simulate(sc)
+        res = simulate(sc, runner=run_lockstep if lockstep else None)
         wall = time.perf_counter() - t0
     got = res.requests
     if np.any(~np.isfinite(got["t_finish"])):
@@ -271,4 +295,4 @@ def replay(spec: ReplaySpec) -> Replay:
     measured = {"ttft": ttft(rq.arrival, rq.first_token),
                 "tpot": tpot(rq.first_token, rq.last_token, rq.output_tokens),
                 "latency": latency(rq.arrival, rq.last_token)}
-    return Replay(run, sc, measured, predicted, int(res.params.kv.blocks), wall, res)
+    return Replay(run, sc, measured, predicted, int(res.params.kv.blocks), wall, res, lockstep)

@@ -385,7 +385,16 @@ def run_mixed(st, ct, na):
     slots already reserved) and the chunks added with :func:`add_chunk`. Its duration is Eq. 7 of
     exactly these iterations. The caller has checked the batch log has room (``log_has_room``).
     Returns how many requests finished."""
-    now = st.clock
+    tau, n_pre, att, psa, wasted = mixed_parts(st, ct, na)
+    dur = t_fixed(ct, tau) + ct.N * att + psa
+    return apply_mixed(st, na, tau, n_pre, dur, wasted + lin_waste(ct, tau))
+
+
+@njit(cache=True)
+def mixed_parts(st, ct, na):
+    """The parts of Eq. 7 of the batch built so far (as :func:`run_mixed` runs it), without running
+    it: ``(tau, prefill tokens, decode attention sum, prefill attention seconds, prefill attention
+    lost to tiling)``; the decode attention sum is per layer (times ``N`` in Eq. 7)."""
     n_pre = 0
     psa = 0.0
     wasted = 0.0
@@ -402,9 +411,15 @@ def run_mixed(st, ct, na):
         psa += a
         wasted += psa_waste(ct, i, c, a)
         n_pre += c
-    tau = na + n_pre
-    dur = t_fixed(ct, tau) + ct.N * att + psa
-    wasted += lin_waste(ct, tau)
+    return na + n_pre, n_pre, att, psa, wasted
+
+
+@njit(cache=True)
+def apply_mixed(st, na, tau, n_pre, dur, wasted):
+    """Run the batch built so far for ``dur`` seconds (its parts from :func:`mixed_parts`, its time
+    lost to tiling ``wasted``): log and count it, advance the clock, the decodes and the chunks.
+    Returns how many requests finished."""
+    now = st.clock
     if st.log_on:
         for q in range(na):
             log_item(st, st.d_id[q], st.d_pos[q], 0)

@@ -360,9 +360,11 @@ def class_mix(sc: Scenario, params) -> tuple[RequestClass, ...]:
     return (RequestClass("all", 1.0, float(slo[0])),)
 
 
-def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
+def simulate(sc: Scenario, workers: int = 1, progress=None, runner=None) -> SimResult:
     """Run the scenario (see :class:`Scenario`); ``workers`` processes simulate nodes in parallel,
-    and ``progress(k)`` (optional) is told of completed requests."""
+    and ``progress(k)`` (optional) is told of completed requests. ``runner`` (optional) runs the
+    open-loop nodes in place of :func:`stability.sim.cluster.run_cluster`, with its signature (the
+    replicas of a data-parallel group stepped in lockstep)."""
     validate_scenario(sc)
     cm = cost_model_of(sc)
     if cm.gpu.terms.ep > 1:  # the replicas form expert-parallel groups of ep GPUs (theory.expert_parallel)
@@ -418,7 +420,8 @@ def simulate(sc: Scenario, workers: int = 1, progress=None) -> SimResult:
         lam = (n - 1) / arrival[-1] if n > 1 and arrival[-1] > 0 else float("nan")
     else:
         cluster = Cluster(sc.r, sc.planner, np.random.default_rng(ss_route), workers)
-        node, runs = run_cluster(cm, scheduler, params, Requests(arrival, L_P, L_D, cls), cluster, options)
+        node, runs = (runner or run_cluster)(cm, scheduler, params, Requests(arrival, L_P, L_D, cls), cluster,
+                                             options)
     requests = {"arrival": arrival, "L_P": L_P, "L_D": L_D, "cls": cls, "node": node}
     for key in ("t_start", "t_first", "t_finish", "tbt_max", "tbt_viol", "reject", "preemptions"):
         values = np.full(n, np.nan)
