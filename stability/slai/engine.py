@@ -31,11 +31,12 @@ of :mod:`theory.engine_terms` as follows.
 
 References
 ----------
-Bari, Hegde, de Veciana (2025), Section 6.1.1 (Fig. 5a), Section 7. agrimUT/SLAI @ 2b01459
-``sarathi/model_executor/model_runner.py`` (``ModelRunner.run``, ``_prepare_inputs``);
-agrimUT/SLAI @ 05686ce ``sarathi/engine/base_llm_engine.py`` (``step``, ``_on_step_completed``,
-``add_request``); agrimUT/SLAI @ 149a5ed ``scripts/plot1_results.csv`` and @ 8a43e24
-``scripts/run_plot1.sh`` (Fig. 5a's runs).
+Bari, Hegde, de Veciana (2025), Section 6.1.1 (Fig. 5a), Section 7. agrimUT/SLAI @ 5098a7a (Apache
+License 2.0): ``sarathi/model_executor/model_runner.py`` (``ModelRunner.run``, ``_prepare_inputs``;
+no CUDA-graph capture anywhere in the repository), ``sarathi/engine/base_llm_engine.py``
+(``step``, ``_on_step_completed``, ``add_request``), ``sarathi/metrics/metrics_store.py``
+(``on_batch_end``: ``batch_end_time - batch_start_time``), ``scripts/plot1_results.csv`` and
+``scripts/run_plot1.sh`` (Fig. 5a's data and runs).
 """
 
 from __future__ import annotations

@@ -53,7 +53,8 @@ _METRICS = {
 }
 # the data dictionaries of points.csv and paper_vs_llmq.csv (written beside them)
 POINTS_COLUMNS = {
-    "panel": "panel key: layer mode, workload, paying share (and _floor with the weight-streaming floor)",
+    "panel": "panel key: layer mode, workload, paying share (+floor with the weight-streaming floor, "
+             "+engine... with the serving engine's costs)",
     "policy": "scheduling policy (POLICIES)", "rate": "req/s; arrival rate",
     "op": "true at the panel's operating point, false in the rate sweep",
     "replicates": "independent replicates (seeds) averaged",

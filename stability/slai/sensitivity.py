@@ -8,7 +8,7 @@ with its 95% interval over replicates (:func:`stability.slai.analysis.capacities
 
 References
 ----------
-Bari, Hegde, de Veciana (2025), Section 7 (capacities 1.15 and 1.45 req/s at 5% paying).
+Bari, Hegde, de Veciana (2025), Section 7 (the serving capacities of Sarathi-Serve and SLAI).
 """
 
 from __future__ import annotations
