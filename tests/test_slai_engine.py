@@ -171,3 +171,30 @@ def test_the_command_refuses_bad_engine_options_before_any_run(tmp_path, argv, m
         )
     assert rc == 2 and message in err.getvalue() and "Traceback" not in err.getvalue()
     assert not (tmp_path / "o" / "slai-engine" / "cache").exists()
+
+
+def test_the_sweep_at_the_engines_own_host_time_repeats_the_studys_capacities(tmp_path):
+    from stability.slai.analysis import paper_table
+    from stability.slai.report import run_study
+    from stability.slai.study import Study
+
+    base = Study((Panel("real", "table1", 0.05),), seeds=2, n_requests=40, rel_rates=(), paper_rates=(0.5,))
+    study = with_engine(base, ENGINE)
+    rows = run_study(study, tmp_path)
+    table = sensitivity.run_sweep(study, ENGINE, (0.0, ENGINE.engine_step_s), tmp_path)
+    assert [r["engine_step_ms"] for r in table] == [0.0, 4.0]
+    assert table[1]["panel"] == study.panels[0].key  # the same panel, so the same cached points
+    want = {r["quantity"]: r for r in paper_table(rows, study.panels)}
+    for col, quantity in (
+        ("cap_sarathi", "capacity, Sarathi-serve (FCFS) [req/s]"),
+        ("cap_slai", "capacity, SLAI (SPF, dynamic) [req/s]"),
+        ("gain_pct", "capacity gain [%]"),
+    ):
+        np.testing.assert_array_equal(
+            [table[1][col], table[1][f"{col}_lo"], table[1][f"{col}_hi"]],
+            [want[quantity]["llmq"], want[quantity]["llmq_lo"], want[quantity]["llmq_hi"]],
+        )
+    paths = sensitivity.write_sweep(table, tmp_path, study.panels[0].label)
+    md = (tmp_path / "engine_sweep.md").read_text()
+    assert "| 4 |" in md and "The paper: 1.15 and 1.45 req/s." in md
+    assert paths["sweep_csv"].endswith("engine_sweep.csv")
