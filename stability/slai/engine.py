@@ -25,8 +25,8 @@ of :mod:`theory.engine_terms` as follows.
   residuals of the larger chunks (:func:`fig5a_residuals`) hold the roofline's compute error,
   which is no engine term.
 
-:class:`EngineCosts` is the options record, :func:`paper_engine` the values above, and
-:func:`read_engine` reads either of them (``sarathi``) or a TOML file with an ``[engine]`` table.
+:class:`EngineCosts` is the options record and :func:`paper_engine` the values above.
+:func:`read_engine` reads ``sarathi`` (the paper's engine) or a TOML file with an ``[engine]`` table.
 :func:`engine_gpu_file` writes the RTX 6000 Ada's real-mode profile with the terms on.
 
 References
