@@ -35,8 +35,8 @@ from stability.slai.study import (
     POLICY,
     TOTAL_CAP,
     Study,
-    floor_gpu_file,
     lambda_star,
+    panel_gpu_file,
     rates,
     run_tasks,
     tasks_at,
@@ -53,7 +53,8 @@ _METRICS = {
 }
 # the data dictionaries of points.csv and paper_vs_llmq.csv (written beside them)
 POINTS_COLUMNS = {
-    "panel": "panel key: layer mode, workload, paying share (and _floor with the weight-streaming floor)",
+    "panel": "panel key: layer mode, workload, paying share (+floor with the weight-streaming floor, "
+             "+engine... with the serving engine's costs)",
     "policy": "scheduling policy (POLICIES)", "rate": "req/s; arrival rate",
     "op": "true at the panel's operating point, false in the rate sweep",
     "replicates": "independent replicates (seeds) averaged",
@@ -81,11 +82,12 @@ def run_study(study: Study, out: str | Path, workers: int = 1, bar=None) -> list
     """Simulate (or read from ``out/cache``) every point; rows of replicate results, the
     operating-point rows flagged ``op``."""
     out = Path(out)
-    gpu_file = floor_gpu_file(out)[1] if any(p.floor for p in study.panels) else None
-    sweep = [t for p in study.panels for t in tasks_at(study, p, rates(study, p), gpu_file)]
+    files = {p.key: panel_gpu_file(p, out)[1] for p in study.panels}
+    sweep = [t for p in study.panels for t in tasks_at(study, p, rates(study, p), files[p.key])]
     rows = [{**r, "op": False} for r in run_tasks(sweep, out / "cache", workers, bar)]
     ops = [t for p in study.panels
-           for t in tasks_at(study, p, [operating_rate(rows, p.key, paper_ttft_base(p.paying))], gpu_file)]
+           for t in tasks_at(study, p, [operating_rate(rows, p.key, paper_ttft_base(p.paying))],
+                             files[p.key])]
     return rows + [{**r, "op": True} for r in run_tasks(ops, out / "cache", workers, bar)]
 
 

@@ -44,6 +44,8 @@ import numpy as np
 from stability.runner import Cache, LocalExecutor, Runner
 from stability.sim.classes import paying_free
 from stability.sim.simulate import Scenario, SimResult, simulate
+from stability.slai.engine import EngineCosts, engine_gpu_file, engine_gpu_key
+from theory.engine_terms import frontend_s
 from theory.errors import FieldError
 from theory.io import atomic_write_text
 
@@ -98,22 +100,31 @@ class Panel:
     not: with that per-batch time the absolute capacities come close to the paper's, and SLAI's
     gain under the TBT SLOs shrinks and widens, while on median TTFT alone it matches the paper's:
     how much of the gain survives depends on the per-batch costs (``llmq slai`` reports the
-    figures; ``docs/section7.md``).
+    figures; ``docs/section7.md``). ``engine`` prices a real panel with the serving engine's own
+    costs as well (:mod:`stability.slai.engine`: host time per step, token padding, front end).
     """
 
     mode: str
     workload: str
     paying: float
     floor: bool = False
+    engine: EngineCosts | None = None
+
+    def __post_init__(self):
+        if self.engine is not None and (self.mode != "real" or self.floor):
+            raise FieldError("engine", self.engine.label,
+                             "engine costs on a real panel without the weight-streaming floor")
 
     @property
     def key(self) -> str:
-        return f"{self.mode}{'+floor' if self.floor else ''}_{self.workload}_{round(self.paying * 100)}pct"
+        extra = ("+floor" if self.floor else "") + (f"+{self.engine.slug}" if self.engine else "")
+        return f"{self.mode}{extra}_{self.workload}_{round(self.paying * 100)}pct"
 
     @property
     def label(self) -> str:
-        return (f"{self.mode} layers{' + weight-streaming floor' if self.floor else ''}, "
-                f"{self.workload} lengths, {self.paying:.0%} paying")
+        extra = (" + weight-streaming floor" if self.floor else "") + (
+            f" + engine costs ({self.engine.label})" if self.engine else "")
+        return f"{self.mode} layers{extra}, {self.workload} lengths, {self.paying:.0%} paying"
 
 
 @dataclass(frozen=True)
@@ -136,9 +147,22 @@ FULL = Study((*MAIN, *SENSITIVITY), seeds=4, n_requests=4096,
 QUICK = Study((Panel("real", "table1", 0.05), Panel("real", "table1", 0.95),
                Panel("real", "table1", 0.05, floor=True)), seeds=2, n_requests=600,
               rel_rates=(0.8, 0.9, 0.95), paper_rates=(0.4, 1.0, 1.6), smoke=True)
+# rates an engine-cost study adds to its sweep: steps of 0.05 req/s around the paper's capacities
+ENGINE_RATES = tuple(round(0.8 + 0.05 * k, 2) for k in range(15))
 
 
-# --- scenarios and the GPU profile with a floor ----------------------------------------------------
+def with_engine(study: Study, engine: EngineCosts) -> Study:
+    """``study``'s real panels without the floor (the others dropped), priced with ``engine``'s
+    costs; on the paper's rates plus :data:`ENGINE_RATES` (capacities near the paper's)."""
+    panels = tuple(replace(p, engine=engine) for p in study.panels if p.mode == "real" and not p.floor)
+    if not panels:
+        raise FieldError("panels", ",".join(p.key for p in study.panels),
+                         "at least one real panel without the weight-streaming floor (engine costs)")
+    return replace(study, panels=panels,
+                   paper_rates=tuple(sorted({*study.paper_rates, *ENGINE_RATES})))
+
+
+# --- scenarios and the GPU profiles with a floor or engine costs -------------------------------
 
 
 def select_panels(study: Study, keys: str | Iterable[str]) -> Study:
@@ -170,15 +194,28 @@ def floor_gpu_file(directory: str | Path) -> tuple[str, str]:
     return f"{GPU}_floor", str(path)
 
 
+def panel_gpu_file(panel: Panel, directory: str | Path) -> tuple[str, str | None]:
+    """The panel's GPU key and profile file, written into ``directory`` when it needs one (the
+    floor profile, or the real-mode profile with the panel's engine costs)."""
+    if panel.floor:
+        return floor_gpu_file(directory)
+    if panel.engine is not None:
+        return engine_gpu_file(directory, panel.engine)
+    return GPU, None
+
+
 def scenario(panel: Panel, policy: Policy, rate: float, seed: int, n_requests: int,
              gpu_file: str | None = None) -> Scenario:
-    """The simulator scenario of one point (``gpu_file`` holds the floor profile if needed)."""
+    """The simulator scenario of one point (``gpu_file`` holds the panel's profile if it needs
+    one: :func:`panel_gpu_file`)."""
     gpu = GPU
-    if panel.floor:
+    if panel.floor or panel.engine is not None:
         if gpu_file is None:
-            raise FieldError("gpu_file", None, "the floor profile written by floor_gpu_file")
-        gpu = f"{GPU}_floor"
-    return Scenario(gpu=gpu, gpu_file=gpu_file if panel.floor else None, model=MODEL, mode=panel.mode,
+            raise FieldError("gpu_file", None, "the panel's profile written by panel_gpu_file")
+        gpu = f"{GPU}_floor" if panel.floor else engine_gpu_key(panel.engine)
+    else:
+        gpu_file = None
+    return Scenario(gpu=gpu, gpu_file=gpu_file, model=MODEL, mode=panel.mode,
                     workload=panel.workload, scheduler=policy.scheduler, options=policy.options,
                     rate=float(rate), load=None, n_requests=n_requests, seed=seed, detail=True,
                     classes=paying_free(panel.paying), total_cap=TOTAL_CAP)
@@ -207,7 +244,7 @@ def rates(study: Study, panel: Panel) -> list[float]:
 def measure(res: SimResult) -> dict:
     """The metrics of one run (see the module docstring)."""
     rq = res.requests
-    ttft = rq["t_first"] - rq["arrival"]
+    ttft = rq["t_first"] - rq["arrival"] + frontend_s(res.cost_model)  # the front end's time, if on
     done = np.isfinite(rq["t_finish"])
     window_end = float(rq["arrival"].max())
     edges = np.asarray(BUCKET_EDGES)
