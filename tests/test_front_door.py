@@ -28,6 +28,14 @@ def test_import_llmq_loads_none_of_the_library():
     assert "llmq" in loaded and not heavy, heavy
 
 
+def test_the_cost_model_does_not_load_scipy_stats():
+    """scipy.stats costs seconds to import, and only a mixture of experts' routing law needs it: a
+    dense model's cost model, and the command line's parser, leave it out."""
+    loaded = fresh_python("import sys, llmq; from llmq.cli import build_parser; build_parser(); "
+                          "llmq.cost_model(llmq.CostSpec('a100')); print(' '.join(sorted(sys.modules)))").split()
+    assert "theory.cost" in loaded and "scipy.stats" not in loaded
+
+
 def test_a_name_loads_its_home_on_first_use():
     loaded = fresh_python("import sys, llmq; llmq.CostSpec; print(' '.join(sorted(sys.modules)))").split()
     assert "theory.builder" in loaded and "stability.sim.simulate" not in loaded

@@ -91,7 +91,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binom
 
 from theory.errors import FieldError
 
@@ -235,6 +234,7 @@ def expected_blocks(E: int, k: int, tau, t_col: int) -> np.ndarray:
     span = int(np.max(-(-hi // t_col) - sure + 1, initial=0))
     j = sure[:, None] + np.arange(span)[None, :]
     live = j * t_col < hi[:, None]
+    from scipy.stats import binom  # imported here: scipy.stats costs seconds, and only a MoE needs it
     sf = np.where(live, binom.sf(j * t_col, tau[:, None], p), 0.0)
     out = sure + sf.sum(axis=1)
     return E * out
