@@ -32,7 +32,8 @@ def test_the_cost_model_does_not_load_scipy_stats():
     """scipy.stats costs seconds to import, and only a mixture of experts' routing law needs it: a
     dense model's cost model, and the command line's parser, leave it out."""
     loaded = fresh_python("import sys, llmq; from llmq.cli import build_parser; build_parser(); "
-                          "llmq.cost_model(llmq.CostSpec('a100')); print(' '.join(sorted(sys.modules)))").split()
+                          "llmq.cost_model(llmq.CostSpec('a100')); "
+                          "print(' '.join(sorted(sys.modules)))").split()
     assert "theory.cost" in loaded and "scipy.stats" not in loaded
 
 
