@@ -34,6 +34,7 @@ import hashlib
 import json
 import math
 import random
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -160,7 +161,7 @@ def _in_annotation(node) -> bool:
         kids = parent.children
         k = next(i for i, c in enumerate(kids) if c is child)
         before = kids[k - 1] if k else None
-        if parent.type == "param" and getattr(before, "value", None) == ":":
+        if parent.type in ("param", "tfpdef") and getattr(before, "value", None) == ":":
             return True
         if parent.type == "funcdef" and getattr(before, "value", None) == "->":
             return True
@@ -463,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
             args.markdown.write_text(text, encoding="utf-8")
         print(text)
         return 0
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # kill PID stops the running stage too
     done = read_results(args.results)
     todo = [e for e in drawn if (args.only is None or e.id in args.only) and (e.id not in done or args.rerun)]
     mismatched = [

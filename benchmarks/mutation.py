@@ -196,6 +196,9 @@ def run(cmd: list[str], cwd: Path, env: dict, timeout: float) -> tuple[int | Non
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         rc = None
+    except BaseException:  # Ctrl-C or SIGTERM: the stage's own session would outlive us
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
     return rc, out.decode(errors="replace")[-3000:], time.perf_counter() - start
 
 
