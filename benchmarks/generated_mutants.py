@@ -10,8 +10,13 @@ uniform random sample, stratified by module, is then run by :mod:`mutation`'s ru
 in its own copy of the repository with a fresh numba cache:
 
 (a) the stratum's test files under pytest, stopping at the first failure (``-x``), then
-(b) for the mutants (a) did not kill only, ``llmq check --quick --workers 1`` against the recorded
-    verdicts.
+(b) for the survivors of (a) only (every test passed), ``llmq check --quick --workers 1`` against
+    the recorded verdicts.
+
+As in :mod:`mutation`, a mutant is **killed** when a test fails on an assertion or a verdict moves,
+and a **crash** (a test failed by an exception, the process died or timed out) is not a kill; the
+report gives the kill rate and the detection rate (killed or crashed: some test failed, the rate
+mutation tools such as cosmic-ray report), each with a 95% Wilson interval.
 
 Results are appended to ``benchmarks/generated/results.jsonl`` as each mutant finishes (an
 interrupted run resumes where it stopped). Two frame exclusions, both counted in the report: a
@@ -320,7 +325,9 @@ def diff(e: Edit) -> str:
 
 
 def run_one(e: Edit, files: list[str], args, expected: dict) -> dict:
-    """Stage (a), the tests with ``-x``; stage (b), the check, only when (a) did not kill."""
+    """Stage (a), the tests with ``-x``; stage (b), the check, only for a survivor of (a): a
+    mutant that failed a test by an exception (a crash) is not run further unless ``--check-crashes``
+    (on a loaded machine a check costs several minutes)."""
     import tempfile
 
     m = e.mutant()
@@ -331,6 +338,8 @@ def run_one(e: Edit, files: list[str], args, expected: dict) -> dict:
         tests = runner.run_tests(m.tests, repo, env, base, args.test_timeout, first_failure=True)
         if tests.status == runner.KILLED:
             check = runner.Stage(runner.SKIPPED, "killed by the tests")
+        elif tests.status == runner.CRASH and not args.check_crashes:
+            check = runner.Stage(runner.SKIPPED, "a test failed by an exception")
         else:
             check = runner.run_check(repo, env, base, args, expected)
     outcome = runner.Outcome(m, check, tests)
@@ -361,51 +370,49 @@ def read_results(path: Path = RESULTS) -> dict[str, dict]:
     return {r["id"]: r for r in rows}
 
 
+def _rate(k: int, n: int) -> str:
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} = {k / n:.0%} [{lo:.0%}, {hi:.0%}]" if n else "-"
+
+
 def report(edits: list[Edit], drawn: list[Edit], results: dict[str, dict], args) -> str:
-    """The markdown section: population, frame, sample, kill rates with Wilson intervals,
-    and every mutant not killed with its diff."""
+    """The markdown section: population, frame, sample, kill and detection rates with Wilson
+    intervals, and every mutant not killed with its diff and why."""
     reasons = tomllib.loads(WHY.read_text(encoding="utf-8")) if WHY.is_file() else {}
     lines = [
         "| module | files | population | frame | sampled | run | killed | crashed | survived | "
-        "kill rate (95% Wilson) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "kill rate [95% Wilson] | detection rate [95% Wilson] |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     total = {"population": 0, "frame": 0, "sampled": 0, "run": 0, KILLED: 0, CRASH: 0, SURVIVED: 0}
     for stratum, (globs, _tests) in STRATA.items():
         pop = [e for e in edits if e.stratum == stratum]
         mine = [e for e in drawn if e.stratum == stratum]
         got = [results[e.id] for e in mine if e.id in results]
-        c = {s: sum(r["overall"] == s for r in got) for s in (KILLED, CRASH, SURVIVED)}
-        lo, hi = wilson(c[KILLED], len(got))
-        rate = f"{c[KILLED] / len(got):.0%} [{lo:.0%}, {hi:.0%}]" if got else "-"
+        row = {
+            "population": len(pop),
+            "frame": sum(not e.frame for e in pop),
+            "sampled": len(mine),
+            "run": len(got),
+        }
+        row.update({s: sum(r["overall"] == s for r in got) for s in (KILLED, CRASH, SURVIVED)})
         lines.append(
-            f"| {stratum} | {', '.join(f'`{g}`' for g in globs)} | {len(pop)} | "
-            f"{sum(not e.frame for e in pop)} | {len(mine)} | {len(got)} | {c[KILLED]} | "
-            f"{c[CRASH]} | {c[SURVIVED]} | {rate} |"
+            f"| {stratum} | {', '.join(f'`{g}`' for g in globs)} | {row['population']} | {row['frame']} | "
+            f"{row['sampled']} | {row['run']} | {row[KILLED]} | {row[CRASH]} | {row[SURVIVED]} | "
+            f"{_rate(row[KILLED], row['run'])} | {_rate(row[KILLED] + row[CRASH], row['run'])} |"
         )
-        for key, value in (
-            ("population", len(pop)),
-            ("frame", sum(not e.frame for e in pop)),
-            ("sampled", len(mine)),
-            ("run", len(got)),
-            *c.items(),
-        ):
+        for key, value in row.items():
             total[key] += value
     n = total["run"]
-    lo, hi = wilson(total[KILLED], n)
-    lines.append(
-        f"| all | | {total['population']} | {total['frame']} | {total['sampled']} | {n} | "
-        f"{total[KILLED]} | {total[CRASH]} | {total[SURVIVED]} | "
-        f"{total[KILLED] / max(n, 1):.0%} [{lo:.0%}, {hi:.0%}] |"
-    )
-    detected = total[KILLED] + total[CRASH]
-    dlo, dhi = wilson(detected, n)
     lines += [
+        f"| all | | {total['population']} | {total['frame']} | {total['sampled']} | {n} | {total[KILLED]} | "
+        f"{total[CRASH]} | {total[SURVIVED]} | {_rate(total[KILLED], n)} | "
+        f"{_rate(total[KILLED] + total[CRASH], n)} |",
         "",
-        f"Seed {args.seed}, {args.per_stratum} a module. Detected (killed or crashed, "
-        f"i.e. some test or check failed): {detected}/{n} = {detected / max(n, 1):.0%} "
-        f"[{dlo:.0%}, {dhi:.0%}]. The overall rate pools modules sampled at different "
-        "fractions of their population, so it is a rate of the sample, not of the population.",
+        f"Seed {args.seed}, {args.per_stratum} drawn a module, run in rounds (each module's k-th draw "
+        "before any (k+1)-th), so the mutants run of a module are a uniform sample of its frame. The "
+        "pooled row mixes modules sampled at different fractions of their population: it describes the "
+        "sample, not the population.",
         "",
         "Not killed:",
         "",
@@ -417,7 +424,7 @@ def report(edits: list[Edit], drawn: list[Edit], results: dict[str, dict], args)
         why = reasons.get(e.id, "(not yet reviewed)")
         lines += [
             f"- `{e.id}` {r['overall']}: tests {r['tests']['status']} "
-            f"({r['tests']['detail'][:100]}), check {r['check']['status']} "
+            f"({r['tests']['detail'][:160]}), check {r['check']['status']} "
             f"({r['check']['detail'][:100]}). {why}",
             "",
             "  ```diff",
@@ -440,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", action="append", metavar="ID", help="run only this sampled mutant")
     p.add_argument("--rerun", action="store_true", help="run --only mutants even if they have a result")
     p.add_argument("--results", type=Path, default=RESULTS)
+    p.add_argument("--check-crashes", action="store_true", help="run the check after a crash too")
     p.add_argument("--check-timeout", type=float, default=900.0, help="seconds")
     p.add_argument("--test-timeout", type=float, default=900.0, help="seconds")
     p.add_argument("--markdown", type=Path, help="report: write the section here")
