@@ -70,7 +70,10 @@ STRATA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "bounds": (("theory/bounds.py",), ("tests/test_bounds.py", "tests/test_mutant_killers_bounds.py")),
     "capacity": (("theory/capacity/*.py",), ("tests/test_capacity.py", "tests/test_moe_capacity.py")),
-    "engine": (("stability/sim/engine.py", "stability/sim/batches.py"), _ENGINE_TESTS),
+    "engine": (
+        ("stability/sim/engine.py", "stability/sim/batches.py"),
+        ("tests/test_mutant_killers_generated.py", *_ENGINE_TESTS),
+    ),
     "memory": (("stability/sim/memory.py",), ("tests/test_memory.py", *_ENGINE_TESTS)),
     "schedulers": (
         ("stability/schedulers/*.py",),
