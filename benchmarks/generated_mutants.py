@@ -80,7 +80,10 @@ STRATA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         (*_ENGINE_TESTS, "tests/test_slai.py", "tests/test_vllm_v1.py"),
     ),
     "dtmc": (("stability/dtmc.py",), ("tests/test_dtmc.py", "tests/test_mutant_killers_dtmc.py")),
-    "planner": (("stability/planner/*.py",), ("tests/test_plan.py", "tests/test_mixed_fleet.py")),
+    "planner": (
+        ("stability/planner/*.py",),
+        ("tests/test_mutant_killers_generated.py", "tests/test_plan.py", "tests/test_mixed_fleet.py"),
+    ),
     "stats": (
         ("theory/stats.py", "theory/validation/errors.py"),
         ("tests/test_mutant_killers_dtmc.py", "tests/test_validate.py", "tests/test_plan.py"),

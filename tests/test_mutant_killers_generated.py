@@ -30,3 +30,53 @@ def test_grow_log_doubles_both_logs_past_their_floors():
     assert rows >= 1024 and items >= 4096  # both past their floors
     engine.grow_log(st)
     assert log_sizes(st) == (2 * rows, 2 * items)
+
+
+def test_early_stop_skips_only_families_that_cannot_win(monkeypatch):
+    """Early stopping drops a family only when its cheapest kept candidate costs at least the best
+    plan so far; a family whose candidates straddle the best's price must still be searched. With
+    every simulation replaced by a stipulated feasibility (a family's candidates feasible from a
+    chosen r on), the search's best must be brute force's cheapest feasible candidate.
+
+    Kills ``stability/planner/search.py:404:25:NumberReplacer:53`` (``cands[0]`` -> ``cands[-1]``:
+    the test of the family's most expensive candidate), which stopped the search before a family
+    holding a cheaper plan; the planner's tests never had such a family."""
+    from stability.planner import search as S
+    from stability.planner.grid import build_grid
+    from stability.planner.slo import parse_slo
+    from stability.planner.spec import PlanSpec
+
+    spec = PlanSpec(
+        rate=1.0,
+        workload="uniform:64-320,8-40",
+        slo=parse_slo("ttft_p50=0.1,tbt_p99=0.1"),
+        gpus=("l40s",),
+        schedulers=("sarathi", "rad"),
+        r_min=1,
+        r_max=4,
+    )
+    grid = build_grid(spec)
+    by_family: dict = {}
+    for c in grid.kept:
+        by_family.setdefault(c.family, []).append(c)
+    first = min(by_family, key=lambda f: (min(c.usd_per_hour for c in by_family[f]), f.label))
+    need = {f: max(c.r for c in cs) if f == first else min(c.r for c in cs) for f, cs in by_family.items()}
+    feasible = [c for c in grid.kept if c.r >= need[c.family]]
+    cheapest = min(c.usd_per_hour for c in feasible)
+    first_best = max(c.usd_per_hour for c in by_family[first])
+    # the case under test: a later family whose cheapest beats the first family's plan while its
+    # dearest does not
+    assert any(
+        min(c.usd_per_hour for c in cs) < first_best <= max(c.usd_per_hour for c in cs)
+        for f, cs in by_family.items()
+        if f != first
+    )
+
+    def replicate(runner, tasks, slo, max_seeds):
+        result = {"replicates": [], "shorter_runs": 0, "lengthened": 0}
+        return [(result, S.Judgement(r >= need[fam], (), True)) for fam, r in tasks]
+
+    monkeypatch.setattr(S, "plan_task", lambda spec, fam, r, *args, **kwargs: (fam, r))
+    monkeypatch.setattr(S, "replicate", replicate)
+    res = S.search(spec, None, S.SearchOptions(parallel=1), grid)
+    assert res.best.candidate.usd_per_hour == cheapest
