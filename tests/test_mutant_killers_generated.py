@@ -41,7 +41,7 @@ def test_early_stop_skips_only_families_that_cannot_win(monkeypatch):
     Kills ``stability/planner/search.py:404:25:NumberReplacer:53`` (``cands[0]`` -> ``cands[-1]``:
     the test of the family's most expensive candidate), which stopped the search before a family
     holding a cheaper plan; the planner's tests never had such a family."""
-    from stability.planner import search as S
+    from stability.planner import search as plan_search
     from stability.planner.grid import build_grid
     from stability.planner.slo import parse_slo
     from stability.planner.spec import PlanSpec
@@ -74,9 +74,9 @@ def test_early_stop_skips_only_families_that_cannot_win(monkeypatch):
 
     def replicate(runner, tasks, slo, max_seeds):
         result = {"replicates": [], "shorter_runs": 0, "lengthened": 0}
-        return [(result, S.Judgement(r >= need[fam], (), True)) for fam, r in tasks]
+        return [(result, plan_search.Judgement(r >= need[fam], (), True)) for fam, r in tasks]
 
-    monkeypatch.setattr(S, "plan_task", lambda spec, fam, r, *args, **kwargs: (fam, r))
-    monkeypatch.setattr(S, "replicate", replicate)
-    res = S.search(spec, None, S.SearchOptions(parallel=1), grid)
+    monkeypatch.setattr(plan_search, "plan_task", lambda spec, fam, r, *args, **kwargs: (fam, r))
+    monkeypatch.setattr(plan_search, "replicate", replicate)
+    res = plan_search.search(spec, None, plan_search.SearchOptions(parallel=1), grid)
     assert res.best.candidate.usd_per_hour == cheapest
