@@ -67,6 +67,9 @@ class Mutant:
     equivalent : bool
     reason : str
         Why it is equivalent (required when it is).
+    line, col : int
+        Where ``original`` starts (1-based line, 0-based column) for a generated mutant, whose
+        snippet need not be unique; 0 for a reviewed mutant (the snippet occurs exactly once).
     """
 
     id: str
@@ -77,6 +80,20 @@ class Mutant:
     tests: tuple[str, ...] = ()
     equivalent: bool = False
     reason: str = ""
+    line: int = 0
+    col: int = 0
+
+    def apply(self, text: str) -> str:
+        """``text`` with this mutant's edit; ValueError when ``original`` is not where it belongs."""
+        if not self.line:
+            if text.count(self.original) != 1:
+                raise ValueError(f"{self.id}: snippet occurs {text.count(self.original)} times")
+            return text.replace(self.original, self.replacement)
+        lines = text.splitlines(keepends=True)
+        at = sum(len(x) for x in lines[: self.line - 1]) + self.col
+        if self.line > len(lines) or text[at : at + len(self.original)] != self.original:
+            raise ValueError(f"{self.id}: the source at line {self.line}, column {self.col} changed")
+        return text[:at] + self.replacement + text[at + len(self.original) :]
 
 
 @dataclass
@@ -162,9 +179,7 @@ def make_copy(m: Mutant, files: list[str], base: Path) -> Path:
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / f, dst)
     target = repo / m.file
-    text = target.read_text(encoding="utf-8")
-    assert text.count(m.original) == 1, m.id  # checked by load_table on the same tree
-    target.write_text(text.replace(m.original, m.replacement), encoding="utf-8")
+    target.write_text(m.apply(target.read_text(encoding="utf-8")), encoding="utf-8")
     return repo
 
 
@@ -181,6 +196,9 @@ def run(cmd: list[str], cwd: Path, env: dict, timeout: float) -> tuple[int | Non
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         rc = None
+    except BaseException:  # Ctrl-C or SIGTERM: the stage's own session would outlive us
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
     return rc, out.decode(errors="replace")[-3000:], time.perf_counter() - start
 
 
@@ -235,15 +253,17 @@ def classify_tests(rc: int | None, tail: str, junit: Path) -> tuple[str, str]:
     return SURVIVED, ""
 
 
-def run_tests(files: tuple[str, ...], repo: Path, env: dict, base: Path, timeout: float) -> Stage:
-    """pytest on ``files``; when the process dies (a segfault or abort loses every result), each file
-    again on its own, so that an assertion failure in one file is not hidden by a crash in
-    another."""
+def run_tests(files: tuple[str, ...], repo: Path, env: dict, base: Path, timeout: float,
+              first_failure: bool = False) -> Stage:
+    """pytest on ``files`` (stopping at the first failure with ``first_failure``); when the process
+    dies (a segfault or abort loses every result), each file again on its own, so that an assertion
+    failure in one file is not hidden by a crash in another."""
+    stop = ("-x",) if first_failure else ()
 
     def once(names, tag):
         junit = base / f"junit-{tag}.xml"
-        rc, tail, sec = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             f"--junitxml={junit}", *names], repo, env, timeout)
+        rc, tail, sec = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                             "no:randomly", *stop, f"--junitxml={junit}", *names], repo, env, timeout)
         return Stage(*classify_tests(rc, tail, junit), sec)
 
     stage = once(files, "all")
@@ -258,21 +278,32 @@ def run_tests(files: tuple[str, ...], repo: Path, env: dict, base: Path, timeout
     return Stage(SURVIVED, f"file by file after '{stage.detail}'", seconds)
 
 
+def run_check(repo: Path, env: dict, base: Path, args, expected: dict) -> Stage:
+    """``llmq check --quick`` against the recorded verdicts, one worker, a fresh result cache."""
+    only = [a for c in getattr(args, "new_check", ()) for a in ("--only", c)]
+    rc, tail, sec = run([sys.executable, "-m", "llmq", "check", "--quick", "--quiet", "--no-progress",
+                         "--workers", "1", "--cache", str(base / "check-cache"), "--expect",
+                         "paper_checks/verdicts.json", "--out", str(base / "check"), *only],
+                        repo, env, args.check_timeout)
+    return Stage(*classify_check(rc, tail, base / "check" / "paper_checks.json", expected), sec)
+
+
+def mutant_env(repo: Path, base: Path) -> dict:
+    """The environment of a mutant's stages: its own copy first on the path, a fresh numba cache."""
+    return {**os.environ, "NUMBA_CACHE_DIR": str(base / "numba"), "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONPATH": str(repo)}
+
+
 def run_mutant(m: Mutant, files: list[str], args, expected: dict) -> Outcome:
     """Apply ``m`` in a temporary copy and run its stages."""
-    with tempfile.TemporaryDirectory(prefix=f"llmq-mut-{m.id}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="llmq-mut-") as tmp:
         base = Path(tmp)
         repo = make_copy(m, files, base)
-        env = {**os.environ, "NUMBA_CACHE_DIR": str(base / "numba"), "PYTHONDONTWRITEBYTECODE": "1",
-               "PYTHONPATH": str(repo)}
+        env = mutant_env(repo, base)
         if args.tests_only:
             check = Stage(SKIPPED, "--tests-only")
         else:
-            only = [a for c in args.new_check for a in ("--only", c)]
-            rc, tail, sec = run([sys.executable, "-m", "llmq", "check", "--quick", "--quiet", "--expect",
-                                 "paper_checks/verdicts.json", "--out", str(base / "check"), *only],
-                                repo, env, args.check_timeout)
-            check = Stage(*classify_check(rc, tail, base / "check" / "paper_checks.json", expected), sec)
+            check = run_check(repo, env, base, args, expected)
         if args.fast_only or not m.tests:
             tests = Stage(SKIPPED, "--fast-only" if args.fast_only else "no test files")
         elif check.status == KILLED and not args.all_stages:

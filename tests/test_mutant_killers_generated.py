@@ -1,0 +1,82 @@
+"""Tests written for generated mutants that the module tests left alive
+(benchmarks/generated_mutants.py; the mutant's id is named in each test).
+
+Each compares against an independent statement of what the code must do.
+"""
+
+import numpy as np
+from numba import njit
+
+from stability.sim import engine
+
+
+@njit
+def log_sizes(st):
+    """(rows, iteration rows) of a state's batch log."""
+    return st.b_start.size, st.it_req.size
+
+
+def test_grow_log_doubles_both_logs_past_their_floors():
+    """``grow_log`` doubles the batch log's rows and its iteration rows; the floors (1,024 rows,
+    4,096 iterations) only lift a smaller log. A log already past a floor that did not double
+    could not take the next batch, and ``run_loop`` would ask it to grow forever.
+
+    Kills ``stability/sim/engine.py:87:63:ReplaceBinaryOperator_Mul_BitAnd:2``
+    (``2 * st.it_req.size`` -> ``2 & st.it_req.size``), which no engine test reached: their logs
+    never grew past 4,096 iterations."""
+    rec = engine.Recording(detail=True, log=True, log_rows=2048)
+    st = engine.new_state(np.array([0.0]), np.array([4]), np.array([2]), recording=rec)
+    rows, items = log_sizes(st)
+    assert rows >= 1024 and items >= 4096  # both past their floors
+    engine.grow_log(st)
+    assert log_sizes(st) == (2 * rows, 2 * items)
+
+
+def test_early_stop_skips_only_families_that_cannot_win(monkeypatch):
+    """Early stopping drops a family only when its cheapest kept candidate costs at least the best
+    plan so far; a family whose candidates straddle the best's price must still be searched. With
+    every simulation replaced by a stipulated feasibility (a family's candidates feasible from a
+    chosen r on), the search's best must be brute force's cheapest feasible candidate.
+
+    Kills ``stability/planner/search.py:404:25:NumberReplacer:53`` (``cands[0]`` -> ``cands[-1]``:
+    the test of the family's most expensive candidate), which stopped the search before a family
+    holding a cheaper plan; the planner's tests never had such a family."""
+    from stability.planner import search as plan_search
+    from stability.planner.grid import build_grid
+    from stability.planner.slo import parse_slo
+    from stability.planner.spec import PlanSpec
+
+    spec = PlanSpec(
+        rate=1.0,
+        workload="uniform:64-320,8-40",
+        slo=parse_slo("ttft_p50=0.1,tbt_p99=0.1"),
+        gpus=("l40s",),
+        schedulers=("sarathi", "rad"),
+        r_min=1,
+        r_max=4,
+    )
+    grid = build_grid(spec)
+    by_family: dict = {}
+    for c in grid.kept:
+        by_family.setdefault(c.family, []).append(c)
+    first = min(by_family, key=lambda f: (min(c.usd_per_hour for c in by_family[f]), f.label))
+    need = {f: max(c.r for c in cs) if f == first else min(c.r for c in cs) for f, cs in by_family.items()}
+    feasible = [c for c in grid.kept if c.r >= need[c.family]]
+    cheapest = min(c.usd_per_hour for c in feasible)
+    first_best = max(c.usd_per_hour for c in by_family[first])
+    # the case under test: a later family whose cheapest beats the first family's plan while its
+    # dearest does not
+    assert any(
+        min(c.usd_per_hour for c in cs) < first_best <= max(c.usd_per_hour for c in cs)
+        for f, cs in by_family.items()
+        if f != first
+    )
+
+    def replicate(runner, tasks, slo, max_seeds):
+        result = {"replicates": [], "shorter_runs": 0, "lengthened": 0}
+        return [(result, plan_search.Judgement(r >= need[fam], (), True)) for fam, r in tasks]
+
+    monkeypatch.setattr(plan_search, "plan_task", lambda spec, fam, r, *args, **kwargs: (fam, r))
+    monkeypatch.setattr(plan_search, "replicate", replicate)
+    res = plan_search.search(spec, None, plan_search.SearchOptions(parallel=1), grid)
+    assert res.best.candidate.usd_per_hour == cheapest
