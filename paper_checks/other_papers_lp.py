@@ -210,25 +210,27 @@ def law_times(cm, w, chunk: int, batch: int) -> tuple[float, float, float]:
     return chunks.pop(), solo.pop(), mixed
 
 
+def law_scenario(path: Path, workload: str = WORKLOAD, **fields):
+    """A scenario on the staircase law of the TOML file ``path`` (GPU ``ldhz``, model
+    ``ldhz-noattn``), at rate 1 unless ``fields`` say otherwise."""
+    from stability.sim.simulate import Scenario
+
+    return Scenario(**{"gpu": "ldhz", "gpu_file": str(path), "model": "ldhz-noattn",
+                       "model_file": str(path), "workload": workload, "rate": 1.0, "load": None,
+                       **fields})
+
+
 def lp_instance(transform=None) -> tuple[FluidModel, dict]:
     """The fluid model of :data:`WORKLOAD` on :data:`LAW_TOML`'s law (``transform(model)``, if
     given, changes it first: how tests misstate it) and the LP's answers: ``splits`` ({r_p: Lam}),
     ``optimum`` (free split), ``best`` (the best integer split), ``mixed`` (the paper's LP with
     ``B - 1`` decodes beside each chunk)."""
-    from stability.sim.simulate import Scenario, cost_model_of, workload_of
+    from stability.sim.simulate import cost_model_of, workload_of
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ldhz.toml"
         path.write_text(LAW_TOML)
-        sc = Scenario(
-            gpu="ldhz",
-            gpu_file=str(path),
-            model="ldhz-noattn",
-            model_file=str(path),
-            workload=WORKLOAD,
-            rate=1.0,
-            load=None,
-        )
+        sc = law_scenario(path)
         cm = cost_model_of(sc)
         w = workload_of(sc, cm)
         tau_mix, tau_solo, tau_mixed_batch = law_times(cm, w, CHUNK, BATCH)
@@ -254,7 +256,7 @@ def simulate_splits(claimed: dict, fast: bool, law: str = LAW_TOML) -> dict:
     text than :data:`LAW_TOML` is how tests perturb the engine under check)."""
     from stability.attain import window_throughput
     from stability.sim.disaggregated import completing_nodes
-    from stability.sim.simulate import Scenario, simulate
+    from stability.sim.simulate import simulate
     from theory.stats import t_interval
 
     replicates, n = (4, 12000) if fast else (6, 40000)
@@ -271,14 +273,9 @@ def simulate_splits(claimed: dict, fast: bool, law: str = LAW_TOML) -> dict:
             )
             rates = []
             for k in range(replicates):
-                sc = Scenario(
-                    gpu="ldhz",
-                    gpu_file=str(path),
-                    model="ldhz-noattn",
-                    model_file=str(path),
-                    workload=WORKLOAD,
+                sc = law_scenario(
+                    path,
                     rate=SAT_LOAD * lam,
-                    load=None,
                     n_requests=n,
                     seed=k,
                     scheduler="distserve",

@@ -72,19 +72,11 @@ def test_mixed_lp_is_the_best_fraction_of_mixed_gpus():
 
 
 def _law_instance(tmp_path, toml: str, workload: str):
-    from stability.sim.simulate import Scenario, cost_model_of, workload_of
+    from stability.sim.simulate import cost_model_of, workload_of
 
     path = tmp_path / "law.toml"
     path.write_text(toml)
-    sc = Scenario(
-        gpu="ldhz",
-        gpu_file=str(path),
-        model="ldhz-noattn",
-        model_file=str(path),
-        workload=workload,
-        rate=1.0,
-        load=None,
-    )
+    sc = lp.law_scenario(path, workload)
     cm = cost_model_of(sc)
     return cm, workload_of(sc, cm)
 
