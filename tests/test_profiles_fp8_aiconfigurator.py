@@ -76,3 +76,10 @@ def test_validate_report_scores_both_fp8_tables():
     n = {r["n"] for r in report.fp8 if r["table"] == AIC.name}
     assert n == {len(load_fp8_table(AIC))}
     assert any(AIC.name in line for line in fp8_report.markdown_lines(report))
+
+
+def test_license_and_provenance_are_shipped():
+    folder = AIC.parent.parent
+    assert "Apache License" in folder.joinpath("LICENSE-aiconfigurator.txt").read_text(encoding="utf-8")
+    readme = folder.joinpath("README.md").read_text(encoding="utf-8")
+    assert f"`fp8/{AIC.name}`" in readme and "095f58a51c4ca8e61b66ec108d86f223f8d559ce" in readme
