@@ -14,10 +14,14 @@ How the rows were measured is the ``method`` of the run's ``fp8_gemm_meta.json``
 (``benchmarks/device/runs/2026-11-27-h200-fp8/``; ``theory/data/profiles/README.md`` has the
 provenance): ``torch._scaled_mm`` on ``float8_e4m3fn`` operands with per-tensor scales against
 ``torch.nn.functional.linear`` in bf16, each point the median of CUDA-graph replays.
+The second table of :data:`FP8_TABLES`, ``aiconfigurator_h200_fp8_gemm.csv.gz``, is AIConfigurator's
+H200 TensorRT-LLM GeMMs (:mod:`theory.validation.profiles_aiconfigurator`): its FP8 layer quantizes
+its input dynamically inside the timed call, which the tile model does not price.
 
 References
 ----------
-Bari, Hegde, de Veciana (2025), Eq. 2 (the tile model these rates enter).
+Bari, Hegde, de Veciana (2025), Eq. 2 (the tile model these rates enter); ai-dynamo/aiconfigurator,
+``collector/trtllm/collect_gemm.py`` at commit 095f58a51c4ca8e61b66ec108d86f223f8d559ce.
 """
 
 from __future__ import annotations
