@@ -49,6 +49,8 @@ def test_convert_keeps_model_shapes_of_bf16_and_fp8_in_seconds():
         ("bf16", "attn_pre_proj", 1, 2e-5),
         ("fp8", "attn_pre_proj", 1, 1e-5),
     ]
+    h100 = convert_rows({**source, "device": ["NVIDIA H100 80GB HBM3"] * 4}, "llama-3.1-8b")
+    assert {r["gpu"] for r in h100} == {"h100"}
     with pytest.raises(FieldError, match="device"):
         convert_rows({**source, "device": ["a GPU"] * 4}, "llama-3.1-8b")
     with pytest.raises(FieldError, match="latency"):
