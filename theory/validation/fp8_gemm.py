@@ -14,15 +14,20 @@ How the rows were measured is the ``method`` of the run's ``fp8_gemm_meta.json``
 (``benchmarks/device/runs/2026-11-27-h200-fp8/``; ``theory/data/profiles/README.md`` has the
 provenance): ``torch._scaled_mm`` on ``float8_e4m3fn`` operands with per-tensor scales against
 ``torch.nn.functional.linear`` in bf16, each point the median of CUDA-graph replays.
+The second table of :data:`FP8_TABLES`, ``aiconfigurator_h200_fp8_gemm.csv.gz``, is AIConfigurator's
+H200 TensorRT-LLM GeMMs (:mod:`theory.validation.profiles_aiconfigurator`): its FP8 layer quantizes
+its input dynamically inside the timed call, which the tile model does not price.
 
 References
 ----------
-Bari, Hegde, de Veciana (2025), Eq. 2 (the tile model these rates enter).
+Bari, Hegde, de Veciana (2025), Eq. 2 (the tile model these rates enter); ai-dynamo/aiconfigurator,
+``collector/trtllm/collect_gemm.py`` at commit 095f58a51c4ca8e61b66ec108d86f223f8d559ce.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -35,7 +40,11 @@ from theory.hardware import get_gpu
 from theory.models import get_model
 from theory.precision import with_precision
 
-FP8_TABLE = Path(__file__).resolve().parent.parent / "data" / "profiles" / "fp8" / "llmq_h200_fp8_gemm.csv"
+FP8_DIR = Path(__file__).resolve().parent.parent / "data" / "profiles" / "fp8"
+FP8_TABLE = FP8_DIR / "llmq_h200_fp8_gemm.csv"
+# the measured FP8 tables llmq validate scores: llmq's own, and AIConfigurator's TensorRT-LLM GeMMs
+# (theory.validation.profiles_aiconfigurator; provenance in theory/data/profiles/README.md)
+FP8_TABLES = (FP8_TABLE, FP8_DIR / "aiconfigurator_h200_fp8_gemm.csv.gz")
 GPU, MODE = "h200", "real"
 KEYS = ("gpu", "model", "operation", "d_row", "d_red", "tokens")
 QUANTITIES = ("fp8", "bf16", "ratio")
@@ -45,7 +54,8 @@ def load_fp8_table(path: str | Path = FP8_TABLE) -> list[dict]:
     """The measured points that have both times, one dict per (shape, tokens) with the ``bf16``
     and ``fp8`` seconds side by side, in the file's order."""
     points: dict[tuple, dict] = {}
-    with open(path, newline="") as f:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", newline="") as f:
         for i, row in enumerate(csv.DictReader(f), start=2):
             if row.get("error") or not row.get("seconds"):
                 continue
@@ -84,9 +94,10 @@ class Fp8Score:
 
 
 @cache
-def score_fp8(gpu_key: str = GPU) -> Fp8Score:
-    """Predict every measured point (:func:`load_fp8_table`) with :func:`tile_cost_models`."""
-    points = tuple(p for p in load_fp8_table() if p["gpu"] == gpu_key)
+def score_fp8(gpu_key: str = GPU, table: Path = FP8_TABLE) -> Fp8Score:
+    """Predict every measured point of ``table`` (:func:`load_fp8_table`) with
+    :func:`tile_cost_models`."""
+    points = tuple(p for p in load_fp8_table(table) if p["gpu"] == gpu_key)
     col = {k: np.array([p[k] for p in points]) for k in ("d_row", "d_red", "tokens", "bf16", "fp8")}
     out = {}
     for prec, cm in tile_cost_models(gpu_key).items():
@@ -99,4 +110,12 @@ def score_fp8(gpu_key: str = GPU) -> Fp8Score:
     return Fp8Score(gpu=gpu_key, points=points, columns=out)
 
 
-__all__ = ["FP8_TABLE", "QUANTITIES", "Fp8Score", "load_fp8_table", "score_fp8", "tile_cost_models"]
+__all__ = [
+    "FP8_TABLE",
+    "FP8_TABLES",
+    "QUANTITIES",
+    "Fp8Score",
+    "load_fp8_table",
+    "score_fp8",
+    "tile_cost_models",
+]

@@ -1,10 +1,12 @@
-"""The FP8 part of ``llmq validate``: the H200's measured bf16 and FP8 GeMMs scored
-(:func:`theory.validation.fp8_gemm.score_fp8`) as rows of the report, and their console lines,
-JSON and Markdown. Nothing is fitted here."""
+"""The FP8 part of ``llmq validate``: the H200's measured bf16 and FP8 GeMMs of each table of
+:data:`theory.validation.fp8_gemm.FP8_TABLES` scored (:func:`theory.validation.fp8_gemm.score_fp8`)
+as rows of the report, and their console lines, JSON and Markdown. Nothing is fitted here."""
 
 from __future__ import annotations
 
-from theory.validation.fp8_gemm import FP8_TABLE, GPU, QUANTITIES, Fp8Score, score_fp8
+from pathlib import Path
+
+from theory.validation.fp8_gemm import FP8_TABLE, FP8_TABLES, GPU, QUANTITIES, Fp8Score, score_fp8
 from theory.validation.results import Report
 
 PREDICTIONS = {
@@ -20,13 +22,13 @@ COLUMNS = {
 }
 
 
-def fp8_rows(score: Fp8Score) -> list[dict]:
-    """One report row per quantity of ``score``."""
+def fp8_rows(score: Fp8Score, table: Path = FP8_TABLE) -> list[dict]:
+    """One report row per quantity of ``score`` (the points of ``table``)."""
     out = []
     for q in QUANTITIES:
         n, median, p90 = score.stats(q)
         out.append(
-            {"table": FP8_TABLE.name, "gpu": score.gpu, "quantity": q, "n": n, "median": median, "p90": p90}
+            {"table": table.name, "gpu": score.gpu, "quantity": q, "n": n, "median": median, "p90": p90}
         )
     return out
 
@@ -37,7 +39,7 @@ def score_into(report: Report) -> None:
     s = report.settings
     if (s.gpus and GPU not in s.gpus) or s.gpu_file or s.model_file:
         return
-    report.fp8 = fp8_rows(score_fp8(GPU))
+    report.fp8 = [r for t in FP8_TABLES for r in fp8_rows(score_fp8(GPU, t), t)]
 
 
 def _pct(x) -> str:
@@ -50,7 +52,7 @@ def console_lines(report: Report) -> list[str]:
         return []
     out = ["", "FP8 GeMMs (median/p90 of |predicted/measured - 1|, nothing fitted):"]
     out += [
-        f"{r['gpu']:<11}{r['quantity']:<7}{r['n']:>4}  {_pct(r['median'])}/{_pct(r['p90'])}"
+        f"{r['table']:<38}{r['gpu']:<6}{r['quantity']:<7}{r['n']:>4}  {_pct(r['median'])}/{_pct(r['p90'])}"
         for r in report.fp8
     ]
     return out
@@ -69,14 +71,15 @@ def markdown_lines(report: Report) -> list[str]:
         "",
         "## FP8 GeMMs on the H200",
         "",
-        f"`{FP8_TABLE.name}`, every point predicted with nothing fitted on it "
+        "Each table of theory/data/profiles/fp8, every point predicted with nothing fitted on it "
         "(theory.validation.fp8_gemm). Predictions:",
         "",
     ]
     out += [f"- `{k}`: {v}" for k, v in PREDICTIONS.items()]
-    out += ["", "| GPU | quantity | n | median | p90 |", "|---|---|---|---|---|"]
+    out += ["", "| table | GPU | quantity | n | median | p90 |", "|---|---|---|---|---|---|"]
     out += [
-        f"| {r['gpu']} | {r['quantity']} | {r['n']} | {_pct(r['median'])} | {_pct(r['p90'])} |"
+        f"| `{r['table']}` | {r['gpu']} | {r['quantity']} | {r['n']} "
+        f"| {_pct(r['median'])} | {_pct(r['p90'])} |"
         for r in report.fp8
     ]
     return out
