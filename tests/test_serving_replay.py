@@ -56,7 +56,7 @@ def test_vllm_defaults_stand_in_for_arguments_a_run_leaves_out():
 def test_unreplayable_runs_say_why():
     why = {name: unsupported(load_run(name)) for name in shipped_runs()}
     assert why[RTX4090] is None
-    assert "model preset" in why["llmservingsim_h100_llama-3.1-70b"]
+    assert why["llmservingsim_h100_llama-3.1-70b"] is None  # TP 4, means only (tests/test_serving_h100.py)
     assert why["llmservingsim_rtxpro6000_qwen3-30b-a3b"] is None  # DP 2 + EP (tests/test_expert_parallel.py)
     assert "all-reduce" in why["llmservingsim_rtxpro6000_qwen3-32b"]
     with pytest.raises(FieldError, match="replayable run"):

@@ -288,12 +288,14 @@ SERVING_TITLE = "# Serving runs replayed on `vllm_v1`"  # the first line of the 
 
 def serving_report_figures(text: str) -> list[str] | None:
     """The figure files (``serving_<run>.png``) of a ``serving.md`` report written by
-    ``llmq validate --serving`` on ``vllm_v1``: one per replayed run, in the report's order; None
-    when the report is of another scheduler."""
+    ``llmq validate --serving`` on ``vllm_v1``: one per replayed run with per-request measurements,
+    in the report's order; None when the report is of another scheduler."""
+    from stability.serving.score import AGGREGATES
+
     if not text.startswith(SERVING_TITLE + "\n"):
         return None
     return [f"serving_{run}.png" for run, body in re.findall(r"^## (\S+)\n\n(.*)$", text, flags=re.M)
-            if not body.startswith("Not replayed")]
+            if not body.startswith("Not replayed") and f"measured: {AGGREGATES}" not in body]
 
 
 def _serving_score() -> str:

@@ -17,7 +17,15 @@ measured queue time (the anchor the source bench measures TTFT from): a prompt o
 a request's first token (:mod:`stability.sim.engine`), and the trace's prefix relation
 (``prefix_parent``, ``shared_prefix_tokens``), which ``vllm_v1``'s prefix caching reads (vLLM v1
 turns it on by default; a relation whose parent the engine queued after the child is left out).
-Nothing of the run's measured output (first-token or last-token times) enters the replay.
+Nothing of the run's measured output (first-token or last-token times) enters the replay. A run
+whose source publishes only aggregates (no ``requests.csv``) is replayed from its trace: each
+request at the trace's arrival, in the trace's order, with the trace's prefix relation
+(:func:`trace_prefix_relation`); its replay has no measured per-request metrics.
+
+A run with tensor parallelism (``tensor_parallel_size`` k > 1) is one group of k GPUs
+(:func:`tp_gpu_table`): the GPU's real-mode table with ``tp = k`` and the all-reduce law fitted on
+the packaged NCCL profile of a server of that GPU (:func:`theory.tensor_parallel.allreduce_law`,
+microsoft/vidur's ``all_reduce.csv``); a GPU without that profile at degree k is not replayed.
 
 The data-parallel ranks of a mixture of experts with expert parallelism (:mod:`stability.serving.
 ep_replay`) step in lockstep on ``vllm_v1``, as vLLM runs them (:func:`locks_ranks`,
@@ -55,6 +63,7 @@ from theory.engine_terms import default_capture_sizes, with_frontend
 from theory.errors import FieldError
 from theory.hardware import gpu_table
 from theory.models import get_model
+from theory.tensor_parallel import allreduce_law, degrees, variant_key
 from theory.validation.serving_metrics import latency, tpot, ttft
 from theory.validation.serving_runs import ServingRun, load_run
 
@@ -142,7 +151,8 @@ class Replay:
         The simulated scenario (its trace and GPU file are temporary files, gone once the replay
         returns).
     measured, predicted : dict of numpy.ndarray
-        ``ttft``, ``tpot``, ``latency`` per request, as vLLM's benchmark client defines them.
+        ``ttft``, ``tpot``, ``latency`` per request, as vLLM's benchmark client defines them;
+        ``measured`` is None for a run without per-request measurements.
     kv_blocks : int
         The KV blocks the simulator derived from the GPU, the model and the engine's memory share.
     wall_s : float
@@ -155,7 +165,7 @@ class Replay:
 
     run: ServingRun
     scenario: Scenario
-    measured: dict
+    measured: dict | None
     predicted: dict
     kv_blocks: int
     wall_s: float
@@ -171,11 +181,28 @@ def unsupported(run: ServingRun) -> str | None:
     parallel = unsupported_parallel(run, get_model(run.model).moe is not None)
     if parallel:
         return parallel
-    if int(kw.get("tensor_parallel_size") or 1) > 1:
-        return f"no measured all-reduce law for tensor parallelism on {run.gpu}"
-    if run.requests is None:
-        return "no per-request measurements (the source publishes only aggregates)"
+    tp = int(kw.get("tensor_parallel_size") or 1)
+    if tp > 1 and tp not in degrees(run.gpu):
+        return f"no measured all-reduce law for tensor parallelism {tp} on {run.gpu}"
     return None
+
+
+def tensor_parallel(run: ServingRun) -> int:
+    """The run's ``tensor_parallel_size`` (1 where it states none)."""
+    return int(run.engine_kwargs.get("tensor_parallel_size") or 1)
+
+
+def tp_gpu_table(run: ServingRun) -> tuple[str, dict]:
+    """The GPU table of the run's tensor-parallel group: ``(gpu key, table)``, the key
+    ``<gpu>-tp<k>`` (:func:`theory.tensor_parallel.variant_key`), the run's real-mode table with
+    ``tp`` and the all-reduce law fitted on the packaged NCCL profile of its server
+    (:func:`theory.tensor_parallel.allreduce_law`): nothing of the run enters the law."""
+    tp = tensor_parallel(run)
+    lat, bw = allreduce_law(run.gpu, tp)
+    table = {k: v for k, v in gpu_table(run.gpu, calibrated=True).items() if k != "base"}
+    table.update(name=f"{table.get('name', run.gpu)} x{tp} (TP)", aliases=[], tp=tp,
+                 allreduce_latency_s=lat, allreduce_bandwidth_gbs=bw / 1e9)
+    return variant_key(run.gpu, tp), table
 
 
 def locks_ranks(run: ServingRun, scheduler: str) -> bool:
@@ -253,24 +280,41 @@ def prefix_relation(run: ServingRun) -> tuple[np.ndarray, np.ndarray]:
     return np.where(keep, parent, -1), np.where(keep, tr.shared_prefix_tokens[rq.request_id], 0)
 
 
+def trace_prefix_relation(run: ServingRun) -> tuple[np.ndarray, np.ndarray]:
+    """The trace's prefix relation in the trace's order (the replay's order where the run has no
+    measured requests): each request's prefix parent (-1: none) and shared prompt tokens."""
+    tr = run.trace
+    keep = tr.prefix_parent >= 0
+    return np.where(keep, tr.prefix_parent, -1), np.where(keep, tr.shared_prefix_tokens, 0)
+
+
 def replay(spec: ReplaySpec) -> Replay:
     """Replay ``spec.run`` (see the module docstring); refuses a run :func:`unsupported` names."""
     run = load_run(spec.run)
     why = unsupported(run)
     if why:
         raise FieldError(f"run {run.name}", "replay", f"a replayable run: {why}")
-    rq = run.requests
-    arrival = rq.arrival - rq.arrival[0]
-    decodes = rq.output_tokens - 1
-    parent, shared = prefix_relation(run)
+    rq, tr = run.requests, run.trace
+    if rq is None:  # aggregates only: the trace's requests at the trace's arrivals
+        arrival, prompts, outputs = tr.arrival - tr.arrival[0], tr.prompt_tokens, tr.output_tokens
+        parent, shared = trace_prefix_relation(run)
+    else:
+        arrival, prompts, outputs = rq.arrival - rq.arrival[0], rq.prompt_tokens, rq.output_tokens
+        parent, shared = prefix_relation(run)
+    # the simulator's trace holds >= 1 decode: a request of one output token (none in the bench
+    # runs, one in the H100 trace) runs one decode more than it did; its TPOT is left out as vLLM's
+    # client leaves it out (serving_metrics.tpot: one output token)
+    decodes = np.maximum(outputs - 1, 1)
     with tempfile.TemporaryDirectory(prefix="llmq-replay-") as tmp:
         trace = Path(tmp) / "trace.csv"
         with open(trace, "w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(("arrival_time", "prompt_len", "output_len", "prefix_parent", "shared_prefix_tokens"))
-            w.writerows(zip(arrival.tolist(), rq.prompt_tokens.tolist(), decodes.tolist(), parent.tolist(),
+            w.writerows(zip(arrival.tolist(), prompts.tolist(), decodes.tolist(), parent.tolist(),
                             shared.tolist(), strict=True))
         gpu, table = ep_gpu_table(run) if expert_parallel(run) > 1 else (run.gpu, None)
+        if tensor_parallel(run) > 1:
+            gpu, table = tp_gpu_table(run)
         if spec.engine is not None:
             table = _with_engine(run, spec.engine, table or gpu_table(run.gpu, calibrated=True))
         gpu_path = None if table is None else Path(tmp) / "gpus.toml"
@@ -290,9 +334,9 @@ def replay(spec: ReplaySpec) -> Replay:
                          "every request finished (some were rejected or never ran)")
     p_ttft, p_latency = with_frontend(res.cost_model, ttft(got["arrival"], got["t_first"]),
                                       latency(got["arrival"], got["t_finish"]))
-    predicted = {"ttft": p_ttft, "tpot": tpot(got["t_first"], got["t_finish"], decodes + 1),
+    predicted = {"ttft": p_ttft, "tpot": tpot(got["t_first"], got["t_finish"], outputs),
                  "latency": p_latency}
-    measured = {"ttft": ttft(rq.arrival, rq.first_token),
-                "tpot": tpot(rq.first_token, rq.last_token, rq.output_tokens),
-                "latency": latency(rq.arrival, rq.last_token)}
+    measured = None if rq is None else {"ttft": ttft(rq.arrival, rq.first_token),
+                                        "tpot": tpot(rq.first_token, rq.last_token, rq.output_tokens),
+                                        "latency": latency(rq.arrival, rq.last_token)}
     return Replay(run, sc, measured, predicted, int(res.params.kv.blocks), wall, res, lockstep)

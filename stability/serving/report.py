@@ -58,7 +58,7 @@ def console_lines(scores: list[RunScore], scheduler: str) -> list[str]:
         kv += (f"(vLLM {s.vllm_kv_blocks:,}: {s.kv_blocks / s.vllm_kv_blocks - 1:+.1%})" if s.vllm_kv_blocks
                else "(vLLM's not recorded)")
         lines.append(f"\n{s.run}: {s.gpu}, {s.model}; {kv}; {s.preemptions} preemptions; "
-                     f"replay {s.wall_s:.2f} s")
+                     f"replay {s.wall_s:.2f} s; measured: {s.available}")
         lines.append(f"  {'metric':<8} {'stat':<5} {'measured':>10} {'llmq':>10} {'error':>8} "
                      f"{'LLMServingSim':>14}")
         for r in s.rows:
@@ -76,6 +76,7 @@ def to_json(scores: list[RunScore], scheduler: str) -> dict:
         runs.append({"run": s.run, "gpu": s.gpu, "model": s.model, "skipped": s.skipped,
                      "kv_blocks": s.kv_blocks, "vllm_kv_blocks": s.vllm_kv_blocks,
                      "replay_wall_s": s.wall_s, "preemptions": s.preemptions, "logger_offset_s": offset,
+                     "measured": s.available,
                      "rows": [{k: getattr(r, k) for k in CSV_COLUMNS if k not in ("run", "gpu", "model")}
                               for r in s.rows]})
     return {"schema": SCHEMA, "scheduler": scheduler, "mode": "real", "columns": COLUMNS, "files": FILES,
@@ -84,6 +85,8 @@ def to_json(scores: list[RunScore], scheduler: str) -> dict:
                            "vllm_kv_blocks": "num_gpu_blocks vLLM allocated (null: not recorded)",
                            "replay_wall_s": "wall seconds of the simulation",
                            "preemptions": "requests the replay preempted (recompute)",
+                           "measured": "which measured statistics the run has: per request, or the "
+                                       "source's published means only",
                            "logger_offset_s": "where vLLM's stat logger's clock starts on the requests' "
                                               "clock (stability.serving.figures.logger_offset); null: none"},
             "runs": runs}
@@ -99,7 +102,7 @@ def markdown(scores: list[RunScore], scheduler: str) -> str:
             continue
         out.append(f"## {s.run}\n\n{s.gpu}, {s.model}; KV blocks {s.kv_blocks:,} "
                    f"(vLLM: {s.vllm_kv_blocks or 'not recorded'}); {s.preemptions} preemptions; "
-                   f"replay {s.wall_s:.2f} s.\n")
+                   f"replay {s.wall_s:.2f} s; measured: {s.available}.\n")
         out.append("| metric | statistic | measured (s) | llmq (s) | error | LLMServingSim error |")
         out.append("|---|---|---:|---:|---:|---:|")
         out += [f"| {r.metric} | {r.statistic} | {r.measured:.4f} | {r.predicted:.4f} | {_pct(r.error)} | "

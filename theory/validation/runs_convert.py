@@ -74,6 +74,7 @@ BENCH_RUNS = {
                                                        2, "qwen3-30b-a3b"),
 }
 ARTIFACT_RUN = "llmservingsim_h100_llama-3.1-70b"
+ARTIFACT_MODEL = "llama-3.1-70b"  # llmq model preset of the artifact's meta-llama/Llama-3.1-70B
 # the artifact's single-dense (SD) scenario: source path -> shipped file (copied byte for byte)
 SD_CONFIG = "evaluation/artifacts/figure_8/config/SD_config.json"
 ARTIFACT_FILES = {
@@ -266,7 +267,7 @@ def build_artifact(root: str | Path, out_dir: str | Path) -> dict[str, int]:
     (dst / "trace.csv").write_text(_csv_text(TRACE_COLUMNS, trace), encoding="utf-8")
     paths = {shipped: path for path, shipped in ARTIFACT_FILES.items()} | {"trace.csv": ARTIFACT_TRACE}
     manifest = _manifest(ARTIFACT_RUN, ARTIFACT_COMMIT, paths, "h100", instance["npu_num"],
-                         instance["model_name"], None)
+                         instance["model_name"], ARTIFACT_MODEL)
     manifest["engine_kwargs"] = {"model": instance["model_name"], "tensor_parallel_size": instance["npu_num"]}
     _write_json(dst / "run.json", manifest)
     return {ARTIFACT_RUN: len(trace)}
