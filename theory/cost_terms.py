@@ -27,10 +27,9 @@ Bari, Hegde, de Veciana (2025), Eq. 2-7; the sources named per term.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from theory.errors import FieldError
+from theory.errors import FieldError, require_nonneg
 
 SIDES = ("gpu", "model")
 RECORDS = ("terms", "profile")
@@ -240,10 +239,7 @@ def read_added(table: dict, where: str, side: str) -> tuple[tuple[str, float], .
     table order (a value must be a finite number >= 0; 0 is off)."""
     out = []
     for term in added_terms(side):
-        value = table.get(term.name, 0.0)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or value < 0:
-            raise FieldError(f"{where}.{term.name}", value, f"a finite number >= 0 ({term.unit})")
+        value = require_nonneg(f"{where}.{term.name}", table.get(term.name, 0.0), term.unit)
         if value:
-            out.append((term.name, float(value)))
+            out.append((term.name, value))
     return tuple(out)

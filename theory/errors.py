@@ -59,6 +59,15 @@ def require_positive(field: str, value: float) -> float:
     return value
 
 
+def require_nonneg(field: str, value: object, unit: str | None = None) -> float:
+    """Return ``value`` as a float if it is a finite number >= 0 (not a bool), else raise
+    :class:`FieldError` (its expectation names ``unit`` if given)."""
+    number = not isinstance(value, bool) and isinstance(value, (int, float))
+    if not (number and math.isfinite(value) and value >= 0):
+        raise FieldError(field, value, "a finite number >= 0" + (f" ({unit})" if unit else ""))
+    return float(value)
+
+
 def require_seed(field: str, value: object) -> int:
     """Return ``value`` as an int if it is a random seed numpy accepts (an integer >= 0), else raise
     :class:`FieldError`."""

@@ -332,7 +332,7 @@ import numpy as np
 from theory.config import read_bool
 from theory.cost_terms import TERMS, read_added
 from theory.engine_terms import check_capture_sizes
-from theory.errors import FieldError
+from theory.errors import FieldError, require_nonneg
 from theory.expert_parallel import DEFAULT_BACKEND, check_backend
 from theory.tp_split import allreduce_count, allreduce_time, check_tp, fit_allreduce_law, shard_memory
 
@@ -480,11 +480,7 @@ class ModelTerms:
 
 
 def _nonneg(table: dict, key: str, where: str, default: float) -> float:
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value < 0:
-        raise FieldError(f"{where}.{key}", value, "a finite number >= 0")
-    return float(value)
+    return require_nonneg(f"{where}.{key}", table.get(key, default))
 
 
 def _positive(table: dict, key: str, where: str) -> float:

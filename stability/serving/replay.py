@@ -60,7 +60,7 @@ from stability.serving.ep_replay import data_parallel, ep_gpu_table, expert_para
 from stability.serving.lockstep import run_lockstep
 from stability.sim.simulate import Scenario, SimResult, simulate
 from theory.engine_terms import default_capture_sizes, with_frontend
-from theory.errors import FieldError
+from theory.errors import FieldError, require_nonneg
 from theory.hardware import gpu_table
 from theory.models import get_model
 from theory.tensor_parallel import allreduce_law, degrees, variant_key
@@ -99,9 +99,7 @@ class EngineCosts:
 
     def __post_init__(self):
         for name in ("engine_step_s", "frontend_s"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
-                raise FieldError(f"engine.{name}", v, "a finite number >= 0 (seconds)")
+            require_nonneg(f"engine.{name}", getattr(self, name), "seconds")
         if not isinstance(self.cudagraphs, bool):
             raise FieldError("engine.cudagraphs", self.cudagraphs, "true or false")
 

@@ -41,14 +41,13 @@ no CUDA-graph capture anywhere in the repository), ``sarathi/engine/base_llm_eng
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
-from theory.errors import ConfigFileError, FieldError
+from theory.errors import ConfigFileError, FieldError, require_nonneg
 from theory.io import atomic_write_text
 
 GPU = "rtx6000ada"
@@ -82,10 +81,7 @@ class EngineCosts:
 
     def __post_init__(self):
         for name in ("engine_step_s", "frontend_s"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise FieldError(f"engine.{name}", v, "seconds, a finite number >= 0")
-            object.__setattr__(self, name, float(v))
+            object.__setattr__(self, name, require_nonneg(f"engine.{name}", getattr(self, name), "seconds"))
         p = self.pad_multiple
         if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= MAX_PAD:
             raise FieldError("engine.pad_multiple", p, f"an integer from 1 (no padding) to {MAX_PAD}")
