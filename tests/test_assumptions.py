@@ -17,17 +17,21 @@ def test_presets_satisfy_assumptions_1_and_2(gpu, model, mode):
     try:
         cm = build_cost_model(get_gpu(gpu), get_model(model), mode)
     except TileDivisibilityError as err:
-        # outside Section 3.2.1's hypothesis only in paper mode, on the Qwen3 vocabulary
-        # (151,936 = 2^7 x 1,187: no 256-row tile divides it; real mode pads it), and in both modes
-        # on gpt-oss's width 2,880 = 2^6 x 45 (no 128- or 256-row tile divides it; in paper mode its
-        # vocabulary of 201,088 = 2^7 x 1,571 fails first)
-        if model.startswith("gpt-oss"):
-            assert "d_row = 2880" in str(err) or (mode == "paper" and "d_row = 201088" in str(err))
-            return
-        assert (mode, model) in {("paper", "qwen3-32b"), ("paper", "qwen3-30b-a3b")}
-        assert "d_row = 151936" in str(err)
+        # outside Section 3.2.1's hypothesis only in paper mode (real mode prices partial tiles):
+        # on the Qwen3 vocabulary (151,936 = 2^7 x 1,187: no 256-row tile divides it) and on
+        # gpt-oss's vocabulary of 201,088 = 2^7 x 1,571 (checked before its width 2,880)
+        assert mode == "paper"
+        assert model in {"qwen3-32b", "qwen3-30b-a3b", "gpt-oss-20b", "gpt-oss-120b"}
+        assert "d_row = 151936" in str(err) or "d_row = 201088" in str(err)
         return
-    assert assumption1(cm).holds
+    a1 = assumption1(cm)
+    if model.startswith("gpt-oss"):
+        # real mode prices its width 2,880 = 2^6 x 45 in partial tiles: no perfect tiling, so
+        # Assumption 1 fails and names the dimensions no 128- or 256-row t* divides
+        assert mode == "real" and not a1.holds
+        assert "not divisible: W_O: d_row" in a1.detail and "expert W_down: d_row" in a1.detail
+    else:
+        assert a1.holds
     a2 = assumption2(cm, d_col_max=1024)
     if cm.model.moe is not None and cm.model.moe.n_experts < min(int(r) for r in cm.t_row):
         # a router of fewer rows than every tile pads a whole tile: its d_col GeMVs beat its GeMM

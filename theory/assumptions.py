@@ -3,7 +3,8 @@
 * Assumption 1: some tile t* reaches the GPU's maximal FLOP rate on large, perfectly tiled
   GeMMs. Checked: t* maximises ``mu(t) t_row t_col t_red`` over the tile set, and the model's
   weight and attention dimensions are divisible by t*_row and t*_red so its GeMMs can be perfectly
-  tiled.
+  tiled. In real mode a model outside it is still priced (partial tiles by Eq. 2's ceilings,
+  :func:`theory.cost_model.build_cost_model`), and Assumption 1 fails, naming the dimensions.
 * Assumption 2: ``d_col`` GeMVs ``y(i) = A x(i)`` take longer than the one GeMM ``Y = A X``.
   Checked for every weight matrix ``A`` of the model and every ``d_col`` in 1..``d_col_max``,
   each side on its fastest tile.

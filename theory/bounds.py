@@ -81,6 +81,11 @@ def T_bar_R_terms(cm: CostModel, w: Workload, corrected: bool = False) -> dict[s
     per-decode time add the key ``"added"``: ``E[sum_{k=1}^{L^D} a(L^P + k)]``
     (:func:`theory.added_time.decode_sums`; their per-batch time is amortized, as ``overhead_s``).
 
+    The prefill-attention term keeps Theorem 1's unpadded ``d / (t_row t_col t_red)`` at t*. In
+    real mode a width ``d`` that t*_row or t*_red does not divide is priced by Eq. 6 with
+    ``ceil(d / t)`` (partial tiles, :func:`theory.cost_model.build_cost_model`); the term is then
+    a lower bound of that work (``ceil(x) >= x``), no longer attained by RAD's chunks.
+
     Implements Eqs. 23 and 24 (per request: E[T^PM] / n and E[T^DM] / n).
 
     References

@@ -148,7 +148,15 @@ class CostModel:
 
 
 def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
-    """The cost model of ``model`` on ``gpu``, after checking tile divisibility (Section 3.2.1).
+    """The cost model of ``model`` on ``gpu``; in paper mode after checking tile divisibility
+    (Section 3.2.1, :func:`check_divisible`).
+
+    In real mode a dimension that a tile does not divide is priced as real kernels run it, by the
+    ceilings of Eq. 2-3: the last tile along it is a partial tile, padded, and takes a whole
+    tile's time (``ceil(d_row / t_row) ceil(d_red / t_red)`` per column block for the linear and
+    expert GeMMs, ``ceil(d / t)`` in Eq. 5-6's attention GeMVs and GeMMs). The functions of
+    :mod:`theory.cost` and :mod:`theory.moe` already take these ceilings; Theorem 1's least work
+    keeps the unpadded ``d / t`` (:func:`theory.bounds.T_bar_R_terms`), a lower bound of them.
 
     The terms of ``gpu.terms`` and ``model.terms`` (:mod:`theory.terms`) are applied here; with
     all of them off this is Eq. 2-7. A model at ``precision = "fp8"`` is priced on the GPU's FP8
@@ -157,7 +165,7 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
     Raises
     ------
     TileDivisibilityError
-        If a tile does not divide a model dimension it is used on.
+        In paper mode, if a tile does not divide a model dimension it is used on.
     FieldError
         If the GPU's ``tp`` cannot split the model, the terms contradict each other, or the model
         is at FP8 on a GPU without FP8 tensor cores.
@@ -177,20 +185,8 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
     t_star = gpu.optimal_tile()
     order = [gpu.tiles.index(t_star)] + [k for k, t in enumerate(gpu.tiles) if t != t_star]
     tiles = tuple(gpu.tiles[k] for k in order)
-    for label, (value, role) in model.divisibility_dims(mode, tp).items():
-        if role == "gemv":
-            for g in gpu.gemv_tiles:
-                if value % g.t_row or value % g.t_col:
-                    raise TileDivisibilityError(
-                        f"GeMV tile {g} of {gpu.key} does not divide {model.key} {label} = {value} "
-                        f"(Eq. 5 assumes d divisible by t_row and t_col)")
-            continue
-        for t in tiles:
-            dim = t.t_row if role == "row" else t.t_red
-            if value % dim:
-                raise TileDivisibilityError(
-                    f"tile {t} of {gpu.key} does not divide {model.key} {label} = {value} "
-                    f"(t_{role} = {dim}; Section 3.2.1 assumes model dimensions divisible by tiles)")
+    if mode == "paper":
+        check_divisible(gpu, model, tiles)
     t_row = np.array([t.t_row for t in tiles], dtype=np.int64)
     t_col = np.array([t.t_col for t in tiles], dtype=np.int64)
     t_red = np.array([t.t_red for t in tiles], dtype=np.int64)
@@ -228,6 +224,32 @@ def build_cost_model(gpu: GPU, model: Model, mode: str = "paper") -> CostModel:
         attention=mt.attention, waves=gt.waves, attention_waves=gt.attention_waves,
         attention_call_s=gt.attention_call_s, mixed_decode_eta=gt.mixed_decode_eta,
         added=gt.added + mt.added)
+
+
+def check_divisible(gpu: GPU, model: Model, tiles: tuple[Tile, ...]) -> None:
+    """Raise :class:`TileDivisibilityError` where a tile of ``tiles`` (or a GeMV tile of ``gpu``)
+    does not divide a paper-mode dimension of ``model`` it is used on
+    (:meth:`theory.models.Model.divisibility_dims`): Section 3.2.1's hypothesis, and Eq. 5's
+    ``d / t_row`` and ``d / t_col``.
+
+    References
+    ----------
+    Bari, Hegde, de Veciana (2025), Section 3.2.1 and Eq. 5.
+    """
+    for label, (value, role) in model.divisibility_dims("paper").items():
+        if role == "gemv":
+            for g in gpu.gemv_tiles:
+                if value % g.t_row or value % g.t_col:
+                    raise TileDivisibilityError(
+                        f"GeMV tile {g} of {gpu.key} does not divide {model.key} {label} = {value} "
+                        f"(Eq. 5 assumes d divisible by t_row and t_col)")
+            continue
+        for t in tiles:
+            dim = t.t_row if role == "row" else t.t_red
+            if value % dim:
+                raise TileDivisibilityError(
+                    f"tile {t} of {gpu.key} does not divide {model.key} {label} = {value} "
+                    f"(t_{role} = {dim}; Section 3.2.1 assumes model dimensions divisible by tiles)")
 
 
 def _linear_terms(gpu: GPU, model: Model, gemms, t_row, t_col, t_red, all_gemms) -> LinearTerms:

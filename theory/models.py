@@ -258,6 +258,10 @@ class Model:
     def divisibility_dims(self, mode: str = "paper", tp: int = 1) -> dict[str, tuple[int, str]]:
         """Model dimensions a tile must divide, as ``{label: (value, role)}`` (Section 3.2.1).
 
+        In paper mode :func:`theory.cost_model.check_divisible` refuses a model where a tile does
+        not divide one of them. In real mode nothing is refused: the cost model prices a partial
+        tile by Eq. 2-3's ceilings, as real kernels pad it (:func:`theory.cost_model.build_cost_model`),
+        and these are the dimensions Assumption 1's perfect tiling asks (:mod:`theory.assumptions`).
         ``role`` is ``"row"`` (divided by t_row), ``"red"`` (by t_red) or ``"gemv"`` (by the GeMV
         tile's t_row and t_col, Eq. 5). With ``tp > 1`` the per-GPU shards; the vocab shard is then
         left out (serving frameworks pad it, and Eq. 2's ceilings price the padding). In real mode

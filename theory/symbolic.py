@@ -292,7 +292,9 @@ class SymbolicCostModel:
         terms over the chunk set I_j = {(1 + k t*_lcm, t*_lcm)}.
 
         Requires ``chunk`` (default t*_lcm) to divide ``l_P``, and the model as printed (no law,
-        attention on).
+        attention on). Where t*_row or t*_red does not divide ``d_pre`` (real mode's partial
+        tiles), ``d / t`` is below Eq. 6's ``ceiling(d / t)``, and this is a lower bound of the
+        chunks' Eq. 6 time, as :func:`theory.bounds.T_bar_R_terms` takes it, not that time.
 
         Symbolic twin of Eq. 11.
         """
