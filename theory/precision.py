@@ -33,6 +33,18 @@ vLLM's FP8 checkpoints and ``kv_cache_dtype="fp8"`` store them):
   (:mod:`theory.capacity.bound`).
 * Element-wise work, the embedding gather and the tensor-parallel all-reduces keep bf16
   activations (two bytes; ``efficiency.bytes_per_element``).
+* **Dynamic activation quantization** (optional, real mode only; :func:`activation_quant_s`). A
+  static input scale (a calibrated checkpoint) quantizes the bf16 input in the GeMM's prologue or
+  one elementwise pass; without one the layer first reduces the input to its absolute maximum and
+  then quantizes it with the scale derived from it (TensorRT-LLM's FP8 ``Linear`` without an input
+  scale, ``torch.ops.tensorrt_llm.quantize_e4m3_per_tensor``, as AIConfigurator's collectors
+  time it). Priced as memory-bound elementwise work at the achievable
+  bandwidth ``eta_mem B``: the reduction reads the ``tokens x d_red`` input at ``b`` bytes per
+  element, the quantization reads it again and writes it at one byte,
+  ``(2 b + 1) tokens d_red / (eta_mem B)``. No public source states a fixed time per kernel of
+  these passes, so none is added: the term is their bytes alone. It is not a term of the batch
+  model (:mod:`theory.cost_terms`); :mod:`theory.validation.fp8_gemm` scores measured GeMMs that
+  include it with and without it.
 
 How it enters the theory: every batch time of Eq. 2-7 is computed from the cost model's ``mu``,
 ``mu_gemv`` and byte counts, so ``T_batch``, Theorem 1's least work per request ``T^R`` and
@@ -46,6 +58,8 @@ doubles.
 
 References
 ----------
+ai-dynamo/aiconfigurator @ 095f58a51c4ca8e61b66ec108d86f223f8d559ce ``collector/trtllm/collect_gemm.py``
+and ``collector/trtllm/collect_computescale.py`` (the dynamic FP8 path: the scale, then the quantization);
 Micikevicius et al. (2022), "FP8 Formats for Deep Learning", arXiv:2209.05433 (E4M3);
 vllm-project/vllm ``vllm/model_executor/layers/quantization/fp8.py`` (per-tensor FP8 linear);
 Bari, Hegde, de Veciana (2025), Eq. 2-7, Theorem 1.
@@ -54,6 +68,10 @@ Bari, Hegde, de Veciana (2025), Eq. 2-7, Theorem 1.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import ArrayLike
 
 from theory.errors import FieldError
 from theory.hardware import MEASURED_SUFFIX
@@ -113,6 +131,48 @@ def at_precision(gpu, model):
     )
 
 
+class Priced(Protocol):
+    """What :func:`activation_quant_s` reads of a cost model (:class:`theory.cost_model.CostModel`,
+    which this module cannot import: the builder imports it)."""
+
+    mode: str
+    model: object
+    gpu: object
+
+
+def activation_quant_s(cm: Priced, tokens: ArrayLike, d_red: ArrayLike) -> np.ndarray:
+    """Seconds to quantize a GeMM's input of ``tokens x d_red`` activations to FP8 with a
+    per-tensor scale computed from it (dynamic quantization; module docstring): an absolute-maximum
+    pass that reads the input and a quantization pass that reads it and writes it at one byte,
+    ``(2 b + 1) tokens d_red / (eta_mem B)`` with ``b`` the activations' bytes per element.
+
+    ``cm`` is a :class:`theory.cost_model.CostModel` in real mode of a model at ``fp8``; arguments
+    broadcast.
+
+    Raises
+    ------
+    FieldError
+        If ``cm`` is in paper mode (the paper's model has no activation quantization) or its model
+        is not at ``fp8``.
+
+    References
+    ----------
+    ai-dynamo/aiconfigurator @ 095f58a ``collector/trtllm/collect_computescale.py`` (the amax and
+    scale, then the quantization); Williams, Waterman, Patterson (2009), "Roofline", CACM 52(4).
+    """
+    if cm.mode != "real":
+        raise FieldError("mode", cm.mode, "real (the paper's model has no activation quantization)")
+    if cm.model.precision != "fp8":
+        raise FieldError(
+            f"models.{cm.model.key}.precision",
+            cm.model.precision,
+            "fp8 (only an FP8 GeMM quantizes its input)",
+        )
+    b, wb = cm.gpu.terms.bytes_per_element, cm.model.bytes_per_element
+    elements = np.asarray(tokens, dtype=float) * np.asarray(d_red, dtype=float)
+    return (2 * b + wb) * elements / (cm.gpu.eta_mem * cm.gpu.bandwidth)
+
+
 def with_precision(model, precision: str | None):
     """``model`` at ``precision`` (``None``: as stated by the model)."""
     if precision is None:
@@ -124,6 +184,7 @@ __all__ = [
     "BYTES",
     "DEFAULT",
     "PRECISIONS",
+    "activation_quant_s",
     "at_precision",
     "bytes_per_element",
     "check_fp8",

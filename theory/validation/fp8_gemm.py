@@ -16,7 +16,10 @@ provenance): ``torch._scaled_mm`` on ``float8_e4m3fn`` operands with per-tensor 
 ``torch.nn.functional.linear`` in bf16, each point the median of CUDA-graph replays.
 The second table of :data:`FP8_TABLES`, ``aiconfigurator_h200_fp8_gemm.csv.gz``, is AIConfigurator's
 H200 TensorRT-LLM GeMMs (:mod:`theory.validation.profiles_aiconfigurator`): its FP8 layer quantizes
-its input dynamically inside the timed call, which the tile model does not price.
+its input dynamically inside the timed call, which Eq. 2 does not price. Such a table
+(:data:`DYNAMIC_QUANT`) is scored both ways: on Eq. 2 alone, and with the bytes of the
+quantization added to each FP8 time (``quant=True``, :func:`theory.precision.activation_quant_s`);
+:func:`residual_by_tokens` splits what is left by token count.
 
 References
 ----------
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import itertools
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -38,16 +42,19 @@ from theory.cost import T_GeMM_terms, build_cost_model
 from theory.errors import FieldError
 from theory.hardware import get_gpu
 from theory.models import get_model
-from theory.precision import with_precision
+from theory.precision import activation_quant_s, with_precision
 
 FP8_DIR = Path(__file__).resolve().parent.parent / "data" / "profiles" / "fp8"
 FP8_TABLE = FP8_DIR / "llmq_h200_fp8_gemm.csv"
 # the measured FP8 tables llmq validate scores: llmq's own, and AIConfigurator's TensorRT-LLM GeMMs
 # (theory.validation.profiles_aiconfigurator; provenance in theory/data/profiles/README.md)
 FP8_TABLES = (FP8_TABLE, FP8_DIR / "aiconfigurator_h200_fp8_gemm.csv.gz")
+# the tables whose FP8 calls quantize their bf16 input inside the timed call (no static input scale)
+DYNAMIC_QUANT = frozenset({FP8_TABLES[1].name})
 GPU, MODE = "h200", "real"
 KEYS = ("gpu", "model", "operation", "d_row", "d_red", "tokens")
 QUANTITIES = ("fp8", "bf16", "ratio")
+TOKEN_EDGES = (1, 17, 257, 4097, 32769)  # the token ranges of residual_by_tokens (bounds exclusive above)
 
 
 def load_fp8_table(path: str | Path = FP8_TABLE) -> list[dict]:
@@ -94,15 +101,18 @@ class Fp8Score:
 
 
 @cache
-def score_fp8(gpu_key: str = GPU, table: Path = FP8_TABLE) -> Fp8Score:
+def score_fp8(gpu_key: str = GPU, table: Path = FP8_TABLE, quant: bool = False) -> Fp8Score:
     """Predict every measured point of ``table`` (:func:`load_fp8_table`) with
-    :func:`tile_cost_models`."""
+    :func:`tile_cost_models`; with ``quant`` each FP8 time also pays the dynamic quantization of
+    its input (:func:`theory.precision.activation_quant_s`)."""
     points = tuple(p for p in load_fp8_table(table) if p["gpu"] == gpu_key)
     col = {k: np.array([p[k] for p in points]) for k in ("d_row", "d_red", "tokens", "bf16", "fp8")}
     out = {}
     for prec, cm in tile_cost_models(gpu_key).items():
         out[prec] = col[prec]
         out[f"pred_{prec}"] = T_GeMM_terms(cm, col["d_row"], col["tokens"], col["d_red"])
+        if quant and prec == "fp8":
+            out["pred_fp8"] = out["pred_fp8"] + activation_quant_s(cm, col["tokens"], col["d_red"])
         out[f"err_{prec}"] = np.abs(out[f"pred_{prec}"] / col[prec] - 1.0)
     out["ratio"] = col["fp8"] / col["bf16"]
     out["pred_ratio"] = out["pred_fp8"] / out["pred_bf16"]
@@ -110,12 +120,39 @@ def score_fp8(gpu_key: str = GPU, table: Path = FP8_TABLE) -> Fp8Score:
     return Fp8Score(gpu=gpu_key, points=points, columns=out)
 
 
+def residual_by_tokens(score: Fp8Score, edges: tuple[int, ...] = TOKEN_EDGES) -> list[dict]:
+    """What the FP8 prediction leaves, per token range ``[edges[j], edges[j + 1])``: the points,
+    and the medians of the measured and predicted seconds, of their difference (measured less
+    predicted) and of ``predicted / measured - 1``."""
+    c = score.columns
+    tokens = np.array([p["tokens"] for p in score.points])
+    out = []
+    for lo, hi in itertools.pairwise(edges):
+        sel = (tokens >= lo) & (tokens < hi)
+        if not sel.any():
+            continue
+        measured, pred = c["fp8"][sel], c["pred_fp8"][sel]
+        out.append(
+            {
+                "tokens": f"{lo}-{hi - 1}",
+                "n": int(sel.sum()),
+                "measured_s": float(np.median(measured)),
+                "predicted_s": float(np.median(pred)),
+                "residual_s": float(np.median(measured - pred)),
+                "signed": float(np.median(pred / measured - 1.0)),
+            }
+        )
+    return out
+
+
 __all__ = [
+    "DYNAMIC_QUANT",
     "FP8_TABLE",
     "FP8_TABLES",
     "QUANTITIES",
     "Fp8Score",
     "load_fp8_table",
+    "residual_by_tokens",
     "score_fp8",
     "tile_cost_models",
 ]

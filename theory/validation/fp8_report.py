@@ -6,14 +6,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from theory.validation.fp8_gemm import FP8_TABLE, FP8_TABLES, GPU, QUANTITIES, Fp8Score, score_fp8
+from theory.validation.fp8_gemm import (
+    DYNAMIC_QUANT,
+    FP8_TABLE,
+    FP8_TABLES,
+    GPU,
+    QUANTITIES,
+    Fp8Score,
+    residual_by_tokens,
+    score_fp8,
+)
 from theory.validation.results import Report
 
 PREDICTIONS = {
     "fp8": "the FP8 GeMM time: Eq. 2 on the FP8 tile rates, one-byte weights and inputs (theory.precision)",
     "bf16": "the bf16 GeMM time of the same shapes on the same tile model",
     "ratio": "the FP8/bf16 time ratio per shape and token count (predicted over measured)",
+    "fp8+quant": "fp8 plus the bytes of the input's dynamic quantization (theory.precision."
+    "activation_quant_s), for a table whose FP8 calls quantize their input",
+    "ratio+quant": "ratio with fp8+quant as the FP8 time",
 }
+QUANT_QUANTITIES = {"fp8+quant": "fp8", "ratio+quant": "ratio"}
 COLUMNS = {
     "table": "the measured file",
     "gpu": "the preset that predicts (real mode, its tile model; the measured bf16 GeMM law off)",
@@ -22,15 +35,35 @@ COLUMNS = {
 }
 
 
-def fp8_rows(score: Fp8Score, table: Path = FP8_TABLE) -> list[dict]:
-    """One report row per quantity of ``score`` (the points of ``table``)."""
+def fp8_rows(score: Fp8Score, table: Path = FP8_TABLE, quant: Fp8Score | None = None) -> list[dict]:
+    """One report row per quantity of ``score`` (the points of ``table``), then, with ``quant``
+    (the same points scored with the dynamic quantization), its ``fp8`` and ``ratio`` as
+    ``fp8+quant`` and ``ratio+quant``."""
+    pairs = [(q, score, q) for q in QUANTITIES]
+    if quant is not None:
+        pairs += [(name, quant, q) for name, q in QUANT_QUANTITIES.items()]
     out = []
-    for q in QUANTITIES:
-        n, median, p90 = score.stats(q)
+    for name, sc, q in pairs:
+        n, median, p90 = sc.stats(q)
         out.append(
-            {"table": table.name, "gpu": score.gpu, "quantity": q, "n": n, "median": median, "p90": p90}
+            {"table": table.name, "gpu": sc.gpu, "quantity": name, "n": n, "median": median, "p90": p90}
         )
     return out
+
+
+def _table_rows(table: Path) -> tuple[list[dict], dict]:
+    """The report rows of ``table`` and, for a table of :data:`DYNAMIC_QUANT`, its residuals by
+    token count without and with the quantization (:func:`residual_by_tokens`)."""
+    plain = score_fp8(GPU, table)
+    if table.name not in DYNAMIC_QUANT:
+        return fp8_rows(plain, table), {}
+    quant = score_fp8(GPU, table, quant=True)
+    residuals = {
+        "table": table.name,
+        "fp8": residual_by_tokens(plain),
+        "fp8+quant": residual_by_tokens(quant),
+    }
+    return fp8_rows(plain, table, quant), residuals
 
 
 def score_into(report: Report) -> None:
@@ -39,7 +72,9 @@ def score_into(report: Report) -> None:
     s = report.settings
     if (s.gpus and GPU not in s.gpus) or s.gpu_file or s.model_file:
         return
-    report.fp8 = [r for t in FP8_TABLES for r in fp8_rows(score_fp8(GPU, t), t)]
+    parts = [_table_rows(t) for t in FP8_TABLES]
+    report.fp8 = [r for rows, _ in parts for r in rows]
+    report.fp8_residuals = [res for _, res in parts if res]
 
 
 def _pct(x) -> str:
@@ -52,7 +87,7 @@ def console_lines(report: Report) -> list[str]:
         return []
     out = ["", "FP8 GeMMs (median/p90 of |predicted/measured - 1|, nothing fitted):"]
     out += [
-        f"{r['table']:<38}{r['gpu']:<6}{r['quantity']:<7}{r['n']:>4}  {_pct(r['median'])}/{_pct(r['p90'])}"
+        f"{r['table']:<38}{r['gpu']:<6}{r['quantity']:<12}{r['n']:>4}  {_pct(r['median'])}/{_pct(r['p90'])}"
         for r in report.fp8
     ]
     return out
@@ -60,7 +95,18 @@ def console_lines(report: Report) -> list[str]:
 
 def json_part(report: Report) -> dict:
     """The report's ``fp8`` keys for the JSON document."""
-    return {"fp8": report.fp8, "fp8_predictions": PREDICTIONS, "fp8_columns": COLUMNS}
+    return {
+        "fp8": report.fp8,
+        "fp8_residuals": report.fp8_residuals,
+        "fp8_predictions": PREDICTIONS,
+        "fp8_columns": COLUMNS,
+    }
+
+
+def _residual_line(prediction: str, r: dict) -> str:
+    """One Markdown row of :func:`theory.validation.fp8_gemm.residual_by_tokens` (microseconds)."""
+    us = [f"{r[k] * 1e6:.1f}" for k in ("measured_s", "predicted_s", "residual_s")]
+    return f"| {prediction} | {r['tokens']} | {r['n']} | {' | '.join(us)} | {r['signed']:+.1%} |"
 
 
 def markdown_lines(report: Report) -> list[str]:
@@ -82,4 +128,14 @@ def markdown_lines(report: Report) -> list[str]:
         f"| {_pct(r['median'])} | {_pct(r['p90'])} |"
         for r in report.fp8
     ]
+    for res in report.fp8_residuals:
+        out += [
+            "",
+            f"What the FP8 prediction of `{res['table']}` leaves, by token count (medians; "
+            "residual = measured - predicted):",
+            "",
+            "| prediction | tokens | n | measured us | predicted us | residual us | pred/meas - 1 |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        out += [_residual_line(q, r) for q in ("fp8", "fp8+quant") for r in res[q]]
     return out

@@ -111,6 +111,9 @@ class Report:
     fp8 : list of dict
         The measured bf16 and FP8 GeMMs of the H200 against the tile model at each precision
         (:func:`theory.validation.fp8_report.fp8_rows`).
+    fp8_residuals : list of dict
+        Per FP8 table that quantizes its input dynamically, what the FP8 prediction leaves by token
+        count, without and with the quantization (:func:`theory.validation.fp8_gemm.residual_by_tokens`).
     """
 
     settings: Settings
@@ -130,6 +133,7 @@ class Report:
     attention: list = field(default_factory=list)
     moe: list = field(default_factory=list)
     fp8: list = field(default_factory=list)
+    fp8_residuals: list = field(default_factory=list)
 
 
 COLUMNS = {
