@@ -15,6 +15,13 @@ from theory.validation.fp8_gemm import (
     residual_by_tokens,
     score_fp8,
 )
+from theory.validation.fp8_quantize import (
+    QUANT_TABLE,
+    convert_rows,
+    gemm_less_quantize,
+    load_quantize,
+    score_quantize,
+)
 from theory.validation.results import Report, Settings
 
 AIC = FP8_TABLES[1]
@@ -75,6 +82,68 @@ def test_report_scores_the_dynamic_table_both_ways_and_only_it():
     assert quant_tables == DYNAMIC_QUANT == {AIC.name}
     row = next(r for r in report.fp8 if r["table"] == AIC.name and r["quantity"] == "fp8+quant")
     assert (row["n"], row["median"], row["p90"]) == score_fp8("h200", AIC, quant=True).stats("fp8")
+    assert [r["quantity"] for r in report.fp8 if r["table"] == AIC.name] == [
+        "fp8",
+        "bf16",
+        "ratio",
+        "fp8+quant",
+        "ratio+quant",
+        "quant",
+        "fp8+measured quant",
+        "ratio+measured quant",
+    ]
+    measured = next(r for r in report.fp8 if r["quantity"] == "fp8+measured quant")
+    assert (measured["n"], measured["median"], measured["p90"]) == gemm_less_quantize("h200").stats("fp8")
     assert [res["table"] for res in report.fp8_residuals] == [AIC.name]
     assert report.fp8_residuals[0]["fp8+quant"] == residual_by_tokens(score_fp8("h200", AIC, quant=True))
     assert any("residual = measured - predicted" in line for line in fp8_report.markdown_lines(report))
+
+
+def test_quantize_table_shipped_with_every_point_of_the_gemm_table():
+    table = load_quantize()
+    assert len(table) == 444 and {k[0] for k in table} == {"h200"}
+    points = load_fp8_table(AIC)
+    assert {(p["gpu"], p["tokens"], p["d_red"]) for p in points} <= set(table)
+    readme = QUANT_TABLE.parent.parent.joinpath("README.md").read_text(encoding="utf-8")
+    assert f"`fp8/{QUANT_TABLE.name}`" in readme and "collect_computescale.py" in readme
+
+
+def test_convert_pairs_the_two_tables_at_the_kept_widths():
+    cs = {
+        "device": ["NVIDIA H200"] * 3,
+        "m": [1, 1, 8],
+        "k": [4096, 100, 4096],
+        "quant_dtype": ["fp8"] * 3,
+        "latency": [0.007, 0.5, 0.0075],
+    }
+    sm = {**cs, "latency": [0.0014, 0.5, 0.0015]}
+    rows = convert_rows(cs, sm, {4096})
+    assert [
+        (r["tokens"], r["d_red"], float(r["compute_scale_s"]), float(r["scale_matrix_s"])) for r in rows
+    ] == [(1, 4096, 7e-6, 1.4e-6), (8, 4096, 7.5e-6, 1.5e-6)]
+    with pytest.raises(FieldError, match="scale_matrix_perf rows"):
+        convert_rows(cs, {k: v[:1] for k, v in sm.items()}, {4096})
+    with pytest.raises(FieldError, match="device"):
+        convert_rows({**cs, "device": ["a GPU"] * 3}, sm, {4096})
+    with pytest.raises(FieldError, match="latency"):
+        convert_rows({k: v for k, v in cs.items() if k != "latency"}, sm, {4096})
+
+
+def test_term_and_measured_decomposition_recounted():
+    table = load_quantize()
+    plain = score_fp8("h200", AIC)
+    measured_q = np.array([table[("h200", p["tokens"], p["d_red"])] for p in plain.points])
+    cm = cost_model(CostSpec("h200", "llama-3.1-8b:fp8", "real"))
+    bw = cm.gpu.eta_mem * cm.gpu.bandwidth
+    term = np.array([5.0 * p["tokens"] * p["d_red"] / bw for p in plain.points])
+    err = np.abs(term / measured_q - 1)
+    assert score_quantize("h200").stats("quant") == (
+        len(err),
+        pytest.approx(float(np.median(err)), rel=1e-12),
+        pytest.approx(float(np.quantile(err, 0.9)), rel=1e-12),
+    )
+    fp8 = np.array([p["fp8"] for p in plain.points])
+    err = np.abs((plain.columns["pred_fp8"] + measured_q) / fp8 - 1)
+    n, median, p90 = gemm_less_quantize("h200").stats("fp8")
+    assert n == len(err) and median == pytest.approx(float(np.median(err)), rel=1e-12)
+    assert p90 == pytest.approx(float(np.quantile(err, 0.9)), rel=1e-12)

@@ -16,6 +16,7 @@ from theory.validation.fp8_gemm import (
     residual_by_tokens,
     score_fp8,
 )
+from theory.validation.fp8_quantize import gemm_less_quantize, score_quantize
 from theory.validation.results import Report
 
 PREDICTIONS = {
@@ -25,25 +26,26 @@ PREDICTIONS = {
     "fp8+quant": "fp8 plus the bytes of the input's dynamic quantization (theory.precision."
     "activation_quant_s), for a table whose FP8 calls quantize their input",
     "ratio+quant": "ratio with fp8+quant as the FP8 time",
+    "quant": "activation_quant_s against AIConfigurator's timing of the quantization alone "
+    "(theory.validation.fp8_quantize)",
+    "fp8+measured quant": "fp8 plus the measured quantization: a decomposition, not a model; what it "
+    "leaves is the FP8 GeMM itself",
+    "ratio+measured quant": "ratio with fp8+measured quant as the FP8 time",
 }
-QUANT_QUANTITIES = {"fp8+quant": "fp8", "ratio+quant": "ratio"}
+RESIDUAL_KEYS = ("fp8", "fp8+quant", "fp8+measured quant")  # the predictions split by token count
 COLUMNS = {
     "table": "the measured file",
     "gpu": "the preset that predicts (real mode, its tile model; the measured bf16 GeMM law off)",
-    "quantity": "fp8, bf16 or ratio (PREDICTIONS)",
+    "quantity": "a key of PREDICTIONS",
     "n, median, p90": "points and |predicted/measured - 1| statistics; nothing is fitted on them",
 }
 
 
-def fp8_rows(score: Fp8Score, table: Path = FP8_TABLE, quant: Fp8Score | None = None) -> list[dict]:
-    """One report row per quantity of ``score`` (the points of ``table``), then, with ``quant``
-    (the same points scored with the dynamic quantization), its ``fp8`` and ``ratio`` as
-    ``fp8+quant`` and ``ratio+quant``."""
-    pairs = [(q, score, q) for q in QUANTITIES]
-    if quant is not None:
-        pairs += [(name, quant, q) for name, q in QUANT_QUANTITIES.items()]
+def fp8_rows(score: Fp8Score, table: Path = FP8_TABLE, extra: tuple = ()) -> list[dict]:
+    """One report row per quantity of ``score`` (the points of ``table``), then one per
+    ``(name, score, quantity)`` of ``extra`` (the same points scored otherwise)."""
     out = []
-    for name, sc, q in pairs:
+    for name, sc, q in (*((q, score, q) for q in QUANTITIES), *extra):
         n, median, p90 = sc.stats(q)
         out.append(
             {"table": table.name, "gpu": sc.gpu, "quantity": name, "n": n, "median": median, "p90": p90}
@@ -52,18 +54,23 @@ def fp8_rows(score: Fp8Score, table: Path = FP8_TABLE, quant: Fp8Score | None = 
 
 
 def _table_rows(table: Path) -> tuple[list[dict], dict]:
-    """The report rows of ``table`` and, for a table of :data:`DYNAMIC_QUANT`, its residuals by
-    token count without and with the quantization (:func:`residual_by_tokens`)."""
+    """The report rows of ``table`` and, for a table of :data:`DYNAMIC_QUANT`, its rows with the
+    quantization (the term, and the measured one of :mod:`theory.validation.fp8_quantize`) and its
+    residuals by token count (:func:`residual_by_tokens`)."""
     plain = score_fp8(GPU, table)
     if table.name not in DYNAMIC_QUANT:
         return fp8_rows(plain, table), {}
-    quant = score_fp8(GPU, table, quant=True)
-    residuals = {
-        "table": table.name,
-        "fp8": residual_by_tokens(plain),
-        "fp8+quant": residual_by_tokens(quant),
-    }
-    return fp8_rows(plain, table, quant), residuals
+    quant, measured = score_fp8(GPU, table, quant=True), gemm_less_quantize(GPU)
+    extra = (
+        ("fp8+quant", quant, "fp8"),
+        ("ratio+quant", quant, "ratio"),
+        ("quant", score_quantize(GPU), "quant"),
+        ("fp8+measured quant", measured, "fp8"),
+        ("ratio+measured quant", measured, "ratio"),
+    )
+    scores = dict(zip(RESIDUAL_KEYS, (plain, quant, measured), strict=True))
+    residuals = {"table": table.name} | {k: residual_by_tokens(sc) for k, sc in scores.items()}
+    return fp8_rows(plain, table, extra), residuals
 
 
 def score_into(report: Report) -> None:
@@ -87,7 +94,7 @@ def console_lines(report: Report) -> list[str]:
         return []
     out = ["", "FP8 GeMMs (median/p90 of |predicted/measured - 1|, nothing fitted):"]
     out += [
-        f"{r['table']:<38}{r['gpu']:<6}{r['quantity']:<12}{r['n']:>4}  {_pct(r['median'])}/{_pct(r['p90'])}"
+        f"{r['table']:<38}{r['gpu']:<6}{r['quantity']:<21}{r['n']:>4}  {_pct(r['median'])}/{_pct(r['p90'])}"
         for r in report.fp8
     ]
     return out
@@ -137,5 +144,5 @@ def markdown_lines(report: Report) -> list[str]:
             "| prediction | tokens | n | measured us | predicted us | residual us | pred/meas - 1 |",
             "|---|---|---|---|---|---|---|",
         ]
-        out += [_residual_line(q, r) for q in ("fp8", "fp8+quant") for r in res[q]]
+        out += [_residual_line(q, r) for q in RESIDUAL_KEYS for r in res[q]]
     return out
