@@ -39,6 +39,9 @@ and ``moe_align_block_size``). So per weight and per tile ``t``:
 - the fastest tile of the set (as every GeMM of :mod:`theory.cost`), plus ``gemm_overhead_s``
   per launch: two launches per MoE layer.
 
+An expert width that a tile does not divide (gpt-oss's 2,880) is priced in real mode by these
+ceilings, a padded last tile; paper mode refuses it (:func:`theory.cost_model.check_divisible`).
+
 Routing. ``routing = "uniform"`` (the only law for now; a measured skew is a later value of the
 field): each token picks ``k`` *distinct* experts uniformly at random, independently of the other
 tokens, as a top-k router picks ``k`` distinct experts. Then expert ``e``'s load ``n_e`` is
