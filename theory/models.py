@@ -262,6 +262,7 @@ class Model:
         not divide one of them. In real mode nothing is refused: the cost model prices a partial
         tile by Eq. 2-3's ceilings, as real kernels pad it (:func:`theory.cost_model.build_cost_model`),
         and these are the dimensions Assumption 1's perfect tiling asks (:mod:`theory.assumptions`).
+
         ``role`` is ``"row"`` (divided by t_row), ``"red"`` (by t_red) or ``"gemv"`` (by the GeMV
         tile's t_row and t_col, Eq. 5). With ``tp > 1`` the per-GPU shards; the vocab shard is then
         left out (serving frameworks pad it, and Eq. 2's ceilings price the padding). In real mode
