@@ -152,3 +152,16 @@ def test_gpt_oss_expert_gemms_take_ceilings():
         assert moe.rows[k].tolist() == [ceil(2 * 2880, t.t_row), ceil(2880, t.t_row)]
         assert moe.red[k].tolist() == [ceil(2880, t.t_red), ceil(2880, t.t_red)]
     assert (moe.E, moe.k, moe.count) == (32, 4, 24)
+
+
+def test_cli_bounds_of_gpt_oss_in_real_mode_and_the_refusal_in_paper_mode(capsys):
+    import json
+
+    from llmq.cli import main
+
+    assert main(["bounds", "--gpu", "h200", "--model", "gpt-oss-20b", "--mode", "real", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["lambda_star"] > 0 and out["T_bar_R_s"] > 0
+    assert main(["bounds", "--gpu", "h200", "--model", "gpt-oss-20b", "--mode", "paper"]) == 2
+    err = capsys.readouterr().err
+    assert "does not divide gpt-oss-20b W_out: d_row = 201088" in err and "Traceback" not in err
