@@ -1,6 +1,6 @@
 """The H100 Llama-3.1-70B TP 4 point (LLMServingSim's paper artifact): its model preset, its
-tensor-parallel group (its small operators priced on LLMServingSim's H100 profile of the model), and
-its replay from the trace, scored on the published means only."""
+tensor-parallel group (its small operators priced on vidur's H100 profile of the same layer in vLLM's
+fused kernels), and its replay from the trace, scored on the published means only."""
 
 import csv
 import shutil
@@ -46,11 +46,13 @@ def test_the_run_is_replayable_as_a_tp4_group_with_the_packaged_law():
     assert table["allreduce_latency_s"] == lat and table["allreduce_bandwidth_gbs"] == bw / 1e9
 
 
-def test_the_groups_small_operators_are_priced_by_their_law_on_the_h100_profile():
-    # the element-wise time of Eq. 7 is the law fitted on llmservingsim_h100 (one rank's layer at
-    # TP 4), not the streaming rate; the calibrated preset has no fixed time of its own
+def test_the_groups_small_operators_are_priced_by_their_law_on_vidurs_h100_profile():
+    # the element-wise time of Eq. 7 is the law fitted on vidur_kernels' Llama-2-70B rows (the same
+    # layer, one rank at TP 4), not the streaming rate nor LLMServingSim's eager profile; the
+    # calibrated preset has no fixed time of its own
     run = load_run(H100)
     law = small_ops_law("h100", "llama-3.1-70b", 4)
+    assert (law.profile, law.models) == ("vidur_kernels", ("llama-2-70b",))
     _, table = tp_gpu_table(run)
     assert "overhead_s" not in gpu_table("h100", calibrated=True)
     assert table["overhead_s"] == law.fixed_s and table["mu_nLin"] == 1 / law.per_token_s

@@ -26,10 +26,11 @@ A run with tensor parallelism (``tensor_parallel_size`` k > 1) is one group of k
 (:func:`tp_gpu_table`): the GPU's real-mode table with ``tp = k`` and the all-reduce law fitted on
 the packaged NCCL profile of a server of that GPU (:func:`theory.tensor_parallel.allreduce_law`,
 microsoft/vidur's ``all_reduce.csv``); a GPU without that profile at degree k is not replayed.
-Where the shipped ``llmservingsim_<gpu>`` profile times the group's small operators (the norms,
-rotary embedding and activation of one rank's layer at degree k: the H100 point), Eq. 7's
-element-wise time is their affine law fitted on that profile
-(:func:`theory.validation.small_ops.small_ops_law`) in place of the streaming rate.
+Where vidur's kernel profile times the small operators (norms, rotary embedding, activation,
+residual add, embedding) of a layer of the model's shape on the GPU at degree k, in vLLM's fused
+kernels as the engine runs them (the H100 point), Eq. 7's element-wise time is their affine law
+fitted on that profile (:func:`theory.validation.small_ops.small_ops_law`) in place of the
+streaming rate; elsewhere the streaming rate stays.
 
 The data-parallel ranks of a mixture of experts with expert parallelism (:mod:`stability.serving.
 ep_replay`) step in lockstep on ``vllm_v1``, as vLLM runs them (:func:`locks_ranks`,
@@ -199,8 +200,8 @@ def tp_gpu_table(run: ServingRun) -> tuple[str, dict]:
     """The GPU table of the run's tensor-parallel group: ``(gpu key, table)``, the key
     ``<gpu>-tp<k>`` (:func:`theory.tensor_parallel.variant_key`), the run's real-mode table with
     ``tp`` and the all-reduce law fitted on the packaged NCCL profile of its server
-    (:func:`theory.tensor_parallel.allreduce_law`), and where a shipped profile times the rank's
-    small operators, ``overhead_s`` and ``mu_nLin`` of their law
+    (:func:`theory.tensor_parallel.allreduce_law`), and where vidur's kernel profile times the
+    small operators of the model's layer shape at that degree, ``overhead_s`` and ``mu_nLin`` of their law
     (:func:`theory.validation.small_ops.small_ops_law`): nothing of the run enters either law."""
     tp = tensor_parallel(run)
     lat, bw = allreduce_law(run.gpu, tp)
