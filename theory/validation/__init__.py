@@ -48,7 +48,7 @@ serving_runs      measured serving runs, loaded and checked (converters: runs_co
                   serving_io; published figures: serving_published).
 serving_metrics   the latency metrics of benchmark clients: TTFT, TPOT, latency, ITL, statistics.
 small_ops         a layer's small operators (norms, rotary embedding, activation) as one affine time per
-                  batch, fitted on a profile's element-wise rows (the H100 TP 4 serving replay).
+                  batch, fitted on vidur's element-wise rows of the same layer shape (the TP serving replay).
 calibrate         fit a GPU profile to timings (llmq calibrate): gemm_fit (Eq. 2 per tile, its search
                   gemm_search), batch_fit (Eq. 7), calibration (the fitted record and its TOML).
 term_fits         how a number of each cost term is fitted, or why it has none.
