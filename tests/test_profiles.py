@@ -253,7 +253,8 @@ def vidur_gemm():
 def test_shipped_profiles_are_listed():
     assert set(shipped_profiles()) == {"vidur_gemm", "vidur_kernels", "vidur_all_reduce",
                                        "splitwise_perf_model", "llmservingsim_rtx4090",
-                                       "llmservingsim_rtxpro6000", "llmq_h100", "llmq_h200"}
+                                       "llmservingsim_rtxpro6000", "llmservingsim_h100", "llmq_h100",
+                                       "llmq_h200"}
     folder = resources.files("theory").joinpath("data", "profiles")
     readme = folder.joinpath("README.md").read_text(encoding="utf-8")
     for name, path in shipped_profiles().items():

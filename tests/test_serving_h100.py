@@ -1,5 +1,6 @@
 """The H100 Llama-3.1-70B TP 4 point (LLMServingSim's paper artifact): its model preset, its
-tensor-parallel group, and its replay from the trace, scored on the published means only."""
+tensor-parallel group (its small operators priced on vidur's H100 profile of the same layer in vLLM's
+fused kernels), and its replay from the trace, scored on the published means only."""
 
 import csv
 import shutil
@@ -11,10 +12,12 @@ import pytest
 from stability.serving.replay import ReplaySpec, replay, tp_gpu_table, unsupported
 from stability.serving.score import AGGREGATES, score_run
 from tests import reference_sim as ref
+from theory.hardware import gpu_table
 from theory.models import get_model
 from theory.tensor_parallel import allreduce_law
 from theory.validation.serving_published import MEASURED
 from theory.validation.serving_runs import load_run, shipped_runs
+from theory.validation.small_ops import small_ops_law
 
 H100 = "llmservingsim_h100_llama-3.1-70b"
 
@@ -43,6 +46,18 @@ def test_the_run_is_replayable_as_a_tp4_group_with_the_packaged_law():
     assert table["allreduce_latency_s"] == lat and table["allreduce_bandwidth_gbs"] == bw / 1e9
 
 
+def test_the_groups_small_operators_are_priced_by_their_law_on_vidurs_h100_profile():
+    # the element-wise time of Eq. 7 is the law fitted on vidur_kernels' Llama-2-70B rows (the same
+    # layer, one rank at TP 4), not the streaming rate nor LLMServingSim's eager profile; the
+    # calibrated preset has no fixed time of its own
+    run = load_run(H100)
+    law = small_ops_law("h100", "llama-3.1-70b", 4)
+    assert (law.profile, law.models) == ("vidur_kernels", ("llama-2-70b",))
+    _, table = tp_gpu_table(run)
+    assert "overhead_s" not in gpu_table("h100", calibrated=True)
+    assert table["overhead_s"] == law.fixed_s and table["mu_nLin"] == 1 / law.per_token_s
+
+
 def small_trace_run(tmp_path: Path, keep: int = 40) -> Path:
     """A copy of the H100 run holding its first ``keep`` trace requests (its published figures are
     the whole run's: only the scoring's wiring is tested on them)."""
@@ -68,6 +83,10 @@ def test_the_trace_replay_is_the_naive_reference(small):
     run = load_run(folder)
     prm, rq = rep.result.params, rep.result.requests
     assert rep.measured is None and rep.result.cost_model.gpu.terms.tp == 4
+    law = small_ops_law("h100", "llama-3.1-70b", 4)
+    cm = rep.result.cost_model
+    assert cm.mu_nLin == pytest.approx(1 / law.per_token_s, rel=1e-12)
+    assert cm.overhead_s == pytest.approx(law.fixed_s, rel=1e-12)
     assert np.allclose(rq["arrival"], run.trace.arrival - run.trace.arrival[0])
     assert np.array_equal(rq["L_D"], np.maximum(run.trace.output_tokens - 1, 1))
     parent = [int(p) for p in run.trace.prefix_parent]

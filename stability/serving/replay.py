@@ -26,6 +26,11 @@ A run with tensor parallelism (``tensor_parallel_size`` k > 1) is one group of k
 (:func:`tp_gpu_table`): the GPU's real-mode table with ``tp = k`` and the all-reduce law fitted on
 the packaged NCCL profile of a server of that GPU (:func:`theory.tensor_parallel.allreduce_law`,
 microsoft/vidur's ``all_reduce.csv``); a GPU without that profile at degree k is not replayed.
+Where vidur's kernel profile times the small operators (norms, rotary embedding, activation,
+residual add, embedding) of a layer of the model's shape on the GPU at degree k, in vLLM's fused
+kernels as the engine runs them (the H100 point), Eq. 7's element-wise time is their affine law
+fitted on that profile (:func:`theory.validation.small_ops.small_ops_law`) in place of the
+streaming rate; elsewhere the streaming rate stays.
 
 The data-parallel ranks of a mixture of experts with expert parallelism (:mod:`stability.serving.
 ep_replay`) step in lockstep on ``vllm_v1``, as vLLM runs them (:func:`locks_ranks`,
@@ -66,6 +71,7 @@ from theory.models import get_model
 from theory.tensor_parallel import allreduce_law, degrees, variant_key
 from theory.validation.serving_metrics import latency, tpot, ttft
 from theory.validation.serving_runs import ServingRun, load_run
+from theory.validation.small_ops import small_ops_law
 
 # vLLM's defaults where a run does not state an argument (the module docstring's references)
 VLLM_DEFAULTS = {"max_num_batched_tokens": 2048, "max_num_seqs": 256, "gpu_memory_utilization": 0.9,
@@ -194,12 +200,17 @@ def tp_gpu_table(run: ServingRun) -> tuple[str, dict]:
     """The GPU table of the run's tensor-parallel group: ``(gpu key, table)``, the key
     ``<gpu>-tp<k>`` (:func:`theory.tensor_parallel.variant_key`), the run's real-mode table with
     ``tp`` and the all-reduce law fitted on the packaged NCCL profile of its server
-    (:func:`theory.tensor_parallel.allreduce_law`): nothing of the run enters the law."""
+    (:func:`theory.tensor_parallel.allreduce_law`), and where vidur's kernel profile times the
+    small operators of the model's layer shape at that degree, ``overhead_s`` and ``mu_nLin`` of their law
+    (:func:`theory.validation.small_ops.small_ops_law`): nothing of the run enters either law."""
     tp = tensor_parallel(run)
     lat, bw = allreduce_law(run.gpu, tp)
     table = {k: v for k, v in gpu_table(run.gpu, calibrated=True).items() if k != "base"}
     table.update(name=f"{table.get('name', run.gpu)} x{tp} (TP)", aliases=[], tp=tp,
                  allreduce_latency_s=lat, allreduce_bandwidth_gbs=bw / 1e9)
+    law = small_ops_law(run.gpu, run.model, tp)
+    if law is not None:
+        table.update(law.gpu_fields(table))
     return variant_key(run.gpu, tp), table
 
 

@@ -47,6 +47,8 @@ steps             Eq. 7 per engine step against measured steps (data: steps_data
 serving_runs      measured serving runs, loaded and checked (converters: runs_convert; files:
                   serving_io; published figures: serving_published).
 serving_metrics   the latency metrics of benchmark clients: TTFT, TPOT, latency, ITL, statistics.
+small_ops         a layer's small operators (norms, rotary embedding, activation) as one affine time per
+                  batch, fitted on vidur's element-wise rows of the same layer shape (the TP serving replay).
 calibrate         fit a GPU profile to timings (llmq calibrate): gemm_fit (Eq. 2 per tile, its search
                   gemm_search), batch_fit (Eq. 7), calibration (the fitted record and its TOML).
 term_fits         how a number of each cost term is fitted, or why it has none.

@@ -43,7 +43,11 @@ from theory.profiles import (
     VIDUR_KERNELS,
     load_profile,
 )
-from theory.validation.profiles_llmservingsim import build_llmservingsim, build_llmservingsim_moe
+from theory.validation.profiles_llmservingsim import (
+    build_llmservingsim,
+    build_llmservingsim_moe,
+    build_llmservingsim_v0,
+)
 from theory.validation.profiles_rows import COLUMNS, profile_row, read_source_csv, write_profile
 
 # vidur model folder -> llmq model preset
@@ -253,6 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.llmservingsim:
         counts |= build_llmservingsim(args.llmservingsim, args.out)
         counts |= build_llmservingsim_moe(args.llmservingsim, args.out)
+        counts |= build_llmservingsim_v0(args.llmservingsim, args.out)
     if args.device:
         counts |= build_device(args.device, args.out)
     for name, n in counts.items():

@@ -5,7 +5,9 @@ repository) and returns rows with the schema's columns (:mod:`theory.validation.
 repeated measurements merged by their median); each bundle's ``meta.yaml`` is checked against the
 llmq model preset (or, for a mixture of experts, the model's ``config.json``) first.
 :func:`build_llmservingsim` and :func:`build_llmservingsim_moe` write the packaged files
-(``python -m theory.validation.profiles_convert --llmservingsim DIR``).
+(``python -m theory.validation.profiles_convert --llmservingsim DIR``), and
+:func:`build_llmservingsim_v0` the element-wise layers of the first profiler's ``layers.csv``
+(:func:`convert_llmservingsim_layers`).
 
 Sources
 -------
@@ -15,6 +17,11 @@ per_sequence,attention,moe,skew}.csv`` and the bundle's ``meta.yaml``: ``time_us
 layerwise profiler attributes to one module call of a one-layer model, averaged over the timed
 forwards (``profiler/core/hooks/extension.py``, ``profiler/core/hooks/timings.py``);
 ``theory/data/profiles/README.md`` records the commits.
+
+The same repository's first profiler (``llm_profile/`` at e0f491188ed9d54bbfa73c702b60108be553d23a,
+kept as ``profiler/v0/`` at 5daddb2), ``perf_models/<hardware>/<model>/tp<N>/layers.csv``:
+``latency(ns)`` in nanoseconds, the CUDA kernel time of one call of a Hugging Face transformers
+module (``llm_profile/profiler/layers/main.py``, ``llm_profile/profiler/utils/record_function_tracer.py``).
 """
 
 from __future__ import annotations
@@ -50,6 +57,19 @@ LLMSERVINGSIM_MOE_BUNDLES = {
         ("rtxpro6000", "qwen3-30b-a3b", "configs/model/Qwen/Qwen3-30B-A3B-Instruct-2507.json"),
 }
 MOE_PROFILE_DIR = "moe"
+# LLMServingSim's first profiler (llm_profile, Hugging Face transformers' eager modules):
+# (hardware folder, model folder, TP degree) -> (GPU preset, model preset); the folders lie under
+# LLMSERVINGSIM_V0_DIR in a checkout of 5daddb2 (llm_profile/perf_models/ at e0f4911, the same files)
+LLMSERVINGSIM_V0_BUNDLES = {("H100", "meta-llama/Llama-3.1-70B", 4): ("h100", "llama-3.1-70b")}
+LLMSERVINGSIM_V0_DIR = "profiler/v0/perf_models"
+# its layers.csv names of the element-wise layers -> the schema's (LLMSERVINGSIM_KERNELS); its
+# unfused GeMMs (q_proj, k_proj, v_proj, gate_proj, up_proj) and the rest are dropped
+LLMSERVINGSIM_V0_KERNELS = {"embedding": "embedding", "input_layernorm": "layernorm",
+                            "post_layernorm": "layernorm", "rope": "rotary_emb", "act_fn": "act_fn",
+                            "final_layernorm": "final_layernorm"}
+LLMSERVINGSIM_V0_DROPPED = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+                            "attn", "lm_head")
+LLMSERVINGSIM_V0_COLUMNS = ("layer_name", "input", "kv_cache", "tp_size", "latency(ns)")
 SKEW_SETUP = "skew"  # setup suffix of the rows of a bundle's skew.csv (a separate profiling session)
 
 
@@ -290,6 +310,78 @@ def convert_llmservingsim_skew(path: str | Path, gpu: str, model: str, tp: int, 
         out.append(profile_row("llmservingsim", gpu, f"{setup}/{SKEW_SETUP}", model, tp, "attention",
                                [t / 1e3 for t in us], **cells))
     return out
+
+
+
+def convert_llmservingsim_layers(path: str | Path, gpu: str, model: str, tp: int, setup: str) -> list[dict]:
+    """Element-wise rows of a ``layers.csv`` of LLMServingSim's first profiler (``llm_profile``).
+
+    A source row ``layer_name, input, kv_cache, tp_size, latency(ns)`` is the median, over the
+    timed forwards, of the CUDA kernel time (summed durations of the kernels launched inside the
+    layer's ``record_function`` range) of one call of a Hugging Face transformers module of one
+    decoder layer, run eagerly in float16 on a prompt of ``input`` tokens with no KV history, the
+    model's shapes divided by ``tp_size`` (one rank emulated on one GPU), in nanoseconds. Kept: the
+    element-wise layers of :data:`LLMSERVINGSIM_V0_KERNELS`, under the schema's names (the two
+    norms of a layer, ``input_layernorm`` and ``post_layernorm``, are both ``layernorm`` and merged
+    by their median, the mean of the two); ``tokens = input``. Dropped:
+    :data:`LLMSERVINGSIM_V0_DROPPED` (GeMMs unfused, unlike a served layer's; attention with no KV
+    history). Every row must have ``kv_cache = 0`` and ``tp_size = tp``.
+
+    References
+    ----------
+    casys-kaist/LLMServingSim ``llm_profile/profiler/layers/main.py`` (``run_profile``: one prompt of
+    ``input`` tokens, ``kv_lengths = [0]``, ``latency(ns) = median x 10^6``),
+    ``llm_profile/profiler/utils/record_function_tracer.py`` (CUDA time of a range) and
+    ``llm_profile/models/llama.py`` (the timed ranges), commit
+    e0f491188ed9d54bbfa73c702b60108be553d23a.
+    """
+    path = Path(path)
+    rows = read_source_csv(path)
+    header = list(rows[0]) if rows else []
+    for col in LLMSERVINGSIM_V0_COLUMNS:
+        if col not in header:
+            raise FieldError(f"{path}: header (row 1), column {col!r}", header,
+                             f"the column {col!r} (missing)")
+    known = (*LLMSERVINGSIM_V0_KERNELS, *LLMSERVINGSIM_V0_DROPPED)
+    groups: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for k, r in enumerate(rows):
+        def where(col: str, line: int = k + 2) -> str:
+            return f"{path}: row {line}, column {col!r}"
+
+        layer = (r.get("layer_name") or "").strip()
+        if layer not in known:
+            raise FieldError(where("layer_name"), layer, f"one of {', '.join(known)}")
+        cells = {}
+        for col, low in (("input", 1), ("kv_cache", 0), ("tp_size", 1), ("latency(ns)", 1)):
+            cell = (r.get(col) or "").strip()
+            if not cell.isdigit() or int(cell) < low:
+                raise FieldError(where(col), cell, f"an integer >= {low}")
+            cells[col] = int(cell)
+        if cells["kv_cache"] != 0:
+            raise FieldError(where("kv_cache"), cells["kv_cache"], "0 (a prompt with no KV history)")
+        if cells["tp_size"] != tp:
+            raise FieldError(where("tp_size"), cells["tp_size"], f"{tp} (the bundle's TP degree)")
+        if layer in LLMSERVINGSIM_V0_KERNELS:
+            groups[(LLMSERVINGSIM_V0_KERNELS[layer], cells["input"])].append(cells["latency(ns)"] / 1e6)
+    return [profile_row("llmservingsim", gpu, setup, model, tp, op, ms, tokens=tokens)
+            for (op, tokens), ms in sorted(groups.items())]
+
+
+
+def build_llmservingsim_v0(root: str | Path, out_dir: str | Path) -> dict[str, int]:
+    """Convert the ``layers.csv`` of :data:`LLMSERVINGSIM_V0_BUNDLES` in an LLMServingSim checkout
+    at ``root`` (:func:`convert_llmservingsim_layers`) into ``llmservingsim_<gpu>.csv.gz`` in
+    ``out_dir``, every bundle of one GPU together; returns the row count of each file."""
+    by_gpu: dict[str, list[dict]] = defaultdict(list)
+    for (hardware, folder, tp), (gpu, model) in LLMSERVINGSIM_V0_BUNDLES.items():
+        path = Path(root) / LLMSERVINGSIM_V0_DIR / hardware / folder / f"tp{tp}" / "layers.csv"
+        setup = f"{hardware}/fp16/transformers-eager"
+        by_gpu[gpu] += convert_llmservingsim_layers(path, gpu, model, tp, setup)
+    counts = {}
+    for gpu, rows in by_gpu.items():
+        write_profile(rows, Path(out_dir) / f"llmservingsim_{gpu}.csv.gz")
+        counts[f"llmservingsim_{gpu}"] = len(rows)
+    return counts
 
 
 
