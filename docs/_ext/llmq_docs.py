@@ -464,10 +464,39 @@ def _report_known(app: Sphinx, exc) -> None:
                         "remove it from docs/conf.py")
 
 
+def _numpydoc_template_once() -> None:
+    """Let numpydoc compile its docstring template once per build process, not once per docstring.
+
+    ``numpydoc.docscrape_sphinx.get_doc_object`` (numpydoc 1.8-1.11) builds a new Jinja
+    ``SandboxedEnvironment`` and compiles ``numpydoc_docstring.rst`` for every object it renders,
+    thousands of times on this site. Within one build every call loads the same template from the
+    same directories, so the environment class numpydoc's module uses is replaced by one that keeps
+    each compiled template by name; the rendered text is unchanged. Left alone when numpydoc's
+    module no longer builds its environment that way.
+    """
+    import numpydoc.docscrape_sphinx as nds
+
+    base = getattr(nds, "SandboxedEnvironment", None)
+    if base is None or getattr(base, "keeps_templates", False):
+        return
+
+    class TemplateKeepingEnvironment(base):
+        keeps_templates = True
+        compiled: dict = {}
+
+        def get_template(self, name, *args, **kwargs):
+            if name not in self.compiled:
+                self.compiled[name] = super().get_template(name, *args, **kwargs)
+            return self.compiled[name]
+
+    nds.SandboxedEnvironment = TemplateKeepingEnvironment
+
+
 def setup(app: Sphinx) -> dict:
     """Register the generation step and the event handlers."""
     import logging as std_logging
 
+    _numpydoc_template_once()
     app.add_config_value("llmq_known_docstring_issues", (), "env")
     app._llmq_known_filters = []
     for handler in std_logging.getLogger("sphinx").handlers:
