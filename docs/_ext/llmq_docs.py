@@ -474,6 +474,8 @@ def _numpydoc_template_once() -> None:
     each compiled template by name; the rendered text is unchanged. Left alone when numpydoc's
     module no longer builds its environment that way.
     """
+    from typing import ClassVar
+
     import numpydoc.docscrape_sphinx as nds
 
     base = getattr(nds, "SandboxedEnvironment", None)
@@ -482,7 +484,7 @@ def _numpydoc_template_once() -> None:
 
     class TemplateKeepingEnvironment(base):
         keeps_templates = True
-        compiled: dict = {}
+        compiled: ClassVar[dict] = {}
 
         def get_template(self, name, *args, **kwargs):
             if name not in self.compiled:
@@ -492,11 +494,40 @@ def _numpydoc_template_once() -> None:
     nds.SandboxedEnvironment = TemplateKeepingEnvironment
 
 
+def _furo_navigation_collapsed() -> None:
+    """Build furo's sidebar from the collapsed table of contents (the current page's branch open).
+
+    furo (``furo/__init__.py``, ``_compute_navigation_tree``, through 2025.12) resolves the whole
+    site's table of contents, expanded, for every page, then re-parses it: quadratic in the page
+    count, and with one page per module (the API reference) most of the site's build time. The
+    collapsed tree (Sphinx's ``toctree(collapse=True)``, as the Read the Docs theme shows it) holds
+    every top-level entry and the current page's ancestors and siblings; the same change is
+    proposed to furo as an option (pradyunsg/furo pull requests 674 and 748). Left alone when
+    furo's module no longer has that function.
+    """
+    import furo
+
+    base = getattr(furo, "_compute_navigation_tree", None)
+    if base is None or getattr(base, "collapsed", False):
+        return
+
+    def collapsed_navigation_tree(context: dict) -> str:
+        toctree = context.get("toctree")
+        if toctree is None:
+            return base(context)
+        return furo.get_navigation_tree(toctree(collapse=True, titles_only=True, maxdepth=-1,
+                                                includehidden=True))
+
+    collapsed_navigation_tree.collapsed = True
+    furo._compute_navigation_tree = collapsed_navigation_tree
+
+
 def setup(app: Sphinx) -> dict:
     """Register the generation step and the event handlers."""
     import logging as std_logging
 
     _numpydoc_template_once()
+    _furo_navigation_collapsed()
     app.add_config_value("llmq_known_docstring_issues", (), "env")
     app._llmq_known_filters = []
     for handler in std_logging.getLogger("sphinx").handlers:
