@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import replace
-from pathlib import Path
 
 from paper_checks import (  # noqa: F401  (register)
     other_papers_batching,
@@ -45,23 +44,15 @@ from paper_checks.evidence import Points
 from paper_checks.margins import EXACT, blind_spot, least_margin, ratio_margin
 from paper_checks.registry import Result, Verdict, register
 from theory.capacity import capacity_bound
+from theory.law_files import StaircaseLawFile
 
 # Li, Dai, Peng's staircase instance
 LDP_C, LDP_A, LDP_B0, LDP_BUDGET = 0.003, 0.002, 64, 512
 LDP_WORKLOAD = "uniform:64-448,16-256"
-LDP_TOML = f"""# Li, Dai, Peng (2025)'s batch time c + a ceil(tokens / b0), attention off (paper_checks)
-[gpus.ldp]
-base = "a100"
-[gpus.ldp.linear_law]
-kind = "staircase"
-c = {LDP_C}
-a = {LDP_A}
-b0 = {LDP_B0}
-
-[models.ldp-noattn]
-base = "mistral-7b"
-attention = false
-"""
+LDP = StaircaseLawFile("ldp", "ldp-noattn", c=LDP_C, a=LDP_A, b0=LDP_B0, base_gpu="a100",
+                       note="Li, Dai, Peng (2025)'s batch time c + a ceil(tokens / b0), attention off "
+                            "(paper_checks)")
+LDP_TOML = LDP.toml()
 RTOL = 0.01  # attainment tolerance: max(1%, the interval's half-width)
 
 
@@ -81,9 +72,8 @@ def _ldp_runs(schedulers: tuple, fast: bool) -> tuple[float, float, dict]:
     from stability.sim.simulate import Scenario, cost_model_of, workload_of
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "ldp.toml"
-        path.write_text(LDP_TOML)
-        base = Scenario(gpu="ldp", gpu_file=str(path), model="ldp-noattn", model_file=str(path),
+        path = LDP.write(tmp)
+        base = Scenario(gpu=LDP.gpu_key, gpu_file=path, model=LDP.model_key, model_file=path,
                         workload=LDP_WORKLOAD, rate=1.0, load=None, n_requests=3000 if fast else 12000)
         cm = cost_model_of(base)
         w = workload_of(base, cm)

@@ -73,22 +73,12 @@ from paper_checks.evidence import Points
 from paper_checks.margins import least_margin, ratio_margin
 from paper_checks.registry import Result, Verdict, register
 from theory.errors import FieldError
+from theory.law_files import StaircaseLawFile
 
 LAW_C, LAW_A, LAW_B0 = 0.004, 0.001, 4096  # the staircase c + a ceil(tau / b0), seconds and tokens
-LAW_TOML = f"""# Li, Dai, Peng's staircase law c + a ceil(tau / b0), attention off (other_papers_lp.py)
-[gpus.ldhz]
-base = "l4"
-overhead_s = 0.0
-[gpus.ldhz.linear_law]
-kind = "staircase"
-c = {LAW_C}
-a = {LAW_A}
-b0 = {LAW_B0}
-
-[models.ldhz-noattn]
-base = "mistral-7b"
-attention = false
-"""
+LAW_TOML = StaircaseLawFile("ldhz", "ldhz-noattn", c=LAW_C, a=LAW_A, b0=LAW_B0, overhead_s=0.0,
+                            note="Li, Dai, Peng's staircase law c + a ceil(tau / b0), attention off "
+                                 "(other_papers_lp.py)").toml()
 CHUNK = 2 * LAW_B0  # C: a prefill chunk lasts c + 2 a (alpha + beta C)
 BATCH = 64  # B: decodes per solo GPU (the decode nodes' decode_cap)
 GPUS = 4  # r

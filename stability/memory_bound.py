@@ -32,24 +32,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from theory.io import atomic_write_text
+from theory.law_files import StaircaseLawFile
 
 LAW_KEY, MODEL_KEY = "staircase_wide", "mistral-7b-noattn"
-LAW_TOML = f"""# Li, Dai, Peng (2025)'s staircase law c + a ceil(tau / b0) with a wide step, attention off:
-# a custom cost law stated only in TOML (stability/memory_bound.py).
-[gpus.{LAW_KEY}]
-base = "l4"
-overhead_s = 0.0
-[gpus.{LAW_KEY}.linear_law]
-kind = "staircase"
-c = 0.004
-a = 0.001
-b0 = 4096
-
-[models.{MODEL_KEY}]
-base = "mistral-7b"
-attention = false
-"""
+LAW = StaircaseLawFile(LAW_KEY, MODEL_KEY, c=0.004, a=0.001, b0=4096, overhead_s=0.0,
+                       note="Li, Dai, Peng (2025)'s staircase law c + a ceil(tau / b0) with a wide step, "
+                            "attention off:\na custom cost law stated only in TOML "
+                            "(stability/memory_bound.py).")
+LAW_TOML = LAW.toml()
 KV_TOKENS = 65536  # the cache, in tokens (one-token blocks)
 BUDGET = 4096  # = b0: every batch costs c + a
 WORKLOAD = "deterministic:16,1024"
@@ -79,9 +69,7 @@ CASES = (
 
 def law_file(directory: str | Path) -> str:
     """Write :data:`LAW_TOML` (GPU and model in one file) into ``directory``; returns its path."""
-    path = Path(directory) / "staircase_wide.toml"
-    atomic_write_text(path, LAW_TOML)
-    return str(path)
+    return LAW.write(directory)
 
 
 def memory_check(directory: str | Path, replicates: int = 4, n_requests: int = 6000, seed: int = 0,
