@@ -136,8 +136,8 @@ def run(args) -> int:
 
     from theory.io import claim_output_dir
     from theory.profiles import load_profile
+    from theory.validation.kept import kept_validate
     from theory.validation.report import console_lines, to_json, write_outputs
-    from theory.validation.validate import validate
 
     values = resolve(args)
     if values["serving"]:
@@ -156,7 +156,7 @@ def run(args) -> int:
     claim_output_dir(out, "validate", identity, cached=False, write=False)  # before the profiles load
     profiles = {key: load_profile(name) for key, name in names.items()}
     claim_output_dir(out, "validate", identity, cached=False)
-    report = validate(profiles, settings)
+    report = kept_validate(profiles, settings)
     elapsed = time.perf_counter() - start
     files = write_outputs(report, out, elapsed_s=elapsed)
     if values["json"]:

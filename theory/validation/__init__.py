@@ -26,6 +26,7 @@ The model itself (:mod:`theory` proper) never imports this package.
 Modules
 -------
 validate          the driver: every row of the shipped profiles predicted and scored (llmq validate).
+kept              the driver's report kept across processes, named by the code, profiles and settings.
 results           what a run did and found: Settings, Report, the schemes and the group columns.
 errors            absolute relative errors and their median / 90th percentile (ErrorStats); the spread
                   of a set of values (Summary) and a set's accuracy (Accuracy).
