@@ -133,6 +133,21 @@ def run_one(check: Check, fast: bool) -> Outcome:
     return Outcome(check, result, error, time.perf_counter() - start)
 
 
+def kept_outcome(check_id: str, fast: bool, cache: str | Path | None = None) -> Outcome:
+    """One check's outcome as ``llmq check`` would have it, without a pool: read back from the
+    result cache ``cache`` (:func:`default_cache_dir` if None) when it holds a reusable entry, else
+    run in this process (:class:`CheckTask`) and kept there for the next reader."""
+    from stability.runner import RESULT_FIELDS, Cache
+
+    kept = Cache(default_cache_dir() if cache is None else cache)
+    check = get_check(check_id)
+    hit = kept.get(check_key(check_id, fast), RESULT_FIELDS)
+    if hit is not None and _reusable(hit):
+        return from_record(check, hit, cached=True)
+    (record,) = CheckTask((check_id,), fast, str(kept.dir)).run()["outcomes"]
+    return from_record(check, record)
+
+
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/llmq/check`` (default ``~/.cache/llmq/check``): the result cache that
     ``llmq check`` and the notebooks share unless told otherwise."""
