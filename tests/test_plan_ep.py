@@ -182,3 +182,21 @@ def test_llmq_plan_refuses_bad_ep_naming_the_option(args, says, tmp_path, capsys
     err = capsys.readouterr().err
     assert "--ep" in err and says in err
     assert not (tmp_path / "plan").exists()  # refused before any bound
+
+
+def test_pruning_agrees_with_brute_force_on_ep_groups(tmp_path):
+    """Every EP 1 and EP 2 fleet of the grid simulated, pruned or not (the search's own rule): the
+    bound prunes nothing brute force accepts, and the search returns brute force's cheapest."""
+    from stability.planner.search import SearchOptions, search
+    from stability.planner.slo import parse_slo
+    from tests.test_plan import MAX_SEEDS, SMALL, W, _agrees_with_brute_force, _runner
+
+    def spec(rate):
+        return _spec(rate, workload=W, slo=parse_slo("ttft_p50=0.5,tbt_p99=0.2"))
+
+    one = [o.bound for o in build_grid(spec(1e-3), tp_dir=tmp_path).one_gpu.values()]
+    s = spec(1.3 * max(one))  # two replicas at least: the one-GPU fleet is pruned
+    runner = _runner(tmp_path)
+    res = search(s, runner, SearchOptions(max_seeds=MAX_SEEDS, **SMALL))
+    assert res.counts["considered"] == 4 + 2 and res.counts["pruned"] >= 1 and res.best is not None
+    _agrees_with_brute_force(s, runner, res)
