@@ -203,3 +203,13 @@ def test_pruning_agrees_with_brute_force_on_ep_groups(tmp_path):
     res = search(s, runner, SearchOptions(max_seeds=MAX_SEEDS, **SMALL))
     assert res.counts["considered"] == 4 + 2 and res.counts["pruned"] >= 1 and res.best is not None
     _agrees_with_brute_force(s, runner, res)
+
+
+def test_an_unreachable_target_names_the_best_fleet_of_whole_groups(tmp_path):
+    from stability.planner.grid import InfeasibleTargetError
+
+    one = {f.ep: o.bound for f, o in build_grid(_spec(1e-3, r_max=5), tp_dir=tmp_path).one_gpu.items()}
+    with pytest.raises(InfeasibleTargetError) as err:
+        build_grid(_spec(1e4, r_max=5), tp_dir=tmp_path)
+    # five GPUs: five EP 1 replicas, or two EP 2 groups (four replicas)
+    assert err.value.best_rate == pytest.approx(max(5 * one[1], 4 * one[2]), rel=1e-12)
