@@ -22,8 +22,10 @@ question and the fleet rule (:mod:`stability.planner.spec`), and here the grid:
   replicas of one GPU each (TP 1), each holding ``E / e`` experts and every non-expert weight, whose
   MoE layers dispatch and combine their tokens across the group. Each replica runs on the profile
   ``<gpu>-ep<e>`` (:func:`theory.expert_parallel.ep_table`), the bound and the simulator price
-  its batches as :mod:`theory.expert_parallel` does (the group's batches of equal size), and r
-  counts replicas, so r is a multiple of e and a fleet of r replicas costs r GPUs. The group's
+  its batches as :mod:`theory.expert_parallel` does (the group's batches of equal size; the
+  simulation runs the replicas behind random routing, not in the lockstep of vLLM's DP ranks that
+  the serving replay models, :mod:`stability.serving.lockstep`), and r counts replicas, so r is a
+  multiple of e and a fleet of r replicas costs r GPUs. The group's
   GPUs are those of one server of the degrees ``theory/data/tensor_parallel.toml`` lists, and the
   dispatch and combine take that server's fitted all-reduce law
   (:func:`theory.tensor_parallel.allreduce_law`): the bus bandwidth is the links', the same for
