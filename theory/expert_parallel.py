@@ -114,6 +114,52 @@ def check_backend(backend, where: str) -> str:
     return backend
 
 
+def splits_experts(model, ep: int, tp: int = 1) -> bool:
+    """Whether ``model`` can be split over an expert-parallel group of ``ep`` GPUs with ``tp``
+    (:func:`check_ep`: ``ep = 1``, or a mixture of experts whose ``n_experts`` ``ep`` divides, with
+    ``tp = 1``)."""
+    try:
+        check_ep(ep, tp, model, "gpus")
+    except FieldError:
+        return False
+    return True
+
+
+def ep_key(gpu: str, ep: int) -> str:
+    """The GPU key of one replica of an expert-parallel group of ``ep`` GPUs of ``gpu``:
+    ``<gpu>-ep<ep>`` (``gpu`` itself for ``ep = 1``)."""
+    return gpu if ep == 1 else f"{gpu}-ep{ep}"
+
+
+def ep_table(
+    gpu: str, table: dict, ep: int, link: tuple[float, float], backend: str = DEFAULT_BACKEND
+) -> dict:
+    """The GPU table of one replica of an expert-parallel group of ``ep`` GPUs of ``gpu``:
+    ``table`` (the GPU's resolved real-mode table, :func:`theory.hardware.gpu_table` with
+    ``calibrated``) without its ``base``, with ``ep``, the ``all2all_backend`` and the law of the
+    dispatch and combine (module docstring) from ``link = (latency s, bus bandwidth bytes/s)``:
+    ``allreduce_latency_s`` and ``allreduce_bandwidth_gbs``.
+
+    Raises
+    ------
+    FieldError
+        If ``ep`` is not an integer >= 2, or the backend is not one of :data:`BACKENDS`.
+    """
+    if isinstance(ep, bool) or not isinstance(ep, int) or ep < 2:
+        raise FieldError("ep", ep, "an integer >= 2 (GPUs of an expert-parallel group)")
+    latency_s, bandwidth = link
+    out = {k: v for k, v in table.items() if k != "base"}
+    out.update(
+        name=f"{out.get('name', gpu)} x{ep} (EP)",
+        aliases=[],
+        ep=ep,
+        all2all_backend=check_backend(backend, "gpus"),
+        allreduce_latency_s=latency_s,
+        allreduce_bandwidth_gbs=bandwidth / 1e9,
+    )
+    return out
+
+
 def bus_bytes_per_token(backend: str, ep: int, k: int, d_x: int, b: int) -> float:
     """Bus bytes per GPU of one dispatch (or one combine) per token of the GPU's batch (module
     docstring): ``(ep - 1) d_x b`` for ``allgather_reducescatter``, ``k d_x b (ep - 1)/ep`` for
@@ -151,6 +197,9 @@ __all__ = [
     "check_backend",
     "check_ep",
     "check_group",
+    "ep_key",
+    "ep_table",
     "expert_weight_elements",
     "shard_weights",
+    "splits_experts",
 ]

@@ -52,6 +52,10 @@ def add_parser(sub) -> None:
     add(p, "--tp", "auto", "tensor-parallel degrees to try, e.g. 1,2,4, where a GPU offers them "
                            "(theory/data/tensor_parallel.toml); default auto: the smallest degree whose "
                            "weight shard leaves room for KV cache")
+    add(p, "--ep", "auto", "expert-parallel degrees to try for a mixture of experts, e.g. 1,2,4: EP groups "
+                           "of one-GPU replicas on the servers of theory/data/tensor_parallel.toml, whose "
+                           "experts divide (dense models: 1 only); default auto: 1, and for a mixture "
+                           "every such degree within --max-gpus")
     add(p, "--max-gpus", d["max_gpus"], f"largest fleet in GPUs (default {d['max_gpus']})", type=int)
     add(p, "--min-gpus", d["min_gpus"], "smallest fleet in GPUs (default 1)", type=int)
     add(p, "--model", d["model"], f"default {d['model']}")
@@ -103,18 +107,24 @@ def parse_knobs(value, schedulers) -> dict:
             for s, k in grid.items()}
 
 
-def parse_tp(text: str) -> list[int]:
-    """``"1,2,4"`` -> ``[1, 2, 4]``; anything but positive integers is an error naming ``--tp``."""
+def parse_tp(text: str, option: str = "--tp") -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``; anything but positive integers is an error naming ``option``
+    (``--tp``, or ``--ep``, which takes the same dialect)."""
     out = []
     for item in str(text).split(","):
         try:
             k = int(item)
         except ValueError:
-            raise FieldError("--tp", item, "'auto' or comma-separated integers >= 1, e.g. 1,2,4") from None
+            raise FieldError(option, item, "'auto' or comma-separated integers >= 1, e.g. 1,2,4") from None
         if k < 1:
-            raise FieldError("--tp", k, "integers >= 1")
+            raise FieldError(option, k, "integers >= 1")
         out.append(k)
     return out
+
+
+def parse_degrees(text, option: str) -> tuple:
+    """``"auto"`` -> ``()``, else :func:`parse_tp` naming ``option``."""
+    return () if str(text).strip().lower() == "auto" else tuple(parse_tp(text, option))
 
 
 def spec_from(values):
@@ -126,7 +136,7 @@ def spec_from(values):
     gpus = () if str(values["gpu"]).strip().lower() == "all" else tuple(parse_gpus("--gpu", values["gpu"]))
     schedulers = tuple(parse_names("--scheduler", values["scheduler"]))
     knobs = parse_knobs(values["option"], schedulers)
-    tp = () if str(values["tp"]).strip().lower() == "auto" else tuple(parse_tp(values["tp"]))
+    tp, ep = parse_degrees(values["tp"], "--tp"), parse_degrees(values["ep"], "--ep")
     classes = parse_class_option(values["classes"])
     rate, workload = values["rate"], values["workload"]
     if values["trace"]:
@@ -139,7 +149,7 @@ def spec_from(values):
                     workload=workload, slo=with_class_slos(parse_slo(values["slo"]), classes), gpus=gpus,
                     models=tuple(parse_names("--model", values["model"])),
                     modes=tuple(parse_modes("--mode", values["mode"])), schedulers=schedulers, knobs=knobs,
-                    tp=tp, r_min=values["min_gpus"], r_max=values["max_gpus"],
+                    tp=tp, ep=ep, r_min=values["min_gpus"], r_max=values["max_gpus"],
                     price_file=values["price_file"],
                     gpu_file=values["gpu_file"], model_file=values["model_file"], classes=classes,
                     trace=values["trace"])
@@ -156,7 +166,9 @@ def parse_class_option(text: str | None) -> tuple:
 def check_options(spec) -> None:
     """Every ``--option`` a name its scheduler takes and every value to try one it accepts (on the
     first GPU and model planned, in paper mode: no measured profile to load), and every ``--tp``
-    degree one that some planned GPU offers and some planned model splits into: before any bound."""
+    degree one that some planned GPU offers and some planned model splits into, and every ``--ep``
+    degree one that some planned family plans (:func:`stability.planner.grid.ep_degrees`): before
+    any bound."""
     from llmq.scheduler_options import check_scheduler_options
     from stability.planner.grid import families_of
     from stability.sim.classes import parse_classes
@@ -169,12 +181,20 @@ def check_options(spec) -> None:
     cm = lambda: cost_model(CostSpec(spec.gpu_list[0], spec.models[0], "paper",  # noqa: E731
                                      gpu_file=spec.gpu_file, model_file=spec.model_file))
     check_scheduler_options(grid, cm, classes=parse_classes(spec.classes) if spec.classes else ())
-    planned = {f.tp for f in families_of(spec)}
-    missing = [k for k in spec.tp if k not in planned]
+    fams = families_of(spec)
+    offered = sorted({k for g in spec.gpu_list for k in degrees(get_gpu(g, spec.gpu_file).key)})
+    missing = [e for e in spec.ep if e not in {f.ep for f in fams}]
     if missing:
-        offered = sorted({k for g in spec.gpu_list for k in degrees(get_gpu(g, spec.gpu_file).key)})
+        raise FieldError("--ep", missing[0], f"a degree the servers of a planned GPU offer "
+                                             f"({', '.join(map(str, offered))}) that divides the experts "
+                                             "of a planned mixture of experts, with 1 among --tp, and a "
+                                             "fleet of --min-gpus..--max-gpus GPUs holds")
+    missing = [k for k in spec.tp if k not in {f.tp for f in fams}]
+    if missing:
         raise FieldError("--tp", missing[0], "a degree that a planned GPU offers and the model splits into "
-                                             f"(the planned GPUs offer {', '.join(map(str, offered))})")
+                                             f"(the planned GPUs offer {', '.join(map(str, offered))})"
+                                             + ("; TP > 1 is planned at EP 1 only, so 1 among --ep"
+                                                * bool(spec.ep and 1 not in spec.ep)))
 
 
 def check_context(spec) -> None:
@@ -214,6 +234,7 @@ def run(args) -> int:
     if values["dask"]:
         parse_dask_address(values["dask"])
     spec = spec_from(values)
+    spec.validate_ep("--ep")
     spec.validate()
     check_context(spec)
     check_options(spec)
@@ -231,6 +252,8 @@ def run(args) -> int:
         raise FieldError("--router", values["router"],
                          "random, or --mixed as well (it routes the mixed fleets)")
     identity = {**asdict(spec), **{k: values[k] for k in RUN_FIELDS}}
+    if not spec.ep:  # auto: a run of the same identity as before --ep existed
+        del identity["ep"]
     claim_output_dir(out, "plan", identity, write=False)  # before the bounds
     cache = Cache(out / "plan" / "cache")
     try:

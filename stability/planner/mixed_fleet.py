@@ -110,7 +110,8 @@ class MixGrid:
 
 def mix_grid(grid, spec, below: float | None = None) -> MixGrid:
     """Every mix of two families of ``grid`` that differ in GPU only (same model, mode, scheduler
-    and knobs), ``a`` and ``b >= 1`` replicas within ``spec.r_min``..``spec.r_max`` GPUs, priced
+    and knobs), ``a`` and ``b >= 1`` replicas within ``spec.r_min``..``spec.r_max`` GPUs (a
+    family of EP degree e in whole expert-parallel groups: multiples of e), priced
     below ``below`` (a mix can only beat the pure fleets by costing less than the best of them);
     kept when the certified sum reaches ``spec.rate``. A family whose one replica certifies nothing
     (its weights leave no KV room) joins no mix: it would carry no traffic and only add cost.
@@ -125,8 +126,8 @@ def mix_grid(grid, spec, below: float | None = None) -> MixGrid:
                     fb.model, fb.mode, fb.scheduler, fb.options):
                 continue
             ca, cb = grid.one_gpu[fa].bound, grid.one_gpu[fb].bound
-            for a in range(1, spec.r_max // fa.tp + 1):
-                for b in range(1, (spec.r_max - a * fa.tp) // fb.tp + 1):
+            for a in range(fa.ep, spec.r_max // fa.tp + 1, fa.ep):
+                for b in range(fb.ep, (spec.r_max - a * fa.tp) // fb.tp + 1, fb.ep):
                     if a * fa.tp + b * fb.tp < spec.r_min:
                         continue
                     usd = a * fa.tp * prices[fa.gpu] + b * fb.tp * prices[fb.gpu]

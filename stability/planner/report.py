@@ -21,6 +21,9 @@ COLUMNS = {
     "scheduler": "scheduler name (stability.schedulers)",
     "knobs": "scheduler options as name=value;... (empty: the scheduler's defaults)",
     "tp": "tensor-parallel degree: GPUs per model replica (theory/data/tensor_parallel.toml)",
+    "ep": "expert-parallel degree: replicas (one GPU each) per expert-parallel group of a mixture of "
+          "experts, r a multiple of it (theory/expert_parallel.py); a column only where the plan has "
+          "EP groups",
     "r": "number of model replicas behind the uniformly random planner",
     "gpus": "GPUs of the fleet: r x tp",
     "usd_per_hour": "gpus x the GPU's on-demand price per GPU-hour (prices.toml or --price-file), USD",
@@ -56,15 +59,15 @@ COLUMNS = {
 
 FIELDS = {
     "spec": "the question: target rate (req/s; a trace's mean rate), trace, request classes (name, "
-            "probability, TBT SLO s), workload, SLOs, candidates, fleet limits in GPUs, TP degrees",
+            "probability, TBT SLO s), workload, SLOs, candidates, fleet limits in GPUs, TP and EP degrees",
     "counts": "configurations considered, pruned by the certified bound, simulated, saved; families; "
               "runs (replicate simulations, shorter runs set aside included), lengthened (candidates "
               f"rerun on {LONGER} times longer runs: an unstable seed, or undecided at --max-seeds), "
               "undecided (candidates not decided at --max-seeds)",
     "prices": "price per GPU-hour of each GPU and its source; checked_against_source false: transcribed, "
               "not re-read from the page",
-    "one_gpu_certified": "per family (label <gpu[-tpK]>/<model>/<mode>/<scheduler>): one replica's certified "
-                         "bound (req/s), what binds it, its KV-cache tokens",
+    "one_gpu_certified": "per family (label <gpu[-tpK|-epE]>/<model>/<mode>/<scheduler>): one replica's "
+                         "certified bound (req/s), what binds it, its KV-cache tokens",
     "best": "the cheapest feasible plan (a row, see columns)",
     "front": "the Pareto front of price vs the tail SLO metric (rows)",
     "below_best": "the fleet one replica smaller than the best plan in its family, as the search judged "
@@ -106,12 +109,18 @@ def _metric_keys(res: PlanResult) -> list[str]:
     return keys
 
 
-def plan_row(e: Evaluated, keys: list[str], front: set, best: Evaluated | None) -> dict:
-    """One evaluated candidate as a flat row (see ``COLUMNS``)."""
+def has_ep(res: PlanResult) -> bool:
+    """Whether the plan's grid has a family with expert parallelism (then rows carry ``ep``)."""
+    return any(f.ep > 1 for f in res.grid.families)
+
+
+def plan_row(e: Evaluated, keys: list[str], front: set, best: Evaluated | None, ep: bool = False) -> dict:
+    """One evaluated candidate as a flat row (see ``COLUMNS``), with its EP degree if ``ep``."""
     c = e.candidate
     row = {"gpu": c.family.gpu, "model": c.family.model, "mode": c.family.mode,
            "scheduler": c.family.scheduler, "knobs": ";".join(f"{k}={v}" for k, v in c.family.options),
-           "tp": c.family.tp, "r": c.r, "gpus": c.gpus, "usd_per_hour": c.usd_per_hour,
+           "tp": c.family.tp, **({"ep": c.family.ep} if ep else {}), "r": c.r, "gpus": c.gpus,
+           "usd_per_hour": c.usd_per_hour,
            "certified_rps": c.certified, "binds": c.binds,
            "memory_simulated": scheduler_caps(c.family.scheduler, dict(c.family.options)).memory_modelled,
            "utilisation": c.utilisation, "headroom": c.headroom, "feasible": e.feasible,
@@ -217,7 +226,10 @@ def console_lines(res: PlanResult, elapsed_s: float, checked: list[Verified] | N
     classes = (", classes " + ",".join(f"{c[0]}:{c[1]:g}" for c in s.classes)) if s.classes else ""
     lines = [f"llmq plan: {load}{classes}, SLOs {s.slo.text}, GPUs <= {s.r_max}, "
              f"{'/'.join(s.models)} ({'/'.join(s.modes)} layers, TP "
-             f"{'/'.join(map(str, s.tp)) if s.tp else 'where the model needs it'}), random routing",
+             f"{'/'.join(map(str, s.tp)) if s.tp else 'where the model needs it'}"
+             + (f", EP {'/'.join(map(str, s.ep)) if s.ep else 'where the experts divide'}"
+                if has_ep(res) else "")
+             + "), random routing",
              f"configurations considered {n['considered']}, pruned by the certified bound {n['pruned']}, "
              f"simulated {n['simulated']} ({n['runs']} runs), simulations saved {n['saved']} "
              f"(families {n['families']}, visited {n['families_visited']})",
@@ -287,6 +299,7 @@ def to_json(res: PlanResult, elapsed_s: float, rows: list[dict], checked: list[V
                  "models": list(s.models), "modes": list(s.modes), "schedulers": list(s.schedulers),
                  "knobs": {k: [dict(x) for x in v] for k, v in s.knobs.items()}, "r_min": s.r_min,
                  "r_max": s.r_max, "planner": s.planner, "tp": list(s.tp) or "auto",
+                 "ep": list(s.ep) or "auto",
                  "requests_per_run": res.options.n_requests, "seeds": res.options.seeds,
                  "max_seeds": res.options.max_seeds,
                  "confidence": CONFIDENCE},
@@ -312,15 +325,17 @@ def to_json(res: PlanResult, elapsed_s: float, rows: list[dict], checked: list[V
 def markdown(res: PlanResult, lines: list[str], rows: list[dict]) -> str:
     """``plan.md``: the console report and a table of every simulated candidate."""
     keys = [x.key for x in res.spec.slo.limits]
-    head = ["GPU", "model", "mode", "scheduler", "knobs", "tp", "r", "$/h", "certified req/s", "utilisation",
-            *keys, "seeds", "feasible"]
+    ep = ["ep"] * has_ep(res)
+    head = ["GPU", "model", "mode", "scheduler", "knobs", "tp", *ep, "r", "$/h", "certified req/s",
+            "utilisation", *keys, "seeds", "feasible"]
     out = ["# llmq plan", "", *[f"* {x}" for x in lines], "", "## Simulated candidates", "",
            "SLO figures in ms: mean over the seeds [95% Student-t interval as [max(low, 0), high]: the "
            "latencies are non-negative]; undecided: the intervals did not decide the verdict at the "
            "most seeds, which the means then gave.", "",
            "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["gpu"], r["model"], r["mode"], r["scheduler"], r["knobs"] or "-", r["tp"], r["r"],
+        cells = [r["gpu"], r["model"], r["mode"], r["scheduler"], r["knobs"] or "-", r["tp"],
+                 *[r[k] for k in ep], r["r"],
                  f"{r['usd_per_hour']:.2f}", f"{r['certified_rps']:.2f}", f"{r['utilisation']:.1%}",
                  *[_ci([r.get(k), r.get(f"{k}_lo"), r.get(f"{k}_hi")]) for k in keys], r["seeds"],
                  ("yes" if r["feasible"] else "no (" + r["missed"] + ")")
@@ -374,7 +389,7 @@ def write_outputs(res: PlanResult, out: Path, lines: list[str], elapsed_s: float
     out.mkdir(parents=True, exist_ok=True)
     keys = _metric_keys(res)
     front = {id(e) for e in res.front()}
-    rows = [plan_row(e, keys, front, res.best) for e in res.evaluated]
+    rows = [plan_row(e, keys, front, res.best, has_ep(res)) for e in res.evaluated]
     files = []
     cols = {k: [("" if r[k] is None else r[k]) for r in rows] for k in (rows[0] if rows else COLUMNS)}
     files.append(str(atomic_write_csv(out / "plan.csv", cols)))

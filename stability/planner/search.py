@@ -127,7 +127,7 @@ def cached_capacity(cache: Cache):
     def capacity(spec: PlanSpec, fam: Family) -> OneGpu:
         key = task_key({"kind": "plan_bound", "family": fam.label, "options": list(map(list, fam.options)),
                         "workload": spec.workload, "gpu_file": spec.gpu_file, "model_file": spec.model_file,
-                        "tp": fam.tp})
+                        "tp": fam.tp, **({"ep": fam.ep} if fam.ep > 1 else {})})
         hit = cache.get(key)
         if hit is not None:
             return OneGpu(**{k: math.nan if v is None else v for k, v in hit.items()})
@@ -270,7 +270,7 @@ def scenario_of(spec: PlanSpec, fam: Family, r: int, n_requests: int, gpu_file: 
     """The scenario of a candidate at the target rate, or replaying the spec's whole trace (detail
     mode: TBT histograms), whose SLO metrics leave out the warm-up the stability verdict leaves
     out (``warmup``, :data:`stability.sim.metrics.WARMUP`); ``gpu_file`` is the grid's (holding
-    the TP groups' profiles), by default the spec's."""
+    the TP and EP groups' profiles), by default the spec's."""
     if spec.trace is not None:
         n_requests = trace_rows(spec.trace)
     return Scenario(gpu=fam.gpu_key, model=fam.model, mode=fam.mode, workload=spec.workload,

@@ -39,6 +39,10 @@ class PlanSpec:
     tp : tuple of int
         Tensor-parallel degrees tried where a GPU offers them (:mod:`theory.tensor_parallel`);
         empty: per GPU and model the smallest degree whose weight shard leaves room for KV cache.
+    ep : tuple of int
+        Expert-parallel degrees tried (:mod:`theory.expert_parallel`, EP groups of TP-1 replicas,
+        :func:`stability.planner.grid.ep_degrees`); empty: EP 1 and, for a mixture of experts,
+        every degree the GPU's servers offer where the experts divide.
     knobs : dict
         ``{scheduler: ({option: value}, ...)}``: the knob settings tried per scheduler (a
         scheduler not named runs with its defaults).
@@ -64,6 +68,7 @@ class PlanSpec:
     modes: tuple = ("real",)
     schedulers: tuple = PLAN_SCHEDULERS
     tp: tuple = ()
+    ep: tuple = ()
     knobs: dict = field(default_factory=dict)
     r_min: int = 1
     r_max: int = 16
@@ -103,6 +108,7 @@ class PlanSpec:
         for k in self.tp:
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise FieldError("tp", k, "tensor-parallel degrees, integers >= 1")
+        self.validate_ep()
         names = [str(c[0]) for c in self.classes]
         for s in self.slo.limits:
             if s.cls != "all" and s.cls not in names:
@@ -111,6 +117,27 @@ class PlanSpec:
         if self.trace is not None and self.workload != self.trace:
             raise FieldError("workload", self.workload, f"the trace {self.trace} itself when a trace is "
                                                         "the load (its lengths are the workload)")
+
+    def validate_ep(self, name: str = "ep") -> None:
+        """Raise a FieldError naming ``name`` (the field ``ep``, or the option that gave it) for a
+        degree that is not an integer >= 1, a degree > 1 asked of a dense model, or a group larger
+        than ``r_max`` GPUs."""
+        from theory.models import get_model
+
+        for e in self.ep:
+            if isinstance(e, bool) or not isinstance(e, int) or e < 1:
+                raise FieldError(name, e, "expert-parallel degrees, integers >= 1")
+        big = max(self.ep, default=1)
+        if big == 1:
+            return
+        dense = [m for m in self.models if get_model(m, self.model_file).moe is None]
+        if dense:
+            raise FieldError(name, big, f"1 for the dense model {dense[0]} (expert parallelism splits the "
+                                        "experts of a mixture of experts; the default, auto, plans EP 1 "
+                                        "for dense models and the EP degrees of each mixture)")
+        if big > self.r_max:
+            raise FieldError(name, big, f"at most the {self.r_max} GPUs of the largest fleet (r_max, "
+                                        f"--max-gpus): an expert-parallel group of {big} GPUs does not fit")
 
 
 def fleet_capacity(one_gpu: float, r: int, planner: str = "random") -> float:

@@ -43,7 +43,7 @@ import json
 from pathlib import Path
 
 from theory.errors import FieldError
-from theory.expert_parallel import DEFAULT_BACKEND, check_group
+from theory.expert_parallel import check_group, ep_key, ep_table
 from theory.hardware import gpu_table
 from theory.validation.serving_runs import ServingRun
 
@@ -95,7 +95,7 @@ def link(run: ServingRun) -> tuple[float, float]:
 def ep_gpu_table(run: ServingRun) -> tuple[str, dict]:
     """The GPU table of one replica of the run's expert-parallel group: ``(gpu key, table)``, the
     key ``<gpu>-ep<ep>`` (the run's GPU, its real-mode table, with ``ep``, vLLM's default
-    ``all2all_backend`` and the link of :func:`link`).
+    ``all2all_backend`` and the link of :func:`link`; :func:`theory.expert_parallel.ep_table`).
 
     Raises
     ------
@@ -104,14 +104,4 @@ def ep_gpu_table(run: ServingRun) -> tuple[str, dict]:
     """
     ep = expert_parallel(run)
     check_group(ep, run.gpus, f"run {run.name}: enable_expert_parallel group (DP x TP)")
-    lat, bw = link(run)
-    table = {k: v for k, v in gpu_table(run.gpu, calibrated=True).items() if k != "base"}
-    table.update(
-        name=f"{table.get('name', run.gpu)} x{ep} (EP)",
-        aliases=[],
-        ep=ep,
-        all2all_backend=DEFAULT_BACKEND,
-        allreduce_latency_s=lat,
-        allreduce_bandwidth_gbs=bw / 1e9,
-    )
-    return f"{run.gpu}-ep{ep}", table
+    return ep_key(run.gpu, ep), ep_table(run.gpu, gpu_table(run.gpu, calibrated=True), ep, link(run))
