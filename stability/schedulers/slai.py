@@ -64,11 +64,9 @@ preemption in the run), cut at an arrival when one could be admitted: C_j then d
 which decodes run, and every decode gets its new C_j from the run's last batch. So is a run of
 batches that hold only budget-sized chunks of a long prompt while every decode is deferred
 (they start before the smallest C_j; fast mode): no C_j changes, no KV block is taken, and
-arrivals cannot join a batch whose budget the chunk spends. So, with one request class, is a run
-of batches that each hold every decode, all critical, and the rest of the budget as a chunk of
-the partial prefill (fast mode): every decode gets the same C_j after each batch, accounted batch
-by batch as one at a time, so the set keeps its order and the next batch is the same again while
-that C_j has passed.
+arrivals cannot join a batch whose budget the chunk spends. So, with one class, is a run of
+batches of every decode, all critical, and a budget-filling chunk of the partial prefill (fast
+mode), accounted batch by batch: each decode gets the same C_j after each batch.
 
 References
 ----------
@@ -496,72 +494,45 @@ def _deferred_chunks(st, ct, budget, t_stop):
 
 @njit(cache=True, error_model="numpy")
 def _critical_run(st, ct, prm, budget, t_stop):
-    """Run, as one event, the batches that each hold one DI for every decode entry, all critical,
-    and the next chunk ``budget - |D|`` of the partial prefill (P's only entry), back to back, as
-    :func:`_build_and_run` would build and run them one at a time: with one request class, every
-    decode gets the same C after each batch (Eq. 8), so the set keeps its arrival order and the
-    next batch is the same again while that C has passed. Fast mode only. The run stops before
-    the first batch that would start at or after ``t_stop`` or after C, complete a decode or the
-    prompt (those batches are built as usual), or take a KV block that may be missing (the free
-    blocks exceed what the run can take, :func:`stability.sim.memory.ample_blocks`, so no decode
-    preempts). Arrivals change nothing it holds (step 3 finds the budget spent); they are seen
-    after it.
-
-    Each batch is accounted exactly as :func:`stability.sim.mixed.run_mixed` and
-    :func:`_new_times` account it (Eq. 7 of the batch with its decode attention summed in the
-    decode set's order, busy time and waste added batch by batch, the mean batch time and delta
-    read after each), so the state after the run is the one the batches run one at a time leave.
-    Returns how many batches ran (0: none could).
-    """
-    nd = st.nd
-    j0 = st.p_id[0]
+    """Run, as one event, the batches that each hold every decode, all critical, and the chunk
+    ``budget - |D|`` of the partial prefill (P's only entry), as :func:`_build_and_run` and
+    :func:`_new_times` build and account them one at a time (one class: every decode gets the same
+    C after each batch, so a set in arrival order keeps it; fast mode). It stops before a batch
+    that would start at or after ``t_stop`` or before that C, complete a decode or the prompt, or
+    find no free KV block (the free blocks exceed what the run can take, ``ample_blocks``);
+    arrivals are seen after it (step 3 finds the budget spent). Returns the batches run."""
+    nd, j0, now = st.nd, st.p_id[0], st.clock
     c = budget - nd
-    now = st.clock
-    c0 = st.lst[st.d_id[0]]
-    if c <= 0 or nd > prm.beta or now < c0 or now >= t_stop:
-        return 0
-    d_id, d_pos, lst = st.d_id, st.d_pos, st.lst
-    for q in range(1, nd):  # one C for every entry, the set in arrival order
-        if lst[d_id[q]] != c0 or d_id[q] <= d_id[q - 1]:
+    d_id, d_pos, d_rem, lst = st.d_id, st.d_pos, st.d_rem, st.lst
+    for q in range(nd):  # all critical, in arrival order
+        if lst[d_id[q]] > now or (q > 0 and d_id[q] <= d_id[q - 1]):
             return 0
     k_hi = min(min_remaining(st, nd, BIG) - 1, (st.pl[j0] - st.pg[j0] - 1) // c)
     if k_hi < 1 or (st.kv_on and not ample_blocks(st, nd, k_hi)):
         return 0
-    S2 = ct.S2
-    off = ct.m_off
-    kv_on, kv_bs, blk = st.kv_on, st.kv_bs, st.blk
-    tbt = prm.tbt_slo[0]
+    S2, off, kv_on, kv_bs, blk = ct.S2, ct.m_off, st.kv_on, st.kv_bs, st.blk
     tau = nd + c
-    fixed = t_fixed(ct, tau)
-    lw = lin_waste(ct, tau)
+    fixed, lw = t_fixed(ct, tau), lin_waste(ct, tau)
     pg = st.pg[j0]
     if math.isnan(st.t_start[j0]):
         st.t_start[j0] = now
-    t = now
-    cs = c0
-    k = 0
+    t, cs, k = now, now, 0
     while k < k_hi and t < t_stop and t >= cs:
-        att = 0.0
+        att = 0.0  # run_mixed's sums, in its order
         for q in range(nd):
             j = d_id[q]
             p = d_pos[q] + k
             if kv_on and ceil_udiv(p, kv_bs) > blk[j]:
                 append(st, j, p)
             att += S2[p + off] - S2[p - 1 + off]
-        i = pg + 1
-        a = t_psa(ct, i, c)
-        psa = 0.0
-        psa += a
-        wasted = 0.0
-        wasted += psa_waste(ct, i, c, a)
-        dur = fixed + ct.N * att + psa
-        count_batch(st, tau, nd, c, dur, wasted + lw)
+        a = t_psa(ct, pg + 1, c)
+        dur = fixed + ct.N * att + (0.0 + a)
+        count_batch(st, tau, nd, c, dur, (0.0 + psa_waste(ct, pg + 1, c, a)) + lw)
         t = t + dur
         pg += c
         k += 1
         d = offset(st, prm.dynamic, prm.delta, prm.delta_low, prm.delta_high, prm.memory_limit)
-        cs = last_schedulable_time(t, tbt, d, st.busy / st.n_batch)
-    d_rem = st.d_rem
+        cs = last_schedulable_time(t, prm.tbt_slo[0], d, st.busy / st.n_batch)
     for q in range(nd):
         d_pos[q] += k
         d_rem[q] -= k
@@ -608,7 +579,8 @@ def loop(st, ct, prm, t_stop):
                 and (st.nd == 0 or st.clock < st.lst[st.d_id[0]])):
             _deferred_chunks(st, ct, budget, t_stop)  # at least one batch: clock < t_stop here
             continue
-        if (st.np == 1 and st.nd > 0 and st.detail == 0 and prm.tbt_slo.size == 1
+        if (st.np == 1 and 0 < st.nd <= beta and st.nd < budget and st.detail == 0
+                and prm.tbt_slo.size == 1 and st.clock >= st.lst[st.d_id[st.nd - 1]]
                 and _critical_run(st, ct, prm, budget, t_stop) > 0):
             continue
         if not log_has_room(st, 1, st.nd + st.np + min(w_len(st, mode), budget)):
