@@ -204,6 +204,15 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
             return _one_long_batch(st, ct, na, fixed)
         k = 1
         total = decode_cum(st, ct, na, 1, fixed)
+    elif horizon < math.inf and st.nd >= LONG_SET and k_cap >= 1:
+        # a long set: the first batch's time comes with k's pass, and settles a one-batch run
+        k, total = _first_batch_long(st, ct, na, k_cap, fixed)
+        if total < horizon:
+            total = decode_cum(st, ct, na, k, fixed)
+            if total >= horizon:
+                k, total = first_batch_reaching(st, ct, na, k, horizon, total, fixed)
+        else:
+            k = 1
     else:
         k = k_cap
         for q in range(na):
@@ -257,6 +266,22 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
 # reference-count pairs a call that a short set does not repay (RAD, Sarathi-Serve and SLAI run
 # sets of tens of requests).
 LONG_SET = 256
+
+
+@njit(cache=True)
+def _first_batch_long(st, ct, na, k_cap, fixed):
+    """min(k_cap, decodes left of the first ``na`` entries) and the time of one batch over them
+    (:func:`decode_cum` at k = 1, summed in its order), in one pass through local references."""
+    S = ct.S
+    d_pos, d_rem = st.d_pos, st.d_rem
+    k = k_cap
+    att = 0.0
+    for q in range(na):
+        p = d_pos[q]
+        att += S[p] - S[p - 1]
+        if d_rem[q] < k:
+            k = d_rem[q]
+    return k, fixed + ct.N * att
 
 
 @njit(cache=True)
