@@ -64,7 +64,9 @@ preemption in the run), cut at an arrival when one could be admitted: C_j then d
 which decodes run, and every decode gets its new C_j from the run's last batch. So is a run of
 batches that hold only budget-sized chunks of a long prompt while every decode is deferred
 (they start before the smallest C_j; fast mode): no C_j changes, no KV block is taken, and
-arrivals cannot join a batch whose budget the chunk spends.
+arrivals cannot join a batch whose budget the chunk spends. So, with one class, is a run of
+batches of every decode, all critical, and a budget-filling chunk of the partial prefill (fast
+mode), accounted batch by batch: each decode gets the same C_j after each batch.
 
 References
 ----------
@@ -81,7 +83,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from stability.sim.engine import BIG, DONE, decode_run, idle, log_has_room, running, stop_code
+from stability.sim.engine import BIG, DONE, count_batch, decode_run, idle, log_has_room, running, stop_code
 from stability.sim.kernels import ceil_udiv, lin_waste, psa_waste, t_fixed, t_psa
 from stability.sim.memory import (
     SARATHI,
@@ -490,6 +492,58 @@ def _deferred_chunks(st, ct, budget, t_stop):
     return k
 
 
+@njit(cache=True, error_model="numpy")
+def _critical_run(st, ct, prm, budget, t_stop):
+    """Run, as one event, the batches that each hold every decode, all critical, and the chunk
+    ``budget - |D|`` of the partial prefill (P's only entry), as :func:`_build_and_run` and
+    :func:`_new_times` build and account them one at a time (one class: every decode gets the same
+    C after each batch, so a set in arrival order keeps it; fast mode). It stops before a batch
+    that would start at or after ``t_stop`` or before that C, complete a decode or the prompt, or
+    find no free KV block (the free blocks exceed what the run can take, ``ample_blocks``);
+    arrivals are seen after it (step 3 finds the budget spent). Returns the batches run."""
+    nd, j0, now = st.nd, st.p_id[0], st.clock
+    c = budget - nd
+    d_id, d_pos, d_rem, lst = st.d_id, st.d_pos, st.d_rem, st.lst
+    for q in range(nd):  # all critical, in arrival order
+        if lst[d_id[q]] > now or (q > 0 and d_id[q] <= d_id[q - 1]):
+            return 0
+    k_hi = min(min_remaining(st, nd, BIG) - 1, (st.pl[j0] - st.pg[j0] - 1) // c)
+    if k_hi < 1 or (st.kv_on and not ample_blocks(st, nd, k_hi)):
+        return 0
+    S2, off, kv_on, kv_bs, blk = ct.S2, ct.m_off, st.kv_on, st.kv_bs, st.blk
+    tau = nd + c
+    fixed, lw = t_fixed(ct, tau), lin_waste(ct, tau)
+    pg = st.pg[j0]
+    if math.isnan(st.t_start[j0]):
+        st.t_start[j0] = now
+    t, cs, k = now, now, 0
+    while k < k_hi and t < t_stop and t >= cs:
+        att = 0.0  # run_mixed's sums, in its order
+        for q in range(nd):
+            j = d_id[q]
+            p = d_pos[q] + k
+            if kv_on and ceil_udiv(p, kv_bs) > blk[j]:
+                append(st, j, p)
+            att += S2[p + off] - S2[p - 1 + off]
+        a = t_psa(ct, pg + 1, c)
+        dur = fixed + ct.N * att + (0.0 + a)
+        count_batch(st, tau, nd, c, dur, (0.0 + psa_waste(ct, pg + 1, c, a)) + lw)
+        t = t + dur
+        pg += c
+        k += 1
+        d = offset(st, prm.dynamic, prm.delta, prm.delta_low, prm.delta_high, prm.memory_limit)
+        cs = last_schedulable_time(t, prm.tbt_slo[0], d, st.busy / st.n_batch)
+    for q in range(nd):
+        d_pos[q] += k
+        d_rem[q] -= k
+        lst[d_id[q]] = cs
+    st.pg[j0] = pg
+    st.clock = t
+    st.n_event += 1
+    st.last_done = 0
+    return k
+
+
 @njit(cache=True)
 def loop(st, ct, prm, t_stop):
     """SLAI's iteration (Section 6), one batch per decision (decode-only runs as one event)."""
@@ -524,6 +578,10 @@ def loop(st, ct, prm, t_stop):
         if (st.np > 0 and st.detail == 0 and st.pl[st.p_id[0]] - st.pg[st.p_id[0]] > budget
                 and (st.nd == 0 or st.clock < st.lst[st.d_id[0]])):
             _deferred_chunks(st, ct, budget, t_stop)  # at least one batch: clock < t_stop here
+            continue
+        if (st.np == 1 and 0 < st.nd <= beta and st.nd < budget and st.detail == 0
+                and prm.tbt_slo.size == 1 and st.clock >= st.lst[st.d_id[st.nd - 1]]
+                and _critical_run(st, ct, prm, budget, t_stop) > 0):
             continue
         if not log_has_room(st, 1, st.nd + st.np + min(w_len(st, mode), budget)):
             break

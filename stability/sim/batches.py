@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit
 
 from stability.sim.kernels import ceil_udiv, lin_waste, psa_waste, t_fixed, t_lin, t_psa
@@ -190,18 +191,37 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
     decode set (order kept). Returns how many completed, or -1 if the log needs room."""
     now = st.clock
     fixed = t_fixed(ct, na)  # every batch's T_fixed(na)
-    k = k_cap
-    for q in range(na):
-        if st.d_rem[q] < k:
-            k = st.d_rem[q]
     horizon = t_stop - now
     if interruptible and st.seen < st.n_loaded:
         horizon = min(horizon, st.arr[st.seen] - now)
     total = -1.0  # the run's time, once known
-    if horizon < math.inf:
-        total = decode_cum(st, ct, na, k, fixed)
-        if total >= horizon:
-            k, total = first_batch_reaching(st, ct, na, k, horizon, total, fixed)
+    if fixed >= horizon and k_cap >= 1:
+        # the first batch already reaches the horizon (its time is at least T_fixed): the run is
+        # that batch, whatever the completions, as the search below would find (one batch, its
+        # time taken the same way), without the passes for k and the run's time (a DistServe
+        # decode node, whose batches of thousands of decodes outlast the gaps between hand-offs)
+        if (st.nd >= LONG_SET) & (st.detail == 0) & (st.kv_on == 0) & (st.pc_on == 0):
+            return _one_long_batch(st, ct, na, fixed)
+        k = 1
+        total = decode_cum(st, ct, na, 1, fixed)
+    elif horizon < math.inf and st.nd >= LONG_SET and k_cap >= 1:
+        # a long set: the first batch's time comes with k's pass, and settles a one-batch run
+        k, total = _first_batch_long(st, ct, na, k_cap, fixed)
+        if total < horizon:
+            total = decode_cum(st, ct, na, k, fixed)
+            if total >= horizon:
+                k, total = first_batch_reaching(st, ct, na, k, horizon, total, fixed)
+        else:
+            k = 1
+    else:
+        k = k_cap
+        for q in range(na):
+            if st.d_rem[q] < k:
+                k = st.d_rem[q]
+        if horizon < math.inf:
+            total = decode_cum(st, ct, na, k, fixed)
+            if total >= horizon:
+                k, total = first_batch_reaching(st, ct, na, k, horizon, total, fixed)
     if st.log_on and not log_has_room(st, k, k * na):
         return -1
     st.n_event += 1
@@ -246,6 +266,73 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
 # reference-count pairs a call that a short set does not repay (RAD, Sarathi-Serve and SLAI run
 # sets of tens of requests).
 LONG_SET = 256
+
+
+@njit(cache=True)
+def _first_batch_long(st, ct, na, k_cap, fixed):
+    """min(k_cap, decodes left of the first ``na`` entries) and the time of one batch over them
+    (:func:`decode_cum` at k = 1, summed in its order), in one pass through local references."""
+    S = ct.S
+    d_pos, d_rem = st.d_pos, st.d_rem
+    k = k_cap
+    att = 0.0
+    for q in range(na):
+        p = d_pos[q]
+        att += S[p] - S[p - 1]
+        if d_rem[q] < k:
+            k = d_rem[q]
+    return k, fixed + ct.N * att
+
+
+@njit(cache=True)
+def _one_long_batch(st, ct, na, fixed):
+    """:func:`decode_run`'s run of one batch over the first ``na`` entries of a long decode set
+    (:data:`LONG_SET`) in fast mode without KV memory: the batch's decode attention (summed in
+    :func:`decode_cum`'s order) and :func:`advance_decodes` in one pass over the set, the
+    completed requests set aside until the batch's end is known; ``fixed`` is T_fixed(na).
+    Returns how many completed."""
+    now = st.clock
+    S = ct.S
+    d_id, d_pos, d_rem = st.d_id, st.d_pos, st.d_rem
+    finished = np.empty(na, dtype=np.int64)
+    att = 0.0
+    done = 0
+    w_pos = 0
+    for q in range(st.nd):
+        j = d_id[q]
+        pos = d_pos[q]
+        rem = d_rem[q]
+        if q < na:
+            att += S[pos] - S[pos - 1]
+            pos += 1
+            rem -= 1
+            if rem == 0:
+                finished[done] = j
+                done += 1
+                continue
+        d_id[w_pos] = j
+        d_pos[w_pos] = pos
+        d_rem[w_pos] = rem
+        w_pos += 1
+    st.nd = w_pos
+    total = fixed + ct.N * att  # decode_cum's k fixed + N att at k = 1 (1 * x is x)
+    st.n_event += 1
+    st.clock = now + total
+    st.n_batch += 1
+    st.n_tokens += na
+    st.n_dec_tok += na
+    st.busy += total
+    w = lin_waste(ct, na)
+    st.wasted += w
+    if w > 1e-12 * t_lin(ct, na):
+        st.n_not_opt += 1
+    t_finish = st.t_finish
+    clock = st.clock
+    for m in range(done):
+        t_finish[finished[m]] = clock
+    st.n_done += done
+    st.last_done = done
+    return done
 
 
 @njit(cache=True)

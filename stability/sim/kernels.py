@@ -116,21 +116,52 @@ def _linear_values(cm: CostModel) -> dict:
 
 def _attention_values(cm: CostModel) -> dict:
     """The ``attention`` block: Eq. 6 priced or not, in waves or not, the vocab-projection row of a
-    chunk, and the chunk-free factors ``ceil(d / t) / (s mu)`` per tile."""
+    chunk, and the chunk-free factors ``ceil(d / t) / (s mu)`` of the tiles :func:`t_psa` tries
+    (:func:`_psa_candidates`)."""
+    (_, _, qk), (_, _, pv) = _psa_candidates(cm)
+    return {"att": int(cm.attention), "att_waves": int(cm.attention_waves), "lm_out": float(cm.lm_out_s),
+            "psa_qk": qk, "psa_pv": pv}
+
+
+def _psa_candidates(cm: CostModel) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+    """The tiles :func:`t_psa` tries for each GeMM of Eq. 6 without waves, as (rows, columns,
+    factor): Q K^T costs ``ceil(e / t_row) ceil(c / t_col) ceil(d / t_red) / (s mu)`` and P V
+    ``ceil(e / t_red) ceil(c / t_col) ceil(d / t_row) / (s mu)`` (e = i + c - 1). A tile whose
+    rows and columns are at most another's and whose factor is at least that tile's never costs
+    less at any (e, c), so only the others are kept (of equal ones, the first): the least cost
+    over them is the least over every tile, the same number (a product of a whole number and a
+    factor is monotone in each)."""
     rate = cm.s * cm.mu.astype(np.float64)
     d = int(cm.d_pre)
-    return {"att": int(cm.attention), "att_waves": int(cm.attention_waves), "lm_out": float(cm.lm_out_s),
-            "psa_qk": -(-d // cm.t_red.astype(np.int64)) / rate,
-            "psa_pv": -(-d // cm.t_row.astype(np.int64)) / rate}
+    t_row, t_col, t_red = (np.asarray(x, dtype=np.int64) for x in (cm.t_row, cm.t_col, cm.t_red))
+    return (_undominated(t_row, t_col, -(-d // t_red) / rate),
+            _undominated(t_red, t_col, -(-d // t_row) / rate))
+
+
+def _undominated(rows: np.ndarray, cols: np.ndarray, factor: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The candidates (rows, cols, factor) that no other beats: none has rows and cols at least
+    theirs and a factor at most theirs (of identical ones, the first is kept)."""
+    n = rows.size
+    keep = [i for i in range(n)
+            if not any(rows[j] >= rows[i] and cols[j] >= cols[i] and factor[j] <= factor[i]
+                       and (j < i or (rows[j], cols[j], factor[j]) != (rows[i], cols[i], factor[i]))
+                       for j in range(n) if j != i)]
+    return rows[keep].copy(), cols[keep].copy(), factor[keep].astype(np.float64)
 
 
 def _shift_values(cm: CostModel) -> dict:
-    """The ``shifts`` block: log2 of each tile dimension, and whether all are powers of two
-    (CUTLASS's and cuBLAS's tile shapes are)."""
+    """The ``shifts`` block: the rows and columns of the tiles :func:`t_psa` tries
+    (:func:`_psa_candidates`), as log2 when every tile dimension is a power of two (CUTLASS's and
+    cuBLAS's tile shapes are; ``pow2``), else as they are."""
     dims = [np.asarray(x, dtype=np.int64) for x in (cm.t_row, cm.t_col, cm.t_red)]
     pow2 = all(bool(np.all((d > 0) & (d & (d - 1) == 0))) for d in dims)
-    sh = [np.round(np.log2(np.maximum(d, 1))).astype(np.int64) for d in dims]
-    return {"row_sh": sh[0], "col_sh": sh[1], "red_sh": sh[2], "pow2": int(pow2)}
+    (qk_row, qk_col, _), (pv_red, pv_col, _) = _psa_candidates(cm)
+
+    def log2(d: np.ndarray) -> np.ndarray:
+        return np.round(np.log2(np.maximum(d, 1))).astype(np.int64) if pow2 else d
+
+    return {"qk_row": log2(qk_row), "qk_col": log2(qk_col), "pv_red": log2(pv_red), "pv_col": log2(pv_col),
+            "pow2": int(pow2)}
 
 
 # How each block of stability.sim.structs.COST_BLOCKS is filled from a cost model.
@@ -289,15 +320,15 @@ def t_psa(ct, i, c):
             qk = min(qk, v1)
             pv = min(pv, v2)
     elif ct.pow2:  # the same ceilings as shifts (tile dimensions are powers of two)
-        for k in range(ct.t_col.size):
-            cols = _ceil_shift(c, ct.col_sh[k])
-            qk = min(qk, (_ceil_shift(e, ct.row_sh[k]) * cols) * ct.psa_qk[k])
-            pv = min(pv, (_ceil_shift(e, ct.red_sh[k]) * cols) * ct.psa_pv[k])
+        for k in range(ct.psa_qk.size):
+            qk = min(qk, (_ceil_shift(e, ct.qk_row[k]) * _ceil_shift(c, ct.qk_col[k])) * ct.psa_qk[k])
+        for k in range(ct.psa_pv.size):
+            pv = min(pv, (_ceil_shift(e, ct.pv_red[k]) * _ceil_shift(c, ct.pv_col[k])) * ct.psa_pv[k])
     else:  # the chunk-free factors ceil(d / t) / (s mu) are tabulated (psa_qk, psa_pv)
-        for k in range(ct.t_col.size):
-            cols = ceil_udiv(c, ct.t_col[k])
-            qk = min(qk, (ceil_udiv(e, ct.t_row[k]) * cols) * ct.psa_qk[k])
-            pv = min(pv, (ceil_udiv(e, ct.t_red[k]) * cols) * ct.psa_pv[k])
+        for k in range(ct.psa_qk.size):
+            qk = min(qk, (ceil_udiv(e, ct.qk_row[k]) * ceil_udiv(c, ct.qk_col[k])) * ct.psa_qk[k])
+        for k in range(ct.psa_pv.size):
+            pv = min(pv, (ceil_udiv(e, ct.pv_red[k]) * ceil_udiv(c, ct.pv_col[k])) * ct.psa_pv[k])
     return ct.N * (qk + pv) + ct.lm_out
 
 

@@ -102,14 +102,16 @@ COST_BLOCKS: dict[str, list] = {
         ("waves", I64),  # wave quantization of the linear GeMMs
     ],
     # prefill attention (t_psa): priced at all, in waves (attention_waves), the vocab projection per
-    # scheduled request row (lm_head), and per tile ceil(d / t_red) / (s mu) and ceil(d / t_row) /
-    # (s mu), Eq. 6's factors that do not depend on the chunk (t_psa without waves)
+    # scheduled request row (lm_head), and ceil(d / t_red) / (s mu) and ceil(d / t_row) / (s mu),
+    # Eq. 6's factors that do not depend on the chunk, of the tiles t_psa tries without waves
+    # (kernels._psa_candidates)
     "attention": [
         ("att", I64), ("att_waves", I64), ("lm_out", F64), ("psa_qk", FA), ("psa_pv", FA),
     ],
-    # log2 of t_row, t_col, t_red when every tile dimension is a power of two (pow2 1), so that
-    # t_psa's ceilings are shifts; else unused (pow2 0)
-    "shifts": [("row_sh", IA), ("col_sh", IA), ("red_sh", IA), ("pow2", I64)],
+    # the rows and columns of the tiles t_psa tries for Q K^T (t_row, t_col) and P V (t_red, t_col):
+    # log2 when every tile dimension is a power of two (pow2 1), so that its ceilings are shifts;
+    # else the dimensions (pow2 0)
+    "shifts": [("qk_row", IA), ("qk_col", IA), ("pv_red", IA), ("pv_col", IA), ("pow2", I64)],
 }
 
 COST_FIELDS = tuple(name for block in COST_BLOCKS.values() for name, _ in block)
