@@ -268,10 +268,11 @@ def test_compiled_tables_agree(gpu):
         assert t_lin(ct, tau) == pytest.approx(float(T_Lin(cm, tau)), rel=0.005), tau
 
 
-def test_moe_refuses_tensor_parallelism(tmp_path):
+def test_moe_with_tensor_and_expert_parallelism_is_refused(tmp_path):
+    """TP of the experts is priced (tests/test_moe_tp.py); TP inside an EP group is not."""
     f = tmp_path / "gpus.toml"
     f.write_text(
-        '[gpus.pro2]\nbase = "rtxpro6000"\ntp = 2\nallreduce_latency_s = 1e-5\n'
+        '[gpus.pro2]\nbase = "rtxpro6000"\ntp = 2\nep = 2\nallreduce_latency_s = 1e-5\n'
         "allreduce_bandwidth_gbs = 50.0\n",
         encoding="utf-8",
     )

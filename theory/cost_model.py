@@ -26,7 +26,7 @@ from theory.models import GemmShape, Model, _check_mode
 from theory.moe import MoETerms
 from theory.precision import at_precision
 from theory.terms import LM_HEAD, ceil_div
-from theory.tp_split import allreduce_count, allreduce_time, check_tp
+from theory.tp_split import allreduce_count, allreduce_time, check_moe_tp, check_tp
 
 
 @dataclass(frozen=True, eq=False)
@@ -300,18 +300,18 @@ def _measured(gpu: GPU, gemms, mode: str) -> MeasuredLinear:
 
 def check_moe(gpu: GPU, model: Model) -> None:
     """Raise :class:`FieldError` where the cost model cannot price ``model``'s MoE layers on ``gpu``
-    (:mod:`theory.moe`): experts split by tensor parallelism, an expert-parallel group that does not
-    split the experts (:func:`theory.expert_parallel.check_ep`), or a law that replaces the whole
-    linear time."""
+    (:mod:`theory.moe`): an expert or shared-expert width that the GPU's ``tp`` does not split
+    (:func:`theory.tp_split.check_moe_tp`), tensor and expert parallelism together, an
+    expert-parallel group that does not split the experts (:func:`theory.expert_parallel.check_ep`),
+    or a law that replaces the whole linear time."""
     where = f"gpus.{gpu.key}"
-    if gpu.terms.tp > 1:
-        width = model.moe.d_ff_expert
-        if width % gpu.terms.tp:
-            raise FieldError(f"models.{model.key}.d_ff_expert", width,
-                             f"a multiple of tp = {gpu.terms.tp} (each expert's width split over the GPUs)")
-        raise FieldError(f"{where}.tp", gpu.terms.tp,
-                         f"1 for the mixture of experts {model.key} (tensor parallelism of the experts "
-                         "is not modelled; split them with ep)")
+    tp, ep = gpu.terms.tp, gpu.terms.ep
+    check_moe_tp(tp, model)
+    if tp > 1 and ep > 1:
+        raise FieldError(f"{where}.tp", tp,
+                         f"1 with ep = {ep} for the mixture of experts {model.key} (tensor parallelism "
+                         "inside an expert-parallel group is not modelled: an EP group is ep replicas "
+                         "of one GPU each)")
     check_ep(gpu.terms.ep, gpu.terms.tp, model, where)
     if gpu.terms.linear_law is not None:
         raise FieldError(f"{where}.linear_law", gpu.terms.linear_law.kind,
@@ -320,11 +320,12 @@ def check_moe(gpu: GPU, model: Model) -> None:
 
 
 def moe_terms(gpu: GPU, model: Model, mode: str, tiles: tuple, mu: np.ndarray) -> MoETerms:
-    """The arrays of :class:`theory.moe.MoETerms` for ``model``'s routed experts on ``gpu``."""
+    """The arrays of :class:`theory.moe.MoETerms` for ``model``'s routed experts on ``gpu`` (one
+    GPU's shard of every expert with ``tp > 1``, :meth:`theory.models.Model.expert_gemms`)."""
     t_row, t_col, t_red = tiles
     gt, moe = gpu.terms, model.moe
     b, wb = gt.bytes_per_element, model.bytes_per_element  # activations; weights and GeMM inputs
-    gemms = model.expert_gemms(mode)
+    gemms = model.expert_gemms(mode, gt.tp)
     return MoETerms(
         count=model.n_moe_layers, E=moe.n_experts, k=moe.experts_per_token,
         rows=np.array([[int(ceil_div(g.d_row, r)) for g in gemms] for r in t_row], dtype=np.int64),

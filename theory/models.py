@@ -179,7 +179,10 @@ class Model:
     def _moe_linear_gemms(self, mode: str, tp: int) -> tuple[GemmShape, ...]:
         """The GeMMs over all of a batch's tokens of a MoE model (:mod:`theory.moe`): attention,
         the dense layers' FFN, each MoE layer's router ``E x d_x`` (paper mode: ``E x d``) and
-        shared experts, and the vocab projection. The routed experts are :meth:`expert_gemms`."""
+        shared experts, and the vocab projection. The routed experts are :meth:`expert_gemms`.
+        With ``tp > 1`` one GPU's shards as for a dense model (:meth:`linear_gemms`): the dense
+        layers' and the shared experts' FFN split like a dense MLP (widths / tp), the router
+        replicated (vLLM's ``ReplicatedLinear`` gate)."""
         moe, n_moe = self.moe, self.n_moe_layers
         if mode == "paper":
             attn = (GemmShape("W_Q, W_K, W_V", 3 * self.N, self.d, self.d_x),)
@@ -191,16 +194,27 @@ class Model:
                     GemmShape("W_O", self.N, self.d_x, q * self.head_dim))
             router = GemmShape(ROUTER, n_moe, moe.n_experts, self.d_x)
             head = GemmShape(LM_HEAD, 1, -(-self.d_out // tp), self.d_x)
-        return (*attn, *self._ffn_gemms(mode, "dense", self.N - n_moe, self.d_ff), router,
-                *self._ffn_gemms(mode, "shared", n_moe, moe.d_shared), head)
+        return (*attn, *self._ffn_gemms(mode, "dense", self.N - n_moe, self.d_ff // tp), router,
+                *self._ffn_gemms(mode, "shared", n_moe, moe.d_shared // tp), head)
 
-    def expert_gemms(self, mode: str = "paper") -> tuple[GemmShape, ...]:
+    def expert_gemms(self, mode: str = "paper", tp: int = 1) -> tuple[GemmShape, ...]:
         """One routed expert's GeMMs, each run in every MoE layer (``count``) over the tokens routed
-        to it (:mod:`theory.moe`); empty for a dense model."""
+        to it (:mod:`theory.moe`); empty for a dense model.
+
+        With ``tp > 1`` (checked by :func:`theory.cost_model.check_moe`) one GPU's shard of the
+        expert: vLLM without expert parallelism splits every expert over the tensor-parallel
+        GPUs like a dense MLP, gate/up column-parallel (``2 d_ff_expert / tp`` rows) and down
+        row-parallel (a reduction of ``d_ff_expert / tp``), every GPU holding all ``E`` experts
+        (vllm-project/vllm @ c439a139790cafaecb54e8dea123b78049f1442b
+        ``vllm/model_executor/layers/fused_moe/layer.py``, ``FusedMoE.__init__``:
+        ``intermediate_size_per_partition = intermediate_size // tp_size``, ``local_num_experts =
+        global_num_experts`` without ``enable_expert_parallel``; ``UnquantizedFusedMoEMethod.
+        create_weights``: ``w13`` of ``2 intermediate_size_per_partition x hidden_size``, ``w2`` of
+        ``hidden_size x intermediate_size_per_partition``)."""
         _check_mode(mode)
         if self.moe is None:
             return ()
-        return self._ffn_gemms(mode, "expert", self.n_moe_layers, self.moe.d_ff_expert)
+        return self._ffn_gemms(mode, "expert", self.n_moe_layers, self.moe.d_ff_expert // tp)
 
     def _heads_per_gpu(self, tp: int) -> tuple[int, int]:
         """(query heads, KV heads) on one GPU of a ``tp``-way split (KV replicated past n_kv_heads)."""
@@ -237,23 +251,25 @@ class Model:
         if self.moe is None:
             return self.N * (10 * self.d_x + per * self.d_ff // tp) + 2 * self.d_x + 2 * -(-self.d_out // tp)
         n_moe = self.n_moe_layers
-        return (self.N * 10 * self.d_x + (self.N - n_moe) * per * self.d_ff
-                + n_moe * self.moe_elements_per_token(mode) + 2 * self.d_x + 2 * self.d_out)
+        return (self.N * 10 * self.d_x + (self.N - n_moe) * per * self.d_ff // tp
+                + n_moe * self.moe_elements_per_token(mode, tp) + 2 * self.d_x + 2 * -(-self.d_out // tp))
 
-    def moe_elements_per_token(self, mode: str = "paper") -> int:
+    def moe_elements_per_token(self, mode: str = "paper", tp: int = 1) -> int:
         """Activation elements one MoE layer's element-wise work reads and writes per token
         (:mod:`theory.moe`): the router's ``E`` logits (softmax and top-k: read and write), the
         activation of the ``k`` routed and the shared experts (as a dense FFN's, per token), and
         the weighted sum of the ``k`` expert outputs (read ``k d_x``, write ``d_x``: vLLM's fused
         MoE writes each slot's output, then sums them, ``moe_sum`` in
-        ``vllm/model_executor/layers/fused_moe/fused_moe.py``); 0 for a dense model."""
+        ``vllm/model_executor/layers/fused_moe/fused_moe.py``); 0 for a dense model. With
+        ``tp > 1`` one GPU's share: the experts' activation over its shard of their width
+        (:meth:`expert_gemms`), the router's softmax and the weighted sum replicated."""
         _check_mode(mode)
         if self.moe is None:
             return 0
         moe = self.moe
         per = 3 if (mode == "real" and self.ffn == "swiglu") else 2
-        return (per * (moe.experts_per_token * moe.d_ff_expert + moe.d_shared) + 2 * moe.n_experts
-                + (moe.experts_per_token + 1) * self.d_x)
+        return (per * (moe.experts_per_token * moe.d_ff_expert // tp + moe.d_shared // tp)
+                + 2 * moe.n_experts + (moe.experts_per_token + 1) * self.d_x)
 
     def divisibility_dims(self, mode: str = "paper", tp: int = 1) -> dict[str, tuple[int, str]]:
         """Model dimensions a tile must divide, as ``{label: (value, role)}`` (Section 3.2.1).
@@ -273,7 +289,7 @@ class Model:
         too: fewer than a tile's rows in every preset, padded by Eq. 2's ceiling (:mod:`theory.moe`).
         """
         dims: dict[str, tuple[int, str]] = {}
-        for g in (*self.linear_gemms(mode, tp), *self.expert_gemms(mode)):
+        for g in (*self.linear_gemms(mode, tp), *self.expert_gemms(mode, tp)):
             if tp > 1 and g.name == LM_HEAD:
                 continue
             if not (mode == "real" and g.name == LM_HEAD) and g.name != ROUTER:

@@ -76,10 +76,25 @@ blocks and active experts are ``1 / ep`` of those of ``ep tau`` tokens over the 
 (each local expert's load is ``Binomial(ep tau, k/E)``), the slots ``tau k``; each MoE layer adds
 its dispatch and combine (``comm_tok_s`` per token, ``comm_batch_s`` per batch).
 
-What is not modelled here: tensor parallelism of the experts (refused: ``tp`` must be 1 for a MoE
-model), expert parallelism with unequal batches across the group, a measured routing skew, and the
-element-wise work of the block (router softmax and top-k, the SwiGLU over the slots, the weighted
-sum) beyond the model's aggregate non-linear rate (:meth:`theory.models.Model.nonlinear_elements_per_token`).
+Tensor parallelism (the GPU field ``tp``, real mode): as vLLM runs a MoE model with
+``--tensor-parallel-size tp`` and no ``enable_expert_parallel``, every GPU of the group holds all
+``E`` experts, each split like a dense MLP: gate/up column-parallel, ``2 d_ff_expert / tp`` rows,
+and down row-parallel, a reduction of ``d_ff_expert / tp`` (:meth:`theory.models.Model.expert_gemms`;
+vllm-project/vllm @ c439a139790cafaecb54e8dea123b78049f1442b
+``vllm/model_executor/layers/fused_moe/layer.py``, ``FusedMoE.__init__``:
+``intermediate_size_per_partition = intermediate_size // tp_size``, and ``reduce_results``: the
+block's output all-reduced once). Routing is per token, not per GPU, so the expected column blocks,
+active experts and slots are those of ``tau`` tokens over the ``E`` experts, unchanged; each GPU
+prices its shards of them. The block's output is all-reduced once per layer, as a dense MLP's
+(:func:`theory.tp_split.allreduce_count`: one after attention, one after the FFN or MoE block).
+``tp`` must divide ``d_ff_expert`` and the shared experts' width
+(:func:`theory.tp_split.check_moe_tp`); ``tp`` and ``ep`` both above 1 are refused.
+
+What is not modelled here: tensor parallelism inside an expert-parallel group (refused: ``tp`` must
+be 1 when ``ep > 1``), expert parallelism with unequal batches across the group, a measured routing
+skew, and the element-wise work of the block (router softmax and top-k, the SwiGLU over the slots,
+the weighted sum) beyond the model's aggregate non-linear rate
+(:meth:`theory.models.Model.nonlinear_elements_per_token`).
 
 References
 ----------

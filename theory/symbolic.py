@@ -418,10 +418,11 @@ register_added_time("engine_step_s", AddedTime(per_batch=lambda scm, v: v))  # o
 
 
 def _moe_of(cm: CostModel) -> tuple | None:
-    """The twin's ``moe`` record of ``cm`` (:mod:`theory.moe`), or None for a dense model."""
+    """The twin's ``moe`` record of ``cm`` (:mod:`theory.moe`), or None for a dense model: one GPU's
+    shard of the expert GeMMs at the GPU's ``tp`` (:meth:`theory.models.Model.expert_gemms`)."""
     if cm.model.moe is None:
         return None
-    gemms = cm.model.expert_gemms(cm.mode)
+    gemms = cm.model.expert_gemms(cm.mode, cm.gpu.terms.tp)
     return (sp.Integer(cm.model.n_moe_layers), cm.model.moe.n_experts, cm.model.moe.experts_per_token,
             tuple((g.d_row, g.d_red) for g in gemms))
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from theory.config import read_packaged
 from theory.errors import FieldError
 from theory.terms import check_tp, shard_memory
+from theory.tp_split import check_moe_tp
 
 TP_FILE = "theory/data/tensor_parallel.toml"
 MIN_PROFILE_BYTES = 2**20  # messages of at least 1 MiB: the law's latency + bandwidth regime
@@ -79,9 +80,11 @@ def variant_key(gpu: str, tp: int) -> str:
 
 
 def splits(model, tp: int, mode: str) -> bool:
-    """Whether ``model`` can be split ``tp`` ways in ``mode`` (:func:`theory.terms.check_tp`)."""
+    """Whether ``model`` can be split ``tp`` ways in ``mode`` (:func:`theory.terms.check_tp`; a
+    mixture of experts also :func:`theory.tp_split.check_moe_tp`, its experts' widths)."""
     try:
         check_tp(tp, model.n_heads, model.n_kv_heads, model.d_ff, mode, model.key, "tp")
+        check_moe_tp(tp, model)
     except FieldError:
         return False
     return True

@@ -44,6 +44,24 @@ def check_tp(tp: int, n_heads: int, n_kv_heads: int, d_ff: int, mode: str, model
         raise FieldError(f"{where}.tp", tp, f"a divisor of d_ff = {d_ff} of model {model_key}")
 
 
+def check_moe_tp(tp: int, model) -> None:
+    """Raise :class:`FieldError` naming ``models.<key>.d_ff_expert`` (or ``d_ff_shared``) if a
+    ``tp``-way split cannot shard ``model``'s experts: vLLM without expert parallelism splits each
+    routed expert's width, and the shared experts' together, over the GPUs like a dense MLP
+    (:meth:`theory.models.Model.expert_gemms`), so ``tp`` must divide them. Nothing for a dense
+    model or ``tp = 1``."""
+    if tp == 1 or model.moe is None:
+        return
+    moe = model.moe
+    if moe.d_ff_expert % tp:
+        raise FieldError(f"models.{model.key}.d_ff_expert", moe.d_ff_expert,
+                         f"a multiple of tp = {tp} (each expert's width split over the GPUs)")
+    if moe.d_shared % tp:
+        raise FieldError(f"models.{model.key}.d_ff_shared", moe.d_ff_shared,
+                         f"a value with n_shared_experts x d_ff_shared = {moe.d_shared} a multiple of "
+                         f"tp = {tp} (the shared experts' width split over the GPUs)")
+
+
 def shard_memory(model, tp: int, bytes_per_element: int | None = None, ep: int = 1) -> tuple[float, float]:
     """(weight bytes, KV bytes per token) that one GPU of a ``tp``-way tensor-parallel replica holds.
 
@@ -54,10 +72,14 @@ def shard_memory(model, tp: int, bytes_per_element: int | None = None, ep: int =
     ``max(n_kv_heads / tp, 1)`` heads for every token of the replica, as vLLM sizes its cache
     (``ModelConfig.get_num_kv_heads``: ``max(1, total_num_kv_heads // tensor_parallel_size)``,
     vllm-project/vllm ``vllm/config.py``). ``tp = 1`` gives the whole model's
-    ``weight_bytes()`` and ``kv_bytes_per_token()``. ``bytes_per_element`` ``None`` counts both at
-    the model's precision (:mod:`theory.precision`: one byte per element at fp8). ``ep > 1`` (an
-    expert-parallel group, ``tp = 1``) keeps ``1/ep`` of the routed experts' weights on the GPU
-    (:func:`theory.expert_parallel.shard_weights`); the KV cache is the replica's own.
+    ``weight_bytes()`` and ``kv_bytes_per_token()``. A mixture of experts' routed and shared
+    experts are split ``tp`` ways too (each expert's width, :meth:`theory.models.Model.expert_gemms`);
+    its router, replicated, ``E d_x`` elements per MoE layer, is counted split (a few in ten thousand
+    of the weights of the presets).
+    ``bytes_per_element`` ``None`` counts both at the model's precision (:mod:`theory.precision`:
+    one byte per element at fp8). ``ep > 1`` (an expert-parallel group, ``tp = 1``) keeps
+    ``1/ep`` of the routed experts' weights on the GPU (:func:`theory.expert_parallel.shard_weights`);
+    the KV cache is the replica's own.
     """
     from theory.expert_parallel import shard_weights
 
