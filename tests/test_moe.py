@@ -296,3 +296,24 @@ def test_the_measured_moe_block_is_scored():
     }
     for r in rows:
         assert r["met"] == (r["median"] <= 0.10 and r["p90"] <= 0.20)
+
+
+def test_a_large_expected_blocks_table_is_kept_and_read_back_equal(tmp_path, monkeypatch):
+    from theory import moe
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    tau = np.arange(moe.KEEP_FROM + 7)
+    computed = moe._expected_blocks(128, 8, tau, 64)
+    first = moe.expected_blocks(128, 8, tau, 64)
+    path = moe.kept_blocks_path(128, 8, tau, 64)
+    assert path.is_file() and np.array_equal(first, computed)
+
+    def refuse(*_a):
+        raise AssertionError("computed although kept")
+
+    monkeypatch.setattr(moe, "_expected_blocks", refuse)
+    assert np.array_equal(moe.expected_blocks(128, 8, tau, 64), computed)
+    assert moe.kept_blocks_path(128, 8, tau, 128) != path and moe.kept_blocks_path(128, 4, tau, 64) != path
+    path.write_bytes(b"not an array")  # unreadable: computed again
+    monkeypatch.setattr(moe, "_expected_blocks", lambda *a: computed)
+    assert np.array_equal(moe.expected_blocks(128, 8, tau, 64), computed)

@@ -106,13 +106,18 @@ kernel); Bari, Hegde, de Veciana (2025), Eq. 2 and Eq. 4.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from theory.errors import FieldError
+from theory.io import cache_home, keep_array, read_kept_array
+from theory.version import source_digest
 
 ROUTINGS = ("uniform",)
+KEEP_FROM = 4096  # token counts per call from which expected_blocks keeps its table on disk
 _TAIL = 14.0  # sd (plus 14 tokens) past which a binomial tail is below 1e-16 (Bernstein's inequality)
 MOE_FIELDS = (
     "n_experts",
@@ -238,10 +243,37 @@ def expected_blocks(E: int, k: int, tau, t_col: int) -> np.ndarray:
     ``t_col`` tokens summed over the experts, ``E sum_{j >= 0} P(n > j t_col)`` (exact up to
     rounding: the terms more than ``_TAIL`` standard deviations from the mean, where
     ``P(n > j t_col)`` is 1 or 0 to double precision, are counted, not summed). ``tau`` of any
-    shape (a scalar as shape (1,)); the result has its shape."""
+    shape (a scalar as shape (1,)); the result has its shape.
+
+    A call over at least :data:`KEEP_FROM` token counts (the simulator's cost tables) is kept on
+    disk and read back by later processes (:func:`kept_blocks_path`)."""
     tau = np.atleast_1d(np.asarray(tau, dtype=np.int64))
     if tau.ndim > 1:  # the sum below runs over a second axis: one row per token count
         return expected_blocks(E, k, tau.ravel(), t_col).reshape(tau.shape)
+    if tau.size < KEEP_FROM:
+        return _expected_blocks(E, k, tau, t_col)
+    path = kept_blocks_path(E, k, tau, t_col)
+    kept = read_kept_array(path)
+    if kept is not None and kept.shape == tau.shape and kept.dtype == np.float64:
+        return kept
+    out = _expected_blocks(E, k, tau, t_col)
+    keep_array(path, out)
+    return out
+
+
+def kept_blocks_path(E: int, k: int, tau: np.ndarray, t_col: int) -> Path:
+    """Where :func:`expected_blocks` keeps a table: ``cache_home()/moe/<theory digest>-<key>.npy``,
+    named by every source and data file of :mod:`theory`, scipy's version (its binomial tail) and
+    ``E``, ``k``, ``t_col`` and the token counts."""
+    from importlib.metadata import version
+
+    key = hashlib.sha256(f"{E},{k},{t_col},scipy {version('scipy')}".encode())
+    key.update(np.ascontiguousarray(tau, dtype=np.int64).tobytes())
+    return cache_home() / "moe" / f"{source_digest('theory')}-{key.hexdigest()[:32]}.npy"
+
+
+def _expected_blocks(E: int, k: int, tau: np.ndarray, t_col: int) -> np.ndarray:
+    """:func:`expected_blocks` of a 1-D ``tau``, computed."""
     p = k / E
     if p >= 1.0:
         return E * -(-tau // t_col).astype(float)
