@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from llmq.cli import main
@@ -82,6 +82,29 @@ def _same(a, b):
     assert np.allclose(a, b, rtol=1e-9, atol=1e-12), np.max(np.abs(a - b))
 
 
+def _agrees(run, sim):
+    """The engine's arrival, first-token and finish times equal the reference's (to 1e-9).
+
+    A closed loop can send a request at exactly the end of a batch in real arithmetic: the previous
+    request's finish plus a constant think time is a sum of the same batch times as the batch's end,
+    in another order. Which comes first is then decided by the last bit of two float sums, and the
+    engine and the reference (which prices batches with :mod:`theory.cost`, not the engine's tables)
+    may round them differently, so the request joins that batch in one and the next in the other. Such
+    an example is discarded (``assume``) when the two disagree; any other disagreement fails.
+    """
+    engine = [np.asarray(x, dtype=float) for x in (run.arrival, run.t_first, run.t_finish)]
+    naive = [np.asarray([getattr(r, k) for r in sim.reqs], dtype=float)
+             for k in ("arrival", "first", "finish")]
+    if all(np.allclose(a, b, rtol=1e-9, atol=1e-12) for a, b in zip(engine, naive, strict=True)):
+        return
+    ends = np.array([start + dur for start, dur, *_ in sim.batches])
+    sends = np.concatenate([engine[0], naive[0]])
+    tie = np.abs(sends[:, None] - ends[None, :]) <= 1e-9 * np.maximum(1.0, np.abs(sends[:, None]))
+    assume(not tie.any())
+    for a, b in zip(engine, naive, strict=True):
+        _same(a, b)
+
+
 @settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(loops())
 def test_rad_closed_loop_matches_the_naive_reference(sc):
@@ -90,9 +113,7 @@ def test_rad_closed_loop_matches_the_naive_reference(sc):
     p = sch.make_params(cm, n=3)
     run = run_closed(cm, sch, p, loop.users, _users(L_P, L_D, think))
     sim, _ = ref.rad(cm, ref.Users(loop.users, think), L_P, L_D, p.n, p.t_col, p.chunk)
-    _same(run.arrival, [r.arrival for r in sim.reqs])
-    _same(run.t_first, [r.first for r in sim.reqs])
-    _same(run.t_finish, [r.finish for r in sim.reqs])
+    _agrees(run, sim)
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -103,9 +124,7 @@ def test_sarathi_closed_loop_matches_the_naive_reference(sc, budget):
     p = sch.make_params(cm, chunk_size=budget, max_num_seqs=8, memory=False)
     run = run_closed(cm, sch, p, loop.users, _users(L_P, L_D, think))
     sim = ref.sarathi(cm, ref.Users(loop.users, think), L_P, L_D, budget, 8)
-    _same(run.arrival, [r.arrival for r in sim.reqs])
-    _same(run.t_first, [r.first for r in sim.reqs])
-    _same(run.t_finish, [r.finish for r in sim.reqs])
+    _agrees(run, sim)
 
 
 def _in_flight_after(arrival, finish, t):
