@@ -503,20 +503,20 @@ def _furo_navigation_collapsed() -> None:
     collapsed tree (Sphinx's ``toctree(collapse=True)``, as the Read the Docs theme shows it) holds
     every top-level entry and the current page's ancestors and siblings; the same change is
     proposed to furo as an option (pradyunsg/furo pull requests 674 and 748). Left alone when
-    furo's module no longer has that function.
+    furo's module no longer has those functions.
     """
     import furo
 
     base = getattr(furo, "_compute_navigation_tree", None)
-    if base is None or getattr(base, "collapsed", False):
+    rebuild = getattr(furo, "get_navigation_tree", None)
+    if base is None or rebuild is None or getattr(base, "collapsed", False):
         return
 
     def collapsed_navigation_tree(context: dict) -> str:
         toctree = context.get("toctree")
         if toctree is None:
             return base(context)
-        return furo.get_navigation_tree(toctree(collapse=True, titles_only=True, maxdepth=-1,
-                                                includehidden=True))
+        return rebuild(toctree(collapse=True, titles_only=True, maxdepth=-1, includehidden=True))
 
     collapsed_navigation_tree.collapsed = True
     furo._compute_navigation_tree = collapsed_navigation_tree

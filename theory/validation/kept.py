@@ -4,9 +4,10 @@
 ``cache_home()/validate/<theory digest>-<input digest>.pickle``: the same profiles and settings
 validated again by the same code (``llmq validate`` after its notebook, or run twice) read the
 report back instead of refitting every GPU. The name holds :func:`theory.version.source_digest` of
-:mod:`theory` (every source and data file of the package that computes the report), each profile's
-name, column layout and rows, the settings, and the bytes of the user GPU and model files the
-settings name; any change to one of them computes the report again. A kept file that cannot be
+:mod:`theory` (every source and data file of the package that computes the report), the versions of
+numpy and scipy (whose solvers fit the calibrations), each profile's name, column layout and rows,
+the settings, and the bytes of the user GPU and model files the settings name; any change to one of
+them computes the report again. A kept file that cannot be
 read is computed again too.
 
 The report is kept with :mod:`pickle`, which runs code when it loads: the file lives in the user's
@@ -28,9 +29,12 @@ from theory.version import source_digest
 
 
 def input_digest(profiles: dict[str, Profile], settings: Settings) -> str:
-    """SHA-256 prefix (32 hex digits) of the profiles' names, dtypes and rows, the settings and the
-    bytes of the user files they name."""
-    h = hashlib.sha256(repr(astuple(settings)).encode())
+    """SHA-256 prefix (32 hex digits) of numpy's and scipy's versions, the profiles' names, dtypes and
+    rows, the settings and the bytes of the user files they name."""
+    from importlib.metadata import version
+
+    h = hashlib.sha256(f"numpy {version('numpy')}, scipy {version('scipy')}".encode())
+    h.update(repr(astuple(settings)).encode())
     for path in (settings.gpu_file, settings.model_file):
         h.update(b"\0" if path is None else Path(path).read_bytes())
     for name in sorted(profiles):
