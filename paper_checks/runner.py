@@ -137,13 +137,13 @@ def kept_outcome(check_id: str, fast: bool, cache: str | Path | None = None) -> 
     """One check's outcome as ``llmq check`` would have it, without a pool: read back from the
     result cache ``cache`` (:func:`default_cache_dir` if None) when it holds a reusable entry, else
     run in this process (:class:`CheckTask`) and kept there for the next reader."""
-    from stability.runner import RESULT_FIELDS, Cache
+    from stability.runner import Cache
 
     kept = Cache(default_cache_dir() if cache is None else cache)
     check = get_check(check_id)
-    hit = kept.get(check_key(check_id, fast), RESULT_FIELDS)
-    if hit is not None and _reusable(hit):
-        return from_record(check, hit, cached=True)
+    outcome = _cached(kept, check, fast)
+    if outcome is not None:
+        return outcome
     (record,) = CheckTask((check_id,), fast, str(kept.dir)).run()["outcomes"]
     return from_record(check, record)
 
@@ -261,9 +261,22 @@ def _reusable(record: dict) -> bool:
             and set(r) == {f.name for f in fields(Result)})
 
 
+def _cached(cache, check: Check, fast: bool) -> Outcome | None:
+    """``check``'s outcome read back from ``cache`` (a :class:`stability.runner.Cache`), or None;
+    an entry that holds no reusable result (:func:`_reusable`) is removed, so that it runs again."""
+    from stability.runner import RESULT_FIELDS
+
+    hit = cache.get(check_key(check.id, fast), RESULT_FIELDS)
+    if hit is not None and _reusable(hit):
+        return from_record(check, hit, cached=True)
+    if hit is not None:
+        (cache.dir / f"{check_key(check.id, fast)}.json").unlink(missing_ok=True)
+    return None
+
+
 def _through_runner(checks: list[Check], fast: bool, progress, workers: int, cache_dir, bar) -> list[Outcome]:
     """:func:`run_checks` through :class:`stability.runner.Runner` (see the module docstring)."""
-    from stability.runner import RESULT_FIELDS, Cache, LocalExecutor, Runner, task_key
+    from stability.runner import Cache, LocalExecutor, Runner, task_key
 
     cache, executor = Cache(cache_dir), LocalExecutor(workers)
     by_id = {c.id: c for c in checks}
@@ -278,11 +291,9 @@ def _through_runner(checks: list[Check], fast: bool, progress, workers: int, cac
 
     ids = list(dict.fromkeys(c.id for c in checks))
     for check_id in ids:  # what is cached is known at once; a crash or an entry of another shape runs again
-        hit = cache.get(check_key(check_id, fast), RESULT_FIELDS)
-        if hit is not None and _reusable(hit):
-            known(from_record(by_id[check_id], hit, cached=True))
-        elif hit is not None:
-            (cache.dir / f"{check_key(check_id, fast)}.json").unlink(missing_ok=True)
+        outcome = _cached(cache, by_id[check_id], fast)
+        if outcome is not None:
+            known(outcome)
     groups: dict[str, list[str]] = {}  # the checks left, by module, in paper order
     for check_id in ids:
         if check_id not in outcomes:

@@ -181,6 +181,16 @@ def cache_home() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmq"
 
 
+def theory_kept_path(kind: str, key: str, suffix: str = ".npy") -> Path:
+    """Where a result :mod:`theory` computes is kept across processes:
+    ``cache_home()/<kind>/<theory digest>-<key><suffix>``, named by every source and data file of
+    :mod:`theory` (:func:`theory.version.source_digest`) and by ``key``, the caller's digest of the
+    inputs, so a change to either computes it anew."""
+    from theory.version import source_digest
+
+    return cache_home() / kind / f"{source_digest('theory')}-{key}{suffix}"
+
+
 def read_kept_array(path: str | Path) -> np.ndarray | None:
     """An array kept by :func:`keep_array` (read without pickle), or None when there is none or it
     cannot be read: the caller computes it again."""

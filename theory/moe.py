@@ -113,8 +113,7 @@ from pathlib import Path
 import numpy as np
 
 from theory.errors import FieldError
-from theory.io import cache_home, keep_array, read_kept_array
-from theory.version import source_digest
+from theory.io import keep_array, read_kept_array, theory_kept_path
 
 ROUTINGS = ("uniform",)
 KEEP_FROM = 4096  # token counts per call from which expected_blocks keeps its table on disk
@@ -269,7 +268,7 @@ def kept_blocks_path(E: int, k: int, tau: np.ndarray, t_col: int) -> Path:
 
     key = hashlib.sha256(f"{E},{k},{t_col},scipy {version('scipy')}".encode())
     key.update(np.ascontiguousarray(tau, dtype=np.int64).tobytes())
-    return cache_home() / "moe" / f"{source_digest('theory')}-{key.hexdigest()[:32]}.npy"
+    return theory_kept_path("moe", key.hexdigest()[:32])
 
 
 def _expected_blocks(E: int, k: int, tau: np.ndarray, t_col: int) -> np.ndarray:

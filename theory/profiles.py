@@ -65,11 +65,10 @@ import numpy as np
 
 from theory.errors import FieldError, LlmqError, UnknownNameError
 from theory.hardware import get_gpu
-from theory.io import cache_home, keep_array, read_csv_table, read_kept_array
+from theory.io import keep_array, read_csv_table, read_kept_array, theory_kept_path
 from theory.measured import GemmTable, pooled_tables
 from theory.models import Model, get_model
 from theory.terms import check_tp
-from theory.version import source_digest
 
 ABSENT = -1
 TIME_UNITS = {"seconds": 1.0, "time_s": 1.0, "time_ms": 1e-3, "time_us": 1e-6}
@@ -201,7 +200,7 @@ def _kept_path(digest: str) -> Path | None:
     checked against), so a change to either validates the file anew; None for a missing file."""
     if not digest:
         return None
-    return cache_home() / "profiles" / f"{source_digest('theory')}-{digest[:32]}.npy"
+    return theory_kept_path("profiles", digest[:32])
 
 
 def _read_kept(path: Path) -> np.ndarray | None:

@@ -18,8 +18,7 @@ from scipy.optimize import linprog
 
 from theory.capacity.law import BatchLaw, check_caps
 from theory.errors import FieldError, require_positive_int
-from theory.io import cache_home, keep_array, read_kept_array
-from theory.version import source_digest
+from theory.io import keep_array, read_kept_array, theory_kept_path
 from theory.workload import Workload
 
 DEFAULT_HORIZON = 8192  # batch sizes tabulated when b_max is None (the tail beyond is bounded by sigma)
@@ -90,7 +89,7 @@ def _kept_path(key: tuple) -> Path:
     digest>.npy``, named by every source and data file of :mod:`theory` (which computes it) and by
     the law's content and the table's extent."""
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:32]
-    return cache_home() / "capacity" / f"{source_digest('theory')}-{digest}.npy"
+    return theory_kept_path("capacity", digest)
 
 
 def _check_split(law: BatchLaw, L_max: int) -> None:

@@ -21,11 +21,10 @@ import pickle
 from dataclasses import astuple
 from pathlib import Path
 
-from theory.io import atomic_write_bytes, cache_home
+from theory.io import atomic_write_bytes, theory_kept_path
 from theory.profiles import Profile
 from theory.validation.results import Report, Settings
 from theory.validation.validate import validate
-from theory.version import source_digest
 
 
 def input_digest(profiles: dict[str, Profile], settings: Settings) -> str:
@@ -46,7 +45,7 @@ def input_digest(profiles: dict[str, Profile], settings: Settings) -> str:
 
 def kept_path(profiles: dict[str, Profile], settings: Settings) -> Path:
     """Where the report of ``profiles`` under ``settings`` is kept."""
-    return cache_home() / "validate" / f"{source_digest('theory')}-{input_digest(profiles, settings)}.pickle"
+    return theory_kept_path("validate", input_digest(profiles, settings), ".pickle")
 
 
 def kept_validate(profiles: dict[str, Profile], settings: Settings | None = None) -> Report:
