@@ -166,7 +166,7 @@ def _class_of(prm, keys, n_keys, lp, ld):
 
 
 @njit(cache=True)
-def _sort_decodes(st):
+def sort_decodes(st):
     """Insertion sort of the decode set by request index (the order the engine keeps)."""
     for q in range(1, st.nd):
         j, p, r = st.d_id[q], st.d_pos[q], st.d_rem[q]
@@ -263,5 +263,5 @@ def loop(st, ct, prm, t_stop):
                 raise RuntimeError("wait: KV memory over capacity under thresholds that fit it")
             append(st, st.d_id[q], st.d_pos[q])
         run_mixed(st, ct, na)
-        _sort_decodes(st)
+        sort_decodes(st)
     return stop_code(st)

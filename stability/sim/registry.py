@@ -63,6 +63,7 @@ _MODULES = {
     "distserve": "stability.schedulers.distserve",
     "slai": "stability.schedulers.slai",
     "wait": "stability.schedulers.wait",
+    "nested_wait": "stability.schedulers.nested_wait",
 }
 
 REQUIRED = ("NAME", "Params", "make_params")  # and loop, or prefill_loop and decode_loop

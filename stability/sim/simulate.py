@@ -184,6 +184,7 @@ def _validate_closed(sc: Scenario) -> None:
 
 # the policies a closed loop cannot drive, and why
 CLOSED_REFUSED = {"wait": "its decisions read whether arrivals are left",
+                  "nested_wait": "its decisions read whether arrivals are left",
                   "distserve": "it runs on prefill and decode nodes, a closed loop on one GPU"}
 
 
