@@ -1,4 +1,5 @@
-"""Other papers: Ao, Luo, Simchi-Levi and Wang's fluid stability region under KV memory, and WAIT.
+"""Other papers: Ao, Luo, Simchi-Levi and Wang's fluid stability region under KV memory, WAIT and
+Nested WAIT.
 
 ``other.aslw_fluid_region``. Ao, Luo, Simchi-Levi, Wang (arXiv:2504.11320) model one GPU whose KV
 cache holds ``C`` tokens; a type-``j`` prompt (rate ``lam_j``) holds ``l_j`` tokens after its prefill
@@ -54,10 +55,32 @@ prefill, where the paper's model (and the simulator) holds ``L^P`` during the pr
 during decode ``k``. Nie, Si and Zhou's ``mu`` (:mod:`paper_checks.other_papers_kv`) with one
 prefill chunk is the same ``C / (d_0 W)`` here.
 
+``other.aslw_nested_wait``. Their Section 5 drops the known output lengths: Nested WAIT
+(:mod:`stability.schedulers.nested_wait`) cuts decode progress into segments at ``l'_1 < ... <
+l'_m`` with a threshold ``n_k`` each, and their Theorem nested_wait_heavy_traffic states that with
+thresholds satisfying Eq. nested_wait_thresholds (``Delta T(n) < n_1 / sum_j lam_j`` and ``p_k <
+n_k / n_{k-1} < 1``, ``p_k`` the fraction of the prompts at boundary ``l'_{k-1}`` that continue)
+and a cache ``C >= M_req = M^pi + sum_{k>=2} (l + l'_{k-1}) (n_k + theta_k^{-1} ln(m (1 + zeta T /
+d_0) / delta))`` (Eq. nested_wait_memory_total; ``theta_k`` the root of ``e^{-theta n_k} (1 - p_k +
+p_k e^theta)^{n_{k-1}} = 1``, "in particular ``theta_k >= 8 (n_k - n_{k-1} p_k) / n_{k-1}``") the
+throughput gap is ``O(1 / (zeta T))``, latency and TTFT ``O(1)``, and the memory is not exceeded
+over ``[0, T]`` with probability at least ``1 - delta``. Transcribed from the authors' LaTeX source
+(``papers/unknown_type.tex`` at the commit above). Read by us: ``zeta = 1`` (the system as it is)
+and ``T`` the arrivals' span; "stable" for the throughput and latency claims (the drift test of
+:meth:`stability.sim.simulate.SimResult.verdict`); and that the boundaries are the output lengths
+(the theorem's clean case). The check, with the law above (``d_1 = 0``, so ``Delta T = d_0``) on two
+instances (:data:`NESTED`, two and three output lengths, prompt 16), runs Nested WAIT at
+``NESTED_RHO n_1 / d_0`` with ``C = M_req`` for ``delta`` = :data:`DELTA`: every replicate must be
+stable and keep its KV peak within ``C``, and each ``theta_k`` must meet its stated bound. The
+memory part is a test whose false-FAIL rate is at most ``1 - (1 - delta)^R`` per instance of ``R``
+replicates; its power shows on the same runs against ``C = M^pi``: the buffer removed, they
+overflow. It cannot see a buffer too large (no overflow either way) nor a failure rarer than about
+``1 / R``.
+
 References
 ----------
 Ao, Luo, Simchi-Levi, Wang (2025), "Optimizing LLM Inference: Fluid-Guided Online Scheduling with
-Memory Constraints", arXiv:2504.11320 (Sections 2-4). Kwon et al. (2023), vLLM; Agrawal et al.
+Memory Constraints", arXiv:2504.11320 (Sections 2-5). Kwon et al. (2023), vLLM; Agrawal et al.
 (2024), Sarathi-Serve.
 """
 
@@ -69,7 +92,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from paper_checks.evidence import Points
+from paper_checks.evidence import Points, StatTest
 from paper_checks.margins import least_margin, ratio_margin
 from paper_checks.registry import Result, Verdict, register
 from theory.errors import FieldError
@@ -227,4 +250,199 @@ def other_aslw_fluid_region(fast: bool) -> Result:
     return Result(Verdict.PASS, "; ".join(x.summary for x in results),
                   coverage="; ".join(x.coverage for x in results),
                   evidence={wl: x.evidence for wl, x in zip(WORKLOADS, results, strict=True)},
+                  margin=least_margin(x.margin for x in results))
+
+
+# --- Nested WAIT: unknown output lengths (their Section 5) -----------------------------------------
+
+DELTA = 0.001  # the theorem's overflow probability over the horizon, per replicate
+NESTED_REPLICATES = {True: (3, 12000), False: (6, 30000)}  # --quick: (replicates, requests); else
+NESTED_RHO = 0.9  # the rate as a fraction of n_1 / d_0 (Eq. nested_wait_thresholds with d_1 = 0)
+# (workload, boundaries l'_k, thresholds n_k): a common prompt of 16 tokens, outputs on the
+# boundaries; n_k / n_{k-1} strictly between the survival fraction p_k and 1
+NESTED = (("mix:0.5*deterministic:16,16+0.5*deterministic:16,64", (16, 64), (20, 12)),
+          ("mix:0.25*deterministic:16,16+0.25*deterministic:16,32+0.5*deterministic:16,64", (16, 32, 64),
+           (20, 16, 11)))
+
+
+BOUNDARIES = "boundaries l'_k"  # the evidence's key
+
+
+def survival(p, L_D, boundaries) -> tuple:
+    """``p_k = sum_{j >= k} lam_j / sum_{j >= k-1} lam_j`` for ``k = 2..m`` (their Eq.
+    nested_wait_thresholds): the fraction of the prompts at boundary ``l'_{k-1}`` that continue,
+    from the type mix ``p`` over output lengths ``L_D`` (each on a boundary)."""
+    beyond = [float(np.sum(np.asarray(p)[np.asarray(L_D) > b])) for b in (0, *boundaries[:-1])]
+    return tuple(beyond[k] / beyond[k - 1] for k in range(1, len(boundaries)))
+
+
+def theta(n_prev: int, n: int, p: float) -> float:
+    """``theta_k > 0``, the root of ``e^{-theta n_k} (1 - p_k + p_k e^theta)^{n_{k-1}} = 1`` (their
+    Theorem nested_wait_heavy_traffic): the exponent of the boundary queue's tail when a batch of
+    ``n_{k-1}`` is thinned with probability ``p_k`` and ``n_k`` leave. It exists exactly when
+    ``p_k n_{k-1} < n_k < n_{k-1}`` (Eq. nested_wait_thresholds)."""
+    from scipy.optimize import brentq
+
+    if not (0 < p < 1 and p * n_prev < n < n_prev):
+        raise FieldError("thresholds (n_{k-1}, n_k) and survival p_k", (n_prev, n, p),
+                         "p_k n_{k-1} < n_k < n_{k-1} with 0 < p_k < 1 (Eq. nested_wait_thresholds)")
+
+    def f(t: float) -> float:
+        return -t * n + n_prev * math.log1p(p * math.expm1(t))
+
+    hi = 1.0
+    while f(hi) <= 0:
+        hi *= 2
+    return float(brentq(f, 1e-9, hi, xtol=1e-14, rtol=1e-12))
+
+
+def safety_log(m: int, horizon: float, d0: float) -> float:
+    """``ln(m (1 + zeta T / d_0) / delta)`` of their Eq. nested_wait_memory_total, with ``zeta = 1``
+    and ``delta`` = :data:`DELTA`: the logarithmic factor of the safety buffer."""
+    return math.log(m * (1 + horizon / d0) / DELTA)
+
+
+def boundary_buffer(prompt: int, boundaries, thresholds, p_surv, horizon: float, d0: float) -> float:
+    """The KV tokens their Eq. nested_wait_memory_total adds to ``M^pi`` for the boundary queues:
+    ``sum_{k>=2} (l + l'_{k-1}) (n_k + theta_k^{-1} ln(m (1 + zeta T / d_0) / delta))``
+    (:func:`safety_log`)."""
+    log = safety_log(len(boundaries), horizon, d0)
+    return sum((prompt + boundaries[k - 1]) * (thresholds[k] + log / theta(thresholds[k - 1], thresholds[k],
+                                                                          p_surv[k - 1]))
+               for k in range(1, len(boundaries)))
+
+
+def nested_runs(fast: bool, instance: tuple = NESTED[0]) -> dict:
+    """Nested WAIT on ``instance`` at ``NESTED_RHO n_1 / d_0`` with a cache of ``C = ceil(M^pi +``
+    :func:`boundary_buffer` ``)`` tokens, over seeded replicates: the drift verdicts and KV peaks
+    (the dynamics do not depend on ``C``: the scheduler counts its KV, never refuses it). Returns
+    ``case``, ``verdicts``, ``peaks``, ``capacity``, ``base`` (``M^pi``) and ``thetas``."""
+    from stability import memory_bound as mb
+    from stability.schedulers.nested_wait import threshold_memory
+    from stability.sim.simulate import Scenario, cost_model_of, simulate, workload_of
+    from theory.capacity.law import law_from_cost_model
+
+    workload, bounds, n = instance
+    replicates, n_req = NESTED_REPLICATES[fast]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = mb.law_file(tmp)
+        base = Scenario(gpu=mb.LAW_KEY, gpu_file=path, model=mb.MODEL_KEY, model_file=path, workload=workload,
+                        rate=1.0, load=None, n_requests=n_req, seed=0, scheduler="nested_wait")
+        cm = cost_model_of(base)
+        w = workload_of(base, cm)
+        prompt = int(w.L_P[0])
+        if np.any(w.L_P != prompt) or not set(w.L_D.tolist()) <= set(bounds):
+            raise AssertionError("Nested WAIT's instances: one prompt length, outputs on the boundaries")
+        law = law_from_cost_model(cm)
+        d0 = law.batch_time(decode=[1])
+        largest = n[0] * prompt + sum(k * (prompt + b) for k, b in zip(n, bounds, strict=True))
+        if not math.isclose(d0, law.batch_time(prefill=[(1, largest)]), rel_tol=1e-12):
+            raise AssertionError(f"batch time not constant up to {largest} tokens: the law would not be d0")
+        lam = NESTED_RHO * n[0] / d0
+        p_surv = survival(w.p, w.L_D, bounds)
+        m_pi = threshold_memory(bounds, n, prompt)
+        horizon = n_req / lam
+        capacity = math.ceil(m_pi + boundary_buffer(prompt, bounds, n, p_surv, horizon, d0))
+        opts = (("boundaries", bounds), ("thresholds", n), ("kv_blocks", capacity))
+        verdicts, peaks = [], []
+        for k in range(replicates):
+            res = simulate(replace(base, options=opts, rate=lam, seed=200 + k))
+            verdicts.append(res.verdict().verdict)
+            peaks.append(int(res.runs[0].kv["peak"]))
+        thetas = [theta(n[k - 1], n[k], p_surv[k - 1]) for k in range(1, len(n))]
+        sum_w = float(np.dot(w.p, stage_memory(w.L_P, w.L_D)))
+    case = {"workload": workload, "prompt l": prompt, BOUNDARIES: bounds, "thresholds n_k": n,
+            "survival p_k": p_surv, "d0 s": d0, "d1": 0.0, "rate req/s": lam, "n_1 / d0 req/s": n[0] / d0,
+            "M^pi tokens": m_pi, "C = M_req tokens": capacity, "horizon T s": horizon, "delta": DELTA,
+            "theta_k": thetas,
+            "theta_k bound 8 (n_k - n_{k-1} p_k) / n_{k-1}": [8 * (n[k] - n[k - 1] * p_surv[k - 1]) / n[k - 1]
+                                                             for k in range(1, len(n))],
+            "known-length fluid edge at C req/s": capacity / (d0 * sum_w),
+            "replicates": replicates, "requests": n_req,
+            "law": "staircase c + a ceil(tau / b0), b0 = 4096, attention off (stability.memory_bound)"}
+    return {"case": case, "verdicts": verdicts, "peaks": peaks, "capacity": capacity, "base": m_pi,
+            "thetas": thetas}
+
+
+def nested_alpha(replicates: int) -> float:
+    """The chance that the memory test fails a true claim: some of ``replicates`` independent runs
+    overflows, each with probability at most ``delta``."""
+    return 1 - (1 - DELTA) ** replicates
+
+
+def judge_nested(r: dict) -> Result:
+    """PASS if every replicate is stable and its KV peak within ``C = M_req`` and each ``theta_k``
+    is at least its stated bound; else FAIL."""
+    case, peaks, cap = r["case"], r["peaks"], r["capacity"]
+    bad = []
+    if any(v != "stable" for v in r["verdicts"]):
+        bad.append(f"not stable at {case['rate req/s']:.6g} req/s: {r['verdicts']}")
+    over = [p for p in peaks if p > cap]
+    if over:
+        bad.append(f"KV over the cache C = M_req = {cap} tokens in {len(over)} of {len(peaks)} replicates "
+                   f"(peaks {peaks})")
+    low = [(t, b) for t, b in zip(r["thetas"], case["theta_k bound 8 (n_k - n_{k-1} p_k) / n_{k-1}"],
+                                  strict=True) if t < b]
+    if low:
+        bad.append(f"theta_k below its stated bound (theta, bound): {low}")
+    evidence = {**case, "verdicts": r["verdicts"], "KV peaks tokens": peaks}
+    if bad:
+        return Result(Verdict.FAIL, f"{case['workload']}: " + "; ".join(bad), counterexample=evidence,
+                      evidence=evidence)
+    margin = least_margin([ratio_margin(max(peaks), cap), 1 / NESTED_RHO - 1])
+    rate, edge = case["rate req/s"], case["known-length fluid edge at C req/s"]
+    return Result(Verdict.PASS, f"{case['workload']}: stable at {NESTED_RHO} n_1 / d0 = {rate:.6g} req/s "
+                                f"({rate / edge:.3f} of the known-length fluid edge at C) in {len(peaks)} of "
+                                f"{len(peaks)} replicates; KV peak {max(peaks)} <= C = {cap} tokens "
+                                f"(M^pi = {r['base']})",
+                  coverage=f"{case['workload']}, boundaries {case[BOUNDARIES]}, thresholds "
+                           f"{case['thresholds n_k']}, {case['replicates']} seeded replicates of "
+                           f"{case['requests']} requests",
+                  evidence=evidence, margin=margin)
+
+
+NESTED_TEST = ("each replicate overflows the cache C = M_req with probability at most delta over the "
+               f"horizon; the claim is rejected if any of the replicates does (delta = {DELTA})")
+
+
+@register("other.aslw_nested_wait", level="statistical",
+          domain="every type mix of output lengths l'_1 < ... < l'_m (common prompt l), thresholds n_k "
+                 "satisfying Eq. nested_wait_thresholds, memory C >= M_req and horizon T",
+          evaluates=(StatTest(NESTED_TEST, len(NESTED) * nested_alpha(NESTED_REPLICATES[False][0])),
+                     Points("two instances with d1 = 0 (every batch d0 = 5 ms), prompt 16: outputs 16 and "
+                            "64 (half each), thresholds (20, 12); outputs 16, 32, 64 (1/4, 1/4, 1/2), "
+                            "thresholds (20, 16, 11); rate 0.9 n_1 / d0; 3 seeded replicates of 12,000 "
+                            "requests (6 of 30,000 without --quick)")),
+          section="other",
+          location="Other papers: Ao, Luo, Simchi-Levi, Wang (arXiv:2504.11320), Section 5, Nested WAIT "
+                   "and Theorem nested_wait_heavy_traffic",
+          items=(),
+          claim="Without knowing output lengths, Nested WAIT with thresholds satisfying Eq. "
+                "nested_wait_thresholds and a cache C >= M^pi + sum_{k>=2} (l + l'_{k-1}) (n_k + theta_k^-1 "
+                "ln(m (1 + T / d0) / delta)) is stable and never exceeds C over [0, T] with probability at "
+                "least 1 - delta; theta_k >= 8 (n_k - n_{k-1} p_k) / n_{k-1}.",
+          method="Nested WAIT in the simulator (stability.schedulers.nested_wait: the KV counted, never "
+                 "refused) at 0.9 n_1 / d0 with C = M_req for T the arrivals' span and delta = 0.001: the "
+                 "drift test must find every replicate stable and no replicate's KV peak may exceed C (a "
+                 "test whose false-FAIL rate is at most 1 - (1 - delta)^replicates per instance); its power "
+                 "is the same peaks against C = M^pi (the buffer removed); theta_k solved numerically "
+                 "against its stated bound.")
+def other_aslw_nested_wait(fast: bool) -> Result:
+    results, runs = [], []
+    for inst in NESTED:
+        r = nested_runs(fast, inst)
+        runs.append(r)
+        results.append(judge_nested(r))
+    replicates = runs[0]["case"]["replicates"]
+    power = {x["case"]["workload"]: f"{sum(p > x['base'] for p in x['peaks'])} of {len(x['peaks'])} "
+                                    f"replicates over C = M^pi" for x in runs}
+    stats = {"test": NESTED_TEST, "alpha": nested_alpha(replicates) * len(NESTED),
+             "power": {"the same runs against the cache without the buffer": power}}
+    failed = [x for x in results if x.verdict is not Verdict.PASS]
+    if failed:
+        return replace(failed[0], evidence={**failed[0].evidence, **stats})
+    return Result(Verdict.PASS, "; ".join(x.summary for x in results),
+                  coverage="; ".join(x.coverage for x in results),
+                  evidence={**stats, **{x["case"]["workload"]: y.evidence
+                                        for x, y in zip(runs, results, strict=True)}},
                   margin=least_margin(x.margin for x in results))
