@@ -288,12 +288,16 @@ def theta(n_prev: int, n: int, p: float) -> float:
                          "p_k n_{k-1} < n_k < n_{k-1} with 0 < p_k < 1 (Eq. nested_wait_thresholds)")
 
     def f(t: float) -> float:
-        return -t * n + n_prev * math.log1p(p * math.expm1(t))
+        log_mgf = math.log1p(p * math.expm1(t)) if t < 30 else t + math.log(p + (1 - p) * math.exp(-t))
+        return -t * n + n_prev * log_mgf
 
     hi = 1.0
-    while f(hi) <= 0:
+    while f(hi) <= 0:  # f < 0 below the root, > 0 above it (convex, f(0) = 0, f'(0) < 0)
         hi *= 2
-    return float(brentq(f, 1e-9, hi, xtol=1e-14, rtol=1e-12))
+    lo = hi / 2
+    while f(lo) >= 0:
+        lo /= 2
+    return float(brentq(f, lo, hi, xtol=1e-300, rtol=1e-13))
 
 
 def safety_log(m: int, horizon: float, d0: float) -> float:

@@ -144,3 +144,30 @@ def test_nested_wait_bad_options():
     # M^pi = n_1 sum_{s=0}^{l'_1} (l + s) + n_2 sum_{s=l'_1+1}^{l'_2} (l + s): 2 (2+3) + 1 (4+5)
     assert threshold_memory((1, 3), (2, 1), 2) == 2 * (2 + 3) + (4 + 5)
     assert threshold_memory((1, 3), (2, 1), 2, block_size=4) == 2 * (1 + 1) + (1 + 2)
+
+
+def test_theta_solves_its_equation_and_meets_hoeffdings_bound():
+    """theta_k is the positive root of e^{-theta n_k} (1 - p + p e^theta)^{n_{k-1}} = 1; Hoeffding's
+    lemma (ln E e^{theta X} <= p theta + theta^2 / 8 for a Bernoulli X) puts it at or above
+    8 (n_k - n_{k-1} p) / n_{k-1}, the bound their theorem states."""
+    from paper_checks.other_papers_wait import theta
+
+    for n_prev, n, p in [(20, 12, 0.5), (20, 16, 0.75), (16, 11, 2 / 3), (2, 1, 0.01), (149, 75, 0.5)]:
+        t = theta(n_prev, n, p)
+        assert t > 0
+        assert abs(-t * n + n_prev * np.log(1 - p + p * np.exp(t))) < 1e-9 * n_prev * t
+        assert -0.5 * t * n + n_prev * np.log(1 - p + p * np.exp(0.5 * t)) < 0  # the root, not a point below
+        assert t >= 8 * (n - n_prev * p) / n_prev
+    for bad in [(10, 10, 0.5), (10, 5, 0.5), (10, 4, 0.5), (10, 6, 1.0), (10, 6, 0.0)]:
+        with pytest.raises(FieldError, match="nested_wait_thresholds"):
+            theta(*bad)
+
+
+def test_survival_and_buffer_by_hand():
+    from paper_checks.other_papers_wait import DELTA, boundary_buffer, survival, theta
+
+    assert survival((0.25, 0.25, 0.5), (16, 32, 64), (16, 32, 64)) == pytest.approx((0.75, 2 / 3), rel=1e-12)
+    assert survival((0.5, 0.5), (64, 16), (16, 64)) == pytest.approx((0.5,), rel=1e-12)
+    log = np.log(2 * (1 + 3.0 / 0.005) / DELTA)
+    expected = (16 + 16) * (12 + log / theta(20, 12, 0.5))
+    assert boundary_buffer(16, (16, 64), (20, 12), (0.5,), 3.0, 0.005) == pytest.approx(expected, rel=1e-12)

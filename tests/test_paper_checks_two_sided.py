@@ -927,8 +927,14 @@ def eq7_without_batching(mp):
     return proofs.eq7_core(per_request)
 
 
+def nested_wait_past_its_thresholds(mp):
+    mp.setattr(other_papers_wait, "NESTED_RHO", 1.1)  # 1.1 n_1 / d0: Eq. nested_wait_thresholds fails
+    return run("other.aslw_nested_wait")
+
+
 STRUCTURAL = {"sec5.sarathi_tiling": aligned_chunks_only, "sec41.r_nodes": chain_without_r,
-              "fig5c.decode_pressure": decodes_at_the_first_token, "eq7.symbolic_batch": eq7_without_batching}
+              "fig5c.decode_pressure": decodes_at_the_first_token, "eq7.symbolic_batch": eq7_without_batching,
+              "other.aslw_nested_wait": nested_wait_past_its_thresholds}
 
 
 @pytest.mark.parametrize("check_id", sorted(STRUCTURAL))
