@@ -67,6 +67,8 @@ def options(name, pick, kv):
                          "max_model_len": pick([60, 10**6]), **memory},
         "vllm_v1": lambda: vllm_v1_options(pick, kv),
         "wait": lambda: {},  # one type per (L^P, L^D), threshold 1, memory off (typed: vs_reference)
+        "nested_wait": lambda: pick([{}, {"boundaries": (2, 6), "thresholds": (2, 1), "memory": False},
+                                     {"boundaries": (1, 3, 4), "thresholds": (3, 2, 2), "memory": False}]),
         "distserve": lambda: {"prefill_nodes": 1, "prefill_mode": pick(["whole", "chunked", "batched"]),
                               "prefill_max_tokens": pick([30, 4096]), "prefill_max_batch": pick([2, 256]),
                               "decode_cap": pick([0, 2])},
@@ -125,7 +127,7 @@ def emissions(runs, rows, L_P, cached: bool = False):
 
 
 NAMES = ["rad", "alg2", "request_level", "sarathi_paper", "sarathi", "vllm", "vllm_v1", "distserve",
-         "slai", "wait"]
+         "slai", "wait", "nested_wait"]
 
 
 @pytest.mark.parametrize("name", NAMES)
