@@ -38,6 +38,12 @@ Where the library decides what the paper leaves open:
   that needs more blocks than are free runs anyway: the run's KV peak (``kv["peak"]`` of its GPU
   run) then exceeds the cache's blocks, the overflow whose probability the theorem bounds by
   ``delta``;
+* the stages of a segment ``k >= 2``: the pseudo-code lists ``S_k = {l'_{k-1}, ..., l'_k}`` (the
+  boundary stage and ``delta_k`` interior ones) and moves a prompt on after each; read as one decode
+  per listed stage, a prompt would run ``delta_k + 1`` decodes in the segment and one more than its
+  output. The library follows Eq. nested_wait_memory, whose segment ``k`` has ``delta_k = l'_k -
+  l'_{k-1}`` stages ``s = l'_{k-1} + 1..l'_k``: a boundary prompt chosen runs decode ``l'_{k-1} + 1``
+  (the paper charges it "to the first interior stage"), and the interior prompts the decodes after;
 * the last segment is open: a prompt that has run ``l'_m`` decodes without finishing keeps
   decoding in segment ``m`` (the paper's outputs are at most ``l'_m``; ``M^pi`` assumes so);
 * the paper's arrivals never end; once the last request has arrived (``st.seen`` has reached the
