@@ -48,6 +48,9 @@ autosummary_imported_members = False
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"  # numpydoc's Parameters sections carry the types
+# signatures show a default as written in the source (QUANT_TABLE), not its value on the machine that
+# built the site (PosixPath('/home/.../data/...'))
+autodoc_preserve_defaults = True
 # numpydoc: no per-class autosummary of members (autodoc documents them already), and no
 # cross-referencing of free-text types such as "array of float": nitpicky stays off, so an
 # unresolvable type name is shown as text rather than failing the build.

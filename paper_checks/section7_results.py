@@ -7,7 +7,10 @@ offset) and SLAI (SPF with priority, dynamic offset). Replicates use common rand
 each gain is paired per replicate (:mod:`stability.slai.analysis`). The full run is ``llmq slai``'s full study
 (:data:`stability.slai.study.FULL`'s sizes); ``--quick`` runs ``llmq slai --quick``'s run length
 with more replicates and fewer rates (:func:`study_rows`). Points either shares with ``llmq slai``
-are read from its cache (``out/slai/cache``) when it exists. Short runs bias a capacity gain
+are read from its cache (``out/slai/cache``) when it exists; otherwise the points are kept in
+``cache_home()/slai-points`` (:func:`theory.io.cache_home`), named like every runner result by the
+task and the code's digest, so that the processes checking these claims (``llmq check``'s workers, the
+test suite's) run the study once. Short runs bias a capacity gain
 against the full study's, so a ``--quick`` verdict on a figure can differ from the full run's, the
 one that judges the paper.
 
@@ -34,7 +37,6 @@ Appendix F.3 (Figs. 9-10).
 from __future__ import annotations
 
 import math
-import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -56,17 +58,17 @@ def study_rows(fast: bool) -> tuple[tuple, list[dict]]:
     :func:`stability.slai.report.run_study` gives them, the operating-point rows flagged ``op``."""
     from stability.slai.analysis import operating_rate, paper_ttft_base
     from stability.slai.study import FULL, SHARES, Panel, Study, rates, run_tasks, tasks_at
+    from theory.io import cache_home
 
     panels = tuple(Panel("real", "table1", p) for p in SHARES)
     study = (Study(panels, seeds=6, n_requests=600, rel_rates=(0.8, 0.9, 0.95), paper_rates=(1.0, 1.6))
              if fast else Study(panels, FULL.seeds, FULL.n_requests, FULL.rel_rates))
-    with tempfile.TemporaryDirectory() as tmp:
-        where = SLAI_CACHE if SLAI_CACHE.is_dir() else Path(tmp)
-        sweep = [t for p in panels for t in tasks_at(study, p, rates(study, p), None, POLICIES)]
-        rows = [{**r, "op": False} for r in run_tasks(sweep, where)]
-        ops = [t for p in panels for t in
-               tasks_at(study, p, [operating_rate(rows, p.key, paper_ttft_base(p.paying))], None, POLICIES)]
-        rows += [{**r, "op": True} for r in run_tasks(ops, where)]
+    where = SLAI_CACHE if SLAI_CACHE.is_dir() else cache_home() / "slai-points"
+    sweep = [t for p in panels for t in tasks_at(study, p, rates(study, p), None, POLICIES)]
+    rows = [{**r, "op": False} for r in run_tasks(sweep, where)]
+    ops = [t for p in panels for t in
+           tasks_at(study, p, [operating_rate(rows, p.key, paper_ttft_base(p.paying))], None, POLICIES)]
+    rows += [{**r, "op": True} for r in run_tasks(ops, where)]
     return panels, rows
 
 

@@ -226,3 +226,20 @@ def test_trace_replay(tmp_path):
     res = simulate(Scenario(trace=str(f), scheduler="request_level", options=(("b", 1),)))
     assert res.requests["arrival"].tolist() == [0.0, 0.5, 8.0]
     assert np.all(np.isfinite(res.requests["t_finish"]))
+
+
+@pytest.mark.parametrize("kv_blocks", [40, 100_000])
+def test_the_summary_reports_a_kv_overflow_of_a_policy_that_never_evicts(kv_blocks):
+    """Nested WAIT counts KV memory without evicting: one batch of 20 prompts of 16 tokens holds
+    at least 20 x 16 = 320 tokens (blocks of one token), so a 40-block cache overflows and a
+    100,000-block one (above every request's 16 + 64 tokens times the 2,000 requests) cannot."""
+    sc = Scenario(scheduler="nested_wait", workload="deterministic:16,64", n_requests=2000, load=0.5,
+                  options=(("boundaries", "16,64"), ("thresholds", "20,12"), ("kv_blocks", kv_blocks)))
+    kv = simulate(sc).summary()["kv"]
+    assert kv["blocks"] == kv_blocks and kv["block_size"] == 1
+    assert kv["overflowed"] is (kv_blocks == 40)
+    assert (kv["peak_blocks"] >= 320) if kv_blocks == 40 else (kv["peak_blocks"] <= 2000 * 80)
+
+
+def test_a_run_without_kv_memory_has_no_kv_summary():
+    assert "kv" not in simulate(Scenario(scheduler="rad", n_requests=200, load=0.5)).summary()

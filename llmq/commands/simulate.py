@@ -252,6 +252,12 @@ def _print(s: dict, res) -> None:
     print(f"rate {s['rate']:.4g} req/s = {s['load']:.3f} x lambda* ({s['lambda_star']:.4g} req/s); "
           f"{s['completed']}/{s['requests']} requests completed ({s['rejected']} rejected, "
           f"{s['preemptions']} preemptions); throughput {s['throughput']:.4g} req/s")
+    if "kv" in s:
+        kv = s["kv"]
+        print(f"KV cache: peak {kv['peak_blocks']} of {kv['blocks']} blocks of {kv['block_size']} tokens "
+              "per GPU"
+              + (" (OVERFLOWED: a policy that counts memory without evicting, e.g. wait, nested_wait, needed "
+                 "more than the cache holds)" if kv["overflowed"] else ""))
     if "closed_loop" in s:
         c = s["closed_loop"]
         print(f"closed loop: {c['users']} users, think time {c['think_time']:g} s ({c['think']}); the rate "

@@ -229,7 +229,8 @@ class SimResult:
         return out
 
     def summary(self) -> dict:
-        """Latency percentiles, TBT (detail mode), throughput, tiling, verdict."""
+        """Latency percentiles, TBT (detail mode), throughput, tiling, KV memory (``kv``: blocks, peak,
+        whether a policy that never evicts overflowed; only when the KV model is on), verdict."""
         rq = self.requests
         done = np.isfinite(rq["t_finish"])
         horizon = float(np.nanmax(rq["t_finish"]) - rq["arrival"].min()) if done.any() else float("nan")
@@ -259,6 +260,10 @@ class SimResult:
         if sc.concurrency is not None:  # added keys only: open-loop summaries stay as they were
             out["closed_loop"] = {"users": sc.concurrency, "think_time": sc.think_time, "think": sc.think}
             out["tpot"] = metrics.summarize_latency(tpot(rq["t_first"], rq["t_finish"], rq["L_D"]))
+        if any(run.kv["on"] for run in self.runs):  # added keys only: runs without KV memory unchanged
+            blocks, peak = (max(run.kv[k] for run in self.runs) for k in ("blocks", "peak"))
+            out["kv"] = {"blocks": blocks, "peak_blocks": peak, "block_size": self.runs[0].kv["block_size"],
+                         "overflowed": any(run.kv["peak"] > run.kv["blocks"] for run in self.runs)}
         if self.scenario.detail:
             hist, stat = self._tbt_record()
             out["tbt"] = [metrics.summarize_tbt(hist[k], stat[k]) for k in range(hist.shape[0])]
