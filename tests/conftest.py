@@ -22,10 +22,13 @@ def gpu_file(tmp_path_factory):
 # two cores). pytest-xdist's `--dist loadfile` hands whole files to the workers in collection order
 # (pyproject's addopts turn off its reordering by test count, which put these few-test files last,
 # where one core ran them while the other idled); starting them first keeps both cores busy to the
-# end. A file not listed keeps its place after them.
+# end. A file not listed keeps its place after them. test_paper_checks.py comes after several others:
+# it reads Section 7's study, which the two-sided file runs in its first minutes and keeps in the
+# user cache (paper_checks.section7_results.study_rows); started together, both would run it.
 HEAVIEST_FILES = (
-    "test_paper_checks_two_sided.py", "test_validate.py", "test_paper_checks.py", "test_dask.py",
-    "test_runner.py", "test_schedulers_vs_reference.py", "test_cost.py", "test_slai.py", "test_vllm_v1.py",
+    "test_paper_checks_two_sided.py", "test_validate.py", "test_dask.py", "test_runner.py",
+    "test_schedulers_vs_reference.py", "test_cost.py", "test_paper_checks.py", "test_slai.py",
+    "test_vllm_v1.py",
     "test_bad_inputs.py", "test_howto.py", "test_cli.py", "test_plausibility.py", "test_lockstep.py",
     "test_capacity.py", "test_check_runner.py", "test_dtmc.py", "test_region.py", "test_stack_law_reach.py",
 )
