@@ -47,11 +47,11 @@ MODES = ("full", "quick")  # a CheckTask's mode, by its ``fast`` flag
 # Long checks that share nothing their module computes (exhaustive literal-RAD executions, long
 # simulations): each runs as a task of its own, so that the workers share them out instead of one
 # worker running them one after another in their module's task.
-ALONE = frozenset({"lemma2.markov", "sec5.sarathi_tiling", "thm1.instability"})
+ALONE = frozenset({"lemma2.markov", "thm1.instability"})
 # The tasks that run longest, each named by a check it holds, longest first: where the cache holds
 # no timings of a previous run (a fresh cache), they start first, before the tasks in paper order,
 # so that no long task starts last while the other workers have finished. An order, not a timing.
-LONGEST = ("sec7.ttft_cut_53", "sec5.sarathi_tiling", "appD.tbt_ttft", "lemma2.markov", "thm1.instability")
+LONGEST = ("sec7.ttft_cut_53", "appD.tbt_ttft", "lemma2.markov", "thm1.instability")
 TIMINGS = "timings"  # <cache>/timings/<mode>.json: {check id: seconds} of the checks last run there
 RECORD_FIELDS = ("result", "error", "seconds")  # of an outcome's record (outcome_record)
 
