@@ -44,8 +44,8 @@ from theory.version import source_digest
 
 CRASH = "CRASH"
 MODES = ("full", "quick")  # a CheckTask's mode, by its ``fast`` flag
-# Long checks that share nothing their module computes (exhaustive literal-RAD executions, long
-# simulations): each runs as a task of its own, so that the workers share them out instead of one
+# Long checks that share nothing their module computes (long simulations of the cycle chain and of
+# every scheduler): each runs as a task of its own, so that the workers share them out instead of one
 # worker running them one after another in their module's task.
 ALONE = frozenset({"lemma2.markov", "thm1.instability"})
 # The tasks that run longest, each named by a check it holds, longest first: where the cache holds
