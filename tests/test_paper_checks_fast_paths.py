@@ -20,8 +20,10 @@ def test_budget_efficiencies_are_tiling_efficiency_batch_by_batch(gpu, budget):
     cm = cost_model(CostSpec(gpu, PAPER_MODEL))
     batches = sarathi_batches(cm.t_star.t_lcm, budget, 37, (0, 128, 1000, 2048))
     got = budget_efficiencies(cm, budget, batches).tolist()
-    want = [cost.tiling_efficiency(cm, cost.Batch.of(prefill=[(i, c)], decode=[i + c] * nd))
-            for nd, i, c in batches]
+    want = [
+        cost.tiling_efficiency(cm, cost.Batch.of(prefill=[(i, c)], decode=[i + c] * nd))
+        for nd, i, c in batches
+    ]
     assert got == want  # exactly: the same floats
     assert min(want) < 1.0  # the comparison sees sub-optimal batches, not only the clamp at 1
 
