@@ -289,13 +289,24 @@ def eq23_prefill_mode(fast: bool) -> Result:
                   margin=EXACT)
 
 
-def toy_chain(rows, cm, t_col: int, run) -> list[tuple[str, float, float]]:
-    """Each inequality of Eq. 24's chain and of Lemma 4 on one executed cycle: (name, lhs, rhs)."""
+@cache
+def toy_max_times(tile: tuple[int, int, int], l_P: int, l_D: int) -> tuple[float, np.ndarray]:
+    """``(T^max, S)`` on the toy GPU of ``tile`` for requests of at most ``l_P`` prompt and ``l_D``
+    output tokens: :func:`theory.bounds.T_max` and the decode-attention prefix sums
+    :func:`theory.cost.decode_prefix` up to ``l_P + l_D``, computed once per (tile, l_P, l_D)."""
+    cm = toy_cost_model(*tile)
+    return T_max(cm, l_P, l_D), cost.decode_prefix(cm, l_P + l_D)
+
+
+def toy_chain(rows, tile: tuple[int, int, int], t_col: int, run, batch_time
+              ) -> list[tuple[str, float, float]]:
+    """Each inequality of Eq. 24's chain and of Lemma 4 on one executed cycle: (name, lhs, rhs), on
+    the toy GPU of ``tile``; ``batch_time`` is Eq. 7's time of an item list (:func:`toy_rad_setups`)."""
+    cm = toy_cost_model(*tile)
     reqs = run.requests
     l_P = max(r.L_P for r in reqs.values())
     l_D = max(r.L_D for r in reqs.values())
-    Tmx = T_max(cm, l_P, l_D)
-    S = cost.decode_prefix(cm, l_P + l_D)
+    Tmx, S = toy_max_times(tile, l_P, l_D)
 
     def T_star_D(r):
         return r.L_D / (cm.mu_Lin[0] * t_col) + r.L_D / cm.mu_nLin + cm.N * (S[r.L_P + r.L_D] - S[r.L_P])
@@ -306,8 +317,7 @@ def toy_chain(rows, cm, t_col: int, run) -> list[tuple[str, float, float]]:
 
     out = []
     for row in rows:
-        T_DM = sum(cost.T_batch(cm, cost.Batch.of(decode=[it[2] for it in its])) for its in row["decode "
-                                                                                                "batches"])
+        T_DM = sum(batch_time(its) for its in row["decode batches"])
         R, Rs = row["R"], row["R*"]
         line3 = sum(T_star_D(reqs[j]) for j in Rs) + sum(T_D_max(reqs[j]) for j in R - Rs)
         line5 = sum(T_star_D(reqs[j]) for j in R) + len(R - Rs) * Tmx
@@ -318,15 +328,25 @@ def toy_chain(rows, cm, t_col: int, run) -> list[tuple[str, float, float]]:
     return out
 
 
+@cache
+def toy_batch_time(tile: tuple[int, int, int], prefill: tuple, decode: tuple) -> float:
+    """Eq. 7 (:func:`theory.cost.T_batch`) of the batch of prefill chunks ``prefill`` ((i, c)
+    pairs) and decode positions ``decode`` on the toy GPU of ``tile`` (:func:`toy_cost_model`),
+    computed once per batch: the exhaustive executions of the cycle checks time the same few
+    batches thousands of times, and a batch's time depends on nothing else."""
+    return cost.T_batch(toy_cost_model(*tile), cost.Batch.of(prefill=prefill, decode=decode))
+
+
 def toy_rad_setups():
     """The literal-RAD settings of the cycle checks: for the toy tiles 2x2x1 and 4x2x2, yield
-    ``(tile, cost model, t*_col, t*_lcm, Eq. 7 batch time of an item list)``."""
+    ``(tile, cost model, t*_col, t*_lcm, Eq. 7 batch time of an item list)`` (the batch time by
+    :func:`toy_batch_time`)."""
     for tile in ((2, 2, 1), (4, 2, 2)):
         cm = toy_cost_model(*tile)
 
-        def bt(its, cm=cm):
-            return cost.T_batch(cm, cost.Batch.of(prefill=[(i[2], i[3]) for i in its if i[0] == "PI"],
-                                                  decode=[i[2] for i in its if i[0] == "DI"]))
+        def bt(its, tile=tile):
+            return toy_batch_time(tile, tuple((i[2], i[3]) for i in its if i[0] == "PI"),
+                                  tuple(i[2] for i in its if i[0] == "DI"))
 
         yield tile, cm, tile[1], cm.t_lcm, bt
 
@@ -346,12 +366,12 @@ def toy_rad_setups():
 def eq24_decode_bound(fast: bool) -> Result:
     n_ineq = 0
     worst = {}
-    for tile, cm, t_col, t_lcm, bt in toy_rad_setups():
+    for tile, _cm, t_col, t_lcm, bt in toy_rad_setups():
         for n in range(1, 5):
             for reqs in instances(3 if fast else 4, (t_lcm, 2 * t_lcm), (1, 3) if fast else (1, 2, 4),
                                   staggers=(0.0, 0.05)):
                 run = rad(reqs, n=n, t_col=t_col, t_lcm=t_lcm, batch_time=bt)
-                for name, lhs, rhs in toy_chain(cycle_rows(run, t_col), cm, t_col, run):
+                for name, lhs, rhs in toy_chain(cycle_rows(run, t_col), tile, t_col, run, bt):
                     n_ineq += 1
                     worst[name] = max(worst.get(name, 0.0), lhs / rhs if rhs else 0.0)
                     if lhs > rhs * (1 + 1e-12):

@@ -20,7 +20,7 @@ import numpy as np
 import sympy as sp
 import z3
 
-from paper_checks.appendix_c import cycle_rows, toy_rad_setups
+from paper_checks.appendix_c import cycle_rows, toy_max_times, toy_rad_setups
 from paper_checks.common import bound_test, gpus, workload
 from paper_checks.evidence import Points, Reading, StatTest, Symbolic
 from paper_checks.margins import blind_spot, least_margin, ratio_margin, t_test_margin
@@ -294,11 +294,11 @@ def lemma4_cycles(fast: bool) -> tuple[dict | None, int, float]:
     plus at most n T^max (at most n requests start in it, each served within T^max). Returns the first
     violating cycle (or None), the number of cycles and the largest busy time / (n T^max)."""
     n_cyc, worst = 0, 0.0
-    for tile, cm, t_col, t_lcm, bt in toy_rad_setups():
+    for tile, _cm, t_col, t_lcm, bt in toy_rad_setups():
         for n in range(1, 5):
             for reqs in instances(3 if fast else 4, (t_lcm, 2 * t_lcm), (1, 3), staggers=(0.0, 0.05, 3.0)):
                 run = rad(reqs, n=n, t_col=t_col, t_lcm=t_lcm, batch_time=bt)
-                Tmx = T_max(cm, max(r.L_P for r in reqs), max(r.L_D for r in reqs))
+                Tmx = toy_max_times(tile, max(r.L_P for r in reqs), max(r.L_D for r in reqs))[0]
                 for cyc in run.cycles:
                     n_cyc += 1
                     starts = [b for b, _, _ in run.batches if cyc["start"] <= b < cyc["end"]]

@@ -1,9 +1,9 @@
 """Run the paper checks, index their verdicts by paper item, compare with recorded verdicts.
 
-A check that raises is a *crash* (a bug in the check or in the code it exercises), recorded with
-its traceback; a FAIL verdict is a finding, not a crash. Each outcome says whether its verdict
-rests on the claim's whole domain or on part of it (:attr:`Outcome.scope`); the checks beyond the
-paper are indexed by the items they extend, apart from the checks of those items.
+A check that raises is a *crash* (a bug in the check or in the code it exercises), recorded with its
+traceback; a FAIL verdict is a finding, not a crash. Each outcome says whether its verdict rests on
+the claim's whole domain or on part of it (:attr:`Outcome.scope`); the checks beyond the paper are
+indexed by the items they extend, apart from the checks of those items.
 
 With a ``cache`` directory (``llmq check`` keeps one in :func:`default_cache_dir`) or several
 ``workers``, the checks run through the sweeps' runner (:class:`stability.runner.Runner`). Each
@@ -11,12 +11,13 @@ check's outcome is cached under its id, its mode (``quick`` or ``full``) and the
 ``theory``, ``stability`` and ``paper_checks`` (:func:`check_key`), serialized exactly
 (:func:`outcome_record`): a rerun of unchanged code reads every finished check back, on any number
 of workers. The checks left run as tasks of one module each (:class:`CheckTask`), in paper order
-within the task, so that they share what their module computes once for several of them, as in a
-run in one process; a task writes each check's entry as soon as it finishes, so an interrupted run
-keeps every finished check. A crash is recorded in the outcome and run again the next time (it may
-come from the environment, not from the code). The tasks start longest first, by the seconds their
-checks took the last time they ran with that cache (:data:`TIMINGS`), so that the workers finish
-together. No check starts a pool of its own: the sweeps a check runs
+within the task, so that they share what their module computes once for several of them, as in a run
+in one process (but for the long checks that share nothing, :data:`ALONE`, each a task); a task
+writes each check's entry as soon as it finishes, so an interrupted run keeps every finished check.
+A crash is recorded in the outcome and run again the next time (it may come from the environment,
+not from the code). The tasks start longest first, by the seconds their checks took the last time
+they ran with that cache (:data:`TIMINGS`), or in a fresh cache by the order of :data:`LONGEST`, so
+that the workers finish together. No check starts a pool of its own: the sweeps a check runs
 (:func:`stability.slai.study.run_tasks`, :func:`stability.sim.simulate.simulate`) run in its
 process, on their default of one worker.
 """
@@ -43,6 +44,14 @@ from theory.version import source_digest
 
 CRASH = "CRASH"
 MODES = ("full", "quick")  # a CheckTask's mode, by its ``fast`` flag
+# Long checks that share nothing their module computes (long simulations of the cycle chain and of
+# every scheduler): each runs as a task of its own, so that the workers share them out instead of one
+# worker running them one after another in their module's task.
+ALONE = frozenset({"lemma2.markov", "thm1.instability"})
+# The tasks that run longest, each named by a check it holds, longest first: where the cache holds
+# no timings of a previous run (a fresh cache), they start first, before the tasks in paper order,
+# so that no long task starts last while the other workers have finished. An order, not a timing.
+LONGEST = ("sec7.ttft_cut_53", "appD.tbt_ttft", "lemma2.markov", "thm1.instability")
 TIMINGS = "timings"  # <cache>/timings/<mode>.json: {check id: seconds} of the checks last run there
 RECORD_FIELDS = ("result", "error", "seconds")  # of an outcome's record (outcome_record)
 
@@ -294,14 +303,8 @@ def _through_runner(checks: list[Check], fast: bool, progress, workers: int, cac
         outcome = _cached(cache, by_id[check_id], fast)
         if outcome is not None:
             known(outcome)
-    groups: dict[str, list[str]] = {}  # the checks left, by module, in paper order
-    for check_id in ids:
-        if check_id not in outcomes:
-            groups.setdefault(by_id[check_id].run.__module__, []).append(check_id)
     seconds = _timings(cache.dir, fast)
-    tasks = [CheckTask(tuple(group), fast, str(cache.dir)) for group in sorted(
-        groups.values(),  # longest first, those with a check of unknown time before the others
-        key=lambda group: (all(i in seconds for i in group), -sum(seconds.get(i, 0.0) for i in group)))]
+    tasks = check_tasks([by_id[i] for i in ids if i not in outcomes], fast, str(cache.dir), seconds)
     for task in tasks:  # a task's own entry holds a crash its checks' entries left out: run it again
         (cache.dir / f"{task_key(task.identity())}.json").unlink(missing_ok=True)
     computed: dict[str, float] = {}
@@ -318,6 +321,27 @@ def _through_runner(checks: list[Check], fast: bool, progress, workers: int, cac
         if computed:
             _record_timings(cache.dir, fast, {**seconds, **computed})
     return [outcomes[c.id] for c in checks]
+
+
+def check_tasks(checks: list[Check], fast: bool, cache_dir: str | None = None,
+                seconds: dict[str, float] | None = None) -> list[CheckTask]:
+    """The tasks that run ``checks`` (in paper order): one per module, but one per check of
+    :data:`ALONE`, each in paper order; longest first by ``seconds`` (``{check id: seconds}`` of a
+    previous run), a task with a check of unknown time before the others, and among tasks of
+    equal standing (every task, in a fresh cache) those of :data:`LONGEST` first, in its order."""
+    seconds = seconds or {}
+    groups: dict[str, list[str]] = {}
+    for c in checks:
+        groups.setdefault(c.id if c.id in ALONE else c.run.__module__, []).append(c.id)
+    return [CheckTask(tuple(group), fast, cache_dir) for group in sorted(
+        groups.values(),
+        key=lambda group: (all(i in seconds for i in group), -sum(seconds.get(i, 0.0) for i in group),
+                           _longest_rank(group)))]
+
+
+def _longest_rank(group: list[str]) -> int:
+    """A task's place in :data:`LONGEST` (by the first check of it named there), after them all if none."""
+    return min((LONGEST.index(i) for i in group if i in LONGEST), default=len(LONGEST))
 
 
 def _timings_path(cache_dir: Path, fast: bool) -> Path:

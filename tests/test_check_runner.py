@@ -22,9 +22,20 @@ import pytest
 
 from llmq.cli import main
 from paper_checks.common import jsonable
-from paper_checks.registry import _REGISTRY, Check, Result, Verdict
+from paper_checks.registry import _REGISTRY, Check, Result, Verdict, all_checks
 from paper_checks.report import to_json_text, to_markdown
-from paper_checks.runner import CheckTask, Outcome, _plain, check_key, from_record, outcome_record, run_checks
+from paper_checks.runner import (
+    ALONE,
+    LONGEST,
+    CheckTask,
+    Outcome,
+    _plain,
+    check_key,
+    check_tasks,
+    from_record,
+    outcome_record,
+    run_checks,
+)
 from stability.runner import task_key
 from theory.io import json_load_exact, json_text
 
@@ -172,3 +183,36 @@ def test_the_default_cache_is_made_under_the_user_cache_home(tmp_path, monkeypat
     cache = tmp_path / "home" / "llmq" / "check"
     assert f"1 checks run, 0 reused from the cache {cache}" in capsys.readouterr().err
     assert (cache / f"{check_key('def1.mask', True)}.json").is_file()
+
+
+def test_the_tasks_hold_every_check_once_by_module_the_long_lone_ones_alone():
+    checks = all_checks()
+    tasks = check_tasks(checks, fast=False)
+    ids = [i for t in tasks for i in t.check_ids]
+    assert sorted(ids) == sorted(c.id for c in checks) and len(ids) == len(set(ids))
+    order = {c.id: k for k, c in enumerate(checks)}
+    module = {c.id: c.run.__module__ for c in checks}
+    for t in tasks:
+        assert list(t.check_ids) == sorted(t.check_ids, key=order.get)  # paper order within a task
+        if set(t.check_ids) & ALONE:
+            assert len(t.check_ids) == 1
+        else:
+            assert len({module[i] for i in t.check_ids}) == 1
+            assert len([u for u in tasks if module[u.check_ids[0]] == module[t.check_ids[0]]
+                        and not set(u.check_ids) & ALONE]) == 1
+    # a fresh cache: the tasks of LONGEST first, in its order; then the others in paper order
+    firsts = [next(i for i in LONGEST if i in t.check_ids) for t in tasks[: len(LONGEST)]]
+    assert firsts == list(LONGEST)
+    rest = [order[t.check_ids[0]] for t in tasks[len(LONGEST):]]
+    assert rest == sorted(rest)
+
+
+def test_known_timings_order_the_tasks_longest_first():
+    checks = [c for c in all_checks() if c.id in {"def1.mask", "lemma1.case_split", "eq7.batch_sum",
+                                                  "thm1.instability"}]
+    seconds = {c.id: 1.0 for c in checks} | {"def1.mask": 50.0, "thm1.instability": 2.0}
+    tasks = check_tasks(checks, fast=True, seconds=seconds)
+    sums = [sum(seconds[i] for i in t.check_ids) for t in tasks]
+    assert sums == sorted(sums, reverse=True) and "def1.mask" in tasks[0].check_ids
+    del seconds["eq7.batch_sum"]  # a task with a check of unknown time goes first
+    assert "eq7.batch_sum" in check_tasks(checks, fast=True, seconds=seconds)[0].check_ids

@@ -29,8 +29,6 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
-from numba import njit
-from scipy import optimize, stats
 
 from theory.errors import ConfigFileError, FieldError, LlmqError, UnknownNameError
 from theory.trace_prefix import prefix_columns
@@ -181,10 +179,18 @@ def _search_right(cdf: np.ndarray, x: np.ndarray) -> np.ndarray:
     Transactions 6(2), 163-166 (the guide table).
     """
     guide = np.searchsorted(cdf, np.arange(GUIDE + 1) / GUIDE, side="right")
-    return _bracketed_search(cdf, guide, np.asarray(x, dtype=np.float64))
+    return _compiled_search()(cdf, guide, np.asarray(x, dtype=np.float64))
 
 
-@njit(cache=True)
+@cache
+def _compiled_search():
+    """:func:`_bracketed_search` compiled by numba (cached on disk), on first use: importing numba
+    takes about a second, which a command that never samples a workload does not pay."""
+    from numba import njit
+
+    return njit(cache=True)(_bracketed_search)
+
+
 def _bracketed_search(cdf, guide, x):
     out = np.empty(x.size, dtype=np.int64)
     for k in range(x.size):
@@ -249,12 +255,16 @@ def uniform(p_lo: int, p_hi: int, d_lo: int, d_hi: int) -> Workload:
 
 
 def _truncated_lognormal_quantile(mu: float, sigma: float, q: float, cap: float) -> float:
+    from scipy import stats  # here, not at import: only the Table-1 law needs it (~0.5 s to import)
+
     dist = stats.lognorm(s=sigma, scale=math.exp(mu))
     return float(dist.ppf(q * dist.cdf(cap)))
 
 
 def _fit_lognormal_to_quantiles(median: float, p90: float, cap: float) -> tuple[float, float]:
     """(mu, sigma) of a lognormal truncated to (0, cap] whose median and P90 are the given ones."""
+    from scipy import optimize, stats
+
     sigma0 = math.log(p90 / median) / stats.norm.ppf(0.9)
 
     def residual(x):
@@ -271,6 +281,8 @@ def _fit_lognormal_to_quantiles(median: float, p90: float, cap: float) -> tuple[
 
 def _discretized_marginal(mu: float, sigma: float, cap: int, atoms: int) -> tuple[np.ndarray, np.ndarray]:
     """Integer atoms of a lognormal truncated to [1, cap]: equal-mass bins, each at its median."""
+    from scipy import stats
+
     dist = stats.lognorm(s=sigma, scale=math.exp(mu))
     lo, hi = dist.cdf(0.5), dist.cdf(cap + 0.5)
     mids = lo + (hi - lo) * (np.arange(atoms) + 0.5) / atoms
