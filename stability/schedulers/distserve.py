@@ -189,10 +189,9 @@ def decode_loop(st, ct, prm, t_stop):
             if not idle(st, t_stop):
                 return DONE
             continue
-        # a long set with a hand-off or t_stop ahead (no cap, fast mode, no KV memory): batch by
-        # batch without rewriting the set (the times and counters decode_run computes)
-        if ((cap == 0) & (st.nd >= LONG_SET) & (st.detail == 0) & (st.kv_on == 0) & (st.pc_on == 0)
-                & ((st.seen < st.n_loaded) | (t_stop < math.inf))):
+        # a long set (no cap, fast mode, no KV memory): its events without rewriting the set at
+        # each (the times and counters decode_run computes)
+        if (cap == 0) & (st.nd >= LONG_SET) & (st.detail == 0) & (st.kv_on == 0) & (st.pc_on == 0):
             if not _offset_batches(st, ct, t_stop):
                 continue
         na = st.nd if cap == 0 else min(cap, st.nd)
@@ -205,27 +204,30 @@ def decode_loop(st, ct, prm, t_stop):
 
 @njit(cache=True)
 def _offset_batches(st, ct, t_stop):
-    """The decode node's batches (no cap, fast mode, no KV memory) over a long decode set
-    (:data:`stability.sim.engine.LONG_SET`) while a hand-off or ``t_stop`` lies ahead, without
-    rewriting the set at every batch, and with two batches' sums from each pass over it.
+    """The decode node's events (no cap, fast mode, no KV memory) over a long decode set
+    (:data:`stability.sim.engine.LONG_SET`), as :func:`stability.sim.engine.decode_run` runs them,
+    without rewriting the set at every event, and with two batches' sums from each pass over it.
 
     After ``g`` batches, entry q's next position is ``d_pos[q] + g`` and its decodes left
-    ``d_rem[q] - g``: a batch advances ``g`` alone, a hand-off joins with its values less and
+    ``d_rem[q] - g``: an event advances ``g`` alone, a hand-off joins with its values less and
     plus ``g``, and a completed entry stays in place (skipped by the sums) until a quarter of the
-    set is completed entries, when the set is compacted. A batch lasts
-    ``T_fixed(|D|) + N sum_q T^{D,SA}(p_q)`` (Eq. 7, the sum over the set in its order, as
-    :func:`stability.sim.engine.decode_run` takes it). One pass over the set gives the sum of
-    this batch and, in a second accumulator, the sum over the entries that outlive it, in the
-    same order: the next batch's sum up to the hand-offs that join it, whose terms are added as
-    they join. The additions are those ``decode_run`` makes, in its order; two independent
-    chains of them per pass instead of one.
+    set is completed entries, when the set is compacted.
 
-    When a batch reaches the horizon (the next hand-off or ``t_stop``) the event is that batch, as
-    ``decode_run`` runs it. Stops, with the set written back in plain form, where ``decode_run``
-    would run more than one batch before the horizon (returns True: the caller runs that event
-    through ``decode_run``), and where nothing lies ahead, the set falls under ``LONG_SET`` or
-    ``running`` stops (returns False); every time and counter is the one :func:`decode_loop`
-    computes through ``decode_run``.
+    * With a hand-off or ``t_stop`` ahead, a batch lasts ``T_fixed(|D|) + N sum_q T^{D,SA}(p_q)``
+      (Eq. 7, the sum over the set in its order, as ``decode_run`` takes it). One pass over the
+      set (:func:`_two_sums`) gives the sum of this batch and, in a second accumulator, the sum
+      over the entries that outlive it, in the same order: the next batch's sum up to the
+      hand-offs that join it, whose terms are added as they join. When the batch reaches the
+      horizon the event is that batch, as ``decode_run`` runs it.
+    * With nothing ahead, the event is ``decode_run``'s run of ``k`` batches to the next
+      completion, ``k`` the fewest decodes left, lasting ``k T_fixed(|D|) + N sum_q (S(p_q + k - 1)
+      - S(p_q - 1))``; its pass (:func:`_run_sum`) also finds the next event's ``k``.
+
+    The additions are those ``decode_run`` makes, in its order. Stops, with the set written back
+    in plain form, where ``decode_run`` would run more than one batch before the horizon (returns
+    True: the caller runs that event through ``decode_run``), and where the set falls under
+    ``LONG_SET`` or ``running`` stops (returns False); every time and counter is the one
+    :func:`decode_loop` computes through ``decode_run``.
     """
     S = ct.S
     n_layers = ct.N
@@ -239,6 +241,7 @@ def _offset_batches(st, ct, t_stop):
     att_next = 0.0  # the next batch's sum so far
     n_next = 0
     have_next = False  # att_next and fin_next hold the next batch's
+    k_next = -1  # with nothing ahead: the fewest decodes left (-1: not known)
     plain = False  # return value: the caller runs the next event through decode_run
     while running(st, t_stop):
         see_arrivals(st)
@@ -255,40 +258,49 @@ def _offset_batches(st, ct, t_stop):
                     fin_next[n_next] = j
                     n_next += 1
         na = n - dead
+        if na < LONG_SET:
+            break
         now = st.clock
         horizon = t_stop - now
         if st.seen < st.n_loaded:
             horizon = min(horizon, st.arr[st.seen] - now)
-        if (na < LONG_SET) | (horizon == math.inf):
-            break
-        if have_next:
-            att = att_next
-            done = n_next
-            fin, fin_next = fin_next, fin
-        else:
-            att, done, att_next, n_next = _two_sums(S, d_id, d_pos, d_rem, n, g, fin, fin_next)
         fixed = t_fixed(ct, na)
-        total = fixed + n_layers * att
-        if total < horizon:  # decode_run would run more batches before the horizon
-            plain = True
-            break
-        have_next = not have_next
+        if horizon == math.inf:  # decode_run's run to the next completion, k batches
+            have_next = False
+            if k_next < 0:
+                k_next = _fewest_left(d_rem, n, g)
+            k = k_next
+            att, done, k_next = _run_sum(S, d_id, d_pos, d_rem, n, g, k, fin)
+            total = k * fixed + n_layers * att
+        else:
+            k = 1
+            if have_next:
+                att = att_next
+                done = n_next
+                fin, fin_next = fin_next, fin
+            else:
+                att, done, att_next, n_next = _two_sums(S, d_id, d_pos, d_rem, n, g, fin, fin_next)
+            total = fixed + n_layers * att
+            if total < horizon:  # decode_run would run more batches before the horizon
+                plain = True
+                break
+            have_next = not have_next
         st.n_event += 1
         clock = now + total
         st.clock = clock
-        st.n_batch += 1
-        st.n_tokens += na
-        st.n_dec_tok += na
+        st.n_batch += k
+        st.n_tokens += k * na
+        st.n_dec_tok += k * na
         st.busy += total
         w = lin_waste(ct, na)
-        st.wasted += w
+        st.wasted += k * w
         if w > 1e-12 * t_lin(ct, na):
-            st.n_not_opt += 1
+            st.n_not_opt += k
         for m in range(done):
             t_finish[fin[m]] = clock
         st.n_done += done
         st.last_done = done
-        g += 1
+        g += k
         dead += done
         if 4 * dead > n:
             n = _compact(d_id, d_pos, d_rem, n, g, 0)
@@ -323,6 +335,39 @@ def _two_sums(S, d_id, d_pos, d_rem, n, g, fin, fin_next):
                 fin[done] = d_id[q]
                 done += 1
     return att, done, att_next, n_next
+
+
+@njit(cache=True)
+def _fewest_left(d_rem, n, g):
+    """The fewest decodes left among the live entries of the first ``n`` (``g`` batches on)."""
+    k = BIG
+    for q in range(n):
+        left = d_rem[q] - g
+        if (left > 0) & (left < k):
+            k = left
+    return k
+
+
+@njit(cache=True)
+def _run_sum(S, d_id, d_pos, d_rem, n, g, k, fin):
+    """One pass over the first ``n`` entries (``g`` batches on) for a run of ``k`` batches, ``k``
+    the fewest decodes left: ``sum_q (S(p_q + k - 1) - S(p_q - 1))`` in the set's order (as
+    :func:`stability.sim.engine.decode_cum`), the entries it completes (in ``fin``, their count
+    returned) and the fewest decodes left after it among the others (``BIG`` if none)."""
+    att = 0.0
+    done = 0
+    k_next = BIG
+    for q in range(n):
+        left = d_rem[q] - g
+        if left > 0:
+            p = d_pos[q] + g
+            att += S[p + k - 1] - S[p - 1]
+            if left == k:
+                fin[done] = d_id[q]
+                done += 1
+            elif left - k < k_next:
+                k_next = left - k
+    return att, done, k_next
 
 
 @njit(cache=True)
