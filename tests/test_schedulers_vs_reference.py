@@ -240,6 +240,34 @@ def test_long_decode_sets(detail):
         assert_close(run.tbt_max, [r.tbt_max for r in reqs])
 
 
+
+def test_distserve_long_set_with_hand_offs():
+    """A DistServe decode node whose set is ``LONG_SET`` entries or more while hand-offs still
+    arrive (the node's batches then run without rewriting the set, two batches' sums per pass,
+    hand-offs joining between them) and then drains, gives the reference's results."""
+    from stability.sim.cluster import run_cluster
+    from stability.sim.engine import LONG_SET
+    from stability.sim.routing import Cluster, Requests
+
+    cm = toy_cost_model("toy4", "paper")
+    rng = np.random.default_rng(1)
+    m = 1200
+    arrival = np.cumsum(rng.exponential(1e-3, size=m))
+    arrival[: m // 3] = 0.0
+    L_P, L_D = rng.integers(1, 17, size=m), rng.integers(20, 200, size=m)
+    sch = get_scheduler("distserve")
+    p = sch.make_params(cm, prefill_nodes=1, prefill_mode="whole")
+    cls = np.zeros(m, dtype=np.int64)
+    _, runs = run_cluster(cm, sch, p, Requests(arrival, L_P, L_D, cls),
+                          Cluster(2, "round_robin", np.random.default_rng(0)), RunOptions())
+    reqs, _, dec = ref.distserve(cm, arrival, L_P, L_D, 1, 1, "round_robin", "whole", p.chunk)
+    last = max(r.first for r in reqs)  # the last hand-off (instantaneous transfers)
+    assert sum(r.first < last < r.finish for r in reqs) >= LONG_SET  # a long set, hand-offs ahead
+    run = runs[1]
+    assert_close(run.t_finish, [r.finish for r in reqs])
+    assert_close(run.t_first, [r.first for r in reqs])
+    assert run.counters["n_batch"] == dec[0].batches
+
 def wait_scenario(pick):
     """A small WAIT scenario: 1-3 types with thresholds, requests drawn among them and, now and
     then, of no type; a cache of exactly M^pi blocks or more."""

@@ -37,6 +37,7 @@ DistServe (OSDI); LLMServe/DistServe @ 82831f1, ``distserve/context_stage_schedu
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -46,6 +47,7 @@ from numba import njit
 from stability.sim.engine import (
     BIG,
     DONE,
+    LONG_SET,
     decode_run,
     idle,
     n_waiting,
@@ -58,6 +60,7 @@ from stability.sim.engine import (
     see_arrivals,
     stop_code,
 )
+from stability.sim.kernels import lin_waste, t_fixed, t_lin
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
@@ -186,9 +189,196 @@ def decode_loop(st, ct, prm, t_stop):
             if not idle(st, t_stop):
                 return DONE
             continue
+        # a long set (no cap, fast mode, no KV memory): its events without rewriting the set at
+        # each (the times and counters decode_run computes)
+        if (cap == 0) & (st.nd >= LONG_SET) & (st.detail == 0) & (st.kv_on == 0) & (st.pc_on == 0):
+            if not _offset_batches(st, ct, t_stop):
+                continue
         na = st.nd if cap == 0 else min(cap, st.nd)
         # lines 18-19: one DI per active request, batch after batch; a hand-off joins the next
         # batch only if there is room for it
         if decode_run(st, ct, na, cap == 0 or na < cap, t_stop, BIG) < 0:
             break
     return stop_code(st)
+
+
+@njit(cache=True)
+def _offset_batches(st, ct, t_stop):
+    """The decode node's events (no cap, fast mode, no KV memory) over a long decode set
+    (:data:`stability.sim.engine.LONG_SET`), as :func:`stability.sim.engine.decode_run` runs them,
+    without rewriting the set at every event, and with two batches' sums from each pass over it.
+
+    After ``g`` batches, entry q's next position is ``d_pos[q] + g`` and its decodes left
+    ``d_rem[q] - g``: an event advances ``g`` alone, a hand-off joins with its values less and
+    plus ``g``, and a completed entry stays in place (skipped by the sums) until a quarter of the
+    set is completed entries, when the set is compacted.
+
+    * With a hand-off or ``t_stop`` ahead, a batch lasts ``T_fixed(|D|) + N sum_q T^{D,SA}(p_q)``
+      (Eq. 7, the sum over the set in its order, as ``decode_run`` takes it). One pass over the
+      set (:func:`_two_sums`) gives the sum of this batch and, in a second accumulator, the sum
+      over the entries that outlive it, in the same order: the next batch's sum up to the
+      hand-offs that join it, whose terms are added as they join. When the batch reaches the
+      horizon the event is that batch, as ``decode_run`` runs it.
+    * With nothing ahead, the event is ``decode_run``'s run of ``k`` batches to the next
+      completion, ``k`` the fewest decodes left, lasting ``k T_fixed(|D|) + N sum_q (S(p_q + k - 1)
+      - S(p_q - 1))``; its pass (:func:`_run_sum`) also finds the next event's ``k``.
+
+    The additions are those ``decode_run`` makes, in its order. Stops, with the set written back
+    in plain form, where ``decode_run`` would run more than one batch before the horizon (returns
+    True: the caller runs that event through ``decode_run``), and where the set falls under
+    ``LONG_SET`` or ``running`` stops (returns False); every time and counter is the one
+    :func:`decode_loop` computes through ``decode_run``.
+    """
+    S = ct.S
+    n_layers = ct.N
+    d_id, d_pos, d_rem = st.d_id, st.d_pos, st.d_rem
+    lp, ld, t_finish = st.lp, st.ld, st.t_finish
+    n = st.nd  # entries in the arrays, completed ones included
+    dead = 0
+    g = 0
+    fin = np.empty(d_id.size, dtype=np.int64)  # the batch's completions
+    fin_next = np.empty(d_id.size, dtype=np.int64)  # the next batch's, known so far
+    att_next = 0.0  # the next batch's sum so far
+    n_next = 0
+    have_next = False  # att_next and fin_next hold the next batch's
+    k_next = -1  # with nothing ahead: the fewest decodes left (-1: not known)
+    plain = False  # return value: the caller runs the next event through decode_run
+    while running(st, t_stop):
+        see_arrivals(st)
+        while n_waiting(st) > 0:  # push_decode, in offset form
+            j = pop_waiting(st)
+            d_id[n] = j
+            d_pos[n] = lp[j] + 1 - g
+            d_rem[n] = ld[j] + g
+            n += 1
+            if have_next:
+                p = lp[j] + 1
+                att_next += S[p] - S[p - 1]
+                if ld[j] == 1:
+                    fin_next[n_next] = j
+                    n_next += 1
+        na = n - dead
+        if na < LONG_SET:
+            break
+        now = st.clock
+        horizon = t_stop - now
+        if st.seen < st.n_loaded:
+            horizon = min(horizon, st.arr[st.seen] - now)
+        fixed = t_fixed(ct, na)
+        if horizon == math.inf:  # decode_run's run to the next completion, k batches
+            have_next = False
+            if k_next < 0:
+                k_next = _fewest_left(d_rem, n, g)
+            k = k_next
+            att, done, k_next = _run_sum(S, d_id, d_pos, d_rem, n, g, k, fin)
+            total = k * fixed + n_layers * att
+        else:
+            k = 1
+            if have_next:
+                att = att_next
+                done = n_next
+                fin, fin_next = fin_next, fin
+            else:
+                att, done, att_next, n_next = _two_sums(S, d_id, d_pos, d_rem, n, g, fin, fin_next)
+            total = fixed + n_layers * att
+            if total < horizon:  # decode_run would run more batches before the horizon
+                plain = True
+                break
+            have_next = not have_next
+        st.n_event += 1
+        clock = now + total
+        st.clock = clock
+        st.n_batch += k
+        st.n_tokens += k * na
+        st.n_dec_tok += k * na
+        st.busy += total
+        w = lin_waste(ct, na)
+        st.wasted += k * w
+        if w > 1e-12 * t_lin(ct, na):
+            st.n_not_opt += k
+        for m in range(done):
+            t_finish[fin[m]] = clock
+        st.n_done += done
+        st.last_done = done
+        g += k
+        dead += done
+        if 4 * dead > n:
+            n = _compact(d_id, d_pos, d_rem, n, g, 0)
+            dead = 0
+    st.nd = _compact(d_id, d_pos, d_rem, n, g, g)
+    return plain
+
+
+@njit(cache=True)
+def _two_sums(S, d_id, d_pos, d_rem, n, g, fin, fin_next):
+    """One pass over the first ``n`` entries of a decode set in :func:`_offset_batches`' form
+    (``g`` batches on): the sum of ``T^{D,SA}(p)`` (differences of the prefix sums ``S``) of the
+    next batch and of the batch after it over the entries that outlive the first, each in the
+    set's order, and the entries each completes (in ``fin`` and ``fin_next``; their counts
+    returned). A function of its own, on arrays: compiled inside the loop, the pass ran several
+    times slower."""
+    att = 0.0
+    done = 0
+    att_next = 0.0
+    n_next = 0
+    for q in range(n):
+        left = d_rem[q] - g
+        if left > 0:
+            p = d_pos[q] + g
+            att += S[p] - S[p - 1]
+            if left > 1:
+                att_next += S[p + 1] - S[p]
+                if left == 2:
+                    fin_next[n_next] = d_id[q]
+                    n_next += 1
+            else:
+                fin[done] = d_id[q]
+                done += 1
+    return att, done, att_next, n_next
+
+
+@njit(cache=True)
+def _fewest_left(d_rem, n, g):
+    """The fewest decodes left among the live entries of the first ``n`` (``g`` batches on)."""
+    k = BIG
+    for q in range(n):
+        left = d_rem[q] - g
+        if (left > 0) & (left < k):
+            k = left
+    return k
+
+
+@njit(cache=True)
+def _run_sum(S, d_id, d_pos, d_rem, n, g, k, fin):
+    """One pass over the first ``n`` entries (``g`` batches on) for a run of ``k`` batches, ``k``
+    the fewest decodes left: ``sum_q (S(p_q + k - 1) - S(p_q - 1))`` in the set's order (as
+    :func:`stability.sim.engine.decode_cum`), the entries it completes (in ``fin``, their count
+    returned) and the fewest decodes left after it among the others (``BIG`` if none)."""
+    att = 0.0
+    done = 0
+    k_next = BIG
+    for q in range(n):
+        left = d_rem[q] - g
+        if left > 0:
+            p = d_pos[q] + g
+            att += S[p + k - 1] - S[p - 1]
+            if left == k:
+                fin[done] = d_id[q]
+                done += 1
+            elif left - k < k_next:
+                k_next = left - k
+    return att, done, k_next
+
+
+@njit(cache=True)
+def _compact(d_id, d_pos, d_rem, n, g, shift):
+    """Drop the completed entries (decodes left ``d_rem - g`` not positive) of the first ``n``,
+    keeping the order, and move the rest ``shift`` batches on; returns how many are kept."""
+    w = 0
+    for q in range(n):
+        if d_rem[q] - g > 0:
+            d_id[w] = d_id[q]
+            d_pos[w] = d_pos[q] + shift
+            d_rem[w] = d_rem[q] - shift
+            w += 1
+    return w
