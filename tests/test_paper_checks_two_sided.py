@@ -12,7 +12,7 @@ import json
 import math
 import os
 from dataclasses import replace
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -383,7 +383,9 @@ def flip_eq25_repaired(mp):
 
 
 def flip_lemma4(mp):
-    mp.setattr(recurrence, "T_max", lambda cm, l_P, l_D: T_max(cm, l_P, l_D) / 2)
+    halved = lambda cm, l_P, l_D: T_max(cm, l_P, l_D) / 2  # noqa: E731
+    mp.setattr(recurrence, "T_max", halved)  # RAD serving one request alone against T^max
+    mp.setattr(appendix_c, "T_max", halved)  # the executed cycles' T^max (appendix_c.toy_max_times)
     return run("lemma4.bound")
 
 
@@ -432,8 +434,8 @@ def flip_alg2_theorem2(mp):
 
 
 def flip_sarathi_tiling(mp):
-    original = cost.tiling_efficiency
-    mp.setattr(cost, "tiling_efficiency", lambda cm, b: 0.95 * original(cm, b))  # efficiencies 5% low
+    original = section5.budget_efficiencies  # theory.cost.tiling_efficiency of a budget's batches
+    mp.setattr(section5, "budget_efficiencies", lambda *a: 0.95 * original(*a))  # efficiencies 5% low
     return run("sec5.sarathi_tiling")
 
 
@@ -807,6 +809,19 @@ FLIPS = {
 
 def checkable():
     return [c.id for c in all_checks() if c.level is not Level.NONE]
+
+
+@pytest.fixture(autouse=True)
+def fresh_toy_caches(monkeypatch):
+    """The cycle checks remember Eq. 7's toy batch times and T^max per process
+    (``appendix_c.toy_batch_time``, ``toy_max_times``): each test here gets caches of its own,
+    dropped after it, so that a flip changing what they compute neither reads the unflipped values
+    nor leaves its own behind."""
+    batch_time = cache(appendix_c.toy_batch_time.__wrapped__)
+    max_times = cache(appendix_c.toy_max_times.__wrapped__)
+    monkeypatch.setattr(appendix_c, "toy_batch_time", batch_time)
+    monkeypatch.setattr(appendix_c, "toy_max_times", max_times)
+    monkeypatch.setattr(recurrence, "toy_max_times", max_times)
 
 
 @pytest.mark.parametrize("check_id", sorted(FLIPS))
