@@ -17,7 +17,7 @@ where the mutated file reaches no compiled code, less the entries that depend on
 otherwise (``--fresh-cache``: every kernel compiled anew, as before). Building it also runs every
 stage on the unmutated tree (a run refuses a tree whose own tests or check fail) and records each
 stage's seconds; a mutant's stage may take ``--timeout-factor`` times that (at least
-``--min-timeout``), plus the cold compile where its compiled code is rebuilt.
+``--min-timeout``), plus ``--compile-allowance`` where its compiled code is rebuilt.
 
 Definitions (the report prints each class in its own column):
 
@@ -352,19 +352,13 @@ def diff(e: Edit) -> str:
 
 def stage_timeouts(e: Edit, mode: str, baseline: dict, args) -> tuple[float, float]:
     """Seconds allowed to the tests and the check of a mutant: ``--timeout-factor`` times the
-    unmutated tree's warm run of the same stage, at least ``--min-timeout``, plus the cold
-    compile (cold minus warm seconds of every stage) when the mutant's compiled code is rebuilt."""
+    unmutated tree's run of the same stage (:func:`warm_cache.prepare`), at least
+    ``--min-timeout``, plus ``--compile-allowance`` when the mutant's compiled code is rebuilt."""
     if baseline is None:
         return args.test_timeout, args.check_timeout
-    cold, warm = baseline["cold"], baseline["warm"]
-    compile_s = 0.0
-    if mode != warm_cache.WHOLE:
-        compile_s = max(0.0, cold["tests"] + cold["check"] - warm["check"] - sum(warm[s] for s in STRATA))
-    factor, floor = args.timeout_factor, args.min_timeout
-    return (
-        max(floor, factor * warm[e.stratum]) + compile_s,
-        max(floor, factor * warm["check"]) + compile_s,
-    )
+    extra = 0.0 if mode == warm_cache.WHOLE else args.compile_allowance
+    warm, factor, floor = baseline["warm"], args.timeout_factor, args.min_timeout
+    return max(floor, factor * warm[e.stratum]) + extra, max(floor, factor * warm["check"]) + extra
 
 
 def run_one(e: Edit, files: list[str], args, expected: dict, warm: tuple[Path, dict] | None) -> dict:
@@ -572,6 +566,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fresh-cache", action="store_true", help="compile every kernel anew for each mutant")
     p.add_argument("--timeout-factor", type=float, default=4.0, help="times the unmutated warm stage")
     p.add_argument("--min-timeout", type=float, default=120.0, help="seconds, the least a stage gets")
+    p.add_argument(
+        "--compile-allowance", type=float, default=900.0, help="seconds added to a stage that recompiles"
+    )
     p.add_argument("--check-timeout", type=float, default=900.0, help="seconds, with --fresh-cache")
     p.add_argument("--test-timeout", type=float, default=900.0, help="seconds, with --fresh-cache")
     p.add_argument("--markdown", type=Path, help="report: write the section here")

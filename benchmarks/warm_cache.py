@@ -208,26 +208,43 @@ def _must_pass(stage, what: str):
     return stage.seconds
 
 
+def _file_seconds(junit: Path, test_file: str) -> float:
+    """Seconds of a test file in a pytest junit report: the sum of its test cases' times."""
+    import xml.etree.ElementTree as ET
+
+    mod = Path(test_file).with_suffix("").as_posix().replace("/", ".")
+    return sum(
+        float(case.get("time") or 0.0)
+        for case in ET.parse(junit).getroot().iter("testcase")
+        if case.get("classname", "") == mod or case.get("classname", "").startswith(mod + ".")
+    )
+
+
 def prepare(files: list[str], strata: dict, args, expected: dict) -> tuple[Path, dict]:
     """The warm numba cache of the unmutated tree (under ``out/mutation-warm/<digest>``, named by
-    every file, numba's and Python's versions) and its baseline: the graph, and the seconds of
-    each stratum's tests and of the check, cold (a fresh cache: what a mutant paid before) and warm.
-    Built once (about as long as one cold run of every stage); refuses a tree whose own tests or
-    check fail, where no mutant's failure would mean anything."""
+    the source of :data:`PACKAGES` and numba's and Python's versions) and its baseline (named by
+    every file of the tree): the graph, the seconds of each stratum's tests (the sum of its files'
+    times in one run of every stratum's tests) and of the check run again on the warm cache.
+    Refuses a tree whose own tests or check fail, where no mutant's failure would mean anything.
+    An interrupted build keeps what numba compiled (every entry is checked against its file's
+    content) and starts again from the tests."""
     import hashlib
     import tempfile
     from importlib.metadata import version
 
     import mutation as runner
 
-    key = hashlib.sha256(f"{version('numba')} {sys.version}".encode())
-    for f in sorted(files):
-        key.update(f.encode() + b"\0" + (runner.ROOT / f).read_bytes())
-    home = runner.ROOT / "out" / "mutation-warm" / key.hexdigest()[:16]
-    if (home / "baseline.json").is_file():
-        return home, json.loads((home / "baseline.json").read_text(encoding="utf-8"))
-    shutil.rmtree(home, ignore_errors=True)
-    home.mkdir(parents=True)
+    def digest(names: list[str]) -> str:
+        key = hashlib.sha256(f"{version('numba')} {sys.version}".encode())
+        for f in sorted(names):
+            key.update(f.encode() + b"\0" + (runner.ROOT / f).read_bytes())
+        return key.hexdigest()[:16]
+
+    home = runner.ROOT / "out" / "mutation-warm" / digest([f for f in files if f.split("/")[0] in PACKAGES])
+    done = home / f"baseline-{digest(files)}.json"  # the timings and passes: the tests count too
+    if done.is_file():
+        return home, json.loads(done.read_text(encoding="utf-8"))
+    home.mkdir(parents=True, exist_ok=True)
     long = argparse_namespace(args, check_timeout=7200.0)
     tests = tuple(dict.fromkeys(t for _globs, ts in strata.values() for t in ts))
     with tempfile.TemporaryDirectory(prefix="llmq-warm-") as tmp:
@@ -243,25 +260,19 @@ def prepare(files: list[str], strata: dict, args, expected: dict) -> tuple[Path,
             }
 
         g = graph_of(repo, env("xdg-graph"))
-        cold = {
-            "tests": _must_pass(runner.run_tests(tests, repo, env("xdg-0"), base, 7200.0, True), "its tests")
-        }
-        cold["check"] = _must_pass(
+        first = {"tests": _must_pass(runner.run_tests(tests, repo, env("xdg-0"), base, 7200.0), "its tests")}
+        per_file = {t: _file_seconds(base / "junit-all.xml", t) for t in tests}
+        first["check"] = _must_pass(
             runner.run_check(repo, env("xdg-1"), base, long, expected), "llmq check --quick"
         )
-        warm = {}
-        for stratum, (_globs, ts) in strata.items():
-            warm[stratum] = _must_pass(
-                runner.run_tests(ts, repo, env(f"xdg-{stratum}"), base, 7200.0, True), stratum
-            )
         shutil.rmtree(base / "check-cache")
-        warm["check"] = _must_pass(
-            runner.run_check(repo, env("xdg-2"), base, long, expected), "llmq check --quick"
-        )
-    baseline = {"graph": g, "cold": cold, "warm": warm}
-    (home / "baseline.json").write_text(
-        json.dumps(baseline, indent=1, sort_keys=True) + "\n", encoding="utf-8"
-    )
+        warm = {
+            "check": _must_pass(runner.run_check(repo, env("xdg-2"), base, long, expected), "the check, warm")
+        }
+    for stratum, (_globs, ts) in strata.items():
+        warm[stratum] = sum(per_file[t] for t in ts)
+    baseline = {"graph": g, "first": first, "warm": warm}
+    done.write_text(json.dumps(baseline, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return home, baseline
 
 
