@@ -60,7 +60,9 @@ import math
 import random
 import signal
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -563,6 +565,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", action="append", metavar="ID", help="run only this sampled mutant")
     p.add_argument("--rerun", action="store_true", help="run --only mutants even if they have a result")
     p.add_argument("--results", type=Path, default=RESULTS)
+    p.add_argument("--jobs", type=int, default=1, help="mutants run at once (each in its own copy)")
     p.add_argument("--fresh-cache", action="store_true", help="compile every kernel anew for each mutant")
     p.add_argument("--timeout-factor", type=float, default=4.0, help="times the unmutated warm stage")
     p.add_argument("--min-timeout", type=float, default=120.0, help="seconds, the least a stage gets")
@@ -611,17 +614,23 @@ def main(argv: list[str] | None = None) -> int:
         warm = warm_cache.prepare(files, STRATA, args, expected)
         print(f"warm cache {warm[0]} ({time.perf_counter() - start:.0f} s)", flush=True)
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    for k, e in enumerate(todo, 1):
+    lock, count = threading.Lock(), iter(range(1, len(todo) + 1))
+
+    def one(e: Edit) -> None:
         start = time.perf_counter()
         row = run_one(e, files, args, expected, warm)
         row["seconds"] = round(time.perf_counter() - start, 1)
-        with args.results.open("a", encoding="utf-8") as fh:  # one line a mutant: Ctrl-C safe
+        row["jobs"] = args.jobs
+        with lock, args.results.open("a", encoding="utf-8") as fh:  # one line a mutant: Ctrl-C safe
             fh.write(json.dumps(row, allow_nan=False) + "\n")
-        print(
-            f"[{k}/{len(todo)}] {verdict(row):<9} {row['seconds']:5.0f} s  {row['cache']:<20}  {e.id}  "
-            f"tests {row['tests']['status']} check {row['check']['status']}",
-            flush=True,
-        )
+            print(
+                f"[{next(count)}/{len(todo)}] {verdict(row):<9} {row['seconds']:5.0f} s  {row['cache']:<20}  "
+                f"{e.id}  tests {row['tests']['status']} check {row['check']['status']}",
+                flush=True,
+            )
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(one, todo))
     return 0
 
 

@@ -223,8 +223,9 @@ def _file_seconds(junit: Path, test_file: str) -> float:
 def prepare(files: list[str], strata: dict, args, expected: dict) -> tuple[Path, dict]:
     """The warm numba cache of the unmutated tree (under ``out/mutation-warm/<digest>``, named by
     the source of :data:`PACKAGES` and numba's and Python's versions) and its baseline (named by
-    every file of the tree): the graph, the seconds of each stratum's tests (the sum of its files'
-    times in one run of every stratum's tests) and of the check run again on the warm cache.
+    every file of the tree outside ``benchmarks/``): the graph, the seconds of each stratum's
+    tests (the sum of its files' times in one run of every stratum's tests) and of the check run
+    again on the warm cache.
     Refuses a tree whose own tests or check fail, where no mutant's failure would mean anything.
     An interrupted build keeps what numba compiled (every entry is checked against its file's
     content) and starts again from the tests."""
@@ -241,7 +242,8 @@ def prepare(files: list[str], strata: dict, args, expected: dict) -> tuple[Path,
         return key.hexdigest()[:16]
 
     home = runner.ROOT / "out" / "mutation-warm" / digest([f for f in files if f.split("/")[0] in PACKAGES])
-    done = home / f"baseline-{digest(files)}.json"  # the timings and passes: the tests count too
+    tree = [f for f in files if not f.startswith("benchmarks/")]  # the tests and data count, not this tool
+    done = home / f"baseline-{digest(tree)}.json"
     if done.is_file():
         return home, json.loads(done.read_text(encoding="utf-8"))
     home.mkdir(parents=True, exist_ok=True)
