@@ -566,6 +566,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rerun", action="store_true", help="run --only mutants even if they have a result")
     p.add_argument("--results", type=Path, default=RESULTS)
     p.add_argument("--jobs", type=int, default=1, help="mutants run at once (each in its own copy)")
+    p.add_argument(
+        "--reuse-baseline",
+        action="store_true",
+        help="when only files outside the packages changed (a new test), keep the last baseline's "
+        "timings instead of running every stage on the unmutated tree again",
+    )
     p.add_argument("--fresh-cache", action="store_true", help="compile every kernel anew for each mutant")
     p.add_argument("--timeout-factor", type=float, default=4.0, help="times the unmutated warm stage")
     p.add_argument("--min-timeout", type=float, default=120.0, help="seconds, the least a stage gets")

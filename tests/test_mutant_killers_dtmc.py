@@ -120,3 +120,22 @@ def test_t_interval_is_the_student_t_interval(size):
     want = stats.t.interval(0.99, size - 1, loc=v.mean(), scale=stats.sem(v))
     assert m == pytest.approx(v.mean(), rel=1e-12)
     assert (lo, hi) == pytest.approx(want, rel=1e-9)
+
+
+def test_t_interval_of_fewer_than_two_values_is_nan_without_a_warning():
+    """``t_interval`` states its answer for no value (NaN mean and bounds) and for one (the value,
+    NaN bounds: no spread to estimate) itself, before numpy is asked for the mean of nothing.
+
+    Kills ``theory/stats.py:29:17:NumberReplacer:7`` (``v.size == 0`` -> ``v.size == -1``), which
+    returned the same NaNs through ``np.mean`` of an empty array and its RuntimeWarning."""
+    import math
+    import warnings
+
+    from theory.stats import t_interval
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        none, one = t_interval([]), t_interval([2.5])
+    assert [str(w.message) for w in seen] == []
+    assert all(math.isnan(x) for x in none)
+    assert one[0] == 2.5 and math.isnan(one[1]) and math.isnan(one[2])

@@ -80,3 +80,43 @@ def test_early_stop_skips_only_families_that_cannot_win(monkeypatch):
     monkeypatch.setattr(plan_search, "replicate", replicate)
     res = plan_search.search(spec, None, plan_search.SearchOptions(parallel=1), grid)
     assert res.best.candidate.usd_per_hour == cheapest
+
+
+def test_the_count_of_batches_not_optimally_tiled_does_not_depend_on_the_unit_of_time():
+    """A batch is counted as not optimally tiled when its tiling waste exceeds a tolerance relative
+    to its time, so the count is a property of the schedule, not of the unit of time: the same run
+    on a GPU 10^12 times faster (every rate times 10^12, arrivals 10^12 times closer) makes the same
+    batches and counts the same ones, in the fast path and with every batch recorded.
+
+    Kills ``stability/sim/batches.py:258:21:ReplaceBinaryOperator_Mul_Mod:15``
+    (``1e-12 * t_lin(ct, na)`` -> ``1e-12 % t_lin(ct, na)``: an absolute tolerance of 10^-12 s),
+    under which the faster GPU's decode batches, whose waste is below 10^-12 s, stop counting."""
+    import dataclasses
+
+    from stability.sim.gpu import RunOptions, run_gpu
+    from stability.sim.registry import get_scheduler
+    from tests.toys import toy_cost_model
+
+    cm = toy_cost_model("toy4", "paper")
+    assert (cm.overhead_s, cm.lm_out_s, cm.attention_call_s) == (0.0, 0.0, 0.0)  # only rates set time
+    rng = np.random.default_rng(3)
+    gaps, L_P, L_D = rng.exponential(2e-3, 60), rng.integers(1, 60, 60), rng.integers(1, 20, 60)
+    sch = get_scheduler("rad")
+
+    def counters(k, detail):
+        fast = dataclasses.replace(cm, mu=cm.mu * k, mu_gemv=cm.mu_gemv * k, mu_nLin=cm.mu_nLin * k)
+        run = run_gpu(
+            fast,
+            sch,
+            sch.make_params(fast, n=3),
+            np.cumsum(gaps) / k,
+            L_P,
+            L_D,
+            options=RunOptions(detail=detail),
+        )
+        return run.counters["n_batch"], run.counters["n_not_opt"]
+
+    for detail in (False, True):
+        n_batch, n_not_opt = counters(1.0, detail)
+        assert 0 < n_not_opt < n_batch
+        assert counters(1e12, detail) == (n_batch, n_not_opt)
