@@ -90,7 +90,10 @@ STRATA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("theory/cost.py", "theory/terms.py"),
         ("tests/test_cost.py", "tests/test_mutant_killers_cost.py", "tests/test_cost_terms.py"),
     ),
-    "bounds": (("theory/bounds.py",), ("tests/test_bounds.py", "tests/test_mutant_killers_bounds.py")),
+    "bounds": (
+        ("theory/bounds.py",),
+        ("tests/test_bounds.py", "tests/test_mutant_killers_bounds.py", "tests/test_cost_term_table.py"),
+    ),
     "capacity": (("theory/capacity/*.py",), ("tests/test_capacity.py", "tests/test_moe_capacity.py")),
     "engine": (
         ("stability/sim/engine.py", "stability/sim/batches.py"),

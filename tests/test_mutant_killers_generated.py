@@ -120,3 +120,30 @@ def test_the_count_of_batches_not_optimally_tiled_does_not_depend_on_the_unit_of
         n_batch, n_not_opt = counters(1.0, detail)
         assert 0 < n_not_opt < n_batch
         assert counters(1e12, detail) == (n_batch, n_not_opt)
+
+
+def test_plan_json_restates_the_parallel_degrees_searched():
+    """``plan.json``'s ``spec`` restates the tensor- and expert-parallel degrees the search was
+    given, or "auto" where none was given (the planner then chooses them).
+
+    Kills ``stability/planner/report.py:302:34:ReplaceOrWithAnd:2`` (``list(s.ep) or "auto"`` ->
+    ``list(s.ep) and "auto"``: ``[]`` without degrees, "auto" with them), which no planner test
+    read back."""
+    from types import SimpleNamespace
+
+    from stability.planner.report import to_json
+    from stability.planner.slo import parse_slo
+    from stability.planner.spec import PlanSpec
+
+    def spec_json(**given):
+        spec = PlanSpec(
+            rate=1.0, workload="uniform:64-320,8-40", slo=parse_slo("ttft_p50=0.1"), gpus=("l40s",), **given
+        )
+        options = SimpleNamespace(n_requests=1, seeds=2, max_seeds=8)
+        grid = SimpleNamespace(prices={}, one_gpu={})
+        res = SimpleNamespace(spec=spec, options=options, counts={}, grid=grid, below_best=lambda: None)
+        return to_json(res, 0.0, [])["spec"]
+
+    assert (spec_json()["tp"], spec_json()["ep"]) == ("auto", "auto")
+    given = spec_json(models=("qwen3-30b-a3b",), tp=(1, 2), ep=(1, 2))
+    assert (given["tp"], given["ep"]) == ([1, 2], [1, 2])
