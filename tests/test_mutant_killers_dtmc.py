@@ -139,3 +139,28 @@ def test_t_interval_of_fewer_than_two_values_is_nan_without_a_warning():
     assert [str(w.message) for w in seen] == []
     assert all(math.isnan(x) for x in none)
     assert one[0] == 2.5 and math.isnan(one[1]) and math.isnan(one[2])
+
+
+@pytest.mark.parametrize("x_max", [16384, 40000])
+def test_a_truncation_too_large_to_hold_is_refused_before_any_cycle_runs(x_max):
+    """An explicit truncation whose transition matrix, (x_max + 1)^2 floats of 8 bytes, exceeds
+    MAX_MATRIX_BYTES (2^31: x_max <= 16383) is refused by name before the sampler is touched; the
+    stand-in sampler fails the test if any work starts.
+
+    Kills ``stability/dtmc.py:401:28:ReplaceBinaryOperator_Pow_BitOr:1``
+    (``(x_max + 1) ** 2 * 8`` -> ``(x_max + 1) | 2 * 8``), which let every x_max below 2^31
+    through to a matrix of gigabytes; no test asked for one past the limit."""
+    from stability.dtmc import MAX_MATRIX_BYTES
+    from theory.errors import FieldError
+
+    assert (x_max + 1) ** 2 * 8 > MAX_MATRIX_BYTES >= 16384**2 * 8  # the limit, restated
+
+    class Untouchable:
+        def __bool__(self):
+            return True
+
+        def __getattr__(self, name):
+            raise AssertionError(f"the chain started work (sampler.{name}) before refusing x_max")
+
+    with pytest.raises(FieldError, match=r"x_max"):
+        build_chain(CM, W, n=4, lam=1.0, sampler=Untouchable(), options=ChainOptions(x_max=x_max))
