@@ -88,7 +88,12 @@ _ENGINE_TESTS = (
 STRATA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "cost": (
         ("theory/cost.py", "theory/terms.py"),
-        ("tests/test_cost.py", "tests/test_mutant_killers_cost.py", "tests/test_cost_terms.py"),
+        (
+            "tests/test_cost.py",
+            "tests/test_mutant_killers_cost.py",
+            "tests/test_cost_terms.py",
+            "tests/test_moe.py",
+        ),
     ),
     "bounds": (
         ("theory/bounds.py",),
