@@ -99,7 +99,10 @@ STRATA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("theory/bounds.py",),
         ("tests/test_bounds.py", "tests/test_mutant_killers_bounds.py", "tests/test_cost_term_table.py"),
     ),
-    "capacity": (("theory/capacity/*.py",), ("tests/test_capacity.py", "tests/test_moe_capacity.py")),
+    "capacity": (
+        ("theory/capacity/*.py",),
+        ("tests/test_capacity.py", "tests/test_moe_capacity.py", "tests/test_mutant_killers_capacity.py"),
+    ),
     "engine": (
         ("stability/sim/engine.py", "stability/sim/batches.py"),
         ("tests/test_mutant_killers_generated.py", *_ENGINE_TESTS),
