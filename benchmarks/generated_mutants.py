@@ -119,7 +119,12 @@ STRATA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "stats": (
         ("theory/stats.py", "theory/validation/errors.py"),
-        ("tests/test_mutant_killers_dtmc.py", "tests/test_validate.py", "tests/test_plan.py"),
+        (
+            "tests/test_mutant_killers_dtmc.py",
+            "tests/test_mutant_killers_stats.py",
+            "tests/test_validate.py",
+            "tests/test_plan.py",
+        ),
     ),
 }
 EXCLUDED_OPERATORS = {
