@@ -164,3 +164,26 @@ def test_a_truncation_too_large_to_hold_is_refused_before_any_cycle_runs(x_max):
 
     with pytest.raises(FieldError, match=r"x_max"):
         build_chain(CM, W, n=4, lam=1.0, sampler=Untouchable(), options=ChainOptions(x_max=x_max))
+
+
+def test_refold_moves_the_mass_above_the_top_onto_the_top():
+    """``_refold(P, x_top)`` keeps rows and columns 0..x_top of a stochastic matrix and adds each
+    row's mass beyond x_top to its column x_top, so every row is still a law; restated entry by
+    entry on a random 6-state chain.
+
+    Kills ``stability/dtmc.py:321:42:NumberReplacer:87`` (``P[:, x_top + 1:]`` ->
+    ``P[:, x_top:]``: column x_top counted twice), which no test checked: the refolded chain only
+    gives the lower truncation's mean, compared with no number."""
+    from stability.dtmc import _refold
+
+    rng = np.random.default_rng(11)
+    P = rng.random((6, 6))
+    P /= P.sum(axis=1, keepdims=True)
+    for top in (0, 2, 4, 5):
+        Q = _refold(P, top)
+        assert Q.shape == (top + 1, top + 1)
+        for i in range(top + 1):
+            for j in range(top):
+                assert Q[i, j] == P[i, j]
+            assert Q[i, top] == pytest.approx(sum(P[i, k] for k in range(top, 6)), rel=1e-12)
+        assert np.allclose(Q.sum(axis=1), 1.0, rtol=0, atol=1e-12)

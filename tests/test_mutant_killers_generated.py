@@ -147,3 +147,32 @@ def test_plan_json_restates_the_parallel_degrees_searched():
     assert (spec_json()["tp"], spec_json()["ep"]) == ("auto", "auto")
     given = spec_json(models=("qwen3-30b-a3b",), tp=(1, 2), ep=(1, 2))
     assert (given["tp"], given["ep"]) == ([1, 2], [1, 2])
+
+
+def test_expert_parallel_degrees_naming_1_keep_the_tensor_parallel_families():
+    """``families_of`` gives a mixture of experts its TP families at EP 1 where ``spec.ep`` is
+    empty or names 1, and its EP families at TP 1 for the degrees above 1; so EP (1, 2) is the
+    union of EP (1,) and EP (2,).
+
+    Kills ``stability/planner/grid.py:251:42:NumberReplacer:29`` (``1 in spec.ep`` ->
+    ``0 in spec.ep``), which dropped the EP 1 families whenever degrees were given."""
+    from stability.planner.grid import families_of
+    from stability.planner.slo import parse_slo
+    from stability.planner.spec import PlanSpec
+
+    def pairs(ep):
+        spec = PlanSpec(
+            rate=1.0,
+            workload="uniform:64-320,8-40",
+            slo=parse_slo("ttft_p50=0.1"),
+            gpus=("h100",),
+            models=("qwen3-30b-a3b",),
+            tp=(1, 2),
+            ep=ep,
+            r_max=8,
+        )
+        return {(f.tp, f.ep) for f in families_of(spec)}
+
+    one, two, both = pairs((1,)), pairs((2,)), pairs((1, 2))
+    assert one and all(e == 1 for _, e in one) and two and all(e == 2 for _, e in two)
+    assert both == one | two
