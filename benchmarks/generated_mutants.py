@@ -7,16 +7,35 @@ with a stable id ``file:line:col:operator:occurrence`` (the position cosmic-ray 
 occurrence index of that operator in that file), and writes that population to
 ``benchmarks/generated/population.jsonl.gz`` with the digest of every file it came from. A seeded
 uniform random sample, stratified by module, is then run by :mod:`mutation`'s runner, each mutant
-in its own copy of the repository with a fresh numba cache:
+in its own copy of the repository:
 
 (a) the stratum's test files under pytest, stopping at the first failure (``-x``), then
-(b) for the survivors of (a) only (every test passed), ``llmq check --quick --workers 1`` against
-    the recorded verdicts.
+(b) when every test passed, ``llmq check --quick --workers 1`` against the recorded verdicts.
 
-As in :mod:`mutation`, a mutant is **killed** when a test fails on an assertion or a verdict moves,
-and a **crash** (a test failed by an exception, the process died or timed out) is not a kill; the
-report gives the kill rate and the detection rate (killed or crashed: some test failed, the rate
-mutation tools such as cosmic-ray report), each with a 95% Wilson interval.
+Each copy starts from a numba cache built once from the unmutated tree (:mod:`warm_cache`): whole
+where the mutated file reaches no compiled code, less the entries that depend on the mutated file
+otherwise (``--fresh-cache``: every kernel compiled anew, as before). Building it also runs every
+stage on the unmutated tree (a run refuses a tree whose own tests or check fail) and records each
+stage's seconds; a mutant's stage may take ``--timeout-factor`` times that (at least
+``--min-timeout``), plus ``--compile-allowance`` where its compiled code is rebuilt.
+
+Definitions (the report prints each class in its own column):
+
+* **killed**, the standard sense of the mutation tools (mutmut, cosmic-ray): the tests or the check
+  fail. A test fails by an assertion (or ``pytest.fail``, "DID NOT RAISE") or by an exception raised
+  in the code under test; the check fails when a verdict moves, a check raises, or the process exits
+  without a report. Its two parts are reported apart: **killed by assertion** (a test's assertion
+  failed or a verdict moved: the stricter count this project used first) and **killed by exception**.
+* **died or timed out**: a stage's process was killed by a signal (a segfault in compiled code, an
+  abort) or ran past its timeout, with no test failing first. CI would go red, so it is
+  **detected**, but it is not counted as killed.
+* **equivalent**: a survivor that ``benchmarks/generated/why.toml`` marks ``equivalent = true`` with
+  a reviewed reason showing that the program's behaviour is identical; left out of every
+  denominator and listed. Every other survivor is **survived** and counts against the rates.
+
+The headline is the standard kill rate over the non-equivalent mutants run, with its 95% Wilson
+interval and the sample size; the report also gives the kill rate by assertion and the detection
+rate.
 
 Results are appended to ``benchmarks/generated/results.jsonl`` as each mutant finishes (an
 interrupted run resumes where it stopped). Two frame exclusions, both counted in the report: a
@@ -26,7 +45,7 @@ annotations are never evaluated and such a mutant is equivalent by construction)
 cosmic-ray's own test runner). Needs the ``mutation`` extra::
 
     python benchmarks/generated_mutants.py generate
-    nice -n 10 python benchmarks/generated_mutants.py run [--per-stratum 6] [--seed 20261128]
+    nice -n 10 python benchmarks/generated_mutants.py run [--per-stratum 8] [--seed 20261129]
     python benchmarks/generated_mutants.py report --markdown out/generated.md
 """
 
@@ -41,7 +60,9 @@ import math
 import random
 import signal
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,14 +70,15 @@ import tomllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mutation as runner
+import warm_cache
 
 ROOT = runner.ROOT
 HERE = ROOT / "benchmarks" / "generated"
 POPULATION = HERE / "population.jsonl.gz"
 RESULTS = HERE / "results.jsonl"
 WHY = HERE / "why.toml"  # id = "why nothing killed it", reviewed by hand
-SEED = 20261128
-PER_STRATUM = 6
+SEED = 20261129
+PER_STRATUM = 8
 _ENGINE_TESTS = (
     "tests/test_engine_vs_reference.py",
     "tests/test_schedulers_vs_reference.py",
@@ -66,10 +88,21 @@ _ENGINE_TESTS = (
 STRATA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "cost": (
         ("theory/cost.py", "theory/terms.py"),
-        ("tests/test_cost.py", "tests/test_mutant_killers_cost.py", "tests/test_cost_terms.py"),
+        (
+            "tests/test_cost.py",
+            "tests/test_mutant_killers_cost.py",
+            "tests/test_cost_terms.py",
+            "tests/test_moe.py",
+        ),
     ),
-    "bounds": (("theory/bounds.py",), ("tests/test_bounds.py", "tests/test_mutant_killers_bounds.py")),
-    "capacity": (("theory/capacity/*.py",), ("tests/test_capacity.py", "tests/test_moe_capacity.py")),
+    "bounds": (
+        ("theory/bounds.py",),
+        ("tests/test_bounds.py", "tests/test_mutant_killers_bounds.py", "tests/test_cost_term_table.py"),
+    ),
+    "capacity": (
+        ("theory/capacity/*.py",),
+        ("tests/test_capacity.py", "tests/test_moe_capacity.py", "tests/test_mutant_killers_capacity.py"),
+    ),
     "engine": (
         ("stability/sim/engine.py", "stability/sim/batches.py"),
         ("tests/test_mutant_killers_generated.py", *_ENGINE_TESTS),
@@ -86,7 +119,12 @@ STRATA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "stats": (
         ("theory/stats.py", "theory/validation/errors.py"),
-        ("tests/test_mutant_killers_dtmc.py", "tests/test_validate.py", "tests/test_plan.py"),
+        (
+            "tests/test_mutant_killers_dtmc.py",
+            "tests/test_mutant_killers_stats.py",
+            "tests/test_validate.py",
+            "tests/test_plan.py",
+        ),
     ),
 }
 EXCLUDED_OPERATORS = {
@@ -330,10 +368,22 @@ def diff(e: Edit) -> str:
     )
 
 
-def run_one(e: Edit, files: list[str], args, expected: dict) -> dict:
-    """Stage (a), the tests with ``-x``; stage (b), the check, only for a survivor of (a): a
-    mutant that failed a test by an exception (a crash) is not run further unless ``--check-crashes``
-    (on a loaded machine a check costs several minutes)."""
+def stage_timeouts(e: Edit, mode: str, baseline: dict, args) -> tuple[float, float]:
+    """Seconds allowed to the tests and the check of a mutant: ``--timeout-factor`` times the
+    unmutated tree's run of the same stage (:func:`warm_cache.prepare`), at least
+    ``--min-timeout``, plus ``--compile-allowance`` when the mutant's compiled code is rebuilt."""
+    if baseline is None:
+        return args.test_timeout, args.check_timeout
+    extra = 0.0 if mode == warm_cache.WHOLE else args.compile_allowance
+    warm, factor, floor = baseline["warm"], args.timeout_factor, args.min_timeout
+    return max(floor, factor * warm[e.stratum]) + extra, max(floor, factor * warm["check"]) + extra
+
+
+def run_one(e: Edit, files: list[str], args, expected: dict, warm: tuple[Path, dict] | None) -> dict:
+    """Stage (a), the tests with ``-x``; stage (b), the check, only when every test passed (a test
+    that failed, by an assertion or an exception, already kills the mutant in the standard sense).
+    ``warm``: the warm cache and its baseline (:func:`warm_cache.prepare`), or None for a fresh
+    numba cache (every kernel compiled again)."""
     import tempfile
 
     m = e.mutant()
@@ -341,21 +391,50 @@ def run_one(e: Edit, files: list[str], args, expected: dict) -> dict:
         base = Path(tmp)
         repo = runner.make_copy(m, files, base)
         env = runner.mutant_env(repo, base)
-        tests = runner.run_tests(m.tests, repo, env, base, args.test_timeout, first_failure=True)
-        if tests.status == runner.KILLED:
-            check = runner.Stage(runner.SKIPPED, "killed by the tests")
-        elif tests.status == runner.CRASH and not args.check_crashes:
-            check = runner.Stage(runner.SKIPPED, "a test failed by an exception")
+        mode, baseline = "fresh", None
+        if warm is not None:
+            home, baseline = warm
+            mode = warm_cache.mutant_cache(home / "numba", base / "numba", baseline["graph"], e.file)
+            env.update(warm_cache.locator_env(base / "numba"))
+        t_tests, t_check = stage_timeouts(e, mode, baseline, args)
+        tests = runner.run_tests(m.tests, repo, env, base, t_tests, first_failure=True)
+        if tests.status != runner.SURVIVED:
+            check = runner.Stage(runner.SKIPPED, "a test failed")
         else:
-            check = runner.run_check(repo, env, base, args, expected)
+            check = runner.run_check(
+                repo, env, base, warm_cache.argparse_namespace(args, check_timeout=t_check), expected
+            )
     outcome = runner.Outcome(m, check, tests)
     return {
         "id": e.id,
         "stratum": e.stratum,
+        "cache": mode,
+        "timeouts": [round(t_tests), round(t_check)],
         "tests": vars(tests),
         "check": vars(check),
         "overall": outcome.overall,
     }
+
+
+def failure(stage: dict) -> str:
+    """How a stage failed: "assertion" (a test's assertion or a moved verdict), "exception" (a
+    test or check raised, or the check exited without a report), "died" (a signal or a timeout),
+    or "" (it passed or did not run)."""
+    if stage["status"] == KILLED:
+        return "assertion"
+    if stage["status"] != CRASH:
+        return ""
+    detail = stage["detail"]
+    if " raised" in detail or detail.startswith(("exit", "no report")):
+        return "exception"
+    return "died"
+
+
+def verdict(row: dict) -> str:
+    """A mutant's class: the first of assertion, exception, died that a stage shows, else
+    "survived" (see the module docstring for the definitions)."""
+    kinds = {failure(row["tests"]), failure(row["check"])}
+    return next((k for k in ("assertion", "exception", "died") if k in kinds), "survived")
 
 
 def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -381,57 +460,106 @@ def _rate(k: int, n: int) -> str:
     return f"{k}/{n} = {k / n:.0%} [{lo:.0%}, {hi:.0%}]" if n else "-"
 
 
+def read_why(path: Path = WHY) -> dict[str, dict]:
+    """The reviewed reasons: ``[id]`` tables with ``why`` and, for an equivalent mutant,
+    ``equivalent = true`` (the reason must show the program's behaviour is identical)."""
+    raw = tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    bad = [k for k, v in raw.items() if not isinstance(v, dict) or not isinstance(v.get("why"), str)]
+    if bad:
+        raise SystemExit(f"{path}: entries without a why string: {', '.join(bad)}")
+    return raw
+
+
+CLASSES = ("assertion", "exception", "died", "equivalent", "survived")
+
+
+def classify(row: dict, why: dict) -> str:
+    """:func:`verdict`, with a survivor that ``why`` marks equivalent as "equivalent"; refuses an
+    equivalence claim for a mutant that some stage detected."""
+    v = verdict(row)
+    if why.get(row["id"], {}).get("equivalent"):
+        if v != "survived":
+            raise SystemExit(f"{WHY}: {row['id']} is marked equivalent but was {v}")
+        return "equivalent"
+    return v
+
+
+def tally(rows: list[dict], why: dict) -> dict[str, int]:
+    """Counts of each class of :data:`CLASSES` and ``n``, the non-equivalent mutants run."""
+    out = {c: 0 for c in CLASSES}
+    for r in rows:
+        out[classify(r, why)] += 1
+    out["n"] = len(rows) - out["equivalent"]
+    return out
+
+
+def _rates(t: dict) -> str:
+    n = t["n"]
+    return (
+        f"{_rate(t['assertion'] + t['exception'], n)} | {_rate(t['assertion'], n)} | "
+        f"{_rate(t['assertion'] + t['exception'] + t['died'], n)}"
+    )
+
+
 def report(edits: list[Edit], drawn: list[Edit], results: dict[str, dict], args) -> str:
-    """The markdown section: population, frame, sample, kill and detection rates with Wilson
-    intervals, and every mutant not killed with its diff and why."""
-    reasons = tomllib.loads(WHY.read_text(encoding="utf-8")) if WHY.is_file() else {}
+    """The markdown section: population, frame, sample, the classes of the run mutants, the
+    standard kill rate, the kill rate by assertion and the detection rate over the non-equivalent
+    ones with Wilson intervals, the seconds a mutant took, and every mutant not killed with its
+    diff and why."""
+    why = read_why()
     lines = [
-        "| module | files | population | frame | sampled | run | killed | crashed | survived | "
-        "kill rate [95% Wilson] | detection rate [95% Wilson] |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| module | population | frame | sampled | run | by assertion | by exception | died or timed out | "
+        "equivalent | survived | killed [95% Wilson] | killed by assertion | detected |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    total = {"population": 0, "frame": 0, "sampled": 0, "run": 0, KILLED: 0, CRASH: 0, SURVIVED: 0}
-    for stratum, (globs, _tests) in STRATA.items():
-        pop = [e for e in edits if e.stratum == stratum]
-        mine = [e for e in drawn if e.stratum == stratum]
-        got = [results[e.id] for e in mine if e.id in results]
-        row = {
-            "population": len(pop),
-            "frame": sum(not e.frame for e in pop),
-            "sampled": len(mine),
-            "run": len(got),
-        }
-        row.update({s: sum(r["overall"] == s for r in got) for s in (KILLED, CRASH, SURVIVED)})
+    runs = [results[e.id] for e in drawn if e.id in results]
+    for stratum in [*STRATA, "all"]:
+        pop = [e for e in edits if stratum in ("all", e.stratum)]
+        mine = [e for e in drawn if stratum in ("all", e.stratum)]
+        t = tally([results[e.id] for e in mine if e.id in results], why)
         lines.append(
-            f"| {stratum} | {', '.join(f'`{g}`' for g in globs)} | {row['population']} | {row['frame']} | "
-            f"{row['sampled']} | {row['run']} | {row[KILLED]} | {row[CRASH]} | {row[SURVIVED]} | "
-            f"{_rate(row[KILLED], row['run'])} | {_rate(row[KILLED] + row[CRASH], row['run'])} |"
+            f"| {stratum} | {len(pop)} | {sum(not e.frame for e in pop)} | {len(mine)} | "
+            f"{sum(e.id in results for e in mine)} | "
+            + " | ".join(str(t[c]) for c in CLASSES)
+            + f" | {_rates(t)} |"
         )
-        for key, value in row.items():
-            total[key] += value
-    n = total["run"]
+    total = tally(runs, why)
+    killed = total["assertion"] + total["exception"]
+    lo, hi = wilson(killed, total["n"])
+    seconds = {}
+    for r in runs:
+        if "seconds" in r:
+            seconds.setdefault(r["cache"], []).append(r["seconds"])
+    timing = "; ".join(
+        f"{mode}: {len(v)} mutants, median {sorted(v)[len(v) // 2]:.0f} s, mean {sum(v) / len(v):.0f} s"
+        for mode, v in sorted(seconds.items())
+    )
     lines += [
-        f"| all | | {total['population']} | {total['frame']} | {total['sampled']} | {n} | {total[KILLED]} | "
-        f"{total[CRASH]} | {total[SURVIVED]} | {_rate(total[KILLED], n)} | "
-        f"{_rate(total[KILLED] + total[CRASH], n)} |",
         "",
-        f"Seed {args.seed}, {args.per_stratum} drawn a module, run in rounds (each module's k-th draw "
-        "before any (k+1)-th), so the mutants run of a module are a uniform sample of its frame. The "
-        "pooled row mixes modules sampled at different fractions of their population: it describes the "
-        "sample, not the population.",
+        f"**Killed (the standard sense) over the non-equivalent mutants: {killed}/{total['n']} = "
+        f"{killed / max(1, total['n']):.1%}, 95% Wilson interval [{lo:.1%}, {hi:.1%}]** "
+        f"({len(runs)} mutants run, {total['equivalent']} equivalent left out, seed {args.seed}, "
+        f"{args.per_stratum} drawn a module). Killed by assertion: {_rate(total['assertion'], total['n'])}. "
+        f"Detected (killed, died or timed out): "
+        f"{_rate(killed + total['died'], total['n'])}.",
+        "",
+        f"Seconds a mutant took (tests and check, by numba cache): {timing or '-'}.",
+        "",
+        "Drawn in rounds (each module's k-th draw before any (k+1)-th), so the mutants run of a module are "
+        "a uniform sample of its frame. The pooled row mixes modules sampled at different fractions of "
+        "their population: it describes the sample, not the population.",
         "",
         "Not killed:",
         "",
     ]
     for e in drawn:
         r = results.get(e.id)
-        if r is None or r["overall"] == KILLED:
+        if r is None or verdict(r) in ("assertion", "exception"):
             continue
-        why = reasons.get(e.id, "(not yet reviewed)")
         lines += [
-            f"- `{e.id}` {r['overall']}: tests {r['tests']['status']} "
+            f"- `{e.id}` **{classify(r, why)}**: tests {r['tests']['status']} "
             f"({r['tests']['detail'][:160]}), check {r['check']['status']} "
-            f"({r['check']['detail'][:100]}). {why}",
+            f"({r['check']['detail'][:100]}). {why.get(e.id, {}).get('why', '(not yet reviewed)')}",
             "",
             "  ```diff",
             *("  " + x for x in diff(e).splitlines()[2:]),
@@ -453,9 +581,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", action="append", metavar="ID", help="run only this sampled mutant")
     p.add_argument("--rerun", action="store_true", help="run --only mutants even if they have a result")
     p.add_argument("--results", type=Path, default=RESULTS)
-    p.add_argument("--check-crashes", action="store_true", help="run the check after a crash too")
-    p.add_argument("--check-timeout", type=float, default=900.0, help="seconds")
-    p.add_argument("--test-timeout", type=float, default=900.0, help="seconds")
+    p.add_argument("--jobs", type=int, default=1, help="mutants run at once (each in its own copy)")
+    p.add_argument(
+        "--reuse-baseline",
+        action="store_true",
+        help="when only files outside the packages changed (a new test), keep the last baseline's "
+        "timings instead of running every stage on the unmutated tree again",
+    )
+    p.add_argument("--fresh-cache", action="store_true", help="compile every kernel anew for each mutant")
+    p.add_argument("--timeout-factor", type=float, default=4.0, help="times the unmutated warm stage")
+    p.add_argument("--min-timeout", type=float, default=120.0, help="seconds, the least a stage gets")
+    p.add_argument(
+        "--compile-allowance", type=float, default=900.0, help="seconds added to a stage that recompiles"
+    )
+    p.add_argument("--check-timeout", type=float, default=900.0, help="seconds, with --fresh-cache")
+    p.add_argument("--test-timeout", type=float, default=900.0, help="seconds, with --fresh-cache")
     p.add_argument("--markdown", type=Path, help="report: write the section here")
     args = p.parse_args(argv)
     if args.command == "generate":
@@ -490,17 +630,29 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("edits differ from cosmic-ray's mutate_code: " + ", ".join(mismatched))
     expected = json.loads((ROOT / "paper_checks" / "verdicts.json").read_text(encoding="utf-8"))
     files = runner.repo_files()
-    args.results.parent.mkdir(parents=True, exist_ok=True)
-    for k, e in enumerate(todo, 1):
+    warm = None
+    if not args.fresh_cache:
         start = time.perf_counter()
-        row = run_one(e, files, args, expected)
-        with args.results.open("a", encoding="utf-8") as fh:  # one line a mutant: Ctrl-C safe
+        warm = warm_cache.prepare(files, STRATA, args, expected)
+        print(f"warm cache {warm[0]} ({time.perf_counter() - start:.0f} s)", flush=True)
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    lock, count = threading.Lock(), iter(range(1, len(todo) + 1))
+
+    def one(e: Edit) -> None:
+        start = time.perf_counter()
+        row = run_one(e, files, args, expected, warm)
+        row["seconds"] = round(time.perf_counter() - start, 1)
+        row["jobs"] = args.jobs
+        with lock, args.results.open("a", encoding="utf-8") as fh:  # one line a mutant: Ctrl-C safe
             fh.write(json.dumps(row, allow_nan=False) + "\n")
-        print(
-            f"[{k}/{len(todo)}] {row['overall']:<8} {time.perf_counter() - start:5.0f} s  {e.id}  "
-            f"tests {row['tests']['status']} check {row['check']['status']}",
-            flush=True,
-        )
+            print(
+                f"[{next(count)}/{len(todo)}] {verdict(row):<9} {row['seconds']:5.0f} s  {row['cache']:<20}  "
+                f"{e.id}  tests {row['tests']['status']} check {row['check']['status']}",
+                flush=True,
+            )
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(one, todo))
     return 0
 
 

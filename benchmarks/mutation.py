@@ -289,9 +289,10 @@ def run_check(repo: Path, env: dict, base: Path, args, expected: dict) -> Stage:
 
 
 def mutant_env(repo: Path, base: Path) -> dict:
-    """The environment of a mutant's stages: its own copy first on the path, a fresh numba cache."""
+    """The environment of a mutant's stages: its own copy first on the path, a fresh numba cache and
+    a fresh cache home (results kept across runs, ``theory.io.cache_home``)."""
     return {**os.environ, "NUMBA_CACHE_DIR": str(base / "numba"), "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONPATH": str(repo)}
+            "PYTHONPATH": str(repo), "XDG_CACHE_HOME": str(base / "xdg")}
 
 
 def run_mutant(m: Mutant, files: list[str], args, expected: dict) -> Outcome:

@@ -85,3 +85,15 @@ def test_corrected_lambda_star_uses_the_corrected_T_bar_R():
         gap = 1 / lambda_star(CM, W, r) - 1 / lambda_star(CM, W, r, corrected=True)
         assert gap == pytest.approx(coef * e_lp * (t.t_lcm - 1) / r, rel=1e-9)
     assert T_bar_R(CM, W, corrected=True) < T_bar_R(CM, W)
+
+
+def test_compute_bounds_defaults_to_one_node_and_a_ten_percent_margin():
+    """``compute_bounds(cm, w)`` is the single-node case (r = 1) at Theorem 2's margin
+    epsilon = 0.1, as its signature documents: lambda* = 1 / T_bar^R (Theorem 1) and the same
+    numbers as the explicit call.
+
+    Kills ``theory/bounds.py:325:56:NumberReplacer:53`` (the default ``r = 1`` -> ``r = 0``),
+    which every test passed r to explicitly."""
+    default = compute_bounds(CM, W)
+    assert default.lambda_star == pytest.approx(1 / T_bar_R(CM, W), rel=1e-12)
+    assert default == compute_bounds(CM, W, r=1, epsilon=0.1)

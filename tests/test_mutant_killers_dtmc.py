@@ -120,3 +120,70 @@ def test_t_interval_is_the_student_t_interval(size):
     want = stats.t.interval(0.99, size - 1, loc=v.mean(), scale=stats.sem(v))
     assert m == pytest.approx(v.mean(), rel=1e-12)
     assert (lo, hi) == pytest.approx(want, rel=1e-9)
+
+
+def test_t_interval_of_fewer_than_two_values_is_nan_without_a_warning():
+    """``t_interval`` states its answer for no value (NaN mean and bounds) and for one (the value,
+    NaN bounds: no spread to estimate) itself, before numpy is asked for the mean of nothing.
+
+    Kills ``theory/stats.py:29:17:NumberReplacer:7`` (``v.size == 0`` -> ``v.size == -1``), which
+    returned the same NaNs through ``np.mean`` of an empty array and its RuntimeWarning."""
+    import math
+    import warnings
+
+    from theory.stats import t_interval
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        none, one = t_interval([]), t_interval([2.5])
+    assert [str(w.message) for w in seen] == []
+    assert all(math.isnan(x) for x in none)
+    assert one[0] == 2.5 and math.isnan(one[1]) and math.isnan(one[2])
+
+
+@pytest.mark.parametrize("x_max", [16384, 40000])
+def test_a_truncation_too_large_to_hold_is_refused_before_any_cycle_runs(x_max):
+    """An explicit truncation whose transition matrix, (x_max + 1)^2 floats of 8 bytes, exceeds
+    MAX_MATRIX_BYTES (2^31: x_max <= 16383) is refused by name before the sampler is touched; the
+    stand-in sampler fails the test if any work starts.
+
+    Kills ``stability/dtmc.py:401:28:ReplaceBinaryOperator_Pow_BitOr:1``
+    (``(x_max + 1) ** 2 * 8`` -> ``(x_max + 1) | 2 * 8``), which let every x_max below 2^31
+    through to a matrix of gigabytes; no test asked for one past the limit."""
+    from stability.dtmc import MAX_MATRIX_BYTES
+    from theory.errors import FieldError
+
+    assert (x_max + 1) ** 2 * 8 > MAX_MATRIX_BYTES >= 16384**2 * 8  # the limit, restated
+
+    class Untouchable:
+        def __bool__(self):
+            return True
+
+        def __getattr__(self, name):
+            raise AssertionError(f"the chain started work (sampler.{name}) before refusing x_max")
+
+    with pytest.raises(FieldError, match=r"x_max"):
+        build_chain(CM, W, n=4, lam=1.0, sampler=Untouchable(), options=ChainOptions(x_max=x_max))
+
+
+def test_refold_moves_the_mass_above_the_top_onto_the_top():
+    """``_refold(P, x_top)`` keeps rows and columns 0..x_top of a stochastic matrix and adds each
+    row's mass beyond x_top to its column x_top, so every row is still a law; restated entry by
+    entry on a random 6-state chain.
+
+    Kills ``stability/dtmc.py:321:42:NumberReplacer:87`` (``P[:, x_top + 1:]`` ->
+    ``P[:, x_top:]``: column x_top counted twice), which no test checked: the refolded chain only
+    gives the lower truncation's mean, compared with no number."""
+    from stability.dtmc import _refold
+
+    rng = np.random.default_rng(11)
+    P = rng.random((6, 6))
+    P /= P.sum(axis=1, keepdims=True)
+    for top in (0, 2, 4, 5):
+        Q = _refold(P, top)
+        assert Q.shape == (top + 1, top + 1)
+        for i in range(top + 1):
+            for j in range(top):
+                assert Q[i, j] == P[i, j]
+            assert Q[i, top] == pytest.approx(sum(P[i, k] for k in range(top, 6)), rel=1e-12)
+        assert np.allclose(Q.sum(axis=1), 1.0, rtol=0, atol=1e-12)

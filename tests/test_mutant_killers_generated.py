@@ -80,3 +80,99 @@ def test_early_stop_skips_only_families_that_cannot_win(monkeypatch):
     monkeypatch.setattr(plan_search, "replicate", replicate)
     res = plan_search.search(spec, None, plan_search.SearchOptions(parallel=1), grid)
     assert res.best.candidate.usd_per_hour == cheapest
+
+
+def test_the_count_of_batches_not_optimally_tiled_does_not_depend_on_the_unit_of_time():
+    """A batch is counted as not optimally tiled when its tiling waste exceeds a tolerance relative
+    to its time, so the count is a property of the schedule, not of the unit of time: the same run
+    on a GPU 10^12 times faster (every rate times 10^12, arrivals 10^12 times closer) makes the same
+    batches and counts the same ones, in the fast path and with every batch recorded.
+
+    Kills ``stability/sim/batches.py:258:21:ReplaceBinaryOperator_Mul_Mod:15``
+    (``1e-12 * t_lin(ct, na)`` -> ``1e-12 % t_lin(ct, na)``: an absolute tolerance of 10^-12 s),
+    under which the faster GPU's decode batches, whose waste is below 10^-12 s, stop counting."""
+    import dataclasses
+
+    from stability.sim.gpu import RunOptions, run_gpu
+    from stability.sim.registry import get_scheduler
+    from tests.toys import toy_cost_model
+
+    cm = toy_cost_model("toy4", "paper")
+    assert (cm.overhead_s, cm.lm_out_s, cm.attention_call_s) == (0.0, 0.0, 0.0)  # only rates set time
+    rng = np.random.default_rng(3)
+    gaps, L_P, L_D = rng.exponential(2e-3, 60), rng.integers(1, 60, 60), rng.integers(1, 20, 60)
+    sch = get_scheduler("rad")
+
+    def counters(k, detail):
+        fast = dataclasses.replace(cm, mu=cm.mu * k, mu_gemv=cm.mu_gemv * k, mu_nLin=cm.mu_nLin * k)
+        run = run_gpu(
+            fast,
+            sch,
+            sch.make_params(fast, n=3),
+            np.cumsum(gaps) / k,
+            L_P,
+            L_D,
+            options=RunOptions(detail=detail),
+        )
+        return run.counters["n_batch"], run.counters["n_not_opt"]
+
+    for detail in (False, True):
+        n_batch, n_not_opt = counters(1.0, detail)
+        assert 0 < n_not_opt < n_batch
+        assert counters(1e12, detail) == (n_batch, n_not_opt)
+
+
+def test_plan_json_restates_the_parallel_degrees_searched():
+    """``plan.json``'s ``spec`` restates the tensor- and expert-parallel degrees the search was
+    given, or "auto" where none was given (the planner then chooses them).
+
+    Kills ``stability/planner/report.py:302:34:ReplaceOrWithAnd:2`` (``list(s.ep) or "auto"`` ->
+    ``list(s.ep) and "auto"``: ``[]`` without degrees, "auto" with them), which no planner test
+    read back."""
+    from types import SimpleNamespace
+
+    from stability.planner.report import to_json
+    from stability.planner.slo import parse_slo
+    from stability.planner.spec import PlanSpec
+
+    def spec_json(**given):
+        spec = PlanSpec(
+            rate=1.0, workload="uniform:64-320,8-40", slo=parse_slo("ttft_p50=0.1"), gpus=("l40s",), **given
+        )
+        options = SimpleNamespace(n_requests=1, seeds=2, max_seeds=8)
+        grid = SimpleNamespace(prices={}, one_gpu={})
+        res = SimpleNamespace(spec=spec, options=options, counts={}, grid=grid, below_best=lambda: None)
+        return to_json(res, 0.0, [])["spec"]
+
+    assert (spec_json()["tp"], spec_json()["ep"]) == ("auto", "auto")
+    given = spec_json(models=("qwen3-30b-a3b",), tp=(1, 2), ep=(1, 2))
+    assert (given["tp"], given["ep"]) == ([1, 2], [1, 2])
+
+
+def test_expert_parallel_degrees_naming_1_keep_the_tensor_parallel_families():
+    """``families_of`` gives a mixture of experts its TP families at EP 1 where ``spec.ep`` is
+    empty or names 1, and its EP families at TP 1 for the degrees above 1; so EP (1, 2) is the
+    union of EP (1,) and EP (2,).
+
+    Kills ``stability/planner/grid.py:251:42:NumberReplacer:29`` (``1 in spec.ep`` ->
+    ``0 in spec.ep``), which dropped the EP 1 families whenever degrees were given."""
+    from stability.planner.grid import families_of
+    from stability.planner.slo import parse_slo
+    from stability.planner.spec import PlanSpec
+
+    def pairs(ep):
+        spec = PlanSpec(
+            rate=1.0,
+            workload="uniform:64-320,8-40",
+            slo=parse_slo("ttft_p50=0.1"),
+            gpus=("h100",),
+            models=("qwen3-30b-a3b",),
+            tp=(1, 2),
+            ep=ep,
+            r_max=8,
+        )
+        return {(f.tp, f.ep) for f in families_of(spec)}
+
+    one, two, both = pairs((1,)), pairs((2,)), pairs((1, 2))
+    assert one and all(e == 1 for _, e in one) and two and all(e == 2 for _, e in two)
+    assert both == one | two

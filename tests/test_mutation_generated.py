@@ -131,3 +131,87 @@ def test_wilson_interval_matches_its_closed_forms():
         p = k / n
         for end in G.wilson(k, n):  # the ends invert the score test: (p - p0)^2 = z^2 p0 (1 - p0) / n
             assert (p - end) ** 2 == pytest.approx(z * z * end * (1 - end) / n)
+
+
+def stage(status, detail=""):
+    return {"status": status, "detail": detail, "seconds": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("tests", "check", "expected"),
+    [
+        (stage("KILLED", "1 failed: t: AssertionError"), stage("SKIPPED"), "assertion"),
+        (stage("CRASH", "1 raised: t: TypeError: x"), stage("SKIPPED"), "exception"),
+        (
+            stage("CRASH", "(file by file after 'signal 11') a.py: 2 raised: t: ValueError"),
+            stage("SKIPPED"),
+            "exception",
+        ),
+        (stage("CRASH", "exit 2: collection error"), stage("SKIPPED"), "exception"),
+        (stage("CRASH", "signal 11"), stage("SKIPPED"), "died"),
+        (stage("CRASH", "(file by file after 'signal 6') a.py: signal 6"), stage("SKIPPED"), "died"),
+        (stage("CRASH", "timeout"), stage("SKIPPED"), "died"),
+        (stage("SURVIVED"), stage("KILLED", "x: FAIL (recorded PASS)"), "assertion"),
+        (stage("SURVIVED"), stage("CRASH", "checks raised: a, b"), "exception"),
+        (stage("SURVIVED"), stage("CRASH", "no report: Traceback"), "exception"),
+        (stage("SURVIVED"), stage("CRASH", "timeout"), "died"),
+        (stage("SURVIVED"), stage("SURVIVED"), "survived"),
+    ],
+)
+def test_each_outcome_has_one_class(tests, check, expected):
+    assert G.verdict({"id": "m", "tests": tests, "check": check}) == expected
+
+
+def test_equivalence_needs_a_survivor_and_leaves_the_denominator(tmp_path):
+    why = {"a": {"why": "identical", "equivalent": True}, "b": {"why": "a gap"}}
+    rows = [
+        {"id": "a", "tests": stage("SURVIVED"), "check": stage("SURVIVED")},
+        {"id": "b", "tests": stage("SURVIVED"), "check": stage("SURVIVED")},
+        {"id": "c", "tests": stage("CRASH", "1 raised: t: TypeError"), "check": stage("SKIPPED")},
+        {"id": "d", "tests": stage("CRASH", "signal 11"), "check": stage("SKIPPED")},
+    ]
+    t = G.tally(rows, why)
+    assert (t["equivalent"], t["survived"], t["exception"], t["died"], t["n"]) == (1, 1, 1, 1, 3)
+    with pytest.raises(SystemExit, match="marked equivalent"):
+        G.classify(rows[2], {"c": {"why": "no", "equivalent": True}})
+    path = tmp_path / "why.toml"
+    path.write_text('["x:1"]\nequivalent = true\n', encoding="utf-8")
+    with pytest.raises(SystemExit, match="without a why"):
+        G.read_why(path)
+
+
+def test_the_warm_cache_plan_follows_callees_and_constants():
+    W = G.warm_cache
+
+    def fn(file, entry, *deps):
+        return {"file": file, "entry": entry, "deps": [file, *deps]}
+
+    g = {
+        "functions": {
+            "p.a.f": fn("p/a.py", "p/a.f-"),
+            "p.b.g": fn("p/b.py", "p/b.g-", "dispatcher:p.a.f"),
+            "p.c.h": fn("p/c.py", "p/c.h-", "dispatcher:p.b.g", "q/consts.py"),
+            "p.d.k": fn("p/d.py", "p/d.k-", "dispatcher:p.d.k"),  # recursion
+        },
+        "numba_files": ["p/a.py", "p/b.py", "p/c.py", "p/d.py", "p/types.py"],
+    }
+    assert W.plan(g, "p/a.py") == (W.PARTIAL, ["p/a.f-", "p/b.g-", "p/c.h-"])
+    assert W.plan(g, "q/consts.py") == (W.PARTIAL, ["p/c.h-"])
+    assert W.plan(g, "p/d.py") == (W.PARTIAL, ["p/d.k-"])
+    assert W.plan(g, "q/pure.py") == (W.WHOLE, [])
+    assert W.plan(g, "p/types.py") == (W.FRESH, [])  # numba used for something no name lookup follows
+
+
+def test_the_graph_of_the_tree_finds_the_compiled_functions_and_their_callees():
+    import re
+
+    W = G.warm_cache
+    g = W.graph(ROOT)
+    text = (ROOT / "stability" / "schedulers" / "rad.py").read_text(encoding="utf-8")
+    names = re.findall(r"^@njit[^\n]*\ndef (\w+)", text, flags=re.M)
+    assert names and {f"stability.schedulers.rad.{n}" for n in names} <= set(g["functions"])
+    loop = g["functions"]["stability.schedulers.rad.loop"]
+    assert loop["entry"] == "stability_schedulers/rad.loop-"
+    assert "dispatcher:stability.sim.engine.begin_cycle" in loop["deps"]  # named in the loop
+    mode, entries = W.plan(g, "stability/sim/engine.py")
+    assert mode == W.PARTIAL and "stability_schedulers/rad.loop-" in entries
