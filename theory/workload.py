@@ -254,43 +254,6 @@ def uniform(p_lo: int, p_hi: int, d_lo: int, d_hi: int) -> Workload:
     return Workload.from_pairs(f"uniform({p_lo}-{p_hi},{d_lo}-{d_hi})", lp.ravel(), ld.ravel())
 
 
-def _truncated_lognormal_quantile(mu: float, sigma: float, q: float, cap: float) -> float:
-    from scipy import stats  # here, not at import: only the Table-1 law needs it (~0.5 s to import)
-
-    dist = stats.lognorm(s=sigma, scale=math.exp(mu))
-    return float(dist.ppf(q * dist.cdf(cap)))
-
-
-def _fit_lognormal_to_quantiles(median: float, p90: float, cap: float) -> tuple[float, float]:
-    """(mu, sigma) of a lognormal truncated to (0, cap] whose median and P90 are the given ones."""
-    from scipy import optimize, stats
-
-    sigma0 = math.log(p90 / median) / stats.norm.ppf(0.9)
-
-    def residual(x):
-        mu, log_sigma = x
-        s = math.exp(log_sigma)
-        return [math.log(_truncated_lognormal_quantile(mu, s, 0.5, cap) / median),
-                math.log(_truncated_lognormal_quantile(mu, s, 0.9, cap) / p90)]
-
-    sol = optimize.root(residual, [math.log(median), math.log(sigma0)], tol=1e-12)
-    if max(abs(r) for r in residual(sol.x)) > 1e-9:
-        raise LlmqError(f"could not fit a truncated lognormal to median={median}, P90={p90}")
-    return float(sol.x[0]), math.exp(sol.x[1])
-
-
-def _discretized_marginal(mu: float, sigma: float, cap: int, atoms: int) -> tuple[np.ndarray, np.ndarray]:
-    """Integer atoms of a lognormal truncated to [1, cap]: equal-mass bins, each at its median."""
-    from scipy import stats
-
-    dist = stats.lognorm(s=sigma, scale=math.exp(mu))
-    lo, hi = dist.cdf(0.5), dist.cdf(cap + 0.5)
-    mids = lo + (hi - lo) * (np.arange(atoms) + 0.5) / atoms
-    values = np.clip(np.rint(dist.ppf(mids)), 1, cap).astype(np.int64)
-    uniq, counts = np.unique(values, return_counts=True)
-    return uniq, counts / atoms
-
-
 def table1_marginal(which: str, atoms: int = 200, cap: int = TOTAL_CAP
                     ) -> tuple[np.ndarray, np.ndarray, str]:
     """(values, probabilities, note) of Table 1's ``"prompt"`` or ``"decode"`` marginal.
@@ -298,9 +261,11 @@ def table1_marginal(which: str, atoms: int = 200, cap: int = TOTAL_CAP
     A lognormal truncated to [1, ``cap``] whose median and P90 equal Table 1's exactly, discretized
     into ``atoms`` equal-probability bins, each at its median rounded to an integer.
     """
+    from theory.truncated_lognormal import discretize, fit_to_quantiles  # scipy: only Table 1 needs it
+
     row = TABLE1[which]
-    mu, sigma = _fit_lognormal_to_quantiles(row["median"], row["p90"], cap)
-    values, probs = _discretized_marginal(mu, sigma, cap, atoms)
+    mu, sigma = fit_to_quantiles(row["median"], row["p90"], cap)
+    values, probs = discretize(mu, sigma, cap, atoms)
     note = (f"{which}: lognormal(mu={mu:.4f}, sigma={sigma:.4f}) truncated to [1, {cap}] with "
             f"Table 1's median {row['median']} and P90 {row['p90']}, {atoms} equal-mass atoms")
     return values, probs, note
