@@ -11,7 +11,7 @@ from stability.sim.gpu import RunOptions, run_gpu
 from stability.sim.registry import get_scheduler
 from tests import reference_nested_wait as ref
 from tests.test_schedulers_vs_reference import assert_close, assert_same, picker
-from tests.toys import toy_cost_model
+from tests.toys import flat_cost_model, toy_cost_model
 from theory.errors import FieldError
 
 SCENARIOS = 100
@@ -53,29 +53,6 @@ def test_nested_wait_matches_the_reference(detail, data):
     assert_same(run, ref.nested_wait(cm, arrival, L_P, L_D), detail)  # one open segment, n = 1
 
 
-def flat_cost_model():
-    """Every batch of at most 4,096 tokens lasts c + a = 0.5 s (a staircase law, attention off)."""
-    import tempfile
-    from pathlib import Path
-
-    from stability.sim.simulate import Scenario, cost_model_of
-
-    toml = """[gpus.flat]
-base = "a100"
-overhead_s = 0.0
-[gpus.flat.linear_law]
-kind = "staircase"
-c = 0.3
-a = 0.2
-b0 = 4096
-[models.flat]
-base = "mistral-7b"
-attention = false
-"""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "flat.toml"
-        path.write_text(toml)
-        return cost_model_of(Scenario(gpu="flat", gpu_file=str(path), model="flat", model_file=str(path)))
 
 
 def test_nested_wait_by_hand():

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from stability.sim.gpu import RunOptions, run_gpu
 from stability.sim.registry import get_scheduler
 from tests import reference_sim as ref
-from tests.toys import toy_cost_model
+from tests.toys import flat_cost_model, toy_cost_model
 
 SCENARIOS = 100
 BIG = 10**6
@@ -311,27 +311,7 @@ def test_wait(detail, data):
 def test_wait_by_hand():
     """One type (l = 2, l' = 2, n = 2), batches of d_0 = c + a under a staircase law, arrivals at
     0, 0, 0, 1, 1: the third prompt waits for a fourth; the fifth is drained alone at the end."""
-    import tempfile
-    from pathlib import Path
-
-    from stability.sim.simulate import Scenario, cost_model_of
-
-    toml = """[gpus.flat]
-base = "a100"
-overhead_s = 0.0
-[gpus.flat.linear_law]
-kind = "staircase"
-c = 0.3
-a = 0.2
-b0 = 4096
-[models.flat]
-base = "mistral-7b"
-attention = false
-"""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "flat.toml"
-        path.write_text(toml)
-        cm = cost_model_of(Scenario(gpu="flat", gpu_file=str(path), model="flat", model_file=str(path)))
+    cm = flat_cost_model()
     sch = get_scheduler("wait")
     arrival = np.array([0.0, 0.0, 0.0, 1.0, 1.0])
     run = run_gpu(cm, sch, sch.make_params(cm, thresholds=((2, 2, 2),), kv_blocks=2 * (2 + 3 + 4)),

@@ -55,3 +55,28 @@ def solo_cost_model(key: str = "solo2", mode: str = "paper") -> CostModel:
     path = Path(tempfile.mkdtemp()) / "solo_gpus.toml"
     path.write_text(SOLO_TOML)
     return build_cost_model(load_gpus(path)[key], get_model("mistral-7b"), mode)
+
+
+FLAT_TOML = """[gpus.flat]
+base = "a100"
+overhead_s = 0.0
+[gpus.flat.linear_law]
+kind = "staircase"
+c = 0.3
+a = 0.2
+b0 = 4096
+[models.flat]
+base = "mistral-7b"
+attention = false
+"""
+
+
+def flat_cost_model() -> CostModel:
+    """Every batch of at most 4,096 tokens lasts c + a = 0.5 s (a staircase law, attention off):
+    the GPU and model ``flat`` of :data:`FLAT_TOML`, through the simulator's scenario reader."""
+    from stability.sim.simulate import Scenario, cost_model_of
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "flat.toml"
+        path.write_text(FLAT_TOML)
+        return cost_model_of(Scenario(gpu="flat", gpu_file=str(path), model="flat", model_file=str(path)))
