@@ -44,6 +44,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from stability.sim.batches import count_decode_batches
 from stability.sim.engine import (
     BIG,
     DONE,
@@ -60,7 +61,7 @@ from stability.sim.engine import (
     see_arrivals,
     stop_code,
 )
-from stability.sim.kernels import lin_waste, t_fixed, t_lin
+from stability.sim.kernels import t_fixed
 from theory.cost import CostModel
 from theory.errors import FieldError, require_positive_int
 
@@ -288,14 +289,7 @@ def _offset_batches(st, ct, t_stop):
         st.n_event += 1
         clock = now + total
         st.clock = clock
-        st.n_batch += k
-        st.n_tokens += k * na
-        st.n_dec_tok += k * na
-        st.busy += total
-        w = lin_waste(ct, na)
-        st.wasted += k * w
-        if w > 1e-12 * t_lin(ct, na):
-            st.n_not_opt += k
+        count_decode_batches(st, ct, na, k, total)
         for m in range(done):
             t_finish[fin[m]] = clock
         st.n_done += done

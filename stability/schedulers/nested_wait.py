@@ -77,7 +77,7 @@ from stability.schedulers.wait import sort_decodes
 from stability.sim.engine import DONE, idle, log_has_room, pop_waiting, running, see_arrivals, stop_code
 from stability.sim.memory import VLLM, KvConfig, append, kv_config, kv_setup
 from stability.sim.mixed import add_chunk, admit, mixed_arrays, run_mixed
-from stability.sim.recording import move_decode
+from stability.sim.recording import move_decode_forward
 from stability.sim.registry import options_record
 from theory.cost import CostModel
 from theory.errors import FieldError
@@ -289,12 +289,7 @@ def loop(st, ct, prm, t_stop):
                 if left[k] < 1:
                     continue
                 left[k] -= 1
-            j, p, r = st.d_id[q], st.d_pos[q], st.d_rem[q]
-            for k2 in range(q, na, -1):
-                move_decode(st, k2, k2 - 1)
-            st.d_id[na] = j
-            st.d_pos[na] = p
-            st.d_rem[na] = r
+            move_decode_forward(st, q, na)
             na += 1
         for q in range(na):
             append(st, st.d_id[q], st.d_pos[q])  # counted, never refused: the peak shows overflow

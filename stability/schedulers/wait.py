@@ -69,7 +69,7 @@ from stability.sim.engine import (
 )
 from stability.sim.memory import REJ_NO_TYPE, VLLM, KvConfig, append, can_append, kv_config, kv_setup, reject
 from stability.sim.mixed import add_chunk, admit, mixed_arrays, run_mixed
-from stability.sim.recording import move_decode
+from stability.sim.recording import move_decode, move_decode_forward
 from theory.cost import CostModel
 from theory.errors import FieldError
 
@@ -251,12 +251,7 @@ def loop(st, ct, prm, t_stop):
         na = 0
         for q in range(st.nd):
             if eligible[d_t[q]]:
-                j, p, r = st.d_id[q], st.d_pos[q], st.d_rem[q]
-                for k2 in range(q, na, -1):
-                    move_decode(st, k2, k2 - 1)
-                st.d_id[na] = j
-                st.d_pos[na] = p
-                st.d_rem[na] = r
+                move_decode_forward(st, q, na)
                 na += 1
         for q in range(na):
             if not can_append(st, st.d_id[q], st.d_pos[q]):  # M^pi fits (make_params): a bug

@@ -249,14 +249,7 @@ def decode_run(st, ct, na, interruptible, t_stop, k_cap):
         if total < 0.0:
             total = decode_cum(st, ct, na, k, fixed)
         st.clock = now + total
-        st.n_batch += k
-        st.n_tokens += k * na
-        st.n_dec_tok += k * na
-        st.busy += total
-        w = lin_waste(ct, na)
-        st.wasted += k * w
-        if w > 1e-12 * t_lin(ct, na):
-            st.n_not_opt += k
+        count_decode_batches(st, ct, na, k, total)
     return advance_decodes(st, na, k)
 
 
@@ -333,6 +326,20 @@ def _one_long_batch(st, ct, na, fixed):
     st.n_done += done
     st.last_done = done
     return done
+
+
+@njit(cache=True)
+def count_decode_batches(st, ct, na, k, total):
+    """The counters of ``k`` decode-only batches of ``na`` decodes lasting ``total`` seconds in
+    all: batches, tokens, busy time and the tiling waste of Eq. 4's linear GeMMs."""
+    st.n_batch += k
+    st.n_tokens += k * na
+    st.n_dec_tok += k * na
+    st.busy += total
+    w = lin_waste(ct, na)
+    st.wasted += k * w
+    if w > 1e-12 * t_lin(ct, na):
+        st.n_not_opt += k
 
 
 @njit(cache=True)

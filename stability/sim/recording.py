@@ -27,6 +27,18 @@ def move_decode(st, dst, src):
 
 
 @njit(cache=True)
+def move_decode_forward(st, q, to):
+    """Move decode entry ``q`` into slot ``to <= q``, the entries ``to .. q - 1`` one slot back
+    (their order kept): how a policy gathers the decodes it runs at the front of the set."""
+    j, p, r = st.d_id[q], st.d_pos[q], st.d_rem[q]
+    for k2 in range(q, to, -1):
+        move_decode(st, k2, k2 - 1)
+    st.d_id[to] = j
+    st.d_pos[to] = p
+    st.d_rem[to] = r
+
+
+@njit(cache=True)
 def record_gap(st, j, t_emit):
     """A token of request j at t_emit: the gap since its previous token updates the request's
     longest gap and, when t_emit >= tbt_from, its count of gaps above its class's TBT SLO and the
