@@ -110,7 +110,12 @@ STRATA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "memory": (("stability/sim/memory.py",), ("tests/test_memory.py", *_ENGINE_TESTS)),
     "schedulers": (
         ("stability/schedulers/*.py",),
-        (*_ENGINE_TESTS, "tests/test_slai.py", "tests/test_vllm_v1.py"),
+        (
+            "tests/test_mutant_killers_generated.py",
+            *_ENGINE_TESTS,
+            "tests/test_slai.py",
+            "tests/test_vllm_v1.py",
+        ),
     ),
     "dtmc": (("stability/dtmc.py",), ("tests/test_dtmc.py", "tests/test_mutant_killers_dtmc.py")),
     "planner": (

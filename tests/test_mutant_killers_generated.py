@@ -176,3 +176,81 @@ def test_expert_parallel_degrees_naming_1_keep_the_tensor_parallel_families():
     one, two, both = pairs((1,)), pairs((2,)), pairs((1, 2))
     assert one and all(e == 1 for _, e in one) and two and all(e == 2 for _, e in two)
     assert both == one | two
+
+
+def test_distserve_long_set_completing_between_sparse_hand_offs():
+    """A DistServe decode node whose set holds ``LONG_SET`` entries or more while a request
+    completes before the next hand-off, several batches away, gives the reference's results
+    (``tests/reference_sim.py``, Algorithm 5 batch by batch). There a run of the engine's long-set
+    path ends at the first completion, as every run of one decode per entry does.
+
+    Kills ``stability/sim/batches.py:275:20:ReplaceComparisonOperator_Lt_Is:8``
+    (``d_rem[q] < k`` -> ``d_rem[q] is k``, which numba takes as ``==``: the run's k stays at its
+    cap), which the engine tests left alive: their long sets met a hand-off before any completion."""
+    from stability.sim.cluster import run_cluster
+    from stability.sim.engine import LONG_SET
+    from stability.sim.gpu import RunOptions
+    from stability.sim.registry import get_scheduler
+    from stability.sim.routing import Cluster, Requests
+    from tests import reference_sim as ref
+    from tests.test_schedulers_vs_reference import assert_close
+    from tests.toys import toy_cost_model
+
+    cm = toy_cost_model("toy4", "paper")
+    rng = np.random.default_rng(2)
+    m = 400
+    L_P, L_D = rng.integers(1, 17, size=m + 4), rng.integers(20, 61, size=m + 4)
+    burst, _, _ = ref.distserve(cm, np.zeros(m), L_P[:m], L_D[:m], 1, 1)
+    span = max(r.finish for r in burst)
+    arrival = np.concatenate([np.zeros(m), span * np.array([0.2, 0.4, 0.6, 0.8])])  # sparse hand-offs
+    sch = get_scheduler("distserve")
+    p = sch.make_params(cm, prefill_nodes=1, prefill_mode="whole")
+    cls = np.zeros(arrival.size, dtype=np.int64)
+    _, runs = run_cluster(
+        cm,
+        sch,
+        p,
+        Requests(arrival, L_P, L_D, cls),
+        Cluster(2, "round_robin", np.random.default_rng(0)),
+        RunOptions(),
+    )
+    reqs, _, dec = ref.distserve(cm, arrival, L_P, L_D, 1, 1, "round_robin", "whole", p.chunk)
+    last = max(r.first for r in reqs)  # the last hand-off (instantaneous transfers)
+    early = [r.finish for r in reqs if r.finish < last]
+    assert any(sum(r.first <= c < r.finish for r in reqs) >= LONG_SET for c in early)  # the path is reached
+    run = runs[1]
+    assert_close(run.t_finish, [r.finish for r in reqs])
+    assert_close(run.t_first, [r.first for r in reqs])
+    assert run.counters["n_batch"] == dec[0].batches
+
+
+def test_sarathi_batch_log_is_the_reference_whatever_its_first_size():
+    """Sarathi-Serve's batch log, started at any size (it grows when a batch would not fit), holds
+    each batch's decodes and prefill chunks as the reference runs them (``tests/reference_sim.py``,
+    ``SarathiScheduler._schedule``). A batch may be written only after the log has room for
+    every item it can hold: one a decode, one a partial prefill's chunk, one a new admission.
+
+    Kills ``stability/schedulers/sarathi.py:191:41:ReplaceBinaryOperator_Add_Sub:1``
+    (``st.nd + st.np`` -> ``st.nd - st.np`` in that room check: a batch with partial prefills
+    could overrun the log, its last items lost when the log grows), which the scheduler tests
+    left alive: none started a log small enough to fill while a prompt was half prefilled."""
+    from stability.sim.gpu import RunOptions, run_gpu
+    from stability.sim.registry import get_scheduler
+    from tests import reference_sim as ref
+    from tests.toys import toy_cost_model
+
+    cm = toy_cost_model("toy4", "paper")
+    rng = np.random.default_rng(3)
+    m, chunk, seqs = 40, 64, 8
+    arrival = np.cumsum(rng.exponential(0.02, size=m))
+    L_P, L_D = rng.integers(100, 400, size=m), rng.integers(5, 30, size=m)
+    sim = ref.sarathi(cm, arrival, L_P, L_D, chunk, seqs)
+    want = [sorted([(j, c) for j, _, c in pre] + [(j, 0) for j, _ in dec]) for _, _, pre, dec in sim.batches]
+    sch = get_scheduler("sarathi")
+    p = sch.make_params(cm, chunk_size=chunk, max_num_seqs=seqs)
+    for rows in range(2, 2 + sum(len(b) for b in want) // 4):
+        run = run_gpu(cm, sch, p, arrival, L_P, L_D, options=RunOptions(detail=True, log=True, log_rows=rows))
+        got = [[] for _ in want]
+        for k, j, c in zip(run.items["batch"], run.items["request"], run.items["c"], strict=True):
+            got[k].append((int(j), int(c)))
+        assert [sorted(g) for g in got] == want, rows
