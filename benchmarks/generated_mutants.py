@@ -127,6 +127,7 @@ STRATA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         (
             "tests/test_mutant_killers_dtmc.py",
             "tests/test_mutant_killers_stats.py",
+            "tests/test_validation_steps.py",
             "tests/test_validate.py",
             "tests/test_plan.py",
         ),
