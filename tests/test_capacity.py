@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.optimize import linprog
 
 from paper_checks.chunking import gpu_dp
 from paper_checks.section4_theorems import work_gaps
@@ -312,6 +313,29 @@ def test_decode_cap_lp_matches_vertex_enumeration(c, a, b0, b_max, q, m_p, m_d):
     exact = lp_by_vertices(F, q, m_p + m_d, m_d)
     assert lin.per_request_s <= exact * (1 + 1e-9)  # certified: never above the LP value
     assert lin.per_request_s == pytest.approx(exact, rel=1e-6)
+
+
+@settings(max_examples=25)
+@given(c=st.floats(1e-4, 0.02), a=st.floats(1e-4, 0.02), b0=st.integers(1, 16), horizon=st.integers(2, 40),
+       q=st.integers(1, 60), m_p=st.floats(0.5, 50), m_d=st.floats(0.5, 50))
+def test_decode_cap_lp_beyond_the_horizon_is_a_feasible_and_tight_dual(c, a, b0, horizon, q, m_p, m_d):
+    """With no token budget the LP tabulates batches up to the horizon H and prices every larger
+    one at least c_fix + sigma tau. Its dual (u, v), priced in closed form, must be feasible for the
+    law itself at every batch size, beyond H too (tau u + min(tau, q) v <= F(tau)); so its value
+    is at most the LP over an explicit table of sizes 1 .. 50 H (solved apart). And it is at least
+    the primal of the coarser relaxation HiGHS solves (beyond H one column of tokens at sigma each,
+    c_fix dropped), whose dual constraints are stricter."""
+    law = staircase_law(c, a, b0)
+    m_tok = m_p + m_d
+    lin = linear_fixed_cost(law, m_tok, m_d, max_decodes=q, horizon=horizon)
+    tau = np.arange(1, 50 * horizon + 1)
+    F = c + a * np.ceil(tau / b0)
+    u, v = lin.u_s_per_token, lin.v_s_per_decode
+    assert np.all(tau * u + np.minimum(tau, q) * v <= F * (1 + 1e-9))
+    explicit = linprog(F, A_ub=-np.array([tau, np.minimum(tau, q)], dtype=float), b_ub=[-m_tok, -m_d],
+                       bounds=(0, None), method="highs")
+    assert lin.per_request_s <= explicit.fun * (1 + 1e-7)
+    assert lin.per_request_s >= lin.primal_s * (1 - 1e-7)
 
 
 # --- the KV-memory bound ----------------------------------------------------------------------

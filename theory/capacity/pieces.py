@@ -137,7 +137,11 @@ class LinearFixedCost:
     u_s_per_token, v_s_per_decode : float
         The dual prices.
     primal_s : float
-        The LP's primal optimum (HiGHS), equal to ``per_request_s`` up to solver tolerance.
+        The primal optimum (HiGHS) of the LP as solved: beyond the table one column of tokens at
+        ``sigma`` each with at most ``q / (H + 1)`` decodes a token, ``c_fix`` dropped. Equal to
+        ``per_request_s`` up to solver tolerance where no such column enters (a token budget, or
+        no decode cap); with a decode cap and no budget it may lie below, since the dual prices
+        every batch beyond the table at ``c_fix + sigma tau``, which that column does not.
     batch_mix : dict
         ``{tau: batches per request}`` of an optimal primal solution; the key ``"tail"`` holds the
         tokens per request in batches beyond the table (sizes -> infinity).
