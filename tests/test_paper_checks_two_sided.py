@@ -38,6 +38,7 @@ from paper_checks import (
     beyond_paper,
     beyond_planner,
     compiled_rad,
+    default_mode,
     other_papers,
     proofs,
     pseudocode,
@@ -640,6 +641,17 @@ def flip_beyond_thm2_rad_overhead(mp):
     return beyond_paper.judge_rad(cm, w, beyond_paper.EPSILON, rad_overhead_rate_bound(cm, w), feasible, at)
 
 
+def flip_default_mode(mp):
+    original = default_mode.simulate
+
+    def default_mode_one_percent_late(sc):  # the default mode's finish times 1% late, the logged mode's kept
+        res = original(sc)
+        late = {**res.requests, "t_finish": res.requests["t_finish"] * 1.01}
+        return res if sc.detail else replace(res, requests=late)
+
+    mp.setattr(default_mode, "simulate", default_mode_one_percent_late)
+    return run("alg15.default_mode")
+
 def fresh_plan_grid(mp):
     """beyond_planner's grid built anew in this test and dropped after it (a flip changes it)."""
     mp.setattr(beyond_planner, "plan_grid", cache(beyond_planner.plan_grid.__wrapped__))
@@ -823,6 +835,7 @@ FLIPS = {
     **{c: at_margin(paired_at, c) for c in ("appF3.gain_shrinks", "sec7.spf_beats_fcfs",
                                             "appF2.priority_paying_first")},
     "alg1.compiled_replay": flip_compiled_replay,
+    "alg15.default_mode": flip_default_mode,
     "beyond.moe_capacity": flip_beyond_moe_capacity,
     "beyond.thm1_overhead": flip_beyond_thm1_overhead,
     "beyond.thm2_rad_overhead": flip_beyond_thm2_rad_overhead,
@@ -894,7 +907,7 @@ REALISTIC = {  # check -> the relative size of its flip in FLIPS ("margin": just
     "eq7.symbolic_batch": 0.05, "fig5c.decode_pressure": 0.05, "fig5a.budget_tradeoff": "margin",
     "beyond.moe_capacity": 0.10, "other.ldp_work_conserving": 0.10, "other.nsz_kv_threshold": 0.10,
     "other.aslw_fluid_region": 0.10, "other.ldhz_pd_lp": 0.05, "other.aslw_nested_wait": 0.10,
-    "beyond.planner_prices": 0.05,
+    "beyond.planner_prices": 0.05, "alg15.default_mode": 0.01,
 }
 # exact checks whose quantity is discrete: the flip is the smallest change it can have
 DISCRETE = {
