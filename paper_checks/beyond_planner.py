@@ -32,14 +32,20 @@ from __future__ import annotations
 
 import math
 import tempfile
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import tomllib
 
 from paper_checks.evidence import Points
 from paper_checks.margins import EXACT, NOT_APPLICABLE
 from paper_checks.registry import Result, Verdict, register
+
+if TYPE_CHECKING:
+    from stability.planner.grid import Candidate, Grid
+    from stability.planner.spec import PlanSpec
 
 # the instance: a model that needs a TP group on one GPU type, two schedulers (equal prices at equal
 # fleet sizes, different certified capacities) and two TP degrees (equal prices across degrees)
@@ -49,7 +55,7 @@ PRICE_TABLE = Path(__file__).resolve().parents[1] / "theory" / "data" / "prices.
 REL = 1e-12  # two products of the same floats in another order differ by round-off at most
 
 
-def plan_spec():
+def plan_spec() -> PlanSpec:
     """The planner's question of both checks (:data:`PLAN_GPU`, :data:`PLAN_MODEL`, ...)."""
     from stability.planner.slo import parse_slo
     from stability.planner.spec import PlanSpec
@@ -67,7 +73,7 @@ def plan_spec():
 
 
 @cache
-def plan_grid():
+def plan_grid() -> Grid:
     """The planner's grid for :func:`plan_spec` (its TP groups' GPU file in a temporary directory)."""
     from stability.planner.grid import build_grid
 
@@ -83,7 +89,7 @@ def table_price(gpu: str, path: Path = PRICE_TABLE) -> float:
     return entry["instance_usd_per_hour"] / entry["gpus_per_instance"]
 
 
-def replica_gpus(candidate, gpu_file: str | None) -> int:
+def replica_gpus(candidate: Candidate, gpu_file: str | None) -> int:
     """GPUs of one replica: the tensor-parallel degree of the GPU profile its runs use."""
     from theory.hardware import get_gpu
 
@@ -113,7 +119,7 @@ def judge_prices(rows: list[dict]) -> Result:
     )
 
 
-def price_rows(grid) -> list[dict]:
+def price_rows(grid: Grid) -> list[dict]:
     """Each candidate of ``grid``: the planner's price and the independent count."""
     rows = []
     for c in (*grid.kept, *grid.pruned):
@@ -179,14 +185,14 @@ class FeasibleRunner:
         ]
 
 
-def expected_plan(candidates) -> tuple:
+def expected_plan(candidates: Sequence[Candidate]) -> tuple:
     """The stated rule's plan among feasible ``candidates``: the least price, then the least
     utilisation (the largest headroom, 1 - utilisation), then the family's label."""
     c = min(candidates, key=lambda c: (c.usd_per_hour, c.utilisation, c.family.label))
     return c.family.label, c.r
 
 
-def judge_tie_break(candidates, got: tuple) -> Result:
+def judge_tie_break(candidates: Sequence[Candidate], got: tuple) -> Result:
     """PASS if the search's plan ``got`` (family label, r) is :func:`expected_plan`'s, else FAIL;
     an instance without a tie of distinct headrooms at the least price cannot tell (ValueError)."""
     least = min(c.usd_per_hour for c in candidates)

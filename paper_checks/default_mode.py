@@ -29,7 +29,7 @@ import numpy as np
 from paper_checks.evidence import Points
 from paper_checks.margins import EXACT
 from paper_checks.registry import Result, Verdict, register
-from stability.sim.simulate import Scenario, simulate
+from stability.sim.simulate import Scenario, SimResult, simulate
 
 # every scheduler a check runs (section 4-5 claims, the algorithms, Section 7 and the other papers)
 SCHEDULERS = (
@@ -64,12 +64,12 @@ def scenarios() -> list[Scenario]:
     return [replace(BASE, scheduler=s, r=2 if s == "distserve" else 1) for s in SCHEDULERS] + [LONG_SET_CASE]
 
 
-def both_modes(sc: Scenario) -> tuple:
+def both_modes(sc: Scenario) -> tuple[SimResult, SimResult]:
     """``sc`` simulated in the logged (detail) mode and in the default mode."""
     return simulate(replace(sc, detail=True)), simulate(replace(sc, detail=False))
 
 
-def compare(sc: Scenario, logged, skipping) -> dict | None:
+def compare(sc: Scenario, logged: SimResult, skipping: SimResult) -> dict | None:
     """The first difference between the two runs of ``sc`` (None if none): a request's finish or
     first-token time beyond round-off, or a counter."""
     for key in ("t_finish", "t_first"):
