@@ -21,7 +21,8 @@ d_col, Eq. 7 for symbolic batches, Theorem 2's drift with the corrected Eq. 25),
 literal Algorithm 1), ``statements`` (unnumbered statements: Section 3.2.1's common tile, Appendix
 D, Fig. 5c, measurements), ``beyond_paper`` (the library's own extensions of Theorems 1-2 to a
 per-batch overhead and a token budget: verdicts on the extension, not on the paper),
-``other_papers`` (other papers' results). ``chunking`` holds the exact dynamic programme over chunk
+``beyond_planner`` (the planner's price of a fleet against an independent count of GPUs and prices,
+and its plan among fleets of equal price), ``other_papers`` (other papers' results). ``chunking`` holds the exact dynamic programme over chunk
 boundaries; ``evidence`` what a check evaluates and the evidence level it gives; ``registry``,
 ``runner`` and ``report`` the machinery; ``verdicts.json`` the reviewed verdicts CI compares
 against.

@@ -28,6 +28,7 @@ from paper_checks.pseudocode import Req, instances, rad
 from paper_checks.registry import Result, Verdict, outcome, register
 from theory.bounds import T_bar_R, T_max
 from theory.builder import CostSpec, cost_model
+from theory.stats import t_interval
 from theory.workload import get_workload
 
 # --- C.3: Lemma 3 ------------------------------------------------------------------------------
@@ -233,6 +234,14 @@ def lemma3_executed_drift(fast: bool) -> Result:
                   evidence=evidence)
 
 
+def dtmc_statement(chain, cm, w, name: str):
+    """The statement ``name`` that ``llmq dtmc`` reports on ``chain``
+    (:func:`paper_checks.chain_statements.compare_with_paper`)."""
+    from paper_checks.chain_statements import compare_with_paper
+
+    return next(c for c in compare_with_paper(chain, cm, w)[1] if c.name == name)
+
+
 def repaired_bound(K, n: int, T_bar: float, t_col: int, T_max_value: float):
     """The corrected Eq. 25 per cycle: K T_bar^R + 1{K = n} (t*_col - 1) T^max, K the requests the
     cycle started (a cycle that line 9 ends before n started ran only full decode batches, so only a
@@ -255,7 +264,9 @@ def repaired_bound(K, n: int, T_bar: float, t_col: int, T_max_value: float):
           method="RAD's cycle chain executed at Theorem 2's n and 0.9 lambda* (stability.dtmc, the chain of "
                  "lemma3.executed_drift): per cycle from x >= n, T - (K T_bar^R + 1{K = n} (t*_col - 1) "
                  "T^max) from theory.bounds's T_bar^R and T^max; one-sided t-test of its mean against 0 "
-                 "(99%).")
+                 "(99%). The repaired Eq. 25 that llmq dtmc reports (paper_checks.chain_statements."
+                 "compare_with_paper, its 'Eq. 25 repaired' statement) must be this one: its mean and "
+                 "interval equal to round-off, and its verdict the test's.")
 def eq25_repaired_executed(fast: bool) -> Result:
     cm, w, n, chain = executed_chain(fast)
     t_col, n, _, _, conf = chain.sat_params()
@@ -275,13 +286,25 @@ def eq25_repaired_executed(fast: bool) -> Result:
         return Result(Verdict.FAIL, "executed cycles from x >= n last longer than the corrected Eq. 25 "
                                     "allows", counterexample={**case, **evidence}, evidence=evidence)
     lo, hi = test["ci"]
+    reported = dtmc_statement(chain, cm, w, "Eq. 25 repaired")
+    mine = t_interval(slack, conf)
+    theirs = [reported.executed, reported.lo, reported.hi]
+    if not (reported.holds and np.allclose(theirs, mine, rtol=1e-9, atol=1e-12 * float(bound.mean()))):
+        return Result(Verdict.FAIL, "llmq dtmc's repaired Eq. 25 is not the corrected Eq. 25: it reports "
+                                    f"mean slack {theirs[0]:.6g} s (99% CI [{theirs[1]:.6g}, "
+                                    f"{theirs[2]:.6g}], holds: {reported.holds}), the corrected bound gives "
+                                    f"{mine[0]:.6g} s "
+                                    f"([{mine[1]:.6g}, {mine[2]:.6g}], holds)",
+                      counterexample={**case, "llmq dtmc (mean, lo, hi, holds)": [*theirs, reported.holds],
+                                      "corrected Eq. 25 (mean, lo, hi)": list(mine)}, evidence=evidence)
+    evidence["llmq dtmc's statement"] = "equal"
     return Result(Verdict.PASS, "executed cycles respect the corrected Eq. 25: mean slack "
                                 f"{test['mean']:.3g} s (99% CI [{lo:.3g}, {hi:.3g}]) on a mean bound of "
                                 f"{bound.mean():.3g} s, {early:.0%} of the cycles ending before n requests "
                                 "started",
                   coverage=f"{slack.size} executed cycles from x >= n, RAD at n = {n} (Theorem 2's at "
                            "eps = 0.1) and 0.9 lambda*, A100 with one 16x4x16 tile, uniform:1-64,1-24 "
-                           "padded",
+                           "padded; llmq dtmc's statement of it on the same chain",
                   evidence={**case, **evidence}, margin=t_test_margin(chain.sat.T, bound, conf))
 
 

@@ -53,7 +53,8 @@ from theory.errors import FieldError, UnknownNameError
 MODULES = ("section3_model", "section3_assumptions", "appendix_b", "appendix_b_bounds", "section4_theorems",
            "appendix_c", "appendix_c_recurrence", "algorithms",
            "section5_claims", "section67_data", "slai_steps", "nodes_and_defaults", "proofs",
-           "compiled_rad", "statements", "figure5", "section7_results", "beyond_paper", "other_papers")
+           "compiled_rad", "default_mode", "statements", "figure5", "section7_results", "beyond_paper",
+           "beyond_planner", "other_papers")
 SECTIONS = ("paper", "beyond", "other")
 
 

@@ -34,7 +34,17 @@ import paper_checks.section3_model as section3
 import paper_checks.section4_theorems as section4
 import paper_checks.section5_claims as section5
 import paper_checks.section67_data as section67
-from paper_checks import beyond_paper, compiled_rad, other_papers, proofs, pseudocode, slai_steps, statements
+from paper_checks import (
+    beyond_paper,
+    beyond_planner,
+    compiled_rad,
+    default_mode,
+    other_papers,
+    proofs,
+    pseudocode,
+    slai_steps,
+    statements,
+)
 from paper_checks.registry import Level, Verdict, all_checks, get_check
 from stability.sim.registry import get_scheduler
 from tests.test_margins import EPS, fig5a_at, interval_at, paired_at
@@ -631,6 +641,41 @@ def flip_beyond_thm2_rad_overhead(mp):
     return beyond_paper.judge_rad(cm, w, beyond_paper.EPSILON, rad_overhead_rate_bound(cm, w), feasible, at)
 
 
+def flip_default_mode(mp):
+    original = default_mode.simulate
+
+    def default_mode_one_percent_late(sc):  # the default mode's finish times 1% late, the logged mode's kept
+        res = original(sc)
+        late = {**res.requests, "t_finish": res.requests["t_finish"] * 1.01}
+        return res if sc.detail else replace(res, requests=late)
+
+    mp.setattr(default_mode, "simulate", default_mode_one_percent_late)
+    return run("alg15.default_mode")
+
+def fresh_plan_grid(mp):
+    """beyond_planner's grid built anew in this test and dropped after it (a flip changes it)."""
+    mp.setattr(beyond_planner, "plan_grid", cache(beyond_planner.plan_grid.__wrapped__))
+
+
+def flip_beyond_planner_prices(mp):
+    from stability.planner import grid
+
+    fresh_plan_grid(mp)
+    original = grid.gpu_price
+    # the planner's price of a GPU-hour 5% high
+    mp.setattr(grid, "gpu_price",
+               lambda *a: replace(p := original(*a), usd_per_gpu_hour=p.usd_per_gpu_hour * 1.05))
+    return run("beyond.planner_prices")
+
+
+def flip_beyond_planner_tie_break(mp):
+    from stability.planner import grid
+
+    fresh_plan_grid(mp)
+    # headroom of the wrong sign
+    mp.setattr(grid.Candidate, "headroom", property(lambda c: c.utilisation - 1.0))
+    return run("beyond.planner_tie_break")
+
 def flip_other_ldp_work_conserving(mp):
     return other_papers.judge_work_conserving(
         11.0, 10.0, {"sarathi": (9.95, 9.9, 10.0)}
@@ -790,9 +835,12 @@ FLIPS = {
     **{c: at_margin(paired_at, c) for c in ("appF3.gain_shrinks", "sec7.spf_beats_fcfs",
                                             "appF2.priority_paying_first")},
     "alg1.compiled_replay": flip_compiled_replay,
+    "alg15.default_mode": flip_default_mode,
     "beyond.moe_capacity": flip_beyond_moe_capacity,
     "beyond.thm1_overhead": flip_beyond_thm1_overhead,
     "beyond.thm2_rad_overhead": flip_beyond_thm2_rad_overhead,
+    "beyond.planner_prices": flip_beyond_planner_prices,
+    "beyond.planner_tie_break": flip_beyond_planner_tie_break,
     "other.ldp_work_conserving": flip_other_ldp_work_conserving,
     "other.ldp_unstable_below": flip_other_ldp_unstable_below,
     "other.nsz_kv_threshold": flip_other_nsz_kv_threshold,
@@ -859,6 +907,7 @@ REALISTIC = {  # check -> the relative size of its flip in FLIPS ("margin": just
     "eq7.symbolic_batch": 0.05, "fig5c.decode_pressure": 0.05, "fig5a.budget_tradeoff": "margin",
     "beyond.moe_capacity": 0.10, "other.ldp_work_conserving": 0.10, "other.nsz_kv_threshold": 0.10,
     "other.aslw_fluid_region": 0.10, "other.ldhz_pd_lp": 0.05, "other.aslw_nested_wait": 0.10,
+    "beyond.planner_prices": 0.05, "alg15.default_mode": 0.01,
 }
 # exact checks whose quantity is discrete: the flip is the smallest change it can have
 DISCRETE = {
@@ -947,9 +996,19 @@ def nested_wait_past_its_thresholds(mp):
     return run("other.aslw_nested_wait")
 
 
+def dtmc_statements_five_percent_off(mp):
+    from paper_checks import chain_statements
+    from theory.stats import t_interval
+
+    # llmq dtmc's statements (the repaired Eq. 25 among them) on executed times 5% long
+    mp.setattr(chain_statements, "t_interval", lambda x, c: t_interval(1.05 * np.asarray(x), c))
+    return run("eq25.repaired_executed")
+
+
 STRUCTURAL = {"sec5.sarathi_tiling": aligned_chunks_only, "sec41.r_nodes": chain_without_r,
               "fig5c.decode_pressure": decodes_at_the_first_token, "eq7.symbolic_batch": eq7_without_batching,
-              "other.aslw_nested_wait": nested_wait_past_its_thresholds}
+              "other.aslw_nested_wait": nested_wait_past_its_thresholds,
+              "eq25.repaired_executed": dtmc_statements_five_percent_off}
 
 
 @pytest.mark.parametrize("check_id", sorted(STRUCTURAL))

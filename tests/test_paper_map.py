@@ -138,10 +138,11 @@ def test_beyond_the_paper_has_its_own_column(pm):
     """The library's own extensions (a per-batch overhead) FAIL, but never in the checks column of the
     theorems they extend: those columns hold the paper's verdicts only."""
     beyond = {e.id for e in pm.checks.values() if e.section == "beyond"}
-    assert beyond == {"beyond.thm1_overhead", "beyond.thm2_rad_overhead", "beyond.moe_capacity"}
+    planner = {"beyond.planner_prices", "beyond.planner_tie_break"}
+    assert beyond == {"beyond.thm1_overhead", "beyond.thm2_rad_overhead", "beyond.moe_capacity", *planner}
     rows = {r.item: r for r in pm.rows}
     assert not beyond & {cid for r in pm.rows for cid in r.checks}
-    assert set(rows["Theorem 1"].beyond) == {"beyond.thm1_overhead", "beyond.moe_capacity"}
+    assert set(rows["Theorem 1"].beyond) == {"beyond.thm1_overhead", "beyond.moe_capacity", *planner}
     assert rows["Theorem 2"].beyond == ("beyond.thm2_rad_overhead",)
     assert not any(r.item.startswith("Beyond") for r in pm.rows)
 
