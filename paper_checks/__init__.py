@@ -22,10 +22,11 @@ literal Algorithm 1), ``statements`` (unnumbered statements: Section 3.2.1's com
 D, Fig. 5c, measurements), ``beyond_paper`` (the library's own extensions of Theorems 1-2 to a
 per-batch overhead and a token budget: verdicts on the extension, not on the paper),
 ``beyond_planner`` (the planner's price of a fleet against an independent count of GPUs and prices,
-and its plan among fleets of equal price), ``other_papers`` (other papers' results). ``chunking`` holds the exact dynamic programme over chunk
-boundaries; ``evidence`` what a check evaluates and the evidence level it gives; ``registry``,
-``runner`` and ``report`` the machinery; ``verdicts.json`` the reviewed verdicts CI compares
-against.
+and its plan among fleets of equal price), ``default_mode`` (every scheduler's default
+event-skipping mode against its logged mode), ``other_papers`` (other papers' results).
+``chunking`` holds the exact dynamic programme over chunk boundaries; ``evidence`` what a check
+evaluates and the evidence level it gives; ``registry``, ``runner`` and ``report`` the machinery;
+``verdicts.json`` the reviewed verdicts CI compares against.
 
 References
 ----------
