@@ -27,7 +27,7 @@ SPECS = [
     CostSpec("a100-vllm-engine", "mistral-7b", "real", gpu_file=EXAMPLE),
     CostSpec("lidaipeng", "mistral-no-attention", gpu_file=EXAMPLE, model_file=EXAMPLE),
 ]
-PER_POSITION = ("S", "pre_time")  # entries 0..max_pos
+PER_POSITION = ("S", "pre_time", "pre_waste", "pre_not_opt")  # entries 0..max_pos
 
 
 _SOURCE = f"def _all_fields(ct):\n    return ({', '.join(f'ct.{name}' for name in COST_FIELDS)},)\n"

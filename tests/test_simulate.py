@@ -1,5 +1,7 @@
 """The simulation driver: verdicts, invariants, queueing laws, planners, determinism, bad input."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -243,3 +245,14 @@ def test_the_summary_reports_a_kv_overflow_of_a_policy_that_never_evicts(kv_bloc
 
 def test_a_run_without_kv_memory_has_no_kv_summary():
     assert "kv" not in simulate(Scenario(scheduler="rad", n_requests=200, load=0.5)).summary()
+
+
+@pytest.mark.parametrize("scheduler", ["rad", "alg2"])
+def test_the_default_mode_counts_a_whole_prefill_tiling_as_the_logged_mode(scheduler):
+    """A whole prefill run as one event (stability.sim.batches.prefill_whole) adds its chunks'
+    tiling loss and their count of batches not optimally tiled, as the logged mode does chunk by
+    chunk: the partial last chunk of a prompt is one such batch."""
+    sc = Scenario(scheduler=scheduler, gpu="a100", workload="table1", load=0.9, n_requests=300, seed=5)
+    logged, default = simulate(replace(sc, detail=True)).summary(), simulate(sc).summary()
+    assert default["not_optimally_tiled"] == logged["not_optimally_tiled"] > 0
+    assert default["wasted_fraction"] == pytest.approx(logged["wasted_fraction"], rel=1e-9)

@@ -55,6 +55,8 @@ def prefill_whole(st, ct, j):
         st.n_tokens += L
         st.n_pre_tok += L
         st.busy += dur
+        st.wasted += ct.pre_waste[L]
+        st.n_not_opt += ct.pre_not_opt[L]
     st.t_first[j] = st.clock
     st.last_emit[j] = st.clock
     return True

@@ -64,6 +64,7 @@ def _core_values(cm: CostModel, max_pos: int, chunk: int | None) -> dict:
             "mu": cm.mu.astype(np.float64), "inv_mu_lin": (1.0 / cm.mu_Lin).astype(np.float64), "S": S,
             "S2": np.concatenate([S, Sm]), "m_off": int(S.size),
             "lin": linear_table(cm, _lin_table_size(cm) - 1), "pre_time": np.zeros(max_pos + 1),
+            "pre_waste": np.zeros(max_pos + 1), "pre_not_opt": np.zeros(max_pos + 1, dtype=np.int64),
             "s": float(cm.s), "N": float(cm.N), "d_pre": int(cm.d_pre), "mu_nLin": float(cm.mu_nLin),
             "overhead": float(cm.fixed_s), "lin_ideal": float(lin_ideal),
             "psa_ideal": float(psa_ideal if cm.attention else 0.0), "chunk": int(chunk or cm.t_lcm)}
@@ -364,15 +365,33 @@ def psa_waste(ct, i, c, actual):
 
 
 @njit(cache=True)
+def _chunk_waste(ct, i, c):
+    """(time lost to tiling, 1 if the batch is not optimally tiled else 0) of a batch holding the
+    single prefill chunk PI(R, i, c), as the engine's detail mode counts it."""
+    att = t_psa(ct, i, c)
+    wasted = lin_waste(ct, c) + psa_waste(ct, i, c, att)
+    return wasted, 1 if wasted > 1e-12 * (t_fixed(ct, c) + att) else 0
+
+
+@njit(cache=True)
 def _fill_prefill_table(ct):
     """pre_time[L] = sum over the chunks (1 + k chunk, min(chunk, L - k chunk)) of their batch
-    times, accumulated chunk by chunk in the same order the engine's detail mode uses."""
+    times, accumulated chunk by chunk in the same order the engine's detail mode uses; pre_waste[L]
+    and pre_not_opt[L] the same sums of each chunk's tiling loss and not-optimally-tiled count."""
     out = ct.pre_time
     chunk = ct.chunk
     full = 0.0  # time of the full chunks before the current one
+    full_waste = 0.0
+    full_not_opt = 0
     for L in range(1, out.size):
         k = (L - 1) // chunk  # index of the chunk holding token L
         i = 1 + k * chunk
         if (L - 1) % chunk == 0 and k > 0:
             full += chunk_batch_time(ct, i - chunk, chunk)
+            w, bad = _chunk_waste(ct, i - chunk, chunk)
+            full_waste += w
+            full_not_opt += bad
         out[L] = full + chunk_batch_time(ct, i, L - i + 1)
+        w, bad = _chunk_waste(ct, i, L - i + 1)
+        ct.pre_waste[L] = full_waste + w
+        ct.pre_not_opt[L] = full_not_opt + bad

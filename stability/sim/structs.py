@@ -85,6 +85,8 @@ COST_BLOCKS: dict[str, list] = {
         #                  picks its table by an offset, not by a branch between two arrays
         ("lin", FA),  # T_Lin(tau) for small tau (Eq. 4)
         ("pre_time", FA),  # whole-prefill time by L^P in chunks of `chunk` (Algorithm 1)
+        ("pre_waste", FA),  # its time lost to tiling, and its batches not optimally tiled
+        ("pre_not_opt", IA),
         ("s", F64), ("N", F64), ("d_pre", I64), ("mu_nLin", F64),
         ("overhead", F64),  # the fixed time of every non-empty batch (CostModel.fixed_s)
         ("lin_ideal", F64),  # linear time per token at t*, no padding
