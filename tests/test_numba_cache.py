@@ -1,5 +1,6 @@
 """numba's cache folder of a compiled function is named by its file's place in the source tree, so
-the checkout and an installed copy of the same source share one compiled cache."""
+the checkout and an installed copy of the same source share one compiled cache; processes sharing it
+compile each function once."""
 
 import os
 import subprocess
