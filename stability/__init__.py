@@ -38,6 +38,8 @@ serving     measured serving runs replayed through the simulator configured as t
 
 import os
 
+from stability import numba_cache as _numba_cache
+
 
 def _configure_numba_cache() -> None:
     """Key numba's on-disk cache on the source of the whole package.
@@ -70,3 +72,4 @@ def _configure_numba_cache() -> None:
 
 
 _configure_numba_cache()
+_numba_cache.compile_once()

@@ -156,6 +156,7 @@ def run_sweep(spec: SweepSpec, cache_dir: str | Path, workers: int = 1, dask: st
 
 
 FIRST = 1e9  # cost (s) of the runs that others wait for (RAD's n, the DTMC): above any run's
+OPENING = 2 * FIRST  # cost of the first run of each scheduler: above those
 
 
 class _Sweep:
@@ -178,6 +179,7 @@ class _Sweep:
         self.open: dict = {}  # key -> verdict runs of that step not finished
         self.dtmc: dict = {}  # key -> the cycle DTMC's boundary
         self.per_request: dict = {}  # (tile set, scheduler, variant, workload, r) -> s per request
+        self.opened: set = set()  # schedulers with a run handed to the runner (RAD's n: RAD's)
 
     def start(self) -> list[tuple]:
         """The first runs: RAD's n per tile set (when auto) and every other series' grid."""
@@ -247,7 +249,16 @@ class _Sweep:
 
     def cost(self, task) -> float:
         """Expected seconds of a run: its requests x the seconds per request of the last finished
-        run of its kind (of any kind before that; RAD's n and the DTMC come first)."""
+        run of its kind (of any kind before that; RAD's n and the DTMC come first).
+
+        The first run of each scheduler (RAD's n counting as RAD's) comes before all of them
+        (:data:`OPENING`): on an empty numba cache the workers then start by compiling different
+        schedulers, each once (:func:`stability.numba_cache.compile_once`), instead of waiting
+        for one another's compilation of the same one."""
+        name = task.scenario.scheduler if isinstance(task, SimPoint) else "rad"
+        if name not in self.opened:
+            self.opened.add(name)
+            return OPENING
         if not isinstance(task, SimPoint):
             return FIRST
         known = self.per_request.get(_kind(task))

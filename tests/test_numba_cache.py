@@ -1,5 +1,6 @@
 """numba's cache folder of a compiled function is named by its file's place in the source tree, so
-the checkout and an installed copy of the same source share one compiled cache."""
+the checkout and an installed copy of the same source share one compiled cache; processes sharing it
+compile each function once."""
 
 import os
 import subprocess
@@ -48,3 +49,40 @@ def test_a_user_cache_dir_keeps_numbas_own_locator(tmp_path):
         [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, check=True, cwd=tmp_path
     ).stdout.split("\n")
     assert out[0] == "UserProvidedCacheLocator" and out[2] == str(tmp_path / "mine")
+
+
+HOLDER = """
+import sys, time
+from numba import types
+from stability.numba_cache import _compile_lock, _lock_path
+from stability.sim.kernels import ceil_div
+with _compile_lock(_lock_path(ceil_div, (types.int64, types.int64))):
+    print("locked", flush=True)
+    sys.stdin.readline()  # the other process is about to call ceil_div
+    time.sleep(0.5)
+    print(ceil_div(7, 2), dict(ceil_div.stats.cache_misses), flush=True)
+"""
+
+WAITER = """
+from stability.sim.kernels import ceil_div
+print("calling", flush=True)
+print(ceil_div(7, 2), dict(ceil_div.stats.cache_hits), dict(ceil_div.stats.cache_misses), flush=True)
+"""
+
+
+def test_a_compilation_under_way_in_another_process_is_waited_for_and_loaded(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    env.update(NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=str(ROOT))
+    run = {"env": env, "text": True, "cwd": tmp_path, "stdout": subprocess.PIPE}
+    with subprocess.Popen([sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, **run) as holder:
+        assert holder.stdout.readline().strip() == "locked"
+        with subprocess.Popen([sys.executable, "-c", WAITER], **run) as waiter:
+            assert waiter.stdout.readline().strip() == "calling"
+            holder.stdin.write("go\n")
+            holder.stdin.flush()
+            compiled = holder.stdout.readline().split(" ", 1)
+            loaded = waiter.stdout.readline().split(" ", 1)
+    assert compiled[0] == loaded[0] == "4"
+    assert "(int64, int64)" in compiled[1]  # the holder compiled it (a miss in its empty cache) ...
+    hits, misses = loaded[1].split("} {")
+    assert "(int64, int64): 1" in hits and misses.strip() == "}"  # ... the other loaded it, compiling nothing

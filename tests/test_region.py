@@ -174,3 +174,17 @@ def test_two_class_rays_lie_under_theorem1_line(gpu_file, tmp_path):
         lam1, lam2 = s * b["ci_low"], (1 - s) * b["ci_low"]
         assert lam1 * b["T_bar_1"] + lam2 * b["T_bar_2"] <= 1 + 1e-9
     assert all(math.isfinite(b["boundary"]) and b["ci_high"] > b["ci_low"] for b in rows)
+
+
+def test_the_first_run_of_each_scheduler_is_handed_out_before_the_others():
+    from stability.points import SimPoint
+    from stability.region import FIRST, OPENING, _Sweep
+
+    sweep = _Sweep(SweepSpec(schedulers=("rad", "sarathi", "request_level")))
+    costs = [(task, sweep.cost(task)) for _, task in sweep.start()]
+    opening = [t.scenario.scheduler if isinstance(t, SimPoint) else type(t).__name__
+               for t, c in costs if c == OPENING]
+    assert opening == ["NMinPoint", "sarathi", "request_level"]  # RAD's n is RAD's first run
+    assert [c for t, c in costs if not isinstance(t, SimPoint)][1:] == [FIRST]  # the other tile set's n
+    assert sum(c == OPENING for _, c in costs) == 3
+    assert all(c < FIRST for _, c in costs if c not in (OPENING, FIRST))  # the others by their length

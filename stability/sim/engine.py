@@ -69,7 +69,10 @@ DONE = 0  # nothing left to do and no arrival left
 STOPPED = 1  # reached t_stop
 GROW = 2  # the batch log is full
 
-BIG = 1 << 62
+# "no cap", an int64 rather than a Python int: numba types a Python int constant passed to a
+# compiled function as a literal and compiles that function once more for it (a call with a
+# variable gets the int64 version); the same value in every version
+BIG = np.int64(1 << 62)
 COUNTERS = ("n_batch", "n_event", "n_tokens", "n_dec_tok", "n_pre_tok", "n_not_opt", "n_done")
 
 
