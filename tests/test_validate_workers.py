@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from llmq.cli import main
-from theory.errors import FieldError
+from theory.errors import FieldError, LlmqError
 from theory.hardware import get_gpu
 from theory.profiles import load_profile
 from theory.validation import fan_out, gemm_search, kept
@@ -33,8 +33,9 @@ def test_two_workers_give_the_report_and_the_files_of_one_process(tmp_path):
     for workers in (1, 2):
         out = tmp_path / f"w{workers}"
         files = write_outputs(one, out, elapsed_s=None, workers=workers)
-        assert [f.replace(str(out), "") for f in files] == [f.replace(str(tmp_path / "w1"), "")
-                                                            for f in written.get("files", files)]
+        assert [f.replace(str(out), "") for f in files] == [
+            f.replace(str(tmp_path / "w1"), "") for f in written.get("files", files)
+        ]
         written.setdefault("files", files)
         body = _files(out)
         assert any(n.endswith(".png") for n in body)
@@ -54,6 +55,26 @@ def test_results_come_back_in_the_order_of_the_jobs_whatever_their_cost():
     jobs = [_Square(x) for x in range(7)]
     for workers in (1, 3):
         assert fan_out.start(jobs, workers).results() == [x * x for x in range(7)]
+
+
+class _Bad:
+    cost = 1.0
+
+    def run(self):
+        raise FieldError("rows", 0, "at least one")
+
+
+def test_an_error_in_a_worker_comes_back_with_its_message():
+    for workers in (1, 2):
+        with pytest.raises(LlmqError, match=r"rows: expected at least one, got 0"):
+            fan_out.start([_Square(2), _Bad()], workers).results()
+
+
+def test_profiles_load_alike_on_two_workers():
+    names = {"a": "splitwise_perf_model", "b": "vidur_all_reduce"}
+    one, two = fan_out.load_profiles(names, 1), fan_out.load_profiles(names, 2)
+    assert list(two) == ["a", "b"]
+    assert all((one[k].rows == two[k].rows).all() and one[k].rows.size for k in names)
 
 
 @pytest.mark.parametrize("workers", [0, -1, True, 1.5, "2"])

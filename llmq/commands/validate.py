@@ -147,7 +147,7 @@ def run(args) -> int:
     from dataclasses import asdict
 
     from theory.io import claim_output_dir
-    from theory.profiles import load_profile
+    from theory.validation.fan_out import load_profiles
     from theory.validation.kept import kept_validate
     from theory.validation.report import console_lines, to_json, write_outputs
 
@@ -166,7 +166,7 @@ def run(args) -> int:
     names = _profile_names(values["profile"])
     identity = {**asdict(settings), "profiles": sorted(names)}
     claim_output_dir(out, "validate", identity, cached=False, write=False)  # before the profiles load
-    profiles = {key: load_profile(name) for key, name in names.items()}
+    profiles = load_profiles(names, values["workers"])
     claim_output_dir(out, "validate", identity, cached=False)
     report = kept_validate(profiles, settings, values["workers"])
     elapsed = time.perf_counter() - start

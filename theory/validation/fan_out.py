@@ -1,4 +1,5 @@
-"""Independent jobs of one validation run (the calibrations, the figures) spread over worker processes.
+"""Independent jobs of one validation run (the profile loads, the calibrations, the figures) spread
+over worker processes.
 
 A job is a picklable object with ``run()`` (a frozen dataclass defined at module level) and
 ``cost``, a rough measure of its work. :func:`start` hands every job to a pool of ``workers``
@@ -18,16 +19,24 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import signal
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
-from theory.errors import FieldError
+from theory.errors import FieldError, LlmqError
+from theory.profiles import Profile, load_profile
 
 # the thread counts of the BLAS libraries numpy may load (OpenBLAS, its OpenMP build, MKL)
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-PRELOAD = ["theory.validation.gemm_fit", "theory.validation.report"]  # imported once, in the forkserver
+PRELOAD = [
+    "theory.validation.gemm_fit",
+    "theory.validation.report",
+    "matplotlib.pyplot",
+]  # imported once, in the forkserver
 
 
 class Job(Protocol):
@@ -43,8 +52,24 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+class _Raised:
+    """An error a job raised in a worker that does not survive pickling (an error of
+    :mod:`theory.errors` whose ``__init__`` takes its fields): its message, raised again here as a
+    :class:`theory.errors.LlmqError` (what the command line reports, exit 2)."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
 def _run(job: Job):
-    return job.run()
+    try:
+        return job.run()
+    except LlmqError as exc:
+        try:
+            pickle.loads(pickle.dumps(exc))
+        except Exception:  # e.g. FieldError's three-argument __init__
+            return _Raised(str(exc))
+        raise
 
 
 class Pending:
@@ -64,6 +89,9 @@ class Pending:
             except BaseException:
                 self.close()
                 raise
+            if isinstance(self._done[index], _Raised):
+                self.close()
+                raise LlmqError(self._done[index].message)
         return self._done[index]
 
     def results(self) -> list:
@@ -77,6 +105,29 @@ class Pending:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+@dataclass(frozen=True)
+class ProfileJob:
+    """:func:`theory.profiles.load_profile` of ``name`` (a shipped profile's name or a path), as a job."""
+
+    name: str
+
+    @property
+    def cost(self) -> float:
+        from theory.profiles import shipped_profiles
+
+        path = Path(shipped_profiles().get(self.name, self.name))
+        return float(path.stat().st_size) if path.is_file() else 0.0
+
+    def run(self) -> Profile:
+        return load_profile(self.name)
+
+
+def load_profiles(names: dict[str, str], workers: int = 1) -> dict[str, Profile]:
+    """``{key: load_profile(name)}`` for ``names`` (``{key: name or path}``), on ``workers`` processes."""
+    keys = list(names)
+    return dict(zip(keys, start([ProfileJob(names[k]) for k in keys], workers).results(), strict=True))
 
 
 def check_workers(workers) -> int:
@@ -111,6 +162,8 @@ __all__ = [
     "BLAS_THREADS",
     "Job",
     "Pending",
+    "ProfileJob",
     "check_workers",
+    "load_profiles",
     "start",
 ]

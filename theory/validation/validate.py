@@ -189,15 +189,17 @@ def validate(profiles: dict[str, Profile], settings: Settings | None = None, wor
     s = settings or Settings()
     report = Report(s)
     chosen, jobs = _choose(profiles, s)
-    pending = start(jobs, workers)
+    moe = moe_report.job(s)
+    pending = start(jobs if moe is None else [*jobs, moe], workers)
     try:
         all_gemm = [_score_profile(report, name, c, pending) for name, c in chosen.items()]
+        if moe is not None:
+            report.moe = pending.result(len(jobs))
     finally:
         pending.close()
     data, errors, below = _concat([g for g in all_gemm if g is not None])
     pool_gpus(report, errors, data, below)  # every GPU preset (or the chosen ones), with or without data
     report.staircase = staircase(report, data)
-    moe_report.score_into(report)
     fp8_report.score_into(report)
     return report
 
