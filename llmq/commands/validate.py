@@ -8,7 +8,9 @@ per GPU on the acceptance targets; writes ``OUT/validate.md``, ``validate.csv``,
 the roofline bound of their shape), ``validate_attention.csv`` (each with its data dictionary)
 and the staircase figures
 ``OUT/validate_<gpu>_<model>.png`` (:mod:`theory.validation.report`). The computation is
-:func:`theory.validation.validate.validate`.
+:func:`theory.validation.validate.validate`; the profile loads, the calibrations, the MoE scoring and
+the figures run on ``--workers`` processes (:mod:`theory.validation.fan_out`), and no output depends
+on their number.
 
 ``--serving`` replays the shipped measured serving runs end to end instead
 (:mod:`stability.serving`): measured against predicted TTFT, TPOT and latency per run, beside the
