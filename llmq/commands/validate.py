@@ -8,7 +8,9 @@ per GPU on the acceptance targets; writes ``OUT/validate.md``, ``validate.csv``,
 the roofline bound of their shape), ``validate_attention.csv`` (each with its data dictionary)
 and the staircase figures
 ``OUT/validate_<gpu>_<model>.png`` (:mod:`theory.validation.report`). The computation is
-:func:`theory.validation.validate.validate`.
+:func:`theory.validation.validate.validate`; the profile loads, the calibrations, the MoE scoring and
+the figures run on ``--workers`` processes (:mod:`theory.validation.fan_out`), and no output depends
+on their number.
 
 ``--serving`` replays the shipped measured serving runs end to end instead
 (:mod:`stability.serving`): measured against predicted TTFT, TPOT and latency per run, beside the
@@ -19,6 +21,7 @@ the data it plots (``serving_<run>_requests.csv``, ``serving_<run>_queues.csv``)
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -46,6 +49,8 @@ def add_parser(sub) -> None:
     add(p, "--every", 4, "hold out every k-th distinct token count, k >= 2 (default 4)", type=int)
     add(p, "--max-train", 8000, "at most this many evenly spaced training rows per calibration, >= 10 "
                                 "(default 8000)", type=int)
+    add(p, "--workers", os.cpu_count() or 1, "processes for the calibrations and figures (default: the CPU "
+                                             "count); the results do not depend on it")
     add(p, "--serving", False, "replay the shipped measured serving runs (vLLM) end to end instead of "
                                "scoring the profiles", action="store_true")
     add(p, "--scheduler", "vllm_v1", "with --serving: the policy the runs are replayed on, vllm_v1 "
@@ -60,8 +65,10 @@ def _names(field: str, value) -> tuple[str, ...]:
 
 
 def _check_numbers(values: dict) -> None:
-    """The hold-out stride and the training cap, checked before the validation's minutes of work."""
+    """The hold-out stride, the training cap and the workers, checked before the validation's minutes
+    of work."""
     from theory.errors import FieldError
+    from theory.validation.fan_out import check_workers
 
     every = values["every"]
     if isinstance(every, bool) or not isinstance(every, int) or every < 2:
@@ -69,6 +76,10 @@ def _check_numbers(values: dict) -> None:
     if isinstance(values["max_train"], bool) or not isinstance(values["max_train"], int) \
             or values["max_train"] < 10:
         raise FieldError("--max-train", values["max_train"], "an integer >= 10")
+    try:
+        check_workers(values["workers"])
+    except FieldError as exc:
+        raise FieldError("--workers", values["workers"], exc.expected) from None
 
 
 def _settings(values: dict):
@@ -102,6 +113,9 @@ def _serving_options(values: dict) -> tuple[str, tuple[str, ...] | None]:
         if values[name] not in (None, False):
             raise FieldError(f"--{name.replace('_', '-')}", values[name], "not given with --serving "
                              "(the runs fix their GPU, model and engine)")
+    if "workers" in values.given:
+        raise FieldError("--workers", values["workers"], "not given with --serving (the replays run in "
+                         "one process)")
     scheduler = one("--scheduler", values["scheduler"], "scheduler", "validate --serving")
     if scheduler not in SCHEDULERS:
         raise UnknownNameError("--scheduler", scheduler, list(SCHEDULERS))
@@ -135,7 +149,7 @@ def run(args) -> int:
     from dataclasses import asdict
 
     from theory.io import claim_output_dir
-    from theory.profiles import load_profile
+    from theory.validation.fan_out import load_profiles
     from theory.validation.kept import kept_validate
     from theory.validation.report import console_lines, to_json, write_outputs
 
@@ -154,11 +168,11 @@ def run(args) -> int:
     names = _profile_names(values["profile"])
     identity = {**asdict(settings), "profiles": sorted(names)}
     claim_output_dir(out, "validate", identity, cached=False, write=False)  # before the profiles load
-    profiles = {key: load_profile(name) for key, name in names.items()}
+    profiles = load_profiles(names, values["workers"])
     claim_output_dir(out, "validate", identity, cached=False)
-    report = kept_validate(profiles, settings)
+    report = kept_validate(profiles, settings, values["workers"])
     elapsed = time.perf_counter() - start
-    files = write_outputs(report, out, elapsed_s=elapsed)
+    files = write_outputs(report, out, elapsed_s=elapsed, workers=values["workers"])
     if values["json"]:
         print_json(to_json(report, files, elapsed))
     else:

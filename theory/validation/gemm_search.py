@@ -168,6 +168,8 @@ class GemmProblem:
         self.n_tiles = pairs.shape[1] - int(floor)
         self.k_l2 = x_ref.size - 1 if traffic is not None else -1
         self.c_ref = float(np.median(t / count))
+        self._solved: dict[bytes, np.ndarray] = {}  # assignment key -> its bounded least squares (alternate)
+        self._bics: dict[tuple[bytes, float], float] = {}  # (x, c_0) -> BIC (bic)
 
     def admissible(self, x: np.ndarray) -> np.ndarray:
         """``x`` raised to its bounds: the dense peak and, when t* is kept, t*'s FLOP rate."""
@@ -203,51 +205,72 @@ class GemmProblem:
         return np.min(times, axis=1)
 
     def rss(self, x, c0) -> float:
-        return float(np.sum((self.model(x, c0)[0] / self.t - 1.0) ** 2))
+        return self._rss(self.model(x, c0)[0])
+
+    def _rss(self, predicted: np.ndarray) -> float:
+        return float(np.sum((predicted / self.t - 1.0) ** 2))
 
     def bic(self, fit) -> float:
         """``n log(RSS/n) + k log n`` with ``k`` the winning tiles (+ ``c_0``); RSS/n is floored at
-        1e-24 so that exact fits compare by ``k``."""
+        1e-24 so that exact fits compare by ``k``. Kept per ``(x, c_0)``: the search compares the
+        same fits again."""
         rss, x, c0 = fit
-        k = np.unique(self.model(x, c0)[1]).size + int(self.overhead)
-        n = self.t.size
-        return n * math.log(max(rss / n, 1e-24)) + k * math.log(n)
+        key = (x.tobytes(), c0)
+        if key not in self._bics:
+            k = np.unique(self.model(x, c0)[1]).size + int(self.overhead)
+            n = self.t.size
+            self._bics[key] = n * math.log(max(rss / n, 1e-24)) + k * math.log(n)
+        return self._bics[key]
 
     def alternate(self, x0: np.ndarray, max_iter: int = 100) -> tuple[float, np.ndarray, float]:
-        """Alternate fastest-tile assignment and bounded linear least squares; the best (RSS, x, c_0)."""
+        """Alternate fastest-tile assignment and bounded linear least squares; the best (RSS, x, c_0).
+
+        The least squares of an assignment depends on the assignment alone (its design, bounds and
+        target), so it is solved once per problem and kept (:meth:`_solve`); each iterate is
+        evaluated once, for its RSS and for the next assignment.
+        """
         x, c0 = self.admissible(x0.copy()), 0.0
-        best = (self.rss(x, c0), x.copy(), c0)
-        rows = np.arange(self.t.size)
+        time, arg, tile = self.evaluate(x, c0)
+        best = (self._rss(time), x.copy(), c0)
         seen: set[bytes] = set()
         ts = self.t_star
         for _ in range(max_iter):
-            _, arg, tile = self.evaluate(x, c0)
             key = np.where(arg == self.k_l2, x.size + tile, arg).tobytes()  # L2 points by their tile
             if key in seen:
                 break
             seen.add(key)
             active = np.unique(arg) if ts is None else np.union1d(arg, [ts])
-            design = np.zeros((self.t.size, active.size + self.overhead))
-            feature = self.count * self.features(arg, tile)
-            design[rows, np.searchsorted(active, arg)] = feature * self.x_ref[arg]
-            lower = np.r_[self.x_min[active] / self.x_ref[active], np.zeros(int(self.overhead))]
-            if ts is not None:  # a capped tile's x_k = ratio_k x_t* + y_k, y_k >= 0: its column is y_k
-                capped = (arg < self.n_tiles) & (arg != ts)
-                j = int(np.searchsorted(active, ts))
-                design[rows[capped], j] += feature[capped] * self.ratio[arg[capped]] * self.x_ref[ts]
-                lower[:active.size][(active < self.n_tiles) & (active != ts)] = 0.0
-            if self.overhead:
-                design[:, -1] = self.count * self.c_ref
-            sol = _bounded_lsq(design / self.t[:, None], np.ones(self.t.size), lower)
+            sol = self._solve(key, arg, tile, active)
             x[active] = sol[:active.size] * self.x_ref[active]
             if ts is not None:
                 tiles = active[(active < self.n_tiles) & (active != ts)]
                 x[tiles] += self.ratio[tiles] * x[ts]
             x = self.admissible(x)
             c0 = float(sol[-1] * self.c_ref) if self.overhead else 0.0
-            if (rss := self.rss(x, c0)) < best[0]:
+            time, arg, tile = self.evaluate(x, c0)
+            if (rss := self._rss(time)) < best[0]:
                 best = (rss, x.copy(), c0)
         return best
+
+    def _solve(self, key: bytes, arg: np.ndarray, tile: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """The bounded least squares of one assignment (``arg``, ``tile``, with the tiles ``active``),
+        in units of ``x_ref`` (and ``c_ref`` for ``c_0``); kept under ``key``."""
+        if key in self._solved:
+            return self._solved[key]
+        ts, rows = self.t_star, np.arange(self.t.size)
+        design = np.zeros((self.t.size, active.size + self.overhead))
+        feature = self.count * self.features(arg, tile)
+        design[rows, np.searchsorted(active, arg)] = feature * self.x_ref[arg]
+        lower = np.r_[self.x_min[active] / self.x_ref[active], np.zeros(int(self.overhead))]
+        if ts is not None:  # a capped tile's x_k = ratio_k x_t* + y_k, y_k >= 0: its column is y_k
+            capped = (arg < self.n_tiles) & (arg != ts)
+            j = int(np.searchsorted(active, ts))
+            design[rows[capped], j] += feature[capped] * self.ratio[arg[capped]] * self.x_ref[ts]
+            lower[:active.size][(active < self.n_tiles) & (active != ts)] = 0.0
+        if self.overhead:
+            design[:, -1] = self.count * self.c_ref
+        self._solved[key] = _bounded_lsq(design / self.t[:, None], np.ones(self.t.size), lower)
+        return self._solved[key]
 
     def starts(self, n_random: int, seed: int) -> list[np.ndarray]:
         per_gemm = self.t / self.count

@@ -48,12 +48,13 @@ def kept_path(profiles: dict[str, Profile], settings: Settings) -> Path:
     return theory_kept_path("validate", input_digest(profiles, settings), ".pickle")
 
 
-def kept_validate(profiles: dict[str, Profile], settings: Settings | None = None) -> Report:
-    """:func:`theory.validation.validate.validate`, read back when this code has already validated
-    the same profiles under the same settings (module docstring)."""
+def kept_validate(profiles: dict[str, Profile], settings: Settings | None = None, workers: int = 1) -> Report:
+    """:func:`theory.validation.validate.validate` (its calibrations on ``workers`` processes), read
+    back when this code has already validated the same profiles under the same settings (module
+    docstring; the report does not depend on ``workers``, which is no part of its name)."""
     settings = settings or Settings()
     if any(p.rows.dtype.hasobject for p in profiles.values()):
-        return validate(profiles, settings)  # rows of Python objects have no stable bytes to name them by
+        return validate(profiles, settings, workers)  # rows of Python objects: no stable bytes to name them
     path = kept_path(profiles, settings)
     try:
         with open(path, "rb") as fh:
@@ -62,7 +63,7 @@ def kept_validate(profiles: dict[str, Profile], settings: Settings | None = None
             return report
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
         pass
-    report = validate(profiles, settings)
+    report = validate(profiles, settings, workers)
     try:
         atomic_write_bytes(path, pickle.dumps(report, protocol=pickle.HIGHEST_PROTOCOL))
     except OSError:

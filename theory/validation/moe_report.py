@@ -4,8 +4,10 @@ lines, JSON and Markdown. Nothing is fitted here."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from theory.validation.moe_profile import MOE_PROFILE, MoEScore, score_moe_profile
-from theory.validation.results import Report
+from theory.validation.results import Report, Settings
 
 # the acceptance targets of the MoE block (issue: per-layer MoE times within 10% median, 20% p90)
 TARGETS = {"median": 0.10, "p90": 0.20}
@@ -48,16 +50,27 @@ def moe_rows(score: MoEScore) -> list[dict]:
     return out
 
 
-def score_into(report: Report) -> None:
-    """Score the MoE profile into ``report.moe`` unless the settings' GPU or model filters leave
+@dataclass(frozen=True)
+class MoEJob:
+    """The MoE profile scored on ``gpu`` (:func:`moe_rows`): a job of :mod:`theory.validation.fan_out`."""
+
+    gpu: str
+    cost: float = 1.0
+
+    def run(self) -> list[dict]:
+        return moe_rows(score_moe_profile(self.gpu))
+
+
+def job(settings: Settings) -> MoEJob | None:
+    """The MoE scoring of a run under ``settings``, or None when the GPU or model filters leave
     its GPU or model out, or a user file replaces the presets."""
-    s = report.settings
+    s = settings
     score_gpu, score_model = "rtxpro6000", "qwen3-30b-a3b"
     if (s.gpus and score_gpu not in s.gpus) or (s.models and score_model not in s.models):
-        return
+        return None
     if s.gpu_file or s.model_file:
-        return
-    report.moe = moe_rows(score_moe_profile(score_gpu))
+        return None
+    return MoEJob(score_gpu)
 
 
 def _pct(x) -> str:

@@ -9,13 +9,14 @@ columns (``columns``), which the Markdown report repeats.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from theory.io import atomic_write_csv, atomic_write_json, atomic_write_text
 from theory.validation import attention_report as attention
-from theory.validation import fp8_report, moe_report
+from theory.validation import fan_out, fp8_report, moe_report
 from theory.validation.batch_orderings import COLUMNS as ORDERING_COLUMNS
 from theory.validation.results import COLUMNS, MEASURED_LABEL, NULL_MEANING, SCHEME_MEANING, SCHEMES, Report
 from theory.validation.staircase import STEP_SCHEMES, STEP_TOLERANCE, staircase_verdict
@@ -439,60 +440,90 @@ def _plot_groups(report: Report) -> dict[tuple[str, str], int]:
 def plot(report: Report, gpu: str, model: str, tp: int, path: Path) -> Path:
     """Measured and predicted time against tokens for the four GeMMs of one layer (up to 1,024
     tokens, where the steps are), with the measured step positions (jumps > 10%) marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from theory.profiles import LLMSERVINGSIM_GEMMS, VIDUR_GEMMS
-    from theory.validation.staircase import step_positions
-
-    measured_as = {LLMSERVINGSIM_GEMMS.get(o, o): o
-                   for g, m, t, o in report.series if (g, m, t) == (gpu, model, tp)}
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-    for ax, op in zip(axes.flat, VIDUR_GEMMS, strict=True):
-        op = measured_as.get(op, op)  # vLLM's layer name where the profile uses it
-        ser = report.series.get((gpu, model, tp, op))
-        ax.set_title(f"{gpu.upper()} / {model} / TP {tp} / {op}", fontsize=9)
-        if ser is None:
-            ax.text(0.5, 0.5, "no rows", ha="center", transform=ax.transAxes)
-            continue
-        x = ser["token_count"]
-        keep = x <= 1024
-        ax.plot(x[keep], ser["measured"][keep] * 1e3, "k.", ms=3, label="measured")
-        for k, style in (("shipped", "C0-"), ("calibrated", "C1-"), ("paper", "C2:")):
-            y = ser[k][keep]
-            if np.isfinite(y).any():
-                label = "calibrated (train tokens)" if k == "calibrated" else k
-                ax.plot(x[keep], y * 1e3, style, lw=1, label=label)
-        for at in step_positions(x[keep], ser["measured"][keep]):
-            ax.axvline(at, color="0.6", lw=0.6, ls="--")
-        ax.set_xlabel("tokens (GeMM columns)")
-        ax.set_ylabel("time [ms]")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.suptitle(f"{gpu.upper()} {model} TP {tp}: measured vs predicted; "
-                 f"dashed: measured steps > 10%")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _figure(report, gpu, model, tp, path).run()
 
 
-def write_outputs(report: Report, out: Path, elapsed_s: float | None = None) -> list[str]:
-    """Write ``validate.md``, ``.csv``, ``.json`` and the figures under ``out``; their paths."""
+def _figure(report: Report, gpu: str, model: str, tp: int, path: Path) -> Figure:
+    """The :class:`Figure` of GPU x model x TP, with the series it draws."""
+    series = {k: v for k, v in report.series.items() if k[:3] == (gpu, model, tp)}
+    return Figure(series, gpu, model, tp, Path(path))
+
+
+@dataclass(frozen=True, eq=False)
+class Figure:
+    """One staircase figure (:func:`plot`) with the series it draws: a job of
+    :mod:`theory.validation.fan_out`, drawn in whichever process runs it."""
+
+    series: dict
+    gpu: str
+    model: str
+    tp: int
+    path: Path
+    cost: float = 1.0
+
+    def run(self) -> Path:
+        """Draw and save the figure (matplotlib's Agg backend); its path."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        from theory.profiles import LLMSERVINGSIM_GEMMS, VIDUR_GEMMS
+        from theory.validation.staircase import step_positions
+
+        gpu, model, tp, path = self.gpu, self.model, self.tp, self.path
+        measured_as = {LLMSERVINGSIM_GEMMS.get(o, o): o for _, _, _, o in self.series}
+        fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+        for ax, op in zip(axes.flat, VIDUR_GEMMS, strict=True):
+            op = measured_as.get(op, op)  # vLLM's layer name where the profile uses it
+            ser = self.series.get((gpu, model, tp, op))
+            ax.set_title(f"{gpu.upper()} / {model} / TP {tp} / {op}", fontsize=9)
+            if ser is None:
+                ax.text(0.5, 0.5, "no rows", ha="center", transform=ax.transAxes)
+                continue
+            x = ser["token_count"]
+            keep = x <= 1024
+            ax.plot(x[keep], ser["measured"][keep] * 1e3, "k.", ms=3, label="measured")
+            for k, style in (("shipped", "C0-"), ("calibrated", "C1-"), ("paper", "C2:")):
+                y = ser[k][keep]
+                if np.isfinite(y).any():
+                    label = "calibrated (train tokens)" if k == "calibrated" else k
+                    ax.plot(x[keep], y * 1e3, style, lw=1, label=label)
+            for at in step_positions(x[keep], ser["measured"][keep]):
+                ax.axvline(at, color="0.6", lw=0.6, ls="--")
+            ax.set_xlabel("tokens (GeMM columns)")
+            ax.set_ylabel("time [ms]")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.suptitle(f"{gpu.upper()} {model} TP {tp}: measured vs predicted; "
+                     f"dashed: measured steps > 10%")
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        return path
+
+
+def write_outputs(report: Report, out: Path, elapsed_s: float | None = None, workers: int = 1) -> list[str]:
+    """Write ``validate.md``, ``.csv``, ``.json`` and the figures under ``out`` (the figures drawn on
+    ``workers`` processes, :mod:`theory.validation.fan_out`); their paths."""
     out = Path(out)
-    figures = [str(plot(report, g, m, tp, out / f"validate_{g}_{m}.png"))
-               for (g, m), tp in sorted(_plot_groups(report).items())]
-    files = [str(out / f"validate.{ext}") for ext in ("md", "csv", "json")] + figures
-    cols = {k: [("" if r.get(k) is None else r.get(k)) for r in report.groups] for k in COLUMNS}
-    atomic_write_csv(out / "validate.csv", cols)
-    atomic_write_csv(out / "validate_not_predicted.csv",
-                     {k: [r[k] for r in report.not_predicted] for k in NOT_PREDICTED_COLUMNS},
-                     dictionary=NOT_PREDICTED_COLUMNS)
-    files += [str(out / "validate_not_predicted.csv"), str(out / "validate_not_predicted.columns.json")]
-    files += attention.write_csv(report, out)
-    atomic_write_json(out / "validate.json", to_json(report, files, elapsed_s))
-    atomic_write_text(out / "validate.md", markdown(report, files, elapsed_s))
+    jobs = [_figure(report, g, m, tp, out / f"validate_{g}_{m}.png")
+            for (g, m), tp in sorted(_plot_groups(report).items())]
+    pending = fan_out.start(jobs, workers)  # drawn there while the tables are written here
+    figures = [str(f.path) for f in jobs]
+    try:
+        files = [str(out / f"validate.{ext}") for ext in ("md", "csv", "json")] + figures
+        cols = {k: [("" if r.get(k) is None else r.get(k)) for r in report.groups] for k in COLUMNS}
+        atomic_write_csv(out / "validate.csv", cols)
+        atomic_write_csv(out / "validate_not_predicted.csv",
+                         {k: [r[k] for r in report.not_predicted] for k in NOT_PREDICTED_COLUMNS},
+                         dictionary=NOT_PREDICTED_COLUMNS)
+        files += [str(out / "validate_not_predicted.csv"), str(out / "validate_not_predicted.columns.json")]
+        files += attention.write_csv(report, out)
+        atomic_write_json(out / "validate.json", to_json(report, files, elapsed_s))
+        atomic_write_text(out / "validate.md", markdown(report, files, elapsed_s))
+        pending.results()
+    finally:
+        pending.close()
     return files

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -163,11 +164,9 @@ def stats_row(errors: dict[str, np.ndarray], mask) -> dict:
 
 def not_predicted(report: Report, profile: str, rows: np.ndarray, reason: str) -> None:
     """Count ``rows`` in :attr:`Report.not_predicted`, per GPU x model x TP x operation, with ``reason``."""
-    keys = sorted(set(zip(rows["gpu"].tolist(), rows["model"].tolist(), rows["tp"].tolist(),
-                          rows["operation"].tolist(), strict=True)))
-    for g, m, tp, op in keys:
-        sel = (rows["gpu"] == g) & (rows["model"] == m) & (rows["tp"] == tp) & (rows["operation"] == op)
-        n = int(sel.sum())
+    counts = Counter(zip(rows["gpu"].tolist(), rows["model"].tolist(), rows["tp"].tolist(),
+                         rows["operation"].tolist(), strict=True))
+    for (g, m, tp, op), n in sorted(counts.items()):
         report.not_predicted.append({"profile": profile, "gpu": g, "model": m, "tp": tp, "operation": op,
                                      "n": n, "reason": reason})
 

@@ -4,12 +4,13 @@ series for the plots, the fits, and the per-GPU verdicts and pooled statistics."
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from theory.builder import CostSpec, cost_model
 from theory.cost import CostModel, build_cost_model
-from theory.hardware import get_gpu, gpu_names
+from theory.hardware import GPU, get_gpu, gpu_names
 from theory.models import get_model
 from theory.validation.errors import abs_rel_error
 from theory.validation.gemm import (
@@ -31,10 +32,46 @@ from theory.validation.targets import LAWS, default_law, target_checks
 TOKEN_BANDS = ((1, 16), (17, 128), (129, 1024), (1025, None))  # inclusive; None: no upper end
 
 
-def score_gemm(report: Report, profile: str, data: GemmRows,
-                   s: Settings) -> tuple[dict[str, np.ndarray], np.ndarray]:
+@dataclass(frozen=True, eq=False)
+class FitJob:
+    """One calibration of a validation run: :func:`theory.validation.gemm.fit_gpu` of ``base`` on
+    the rows ``train`` under the settings ``s`` (a job of :mod:`theory.validation.fan_out`)."""
+
+    base: GPU
+    train: GemmRows
+    s: Settings
+
+    @property
+    def cost(self) -> float:
+        return float(min(len(self.train), self.s.max_train) * len(self.base.tiles))
+
+    def run(self) -> GpuFit:
+        s = self.s
+        return fit_gpu(self.base, self.train, max_train=s.max_train, seed=s.seed, model_file=s.model_file,
+                       floor=s.floor, waves=s.waves, l2=s.l2)
+
+
+def fit_jobs(data: GemmRows, s: Settings) -> list[tuple[str, FitJob]]:
+    """The calibrations :func:`score_gemm` needs for the GeMM rows ``data``, by the name of their
+    fit in :attr:`theory.validation.results.Report.fits`: per GPU the held-out-token fit
+    (``"<gpu> tokens"``) and one per left-out model (``"<gpu> without <model>"``)."""
+    jobs = []
+    for g in sorted(set(data.gpu.tolist())):
+        rows = data.take(data.gpu == g)
+        base = get_gpu(g, s.gpu_file)
+        jobs.append((f"{g} tokens", FitJob(base, rows.take(~token_split(rows.tokens, s.every)), s)))
+        jobs += [(f"{g} without {m}", FitJob(base, rows.take(~mask), s))
+                 for m, mask in model_folds(rows.model)]
+    return jobs
+
+
+def score_gemm(report: Report, profile: str, data: GemmRows, s: Settings,
+               fits: Callable[[str], GpuFit] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Errors of every scheme for the GeMM rows ``data``, and where the calibrated tile model (the
-    token-split fit at every row) predicts less than measured; fills groups, series and fits."""
+    token-split fit at every row) predicts less than measured; fills groups, series and fits.
+    ``fits`` gives the calibration of each name of :func:`fit_jobs` (computed here when None)."""
+    if fits is None:
+        fits = dict((name, job.run()) for name, job in fit_jobs(data, s)).__getitem__
     pred = {k: np.full(len(data), np.nan) for k in SCHEMES}
     calibrated = np.full(len(data), np.nan)  # the token-split fit on every row, for plots and steps
     for g in sorted(set(data.gpu.tolist())):
@@ -51,14 +88,12 @@ def score_gemm(report: Report, profile: str, data: GemmRows,
         pred["shipped"][idx] = predict_rows(rows, shipped)
         pred["paper"][idx] = predict_paper(rows, lambda m: shipped(m, "paper"), s.model_file)
         held = token_split(rows.tokens, s.every)
-        fit = fit_gpu(base, rows.take(~held), max_train=s.max_train, seed=s.seed, model_file=s.model_file,
-                      floor=s.floor, waves=s.waves, l2=s.l2)
+        fit = fits(f"{g} tokens")
         report.fits[f"{g} tokens"] = _fit_summary(fit)
         calibrated[idx] = predict_rows(rows, _fitted(fit, s))
         pred["tokens"][idx[held]] = calibrated[idx[held]]
         for m, mask in model_folds(rows.model):
-            fit = fit_gpu(base, rows.take(~mask), max_train=s.max_train, seed=s.seed,
-                          model_file=s.model_file, floor=s.floor, waves=s.waves, l2=s.l2)
+            fit = fits(f"{g} without {m}")
             report.fits[f"{g} without {m}"] = _fit_summary(fit)
             pred["models"][idx[mask]] = predict_rows(rows.take(mask), _fitted(fit, s))
         _measured_schemes(report, g, rows, idx, held, pred)
@@ -149,6 +184,8 @@ def pool_gpus(report: Report, errors: dict[str, np.ndarray], data: GemmRows, til
 
 __all__ = [
     "TOKEN_BANDS",
+    "FitJob",
+    "fit_jobs",
     "pool_gpus",
     "score_gemm",
 ]

@@ -86,6 +86,8 @@ Mutinifni/splitwise-sim @ 8f99e7dc9b407f4ce2488d03dd44c0b8b946dab0 and casys-kai
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from theory.profiles import GEMM_OPERATIONS, KERNEL_OPERATIONS, VIDUR_GEMMS, VIDUR_KERNELS, Profile
@@ -94,12 +96,13 @@ from theory.validation.allreduce import score_allreduce
 from theory.validation.attention import OPERATION as ATTENTION
 from theory.validation.attention import score_attention
 from theory.validation.batches import BATCH_OPERATIONS, RANK_OPERATIONS
+from theory.validation.fan_out import Pending, start
 from theory.validation.gemm import GemmRows, gemm_rows
 from theory.validation.plausibility import REASON as SCREEN_REASON
 from theory.validation.plausibility import implausible
 from theory.validation.results import SCHEMES, Report, Settings, not_predicted
 from theory.validation.score_batches import score_batches
-from theory.validation.score_gemm import pool_gpus, score_gemm
+from theory.validation.score_gemm import fit_jobs, pool_gpus, score_gemm
 from theory.validation.staircase import staircase
 
 NO_KERNEL_LAW = ("the cost model prices element-wise operations only as one aggregate tau/mu_nLin "
@@ -124,21 +127,47 @@ def _select(rows: np.ndarray, gpus, models, quick: bool) -> np.ndarray:
     return rows[keep]
 
 
-def _screen(report: Report, profile: str, rows: np.ndarray) -> np.ndarray:
-    """``rows`` less those faster than the roofline lower bound of their shape, which are counted
-    as not predicted and listed in :attr:`theory.validation.results.Report.screened`
-    (:func:`theory.validation.plausibility.implausible`)."""
-    s = report.settings
-    bad, bound = implausible(rows, s.gpu_file, s.model_file)
+def _screen(report: Report, profile: str, rows: np.ndarray, bad: np.ndarray, bound: np.ndarray) -> None:
+    """Count the ``rows`` marked ``bad`` (faster than the roofline lower bound ``bound`` of their
+    shape, :func:`theory.validation.plausibility.implausible`) as not predicted and list them in
+    :attr:`theory.validation.results.Report.screened`."""
     if bad.any():
         not_predicted(report, profile, rows[bad], SCREEN_REASON)
         for r, b in zip(rows[bad], bound[bad], strict=True):
             report.screened.append({"profile": profile, **{k: r[k].item() for k in SCREENED_FIELDS},
                                     "seconds": float(r["seconds"]), "bound_s": float(b)})
-    return rows[~bad]
 
 
-def validate(profiles: dict[str, Profile], settings: Settings | None = None) -> Report:
+@dataclass(frozen=True, eq=False)
+class _Chosen:
+    """A profile's rows under the settings: all chosen (``rows``), those screened out (``bad``,
+    with their bounds), the GeMM rows of the others and the names of their calibrations
+    (:func:`theory.validation.score_gemm.fit_jobs`) with the index of the first among all jobs."""
+
+    rows: np.ndarray
+    bad: np.ndarray
+    bound: np.ndarray | None
+    gemm: GemmRows | None
+    fits: tuple[str, ...]
+    first: int
+
+
+def _choose(profiles: dict[str, Profile], s: Settings) -> tuple[dict[str, _Chosen], list]:
+    """Every profile's :class:`_Chosen` rows, and every calibration they need, in order."""
+    chosen, jobs = {}, []
+    for name, prof in profiles.items():
+        rows = _select(prof.rows, s.gpus, s.models, s.quick)
+        bad, bound = (implausible(rows, s.gpu_file, s.model_file) if s.screen
+                      else (np.zeros(rows.size, dtype=bool), None))
+        kept = rows[~bad]
+        gemm = gemm_rows(kept, s.model_file) if np.isin(kept["operation"], GEMM_OPERATIONS).any() else None
+        named = fit_jobs(gemm, s) if gemm is not None else []
+        chosen[name] = _Chosen(rows, bad, bound, gemm, tuple(n for n, _ in named), len(jobs))
+        jobs += [job for _, job in named]
+    return chosen, jobs
+
+
+def validate(profiles: dict[str, Profile], settings: Settings | None = None, workers: int = 1) -> Report:
     """Predict and score every row of ``profiles`` (module docstring).
 
     Parameters
@@ -149,6 +178,9 @@ def validate(profiles: dict[str, Profile], settings: Settings | None = None) -> 
         Held-out stride, training cap, seed, the quick subset (models :data:`QUICK_MODELS` at TP
         :data:`QUICK_TPS`; two models so that leave-one-model-out has one to train on), GPU and
         model filters, user GPU and model files.
+    workers : int
+        Worker processes for the calibrations (:mod:`theory.validation.fan_out`); the report does
+        not depend on it.
 
     Returns
     -------
@@ -156,38 +188,51 @@ def validate(profiles: dict[str, Profile], settings: Settings | None = None) -> 
     """
     s = settings or Settings()
     report = Report(s)
-    all_gemm = []
-    for name, prof in profiles.items():
-        rows = _select(prof.rows, s.gpus, s.models, s.quick)
-        if s.screen:
-            rows = _screen(report, name, rows)
-        if not rows.size:
-            continue
-        ops = set(rows["operation"].tolist())
-        if ops & set(GEMM_OPERATIONS):
-            data = gemm_rows(rows, s.model_file)
-            errors, below = score_gemm(report, name, data, s)
-            all_gemm.append((data, errors, below))
-        if ops & {*BATCH_OPERATIONS, *RANK_OPERATIONS}:
-            score_batches(report, name, rows, s)
-        if "all_reduce" in ops:
-            score_allreduce(report, name, rows, s)
-        if ATTENTION in ops:
-            report.attention += score_attention(name, rows, gpu_file=s.gpu_file, model_file=s.model_file)
-        kernels = rows[np.isin(rows["operation"], KERNEL_OPERATIONS)]
-        if kernels.size:
-            not_predicted(report, name, kernels, NO_KERNEL_LAW)
-        known = (*GEMM_OPERATIONS, *BATCH_OPERATIONS, *RANK_OPERATIONS, "all_reduce", *KERNEL_OPERATIONS,
-                 ATTENTION)
-        other = rows[~np.isin(rows["operation"], known)]
-        if other.size:
-            not_predicted(report, name, other, "operation unknown to the cost model")
-    data, errors, below = _concat(all_gemm)
+    chosen, jobs = _choose(profiles, s)
+    moe = moe_report.job(s)
+    pending = start(jobs if moe is None else [*jobs, moe], workers)
+    try:
+        all_gemm = [_score_profile(report, name, c, pending) for name, c in chosen.items()]
+        if moe is not None:
+            report.moe = pending.result(len(jobs))
+    finally:
+        pending.close()
+    data, errors, below = _concat([g for g in all_gemm if g is not None])
     pool_gpus(report, errors, data, below)  # every GPU preset (or the chosen ones), with or without data
     report.staircase = staircase(report, data)
-    moe_report.score_into(report)
     fp8_report.score_into(report)
     return report
+
+
+def _score_profile(report: Report, name: str, c: _Chosen, pending: Pending):
+    """Score one profile's chosen rows into ``report``; its GeMM rows with their errors, or None."""
+    s = report.settings
+    if s.screen:
+        _screen(report, name, c.rows, c.bad, c.bound)
+    rows = c.rows[~c.bad]
+    if not rows.size:
+        return None
+    ops = set(rows["operation"].tolist())
+    gemm = None
+    if c.gemm is not None:
+        index = {n: c.first + k for k, n in enumerate(c.fits)}
+        errors, below = score_gemm(report, name, c.gemm, s, lambda n: pending.result(index[n]))
+        gemm = (c.gemm, errors, below)
+    if ops & {*BATCH_OPERATIONS, *RANK_OPERATIONS}:
+        score_batches(report, name, rows, s)
+    if "all_reduce" in ops:
+        score_allreduce(report, name, rows, s)
+    if ATTENTION in ops:
+        report.attention += score_attention(name, rows, gpu_file=s.gpu_file, model_file=s.model_file)
+    kernels = rows[np.isin(rows["operation"], KERNEL_OPERATIONS)]
+    if kernels.size:
+        not_predicted(report, name, kernels, NO_KERNEL_LAW)
+    known = (*GEMM_OPERATIONS, *BATCH_OPERATIONS, *RANK_OPERATIONS, "all_reduce", *KERNEL_OPERATIONS,
+             ATTENTION)
+    other = rows[~np.isin(rows["operation"], known)]
+    if other.size:
+        not_predicted(report, name, other, "operation unknown to the cost model")
+    return gemm
 
 
 def _concat(parts) -> tuple[GemmRows, dict[str, np.ndarray], np.ndarray]:
