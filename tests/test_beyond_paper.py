@@ -61,8 +61,10 @@ def test_rad_judge_both_verdicts(overhead_case):
 
 def test_beyond_checks_extend_items_and_cover_none():
     beyond = {c.id: c for c in all_checks() if c.section == "beyond"}
-    assert set(beyond) == {"beyond.thm1_overhead", "beyond.thm2_rad_overhead", "beyond.moe_capacity"}
-    for key in ("beyond.thm1_overhead", "beyond.moe_capacity"):
+    assert set(beyond) == {"beyond.thm1_overhead", "beyond.thm2_rad_overhead", "beyond.moe_capacity",
+                           "beyond.planner_prices", "beyond.planner_tie_break"}
+    for key in ("beyond.thm1_overhead", "beyond.moe_capacity", "beyond.planner_prices",
+                "beyond.planner_tie_break"):
         assert beyond[key].extends == ("Theorem 1",) and not beyond[key].items
     assert beyond["beyond.thm2_rad_overhead"].extends == ("Theorem 2",)
     card = {"location": "Beyond the paper", "claim": "c", "method": "m", "level": "sample"}
