@@ -14,7 +14,7 @@ import math
 import numpy as np
 from numba import njit
 
-from stability.sim.kernels import ceil_udiv, lin_waste, psa_waste, t_fixed, t_lin, t_psa
+from stability.sim.kernels import ceil_udiv, chunk_batch_cost, lin_waste, psa_waste, t_fixed, t_lin, t_psa
 from stability.sim.prefix_cache import pc_release
 from stability.sim.recording import count_batch, log_batch, log_has_room, log_item, move_decode, record_gap
 
@@ -39,9 +39,7 @@ def prefill_whole(st, ct, j):
         for k in range(n_chunks):
             i = 1 + k * chunk
             c = min(chunk, L - i + 1)
-            att = t_psa(ct, i, c)
-            dur = t_fixed(ct, c) + att
-            wasted = lin_waste(ct, c) + psa_waste(ct, i, c, att)
+            dur, wasted = chunk_batch_cost(ct, i, c)
             if st.log_on:
                 log_item(st, j, i, c)
                 log_batch(st, now + t, dur, c, 0, 1, wasted)

@@ -345,10 +345,6 @@ def t_fixed(ct, tau):
     return t_lin(ct, tau) + tau / ct.mu_nLin + ct.overhead
 
 
-@njit(cache=True)
-def chunk_batch_time(ct, i, c):
-    """T_B of a batch holding the single prefill chunk PI(R, i, c) (Eq. 7)."""
-    return t_fixed(ct, c) + t_psa(ct, i, c)
 
 
 @njit(cache=True)
@@ -365,19 +361,18 @@ def psa_waste(ct, i, c, actual):
 
 
 @njit(cache=True)
-def _chunk_waste(ct, i, c):
-    """(time lost to tiling, 1 if the batch is not optimally tiled else 0) of a batch holding the
-    single prefill chunk PI(R, i, c), as the engine's detail mode counts it."""
+def chunk_batch_cost(ct, i, c):
+    """(T_B, time lost to tiling) of a batch holding the single prefill chunk PI(R, i, c) (Eq. 7)."""
     att = t_psa(ct, i, c)
-    wasted = lin_waste(ct, c) + psa_waste(ct, i, c, att)
-    return wasted, 1 if wasted > 1e-12 * (t_fixed(ct, c) + att) else 0
+    return t_fixed(ct, c) + att, lin_waste(ct, c) + psa_waste(ct, i, c, att)
 
 
 @njit(cache=True)
 def _fill_prefill_table(ct):
     """pre_time[L] = sum over the chunks (1 + k chunk, min(chunk, L - k chunk)) of their batch
     times, accumulated chunk by chunk in the same order the engine's detail mode uses; pre_waste[L]
-    and pre_not_opt[L] the same sums of each chunk's tiling loss and not-optimally-tiled count."""
+    and pre_not_opt[L] the same sums of each chunk's tiling loss and of the chunks not optimally
+    tiled (by :func:`stability.sim.recording.count_batch`'s rule)."""
     out = ct.pre_time
     chunk = ct.chunk
     full = 0.0  # time of the full chunks before the current one
@@ -387,11 +382,11 @@ def _fill_prefill_table(ct):
         k = (L - 1) // chunk  # index of the chunk holding token L
         i = 1 + k * chunk
         if (L - 1) % chunk == 0 and k > 0:
-            full += chunk_batch_time(ct, i - chunk, chunk)
-            w, bad = _chunk_waste(ct, i - chunk, chunk)
+            dur, w = chunk_batch_cost(ct, i - chunk, chunk)
+            full += dur
             full_waste += w
-            full_not_opt += bad
-        out[L] = full + chunk_batch_time(ct, i, L - i + 1)
-        w, bad = _chunk_waste(ct, i, L - i + 1)
+            full_not_opt += 1 if w > 1e-12 * dur else 0
+        dur, w = chunk_batch_cost(ct, i, L - i + 1)
+        out[L] = full + dur
         ct.pre_waste[L] = full_waste + w
-        ct.pre_not_opt[L] = full_not_opt + bad
+        ct.pre_not_opt[L] = full_not_opt + (1 if w > 1e-12 * dur else 0)
